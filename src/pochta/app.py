@@ -1,0 +1,76 @@
+"""The one place that builds pochta's services from settings and picks backends."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from pochta.blobs.filedb.sqlite import SQLiteFileDB
+from pochta.blobs.pairs import SQLitePairDB
+from pochta.blobs.store import BlobStore
+from pochta.config import Settings
+from pochta.errors import ConfigError, InvalidInput
+from pochta.types import DiskSpec
+
+
+@dataclass
+class Pochta:
+    settings: Settings
+    blobs: BlobStore
+
+    def close(self) -> None:
+        self.blobs.close()
+
+
+def build(settings: Settings) -> Pochta:
+    data = settings.data_dir.resolve()
+    try:
+        data.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create data directory {data}: {exc.strerror}") from exc
+    sync = settings.blobs.sync
+    filedb = SQLiteFileDB(data / "filedb.sqlite3", synchronous=sync)
+    pairdb = SQLitePairDB(data / "pairdb.sqlite3", synchronous=sync)
+    blobs = BlobStore(
+        filedb,
+        pairdb,
+        placement_root=settings.blobs.placement_root,
+        free_refresh_seconds=settings.blobs.free_refresh_seconds,
+    )
+    if settings.blobs.default_pair and not pairdb.list():
+        disks = data / "disks"
+        specs = (DiskSpec("local", str(disks / "0")), DiskSpec("local", str(disks / "1")))
+        try:
+            blobs.add_pair(*specs)
+        except InvalidInput:
+            pass  # another process created it at the same moment
+    return Pochta(settings=settings, blobs=blobs)
+
+
+def service_token(settings: Settings) -> str:
+    """The blob API's bearer token: from settings, else kept in ``<data>/service-token``
+    (created once, mode 0600)."""
+    if settings.service_token is not None:
+        token = settings.service_token.get_secret_value()
+        if len(token) < 16:
+            raise ConfigError("service_token must be at least 16 characters long")
+        return token
+    path = settings.data_dir / "service-token"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    token = secrets.token_urlsafe(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
+
+
+def token_file(settings: Settings) -> Path:
+    return settings.data_dir / "service-token"

@@ -1,0 +1,1 @@
+"""FileDB backends: ``memory`` (a fake for tests) and ``sqlite`` (the embedded default)."""

@@ -1,0 +1,161 @@
+"""A disk that is a local directory: files at ``root/ab/cd/<key>``, durable renames."""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from pochta.errors import DiskError, MissingFile
+from pochta.types import DiskSpec
+
+CHUNK = 1 << 20
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _makedirs_durable(path: Path) -> None:
+    """mkdir -p, fsyncing the parent of each directory created so the entries survive a crash."""
+    missing: list[Path] = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            continue
+        _fsync_dir(directory.parent)
+
+
+def _disk_error(spec: DiskSpec, action: str, exc: OSError) -> DiskError:
+    if exc.errno == errno.ENOSPC:
+        return DiskError(f"disk {spec} is full ({action})")
+    return DiskError(f"disk {spec}: {action} failed: {exc.strerror or exc}")
+
+
+class LocalWriter:
+    def __init__(self, disk: LocalDisk, path: Path) -> None:
+        self._disk = disk
+        self._path = path
+        try:
+            _makedirs_durable(path.parent)
+            self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - closed in commit/abort
+        except OSError as exc:
+            raise _disk_error(disk.spec, "creating a file", exc) from exc
+
+    def write(self, chunk: bytes) -> None:
+        try:
+            view = memoryview(chunk)
+            while view:
+                written = self._file.write(view)
+                view = view[written or 0 :]
+        except OSError as exc:
+            raise _disk_error(self._disk.spec, "writing", exc) from exc
+
+    def commit(self) -> None:
+        try:
+            os.fsync(self._file.fileno())
+            self._file.close()
+        except OSError as exc:
+            raise _disk_error(self._disk.spec, "fsync", exc) from exc
+
+    def abort(self) -> None:
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        try:
+            self._path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+class LocalReader:
+    def __init__(self, spec: DiskSpec, path: Path, start: int, end: int | None) -> None:
+        self._spec = spec
+        try:
+            self._file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+            self.size = os.fstat(self._file.fileno()).st_size
+            self._file.seek(start)
+        except FileNotFoundError:
+            raise MissingFile(f"{path.name} is not on disk {spec}") from None
+        except OSError as exc:
+            raise _disk_error(spec, "opening", exc) from exc
+        self._left = (self.size if end is None else min(end, self.size)) - start
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            while self._left > 0:
+                chunk = self._file.read(min(CHUNK, self._left))
+                if not chunk:
+                    raise DiskError(f"disk {self._spec}: file shrank while being read")
+                self._left -= len(chunk)
+                yield chunk
+        except OSError as exc:
+            raise _disk_error(self._spec, "reading", exc) from exc
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class LocalDisk:
+    def __init__(self, root: Path, spec: DiskSpec | None = None) -> None:
+        self.root = root
+        self.spec = spec or DiskSpec("local", str(root))
+
+    def _path(self, name: str) -> Path:
+        return self.root / name
+
+    def create(self, name: str) -> LocalWriter:
+        return LocalWriter(self, self._path(name))
+
+    def publish(self, tmp_name: str, name: str) -> None:
+        final = self._path(name)
+        try:
+            _makedirs_durable(final.parent)
+            os.replace(self._path(tmp_name), final)
+            _fsync_dir(final.parent)
+        except OSError as exc:
+            raise _disk_error(self.spec, "renaming into place", exc) from exc
+
+    def open(self, name: str, start: int = 0, end: int | None = None) -> LocalReader:
+        return LocalReader(self.spec, self._path(name), start, end)
+
+    def size(self, name: str) -> int | None:
+        try:
+            return self._path(name).stat().st_size
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _disk_error(self.spec, "stat", exc) from exc
+
+    def delete(self, name: str) -> None:
+        try:
+            self._path(name).unlink(missing_ok=True)
+        except OSError as exc:
+            raise _disk_error(self.spec, "deleting", exc) from exc
+
+    def free_bytes(self) -> int:
+        try:
+            return shutil.disk_usage(self.root).free
+        except OSError as exc:
+            raise _disk_error(self.spec, "measuring free space", exc) from exc
+
+    def probe(self) -> None:
+        writer = self.create(f"tmp/probe-{secrets.token_hex(8)}.part")
+        try:
+            writer.write(b"pochta probe\n")
+        finally:
+            writer.abort()

@@ -1,0 +1,383 @@
+"""The loader: inc / upload / dec / get over FileDB, PairDB and the disks (SPEC §2).
+
+upload: pick a writable pair (weighted by free^(1/N)), probe both disks, stream the content to
+both at once under ``tmp/<random>.part`` while hashing (SHA-256 and CRC-32), refuse it if it does
+not match the key given, fsync both copies, rename them to ``ab/cd/<key>`` and fsync the
+directories, then upsert the record. Only then is the upload acknowledged.
+
+get: read from the master disk of the pair (first bit of the key), falling back to the other;
+with an expected size / CRC-32 (kept by the letter) a copy that differs is never served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import secrets
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from pochta.blobs.keys import blob_path, master_index, parse_key, parse_magic
+from pochta.blobs.nodes import open_disk
+from pochta.blobs.placement import choose_pair
+from pochta.errors import (
+    BlobNotFound,
+    ContentMismatch,
+    DiskError,
+    IntegrityError,
+    NoWritablePair,
+    StorageError,
+)
+from pochta.types import (
+    BlobReader,
+    BlobWriter,
+    Disk,
+    DiskSpec,
+    FileDB,
+    FileRecord,
+    Key,
+    Magic,
+    Pair,
+    PairDB,
+    PairFlag,
+    Space,
+)
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What a put / upload did: the record after it, the content's size and CRC-32, and whether
+    bytes were written (False when the key was already live and only counted)."""
+
+    record: FileRecord
+    magic: Magic
+    size: int
+    crc32: int
+    uploaded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A readable blob: its record, the disk serving it, its whole size, and the bytes asked for."""
+
+    record: FileRecord
+    disk: DiskSpec
+    size: int
+    reader: BlobReader
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.reader)
+
+
+class Upload:
+    """One upload in progress; use as a context manager, feed ``write``, end with ``finish``.
+    Any exception before ``finish`` returns removes every temporary byte."""
+
+    def __init__(
+        self, store: BlobStore, key: Key | None, magic: Magic, pair: Pair | None
+    ) -> None:
+        self._store = store
+        self._key = key
+        self._magic = magic
+        self._pair = pair
+        self._sha = hashlib.sha256()
+        self._crc = 0
+        self._size = 0
+        self._tmp = f"tmp/{secrets.token_hex(16)}.part"
+        self._writers: list[BlobWriter] = []
+        self._done = False
+        if pair is not None:
+            try:
+                for disk in store.disks(pair):
+                    self._writers.append(disk.create(self._tmp))
+            except BaseException:
+                self.abort()
+                raise
+
+    @property
+    def pair(self) -> Pair | None:
+        """The pair receiving the bytes; None when the key was live and only gets counted."""
+        return self._pair
+
+    def write(self, chunk: bytes) -> None:
+        self._sha.update(chunk)
+        self._crc = zlib.crc32(chunk, self._crc)
+        self._size += len(chunk)
+        for writer in self._writers:
+            writer.write(chunk)
+
+    def finish(self) -> Stored:
+        try:
+            key = self._sha.hexdigest()
+            if self._key is not None and key != self._key:
+                raise ContentMismatch(
+                    f"content hashes to {key}, not to the key given ({self._key}); nothing stored"
+                )
+            if self._pair is None:  # already live: the bytes were only hashed
+                self._done = True
+                try:
+                    record = self._store.filedb.inc(key, self._magic)
+                except BlobNotFound:
+                    raise StorageError(
+                        f"{key} was deleted while its content was being sent; send it again"
+                    ) from None
+                return Stored(record, self._magic, self._size, self._crc, uploaded=False)
+            self._store.commit_copies(self._writers)
+            disks = self._store.disks(self._pair)
+            final = blob_path(key)
+            for disk in disks:
+                disk.publish(self._tmp, final)
+            self._done = True
+        except BaseException:
+            self.abort()
+            raise
+        record = self._store.filedb.upsert(key, self._magic, self._pair.id)
+        return Stored(record, self._magic, self._size, self._crc, uploaded=True)
+
+    def abort(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        for writer in self._writers:
+            writer.abort()
+
+    def __enter__(self) -> Upload:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.abort()
+
+
+class BlobStore:
+    def __init__(
+        self,
+        filedb: FileDB,
+        pairdb: PairDB,
+        *,
+        disk_factory: Callable[[DiskSpec], Disk] = open_disk,
+        placement_root: float = 2.0,
+        free_refresh_seconds: float = 10.0,
+        rng: random.Random | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.filedb = filedb
+        self.pairdb = pairdb
+        self._disk_factory = disk_factory
+        self._disks: dict[DiskSpec, Disk] = {}
+        self._placement_root = placement_root
+        self._free_refresh = free_refresh_seconds
+        self._rng = rng or random.Random(secrets.randbits(64))
+        self._monotonic = monotonic
+        self._refreshed_at = -float("inf")
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pochta-fsync")
+
+    # -- disks and pairs ----------------------------------------------------------------
+    def disk(self, spec: DiskSpec) -> Disk:
+        with self._lock:
+            disk = self._disks.get(spec)
+            if disk is None:
+                disk = self._disks[spec] = self._disk_factory(spec)
+            return disk
+
+    def disks(self, pair: Pair) -> tuple[Disk, Disk]:
+        return self.disk(pair.disks[0]), self.disk(pair.disks[1])
+
+    def measure_free(self, pair: Pair) -> tuple[int, int]:
+        """Free bytes of each disk now; a disk that cannot say counts as full."""
+        free: list[int] = []
+        for disk in self.disks(pair):
+            try:
+                free.append(disk.free_bytes())
+            except DiskError:
+                free.append(0)
+        return free[0], free[1]
+
+    def refresh_free(self, *, force: bool = False) -> list[Pair]:
+        """Re-measure free space of every pair (at most every ``free_refresh_seconds``)."""
+        pairs = self.pairdb.list()
+        now = self._monotonic()
+        if not force and now - self._refreshed_at < self._free_refresh:
+            return pairs
+        self._refreshed_at = now
+        fresh = []
+        for pair in pairs:
+            free = self.measure_free(pair)
+            if free != pair.free:
+                self.pairdb.set_free(pair.id, free)
+            fresh.append(Pair(pair.id, pair.disks, pair.flags, free))
+        return fresh
+
+    def add_pair(self, a: DiskSpec, b: DiskSpec) -> Pair:
+        """Register two disks as a pair after checking both take writes."""
+        probe_pair = Pair(0, (a, b), PairFlag.NONE, (0, 0))
+        for disk in self.disks(probe_pair):
+            disk.probe()
+        pair = self.pairdb.add((a, b), self.measure_free(probe_pair))
+        self._refreshed_at = -float("inf")
+        return pair
+
+    def _place(self, size: int) -> Pair:
+        tried: set[int] = set()
+        pairs = self.refresh_free()
+        reasons: list[str] = []
+        while True:
+            pair = choose_pair(
+                pairs, size=size, root=self._placement_root, rng=self._rng, exclude=tried
+            )
+            if pair is None:
+                writable = [p for p in pairs if p.flags.writable]
+                detail = "; ".join(reasons) if reasons else (
+                    f"{len(writable)} writable pair(s), none with {size} bytes free"
+                )
+                raise NoWritablePair(f"no pair can take the file: {detail}")
+            try:
+                for disk in self.disks(pair):
+                    disk.probe()
+                return pair
+            except DiskError as exc:
+                tried.add(pair.id)
+                reasons.append(f"pair {pair.id}: {exc.message}")
+                self._refreshed_at = -float("inf")
+
+    def commit_copies(self, writers: list[BlobWriter]) -> None:
+        """fsync both copies at once."""
+        if not writers:
+            return
+        later = [self._pool.submit(w.commit) for w in writers[1:]]
+        errors: list[BaseException] = []
+        try:
+            writers[0].commit()
+        except BaseException as exc:
+            errors.append(exc)
+        for fut in later:
+            exc2 = fut.exception()
+            if exc2 is not None:
+                errors.append(exc2)
+        if errors:
+            raise errors[0]
+
+    # -- the API of seed 004 ------------------------------------------------------------
+    def inc(self, key: Key, magic: Magic) -> FileRecord:
+        return self.filedb.inc(key, magic)
+
+    def begin_upload(self, key: Key | None, magic: Magic, size_hint: int = 0) -> Upload:
+        """Start an upload. With a key that is already live, the bytes are only hashed (to
+        check them) and the record is counted: no second copy is written."""
+        magic = parse_magic(magic)
+        if key is not None:
+            key = parse_key(key)
+            record = self.filedb.get(key)
+            if record is not None and record.space is Space.LIVE:
+                return Upload(self, key, magic, None)
+        while True:
+            pair = self._place(size_hint)
+            try:
+                return Upload(self, key, magic, pair)
+            except DiskError:
+                self._refreshed_at = -float("inf")
+                # the disk failed after its probe; try placement again (it re-probes)
+                continue
+
+    def upload(
+        self, key: Key | None, magic: Magic, chunks: Iterable[bytes], size_hint: int = 0
+    ) -> Stored:
+        with self.begin_upload(key, magic, size_hint) as up:
+            for chunk in chunks:
+                up.write(chunk)
+            return up.finish()
+
+    def put(self, path: Path, magic: Magic) -> Stored:
+        """Store a local file: inc when its key is live, upload when not."""
+        magic = parse_magic(magic)
+        sha, crc, size = hashlib.sha256(), 0, 0
+        with path.open("rb") as f:
+            while chunk := f.read(CHUNK):
+                sha.update(chunk)
+                crc = zlib.crc32(chunk, crc)
+                size += len(chunk)
+        key = sha.hexdigest()
+        try:
+            return Stored(self.inc(key, magic), magic, size, crc, uploaded=False)
+        except BlobNotFound:
+            pass
+        with path.open("rb") as f:
+            return self.upload(key, magic, iter(lambda: f.read(CHUNK), b""), size_hint=size)
+
+    def dec(self, key: Key, magic: Magic) -> FileRecord:
+        return self.filedb.dec(key, magic)
+
+    def stat(self, key: Key) -> FileRecord:
+        record = self.filedb.get(parse_key(key))
+        if record is None:
+            raise BlobNotFound(f"no record for {key}")
+        return record
+
+    def open(
+        self,
+        key: Key,
+        *,
+        start: int = 0,
+        end: int | None = None,
+        expect_size: int | None = None,
+        expect_crc32: int | None = None,
+    ) -> Opened:
+        """Open a blob for reading, master disk first. With ``expect_size`` / ``expect_crc32``
+        a copy that differs is skipped; when no copy matches, IntegrityError."""
+        record = self.stat(key)
+        pair = self.pairdb.get(record.pair_id)
+        disks = self.disks(pair)
+        first = master_index(record.key)
+        name = blob_path(record.key)
+        problems: list[str] = []
+        for disk in (disks[first], disks[1 - first]):
+            try:
+                if expect_crc32 is not None:
+                    self._verify(disk, name, expect_size, expect_crc32)
+                reader = disk.open(name, start, end)
+            except (DiskError, IntegrityError) as exc:
+                problems.append(exc.message)
+                continue
+            if expect_size is not None and reader.size != expect_size:
+                reader.close()
+                problems.append(f"{disk.spec}: size {reader.size}, expected {expect_size}")
+                continue
+            return Opened(record, disk.spec, reader.size, reader)
+        if any("expected" in p for p in problems):
+            raise IntegrityError(f"no copy of {key} matches what was expected: {'; '.join(problems)}")
+        raise StorageError(f"no readable copy of {key}: {'; '.join(problems)}")
+
+    def reopen(self, opened: Opened, start: int, end: int | None) -> Opened:
+        """The same copy again, bytes [start, end) only (for Range requests)."""
+        reader = self.disk(opened.disk).open(blob_path(opened.record.key), start, end)
+        return Opened(opened.record, opened.disk, reader.size, reader)
+
+    @staticmethod
+    def _verify(disk: Disk, name: str, size: int | None, crc32: int) -> None:
+        reader = disk.open(name)
+        if size is not None and reader.size != size:
+            reader.close()
+            raise IntegrityError(f"{disk.spec}: size {reader.size}, expected {size}")
+        crc = 0
+        for chunk in reader:
+            crc = zlib.crc32(chunk, crc)
+        if crc != crc32:
+            raise IntegrityError(f"{disk.spec}: crc32 {crc:08x}, expected {crc32:08x}")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.filedb.close()
+        self.pairdb.close()

@@ -1,0 +1,94 @@
+"""Settings: defaults < ``pochta.toml`` < ``POCHTA_*`` environment < explicit overrides.
+
+Read once (``load_settings``), passed down as one object. Nested keys use ``__`` in the
+environment: ``POCHTA_HTTP__PORT=8080`` is ``[http] port = 8080``. The file is ``pochta.toml``
+in the working directory, or the path in ``POCHTA_CONFIG`` / ``--config``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from pochta.errors import ConfigError
+
+
+class HttpSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = Field(8025, ge=0, le=65535)
+
+
+class BlobSettings(BaseModel):
+    placement_root: float = Field(
+        2.0, gt=0, description="N in the placement weight free^(1/N) (seed 004)"
+    )
+    sync: Literal["full", "normal"] = Field(
+        "full",
+        description="SQLite durability of FileDB/PairDB: full = fsync at every commit"
+        " (group commit shares it); normal = survives a process crash, not a power loss",
+    )
+    default_pair: bool = Field(
+        True, description="create one pair of two directories in the data directory on first start"
+    )
+    free_refresh_seconds: float = Field(10.0, ge=0, description="how often free space is measured")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="POCHTA_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    data_dir: Path = Field(Path("pochta-data"), description="where embedded backends keep data")
+    service_token: SecretStr | None = Field(
+        None,
+        description="bearer token of services calling the blob API; when unset, one is"
+        " generated into <data_dir>/service-token",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    http: HttpSettings = HttpSettings()
+    blobs: BlobSettings = BlobSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """Read the settings once. A named config file that is missing, or any invalid value, is a
+    ConfigError naming the setting."""
+    if config is None and os.environ.get("POCHTA_CONFIG"):
+        config = Path(os.environ["POCHTA_CONFIG"])
+    if config is not None and not config.is_file():
+        raise ConfigError(f"config file {config} does not exist")
+    path = config or Path("pochta.toml")
+
+    class _FromFile(Settings):
+        model_config = SettingsConfigDict(toml_file=path)
+
+    try:
+        return Settings.model_validate(
+            _FromFile(**{k: v for k, v in overrides.items() if v is not None}).model_dump()
+        )
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid settings ({path}): {problems}") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None

@@ -1,0 +1,1 @@
+"""Protocol edges: HTTP (FastAPI) now; SMTP/LMTP later. Edges translate, never decide."""

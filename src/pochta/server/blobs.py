@@ -1,0 +1,205 @@
+"""The blob API for services (seed 004's inc / upload / dec / get over HTTP)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from anyio import to_thread
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from pochta.blobs.store import CHUNK, BlobStore, Opened, Stored
+from pochta.errors import InvalidInput, RangeNotSatisfiable
+from pochta.server.auth import require_service
+from pochta.types import FileFlag, FileRecord, Space
+
+router = APIRouter(prefix="/v1/blobs", tags=["blobs"], dependencies=[Depends(require_service)])
+
+MagicValue = Annotated[int, Field(ge=1, le=2**32 - 1, description="1..2**32-1, never 0")]
+
+
+class MagicIn(BaseModel):
+    magic: MagicValue
+
+
+class RecordOut(BaseModel):
+    key: str
+    counter: int
+    magic: int
+    flags: list[Literal["do_not_delete"]]
+    pair: int
+    space: Literal["live", "deleted"]
+    moved_at: float | None = None
+
+    @classmethod
+    def of(cls, r: FileRecord) -> RecordOut:
+        return cls(
+            key=r.key,
+            counter=r.counter,
+            magic=r.magic,
+            flags=["do_not_delete"] if r.flags & FileFlag.DO_NOT_DELETE else [],
+            pair=r.pair_id,
+            space="live" if r.space is Space.LIVE else "deleted",
+            moved_at=r.moved_at,
+        )
+
+
+class StoredOut(RecordOut):
+    size: int
+    crc32: str = Field(description="CRC-32 of the content, 8 hex digits")
+    uploaded: bool = Field(description="false when the key was live and only counted")
+
+    @classmethod
+    def stored(cls, s: Stored) -> StoredOut:
+        return cls(
+            **RecordOut.of(s.record).model_dump(),
+            size=s.size,
+            crc32=f"{s.crc32:08x}",
+            uploaded=s.uploaded,
+        )
+
+
+def _store(request: Request) -> BlobStore:
+    store: BlobStore = request.app.state.pochta.blobs
+    return store
+
+
+Store = Annotated[BlobStore, Depends(_store)]
+
+
+@router.post("/{key}/inc", summary="Count one more reference to a stored file")
+def inc(key: str, body: MagicIn, store: Store) -> RecordOut:
+    """404 when there is no live record: the caller then uploads the content with PUT."""
+    return RecordOut.of(store.inc(key, body.magic))
+
+
+@router.put("/{key}", status_code=201, summary="Upload content (streamed)")
+async def upload(
+    key: str,
+    request: Request,
+    store: Store,
+    magic: Annotated[int, Query(ge=1, le=2**32 - 1, description="the letter's magic")],
+) -> StoredOut:
+    """The body must hash (SHA-256) to the key; otherwise 422 and nothing is kept. When the key
+    is already live the body is only hashed and the record counted."""
+    size_hint = int(request.headers.get("content-length") or 0)
+    up = await to_thread.run_sync(store.begin_upload, key, magic, size_hint)
+    try:
+        buf = bytearray()
+        async for chunk in request.stream():
+            buf += chunk
+            if len(buf) >= CHUNK:
+                await to_thread.run_sync(up.write, bytes(buf))
+                buf.clear()
+        if buf:
+            await to_thread.run_sync(up.write, bytes(buf))
+        stored = await to_thread.run_sync(up.finish)
+    except BaseException:
+        await to_thread.run_sync(up.abort)
+        raise
+    return StoredOut.stored(stored)
+
+
+@router.post("/{key}/dec", summary="Drop one reference")
+def dec(key: str, body: MagicIn, store: Store) -> RecordOut:
+    return RecordOut.of(store.dec(key, body.magic))
+
+
+@router.get("/{key}/stat", summary="The FileDB record")
+def stat(key: str, store: Store) -> RecordOut:
+    return RecordOut.of(store.stat(key))
+
+
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | None:
+    """One ``bytes=`` range as [start, end); None for a header we ignore (several ranges).
+    RangeNotSatisfiable when it lies outside the file."""
+    m = _RANGE.fullmatch(header.strip())
+    if m is None:
+        return None
+    first, last = m.group(1), m.group(2)
+    if first == "" and last == "":
+        return None
+    if first == "":
+        start, end = max(size - int(last), 0), size
+    else:
+        start = int(first)
+        end = size if last == "" else min(int(last) + 1, size)
+    if start >= size or start >= end:
+        raise RangeNotSatisfiable(f"range {header!r} is outside the {size} bytes of the file")
+    return start, end
+
+
+def _expected_crc(crc32: str | None) -> int | None:
+    if crc32 is None:
+        return None
+    try:
+        return int(crc32, 16)
+    except ValueError:
+        raise InvalidInput(f"crc32 {crc32!r} is not 8 hex digits") from None
+
+
+def _open(
+    store: BlobStore, key: str, size: int | None, crc32: str | None, range_header: str | None
+) -> tuple[Opened, tuple[int, int] | None]:
+    opened = store.open(key, expect_size=size, expect_crc32=_expected_crc(crc32))
+    span = parse_range(range_header, opened.size) if range_header else None
+    if span is not None:
+        opened.reader.close()
+        opened = store.reopen(opened, *span)
+    return opened, span
+
+
+def _headers(opened: Opened, span: tuple[int, int] | None) -> dict[str, str]:
+    headers = {"Accept-Ranges": "bytes", "ETag": f'"{opened.record.key}"'}
+    if span is None:
+        headers["Content-Length"] = str(opened.size)
+    else:
+        headers["Content-Length"] = str(span[1] - span[0])
+        headers["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{opened.size}"
+    return headers
+
+
+ExpectSize = Annotated[
+    int | None, Query(ge=0, description="refuse (409) a copy whose size differs")
+]
+ExpectCrc = Annotated[str | None, Query(description="refuse (409) a copy whose CRC-32 differs")]
+
+
+@router.get(
+    "/{key}",
+    summary="Download content (Range supported)",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 416: {}},
+)
+async def download(
+    key: str, request: Request, store: Store, size: ExpectSize = None, crc32: ExpectCrc = None
+) -> Response:
+    opened, span = await to_thread.run_sync(
+        _open, store, key, size, crc32, request.headers.get("range")
+    )
+    return StreamingResponse(
+        opened.reader,
+        status_code=206 if span else 200,
+        media_type="application/octet-stream",
+        headers=_headers(opened, span),
+    )
+
+
+@router.head("/{key}", summary="Size and presence, no body")
+async def head(
+    key: str, request: Request, store: Store, size: ExpectSize = None, crc32: ExpectCrc = None
+) -> Response:
+    opened, span = await to_thread.run_sync(
+        _open, store, key, size, crc32, request.headers.get("range")
+    )
+    opened.reader.close()
+    return Response(
+        status_code=206 if span else 200,
+        media_type="application/octet-stream",
+        headers=_headers(opened, span),
+    )
