@@ -77,6 +77,13 @@ class Opened:
         return iter(self.reader)
 
 
+def _chunks(read: Callable[[int], bytes], progress: Callable[[int], None] | None) -> Iterator[bytes]:
+    while chunk := read(CHUNK):
+        if progress is not None:
+            progress(len(chunk))
+        yield chunk
+
+
 class Upload:
     """One upload in progress; use as a context manager, feed ``write``, end with ``finish``.
     Any exception before ``finish`` returns removes every temporary byte."""
@@ -300,12 +307,15 @@ class BlobStore:
                 up.write(chunk)
             return up.finish()
 
-    def put(self, path: Path, magic: Magic) -> Stored:
-        """Store a local file: inc when its key is live, upload when not."""
+    def put(
+        self, path: Path, magic: Magic, progress: Callable[[int], None] | None = None
+    ) -> Stored:
+        """Store a local file: inc when its key is live, upload when not. ``progress`` is
+        told the bytes of each chunk read (the file is read twice when it is uploaded)."""
         magic = parse_magic(magic)
         sha, crc, size = hashlib.sha256(), 0, 0
         with path.open("rb") as f:
-            while chunk := f.read(CHUNK):
+            for chunk in _chunks(f.read, progress):
                 sha.update(chunk)
                 crc = zlib.crc32(chunk, crc)
                 size += len(chunk)
@@ -315,7 +325,7 @@ class BlobStore:
         except BlobNotFound:
             pass
         with path.open("rb") as f:
-            return self.upload(key, magic, iter(lambda: f.read(CHUNK), b""), size_hint=size)
+            return self.upload(key, magic, _chunks(f.read, progress), size_hint=size)
 
     def dec(self, key: Key, magic: Magic) -> FileRecord:
         return self.filedb.dec(key, magic)

@@ -1,0 +1,85 @@
+"""What every command shares: --data / --config / --json, opening pochta, output, exit codes."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from pochta import errors
+from pochta.app import Pochta, build
+from pochta.config import Settings, load_settings
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+DataOpt = Annotated[
+    Path | None,
+    typer.Option("--data", help="data directory (default: ./pochta-data or settings)"),
+]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="settings file (default: ./pochta.toml)")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]
+
+EXIT_CODES: list[tuple[type[errors.PochtaError], int]] = [
+    (errors.InvalidInput, 2),
+    (errors.NotFound, 3),
+    (errors.IntegrityError, 4),
+    (errors.StorageError, 5),
+    (errors.ConfigError, 6),
+    (errors.PochtaError, 1),
+]
+"""Exit codes: 0 ok, 1 other failure, 2 bad input (also usage errors), 3 not found,
+4 integrity (stored bytes differ), 5 storage (disk, pair, database), 6 configuration."""
+
+
+def exit_code(exc: errors.PochtaError) -> int:
+    return next(code for cls, code in EXIT_CODES if isinstance(exc, cls))
+
+
+def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn pochta's errors into one line on stderr (JSON with --json) and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except errors.PochtaError as exc:
+            if kwargs.get("json_output"):
+                print(json.dumps({"error": exc.code, "message": exc.message}), file=sys.stderr)
+            else:
+                err.print(f"[bold red]error:[/] {exc.message}", soft_wrap=True)
+            raise typer.Exit(exit_code(exc)) from None
+
+    return wrapper
+
+
+def settings(data: Path | None, config: Path | None, **overrides: Any) -> Settings:
+    return load_settings(config, data_dir=data, **overrides)
+
+
+@contextmanager
+def opened(data: Path | None, config: Path | None) -> Iterator[Pochta]:
+    pochta = build(settings(data, config))
+    try:
+        yield pochta
+    finally:
+        pochta.close()
+
+
+def emit(json_output: bool, payload: dict[str, Any] | list[Any], human: Callable[[], None]) -> None:
+    if json_output:
+        sys.stdout.write(json.dumps(payload) + "\n")
+    else:
+        human()

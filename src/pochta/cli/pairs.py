@@ -1,0 +1,105 @@
+"""``pochta pairs``: list, add, set-flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
+from pochta.errors import InvalidInput
+from pochta.types import DiskSpec, Pair, PairFlag
+
+app = typer.Typer(help="Pairs of disks that hold the blobs.", no_args_is_help=True)
+
+FLAG_NAMES = {"readonly": PairFlag.READONLY, "service": PairFlag.SERVICE, "locked": PairFlag.LOCKED}
+
+
+def flag_names(flags: PairFlag) -> list[str]:
+    return [name for name, flag in FLAG_NAMES.items() if flags & flag]
+
+
+def pair_dict(p: Pair) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "disks": [{"node": d.node, "root": d.root, "free": f} for d, f in zip(p.disks, p.free)],
+        "flags": flag_names(p.flags),
+        "writable": p.flags.writable,
+    }
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def _table(pairs: list[Pair]) -> None:
+    table = Table("pair", "disk A", "free A", "disk B", "free B", "flags")
+    for p in pairs:
+        table.add_row(
+            str(p.id), str(p.disks[0]), _gib(p.free[0]), str(p.disks[1]), _gib(p.free[1]),
+            ",".join(flag_names(p.flags)) or "-",
+        )
+    out.print(table)
+
+
+def _disk(text: str) -> DiskSpec:
+    if text.startswith(("http://", "https://")):
+        return DiskSpec(text, "")
+    path = Path(text).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise InvalidInput(f"{text} is not a directory")
+    return DiskSpec("local", str(path))
+
+
+@app.command("list")
+@handles_errors
+def list_(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt = False) -> None:
+    """Every pair with its disks, free space (measured now) and flags."""
+    with opened(data, config) as pochta:
+        pairs = pochta.blobs.refresh_free(force=True)
+    emit(json_output, [pair_dict(p) for p in pairs], lambda: _table(pairs))
+
+
+@app.command()
+@handles_errors
+def add(
+    dir_a: Annotated[str, typer.Argument(help="first disk (a directory)", show_default=False)],
+    dir_b: Annotated[str, typer.Argument(help="second disk (a directory)", show_default=False)],
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Add a pair of two disks; both must take a probe write."""
+    with opened(data, config) as pochta:
+        pair = pochta.blobs.add_pair(_disk(dir_a), _disk(dir_b))
+    emit(json_output, pair_dict(pair), lambda: out.print(f"added pair {pair.id}"))
+
+
+@app.command("set-flags")
+@handles_errors
+def set_flags(
+    pair_id: Annotated[int, typer.Argument(metavar="PAIR", help="pair id", show_default=False)],
+    flags: Annotated[
+        list[str], typer.Argument(help="readonly, service, locked, or none", show_default=False)
+    ],
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Replace a pair's flags: readonly / service / locked stop new files; none clears."""
+    value = PairFlag.NONE
+    for name in flags:
+        if name.lower() == "none":
+            continue
+        if name.lower() not in FLAG_NAMES:
+            raise InvalidInput(f"unknown flag {name!r}: use readonly, service, locked or none")
+        value |= FLAG_NAMES[name.lower()]
+    with opened(data, config) as pochta:
+        pair = pochta.blobs.pairdb.set_flags(pair_id, value)
+    emit(
+        json_output,
+        pair_dict(pair),
+        lambda: out.print(f"pair {pair.id}: {','.join(flag_names(pair.flags)) or 'no flags'}"),
+    )

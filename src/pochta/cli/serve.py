@@ -1,0 +1,42 @@
+"""``pochta serve``: the HTTP API (and, later, SMTP/LMTP) until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from pochta.app import service_token, token_file
+from pochta.cli.common import ConfigOpt, DataOpt, err, handles_errors, settings
+from pochta.server.http import create_app
+
+
+@handles_errors
+def serve(
+    host: Annotated[str | None, typer.Option(help="HTTP address (default 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port (default 8025)")] = None,
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Run the HTTP API until SIGTERM or Ctrl-C; stops cleanly."""
+    s = settings(data, config)
+    http = s.http.model_copy(
+        update={k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    )
+    s = s.model_copy(update={"http": http})
+    s.data_dir.mkdir(parents=True, exist_ok=True)
+    service_token(s)
+    logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if s.service_token is None:
+        err.print(f"service token: in {token_file(s)}")
+    err.print(f"pochta: http://{http.host}:{http.port}  data: {s.data_dir.resolve()}")
+    uvicorn.run(
+        create_app(s),
+        host=http.host,
+        port=http.port,
+        log_level=s.log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+    )
