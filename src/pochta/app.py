@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from dataclasses import dataclass
@@ -42,10 +43,8 @@ def build(settings: Settings) -> Pochta:
     if settings.blobs.default_pair and not pairdb.list():
         disks = data / "disks"
         specs = (DiskSpec("local", str(disks / "0")), DiskSpec("local", str(disks / "1")))
-        try:
+        with contextlib.suppress(InvalidInput):  # another process made it at the same moment
             blobs.add_pair(*specs)
-        except InvalidInput:
-            pass  # another process created it at the same moment
     return Pochta(settings=settings, blobs=blobs)
 
 

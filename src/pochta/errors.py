@@ -9,7 +9,7 @@
     ├── NotFound                     (HTTP 404, CLI exit 3)
     │   ├── BlobNotFound             no live record for a key (inc, get, dec of an unknown key)
     │   └── PairNotFound
-    ├── IntegrityError               stored bytes differ from what a letter expects (HTTP 409, exit 4)
+    ├── IntegrityError               stored bytes differ from what a letter expects (409, exit 4)
     ├── StorageError                 a disk or node failed (HTTP 503/507, CLI exit 5)
     │   ├── NoWritablePair           no pair passed the probe or had room
     │   └── DiskError                one disk refused a read or a write

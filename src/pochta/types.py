@@ -44,7 +44,7 @@ class PairFlag(enum.IntFlag):
 
 @dataclass(frozen=True, slots=True)
 class FileRecord:
-    """One FileDB record. In space1 ``moved_at`` is the time of the move, counter and magic 0."""
+    """One FileDB record. In space1, ``moved_at`` is when it moved; counter and magic are 0."""
 
     key: Key
     counter: int
@@ -57,7 +57,7 @@ class FileRecord:
 
 @dataclass(frozen=True, slots=True)
 class DiskSpec:
-    """Where a disk lives: ``node`` is ``local`` or a WebDAV base URL; ``root`` a directory on it."""
+    """Where a disk lives: ``node`` is ``local`` or a WebDAV base URL; ``root`` a path on it."""
 
     node: str
     root: str
@@ -81,7 +81,7 @@ class FileDB(Protocol):
         """counter += 1, magic += m on the live record; BlobNotFound when there is none."""
 
     def upsert(self, key: Key, magic: Magic, pair_id: int) -> FileRecord:
-        """After an upload: insert with counter 1 or, if a live record appeared meanwhile, inc it."""
+        """After an upload: insert with counter 1, or inc a live record that appeared meanwhile."""
 
     def dec(self, key: Key, magic: Magic) -> FileRecord:
         """counter -= 1, magic -= m; see ``pochta.blobs.counting.after_dec`` for the outcomes."""

@@ -73,7 +73,9 @@ class MemoryPairDB:
 
 def _pair(row: tuple[int, str, str, str, str, int, int, int]) -> Pair:
     return Pair(
-        row[0], (DiskSpec(row[1], row[2]), DiskSpec(row[3], row[4])), PairFlag(row[5]),
+        row[0],
+        (DiskSpec(row[1], row[2]), DiskSpec(row[3], row[4])),
+        PairFlag(row[5]),
         (row[6], row[7]),
     )
 

@@ -27,11 +27,7 @@ def choose_pair(
     ``min(free)^(1/root)``. None when no pair qualifies."""
     if root <= 0:
         raise ValueError("placement root must be positive")
-    eligible = [
-        p
-        for p in pairs
-        if p.flags.writable and p.id not in exclude and min(p.free) > size
-    ]
+    eligible = [p for p in pairs if p.flags.writable and p.id not in exclude and min(p.free) > size]
     if not eligible:
         return None
     weights = [pair_weight(p, root) for p in eligible]

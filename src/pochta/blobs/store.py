@@ -77,7 +77,9 @@ class Opened:
         return iter(self.reader)
 
 
-def _chunks(read: Callable[[int], bytes], progress: Callable[[int], None] | None) -> Iterator[bytes]:
+def _chunks(
+    read: Callable[[int], bytes], progress: Callable[[int], None] | None
+) -> Iterator[bytes]:
     while chunk := read(CHUNK):
         if progress is not None:
             progress(len(chunk))
@@ -88,9 +90,7 @@ class Upload:
     """One upload in progress; use as a context manager, feed ``write``, end with ``finish``.
     Any exception before ``finish`` returns removes every temporary byte."""
 
-    def __init__(
-        self, store: BlobStore, key: Key | None, magic: Magic, pair: Pair | None
-    ) -> None:
+    def __init__(self, store: BlobStore, key: Key | None, magic: Magic, pair: Pair | None) -> None:
         self._store = store
         self._key = key
         self._magic = magic
@@ -247,8 +247,10 @@ class BlobStore:
             )
             if pair is None:
                 writable = [p for p in pairs if p.flags.writable]
-                detail = "; ".join(reasons) if reasons else (
-                    f"{len(writable)} writable pair(s), none with {size} bytes free"
+                detail = (
+                    "; ".join(reasons)
+                    if reasons
+                    else (f"{len(writable)} writable pair(s), none with {size} bytes free")
                 )
                 raise NoWritablePair(f"no pair can take the file: {detail}")
             try:
@@ -367,7 +369,9 @@ class BlobStore:
                 continue
             return Opened(record, disk.spec, reader.size, reader)
         if any("expected" in p for p in problems):
-            raise IntegrityError(f"no copy of {key} matches what was expected: {'; '.join(problems)}")
+            raise IntegrityError(
+                f"no copy of {key} matches what was expected: {'; '.join(problems)}"
+            )
         raise StorageError(f"no readable copy of {key}: {'; '.join(problems)}")
 
     def reopen(self, opened: Opened, start: int, end: int | None) -> Opened:

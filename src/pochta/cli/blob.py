@@ -53,7 +53,9 @@ def _magic(value: str | None) -> int:
 @handles_errors
 def put(
     file: Annotated[Path, typer.Argument(help="file to store", show_default=False)],
-    magic: Annotated[str | None, typer.Option(help="the reference's magic (default: random)")] = None,
+    magic: Annotated[
+        str | None, typer.Option(help="the reference's magic (default: random)")
+    ] = None,
     data: DataOpt = None,
     config: ConfigOpt = None,
     json_output: JsonOpt = False,
@@ -68,8 +70,11 @@ def put(
             stored = pochta.blobs.put(file, m)
         else:
             with Progress(
-                *Progress.get_default_columns()[:-1], BarColumn(), DownloadColumn(),
-                TransferSpeedColumn(), transient=True,
+                *Progress.get_default_columns()[:-1],
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                transient=True,
             ) as bar:
                 task = bar.add_task(f"storing {file.name}", total=size * 2)
                 stored = pochta.blobs.put(file, m, progress=lambda n: bar.advance(task, n))
@@ -103,7 +108,9 @@ def get(
         Path | None, typer.Option("-o", "--output", help="write here (default: stdout)")
     ] = None,
     size: Annotated[int | None, typer.Option(help="refuse a copy of another size")] = None,
-    crc32: Annotated[str | None, typer.Option(help="refuse a copy with another CRC-32 (hex)")] = None,
+    crc32: Annotated[
+        str | None, typer.Option(help="refuse a copy with another CRC-32 (hex)")
+    ] = None,
     data: DataOpt = None,
     config: ConfigOpt = None,
     json_output: JsonOpt = False,

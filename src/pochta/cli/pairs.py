@@ -24,7 +24,10 @@ def flag_names(flags: PairFlag) -> list[str]:
 def pair_dict(p: Pair) -> dict[str, Any]:
     return {
         "id": p.id,
-        "disks": [{"node": d.node, "root": d.root, "free": f} for d, f in zip(p.disks, p.free)],
+        "disks": [
+            {"node": d.node, "root": d.root, "free": f}
+            for d, f in zip(p.disks, p.free, strict=True)
+        ],
         "flags": flag_names(p.flags),
         "writable": p.flags.writable,
     }
@@ -38,7 +41,11 @@ def _table(pairs: list[Pair]) -> None:
     table = Table("pair", "disk A", "free A", "disk B", "free B", "flags")
     for p in pairs:
         table.add_row(
-            str(p.id), str(p.disks[0]), _gib(p.free[0]), str(p.disks[1]), _gib(p.free[1]),
+            str(p.id),
+            str(p.disks[0]),
+            _gib(p.free[0]),
+            str(p.disks[1]),
+            _gib(p.free[1]),
             ",".join(flag_names(p.flags)) or "-",
         )
     out.print(table)

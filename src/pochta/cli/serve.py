@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Annotated
 
 import typer
@@ -11,6 +15,24 @@ import uvicorn
 from pochta.app import service_token, token_file
 from pochta.cli.common import ConfigOpt, DataOpt, err, handles_errors, settings
 from pochta.server.http import create_app
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, so the process would die
+    by the signal; pochta finishes the shutdown and exits 0 instead."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        sigs = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in sigs}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 @handles_errors
@@ -28,11 +50,13 @@ def serve(
     s = s.model_copy(update={"http": http})
     s.data_dir.mkdir(parents=True, exist_ok=True)
     service_token(s)
-    logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     if s.service_token is None:
         err.print(f"service token: in {token_file(s)}")
     err.print(f"pochta: http://{http.host}:{http.port}  data: {s.data_dir.resolve()}")
-    uvicorn.run(
+    uv_config = uvicorn.Config(
         create_app(s),
         host=http.host,
         port=http.port,
@@ -40,3 +64,4 @@ def serve(
         lifespan="on",
         timeout_graceful_shutdown=10,
     )
+    _Server(uv_config).run()

@@ -147,10 +147,15 @@ def _open(
     store: BlobStore, key: str, size: int | None, crc32: str | None, range_header: str | None
 ) -> tuple[Opened, tuple[int, int] | None]:
     opened = store.open(key, expect_size=size, expect_crc32=_expected_crc(crc32))
-    span = parse_range(range_header, opened.size) if range_header else None
+    try:
+        span = parse_range(range_header, opened.size) if range_header else None
+    finally:
+        if range_header:
+            opened.reader.close()
     if span is not None:
-        opened.reader.close()
         opened = store.reopen(opened, *span)
+    elif range_header:
+        opened = store.reopen(opened, 0, None)
     return opened, span
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -70,14 +71,10 @@ class LocalWriter:
             raise _disk_error(self._disk.spec, "fsync", exc) from exc
 
     def abort(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._file.close()
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(OSError):
             self._path.unlink(missing_ok=True)
-        except OSError:
-            pass
 
 
 class LocalReader:

@@ -1,0 +1,3 @@
+from pochta.cli import main
+
+main()

@@ -1,0 +1,76 @@
+"""Real servers on free loopback ports, started and stopped by fixtures."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+TOKEN = "integration-service-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    url: str
+    port: int
+    data: Path
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {TOKEN}"}
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+
+def start_server(data: Path, log: Path) -> Server:
+    port = free_port()
+    env = {**os.environ, "POCHTA_SERVICE_TOKEN": TOKEN, "POCHTA_LOG_LEVEL": "info"}
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pochta", "serve", "--port", str(port), "--data", str(data)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    server = Server(f"http://127.0.0.1:{port}", port, data, proc, log)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"pochta serve exited early:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    server.stop(signal.SIGKILL)
+    raise RuntimeError(f"pochta serve did not become healthy:\n{log.read_text()}")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    srv = start_server(tmp_path / "data", tmp_path / "serve.log")
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()

@@ -1,0 +1,185 @@
+"""The blob API in-process (real SQLite and directories, no network)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from pochta.config import load_settings
+from pochta.server.http import create_app
+
+TOKEN = "test-service-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    settings = load_settings(data_dir=tmp_path / "data", service_token=TOKEN)
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def disk_files(root: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(root)) for p in (root / "data" / "disks").rglob("*") if p.is_file()
+    )
+
+
+def blob() -> tuple[bytes, str]:
+    data = os.urandom(200_000)
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def test_seed_flow_inc_upload_inc_dec(client: TestClient) -> None:
+    data, key = blob()
+    r = client.post(f"/v1/blobs/{key}/inc", json={"magic": 345}, headers=AUTH)
+    assert r.status_code == 404
+    assert r.json()["error"] == "blob_not_found"
+    r = client.put(f"/v1/blobs/{key}", params={"magic": 345}, content=data, headers=AUTH)
+    assert r.status_code == 201
+    body = r.json()
+    assert (body["counter"], body["magic"], body["size"], body["uploaded"]) == (
+        1,
+        345,
+        len(data),
+        True,
+    )
+    r = client.post(f"/v1/blobs/{key}/inc", json={"magic": 123}, headers=AUTH)
+    assert (r.json()["counter"], r.json()["magic"]) == (2, 468)
+    r = client.post(f"/v1/blobs/{key}/dec", json={"magic": 345}, headers=AUTH)
+    assert (r.json()["counter"], r.json()["magic"], r.json()["space"]) == (1, 123, "live")
+    r = client.post(f"/v1/blobs/{key}/dec", json={"magic": 123}, headers=AUTH)
+    assert (r.json()["space"], r.json()["counter"]) == ("deleted", 0)
+    assert client.get(f"/v1/blobs/{key}/stat", headers=AUTH).json()["space"] == "deleted"
+
+
+def test_put_of_live_key_only_counts(client: TestClient, tmp_path: Path) -> None:
+    data, key = blob()
+    client.put(f"/v1/blobs/{key}", params={"magic": 1}, content=data, headers=AUTH)
+    before = disk_files(tmp_path)
+    r = client.put(f"/v1/blobs/{key}", params={"magic": 2}, content=data, headers=AUTH)
+    assert r.status_code == 201
+    assert (r.json()["uploaded"], r.json()["counter"], r.json()["magic"]) == (False, 2, 3)
+    assert disk_files(tmp_path) == before
+
+
+def test_get_head_and_ranges(client: TestClient) -> None:
+    data, key = blob()
+    client.put(f"/v1/blobs/{key}", params={"magic": 7}, content=data, headers=AUTH)
+    r = client.get(f"/v1/blobs/{key}", headers=AUTH)
+    assert r.status_code == 200
+    assert r.content == data
+    assert r.headers["content-length"] == str(len(data))
+    assert r.headers["etag"] == f'"{key}"'
+    r = client.get(f"/v1/blobs/{key}", headers={**AUTH, "Range": "bytes=100-199"})
+    assert r.status_code == 206
+    assert r.content == data[100:200]
+    assert r.headers["content-range"] == f"bytes 100-199/{len(data)}"
+    r = client.get(f"/v1/blobs/{key}", headers={**AUTH, "Range": "bytes=-10"})
+    assert (r.status_code, r.content) == (206, data[-10:])
+    r = client.get(f"/v1/blobs/{key}", headers={**AUTH, "Range": f"bytes={len(data) - 5}-"})
+    assert (r.status_code, r.content) == (206, data[-5:])
+    r = client.get(f"/v1/blobs/{key}", headers={**AUTH, "Range": f"bytes={len(data)}-"})
+    assert r.status_code == 416
+    assert r.json()["error"] == "range_not_satisfiable"
+    r = client.head(f"/v1/blobs/{key}", headers=AUTH)
+    assert (r.status_code, r.content, r.headers["content-length"]) == (200, b"", str(len(data)))
+
+
+def test_expected_size_and_crc_guard_reads(client: TestClient, tmp_path: Path) -> None:
+    data, key = blob()
+    stored = client.put(f"/v1/blobs/{key}", params={"magic": 7}, content=data, headers=AUTH)
+    crc = stored.json()["crc32"]
+    ok = client.get(f"/v1/blobs/{key}", params={"size": len(data), "crc32": crc}, headers=AUTH)
+    assert ok.status_code == 200
+    assert ok.content == data
+    wrong = client.get(f"/v1/blobs/{key}", params={"size": len(data) + 1}, headers=AUTH)
+    assert wrong.status_code == 409
+    for disk in (tmp_path / "data" / "disks").iterdir():  # corrupt both copies
+        path = disk / key[:2] / key[2:4] / key
+        raw = bytearray(path.read_bytes())
+        raw[1000] ^= 0xFF
+        path.write_bytes(bytes(raw))
+    r = client.get(f"/v1/blobs/{key}", params={"crc32": crc}, headers=AUTH)
+    assert r.status_code == 409
+    assert r.json()["error"] == "integrity"
+
+
+def test_wrong_content_leaves_nothing(client: TestClient, tmp_path: Path) -> None:
+    data, key = blob()
+    r = client.put(f"/v1/blobs/{key}", params={"magic": 9}, content=data + b"x", headers=AUTH)
+    assert r.status_code == 422
+    assert r.json()["error"] == "content_mismatch"
+    assert disk_files(tmp_path) == []
+    assert client.get(f"/v1/blobs/{key}/stat", headers=AUTH).status_code == 404
+
+
+K = "/v1/blobs/" + "a" * 64
+BAD = "invalid_request"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status", "error"),
+    [
+        ("put", "/v1/blobs/zz", {"params": {"magic": 1}, "content": b"x"}, 400, "bad_key"),
+        ("put", "/v1/blobs/" + "A" * 64, {"params": {"magic": 1}, "content": b"x"}, 400, "bad_key"),
+        ("put", K, {"params": {"magic": 0}, "content": b"x"}, 422, BAD),
+        ("put", K, {"params": {"magic": 2**32}, "content": b"x"}, 422, BAD),
+        ("put", K, {"content": b"x"}, 422, BAD),
+        ("post", K + "/inc", {"json": {"magic": 0}}, 422, BAD),
+        ("post", K + "/inc", {"json": {"magic": "x"}}, 422, BAD),
+        ("post", K + "/inc", {"json": {}}, 422, BAD),
+        ("post", K + "/dec", {"json": {"magic": 5}}, 404, "blob_not_found"),
+        ("get", K, {}, 404, "blob_not_found"),
+        ("get", K, {"params": {"crc32": "xyz"}}, 400, "invalid_input"),
+        ("get", K + "/stat", {}, 404, "blob_not_found"),
+    ],
+)
+def test_bad_requests_get_clear_errors(
+    client: TestClient,
+    method: str,
+    path: str,
+    kwargs: dict[str, object],
+    status: int,
+    error: str,
+) -> None:
+    r = getattr(client, method)(path, headers=AUTH, **kwargs)
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["error"] == error
+    assert body["message"]
+    assert "Traceback" not in r.text
+
+
+def test_service_token_required(client: TestClient) -> None:
+    key = "a" * 64
+    assert client.get(f"/v1/blobs/{key}").status_code == 401
+    r = client.get(f"/v1/blobs/{key}", headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 401
+    assert r.headers["www-authenticate"] == "Bearer"
+    assert client.get("/healthz").json() == {"status": "ok", "pairs": 1, "writable_pairs": 1}
+
+
+def test_openapi_describes_the_blob_api(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    paths = spec["paths"]
+    assert {"put", "get", "head"} <= set(paths["/v1/blobs/{key}"])
+    assert "post" in paths["/v1/blobs/{key}/inc"]
+    assert "post" in paths["/v1/blobs/{key}/dec"]
+    assert "HTTPBearer" in spec["components"]["securitySchemes"]
+
+
+def test_generated_token_is_kept_in_data_dir(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path / "d")
+    with TestClient(create_app(settings)) as c:
+        token_file = tmp_path / "d" / "service-token"
+        token = token_file.read_text().strip()
+        assert len(token) >= 32
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        r = c.get(K + "/stat", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 404
