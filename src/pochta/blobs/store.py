@@ -292,14 +292,16 @@ class BlobStore:
             record = self.filedb.get(key)
             if record is not None and record.space is Space.LIVE:
                 return Upload(self, key, magic, None)
-        while True:
+        for attempt in range(3):
             pair = self._place(size_hint)
             try:
                 return Upload(self, key, magic, pair)
             except DiskError:
+                # the disk failed right after its probe: place again (which re-probes)
                 self._refreshed_at = -float("inf")
-                # the disk failed after its probe; try placement again (it re-probes)
-                continue
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def upload(
         self, key: Key | None, magic: Magic, chunks: Iterable[bytes], size_hint: int = 0
@@ -355,20 +357,23 @@ class BlobStore:
         first = master_index(record.key)
         name = blob_path(record.key)
         problems: list[str] = []
+        mismatch = False
         for disk in (disks[first], disks[1 - first]):
             try:
                 if expect_crc32 is not None:
                     self._verify(disk, name, expect_size, expect_crc32)
                 reader = disk.open(name, start, end)
             except (DiskError, IntegrityError) as exc:
+                mismatch = mismatch or isinstance(exc, IntegrityError)
                 problems.append(exc.message)
                 continue
             if expect_size is not None and reader.size != expect_size:
                 reader.close()
+                mismatch = True
                 problems.append(f"{disk.spec}: size {reader.size}, expected {expect_size}")
                 continue
             return Opened(record, disk.spec, reader.size, reader)
-        if any("expected" in p for p in problems):
+        if mismatch:
             raise IntegrityError(
                 f"no copy of {key} matches what was expected: {'; '.join(problems)}"
             )
