@@ -1,0 +1,1 @@
+"""Guard: leased locks with fencing, rolling rate limits, passwords, leaked-credential audit."""
