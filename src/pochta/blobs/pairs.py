@@ -120,11 +120,14 @@ class SQLitePairDB:
         return self.get(pair_id)
 
     def set_free(self, pair_id: int, free: tuple[int, int]) -> None:
-        self._db.write(
-            lambda conn: conn.execute(
+        def step(conn: sqlite3.Connection) -> None:
+            cur = conn.execute(
                 "UPDATE pairs SET free_a = ?, free_b = ? WHERE id = ?", (*free, pair_id)
             )
-        )
+            if cur.rowcount == 0:
+                raise PairNotFound(f"no pair {pair_id}")
+
+        self._db.write(step)
 
     def close(self) -> None:
         self._db.close()

@@ -1,0 +1,149 @@
+"""The backends every contract suite runs against: one fixture param per implementation.
+
+A new backend (Tarantool, PostgreSQL, a WebDAV node) joins by adding its name to a ``*_KINDS``
+list and a branch to the matching ``open_*`` function; the suites then run against it unchanged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pochta.blobs.filedb.memory import MemoryFileDB
+from pochta.blobs.filedb.sqlite import SQLiteFileDB
+from pochta.blobs.nodes.local import LocalDisk
+from pochta.blobs.pairs import MemoryPairDB, SQLitePairDB
+from pochta.types import Clock, Disk, FileDB, PairDB
+
+FILEDB_KINDS = ["memory", "sqlite"]
+SHARED_FILEDB_KINDS = ["sqlite"]  # several processes can use one store (see workers.py)
+PAIRDB_KINDS = ["memory", "sqlite"]
+DISK_KINDS = ["local"]
+BROKEN_DISK_KINDS = ["local-root-is-a-file", "local-tmp-is-a-file"]
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, now: float = 1_700_000_000.25) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def busy_switching() -> Iterator[None]:
+    """Switch threads every few microseconds instead of every 5 ms, so that a step that is not
+    atomic gets interrupted in the middle and a concurrency test can catch it."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(before)
+
+
+# -- FileDB ---------------------------------------------------------------------------------
+def open_filedb(kind: str, where: Path, clock: Clock) -> FileDB:
+    """A new, empty FileDB of ``kind`` keeping its data under ``where``."""
+    if kind == "memory":
+        return MemoryFileDB(clock=clock)
+    if kind == "sqlite":
+        return SQLiteFileDB(where / "filedb.sqlite3", clock=clock)
+    raise ValueError(kind)
+
+
+NewFileDB = Callable[[], FileDB]
+
+
+@pytest.fixture(params=FILEDB_KINDS)
+def new_filedb(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
+) -> Iterator[NewFileDB]:
+    """Makes empty FileDBs of one kind (a property test needs one per example); all are
+    closed at teardown."""
+    opened: list[FileDB] = []
+    serial = itertools.count()
+
+    def make() -> FileDB:
+        where = tmp_path / f"filedb-{next(serial)}"
+        where.mkdir()
+        db = open_filedb(request.param, where, clock)
+        opened.append(db)
+        return db
+
+    yield make
+    for db in opened:
+        db.close()
+
+
+@pytest.fixture
+def filedb(new_filedb: NewFileDB) -> FileDB:
+    return new_filedb()
+
+
+@dataclass(frozen=True)
+class SharedFileDB:
+    """A FileDB that other processes can open: ``workers.open_filedb(kind, location)``."""
+
+    kind: str
+    location: str
+
+
+@pytest.fixture(params=SHARED_FILEDB_KINDS)
+def shared_filedb(request: pytest.FixtureRequest, tmp_path: Path) -> SharedFileDB:
+    if request.param == "sqlite":
+        return SharedFileDB("sqlite", str(tmp_path / "shared-filedb.sqlite3"))
+    raise ValueError(request.param)
+
+
+# -- PairDB ---------------------------------------------------------------------------------
+def open_pairdb(kind: str, where: Path) -> PairDB:
+    if kind == "memory":
+        return MemoryPairDB()
+    if kind == "sqlite":
+        return SQLitePairDB(where / "pairdb.sqlite3")
+    raise ValueError(kind)
+
+
+@pytest.fixture(params=PAIRDB_KINDS)
+def pairdb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PairDB]:
+    db = open_pairdb(request.param, tmp_path)
+    yield db
+    db.close()
+
+
+# -- Disk -----------------------------------------------------------------------------------
+@pytest.fixture(params=DISK_KINDS)
+def disk(request: pytest.FixtureRequest, tmp_path: Path) -> Disk:
+    if request.param == "local":
+        (tmp_path / "disk").mkdir()
+        return LocalDisk(tmp_path / "disk")
+    raise ValueError(request.param)
+
+
+@pytest.fixture(params=BROKEN_DISK_KINDS)
+def broken_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Disk:
+    """A disk that cannot take writes. Root ignores permissions, so the local variants put a
+    regular file where a directory must be."""
+    root = tmp_path / "disk"
+    if request.param == "local-root-is-a-file":
+        root.write_bytes(b"not a directory\n")
+        return LocalDisk(root)
+    if request.param == "local-tmp-is-a-file":
+        root.mkdir()
+        (root / "tmp").write_bytes(b"not a directory\n")
+        return LocalDisk(root)
+    raise ValueError(request.param)

@@ -1,0 +1,192 @@
+"""The Disk contract: every storage node kind of ``DISK_KINDS`` (conftest.py), one suite.
+
+Names are relative (``tmp/<random>.part``, ``ab/cd/<key>``); nothing here looks at the disk
+other than through the Disk interface.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from pochta.blobs.keys import blob_path, key_of
+from pochta.errors import DiskError, MissingFile
+from pochta.types import Disk
+
+DATA = os.urandom(300_000)
+NAME = blob_path(key_of(DATA))
+
+
+def store(disk: Disk, name: str, data: bytes, tmp: str = "tmp/upload-1.part") -> None:
+    writer = disk.create(tmp)
+    for i in range(0, len(data), 65_536):
+        writer.write(data[i : i + 65_536])
+    writer.commit()
+    disk.publish(tmp, name)
+
+
+def read(disk: Disk, name: str, start: int = 0, end: int | None = None) -> bytes:
+    return b"".join(disk.open(name, start, end))
+
+
+def test_write_commit_publish_then_read(disk: Disk) -> None:
+    store(disk, NAME, DATA)
+    assert read(disk, NAME) == DATA
+    assert disk.size(NAME) == len(DATA)
+    assert disk.size("tmp/upload-1.part") is None  # the temporary name is gone
+
+
+def test_a_file_is_not_there_before_publish(disk: Disk) -> None:
+    writer = disk.create("tmp/a.part")
+    writer.write(DATA)
+    writer.commit()
+    assert disk.size(NAME) is None
+    with pytest.raises(MissingFile):
+        disk.open(NAME)
+    disk.publish("tmp/a.part", NAME)
+    assert disk.size(NAME) == len(DATA)
+
+
+def test_empty_file(disk: Disk) -> None:
+    store(disk, NAME, b"")
+    assert disk.size(NAME) == 0
+    reader = disk.open(NAME)
+    assert reader.size == 0
+    assert b"".join(reader) == b""
+
+
+def test_a_large_file_arrives_in_several_chunks(disk: Disk) -> None:
+    data = os.urandom(2_500_000)
+    store(disk, NAME, data)
+    reader = disk.open(NAME)
+    assert reader.size == len(data)
+    chunks = list(reader)
+    assert len(chunks) > 1
+    assert b"".join(chunks) == data
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [(0, None), (0, 1), (1000, 2000), (299_999, None), (100, 300_000), (5, 5), (0, 10**9)],
+)
+def test_ranges(disk: Disk, start: int, end: int | None) -> None:
+    store(disk, NAME, DATA)
+    reader = disk.open(NAME, start, end)
+    assert reader.size == len(DATA)  # the whole file's size, whatever the range
+    assert b"".join(reader) == DATA[start:end]
+
+
+def test_a_range_starting_at_the_end_is_empty(disk: Disk) -> None:
+    store(disk, NAME, DATA)
+    assert read(disk, NAME, len(DATA)) == b""
+
+
+def test_a_reader_can_be_closed_unread(disk: Disk) -> None:
+    store(disk, NAME, DATA)
+    disk.open(NAME).close()
+    assert read(disk, NAME) == DATA
+
+
+def test_missing_file(disk: Disk) -> None:
+    with pytest.raises(MissingFile):
+        disk.open(NAME)
+    with pytest.raises(MissingFile):
+        disk.open("ab/cd/" + "0" * 64, 10, 20)
+    assert disk.size(NAME) is None
+    assert isinstance(MissingFile("x"), DiskError)
+
+
+def test_publish_replaces_a_file_of_the_same_name(disk: Disk) -> None:
+    """The second of two loaders storing the same file renames over the first copy."""
+    store(disk, NAME, b"first copy", tmp="tmp/one.part")
+    store(disk, NAME, b"second copy", tmp="tmp/two.part")
+    assert read(disk, NAME) == b"second copy"
+    assert disk.size("tmp/one.part") is None
+    assert disk.size("tmp/two.part") is None
+
+
+def test_two_writers_at_once_never_mix_bytes(disk: Disk) -> None:
+    first, second = os.urandom(500_000), os.urandom(500_000)
+    start = threading.Barrier(2)
+
+    def loader(data: bytes, tmp: str) -> None:
+        start.wait()
+        store(disk, NAME, data, tmp=tmp)
+
+    threads = [
+        threading.Thread(target=loader, args=(first, "tmp/x.part")),
+        threading.Thread(target=loader, args=(second, "tmp/y.part")),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert read(disk, NAME) in (first, second)
+
+
+def test_delete(disk: Disk) -> None:
+    store(disk, NAME, DATA)
+    disk.delete(NAME)
+    assert disk.size(NAME) is None
+    with pytest.raises(MissingFile):
+        disk.open(NAME)
+    disk.delete(NAME)  # deleting what is not there is not an error
+
+
+def test_abort_removes_the_temporary_file(disk: Disk) -> None:
+    writer = disk.create("tmp/aborted.part")
+    writer.write(DATA)
+    assert disk.size("tmp/aborted.part") == len(DATA)
+    writer.abort()
+    assert disk.size("tmp/aborted.part") is None
+    writer.abort()  # never raises, even twice
+
+
+def test_abort_after_commit_removes_the_temporary_file(disk: Disk) -> None:
+    writer = disk.create("tmp/aborted.part")
+    writer.write(DATA)
+    writer.commit()
+    writer.abort()
+    assert disk.size("tmp/aborted.part") is None
+
+
+def test_abort_after_publish_keeps_the_published_file(disk: Disk) -> None:
+    writer = disk.create("tmp/p.part")
+    writer.write(DATA)
+    writer.commit()
+    disk.publish("tmp/p.part", NAME)
+    writer.abort()
+    assert read(disk, NAME) == DATA
+
+
+def test_create_refuses_an_existing_temporary_name(disk: Disk) -> None:
+    """Temporary names carry a random part; a clash must not mix two uploads."""
+    writer = disk.create("tmp/same.part")
+    writer.write(b"first")
+    with pytest.raises(DiskError):
+        disk.create("tmp/same.part")
+    writer.commit()
+    disk.publish("tmp/same.part", NAME)
+    assert read(disk, NAME) == b"first"
+
+
+def test_free_bytes(disk: Disk) -> None:
+    free = disk.free_bytes()
+    assert isinstance(free, int)
+    assert free > len(DATA)
+
+
+def test_probe_repeats_and_the_disk_stays_usable(disk: Disk) -> None:
+    disk.probe()
+    disk.probe()
+    store(disk, NAME, DATA)
+    assert read(disk, NAME) == DATA
+
+
+def test_an_unwritable_disk_fails_the_probe(broken_disk: Disk) -> None:
+    with pytest.raises(DiskError):
+        broken_disk.probe()
+    with pytest.raises(DiskError):
+        broken_disk.create("tmp/x.part")
