@@ -1,0 +1,145 @@
+"""summarize(): addresses, subject, date, bodies and attachments of real-looking letters."""
+
+from __future__ import annotations
+
+import base64
+import time
+from datetime import UTC, datetime, timedelta, timezone
+
+from pochta.mime import Address, split, summarize
+
+
+def b64w(text: str, charset: str) -> str:
+    return f"=?{charset}?B?{base64.b64encode(text.encode(charset)).decode()}?="
+
+
+def test_russian_letter_in_windows_1251_with_encoded_word_headers() -> None:
+    raw = (
+        f"From: {b64w('Иван Петров', 'koi8-r')} <ivan@example.ru>\r\n"
+        f"To: {b64w('Мария', 'windows-1251')} <maria@example.ru>, bob@example.net\r\n"
+        "Cc: =?windows-1251?Q?=CE=EB=E5=E3?= <oleg@example.ru>\r\n"
+        f"Subject: {b64w('Отчёт за квартал', 'utf-8')}\r\n"
+        "\t=?koi8-r?Q?_=C9_=D0=CC=C1=CE?=\r\n"  # blanks between encoded words vanish
+        "Date: Mon, 23 Nov 2026 10:00:00 +0300\r\n"
+        "Message-ID: <abc.123@example.ru>\r\n"
+        "MIME-Version: 1.0\r\n"
+        "Content-Type: text/plain; charset=windows-1251\r\n"
+        "Content-Transfer-Encoding: 8bit\r\n"
+        "\r\n"
+    ).encode("ascii") + "Добрый день!\r\nОтчёт во вложении.\r\n".encode("windows-1251")
+    s = summarize(raw)
+    assert s.from_ == Address("Иван Петров", "ivan@example.ru")
+    assert s.sender == "Иван Петров <ivan@example.ru>"
+    assert s.to_addresses == (Address("Мария", "maria@example.ru"), Address("", "bob@example.net"))
+    assert s.to == ("Мария <maria@example.ru>", "bob@example.net")
+    assert s.cc == ("Олег <oleg@example.ru>",)
+    assert s.subject == "Отчёт за квартал и план"
+    assert s.date == datetime(2026, 11, 23, 10, 0, tzinfo=timezone(timedelta(hours=3)))
+    assert s.message_id == "<abc.123@example.ru>"
+    assert s.text == "Добрый день!\r\nОтчёт во вложении.\r\n"
+    assert s.html is None
+    assert s.attachments == ()
+    assert ("subject", "Отчёт за квартал и план") in s.headers
+
+
+def test_koi8r_base64_body_and_raw_8bit_subject_in_the_letters_charset() -> None:
+    body = "Привет из КОИ-8!\n".encode("koi8-r")
+    raw = (
+        b"From: sender@example.ru\n"
+        b"Subject: " + "Сырой заголовок".encode("koi8-r") + b"\n"
+        b"Content-Type: text/plain; charset=koi8-r\n"
+        b"Content-Transfer-Encoding: base64\n\n" + base64.encodebytes(body)
+    )
+    s = summarize(raw)
+    assert s.subject == "Сырой заголовок"
+    assert s.text == "Привет из КОИ-8!\n"
+    assert s.from_ == Address("", "sender@example.ru")
+
+
+def test_html_only_letter() -> None:
+    raw = (
+        b"From: =?utf-8?Q?=D0=91=D0=B0=D0=BD=D0=BA?= <no-reply@bank.example>\n"
+        b"Subject: =?UTF-8?B?0JLQsNGIINGB0YfRkdGC?=\n"
+        b"Content-Type: text/html; charset=utf-8\n"
+        b"Content-Transfer-Encoding: quoted-printable\n\n"
+        b"<p>=D0=A1=D1=87=D1=91=D1=82 =E2=84=96 42</p>=\n<p>end</p>\n"
+    )
+    s = summarize(raw)
+    assert s.text is None
+    assert s.html == "<p>Счёт № 42</p><p>end</p>\n"
+    assert s.subject == "Ваш счёт"
+    assert s.from_ == Address("Банк", "no-reply@bank.example")
+
+
+def test_multipart_letter_bodies_and_attachments_with_split_indexes() -> None:
+    pdf = bytes(range(256)) * 40
+    broken = base64.b64encode(b"\x89PNG" + bytes(3000)).decode()[:-3] + "*"
+    raw = (
+        "From: a@example.org\n"
+        "Subject: mixed\n"
+        'Content-Type: multipart/mixed; boundary="m"\n\n'
+        "--m\n"
+        'Content-Type: multipart/alternative; boundary="a"\n\n'
+        "--a\nContent-Type: text/plain; charset=koi8-r\nContent-Transfer-Encoding: 8bit\n\n"
+        "@@TEXT@@\n"
+        "--a\nContent-Type: text/html; charset=utf-8\n\n<b>html</b>\n"
+        "--a--\n"
+        "--m\n"
+        "Content-Type: application/pdf\nContent-Transfer-Encoding: base64\n"
+        "Content-Disposition: attachment; filename*=utf-8''%D1%81%D1%87%D1%91%D1%82.pdf\n\n"
+        + base64.encodebytes(pdf).decode()
+        + "--m\n"
+        'Content-Type: image/png; name="broken.png"\nContent-Transfer-Encoding: base64\n\n'
+        + broken
+        + "\n--m--\n"
+    ).encode()
+    raw = raw.replace(b"@@TEXT@@", "текст".encode("koi8-r"))
+    s = summarize(raw)
+    assert s.text == "текст"
+    assert s.html == "<b>html</b>"
+    [att_pdf, att_png] = s.attachments
+    assert (att_pdf.n, att_pdf.index, att_pdf.filename) == (0, 0, "счёт.pdf")
+    assert (att_pdf.content, att_pdf.size, att_pdf.content_type) == (
+        pdf,
+        len(pdf),
+        "application/pdf",
+    )
+    assert (att_png.n, att_png.index, att_png.filename) == (1, None, "broken.png")  # inline
+    assert att_png.content.startswith(b"\x89PNG")
+    assert [p.index for p in split(raw).parts] == [0]
+
+
+def test_forwarded_letter_is_an_attachment_and_its_text_is_not_the_letters() -> None:
+    raw = (
+        b"From: a@example.org\n"
+        b'Content-Type: multipart/mixed; boundary="m"\n\n'
+        b"--m\nContent-Type: text/plain\n\nsee below\n"
+        b"--m\nContent-Type: message/rfc822\n\n"
+        b"From: b@example.org\nSubject: inner\n\ninner text\n"
+        b"--m--\n"
+    )
+    s = summarize(raw)
+    assert s.text == "see below"
+    assert [a.content_type for a in s.attachments] == ["message/rfc822"]
+    assert s.attachments[0].content.startswith(b"From: b@example.org")
+
+
+def test_malformed_headers_and_structure_never_raise() -> None:
+    assert summarize(b"").subject == ""
+    s = summarize(b"garbage without headers\n\x00\xff")
+    assert s.from_ is None and s.text == "garbage without headers\n\x00ÿ"
+    s = summarize(b"Date: not a date\nFrom: <<<@@@>>>\nSubject: =?bogus?Q?x?=\n\nbody")
+    assert s.date is None and s.subject == "=?bogus?Q?x?="
+    s = summarize(b"Date: Mon, 23 Nov 2026 10:00:00 -0000\n\nbody")
+    assert s.date is not None and s.date.replace(tzinfo=UTC) == datetime(
+        2026, 11, 23, 10, tzinfo=UTC
+    )
+    started = time.perf_counter()
+    huge = b"To: " + b"x@example.org, " * 70_000 + b"\nSubject: " + b"s" * 2**20 + b"\n\nbody"
+    s = summarize(huge)
+    assert s.text == "body" and len(s.subject) <= 65_536
+    deep = b"".join(
+        b'Content-Type: multipart/mixed; boundary="%d"\n\n--%d\n' % (i, i) for i in range(3000)
+    )
+    assert summarize(deep + b"Content-Type: text/plain\n\ndeep\n").text is None
+    assert time.perf_counter() - started < 5
