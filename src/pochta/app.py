@@ -13,6 +13,8 @@ from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
+from pochta.mailbox.service import Mailbox
+from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.types import DiskSpec
 
 
@@ -20,8 +22,10 @@ from pochta.types import DiskSpec
 class Pochta:
     settings: Settings
     blobs: BlobStore
+    mailbox: Mailbox
 
     def close(self) -> None:
+        self.mailbox.close()
         self.blobs.close()
 
 
@@ -45,7 +49,15 @@ def build(settings: Settings) -> Pochta:
         specs = (DiskSpec("local", str(disks / "0")), DiskSpec("local", str(disks / "1")))
         with contextlib.suppress(InvalidInput):  # another process made it at the same moment
             blobs.add_pair(*specs)
-    return Pochta(settings=settings, blobs=blobs)
+    index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
+    mailbox = Mailbox(
+        index,
+        blobs,
+        inline_limit=settings.mailbox.inline_limit,
+        max_message_size=settings.smtp.max_message_size,
+        session_ttl=settings.mailbox.session_ttl_seconds,
+    )
+    return Pochta(settings=settings, blobs=blobs, mailbox=mailbox)
 
 
 def service_token(settings: Settings) -> str:

@@ -42,6 +42,37 @@ class BlobSettings(BaseModel):
     free_refresh_seconds: float = Field(10.0, ge=0, description="how often free space is measured")
 
 
+class SmtpSettings(BaseModel):
+    enabled: bool = Field(True, description="run the SMTP and LMTP listeners in `pochta serve`")
+    host: str = "127.0.0.1"
+    port: int = Field(2525, ge=0, le=65535, description="SMTP port")
+    lmtp_port: int = Field(2424, ge=0, le=65535, description="LMTP port; 0 turns LMTP off")
+    hostname: str = Field(
+        "",
+        description="the name in the greeting and in Received headers (default: this host's"
+        " fully qualified name)",
+    )
+    max_message_size: int = Field(
+        50 << 20, gt=0, description="bytes; larger letters get 552 (SMTP) / 413 (HTTP)"
+    )
+    line_length_limit: int = Field(
+        1 << 20,
+        ge=1001,
+        description="longest line accepted in DATA (RFC 5321 says 1000; real mail is longer)",
+    )
+
+
+class MailboxSettings(BaseModel):
+    inline_limit: int = Field(
+        4096,
+        ge=0,
+        description="non-attachment leaf parts (images, binaries) larger than this many encoded"
+        " bytes are stored in the blob store too; attachments always are",
+    )
+    session_ttl_seconds: float = Field(30 * 86400, gt=0, description="how long a login lasts")
+    page_limit: int = Field(200, ge=1, description="the most letters one listing returns")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="POCHTA_", env_nested_delimiter="__", extra="forbid"
@@ -56,6 +87,8 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     http: HttpSettings = HttpSettings()
     blobs: BlobSettings = BlobSettings()
+    smtp: SmtpSettings = SmtpSettings()
+    mailbox: MailboxSettings = MailboxSettings()
 
     @classmethod
     def settings_customise_sources(

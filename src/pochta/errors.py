@@ -5,16 +5,31 @@
     │   ├── BadKey                   not 64 lowercase hex characters
     │   ├── BadMagic                 magic 0 or outside 1..2**32-1
     │   ├── ContentMismatch          uploaded bytes do not hash to the key given
-    │   └── RangeNotSatisfiable      a byte range outside the file (HTTP 416)
+    │   ├── RangeNotSatisfiable      a byte range outside the file (HTTP 416)
+    │   ├── AlreadyExists            a user or folder of that name exists (HTTP 409)
+    │   └── TooLarge                 a letter over the size limit (HTTP 413, SMTP 552)
     ├── NotFound                     (HTTP 404, CLI exit 3)
     │   ├── BlobNotFound             no live record for a key (inc, get, dec of an unknown key)
-    │   └── PairNotFound
+    │   ├── PairNotFound
+    │   ├── UserNotFound
+    │   ├── FolderNotFound
+    │   └── MessageNotFound          also someone else's letter: it is not there for you
+    ├── AuthError                    (HTTP 401/403, CLI exit 7)
+    │   ├── InvalidCredentials       wrong e-mail or password: the same answer for both
+    │   └── ResetRequired            the password leaked; it must be changed first (HTTP 403)
+    ├── RateLimited                  too many attempts; ``retry_after`` seconds (HTTP 429)
+    ├── LockError                    a lease was not taken or not kept (HTTP 409)
+    │   ├── LockTimeout              another holder kept the lock for the whole timeout
+    │   ├── LeaseLost                the lease expired or was taken while its holder worked
+    │   └── StaleToken               a write carried an older fencing token than one seen
     ├── IntegrityError               stored bytes differ from what a letter expects (409, exit 4)
     ├── StorageError                 a disk or node failed (HTTP 503/507, CLI exit 5)
     │   ├── NoWritablePair           no pair passed the probe or had room
+    │   ├── GuardUnavailable         the lock / rate-limit store (Redis, SQLite) did not answer
     │   └── DiskError                one disk refused a read or a write
     │       └── MissingFile          the file is not on that disk
-    └── ConfigError                  settings or the data directory are unusable (CLI exit 6)
+    ├── ConfigError                  settings or the data directory are unusable (CLI exit 6)
+    └── CorpusUnavailable            the public test corpus could not be fetched or verified
 
 Foreign errors (OSError, sqlite3.Error, httpx errors) are translated once, at the adapter
 that met them, with ``raise ... from exc``.
@@ -53,6 +68,14 @@ class RangeNotSatisfiable(InvalidInput):
     code = "range_not_satisfiable"
 
 
+class AlreadyExists(InvalidInput):
+    code = "already_exists"
+
+
+class TooLarge(InvalidInput):
+    code = "too_large"
+
+
 class NotFound(PochtaError):
     code = "not_found"
 
@@ -63,6 +86,54 @@ class BlobNotFound(NotFound):
 
 class PairNotFound(NotFound):
     code = "pair_not_found"
+
+
+class UserNotFound(NotFound):
+    code = "user_not_found"
+
+
+class FolderNotFound(NotFound):
+    code = "folder_not_found"
+
+
+class MessageNotFound(NotFound):
+    code = "message_not_found"
+
+
+class AuthError(PochtaError):
+    code = "unauthorized"
+
+
+class InvalidCredentials(AuthError):
+    code = "invalid_credentials"
+
+
+class ResetRequired(AuthError):
+    code = "password_reset_required"
+
+
+class RateLimited(PochtaError):
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LockError(PochtaError):
+    code = "lock"
+
+
+class LockTimeout(LockError):
+    code = "lock_timeout"
+
+
+class LeaseLost(LockError):
+    code = "lease_lost"
+
+
+class StaleToken(LockError):
+    code = "stale_token"
 
 
 class IntegrityError(PochtaError):
@@ -77,6 +148,10 @@ class NoWritablePair(StorageError):
     code = "no_writable_pair"
 
 
+class GuardUnavailable(StorageError):
+    code = "guard_unavailable"
+
+
 class DiskError(StorageError):
     code = "disk"
 
@@ -87,3 +162,9 @@ class MissingFile(DiskError):
 
 class ConfigError(PochtaError):
     code = "config"
+
+
+class CorpusUnavailable(PochtaError):
+    """The corpus could not be fetched or failed verification."""
+
+    code = "corpus_unavailable"

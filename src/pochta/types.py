@@ -7,7 +7,7 @@ pass the same contract suite in ``tests/contract``. Nothing here does I/O.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -153,3 +153,306 @@ class Disk(Protocol):
 
     def probe(self) -> None:
         """Write and remove a small file; DiskError when the disk cannot take writes."""
+
+
+# -- the mailbox index ------------------------------------------------------------------------
+
+
+class LetterState(enum.IntEnum):
+    PENDING = 0  # being delivered: attachments are being counted; invisible
+    DELIVERED = 1
+    DELETING = 2  # deletion recorded; its attachments' decs are being finished
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    id: int
+    email: str
+    password_hash: str
+    reset_required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Folder:
+    id: int
+    name: str
+    total: int = 0
+    unseen: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentRef:
+    """One stored attachment of one letter: ``n`` is its index among the letter's extracted
+    parts; ``magic`` is this letter's own magic for it."""
+
+    n: int
+    key: Key
+    size: int
+    crc32: int
+    magic: Magic
+
+
+@dataclass(frozen=True, slots=True)
+class LetterMeta:
+    """What the listing shows, the same for every recipient of one delivery."""
+
+    size: int
+    received: float
+    date: float | None
+    sender: str
+    subject: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewLetter:
+    user_id: int
+    folder: str
+    refs: tuple[AttachmentRef, ...]
+    verdict: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Letter:
+    id: int
+    user_id: int
+    folder: str
+    size: int
+    received: float
+    date: float | None
+    sender: str
+    subject: str
+    seen: bool
+    flagged: bool
+    verdict: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    users: int
+    letters: int
+    logical_bytes: int  # sum of the letters' sizes as delivered
+    skeleton_bytes: int  # what the index keeps of them (skeletons, stored once per delivery)
+    refs: int  # attachment references
+    blobs: int  # distinct attachments referenced
+    blob_bytes: int  # their sizes, each counted once
+    pending_deletions: int
+
+
+class MailIndex(Protocol):
+    """Users, sessions, folders, letters and their attachment references.
+
+    Letters of one delivery share one skeleton. A letter is written PENDING before its
+    attachments are counted in the blob store and DELIVERED after; a deletion moves it to
+    DELETING first, and its references are removed one by one as their decs are done.
+    """
+
+    # users and sessions
+    def add_user(self, email: str, password_hash: str) -> User:
+        """A new user with folders Inbox and Spam; InvalidInput if the e-mail is taken."""
+
+    def user(self, email: str) -> User | None: ...
+
+    def user_by_id(self, user_id: int) -> User | None: ...
+
+    def users(self) -> list[User]: ...
+
+    def set_password(self, user_id: int, password_hash: str) -> None:
+        """Also clears a required reset."""
+
+    def require_reset(self, emails: Collection[str]) -> int:
+        """Mark accounts for a forced password reset; returns how many exist."""
+
+    def add_session(self, token_hash: bytes, user_id: int, expires: float) -> None: ...
+
+    def session_user(self, token_hash: bytes, now: float) -> int | None: ...
+
+    def drop_session(self, token_hash: bytes) -> None: ...
+
+    # folders
+    def folders(self, user_id: int) -> list[Folder]: ...
+
+    def add_folder(self, user_id: int, name: str) -> Folder:
+        """InvalidInput if the user already has a folder of that name."""
+
+    # delivery
+    def begin_delivery(
+        self, skeleton: bytes, meta: LetterMeta, letters: Sequence[NewLetter]
+    ) -> list[int]:
+        """Write the letters PENDING (one skeleton shared); their ids, in order.
+        InvalidInput for a folder the user does not have."""
+
+    def finish_delivery(self, ids: Sequence[int]) -> None: ...
+
+    def discard_delivery(self, ids: Sequence[int]) -> None:
+        """Remove PENDING letters whose attachments were never (or no longer) counted."""
+
+    def recover(self) -> int:
+        """After a crash: PENDING letters become DELETING (their counts are undone by the
+        deletion worker). Returns how many."""
+
+    # reading
+    def letters(
+        self, user_id: int, folder: str, limit: int, before: int | None = None
+    ) -> list[Letter]:
+        """Delivered letters of a folder, newest first, ids below ``before``."""
+
+    def letter(self, user_id: int, letter_id: int) -> Letter | None:
+        """A delivered letter of this user; None for anyone else's."""
+
+    def content(self, letter_id: int) -> tuple[bytes, list[AttachmentRef]]:
+        """The skeleton and the references of a letter."""
+
+    def update(
+        self,
+        user_id: int,
+        letter_id: int,
+        *,
+        seen: bool | None = None,
+        flagged: bool | None = None,
+        folder: str | None = None,
+    ) -> Letter | None: ...
+
+    # deletion
+    def delete(self, user_id: int, letter_id: int) -> bool:
+        """Record the deletion (DELETING); False when the user has no such letter."""
+
+    def deletions(self, limit: int) -> list[tuple[int, list[AttachmentRef]]]:
+        """DELETING letters with the references whose decs are still to be done."""
+
+    def ref_done(self, letter_id: int, n: int) -> None: ...
+
+    def finish_deletion(self, letter_id: int) -> None: ...
+
+    # checks
+    def all_refs(self) -> Iterator[tuple[int, LetterState, AttachmentRef]]:
+        """Every reference of every letter, with its letter's id and state."""
+
+    def stats(self) -> IndexStats: ...
+
+    def close(self) -> None: ...
+
+
+# -- guard: leases, fencing, rate limits, leaked credentials ----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One attempt to take a lock: ``token`` (its fencing token, strictly increasing per lock
+    name) when taken, else None and ``holder_ttl``, the seconds left on the holder's lease."""
+
+    token: int | None
+    holder_ttl: float = 0.0
+
+
+class Listener(Protocol):
+    """Hears the releases of one lock name from the moment it was opened."""
+
+    def wait(self, timeout: float) -> None:
+        """Block until a release is heard or ``timeout`` seconds pass; may return early."""
+
+    def close(self) -> None: ...
+
+
+class AsyncListener(Protocol):
+    async def wait(self, timeout: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LockBackend(Protocol):
+    """Leases on names. ``owner`` is unique per lease; every method is one atomic step. See
+    ``pochta.guard.lock`` for the semantics."""
+
+    def try_acquire(self, name: str, owner: str, ttl: float) -> Grant:
+        """Take ``name`` for ``ttl`` seconds when nobody holds it, with a new fencing token."""
+
+    def extend(self, leases: Sequence[tuple[str, str, float]]) -> list[bool]:
+        """For each (name, owner, ttl): expiry = now + ttl if owner still holds name."""
+
+    def release(self, name: str, owner: str) -> bool:
+        """Drop the lease if owner holds it and wake a waiter; False when it did not hold it."""
+
+    def listen(self, name: str) -> Listener:
+        """Start hearing releases of ``name``: opened before a try, it misses none after."""
+
+    def close(self) -> None: ...
+
+
+class AsyncLockBackend(Protocol):
+    """``LockBackend`` for asyncio: the same steps as coroutines."""
+
+    async def try_acquire(self, name: str, owner: str, ttl: float) -> Grant: ...
+
+    async def extend(self, leases: Sequence[tuple[str, str, float]]) -> list[bool]: ...
+
+    async def release(self, name: str, owner: str) -> bool: ...
+
+    def listen(self, name: str) -> AsyncListener: ...
+
+    async def close(self) -> None: ...
+
+
+class Fence(Protocol):
+    """Lets a protected resource refuse writers whose fencing token is older than one seen."""
+
+    def admit(self, resource: str, token: int) -> None:
+        """Remember ``token`` if it is >= the highest seen for ``resource``; else StaleToken."""
+
+    def write(self, resource: str, token: int, value: bytes) -> None:
+        """``admit`` and store ``value`` in one atomic step; StaleToken stores nothing."""
+
+    def read(self, resource: str) -> tuple[int, bytes | None]:
+        """The highest token seen (0 for none) and the value last written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """At most ``max`` attempts per ``period`` seconds, refilled continuously (seed 003):
+    after a burst, one attempt comes back every ``period / max`` seconds."""
+
+    name: str
+    max: int
+    period: float
+
+
+@dataclass(frozen=True, slots=True)
+class RateDecision:
+    allowed: bool
+    remaining: float  # attempts left on the tightest limit, after this one when allowed
+    retry_after: float  # seconds until the refused attempt would pass; 0.0 when allowed
+    denied: tuple[str, ...] = ()  # the names of the limits that refused
+
+
+class RateLimitBackend(Protocol):
+    """Rolling limits kept under opaque keys, on the backend's own clock."""
+
+    def hit(
+        self, checks: Sequence[tuple[str, Limit]], cost: float, commit: bool = True
+    ) -> RateDecision:
+        """Charge ``cost`` to every (key, limit) or, if any would go below zero, to none.
+        ``commit=False`` only looks."""
+
+    def reset(self, keys: Sequence[str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class AsyncRateLimitBackend(Protocol):
+    async def hit(
+        self, checks: Sequence[tuple[str, Limit]], cost: float, commit: bool = True
+    ) -> RateDecision: ...
+
+    async def reset(self, keys: Sequence[str]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Accounts(Protocol):
+    """What the leaked-credential audit needs from the user store."""
+
+    def password_hash(self, email: str) -> str | None:
+        """The account's argon2 hash; None when there is no such account. ``email`` is
+        lowercased."""
+
+    def require_reset(self, emails: Collection[str]) -> int:
+        """Mark accounts for a forced password reset; returns how many exist."""

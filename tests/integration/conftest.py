@@ -29,6 +29,8 @@ def free_port() -> int:
 class Server:
     url: str
     port: int
+    smtp_port: int
+    lmtp_port: int
     data: Path
     proc: subprocess.Popen[bytes]
     log: Path
@@ -43,9 +45,22 @@ class Server:
         return self.proc.wait(timeout=timeout)
 
 
-def start_server(data: Path, log: Path) -> Server:
+def start_server(
+    data: Path, log: Path, *, smtp_port: int | None = None, lmtp_port: int | None = None
+) -> Server:
+    """``pochta serve`` with HTTP, SMTP and LMTP on free loopback ports (or the ports given:
+    a restart keeps its ports)."""
     port = free_port()
-    env = {**os.environ, "POCHTA_SERVICE_TOKEN": TOKEN, "POCHTA_LOG_LEVEL": "info"}
+    smtp_port = smtp_port or free_port()
+    lmtp_port = lmtp_port or free_port()
+    env = {
+        **os.environ,
+        "POCHTA_SERVICE_TOKEN": TOKEN,
+        "POCHTA_LOG_LEVEL": "info",
+        "POCHTA_SMTP__PORT": str(smtp_port),
+        "POCHTA_SMTP__LMTP_PORT": str(lmtp_port),
+        "POCHTA_SMTP__HOSTNAME": "mx.pochta.test",
+    }
     with log.open("ab") as sink:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pochta", "serve", "--port", str(port), "--data", str(data)],
@@ -53,7 +68,7 @@ def start_server(data: Path, log: Path) -> Server:
             stderr=subprocess.STDOUT,
             env=env,
         )
-    server = Server(f"http://127.0.0.1:{port}", port, data, proc, log)
+    server = Server(f"http://127.0.0.1:{port}", port, smtp_port, lmtp_port, data, proc, log)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from tests.integration.conftest import TOKEN, Server, start_server
 
 pytestmark = pytest.mark.integration

@@ -396,6 +396,61 @@ class BlobStore:
         if crc != crc32:
             raise IntegrityError(f"{disk.spec}: crc32 {crc:08x}, expected {crc32:08x}")
 
+    def read(self, key: Key, size: int, crc32: int) -> bytes:
+        """A whole blob that a letter expects to have ``size`` bytes and ``crc32``: the master
+        copy read once and checked, the other copy when it differs or fails."""
+        record = self.stat(key)
+        disks = self.disks(self.pairdb.get(record.pair_id))
+        first = master_index(record.key)
+        name = blob_path(record.key)
+        problems: list[str] = []
+        for disk in (disks[first], disks[1 - first]):
+            try:
+                reader = disk.open(name)
+                try:
+                    data = b"".join(reader)
+                finally:
+                    reader.close()
+            except DiskError as exc:
+                problems.append(exc.message)
+                continue
+            if len(data) == size and zlib.crc32(data) == crc32:
+                return data
+            problems.append(f"{disk.spec}: {len(data)} bytes, crc32 {zlib.crc32(data):08x}")
+        raise IntegrityError(
+            f"no copy of {key} has {size} bytes and crc32 {crc32:08x}: {'; '.join(problems)}"
+        )
+
+    def check_copies(
+        self, key: Key, size: int | None = None, crc32: int | None = None
+    ) -> list[str]:
+        """Read both copies of a live blob and check SHA-256 (and size / CRC-32 when given);
+        the problems found, one line each ([] when both copies are good)."""
+        record = self.stat(key)
+        problems = []
+        for disk in self.disks(self.pairdb.get(record.pair_id)):
+            name = blob_path(record.key)
+            sha, crc, length = hashlib.sha256(), 0, 0
+            try:
+                reader = disk.open(name)
+                try:
+                    for chunk in reader:
+                        sha.update(chunk)
+                        crc = zlib.crc32(chunk, crc)
+                        length += len(chunk)
+                finally:
+                    reader.close()
+            except DiskError as exc:
+                problems.append(exc.message)
+                continue
+            if sha.hexdigest() != record.key:
+                problems.append(f"{disk.spec}/{name}: content does not hash to its key")
+            elif size is not None and length != size:
+                problems.append(f"{disk.spec}/{name}: {length} bytes, a letter expects {size}")
+            elif crc32 is not None and crc != crc32:
+                problems.append(f"{disk.spec}/{name}: crc32 {crc:08x}, expected {crc32:08x}")
+        return problems
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self.filedb.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from pochta.cli import blob, pairs, serve
+from pochta.cli import blob, mail, message, pairs, serve, user
 
 app = typer.Typer(
     help="pochta: the storage and protection core of a mail service.",
@@ -15,6 +15,11 @@ app = typer.Typer(
 app.command("serve")(serve.serve)
 app.add_typer(blob.app, name="blob")
 app.add_typer(pairs.app, name="pairs")
+app.add_typer(user.app, name="user")
+app.add_typer(message.app, name="message")
+app.command("import")(mail.import_)
+app.command("fsck")(mail.fsck)
+app.command("stats")(mail.stats)
 
 
 def main() -> None:

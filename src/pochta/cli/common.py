@@ -38,10 +38,12 @@ EXIT_CODES: list[tuple[type[errors.PochtaError], int]] = [
     (errors.IntegrityError, 4),
     (errors.StorageError, 5),
     (errors.ConfigError, 6),
+    (errors.AuthError, 7),
     (errors.PochtaError, 1),
 ]
 """Exit codes: 0 ok, 1 other failure, 2 bad input (also usage errors), 3 not found,
-4 integrity (stored bytes differ), 5 storage (disk, pair, database), 6 configuration."""
+4 integrity (stored bytes differ), 5 storage (disk, pair, database), 6 configuration,
+7 authentication."""
 
 
 def exit_code(exc: errors.PochtaError) -> int:

@@ -1,4 +1,4 @@
-"""``pochta serve``: the HTTP API (and, later, SMTP/LMTP) until SIGTERM or Ctrl-C."""
+"""``pochta serve``: the HTTP API and SMTP/LMTP until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def serve(
     data: DataOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Run the HTTP API until SIGTERM or Ctrl-C; stops cleanly."""
+    """Run the HTTP API and the SMTP/LMTP listeners until SIGTERM or Ctrl-C; stops cleanly."""
     s = settings(data, config)
     http = s.http.model_copy(
         update={k: v for k, v in {"host": host, "port": port}.items() if v is not None}
@@ -56,6 +56,9 @@ def serve(
     if s.service_token is None:
         err.print(f"service token: in {token_file(s)}")
     err.print(f"pochta: http://{http.host}:{http.port}  data: {s.data_dir.resolve()}")
+    if s.smtp.enabled:
+        lmtp = f", LMTP {s.smtp.host}:{s.smtp.lmtp_port}" if s.smtp.lmtp_port else ""
+        err.print(f"        SMTP {s.smtp.host}:{s.smtp.port}{lmtp}")
     uv_config = uvicorn.Config(
         create_app(s),
         host=http.host,

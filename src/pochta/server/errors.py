@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -16,8 +17,13 @@ log = logging.getLogger("pochta.http")
 STATUS: list[tuple[type[errors.PochtaError], int]] = [
     (errors.ContentMismatch, 422),
     (errors.RangeNotSatisfiable, 416),
+    (errors.AlreadyExists, 409),
+    (errors.TooLarge, 413),
     (errors.InvalidInput, 400),
     (errors.NotFound, 404),
+    (errors.ResetRequired, 403),
+    (errors.AuthError, 401),
+    (errors.RateLimited, 429),
     (errors.IntegrityError, 409),
     (errors.NoWritablePair, 507),
     (errors.StorageError, 503),
@@ -38,7 +44,12 @@ async def _pochta(request: Request, exc: Exception) -> JSONResponse:
     status = status_of(exc)
     if status >= 500:
         log.warning("%s %s: %s", request.method, request.url.path, exc.message)
-    return JSONResponse(error_body(exc.code, exc.message), status_code=status)
+    headers = {}
+    if isinstance(exc, errors.AuthError) and status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, errors.RateLimited):
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    return JSONResponse(error_body(exc.code, exc.message), status_code=status, headers=headers)
 
 
 async def _validation(request: Request, exc: Exception) -> JSONResponse:

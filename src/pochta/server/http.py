@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,7 +12,8 @@ from fastapi.responses import JSONResponse
 from pochta import __version__
 from pochta.app import Pochta, build, service_token
 from pochta.config import Settings
-from pochta.server import blobs, errors
+from pochta.mailbox.worker import DeletionWorker
+from pochta.server import blobs, errors, mailbox, smtp
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -20,9 +22,20 @@ def create_app(settings: Settings) -> FastAPI:
         pochta = build(settings)
         app.state.pochta = pochta
         app.state.service_token = service_token(settings)
+        deletions = DeletionWorker(pochta.mailbox)
+        app.state.deletions = deletions
+        listeners: list[asyncio.Server] = []
         try:
+            deletions.start()
+            if settings.smtp.enabled:
+                listeners = await smtp.start(pochta.mailbox, settings.smtp)
             yield
         finally:
+            for server in listeners:
+                server.close()
+            for server in listeners:
+                await server.wait_closed()
+            await asyncio.to_thread(deletions.stop)
             pochta.close()
 
     app = FastAPI(
@@ -33,6 +46,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     errors.install(app)
     app.include_router(blobs.router)
+    app.include_router(mailbox.router)
 
     @app.get("/healthz", tags=["service"], summary="Liveness and readiness")
     def healthz(request: Request) -> JSONResponse:

@@ -1,0 +1,82 @@
+"""``pochta user``: add, list, passwd."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
+from pochta.errors import InvalidInput
+
+app = typer.Typer(help="Mailbox users: add, list, passwd.", no_args_is_help=True)
+
+PasswordStdin = Annotated[
+    bool,
+    typer.Option("--password-stdin", help="read the password from the first line of stdin"),
+]
+
+
+def read_password(from_stdin: bool) -> str:
+    if from_stdin:
+        line = sys.stdin.readline()
+        if not line:
+            raise InvalidInput("no password on stdin")
+        return line.rstrip("\r\n")
+    if not sys.stdin.isatty():
+        raise InvalidInput("no terminal to ask for a password on: use --password-stdin")
+    password: str = typer.prompt("password", hide_input=True, confirmation_prompt=True)
+    return password
+
+
+@app.command()
+@handles_errors
+def add(
+    email: Annotated[str, typer.Argument(help="the user's e-mail address", show_default=False)],
+    password_stdin: PasswordStdin = False,
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Create a user (with folders Inbox and Spam); the password is hashed with argon2id."""
+    password = read_password(password_stdin)
+    with opened(data, config) as pochta:
+        user = pochta.mailbox.add_user(email, password)
+    emit(
+        json_output,
+        {"id": user.id, "email": user.email},
+        lambda: out.print(f"user {user.email} added (id {user.id})"),
+    )
+
+
+@app.command("list")
+@handles_errors
+def list_(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt = False) -> None:
+    """List users."""
+    with opened(data, config) as pochta:
+        users = pochta.mailbox.index.users()
+    payload = [{"id": u.id, "email": u.email, "reset_required": u.reset_required} for u in users]
+
+    def human() -> None:
+        for u in users:
+            out.print(f"{u.id:>6}  {u.email}" + ("  (password reset required)" * u.reset_required))
+        out.print(f"{len(users)} user(s)")
+
+    emit(json_output, payload, human)
+
+
+@app.command()
+@handles_errors
+def passwd(
+    email: Annotated[str, typer.Argument(help="the user's e-mail address", show_default=False)],
+    password_stdin: PasswordStdin = False,
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Set a user's password (this also clears a reset required after a leak)."""
+    password = read_password(password_stdin)
+    with opened(data, config) as pochta:
+        pochta.mailbox.set_password(email, password)
+    emit(json_output, {"email": email}, lambda: out.print(f"password of {email} changed"))

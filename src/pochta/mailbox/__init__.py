@@ -1,0 +1,1 @@
+"""The mailbox: index store, delivery, deletion, checks."""

@@ -1,0 +1,391 @@
+"""The mailbox: delivery, reading, flags and folders, deletion, and the checks over them.
+
+Delivery of one letter to N recipients (SPEC §3):
+
+1. split it once: skeleton + extracted attachments (``pochta.mime``);
+2. write N letters PENDING with one shared skeleton, each reference with its own random magic;
+3. count every attachment once per letter in the blob store (upload the first time, inc after);
+4. mark the letters DELIVERED. Only then is the delivery acknowledged.
+
+A failure in 3 undoes the counts already made and removes the letters; a crash in 3 leaves
+PENDING letters, which ``recover`` turns into deletions on the next start: their decs run with
+the letters' own magics, so a dec of a count that never happened cannot delete anyone's file
+(the FileDB sees the magic disagree and keeps the file, DO_NOT_DELETE).
+
+Deletion: the letter becomes DELETING in one write, then ``process_deletions`` decs each
+reference and removes it, and finally the letter. A crash in between is finished on restart; a
+dec repeated by such a crash is exactly the case magic exists for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import secrets
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pochta.blobs.keys import add_magic, random_magic
+from pochta.blobs.store import BlobStore
+from pochta.errors import (
+    BlobNotFound,
+    InvalidCredentials,
+    InvalidInput,
+    MessageNotFound,
+    PochtaError,
+    ResetRequired,
+    TooLarge,
+)
+from pochta.guard.passwords import hash_password, verify_password
+from pochta.mime.split import Split, reassemble, split
+from pochta.mime.summary import Summary, summarize
+from pochta.types import (
+    AttachmentRef,
+    Clock,
+    Folder,
+    Letter,
+    LetterMeta,
+    LetterState,
+    MailIndex,
+    NewLetter,
+    Space,
+    User,
+)
+
+log = logging.getLogger("pochta.mailbox")
+
+MIN_PASSWORD = 8
+
+
+def _token_hash(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    ids: list[int]
+    size: int  # bytes of the letter as delivered
+    stored: int  # bytes the delivery added physically (skeleton + attachments first stored)
+    attachments: int  # extracted parts
+    uploaded: int  # of which newly uploaded (the rest were deduplicated)
+
+
+@dataclass
+class FsckReport:
+    letters: int = 0
+    refs: int = 0
+    blobs: int = 0
+    lost: list[str] = field(default_factory=list)  # a letter's attachment has no good copy
+    damaged: list[str] = field(default_factory=list)  # one copy missing or wrong
+    undercounted: list[str] = field(default_factory=list)  # counter below references: danger
+    unreadable: list[str] = field(default_factory=list)  # skeleton and references disagree
+    leaks: list[str] = field(default_factory=list)  # counted more than referenced: kept, safe
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.damaged or self.undercounted or self.unreadable)
+
+
+class Mailbox:
+    def __init__(
+        self,
+        index: MailIndex,
+        blobs: BlobStore,
+        *,
+        inline_limit: int = 4096,
+        max_message_size: int = 50 << 20,
+        session_ttl: float = 30 * 86400,
+        clock: Clock = time.time,
+    ) -> None:
+        self.index = index
+        self.blobs = blobs
+        self.inline_limit = inline_limit
+        self.max_message_size = max_message_size
+        self.session_ttl = session_ttl
+        self._clock = clock
+        self._counting = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pochta-count")
+        self._deleting = threading.Lock()
+
+    def close(self) -> None:
+        self._counting.shutdown(wait=True)
+        self.index.close()
+
+    # -- users and sessions ------------------------------------------------------------------
+    def add_user(self, email: str, password: str) -> User:
+        if len(password) < MIN_PASSWORD:
+            raise InvalidInput(f"a password needs at least {MIN_PASSWORD} characters")
+        return self.index.add_user(email, hash_password(password))
+
+    def set_password(self, email: str, password: str) -> None:
+        if len(password) < MIN_PASSWORD:
+            raise InvalidInput(f"a password needs at least {MIN_PASSWORD} characters")
+        user = self.index.user(email)
+        if user is None:
+            raise InvalidInput(f"no user {email}")
+        self.index.set_password(user.id, hash_password(password))
+
+    def check_password(self, email: str, password: str) -> User:
+        """The user whose password this is; the same InvalidCredentials for an unknown e-mail
+        and a wrong password (an unknown e-mail costs one hash too, so timing tells nothing)."""
+        user = self.index.user(email)
+        if user is None:
+            verify_password(_dummy_hash(), password)
+            raise InvalidCredentials("wrong e-mail or password")
+        if not verify_password(user.password_hash, password):
+            raise InvalidCredentials("wrong e-mail or password")
+        if user.reset_required:
+            raise ResetRequired(
+                "this password appeared in a leak and no longer works; set a new one"
+            )
+        return user
+
+    def login(self, email: str, password: str) -> tuple[User, str]:
+        user = self.check_password(email, password)
+        token = secrets.token_urlsafe(32)
+        self.index.add_session(_token_hash(token), user.id, self._clock() + self.session_ttl)
+        return user, token
+
+    def authenticate(self, token: str) -> int:
+        user_id = self.index.session_user(_token_hash(token), self._clock())
+        if user_id is None:
+            raise InvalidCredentials("the session token is not valid (log in again)")
+        return user_id
+
+    def logout(self, token: str) -> None:
+        self.index.drop_session(_token_hash(token))
+
+    def user(self, email: str) -> User | None:
+        return self.index.user(email)
+
+    # -- delivery ----------------------------------------------------------------------------
+    def deliver(
+        self,
+        raw: bytes,
+        recipients: Sequence[User],
+        *,
+        folder: str = "Inbox",
+        verdict: str | None = None,
+    ) -> Delivered:
+        if len(raw) > self.max_message_size:
+            raise TooLarge(f"the letter has {len(raw)} bytes; the limit is {self.max_message_size}")
+        unique = list({u.id: u for u in recipients}.values())
+        if not unique:
+            raise InvalidInput("a letter needs at least one recipient")
+        parts = split(raw, inline_limit=self.inline_limit)
+        meta = _meta(raw, summarize(raw, inline_limit=self.inline_limit), self._clock())
+        letters = [
+            NewLetter(
+                user.id,
+                folder,
+                tuple(
+                    AttachmentRef(p.index, p.key, p.size, p.crc32, random_magic())
+                    for p in parts.parts
+                ),
+                verdict,
+            )
+            for user in unique
+        ]
+        ids = self.index.begin_delivery(parts.skeleton, meta, letters)
+        counted: list[tuple[str, int]] = []
+        try:
+            uploaded = self._count(parts, letters, counted)
+        except BaseException:
+            self._undo(counted)
+            self.index.discard_delivery(ids)
+            raise
+        self.index.finish_delivery(ids)
+        stored = len(parts.skeleton) + sum(p.size for p in parts.parts if p.key in uploaded)
+        return Delivered(ids, len(raw), stored, len(parts.parts), len(uploaded))
+
+    def _count(
+        self, parts: Split, letters: list[NewLetter], counted: list[tuple[str, int]]
+    ) -> set[str]:
+        """Count each attachment once per letter: the first count uploads (or incs a live
+        key), the rest inc, concurrently so that they share the FileDB's commits."""
+        uploaded: set[str] = set()
+        lock = threading.Lock()
+        for part in parts.parts:
+            magics = [letter.refs[part.index].magic for letter in letters]
+            stored = self.blobs.upload(part.key, magics[0], [part.content], len(part.content))
+            with lock:
+                counted.append((part.key, magics[0]))
+            if stored.uploaded:
+                uploaded.add(part.key)
+
+            def inc(magic: int, key: str = part.key) -> None:
+                self.blobs.inc(key, magic)
+                with lock:
+                    counted.append((key, magic))
+
+            for future in [self._counting.submit(inc, m) for m in magics[1:]]:
+                future.result()
+        return uploaded
+
+    def _undo(self, counted: list[tuple[str, int]]) -> None:
+        for key, magic in counted:
+            try:
+                self.blobs.dec(key, magic)
+            except PochtaError as exc:  # the deletion path's magic keeps files safe anyway
+                log.warning("undoing a count of %s: %s", key, exc.message)
+
+    # -- reading -----------------------------------------------------------------------------
+    def folders(self, user_id: int) -> list[Folder]:
+        return self.index.folders(user_id)
+
+    def add_folder(self, user_id: int, name: str) -> Folder:
+        return self.index.add_folder(user_id, name)
+
+    def letters(
+        self, user_id: int, folder: str = "Inbox", limit: int = 50, cursor: int | None = None
+    ) -> list[Letter]:
+        return self.index.letters(user_id, folder, limit, cursor)
+
+    def letter(self, user_id: int, letter_id: int) -> Letter:
+        letter = self.index.letter(user_id, letter_id)
+        if letter is None:
+            raise MessageNotFound(f"no message {letter_id}")
+        return letter
+
+    def raw(self, user_id: int, letter_id: int) -> bytes:
+        """The letter exactly as it was delivered (with pochta's trace header)."""
+        self.letter(user_id, letter_id)
+        return self._raw(letter_id)
+
+    def _raw(self, letter_id: int) -> bytes:
+        skeleton, refs = self.index.content(letter_id)
+        by_n = {r.n: r for r in refs}
+
+        def fetch(n: int, _ref: object) -> bytes:
+            ref = by_n[n]
+            return self.blobs.read(ref.key, ref.size, ref.crc32)
+
+        return reassemble(skeleton, fetch)
+
+    def message(self, user_id: int, letter_id: int) -> tuple[Letter, Summary]:
+        letter = self.letter(user_id, letter_id)
+        return letter, summarize(self._raw(letter_id), inline_limit=self.inline_limit)
+
+    def attachment(self, user_id: int, letter_id: int, n: int) -> tuple[bytes, str, str | None]:
+        """Attachment ``n`` of the letter (decoded): its bytes, content type and file name."""
+        letter, summary = self.message(user_id, letter_id)
+        for att in summary.attachments:
+            if att.n == n:
+                return att.content, att.content_type, att.filename
+        raise MessageNotFound(f"message {letter.id} has no attachment {n}")
+
+    def update(
+        self,
+        user_id: int,
+        letter_id: int,
+        *,
+        seen: bool | None = None,
+        flagged: bool | None = None,
+        folder: str | None = None,
+    ) -> Letter:
+        letter = self.index.update(user_id, letter_id, seen=seen, flagged=flagged, folder=folder)
+        if letter is None:
+            raise MessageNotFound(f"no message {letter_id}")
+        return letter
+
+    # -- deletion ----------------------------------------------------------------------------
+    def delete(self, user_id: int, letter_id: int) -> None:
+        if not self.index.delete(user_id, letter_id):
+            raise MessageNotFound(f"no message {letter_id}")
+
+    def recover(self) -> int:
+        return self.index.recover()
+
+    def process_deletions(self, batch: int = 100) -> int:
+        """Finish recorded deletions; returns how many letters were finished."""
+        done = 0
+        with self._deleting:
+            while work := self.index.deletions(batch):
+                for letter_id, refs in work:
+                    for ref in refs:
+                        # BlobNotFound: never counted (a delivery cut short), or already gone
+                        with contextlib.suppress(BlobNotFound):
+                            self.blobs.dec(ref.key, ref.magic)
+                        self.index.ref_done(letter_id, ref.n)
+                    self.index.finish_deletion(letter_id)
+                    done += 1
+        return done
+
+    # -- checks ------------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        s = self.index.stats()
+        physical = s.skeleton_bytes + 2 * s.blob_bytes
+        single = s.skeleton_bytes + s.blob_bytes
+        return {
+            "users": s.users,
+            "letters": s.letters,
+            "attachment_refs": s.refs,
+            "blobs": s.blobs,
+            "logical_bytes": s.logical_bytes,
+            "skeleton_bytes": s.skeleton_bytes,
+            "blob_bytes": s.blob_bytes,
+            "physical_bytes": physical,
+            "dedup_ratio": s.logical_bytes / single if single else 1.0,
+            "pending_deletions": s.pending_deletions,
+        }
+
+    def fsck(self, progress: Callable[[int], None] | None = None) -> FsckReport:
+        report = FsckReport()
+        expected: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # count, magic, live
+        wanted: dict[str, tuple[int, int]] = {}
+        letters: dict[int, LetterState] = {}
+        for letter_id, state, ref in self.index.all_refs():
+            report.refs += 1
+            letters[letter_id] = state
+            e = expected[ref.key]
+            e[0] += 1
+            e[1] = add_magic(e[1], ref.magic)
+            if state is not LetterState.DELETING:
+                e[2] += 1
+            wanted[ref.key] = (ref.size, ref.crc32)
+        report.letters = self.index.stats().letters
+        for key, (count, magic, live_refs) in expected.items():
+            report.blobs += 1
+            if progress is not None:
+                progress(1)
+            record = self.blobs.filedb.get(key)
+            if record is None or record.space is not Space.LIVE:
+                if live_refs:
+                    report.lost.append(f"{key}: referenced by {live_refs} letter(s), not live")
+                continue
+            if record.counter < count:
+                report.undercounted.append(f"{key}: counter {record.counter}, {count} references")
+            elif record.counter > count or record.magic != magic % 2**32:
+                report.leaks.append(
+                    f"{key}: counter {record.counter} for {count} references"
+                    + (" (magic differs)" if record.counter == count else "")
+                )
+            size, crc32 = wanted[key]
+            problems = self.blobs.check_copies(key, size, crc32)
+            if len(problems) >= 2:
+                report.lost.append(f"{key}: " + "; ".join(problems))
+            elif problems:
+                report.damaged.append(f"{key}: {problems[0]}")
+        return report
+
+
+def _meta(raw: bytes, summary: Summary, now: float) -> LetterMeta:
+    sender = summary.sender
+    return LetterMeta(
+        size=len(raw),
+        received=now,
+        date=summary.date.timestamp() if summary.date is not None else None,
+        sender=sender[:500],
+        subject=summary.subject[:1000],
+    )
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    return hash_password(secrets.token_urlsafe(16))

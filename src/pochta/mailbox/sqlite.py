@@ -1,0 +1,491 @@
+"""The mailbox index in SQLite (WAL, one writer with group commit): the embedded default.
+
+Letters of one delivery share one skeleton row (``refs`` counts its letters). Attachment
+references are a WITHOUT ROWID table keyed by (letter, n), the 32-byte key stored raw and the
+magic as a signed 32-bit integer, as in the FileDB.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from pathlib import Path
+
+from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
+from pochta.sqlitedb import SQLiteDatabase, Synchronous
+from pochta.types import (
+    AttachmentRef,
+    Clock,
+    Folder,
+    IndexStats,
+    Letter,
+    LetterMeta,
+    LetterState,
+    NewLetter,
+    User,
+)
+
+DEFAULT_FOLDERS = ("Inbox", "Spam")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS users (
+    id INTEGER PRIMARY KEY,
+    email TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    reset_required INTEGER NOT NULL DEFAULT 0,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    token_hash BLOB PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    expires REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS folders (
+    id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    UNIQUE (user_id, name)
+);
+CREATE TABLE IF NOT EXISTS skeletons (
+    id INTEGER PRIMARY KEY,
+    data BLOB NOT NULL,
+    letters INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS letters (
+    id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL,
+    folder_id INTEGER NOT NULL,
+    skeleton_id INTEGER NOT NULL,
+    state INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    received REAL NOT NULL,
+    date REAL,
+    sender TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    seen INTEGER NOT NULL DEFAULT 0,
+    flagged INTEGER NOT NULL DEFAULT 0,
+    verdict TEXT
+);
+CREATE INDEX IF NOT EXISTS letters_by_folder ON letters (folder_id, id);
+CREATE INDEX IF NOT EXISTS letters_unfinished ON letters (state) WHERE state != 1;
+CREATE TABLE IF NOT EXISTS refs (
+    letter_id INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    key BLOB NOT NULL,
+    size INTEGER NOT NULL,
+    crc32 INTEGER NOT NULL,
+    magic INTEGER NOT NULL,
+    PRIMARY KEY (letter_id, n)
+) WITHOUT ROWID;
+"""
+
+_LETTER = """
+SELECT l.id, l.user_id, f.name, l.size, l.received, l.date, l.sender, l.subject, l.seen,
+       l.flagged, l.verdict
+FROM letters l JOIN folders f ON f.id = l.folder_id
+"""
+
+
+def _to_db(magic: int) -> int:
+    return magic - 2**32 if magic >= 2**31 else magic
+
+
+def _letter(row: tuple[object, ...]) -> Letter:
+    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row
+    return Letter(
+        id=int(id_),  # type: ignore[call-overload]
+        user_id=int(user_id),  # type: ignore[call-overload]
+        folder=str(folder),
+        size=int(size),  # type: ignore[call-overload]
+        received=float(received),  # type: ignore[arg-type]
+        date=None if date is None else float(date),  # type: ignore[arg-type]
+        sender=str(sender),
+        subject=str(subject),
+        seen=bool(seen),
+        flagged=bool(flagged),
+        verdict=None if verdict is None else str(verdict),
+    )
+
+
+def _ref(row: tuple[int, bytes, int, int, int]) -> AttachmentRef:
+    n, key, size, crc32, magic = row
+    return AttachmentRef(n, key.hex(), size, crc32, magic % 2**32)
+
+
+def _user(row: tuple[int, str, str, int]) -> User:
+    return User(row[0], row[1], row[2], bool(row[3]))
+
+
+def normalize_email(email: str) -> str:
+    email = email.strip()
+    local, at, domain = email.rpartition("@")
+    if not at or not local or not domain or any(c.isspace() for c in email):
+        raise InvalidInput(f"not an e-mail address: {email!r}")
+    return f"{local}@{domain.lower()}".lower()
+
+
+def _folder_name(name: str) -> str:
+    name = name.strip()
+    if not name or len(name) > 200 or any(ord(c) < 32 for c in name):
+        raise InvalidInput(f"not a folder name: {name!r}")
+    return name
+
+
+def _exec(sql: str, params: tuple[object, ...]) -> Callable[[sqlite3.Connection], None]:
+    """A write of one statement. It returns nothing: a cursor must never leave the writer
+    thread (finalizing it elsewhere races with the writer's use of the connection)."""
+
+    def op(conn: sqlite3.Connection) -> None:
+        conn.execute(sql, params).close()
+
+    return op
+
+
+def _exec_many(sql: str, rows: list[tuple[object, ...]]) -> Callable[[sqlite3.Connection], None]:
+    def op(conn: sqlite3.Connection) -> None:
+        conn.executemany(sql, rows).close()
+
+    return op
+
+
+class SQLiteIndex:
+    def __init__(
+        self, path: Path, *, synchronous: Synchronous = "full", clock: Clock = time.time
+    ) -> None:
+        self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
+        self._clock = clock
+
+    # -- users and sessions ----------------------------------------------------------------
+    def add_user(self, email: str, password_hash: str) -> User:
+        email = normalize_email(email)
+
+        def op(conn: sqlite3.Connection) -> User:
+            try:
+                cur = conn.execute(
+                    "INSERT INTO users (email, password_hash, created) VALUES (?, ?, ?)",
+                    (email, password_hash, self._clock()),
+                )
+            except sqlite3.IntegrityError:
+                raise AlreadyExists(f"user {email} already exists") from None
+            user_id = int(cur.lastrowid or 0)
+            conn.executemany(
+                "INSERT INTO folders (user_id, name) VALUES (?, ?)",
+                [(user_id, name) for name in DEFAULT_FOLDERS],
+            )
+            return User(user_id, email, password_hash)
+
+        return self._db.write(op)
+
+    def user(self, email: str) -> User | None:
+        try:
+            email = normalize_email(email)
+        except InvalidInput:
+            return None
+        rows = self._db.query(
+            "SELECT id, email, password_hash, reset_required FROM users WHERE email = ?", (email,)
+        )
+        return _user(rows[0]) if rows else None
+
+    def user_by_id(self, user_id: int) -> User | None:
+        rows = self._db.query(
+            "SELECT id, email, password_hash, reset_required FROM users WHERE id = ?", (user_id,)
+        )
+        return _user(rows[0]) if rows else None
+
+    def users(self) -> list[User]:
+        rows = self._db.query(
+            "SELECT id, email, password_hash, reset_required FROM users ORDER BY email"
+        )
+        return [_user(r) for r in rows]
+
+    def set_password(self, user_id: int, password_hash: str) -> None:
+        self._db.write(
+            _exec(
+                "UPDATE users SET password_hash = ?, reset_required = 0 WHERE id = ?",
+                (password_hash, user_id),
+            )
+        )
+
+    def require_reset(self, emails: Collection[str]) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            count = 0
+            for email in emails:
+                count += conn.execute(
+                    "UPDATE users SET reset_required = 1 WHERE email = ?", (email.lower(),)
+                ).rowcount
+            conn.execute(
+                "DELETE FROM sessions WHERE user_id IN"
+                " (SELECT id FROM users WHERE reset_required = 1)"
+            )
+            return count
+
+        return self._db.write(op)
+
+    def add_session(self, token_hash: bytes, user_id: int, expires: float) -> None:
+        now = self._clock()
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM sessions WHERE expires < ?", (now,))
+            conn.execute(
+                "INSERT INTO sessions (token_hash, user_id, expires) VALUES (?, ?, ?)",
+                (token_hash, user_id, expires),
+            )
+
+        self._db.write(op)
+
+    def session_user(self, token_hash: bytes, now: float) -> int | None:
+        rows = self._db.query(
+            "SELECT user_id FROM sessions WHERE token_hash = ? AND expires >= ?",
+            (token_hash, now),
+        )
+        return int(rows[0][0]) if rows else None
+
+    def drop_session(self, token_hash: bytes) -> None:
+        self._db.write(_exec("DELETE FROM sessions WHERE token_hash = ?", (token_hash,)))
+
+    # -- folders ---------------------------------------------------------------------------
+    def folders(self, user_id: int) -> list[Folder]:
+        rows = self._db.query(
+            """
+            SELECT f.id, f.name,
+                   count(l.id), coalesce(sum(l.seen = 0), 0)
+            FROM folders f LEFT JOIN letters l ON l.folder_id = f.id AND l.state = 1
+            WHERE f.user_id = ?
+            GROUP BY f.id ORDER BY f.id
+            """,
+            (user_id,),
+        )
+        return [Folder(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def add_folder(self, user_id: int, name: str) -> Folder:
+        name = _folder_name(name)
+
+        def op(conn: sqlite3.Connection) -> Folder:
+            try:
+                cur = conn.execute(
+                    "INSERT INTO folders (user_id, name) VALUES (?, ?)", (user_id, name)
+                )
+            except sqlite3.IntegrityError:
+                raise AlreadyExists(f"folder {name!r} already exists") from None
+            return Folder(int(cur.lastrowid or 0), name)
+
+        return self._db.write(op)
+
+    @staticmethod
+    def _folder_id(conn: sqlite3.Connection, user_id: int, name: str) -> int:
+        row = conn.execute(
+            "SELECT id FROM folders WHERE user_id = ? AND name = ?", (user_id, name)
+        ).fetchone()
+        if row is None:
+            raise FolderNotFound(f"no folder {name!r}")
+        return int(row[0])
+
+    # -- delivery --------------------------------------------------------------------------
+    def begin_delivery(
+        self, skeleton: bytes, meta: LetterMeta, letters: Sequence[NewLetter]
+    ) -> list[int]:
+        def op(conn: sqlite3.Connection) -> list[int]:
+            cur = conn.execute(
+                "INSERT INTO skeletons (data, letters) VALUES (?, ?)", (skeleton, len(letters))
+            )
+            skeleton_id = cur.lastrowid
+            ids = []
+            for new in letters:
+                folder_id = self._folder_id(conn, new.user_id, new.folder)
+                cur = conn.execute(
+                    """
+                    INSERT INTO letters (user_id, folder_id, skeleton_id, state, size, received,
+                                         date, sender, subject, verdict)
+                    VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?)
+                    """,
+                    (
+                        new.user_id,
+                        folder_id,
+                        skeleton_id,
+                        meta.size,
+                        meta.received,
+                        meta.date,
+                        meta.sender,
+                        meta.subject,
+                        new.verdict,
+                    ),
+                )
+                letter_id = int(cur.lastrowid or 0)
+                conn.executemany(
+                    "INSERT INTO refs (letter_id, n, key, size, crc32, magic)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (letter_id, r.n, bytes.fromhex(r.key), r.size, r.crc32, _to_db(r.magic))
+                        for r in new.refs
+                    ],
+                )
+                ids.append(letter_id)
+            return ids
+
+        return self._db.write(op)
+
+    def finish_delivery(self, ids: Sequence[int]) -> None:
+        self._db.write(
+            _exec_many(
+                "UPDATE letters SET state = 1 WHERE id = ? AND state = 0", [(i,) for i in ids]
+            )
+        )
+
+    def discard_delivery(self, ids: Sequence[int]) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            for letter_id in ids:
+                self._remove(conn, letter_id)
+
+        self._db.write(op)
+
+    @staticmethod
+    def _remove(conn: sqlite3.Connection, letter_id: int) -> None:
+        row = conn.execute("SELECT skeleton_id FROM letters WHERE id = ?", (letter_id,)).fetchone()
+        if row is None:
+            return
+        conn.execute("DELETE FROM refs WHERE letter_id = ?", (letter_id,))
+        conn.execute("DELETE FROM letters WHERE id = ?", (letter_id,))
+        conn.execute("UPDATE skeletons SET letters = letters - 1 WHERE id = ?", (row[0],))
+        conn.execute("DELETE FROM skeletons WHERE id = ? AND letters <= 0", (row[0],))
+
+    def recover(self) -> int:
+        return self._db.write(
+            lambda conn: conn.execute("UPDATE letters SET state = 2 WHERE state = 0").rowcount
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+    def letters(
+        self, user_id: int, folder: str, limit: int, before: int | None = None
+    ) -> list[Letter]:
+        rows = self._db.query(
+            "SELECT id FROM folders WHERE user_id = ? AND name = ?", (user_id, folder)
+        )
+        if not rows:
+            raise FolderNotFound(f"no folder {folder!r}")
+        rows = self._db.query(
+            _LETTER + "WHERE l.folder_id = ? AND l.state = 1 AND l.id < ? ORDER BY l.id DESC"
+            " LIMIT ?",
+            (rows[0][0], before if before is not None else 2**63 - 1, limit),
+        )
+        return [_letter(r) for r in rows]
+
+    def letter(self, user_id: int, letter_id: int) -> Letter | None:
+        rows = self._db.query(
+            _LETTER + "WHERE l.id = ? AND l.user_id = ? AND l.state = 1", (letter_id, user_id)
+        )
+        return _letter(rows[0]) if rows else None
+
+    def content(self, letter_id: int) -> tuple[bytes, list[AttachmentRef]]:
+        conn = self._db.reader()
+        with conn:  # one read transaction: skeleton and refs from the same snapshot
+            conn.execute("BEGIN")
+            row = conn.execute(
+                "SELECT s.data FROM letters l JOIN skeletons s ON s.id = l.skeleton_id"
+                " WHERE l.id = ?",
+                (letter_id,),
+            ).fetchone()
+            refs = conn.execute(
+                "SELECT n, key, size, crc32, magic FROM refs WHERE letter_id = ? ORDER BY n",
+                (letter_id,),
+            ).fetchall()
+        if row is None:
+            raise InvalidInput(f"no letter {letter_id}")
+        return bytes(row[0]), [_ref(r) for r in refs]
+
+    def update(
+        self,
+        user_id: int,
+        letter_id: int,
+        *,
+        seen: bool | None = None,
+        flagged: bool | None = None,
+        folder: str | None = None,
+    ) -> Letter | None:
+        def op(conn: sqlite3.Connection) -> Letter | None:
+            row = conn.execute(
+                "SELECT 1 FROM letters WHERE id = ? AND user_id = ? AND state = 1",
+                (letter_id, user_id),
+            ).fetchone()
+            if row is None:
+                return None
+            if seen is not None:
+                conn.execute("UPDATE letters SET seen = ? WHERE id = ?", (int(seen), letter_id))
+            if flagged is not None:
+                conn.execute(
+                    "UPDATE letters SET flagged = ? WHERE id = ?", (int(flagged), letter_id)
+                )
+            if folder is not None:
+                folder_id = self._folder_id(conn, user_id, folder)
+                conn.execute(
+                    "UPDATE letters SET folder_id = ? WHERE id = ?", (folder_id, letter_id)
+                )
+            got = conn.execute(_LETTER + "WHERE l.id = ?", (letter_id,)).fetchone()
+            return _letter(got)
+
+        return self._db.write(op)
+
+    # -- deletion --------------------------------------------------------------------------
+    def delete(self, user_id: int, letter_id: int) -> bool:
+        return self._db.write(
+            lambda conn: (
+                conn.execute(
+                    "UPDATE letters SET state = 2 WHERE id = ? AND user_id = ? AND state = 1",
+                    (letter_id, user_id),
+                ).rowcount
+                == 1
+            )
+        )
+
+    def deletions(self, limit: int) -> list[tuple[int, list[AttachmentRef]]]:
+        conn = self._db.reader()
+        with conn:
+            conn.execute("BEGIN")
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM letters WHERE state = 2 ORDER BY id LIMIT ?", (limit,)
+                )
+            ]
+            out = []
+            for letter_id in ids:
+                refs = conn.execute(
+                    "SELECT n, key, size, crc32, magic FROM refs WHERE letter_id = ? ORDER BY n",
+                    (letter_id,),
+                ).fetchall()
+                out.append((letter_id, [_ref(r) for r in refs]))
+        return out
+
+    def ref_done(self, letter_id: int, n: int) -> None:
+        self._db.write(_exec("DELETE FROM refs WHERE letter_id = ? AND n = ?", (letter_id, n)))
+
+    def finish_deletion(self, letter_id: int) -> None:
+        self._db.write(lambda conn: self._remove(conn, letter_id))
+
+    # -- checks ----------------------------------------------------------------------------
+    def all_refs(self) -> Iterator[tuple[int, LetterState, AttachmentRef]]:
+        conn = self._db.reader()
+        cur = conn.execute(
+            "SELECT r.letter_id, l.state, r.n, r.key, r.size, r.crc32, r.magic"
+            " FROM refs r JOIN letters l ON l.id = r.letter_id ORDER BY r.letter_id, r.n"
+        )
+        for row in cur:
+            yield row[0], LetterState(row[1]), _ref(row[2:])
+
+    def stats(self) -> IndexStats:
+        (row,) = self._db.query(
+            """
+            SELECT (SELECT count(*) FROM users),
+                   (SELECT count(*) FROM letters WHERE state = 1),
+                   (SELECT coalesce(sum(size), 0) FROM letters WHERE state = 1),
+                   (SELECT coalesce(sum(length(data)), 0) FROM skeletons),
+                   (SELECT count(*) FROM refs),
+                   count(*), coalesce(sum(size), 0),
+                   (SELECT count(*) FROM letters WHERE state = 2)
+            FROM (SELECT max(size) AS size FROM refs GROUP BY key)
+            """
+        )
+        return IndexStats(*row)
+
+    def close(self) -> None:
+        self._db.close()

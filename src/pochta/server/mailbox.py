@@ -1,0 +1,232 @@
+"""The mailbox API for users: a session token from ``POST /v1/session``, then the user's own
+folders and letters. Someone else's letter is a 404, exactly like a letter that is not there."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from pochta.errors import InvalidCredentials, InvalidInput
+from pochta.mailbox.service import Mailbox
+from pochta.types import Folder, Letter
+
+_bearer = HTTPBearer(auto_error=False, description="a session token from POST /v1/session")
+
+router = APIRouter(prefix="/v1", tags=["mailbox"])
+
+
+def mailbox(request: Request) -> Mailbox:
+    box: Mailbox = request.app.state.pochta.mailbox
+    return box
+
+
+def current_user(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> int:
+    if credentials is None:
+        raise InvalidCredentials("log in first: POST /v1/session gives a token")
+    return mailbox(request).authenticate(credentials.credentials)
+
+
+UserId = Annotated[int, Depends(current_user)]
+Box = Annotated[Mailbox, Depends(mailbox)]
+
+
+class LoginIn(BaseModel):
+    email: Annotated[str, Field(min_length=3, max_length=320)]
+    password: Annotated[str, Field(min_length=1, max_length=1024)]
+
+
+class SessionOut(BaseModel):
+    token: str
+    email: str
+    expires_in: float
+
+
+class FolderOut(BaseModel):
+    name: str
+    total: int
+    unseen: int
+
+    @classmethod
+    def of(cls, f: Folder) -> FolderOut:
+        return cls(name=f.name, total=f.total, unseen=f.unseen)
+
+
+class FolderIn(BaseModel):
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class MessageOut(BaseModel):
+    id: int
+    folder: str
+    size: int
+    received: float
+    date: float | None
+    sender: str = Field(serialization_alias="from")
+    subject: str
+    seen: bool
+    flagged: bool
+    verdict: str | None
+
+    @classmethod
+    def of(cls, m: Letter) -> MessageOut:
+        return cls(
+            id=m.id,
+            folder=m.folder,
+            size=m.size,
+            received=m.received,
+            date=m.date,
+            sender=m.sender,
+            subject=m.subject,
+            seen=m.seen,
+            flagged=m.flagged,
+            verdict=m.verdict,
+        )
+
+
+class PageOut(BaseModel):
+    messages: list[MessageOut]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page")
+
+
+class AttachmentOut(BaseModel):
+    n: int
+    filename: str | None
+    content_type: str
+    size: int
+
+
+class MessageDetailOut(MessageOut):
+    to: list[str]
+    cc: list[str]
+    message_id: str | None
+    text: str | None
+    html: str | None
+    attachments: list[AttachmentOut]
+
+
+class PatchIn(BaseModel):
+    seen: bool | None = None
+    flagged: bool | None = None
+    folder: Annotated[str | None, Field(min_length=1, max_length=200)] = None
+
+
+@router.post("/session", summary="Log in: e-mail and password give a session token")
+def login(body: LoginIn, box: Box) -> SessionOut:
+    user, token = box.login(body.email, body.password)
+    return SessionOut(token=token, email=user.email, expires_in=box.session_ttl)
+
+
+@router.delete("/session", status_code=204, summary="Log out: the token stops working")
+def logout(
+    box: Box,
+    _user: UserId,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Response:
+    assert credentials is not None
+    box.logout(credentials.credentials)
+    return Response(status_code=204)
+
+
+@router.get("/folders", summary="The user's folders with their counts")
+def folders(box: Box, user: UserId) -> list[FolderOut]:
+    return [FolderOut.of(f) for f in box.folders(user)]
+
+
+@router.post("/folders", status_code=201, summary="Create a folder")
+def add_folder(body: FolderIn, box: Box, user: UserId) -> FolderOut:
+    return FolderOut.of(box.add_folder(user, body.name))
+
+
+@router.get("/messages", summary="Letters of a folder, newest first, a page at a time")
+def messages(
+    request: Request,
+    box: Box,
+    user: UserId,
+    folder: str = "Inbox",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,19}$")] = None,
+) -> PageOut:
+    limit = min(limit, request.app.state.pochta.settings.mailbox.page_limit)
+    page = box.letters(user, folder, limit, int(cursor) if cursor else None)
+    next_cursor = str(page[-1].id) if len(page) == limit else None
+    return PageOut(messages=[MessageOut.of(m) for m in page], next_cursor=next_cursor)
+
+
+@router.get(
+    "/messages/{message_id}",
+    response_model_by_alias=True,
+    summary="One letter: headers, text and HTML bodies, attachments; marks it seen",
+)
+def message(
+    message_id: int,
+    box: Box,
+    user: UserId,
+    peek: Annotated[bool, Query(description="do not mark the letter seen")] = False,
+) -> MessageDetailOut:
+    letter, summary = box.message(user, message_id)
+    if not peek and not letter.seen:
+        letter = box.update(user, message_id, seen=True)
+    base: dict[str, Any] = MessageOut.of(letter).model_dump()
+    return MessageDetailOut(
+        **base,
+        to=list(summary.to),
+        cc=list(summary.cc),
+        message_id=summary.message_id,
+        text=summary.text,
+        html=summary.html,
+        attachments=[
+            AttachmentOut(n=a.n, filename=a.filename, content_type=a.content_type, size=a.size)
+            for a in summary.attachments
+        ],
+    )
+
+
+@router.get(
+    "/messages/{message_id}/raw",
+    summary="The letter byte for byte as delivered",
+    response_class=Response,
+    responses={200: {"content": {"message/rfc822": {}}}},
+)
+def raw(message_id: int, box: Box, user: UserId) -> Response:
+    return Response(box.raw(user, message_id), media_type="message/rfc822")
+
+
+@router.get(
+    "/messages/{message_id}/attachments/{n}",
+    summary="Attachment n of the letter, decoded",
+    response_class=Response,
+)
+def attachment(message_id: int, n: int, box: Box, user: UserId) -> Response:
+    if n < 0:
+        raise InvalidInput("attachment numbers start at 0")
+    content, content_type, filename = box.attachment(user, message_id, n)
+    headers = {}
+    if filename:
+        headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(filename)}"
+    return Response(content, media_type=content_type, headers=headers)
+
+
+@router.patch("/messages/{message_id}", summary="Change flags (seen, flagged) or the folder")
+def patch(message_id: int, body: PatchIn, box: Box, user: UserId) -> MessageOut:
+    if body.seen is None and body.flagged is None and body.folder is None:
+        raise InvalidInput("nothing to change: give seen, flagged or folder")
+    letter = box.update(user, message_id, seen=body.seen, flagged=body.flagged, folder=body.folder)
+    return MessageOut.of(letter)
+
+
+@router.delete(
+    "/messages/{message_id}",
+    status_code=204,
+    summary="Delete a letter: recorded at once, its attachments released in the background",
+)
+def delete(request: Request, message_id: int, box: Box, user: UserId) -> Response:
+    box.delete(user, message_id)
+    request.app.state.deletions.wake()
+    return Response(status_code=204)

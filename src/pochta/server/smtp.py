@@ -1,0 +1,154 @@
+"""SMTP and LMTP listeners (aiosmtpd): the edge only translates.
+
+RCPT: an unknown local recipient gets 550 at once. DATA: the letter (with a Received header
+prepended) is handed to ``Mailbox.deliver`` in a worker thread; 250 comes only after the
+delivery is durable. Over the size limit: 552 (aiosmtpd refuses it while reading). A storage
+failure is temporary (451: the client keeps the letter and retries); a letter pochta cannot
+accept is refused for good (554). LMTP answers once per accepted recipient.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import socket
+from datetime import UTC, datetime
+from typing import Any
+
+from aiosmtpd.lmtp import LMTP
+from aiosmtpd.smtp import SMTP, Envelope, Session
+
+from pochta.config import SmtpSettings
+from pochta.errors import ConfigError, InvalidInput, PochtaError, StorageError, TooLarge
+from pochta.mailbox.service import Mailbox
+from pochta.mailbox.trace import line_ending, received
+from pochta.types import User
+
+log = logging.getLogger("pochta.smtp")
+
+
+class DeliveryHandler:
+    def __init__(self, mailbox: Mailbox, hostname: str, lmtp: bool) -> None:
+        self.mailbox = mailbox
+        self.hostname = hostname
+        self.lmtp = lmtp
+
+    async def handle_RCPT(
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        address: str,
+        rcpt_options: list[str],
+    ) -> str:
+        user = await asyncio.to_thread(self.mailbox.user, address)
+        if user is None:
+            return f"550 5.1.1 <{address}>: no such user here"
+        envelope.rcpt_tos.append(address)
+        envelope.rcpt_options.extend(rcpt_options)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        raw = envelope.original_content or b""
+        users: list[User] = []
+        for address in envelope.rcpt_tos:
+            user = await asyncio.to_thread(self.mailbox.user, address)
+            if user is not None:
+                users.append(user)
+        queue_id = secrets.token_hex(6)
+        if self.lmtp:
+            protocol = "LMTP"
+        elif "SMTPUTF8" in envelope.mail_options:
+            protocol = "UTF8SMTP"
+        else:
+            protocol = "ESMTP" if session.extended_smtp else "SMTP"
+        peer: Any = session.peer
+        trace = received(
+            helo=session.host_name or "",
+            ip=str(peer[0]) if isinstance(peer, tuple) else "unix",
+            hostname=self.hostname,
+            protocol=protocol,
+            queue_id=queue_id,
+            recipient=envelope.rcpt_tos[0] if len(envelope.rcpt_tos) == 1 else None,
+            when=datetime.now(UTC),
+            eol=line_ending(raw),
+        )
+        status = await self._deliver(trace + raw, users, queue_id)
+        if self.lmtp:
+            return "\r\n".join(status for _ in envelope.rcpt_tos)
+        return status
+
+    async def _deliver(self, raw: bytes, users: list[User], queue_id: str) -> str:
+        if not users:
+            return "554 5.1.1 no valid recipients"
+        try:
+            done = await asyncio.to_thread(self.mailbox.deliver, raw, users)
+        except TooLarge as exc:
+            return f"552 5.3.4 {exc.message}"
+        except InvalidInput as exc:
+            return f"554 5.6.0 {exc.message}"
+        except StorageError as exc:
+            log.warning("delivery %s deferred: %s", queue_id, exc.message)
+            return "451 4.3.0 storage is unavailable; try again later"
+        except PochtaError as exc:
+            log.warning("delivery %s failed: %s", queue_id, exc.message)
+            return "451 4.3.0 temporary failure; try again later"
+        except Exception:
+            log.exception("delivery %s failed", queue_id)
+            return "451 4.3.0 temporary failure; try again later"
+        log.info(
+            "delivered %s: %d bytes to %d recipient(s), letters %s",
+            queue_id,
+            done.size,
+            len(users),
+            ",".join(map(str, done.ids)),
+        )
+        return f"250 2.0.0 OK queued as {queue_id}"
+
+
+def hostname_of(settings: SmtpSettings) -> str:
+    return settings.hostname or socket.getfqdn()
+
+
+def protocol_factory(mailbox: Mailbox, settings: SmtpSettings, *, lmtp: bool) -> type[SMTP]:
+    """An aiosmtpd protocol class with pochta's limits (line length is a class attribute)."""
+    base: type[SMTP] = LMTP if lmtp else SMTP
+    return type(
+        "PochtaLMTP" if lmtp else "PochtaSMTP",
+        (base,),
+        {"line_length_limit": settings.line_length_limit},
+    )
+
+
+async def start(mailbox: Mailbox, settings: SmtpSettings) -> list[asyncio.Server]:
+    """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them."""
+    loop = asyncio.get_running_loop()
+    hostname = hostname_of(settings)
+    servers = []
+    listeners = [(settings.port, False)]
+    if settings.lmtp_port:
+        listeners.append((settings.lmtp_port, True))
+    for port, lmtp in listeners:
+        cls = protocol_factory(mailbox, settings, lmtp=lmtp)
+        handler = DeliveryHandler(mailbox, hostname, lmtp)
+
+        def factory(cls: type[SMTP] = cls, handler: DeliveryHandler = handler) -> SMTP:
+            return cls(
+                handler,
+                data_size_limit=settings.max_message_size,
+                enable_SMTPUTF8=True,
+                decode_data=False,
+                hostname=hostname,
+                ident="pochta",
+                loop=loop,
+            )
+
+        try:
+            servers.append(await loop.create_server(factory, settings.host, port))
+        except OSError as exc:
+            for server in servers:
+                server.close()
+            what = "LMTP" if lmtp else "SMTP"
+            raise ConfigError(f"cannot listen for {what} on {settings.host}:{port}: {exc}") from exc
+    return servers

@@ -1,0 +1,200 @@
+"""The MailIndex contract: every index backend passes these same assertions."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
+from pochta.mailbox.sqlite import SQLiteIndex
+from pochta.types import AttachmentRef, LetterMeta, LetterState, MailIndex, NewLetter
+
+KEY_A = hashlib.sha256(b"a").hexdigest()
+KEY_B = hashlib.sha256(b"b").hexdigest()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["sqlite"])
+def index(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[MailIndex]:
+    idx: MailIndex
+    if request.param == "sqlite":
+        idx = SQLiteIndex(tmp_path / "mailbox.sqlite3", clock=clock)
+    else:  # pragma: no cover - a new backend adds its branch here
+        raise AssertionError(request.param)
+    yield idx
+    idx.close()
+
+
+def meta(subject: str = "hello", size: int = 100) -> LetterMeta:
+    return LetterMeta(size=size, received=1.0, date=2.0, sender="a@x.test", subject=subject)
+
+
+def refs(*magics: int) -> tuple[AttachmentRef, ...]:
+    keys = [KEY_A, KEY_B]
+    return tuple(AttachmentRef(n, keys[n % 2], 10 + n, 1234 + n, m) for n, m in enumerate(magics))
+
+
+def deliver(idx: MailIndex, user_id: int, subject: str = "hello", *magics: int) -> int:
+    (letter_id,) = idx.begin_delivery(
+        b"skeleton", meta(subject), [NewLetter(user_id, "Inbox", refs(*magics))]
+    )
+    idx.finish_delivery([letter_id])
+    return letter_id
+
+
+def test_users_get_inbox_and_spam_and_unique_emails(index: MailIndex) -> None:
+    user = index.add_user("Alice@Example.ORG", "hash-a")
+    assert user.email == "alice@example.org"
+    assert [f.name for f in index.folders(user.id)] == ["Inbox", "Spam"]
+    assert index.user("ALICE@example.org") == user
+    assert index.user_by_id(user.id) == user
+    assert index.user("nobody@example.org") is None
+    with pytest.raises(AlreadyExists):
+        index.add_user("alice@example.org", "other")
+    with pytest.raises(InvalidInput):
+        index.add_user("not an address", "h")
+    assert [u.email for u in index.users()] == ["alice@example.org"]
+
+
+def test_sessions_expire_and_reset_drops_them(index: MailIndex, clock: FakeClock) -> None:
+    user = index.add_user("bob@example.org", "h")
+    index.add_session(b"t" * 32, user.id, clock.now + 10)
+    assert index.session_user(b"t" * 32, clock.now) == user.id
+    assert index.session_user(b"t" * 32, clock.now + 11) is None
+    assert index.session_user(b"x" * 32, clock.now) is None
+    assert index.require_reset(["bob@example.org", "ghost@example.org"]) == 1
+    assert index.session_user(b"t" * 32, clock.now) is None
+    assert index.user("bob@example.org").reset_required  # type: ignore[union-attr]
+    index.set_password(user.id, "new")
+    again = index.user("bob@example.org")
+    assert again is not None and not again.reset_required and again.password_hash == "new"
+
+
+def test_a_delivery_is_invisible_until_finished(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    b = index.add_user("b@example.org", "h")
+    ids = index.begin_delivery(
+        b"skel",
+        meta(),
+        [NewLetter(a.id, "Inbox", refs(5, 6)), NewLetter(b.id, "Inbox", refs(7, 8))],
+    )
+    assert len(ids) == 2
+    assert index.letters(a.id, "Inbox", 10) == []
+    assert index.letter(a.id, ids[0]) is None
+    index.finish_delivery(ids)
+    assert [m.id for m in index.letters(a.id, "Inbox", 10)] == [ids[0]]
+    skeleton, got = index.content(ids[1])
+    assert skeleton == b"skel"
+    assert [(r.n, r.key, r.magic) for r in got] == [(0, KEY_A, 7), (1, KEY_B, 8)]
+    assert index.stats().skeleton_bytes == 4  # one skeleton for both recipients
+
+
+def test_no_one_reaches_another_users_letter(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    b = index.add_user("b@example.org", "h")
+    letter_id = deliver(index, a.id)
+    assert index.letter(b.id, letter_id) is None
+    assert index.update(b.id, letter_id, seen=True) is None
+    assert not index.delete(b.id, letter_id)
+    assert index.letter(a.id, letter_id) is not None
+
+
+def test_listing_pages_newest_first(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    ids = [deliver(index, a.id, f"s{i}") for i in range(5)]
+    first = index.letters(a.id, "Inbox", 2)
+    assert [m.id for m in first] == [ids[4], ids[3]]
+    second = index.letters(a.id, "Inbox", 2, before=first[-1].id)
+    assert [m.id for m in second] == [ids[2], ids[1]]
+    assert [m.id for m in index.letters(a.id, "Inbox", 10, before=ids[1])] == [ids[0]]
+    with pytest.raises(FolderNotFound):
+        index.letters(a.id, "Nope", 10)
+
+
+def test_flags_and_folders(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    letter_id = deliver(index, a.id)
+    updated = index.update(a.id, letter_id, seen=True, flagged=True)
+    assert updated is not None and updated.seen and updated.flagged
+    moved = index.update(a.id, letter_id, folder="Spam")
+    assert moved is not None and moved.folder == "Spam"
+    assert index.letters(a.id, "Inbox", 10) == []
+    counts = {f.name: (f.total, f.unseen) for f in index.folders(a.id)}
+    assert counts == {"Inbox": (0, 0), "Spam": (1, 0)}
+    with pytest.raises(FolderNotFound):
+        index.update(a.id, letter_id, folder="Archive")
+    index.add_folder(a.id, "Archive")
+    with pytest.raises(AlreadyExists):
+        index.add_folder(a.id, "Archive")
+    assert index.update(a.id, letter_id, folder="Archive") is not None
+
+
+def test_deletion_is_recorded_then_finished_ref_by_ref(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    letter_id = deliver(index, a.id, "x", 11, 22)
+    assert index.delete(a.id, letter_id)
+    assert not index.delete(a.id, letter_id)  # already being deleted
+    assert index.letter(a.id, letter_id) is None
+    ((got_id, pending),) = index.deletions(10)
+    assert got_id == letter_id and [r.magic for r in pending] == [11, 22]
+    states = {(lid, st) for lid, st, _ in index.all_refs()}
+    assert states == {(letter_id, LetterState.DELETING)}
+    index.ref_done(letter_id, 0)
+    assert [r.n for r in index.deletions(10)[0][1]] == [1]
+    index.ref_done(letter_id, 1)
+    index.finish_deletion(letter_id)
+    assert index.deletions(10) == []
+    assert list(index.all_refs()) == []
+    assert index.stats().skeleton_bytes == 0
+
+
+def test_recover_turns_cut_deliveries_into_deletions(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    (pending,) = index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Inbox", refs(3))])
+    done = deliver(index, a.id)
+    assert index.recover() == 1
+    assert [lid for lid, _ in index.deletions(10)] == [pending]
+    assert index.letter(a.id, done) is not None
+
+
+def test_discard_removes_pending_letters(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    ids = index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Inbox", refs(3))])
+    index.discard_delivery(ids)
+    assert list(index.all_refs()) == []
+    assert index.stats().skeleton_bytes == 0
+    with pytest.raises(FolderNotFound):
+        index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Nope", ())])
+    assert index.stats().skeleton_bytes == 0  # nothing half-written
+
+
+def test_stats_count_distinct_attachments_once(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    deliver(index, a.id, "1", 1, 2)
+    deliver(index, a.id, "2", 3)
+    s = index.stats()
+    assert (s.users, s.letters, s.refs, s.blobs) == (1, 2, 3, 2)
+    assert s.blob_bytes == 10 + 11
+    assert s.logical_bytes == 200
+
+
+def test_magic_round_trips_all_32_bits(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    letter_id = deliver(index, a.id, "m", 2**32 - 1, 2**31)
+    _, got = index.content(letter_id)
+    assert [r.magic for r in got] == [2**32 - 1, 2**31]

@@ -1,0 +1,112 @@
+"""The whole public SpamAssassin corpus through SMTP and through import, read back byte-exact."""
+
+from __future__ import annotations
+
+import json
+import re
+import smtplib
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pochta import corpus
+from tests.integration.conftest import start_server
+from tests.integration.test_smtp import PASSWORD, add_users, session, strip_trace
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def letters() -> list[corpus.CorpusLetter]:
+    try:
+        return list(corpus.letters())
+    except corpus.CorpusUnavailable as exc:  # pragma: no cover - offline machine
+        pytest.skip(f"the SpamAssassin corpus cannot be fetched: {exc.message}")
+
+
+def on_the_wire(raw: bytes) -> bytes:
+    """What an SMTP client transmits as the letter: CRLF line endings, ending with CRLF."""
+    wire = re.sub(rb"\r\n|\r|\n", b"\r\n", raw)
+    return wire if wire.endswith(b"\r\n") else wire + b"\r\n"
+
+
+def test_every_corpus_letter_over_smtp_comes_back_byte_identical(
+    letters: list[corpus.CorpusLetter], tmp_path: Path
+) -> None:
+    assert len(letters) == 6046
+    data = tmp_path / "data"
+    add_users(data, "corpus@example.org")
+    srv = start_server(data, tmp_path / "serve.log")
+    try:
+        sent = [on_the_wire(m.raw) for m in letters]
+
+        def send(batch: list[bytes]) -> None:
+            with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=60) as smtp:
+                for raw in batch:
+                    smtp.sendmail("feeder@example.net", ["corpus@example.org"], raw)
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(send, [sent[i::4] for i in range(4)]))
+        auth = session(srv, "corpus@example.org")
+        got: list[bytes] = []
+        with httpx.Client(base_url=srv.url, headers=auth, timeout=60) as http:
+            cursor = None
+            while True:
+                params = {"limit": 200, **({"cursor": cursor} if cursor else {})}
+                page = http.get("/v1/messages", params=params).json()
+                got += [http.get(f"/v1/messages/{m['id']}/raw").content for m in page["messages"]]
+                cursor = page["next_cursor"]
+                if cursor is None:
+                    break
+        assert Counter(strip_trace(g) for g in got) == Counter(sent)
+        stats = subprocess.run(
+            [sys.executable, "-m", "pochta", "stats", "--json", "--data", str(data)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert json.loads(stats.stdout)["letters"] == 6046
+    finally:
+        srv.stop()
+
+
+def test_every_corpus_letter_through_import_comes_back_byte_identical(
+    letters: list[corpus.CorpusLetter], tmp_path: Path
+) -> None:
+    src = tmp_path / "corpus"
+    for m in letters:
+        (src / m.group).mkdir(parents=True, exist_ok=True)
+        (src / m.group / m.name).write_bytes(m.raw)
+    data = tmp_path / "data"
+    add_users(data, "corpus@example.org")
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pochta", "import", "--user", "corpus@example.org"),
+            *("--json", "--data", str(data), str(src)),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["letters"] == 6046 and report["failed"] == []
+    assert report["bytes_received"] == sum(len(m.raw) for m in letters)
+    from pochta.app import build
+    from pochta.config import load_settings
+
+    pochta = build(load_settings(data_dir=data))
+    try:
+        user = pochta.mailbox.user("corpus@example.org")
+        assert user is not None
+        listed = pochta.mailbox.letters(user.id, "Inbox", 10_000)
+        got = Counter(pochta.mailbox.raw(user.id, m.id) for m in listed)
+        assert got == Counter(m.raw for m in letters)
+        assert pochta.mailbox.fsck().ok
+    finally:
+        pochta.close()
+    assert PASSWORD  # the same users module as the SMTP tests

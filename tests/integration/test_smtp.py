@@ -1,0 +1,214 @@
+"""SMTP and LMTP against a real `pochta serve`, with smtplib and swaks as clients."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import smtplib
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.conftest import Server, start_server
+from tests.mailtools import letter, payload
+
+pytestmark = pytest.mark.integration
+
+PASSWORD = "integration password"
+
+
+def add_users(data: Path, *emails: str) -> None:
+    for email in emails:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pochta",
+                "user",
+                "add",
+                email,
+                "--password-stdin",
+                "--data",
+                str(data),
+            ],
+            input=PASSWORD.encode() + b"\n",
+            check=True,
+            capture_output=True,
+        )
+
+
+def session(server: Server, email: str) -> dict[str, str]:
+    r = httpx.post(f"{server.url}/v1/session", json={"email": email, "password": PASSWORD})
+    r.raise_for_status()
+    return {"Authorization": f"Bearer {r.json()['token']}"}
+
+
+def raws(server: Server, email: str) -> list[bytes]:
+    auth = session(server, email)
+    page = httpx.get(f"{server.url}/v1/messages?limit=1000", headers=auth).json()
+    return [
+        httpx.get(f"{server.url}/v1/messages/{m['id']}/raw", headers=auth).content
+        for m in page["messages"]
+    ]
+
+
+def strip_trace(raw: bytes) -> bytes:
+    """The delivered bytes: pochta's Received header (first header, folded lines) removed."""
+    assert raw.startswith(b"Received: from ")
+    end = raw.index(b"\r\n")
+    while raw[end + 2 : end + 3] in (b"\t", b" "):
+        end = raw.index(b"\r\n", end + 2)
+    return raw[end + 2 :]
+
+
+@pytest.fixture
+def mx(tmp_path: Path) -> Server:
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org", "bob@example.org")
+    srv = start_server(data, tmp_path / "serve.log")
+    yield srv  # type: ignore[misc]
+    if srv.proc.poll() is None:
+        srv.stop()
+
+
+def test_smtplib_delivers_byte_exact_with_a_trace_header(mx: Server) -> None:
+    raw = letter(attachments=[("data.bin", payload(1, 100_000))])
+    with smtplib.SMTP("127.0.0.1", mx.smtp_port, timeout=10) as smtp:
+        refused = smtp.sendmail("sender@example.net", ["alice@example.org", "bob@example.org"], raw)
+    assert refused == {}
+    for email in ("alice@example.org", "bob@example.org"):
+        (got,) = raws(mx, email)
+        assert strip_trace(got) == raw
+        trace = got[: len(got) - len(raw)]
+        assert b"by mx.pochta.test (pochta) with ESMTP id" in trace
+        assert b"for <" not in trace  # several recipients: one shared byte string
+
+
+def test_unknown_recipient_gets_550_at_rcpt(mx: Server) -> None:
+    with smtplib.SMTP("127.0.0.1", mx.smtp_port, timeout=10) as smtp:
+        smtp.ehlo()
+        smtp.mail("sender@example.net")
+        code, msg = smtp.rcpt("nobody@example.org")
+        assert code == 550 and b"no such user" in msg
+        code, _ = smtp.rcpt("alice@example.org")
+        assert code == 250
+        code, _ = smtp.data(letter())
+        assert code == 250
+    assert len(raws(mx, "alice@example.org")) == 1
+
+
+def test_too_large_gets_552_and_stores_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    import os
+
+    os.environ["POCHTA_SMTP__MAX_MESSAGE_SIZE"] = "50000"
+    try:
+        srv = start_server(data, tmp_path / "serve.log")
+    finally:
+        del os.environ["POCHTA_SMTP__MAX_MESSAGE_SIZE"]
+    try:
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=10) as smtp:
+            with pytest.raises(smtplib.SMTPSenderRefused) as refused:  # SIZE in MAIL FROM
+                smtp.sendmail("s@example.net", ["alice@example.org"], b"x" * 60_000)
+            assert refused.value.smtp_code == 552
+            smtp.rset()
+            smtp.mail("s@example.net")  # no SIZE announced: refused after DATA
+            smtp.rcpt("alice@example.org")
+            code, _ = smtp.data(b"Subject: big\r\n\r\n" + b"y" * 60_000)
+            assert code == 552
+        assert raws(srv, "alice@example.org") == []
+    finally:
+        srv.stop()
+
+
+def test_lmtp_answers_per_recipient(mx: Server) -> None:
+    raw = letter(to="alice@example.org, bob@example.org")
+    with smtplib.LMTP("127.0.0.1", mx.lmtp_port, timeout=10) as lmtp:
+        lmtp.ehlo_or_helo_if_needed()
+        lmtp.mail("sender@example.net")
+        assert lmtp.rcpt("alice@example.org")[0] == 250
+        assert lmtp.rcpt("ghost@example.org")[0] == 550
+        assert lmtp.rcpt("bob@example.org")[0] == 250
+        lmtp.putcmd("data")
+        code, _ = lmtp.getreply()
+        assert code == 354
+        assert raw.endswith(b"\r\n")
+        lmtp.send(raw.replace(b"\r\n.", b"\r\n..") + b".\r\n")
+        replies = [lmtp.getreply() for _ in range(2)]  # one per accepted recipient
+        assert [c for c, _ in replies] == [250, 250]
+    (got,) = raws(mx, "bob@example.org")
+    assert strip_trace(got) == raw and b"with LMTP" in got
+
+
+@pytest.mark.skipif(shutil.which("swaks") is None, reason="swaks is not installed")
+def test_swaks_delivers(mx: Server, tmp_path: Path) -> None:
+    att = tmp_path / "att.bin"
+    att.write_bytes(payload(2, 20_000))
+    done = subprocess.run(
+        [
+            "swaks",
+            "--server",
+            f"127.0.0.1:{mx.smtp_port}",
+            "--to",
+            "alice@example.org",
+            "--from",
+            "s@example.net",
+            "--attach",
+            str(att),
+            "--header",
+            "Subject: from swaks",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "250 2.0.0 OK queued as" in done.stdout
+    (got,) = raws(mx, "alice@example.org")
+    assert b"Subject: from swaks" in got
+
+
+def test_kill_between_deletion_record_and_decs_is_finished_on_restart(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    srv = start_server(data, tmp_path / "serve.log")
+    att = payload(3, 50_000)
+    raw = letter(attachments=[("a.bin", att)])
+    with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=10) as smtp:
+        smtp.sendmail("s@example.net", ["alice@example.org"], raw)
+    srv.stop(signal.SIGKILL)
+    # record a deletion the way the API does, then die before any dec: state DELETING
+    from pochta.mailbox.sqlite import SQLiteIndex
+
+    index = SQLiteIndex(data / "mailbox.sqlite3")
+    user = index.user("alice@example.org")
+    assert user is not None
+    (m,) = index.letters(user.id, "Inbox", 10)
+    assert index.delete(user.id, m.id)
+    index.close()
+    srv = start_server(data, tmp_path / "serve2.log")
+    try:
+        import hashlib
+        import time
+
+        key = hashlib.sha256(att).hexdigest()
+        auth = {"Authorization": f"Bearer {srv.auth['Authorization'].split()[1]}"}
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            stat = httpx.get(f"{srv.url}/v1/blobs/{key}/stat", headers=auth).json()
+            if stat["space"] == "deleted":
+                break
+            time.sleep(0.1)
+        assert stat["space"] == "deleted"
+    finally:
+        srv.stop()
+    check = subprocess.run(
+        [sys.executable, "-m", "pochta", "fsck", "--json", "--data", str(data)],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr

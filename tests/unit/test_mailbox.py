@@ -1,0 +1,231 @@
+"""The mailbox service over real SQLite and real local disks (no servers)."""
+
+from __future__ import annotations
+
+import hashlib
+import mailbox as stdlib_mailbox
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.mailtools import letter, payload
+
+from pochta.app import Pochta, build
+from pochta.blobs.keys import blob_path
+from pochta.config import load_settings
+from pochta.errors import (
+    BlobNotFound,
+    InvalidCredentials,
+    MessageNotFound,
+    ResetRequired,
+    StorageError,
+    TooLarge,
+)
+from pochta.mailbox.importer import import_letters, sources, split_mbox
+from pochta.types import Space, User
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture
+def pochta(tmp_path: Path) -> Iterator[Pochta]:
+    p = build(load_settings(data_dir=tmp_path / "data", smtp={"max_message_size": 5 << 20}))
+    yield p
+    p.close()
+
+
+def users(p: Pochta, n: int) -> list[User]:
+    return [p.mailbox.index.add_user(f"u{i}@example.org", "x") for i in range(n)]
+
+
+def key_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_raw_comes_back_byte_for_byte(pochta: Pochta) -> None:
+    (u,) = users(pochta, 1)
+    raw = letter(attachments=[("report.pdf", payload(1, 50_000))])
+    done = pochta.mailbox.deliver(raw, [u])
+    assert done.attachments == 1 and done.uploaded == 1
+    assert done.stored < len(raw)
+    assert pochta.mailbox.raw(u.id, done.ids[0]) == raw
+
+
+def test_fan_out_stores_once_and_deletes_only_with_the_last(pochta: Pochta) -> None:
+    rcpts = users(pochta, 50)
+    att = payload(2, 200_000)
+    raw = letter(attachments=[("big.bin", att)])
+    done = pochta.mailbox.deliver(raw, rcpts)
+    key = key_of(att)
+    record = pochta.blobs.stat(key)
+    assert record.counter == 50
+    files = list((pochta.settings.data_dir / "disks").rglob(key))
+    assert len(files) == 2  # one copy on each disk of the pair
+    for user, letter_id in zip(rcpts[:49], done.ids[:49], strict=True):
+        pochta.mailbox.delete(user.id, letter_id)
+    assert pochta.mailbox.process_deletions() == 49
+    assert pochta.blobs.stat(key).counter == 1
+    last = rcpts[49]
+    assert pochta.mailbox.raw(last.id, done.ids[49]) == raw
+    assert pochta.mailbox.attachment(last.id, done.ids[49], 0)[0] == att
+    pochta.mailbox.delete(last.id, done.ids[49])
+    pochta.mailbox.process_deletions()
+    assert pochta.blobs.stat(key).space is Space.DELETED
+    assert pochta.mailbox.fsck().ok
+
+
+def test_every_recipient_draws_its_own_magic(pochta: Pochta) -> None:
+    rcpts = users(pochta, 3)
+    done = pochta.mailbox.deliver(letter(attachments=[("a", payload(3, 9000))]), rcpts)
+    magics = {pochta.mailbox.index.content(i)[1][0].magic for i in done.ids}
+    assert len(magics) == 3
+
+
+def test_a_failed_count_undoes_the_whole_delivery(
+    pochta: Pochta, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rcpts = users(pochta, 5)
+    att = payload(4, 20_000)
+    before = pochta.mailbox.deliver(letter(attachments=[("a", att)]), rcpts[:1])
+    calls = 0
+    real_inc = pochta.blobs.inc
+
+    def flaky_inc(key: str, magic: int) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise StorageError("the FileDB went away")
+        return real_inc(key, magic)
+
+    monkeypatch.setattr(pochta.blobs, "inc", flaky_inc)
+    with pytest.raises(StorageError):
+        pochta.mailbox.deliver(letter(subject="again", attachments=[("a", att)]), rcpts)
+    monkeypatch.undo()
+    record = pochta.blobs.stat(key_of(att))
+    assert record.counter == 1  # only the first letter's reference
+    assert pochta.mailbox.index.stats().letters == 1
+    assert pochta.mailbox.raw(rcpts[0].id, before.ids[0])
+    assert pochta.mailbox.fsck().ok
+
+
+def test_a_crash_mid_delivery_is_undone_on_start(pochta: Pochta) -> None:
+    (u,) = users(pochta, 1)
+    att = payload(5, 30_000)
+    raw = letter(attachments=[("a", att)])
+    kept = pochta.mailbox.deliver(raw, [u])
+    # what a crash leaves: letters PENDING, the count made, no DELIVERED mark
+    from pochta.mime.split import split
+
+    parts = split(raw)
+    from pochta.types import AttachmentRef, LetterMeta, NewLetter
+
+    ref = AttachmentRef(0, parts.parts[0].key, parts.parts[0].size, parts.parts[0].crc32, 77)
+    pochta.mailbox.index.begin_delivery(
+        parts.skeleton, LetterMeta(len(raw), 0, None, "", ""), [NewLetter(u.id, "Inbox", (ref,))]
+    )
+    pochta.blobs.inc(ref.key, 77)
+    assert pochta.blobs.stat(ref.key).counter == 2
+    assert pochta.mailbox.recover() == 1
+    pochta.mailbox.process_deletions()
+    record = pochta.blobs.stat(ref.key)
+    assert (record.counter, record.space) == (1, Space.LIVE)
+    assert pochta.mailbox.raw(u.id, kept.ids[0]) == raw
+    assert pochta.mailbox.fsck().ok
+
+
+def test_a_repeated_dec_never_deletes_a_referenced_file(pochta: Pochta) -> None:
+    a, b = users(pochta, 2)
+    att = payload(6, 10_000)
+    done = pochta.mailbox.deliver(letter(attachments=[("a", att)]), [a, b])
+    _, (ref,) = pochta.mailbox.index.content(done.ids[0])
+    pochta.blobs.dec(ref.key, ref.magic)  # a crash replays this dec ...
+    pochta.mailbox.delete(a.id, done.ids[0])
+    pochta.mailbox.process_deletions()  # ... and the deletion runs it again
+    record = pochta.blobs.stat(ref.key)
+    assert record.space is Space.LIVE  # magic disagreed: kept (DO_NOT_DELETE)
+    assert pochta.mailbox.attachment(b.id, done.ids[1], 0)[0] == att
+
+
+def test_too_large_and_unknown_letters(pochta: Pochta) -> None:
+    (u,) = users(pochta, 1)
+    with pytest.raises(TooLarge):
+        pochta.mailbox.deliver(b"x" * ((5 << 20) + 1), [u])
+    with pytest.raises(MessageNotFound):
+        pochta.mailbox.raw(u.id, 12345)
+    assert pochta.mailbox.index.stats().letters == 0
+
+
+def test_login_says_the_same_for_unknown_and_wrong(pochta: Pochta) -> None:
+    pochta.mailbox.add_user("carol@example.org", PASSWORD)
+    with pytest.raises(InvalidCredentials) as unknown:
+        pochta.mailbox.login("nobody@example.org", PASSWORD)
+    with pytest.raises(InvalidCredentials) as wrong:
+        pochta.mailbox.login("carol@example.org", "wrong password")
+    assert unknown.value.message == wrong.value.message
+    user, token = pochta.mailbox.login("Carol@Example.org", PASSWORD)
+    assert pochta.mailbox.authenticate(token) == user.id
+    pochta.mailbox.index.require_reset(["carol@example.org"])
+    with pytest.raises(InvalidCredentials):
+        pochta.mailbox.authenticate(token)  # sessions of a leaked password end
+    with pytest.raises(ResetRequired):
+        pochta.mailbox.login("carol@example.org", PASSWORD)
+    pochta.mailbox.set_password("carol@example.org", "a brand new secret")
+    pochta.mailbox.login("carol@example.org", "a brand new secret")
+    stored = pochta.mailbox.index.user("carol@example.org")
+    assert stored is not None and stored.password_hash.startswith("$argon2id$")
+
+
+def test_fsck_finds_damage_loss_and_undercounts(pochta: Pochta) -> None:
+    (u,) = users(pochta, 1)
+    att = payload(7, 40_000)
+    pochta.mailbox.deliver(letter(attachments=[("a", att)]), [u])
+    assert pochta.mailbox.fsck().ok
+    key = key_of(att)
+    copies = sorted((pochta.settings.data_dir / "disks").glob(f"*/{blob_path(key)}"))
+    copies[0].write_bytes(b"garbage")
+    report = pochta.mailbox.fsck()
+    assert not report.ok and len(report.damaged) == 1 and not report.lost
+    copies[1].unlink()
+    report = pochta.mailbox.fsck()
+    assert len(report.lost) == 1
+    with pytest.raises(BlobNotFound):
+        pochta.blobs.dec(key_of(b"never stored"), 5)
+
+
+def test_fsck_reports_a_counter_below_its_references(pochta: Pochta) -> None:
+    att = payload(8, 40_000)
+    done = pochta.mailbox.deliver(letter(attachments=[("a", att)]), users(pochta, 3))
+    _, (ref,) = pochta.mailbox.index.content(done.ids[0])
+    pochta.blobs.dec(ref.key, ref.magic)
+    report = pochta.mailbox.fsck()
+    assert report.undercounted and not report.ok
+
+
+def test_import_mbox_maildir_and_files(pochta: Pochta, tmp_path: Path) -> None:
+    (u,) = users(pochta, 1)
+    shared = payload(9, 30_000)
+    letters = [
+        letter(subject=f"n{i}", attachments=[("same.bin", shared)]).replace(b"\r\n", b"\n")
+        for i in range(3)
+    ]
+    box = stdlib_mailbox.mbox(tmp_path / "in.mbox")
+    for raw in letters:
+        box.add(raw)
+    box.close()
+    assert [m.rstrip(b"\n") for m in split_mbox((tmp_path / "in.mbox").read_bytes())] == [
+        m.rstrip(b"\n") for m in letters
+    ]
+    md = stdlib_mailbox.Maildir(tmp_path / "md")
+    md.add(letters[0])
+    (tmp_path / "eml").mkdir()
+    (tmp_path / "eml" / "one.eml").write_bytes(letters[1])
+    report = import_letters(
+        pochta.mailbox, u, sources([tmp_path / "in.mbox", tmp_path / "md", tmp_path / "eml"])
+    )
+    assert report.letters == 5 and not report.failed
+    assert (report.attachments, report.attachments_uploaded) == (5, 1)
+    assert report.savings > 0.5
+    assert pochta.blobs.stat(key_of(shared)).counter == 5
+    listed = pochta.mailbox.letters(u.id, "Inbox", 10)
+    raws = {pochta.mailbox.raw(u.id, m.id) for m in listed}
+    assert letters[1] in raws and letters[0] in raws
