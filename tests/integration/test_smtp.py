@@ -212,3 +212,17 @@ def test_kill_between_deletion_record_and_decs_is_finished_on_restart(tmp_path: 
         text=True,
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_odd_bytes_arrive_exactly_and_overlong_lines_are_refused(mx: Server) -> None:
+    odd = b"Subject: \xd0\x9f\xff\x00 nul\r\nFrom: \x00<a@b>\r\n\r\nbody\x00\xff\r\n"
+    long_ok = b"X-Long: " + b"a" * 500_000 + b"\r\nSubject: long\r\n\r\nbody\r\n"
+    too_long = b"X-Long: " + b"a" * (2 << 20) + b"\r\nSubject: too long\r\n\r\nbody\r\n"
+    with smtplib.SMTP("127.0.0.1", mx.smtp_port, timeout=30) as smtp:
+        smtp.sendmail("s@example.net", ["alice@example.org"], odd)
+        smtp.sendmail("s@example.net", ["alice@example.org"], long_ok)
+        with pytest.raises(smtplib.SMTPDataError) as refused:
+            smtp.sendmail("s@example.net", ["alice@example.org"], too_long)
+        assert refused.value.smtp_code == 500 and b"too long" in refused.value.smtp_error
+    got = sorted(strip_trace(r) for r in raws(mx, "alice@example.org"))
+    assert got == sorted([odd, long_ok])

@@ -229,3 +229,45 @@ def test_import_mbox_maildir_and_files(pochta: Pochta, tmp_path: Path) -> None:
     listed = pochta.mailbox.letters(u.id, "Inbox", 10)
     raws = {pochta.mailbox.raw(u.id, m.id) for m in listed}
     assert letters[1] in raws and letters[0] in raws
+
+
+def _nested(depth: int) -> bytes:
+    head, tail = b"", b""
+    for i in range(depth):
+        b = f"b{i}".encode()
+        head += b"Content-Type: multipart/mixed; boundary=" + b + b"\r\n\r\n--" + b + b"\r\n"
+        tail = b"\r\n--" + b + b"--\r\n" + tail
+    return b"Subject: deep\r\n" + head + b"Content-Type: text/plain\r\n\r\nbottom" + tail
+
+
+MALFORMED = {
+    "truncated": letter(attachments=[("a.bin", payload(20, 9000))])[:-3000],
+    "broken_base64": letter(attachments=[("a.bin", payload(21, 9000))]).replace(
+        b"\r\n\r\n", b"\r\n\r\n!!", 3
+    ),
+    "wrong_boundary": letter(attachments=[("a.bin", payload(22, 9000))]).replace(
+        b'boundary="', b'boundary="x', 1
+    ),
+    "missing_final_boundary": letter(attachments=[("a.bin", payload(23, 9000))]).rsplit(
+        b"\r\n--", 1
+    )[0],
+    "eight_bit_and_nul_headers": b"Subject: \xd0\x9f\xd1\x80\xff\x00 nul\r\nFrom: \x00<a@b>\r\n"
+    b"\r\nbody\x00\xff\r\n",
+    "megabyte_header_line": b"X-Long: " + b"a" * (1 << 20) + b"\r\nSubject: long\r\n\r\nbody\r\n",
+    "deeply_nested": _nested(200),
+    "no_headers_at_all": b"just some bytes without a blank line",
+    "empty": b"",
+    "lf_only": letter(attachments=[("a.bin", payload(24, 9000))]).replace(b"\r\n", b"\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_mail_is_stored_byte_exactly(pochta: Pochta, name: str) -> None:
+    (u,) = users(pochta, 1)
+    raw = MALFORMED[name]
+    done = pochta.mailbox.deliver(raw, [u])
+    assert pochta.mailbox.raw(u.id, done.ids[0]) == raw
+    letter_, summary = pochta.mailbox.message(u.id, done.ids[0])
+    assert letter_.size == len(raw)
+    assert summary is not None
+    assert pochta.mailbox.fsck().ok
