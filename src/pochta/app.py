@@ -8,14 +8,24 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
+from pochta.guard.backends import redis_client
+from pochta.guard.backends.redislock import RedisLockBackend
+from pochta.guard.backends.redisrate import RedisRateLimitBackend
+from pochta.guard.backends.sqlitelock import SqliteLockBackend
+from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
+from pochta.guard.lock import Locks
+from pochta.guard.logins import LoginGuard
+from pochta.guard.ratelimit import RateLimiter
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
-from pochta.types import DiskSpec
+from pochta.types import DiskSpec, Limit, LockBackend, RateLimitBackend
 
 
 @dataclass
@@ -23,8 +33,10 @@ class Pochta:
     settings: Settings
     blobs: BlobStore
     mailbox: Mailbox
+    locks: Locks
 
     def close(self) -> None:
+        self.locks.close()
         self.mailbox.close()
         self.blobs.close()
 
@@ -49,6 +61,14 @@ def build(settings: Settings) -> Pochta:
         specs = (DiskSpec("local", str(disks / "0")), DiskSpec("local", str(disks / "1")))
         with contextlib.suppress(InvalidInput):  # another process made it at the same moment
             blobs.add_pair(*specs)
+    locks, limits = _guard_backends(settings)
+    g = settings.guard
+    pochta_locks = Locks(locks, ttl=g.lock_ttl)
+    logins = LoginGuard(
+        RateLimiter(limits, _secret(settings, g.key_secret, "guard-secret"), tag="login"),
+        per_ip=Limit("login-ip", g.login_ip_max, g.login_ip_period),
+        per_account=Limit("login-account", g.login_account_max, g.login_account_period),
+    )
     index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
     mailbox = Mailbox(
         index,
@@ -56,8 +76,43 @@ def build(settings: Settings) -> Pochta:
         inline_limit=settings.mailbox.inline_limit,
         max_message_size=settings.smtp.max_message_size,
         session_ttl=settings.mailbox.session_ttl_seconds,
+        logins=logins,
+        locks=pochta_locks,
     )
-    return Pochta(settings=settings, blobs=blobs, mailbox=mailbox)
+    return Pochta(settings=settings, blobs=blobs, mailbox=mailbox, locks=pochta_locks)
+
+
+def _guard_backends(settings: Settings) -> tuple[LockBackend, RateLimitBackend]:
+    g = settings.guard
+    if g.backend == "redis":
+        client = redis_client(g.redis_url, cluster=g.redis_cluster, timeout=g.redis_timeout)
+        return RedisLockBackend(client), RedisRateLimitBackend(client)
+    data = settings.data_dir.resolve()
+    return SqliteLockBackend(data / "guard-locks.sqlite3"), SqliteRateLimitBackend(
+        data / "guard-limits.sqlite3"
+    )
+
+
+def _secret(settings: Settings, given: SecretStr | None, name: str) -> str:
+    """A secret from settings, else kept in ``<data_dir>/<name>`` (created once, mode 0600)."""
+    if given is not None:
+        value = given.get_secret_value()
+        if len(value) < 16:
+            raise ConfigError(f"{name.replace('-', '_')} must be at least 16 characters long")
+        return value
+    path = settings.data_dir / name
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    value = secrets.token_urlsafe(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(value + "\n")
+    return value
 
 
 def service_token(settings: Settings) -> str:

@@ -73,6 +73,32 @@ class MailboxSettings(BaseModel):
     page_limit: int = Field(200, ge=1, description="the most letters one listing returns")
 
 
+class GuardSettings(BaseModel):
+    backend: Literal["embedded", "redis"] = Field(
+        "embedded",
+        description="where locks and rate limits live: embedded = <data_dir>/guard.sqlite3"
+        " (the processes of one host); redis = redis_url (one Redis or a Redis Cluster)",
+    )
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_cluster: bool = False
+    redis_timeout: float = Field(
+        2.0,
+        gt=0,
+        description="seconds; a Redis that is gone is"
+        " reported (and leases declared lost) this fast",
+    )
+    lock_ttl: float = Field(10.0, gt=0, description="lease length of pochta's own locks")
+    key_secret: SecretStr | None = Field(
+        None,
+        description="keys the hashes that stand for IPs and e-mail addresses in rate-limit"
+        " keys; unset: generated into <data_dir>/guard-secret. Changing it resets all limits",
+    )
+    login_ip_max: int = Field(10, ge=1, description="login attempts per IP per period")
+    login_ip_period: float = Field(3600.0, gt=0, description="seconds")
+    login_account_max: int = Field(10, ge=1, description="login attempts per account per period")
+    login_account_period: float = Field(3600.0, gt=0, description="seconds")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="POCHTA_", env_nested_delimiter="__", extra="forbid"
@@ -89,6 +115,7 @@ class Settings(BaseSettings):
     blobs: BlobSettings = BlobSettings()
     smtp: SmtpSettings = SmtpSettings()
     mailbox: MailboxSettings = MailboxSettings()
+    guard: GuardSettings = GuardSettings()
 
     @classmethod
     def settings_customise_sources(

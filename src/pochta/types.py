@@ -363,8 +363,10 @@ class LockBackend(Protocol):
     """Leases on names. ``owner`` is unique per lease; every method is one atomic step. See
     ``pochta.guard.lock`` for the semantics."""
 
-    def try_acquire(self, name: str, owner: str, ttl: float) -> Grant:
-        """Take ``name`` for ``ttl`` seconds when nobody holds it, with a new fencing token."""
+    def try_acquire(self, name: str, owner: str, ttl: float, queue: bool = False) -> Grant:
+        """Take ``name`` for ``ttl`` seconds when nobody holds it, with a new fencing token.
+        ``queue``: if refused, the caller will wait for a release (a backend may then hand
+        the lock to such waiters before newcomers)."""
 
     def extend(self, leases: Sequence[tuple[str, str, float]]) -> list[bool]:
         """For each (name, owner, ttl): expiry = now + ttl if owner still holds name."""
@@ -381,7 +383,9 @@ class LockBackend(Protocol):
 class AsyncLockBackend(Protocol):
     """``LockBackend`` for asyncio: the same steps as coroutines."""
 
-    async def try_acquire(self, name: str, owner: str, ttl: float) -> Grant: ...
+    async def try_acquire(
+        self, name: str, owner: str, ttl: float, queue: bool = False
+    ) -> Grant: ...
 
     async def extend(self, leases: Sequence[tuple[str, str, float]]) -> list[bool]: ...
 

@@ -120,3 +120,27 @@ def test_import_reports_failures_and_exits_non_zero(tmp_path: Path) -> None:
     assert report["letters"] == 0 and "limit" in report["failed"][0]
     code, _, err = run("import", "--user", "ann@example.org", tmp_path / "nope", "--data", data)
     assert code == 2 and "neither a file nor a directory" in err
+
+
+def test_leaks_audit_forces_a_reset_of_working_passwords(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for email in ("ann@example.org", "bob@example.org"):
+        run("user", "add", email, "--password-stdin", "--data", data, stdin="a good password\n")
+    dump = tmp_path / "dump.txt"
+    dump.write_bytes(
+        b"ann@example.org:a good password\n"
+        b"bob@example.org:guess\n"
+        b"eve@example.org:whatever\n"
+        b"no colon here\n"
+        b"\xff\xfe:binary\n"
+    )
+    code, out, _ = run("leaks", "audit", dump, "--workers", "1", "--data", data, "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert (report["lines"], report["malformed"], report["unknown"]) == (5, 2, 1)
+    assert (report["wrong"], report["valid"]) == (1, 1)
+    code, out, _ = run("user", "list", "--data", data, "--json")
+    resets = {u["email"]: u["reset_required"] for u in json.loads(out)}
+    assert resets == {"ann@example.org": True, "bob@example.org": False}
+    code, _, err = run("leaks", "audit", tmp_path / "missing.txt", "--data", data)
+    assert code == 2 and "not a readable file" in err

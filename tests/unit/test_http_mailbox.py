@@ -125,3 +125,40 @@ def test_logout_ends_the_session(client: TestClient) -> None:
     auth = login(client)
     assert client.delete("/v1/session", headers=auth).status_code == 204
     assert client.get("/v1/folders", headers=auth).status_code == 401
+
+
+def test_logins_are_limited_per_ip_with_retry_after(tmp_path: Path) -> None:
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        smtp={"enabled": False},
+        guard={"login_ip_max": 3, "login_account_max": 100},
+    )
+    with TestClient(create_app(settings)) as c:
+        c.app.state.pochta.mailbox.add_user("ann@example.org", PASSWORD)  # type: ignore[attr-defined]
+        answers = [
+            c.post("/v1/session", json={"email": f"x{i}@example.org", "password": "nope"})
+            for i in range(3)
+        ]
+        assert [a.status_code for a in answers] == [401, 401, 401]
+        refused = c.post("/v1/session", json={"email": "ann@example.org", "password": PASSWORD})
+        assert refused.status_code == 429
+        assert refused.json()["error"] == "rate_limited"
+        assert 1 <= int(refused.headers["retry-after"]) <= 1200  # one attempt per 20 minutes
+
+
+def test_logins_are_limited_per_account_across_ips(tmp_path: Path) -> None:
+    from pochta.app import build
+    from pochta.errors import RateLimited
+
+    pochta = build(load_settings(data_dir=tmp_path / "data", guard={"login_account_max": 2}))
+    try:
+        pochta.mailbox.add_user("ann@example.org", PASSWORD)
+        pochta.mailbox.login("ann@example.org", PASSWORD, "10.0.0.1")
+        pochta.mailbox.login("ann@example.org", PASSWORD, "10.0.0.2")
+        with pytest.raises(RateLimited) as limited:
+            pochta.mailbox.login("ann@example.org", PASSWORD, "10.0.0.3")
+        assert limited.value.retry_after > 0
+        keys = (tmp_path / "data" / "guard-limits.sqlite3").read_bytes()
+        assert b"ann@example.org" not in keys and b"10.0.0.1" not in keys
+    finally:
+        pochta.close()

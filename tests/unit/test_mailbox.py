@@ -271,3 +271,19 @@ def test_malformed_mail_is_stored_byte_exactly(pochta: Pochta, name: str) -> Non
     assert letter_.size == len(raw)
     assert summary is not None
     assert pochta.mailbox.fsck().ok
+
+
+def test_only_one_process_finishes_deletions_at_a_time(pochta: Pochta) -> None:
+    (u,) = users(pochta, 1)
+    att = payload(30, 20_000)
+    done = pochta.mailbox.deliver(letter(attachments=[("a", att)]), [u])
+    other = build(pochta.settings)  # a second process on the same data directory
+    try:
+        with other.locks.acquire("mailbox-deletions", timeout=5):
+            pochta.mailbox.delete(u.id, done.ids[0])
+            assert pochta.mailbox.process_deletions() == 0  # the other holds it: no double dec
+            assert pochta.blobs.stat(key_of(att)).counter == 1
+        assert pochta.mailbox.process_deletions() == 1
+        assert pochta.blobs.stat(key_of(att)).space is Space.DELETED
+    finally:
+        other.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from pochta.cli import blob, mail, message, pairs, serve, user
+from pochta.cli import blob, leaks, mail, message, pairs, serve, user
 
 app = typer.Typer(
     help="pochta: the storage and protection core of a mail service.",
@@ -17,6 +17,7 @@ app.add_typer(blob.app, name="blob")
 app.add_typer(pairs.app, name="pairs")
 app.add_typer(user.app, name="user")
 app.add_typer(message.app, name="message")
+app.add_typer(leaks.app, name="leaks")
 app.command("import")(mail.import_)
 app.command("fsck")(mail.fsck)
 app.command("stats")(mail.stats)

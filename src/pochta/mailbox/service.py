@@ -38,11 +38,14 @@ from pochta.errors import (
     BlobNotFound,
     InvalidCredentials,
     InvalidInput,
+    LeaseLost,
     MessageNotFound,
     PochtaError,
     ResetRequired,
     TooLarge,
 )
+from pochta.guard.lock import Lease, Locks
+from pochta.guard.logins import LoginGuard
 from pochta.guard.passwords import hash_password, verify_password
 from pochta.mime.split import Split, reassemble, split
 from pochta.mime.summary import Summary, summarize
@@ -62,6 +65,7 @@ from pochta.types import (
 log = logging.getLogger("pochta.mailbox")
 
 MIN_PASSWORD = 8
+DELETIONS_LOCK = "mailbox-deletions"
 
 
 def _token_hash(token: str) -> bytes:
@@ -102,8 +106,12 @@ class Mailbox:
         inline_limit: int = 4096,
         max_message_size: int = 50 << 20,
         session_ttl: float = 30 * 86400,
+        logins: LoginGuard | None = None,
+        locks: Locks | None = None,
         clock: Clock = time.time,
     ) -> None:
+        self.logins = logins
+        self.locks = locks
         self.index = index
         self.blobs = blobs
         self.inline_limit = inline_limit
@@ -146,7 +154,11 @@ class Mailbox:
             )
         return user
 
-    def login(self, email: str, password: str) -> tuple[User, str]:
+    def login(self, email: str, password: str, ip: str = "local") -> tuple[User, str]:
+        """A session token; RateLimited when this IP or this account tried too often (the
+        attempt is charged before the password is looked at)."""
+        if self.logins is not None:
+            self.logins.check(ip, email)
         user = self.check_password(email, password)
         token = secrets.token_urlsafe(32)
         self.index.add_session(_token_hash(token), user.id, self._clock() + self.session_ttl)
@@ -305,10 +317,18 @@ class Mailbox:
     def process_deletions(self, batch: int = 100) -> int:
         """Finish recorded deletions; returns how many letters were finished."""
         done = 0
-        with self._deleting:
+        with self._deleting, contextlib.ExitStack() as stack:
+            lease = None
+            if self.locks is not None:  # one process at a time: two would dec twice
+                lease = self.locks.try_acquire(DELETIONS_LOCK)
+                if lease is None:
+                    return 0
+                stack.callback(_release_quietly, lease)
             while work := self.index.deletions(batch):
                 for letter_id, refs in work:
                     for ref in refs:
+                        if lease is not None:
+                            lease.check()  # LeaseLost: stop; the next holder goes on
                         # BlobNotFound: never counted (a delivery cut short), or already gone
                         with contextlib.suppress(BlobNotFound):
                             self.blobs.dec(ref.key, ref.magic)
@@ -384,6 +404,11 @@ def _meta(raw: bytes, summary: Summary, now: float) -> LetterMeta:
         sender=sender[:500],
         subject=summary.subject[:1000],
     )
+
+
+def _release_quietly(lease: Lease) -> None:
+    with contextlib.suppress(LeaseLost):
+        lease.release()
 
 
 @functools.cache

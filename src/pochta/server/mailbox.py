@@ -117,9 +117,14 @@ class PatchIn(BaseModel):
     folder: Annotated[str | None, Field(min_length=1, max_length=200)] = None
 
 
-@router.post("/session", summary="Log in: e-mail and password give a session token")
-def login(body: LoginIn, box: Box) -> SessionOut:
-    user, token = box.login(body.email, body.password)
+@router.post(
+    "/session",
+    summary="Log in: e-mail and password give a session token",
+    responses={429: {"description": "too many attempts from this IP or for this account"}},
+)
+def login(request: Request, body: LoginIn, box: Box) -> SessionOut:
+    ip = request.client.host if request.client is not None else "unknown"
+    user, token = box.login(body.email, body.password, ip)
     return SessionOut(token=token, email=user.email, expires_in=box.session_ttl)
 
 

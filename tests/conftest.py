@@ -1,0 +1,9 @@
+"""Fixtures shared by every test directory."""
+
+from tests.servers import (  # noqa: F401  (fixtures)
+    redis_client,
+    redis_cluster,
+    redis_cluster_client,
+    redis_factory,
+    redis_server,
+)

@@ -1,0 +1,381 @@
+"""Real Redis for tests: one ``redis-server``, or a Redis Cluster of 3 masters with 1 replica
+each, on free loopback ports in a temporary directory, stopped afterwards.
+
+The helpers work outside pytest too (the benchmarks use them); the fixtures at the bottom are
+registered in ``tests/conftest.py``. Nothing here listens on or contacts anything but
+127.0.0.1.
+
+    with RedisServer.start(Path(tmp)) as server:
+        client = server.client()
+        server.restart()                    # same port, empty (no persistence)
+    with RedisCluster.start(Path(tmp)) as cluster:
+        client = cluster.client()
+        killed = cluster.kill_master("some-key")    # SIGKILL; returns after the failover
+        cluster.restart(killed)                     # it comes back as a replica
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+HOST = "127.0.0.1"
+REDIS_SERVER = shutil.which("redis-server")
+REDIS_CLI = shutil.which("redis-cli")
+
+_running: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for proc in list(_running):
+        with contextlib.suppress(OSError):
+            proc.kill()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _ping(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@dataclass
+class RedisServer:
+    """One redis-server process on ``127.0.0.1:port`` with its files in ``dir``."""
+
+    port: int
+    dir: Path
+    extra: tuple[str, ...] = ()
+    proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def start(cls, dir: Path, *, extra: Sequence[str] = (), port: int | None = None) -> RedisServer:
+        if REDIS_SERVER is None:
+            raise RuntimeError("redis-server is not on PATH")
+        dir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(3):  # a free port can be taken before redis binds it
+            server = cls(port or free_port(), dir, tuple(extra))
+            try:
+                server._spawn()
+                return server
+            except RuntimeError:
+                if port is not None or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    @property
+    def url(self) -> str:
+        return f"redis://{HOST}:{self.port}/0"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / f"redis-{self.port}.log"
+
+    def _spawn(self, timeout: float = 10.0) -> None:
+        assert REDIS_SERVER is not None
+        args = [
+            REDIS_SERVER,
+            "--port", str(self.port),
+            "--bind", HOST,
+            "--dir", str(self.dir),
+            "--save", "",
+            "--appendonly", "no",
+            "--daemonize", "no",
+            "--logfile", str(self.log),
+            *self.extra,
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _running.add(self.proc)
+        deadline = time.monotonic() + timeout
+        while not _ping(self.port):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop(signal.SIGKILL)
+                tail = self.log.read_text()[-2000:] if self.log.exists() else ""
+                raise RuntimeError(f"redis-server on port {self.port} did not start:\n{tail}")
+            time.sleep(0.02)
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        return redis.Redis(host=HOST, port=self.port, **kwargs)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                if sig == signal.SIGTERM:
+                    proc.send_signal(signal.SIGCONT)  # a paused server cannot exit
+                proc.send_signal(sig)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        _running.discard(proc)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no save."""
+        self.stop(signal.SIGKILL)
+
+    def restart(self, downtime: float = 0.0) -> None:
+        """Stop and start again on the same port and files (without persistence: empty)."""
+        self.stop()
+        time.sleep(downtime)
+        self._spawn()
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def __enter__(self) -> RedisServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _cluster_node_args(dir: Path, port: int, bus: int, node_timeout_ms: int) -> list[str]:
+    return [
+        "--cluster-enabled", "yes",
+        "--cluster-config-file", str(dir / f"nodes-{port}.conf"),
+        "--cluster-node-timeout", str(node_timeout_ms),
+        "--cluster-port", str(bus),
+        "--cluster-announce-ip", HOST,
+        "--cluster-require-full-coverage", "yes",
+        "--repl-diskless-sync-delay", "0",  # replicas sync at once, not 5 s later
+    ]  # fmt: skip
+
+
+@dataclass
+class RedisCluster:
+    """A Redis Cluster on loopback: ``masters`` masters with ``replicas`` replicas each."""
+
+    dir: Path
+    nodes: list[RedisServer] = field(default_factory=list)
+
+    @classmethod
+    def start(
+        cls, dir: Path, *, masters: int = 3, replicas: int = 1, node_timeout_ms: int = 1000
+    ) -> RedisCluster:
+        if REDIS_CLI is None:
+            raise RuntimeError("redis-cli is not on PATH")
+        cluster = cls(dir)
+        try:
+            for _ in range(masters * (1 + replicas)):
+                port, bus = free_port(), free_port()
+                extra = _cluster_node_args(dir, port, bus, node_timeout_ms)
+                cluster.nodes.append(RedisServer.start(dir, extra=extra, port=port))
+            addresses = [f"{HOST}:{node.port}" for node in cluster.nodes]
+            create = ["--cluster", "create", *addresses, "--cluster-replicas", str(replicas)]
+            subprocess.run(
+                [REDIS_CLI, *create, "--cluster-yes"],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            cluster.wait_healthy()
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    def live(self) -> list[RedisServer]:
+        return [node for node in self.nodes if node.alive()]
+
+    def client(self, **kwargs: Any) -> redis.RedisCluster:
+        nodes = [redis.cluster.ClusterNode(HOST, node.port) for node in self.live()]
+        return redis.RedisCluster(startup_nodes=nodes, **kwargs)
+
+    def _admin(self, node: RedisServer) -> redis.Redis:
+        return node.client(socket_timeout=2, decode_responses=True)
+
+    @staticmethod
+    def _info(admin: redis.Redis) -> dict[str, str]:
+        reply = admin.execute_command("CLUSTER INFO")
+        if isinstance(reply, dict):
+            return {str(k): str(v) for k, v in reply.items()}
+        return dict(line.split(":", 1) for line in str(reply).split() if ":" in line)
+
+    @staticmethod
+    def _ranges(admin: redis.Redis) -> list[tuple[int, int, int]]:
+        """(first slot, last slot, master port) as ``admin`` sees them."""
+        reply = admin.execute_command("CLUSTER SLOTS")
+        if isinstance(reply, dict):  # some redis-py versions parse it
+            return [(s, e, int(info["primary"][1])) for (s, e), info in reply.items()]
+        return [(int(r[0]), int(r[1]), int(r[2][1])) for r in reply]
+
+    def slot_owners(self) -> dict[int, int]:
+        """Port of the master serving each slot range (by first slot), as a live node sees it."""
+        with self._admin(self.live()[0]) as admin:
+            return {start: port for start, _, port in self._ranges(admin)}
+
+    def master_of(self, key: str) -> RedisServer:
+        with self._admin(self.live()[0]) as admin:
+            slot = int(admin.execute_command("CLUSTER KEYSLOT", key))
+            ranges = self._ranges(admin)
+        for start, end, port in ranges:
+            if start <= slot <= end:
+                return next(node for node in self.nodes if node.port == port)
+        raise LookupError(f"no master serves slot {slot}")
+
+    def healthy(self) -> bool:
+        """Every live node says the cluster is ok, all slots are served by live masters, and
+        every replica is in sync with its master."""
+        live = {node.port for node in self.live()}
+        try:
+            for node in self.live():
+                with self._admin(node) as admin:
+                    info = self._info(admin)
+                    if info.get("cluster_state") != "ok" or info.get("cluster_slots_ok") != "16384":
+                        return False
+                    replication = admin.info("replication")
+                    if replication["role"] == "slave" and (
+                        replication.get("master_link_status") != "up"
+                        or int(replication.get("master_port", 0)) not in live
+                    ):
+                        return False
+            return all(port in live for port in self.slot_owners().values())
+        except (redis.RedisError, OSError, KeyError, IndexError):
+            return False
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        wait_until(self.healthy, timeout, "a healthy cluster")
+
+    def kill_master(self, key: str = "", timeout: float = 30.0) -> RedisServer:
+        """SIGKILL the master serving ``key``'s slot; return once a replica has taken over."""
+        victim = self.master_of(key)
+        victim.kill()
+
+        def failed_over() -> bool:
+            try:
+                if victim.port in self.slot_owners().values():
+                    return False
+                for node in self.live():
+                    with self._admin(node) as admin:
+                        if self._info(admin).get("cluster_state") != "ok":
+                            return False
+                return True
+            except (redis.RedisError, OSError):
+                return False
+
+        wait_until(failed_over, timeout, f"a replica to replace master {victim.port}")
+        return victim
+
+    def restart(self, node: RedisServer, timeout: float = 30.0) -> None:
+        """Start a stopped node again with its cluster config: it rejoins as a replica."""
+        node._spawn()
+        self.wait_healthy(timeout)
+
+    def flush(self) -> None:
+        for node in self.live():
+            with self._admin(node) as admin, contextlib.suppress(redis.ReadOnlyError):
+                if admin.info("replication")["role"] == "master":
+                    admin.flushall()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop(signal.SIGKILL)
+
+    def __enter__(self) -> RedisCluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+# -- pytest fixtures (registered in tests/conftest.py) ------------------------------------------
+def _need(binary: str | None, name: str) -> None:
+    if binary is None:
+        pytest.skip(f"{name} is not on PATH")
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One redis-server for the whole session; use ``redis_client`` for a flushed client."""
+    _need(REDIS_SERVER, "redis-server")
+    with RedisServer.start(tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+@pytest.fixture
+def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """A client of the session's redis-server, emptied first."""
+    if not redis_server.alive():
+        redis_server._spawn()
+    client = redis_server.client()
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
+    """Starts redis-servers of one's own (to restart or kill), stopped at teardown."""
+    _need(REDIS_SERVER, "redis-server")
+    started: list[RedisServer] = []
+
+    def start(*extra: str) -> RedisServer:
+        server = RedisServer.start(tmp_path / f"redis-{len(started)}", extra=extra)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop(signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """A 3-master, 1-replica-each Redis Cluster for the session. A test that kills a master
+    restarts it (``cluster.restart``) before it ends."""
+    _need(REDIS_SERVER, "redis-server")
+    _need(REDIS_CLI, "redis-cli")
+    with RedisCluster.start(tmp_path_factory.mktemp("redis-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def redis_cluster_client(redis_cluster: RedisCluster) -> Iterator[redis.RedisCluster]:
+    """A client of the session's cluster, emptied first."""
+    redis_cluster.wait_healthy()
+    redis_cluster.flush()
+    client = redis_cluster.client()
+    yield client
+    client.close()
