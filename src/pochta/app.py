@@ -10,6 +10,14 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from pochta.antispam import model, rules
+from pochta.antispam.counters import CounterStore
+from pochta.antispam.counters.redis import RedisStore
+from pochta.antispam.counters.service import Counters
+from pochta.antispam.counters.sqlite import SQLiteStore
+from pochta.antispam.resolver import DnsResolver
+from pochta.antispam.shingler import Shingler
+from pochta.antispam.verdict import Scanner
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
@@ -34,8 +42,11 @@ class Pochta:
     blobs: BlobStore
     mailbox: Mailbox
     locks: Locks
+    shingles: Shingler
+    scanner: Scanner
 
     def close(self) -> None:
+        self.shingles.close()  # writes what is buffered
         self.locks.close()
         self.mailbox.close()
         self.blobs.close()
@@ -69,6 +80,8 @@ def build(settings: Settings) -> Pochta:
         per_ip=Limit("login-ip", g.login_ip_max, g.login_ip_period),
         per_account=Limit("login-account", g.login_account_max, g.login_account_period),
     )
+    shingler = _shingler(settings, data)
+    scanner = _scanner(settings, shingler)
     index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
     mailbox = Mailbox(
         index,
@@ -78,8 +91,55 @@ def build(settings: Settings) -> Pochta:
         session_ttl=settings.mailbox.session_ttl_seconds,
         logins=logins,
         locks=pochta_locks,
+        shingler=shingler,
+        scanner=scanner if settings.antispam.enabled else None,
     )
-    return Pochta(settings=settings, blobs=blobs, mailbox=mailbox, locks=pochta_locks)
+    return Pochta(
+        settings=settings,
+        blobs=blobs,
+        mailbox=mailbox,
+        locks=pochta_locks,
+        shingles=shingler,
+        scanner=scanner,
+    )
+
+
+def _shingler(settings: Settings, data: Path) -> Shingler:
+    s = settings.shingles
+    store: CounterStore
+    if s.backend == "redis":
+        store = RedisStore.connect(
+            s.redis_url, s.cluster_nodes, prefix=s.key_prefix, timeout=s.timeout
+        )
+    else:
+        store = SQLiteStore(data / "shingles.sqlite3", synchronous="normal")
+    return Shingler(
+        Counters(
+            store,
+            flush_interval=s.flush_interval,
+            shard_cells=s.shard_cells,
+            max_cells=s.max_cells,
+            wait_timeout=s.wait_timeout,
+            cache_size=s.cache_size,
+            cache_ttl=s.cache_ttl,
+        )
+    )
+
+
+def _scanner(settings: Settings, shingler: Shingler) -> Scanner:
+    a = settings.antispam
+    rules_ = rules.load(a.rules_file) if a.rules_file is not None else rules.default()
+    model_ = model.load(a.model_dir) if a.use_model else None
+    if a.use_model and a.model_dir is not None and model_ is None:
+        raise ConfigError(f"antispam.model_dir {a.model_dir} holds no model.cbm + model.json")
+    resolver = DnsResolver() if a.dns == "system" else None
+    return Scanner(
+        rules_=rules_,
+        model=model_,
+        counters=shingler.counters,
+        resolver=resolver,
+        authserv_id=a.authserv_id or settings.smtp.fqdn(),
+    )
 
 
 def _guard_backends(settings: Settings) -> tuple[LockBackend, RateLimitBackend]:

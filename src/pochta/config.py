@@ -8,6 +8,7 @@ in the working directory, or the path in ``POCHTA_CONFIG`` / ``--config``.
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,6 +62,10 @@ class SmtpSettings(BaseModel):
         description="longest line accepted in DATA (RFC 5321 says 1000; real mail is longer)",
     )
 
+    def fqdn(self) -> str:
+        """The name pochta gives itself: ``hostname``, else this host's FQDN."""
+        return self.hostname or socket.getfqdn()
+
 
 class MailboxSettings(BaseModel):
     inline_limit: int = Field(
@@ -99,6 +104,46 @@ class GuardSettings(BaseModel):
     login_account_period: float = Field(3600.0, gt=0, description="seconds")
 
 
+class ShingleSettings(BaseModel):
+    backend: Literal["embedded", "redis"] = Field(
+        "embedded", description="embedded: SQLite <data_dir>/shingles.sqlite3"
+    )
+    redis_url: str | None = Field(None, description="standalone Redis, redis://host:port/db")
+    cluster_nodes: list[str] = Field(
+        default_factory=list, description="Redis Cluster: any of its nodes, host:port"
+    )
+    key_prefix: str = Field("sh", description="prefix of every key (one per service)")
+    flush_interval: float = Field(
+        1.0, gt=0, description="seconds an increment waits at most (what a crash can lose)"
+    )
+    shard_cells: int = Field(4096, ge=1)
+    max_cells: int = Field(
+        2_000_000, ge=1000, description="buffered increments at most; then updates wait"
+    )
+    wait_timeout: float = Field(5.0, gt=0)
+    cache_size: int = Field(100_000, ge=0)
+    cache_ttl: float = Field(2.0, ge=0)
+    timeout: float = Field(2.0, gt=0, description="Redis socket timeout")
+
+
+class AntispamSettings(BaseModel):
+    enabled: bool = Field(True, description="score every letter delivered over SMTP/LMTP")
+    rules_file: Path | None = Field(
+        None, description="a rules file (TOML) instead of the default one shipped"
+    )
+    model_dir: Path | None = Field(
+        None, description="model.cbm + model.json instead of the model shipped"
+    )
+    use_model: bool = Field(True, description="false: the rules' score alone decides")
+    dns: Literal["off", "system"] = Field(
+        "off",
+        description="SPF/DKIM/DMARC need DNS: system = the host's resolver; off = no checks",
+    )
+    authserv_id: str = Field(
+        "", description="the name in Authentication-Results (default: smtp.hostname)"
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="POCHTA_", env_nested_delimiter="__", extra="forbid"
@@ -116,6 +161,8 @@ class Settings(BaseSettings):
     smtp: SmtpSettings = SmtpSettings()
     mailbox: MailboxSettings = MailboxSettings()
     guard: GuardSettings = GuardSettings()
+    shingles: ShingleSettings = ShingleSettings()
+    antispam: AntispamSettings = AntispamSettings()
 
     @classmethod
     def settings_customise_sources(

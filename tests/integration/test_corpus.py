@@ -54,16 +54,25 @@ def test_every_corpus_letter_over_smtp_comes_back_byte_identical(
             list(pool.map(send, [sent[i::4] for i in range(4)]))
         auth = session(srv, "corpus@example.org")
         got: list[bytes] = []
+        verdicts: Counter[str] = Counter()
         with httpx.Client(base_url=srv.url, headers=auth, timeout=60) as http:
-            cursor = None
-            while True:
-                params = {"limit": 200, **({"cursor": cursor} if cursor else {})}
-                page = http.get("/v1/messages", params=params).json()
-                got += [http.get(f"/v1/messages/{m['id']}/raw").content for m in page["messages"]]
-                cursor = page["next_cursor"]
-                if cursor is None:
-                    break
+            for folder in ("Inbox", "Spam"):
+                cursor = None
+                while True:
+                    params = {
+                        "folder": folder,
+                        "limit": 200,
+                        **({"cursor": cursor} if cursor else {}),
+                    }
+                    page = http.get("/v1/messages", params=params).json()
+                    for m in page["messages"]:
+                        got.append(http.get(f"/v1/messages/{m['id']}/raw").content)
+                        verdicts[m["verdict"]] += 1
+                    cursor = page["next_cursor"]
+                    if cursor is None:
+                        break
         assert Counter(strip_trace(g) for g in got) == Counter(sent)
+        assert sum(verdicts.values()) == 6046 and verdicts["spam"] > 0 and verdicts["ham"] > 0
         stats = subprocess.run(
             [sys.executable, "-m", "pochta", "stats", "--json", "--data", str(data)],
             capture_output=True,

@@ -47,21 +47,37 @@ def session(server: Server, email: str) -> dict[str, str]:
 
 
 def raws(server: Server, email: str) -> list[bytes]:
+    """Every letter of the user, from Inbox and Spam (the verdict decides where it went)."""
     auth = session(server, email)
-    page = httpx.get(f"{server.url}/v1/messages?limit=1000", headers=auth).json()
-    return [
-        httpx.get(f"{server.url}/v1/messages/{m['id']}/raw", headers=auth).content
-        for m in page["messages"]
-    ]
+    out = []
+    for folder in ("Inbox", "Spam"):
+        page = httpx.get(
+            f"{server.url}/v1/messages?limit=1000&folder={folder}", headers=auth
+        ).json()
+        out += [
+            httpx.get(f"{server.url}/v1/messages/{m['id']}/raw", headers=auth).content
+            for m in page["messages"]
+        ]
+    return out
+
+
+ADDED = (b"X-Pochta-Spam:", b"Authentication-Results:", b"Received:")
 
 
 def strip_trace(raw: bytes) -> bytes:
-    """The delivered bytes: pochta's Received header (first header, folded lines) removed."""
-    assert raw.startswith(b"Received: from ")
-    end = raw.index(b"\r\n")
-    while raw[end + 2 : end + 3] in (b"\t", b" "):
-        end = raw.index(b"\r\n", end + 2)
-    return raw[end + 2 :]
+    """The delivered bytes: what pochta prepends (the verdict headers and its Received
+    header, each with its folded lines) removed."""
+    assert raw.startswith(b"X-Pochta-Spam: ")
+    pos = 0
+    while True:
+        assert raw.startswith(ADDED, pos), raw[pos : pos + 40]
+        name = raw[pos : raw.index(b":", pos) + 1]
+        end = raw.index(b"\r\n", pos)
+        while raw[end + 2 : end + 3] in (b"\t", b" "):
+            end = raw.index(b"\r\n", end + 2)
+        pos = end + 2
+        if name == b"Received:":
+            return raw[pos:]
 
 
 @pytest.fixture
@@ -85,6 +101,7 @@ def test_smtplib_delivers_byte_exact_with_a_trace_header(mx: Server) -> None:
         trace = got[: len(got) - len(raw)]
         assert b"by mx.pochta.test (pochta) with ESMTP id" in trace
         assert b"for <" not in trace  # several recipients: one shared byte string
+        assert b"\r\nAuthentication-Results: mx.pochta.test; " in b"\r\n" + trace
 
 
 def test_unknown_recipient_gets_550_at_rcpt(mx: Server) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from pochta.cli import blob, leaks, mail, message, pairs, serve, user
+from pochta.cli import antispam, blob, leaks, mail, message, pairs, serve, shingles, user
 
 app = typer.Typer(
     help="pochta: the storage and protection core of a mail service.",
@@ -18,6 +18,9 @@ app.add_typer(pairs.app, name="pairs")
 app.add_typer(user.app, name="user")
 app.add_typer(message.app, name="message")
 app.add_typer(leaks.app, name="leaks")
+app.add_typer(shingles.app, name="shingles")
+app.add_typer(antispam.model_app, name="model")
+app.command("scan")(antispam.scan)
 app.command("import")(mail.import_)
 app.command("fsck")(mail.fsck)
 app.command("stats")(mail.stats)

@@ -32,6 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from pochta.antispam.shingler import Shingler
+from pochta.antispam.shingles import Envelope
+from pochta.antispam.verdict import Scanner, Verdict
 from pochta.blobs.keys import add_magic, random_magic
 from pochta.blobs.store import BlobStore
 from pochta.errors import (
@@ -47,6 +50,7 @@ from pochta.errors import (
 from pochta.guard.lock import Lease, Locks
 from pochta.guard.logins import LoginGuard
 from pochta.guard.passwords import hash_password, verify_password
+from pochta.mailbox.trace import line_ending
 from pochta.mime.split import Split, reassemble, split
 from pochta.mime.summary import Summary, summarize
 from pochta.types import (
@@ -65,6 +69,7 @@ from pochta.types import (
 log = logging.getLogger("pochta.mailbox")
 
 MIN_PASSWORD = 8
+SPAM = "Spam"
 DELETIONS_LOCK = "mailbox-deletions"
 
 
@@ -79,6 +84,7 @@ class Delivered:
     stored: int  # bytes the delivery added physically (skeleton + attachments first stored)
     attachments: int  # extracted parts
     uploaded: int  # of which newly uploaded (the rest were deduplicated)
+    verdict: Verdict | None = None
 
 
 @dataclass
@@ -108,8 +114,12 @@ class Mailbox:
         session_ttl: float = 30 * 86400,
         logins: LoginGuard | None = None,
         locks: Locks | None = None,
+        shingler: Shingler | None = None,
+        scanner: Scanner | None = None,
         clock: Clock = time.time,
     ) -> None:
+        self.shingler = shingler
+        self.scanner = scanner
         self.logins = logins
         self.locks = locks
         self.index = index
@@ -182,14 +192,26 @@ class Mailbox:
         raw: bytes,
         recipients: Sequence[User],
         *,
-        folder: str = "Inbox",
-        verdict: str | None = None,
+        folder: str | None = None,
+        envelope: Envelope | None = None,
+        helo: str | None = None,
+        scan: bool = False,
     ) -> Delivered:
+        """Store one letter for its recipients. With ``scan`` (the SMTP path) the letter is
+        scored first: it goes to Spam unless the verdict is ham, and gets ``X-Pochta-Spam``
+        and ``Authentication-Results`` headers; its shingles are counted with the verdict once
+        it is delivered. Without, it goes to ``folder`` (default Inbox) as it is (import)."""
         if len(raw) > self.max_message_size:
             raise TooLarge(f"the letter has {len(raw)} bytes; the limit is {self.max_message_size}")
         unique = list({u.id: u for u in recipients}.values())
         if not unique:
             raise InvalidInput("a letter needs at least one recipient")
+        verdict = None
+        if scan and self.scanner is not None:
+            verdict = self.scanner.scan(raw, envelope, helo)
+            raw = self._verdict_headers(verdict, raw) + raw
+            folder = folder or verdict.folder
+        folder = folder or "Inbox"
         parts = split(raw, inline_limit=self.inline_limit)
         meta = _meta(raw, summarize(raw, inline_limit=self.inline_limit), self._clock())
         letters = [
@@ -200,7 +222,7 @@ class Mailbox:
                     AttachmentRef(p.index, p.key, p.size, p.crc32, random_magic())
                     for p in parts.parts
                 ),
-                verdict,
+                verdict.label if verdict is not None else None,
             )
             for user in unique
         ]
@@ -213,8 +235,19 @@ class Mailbox:
             self.index.discard_delivery(ids)
             raise
         self.index.finish_delivery(ids)
+        if verdict is not None and self.scanner is not None:
+            self.scanner.learn(verdict)
+        elif self.shingler is not None and scan:
+            self.shingler.observe(raw, envelope, None)
         stored = len(parts.skeleton) + sum(p.size for p in parts.parts if p.key in uploaded)
-        return Delivered(ids, len(raw), stored, len(parts.parts), len(uploaded))
+        return Delivered(ids, len(raw), stored, len(parts.parts), len(uploaded), verdict)
+
+    def _verdict_headers(self, verdict: Verdict, raw: bytes) -> bytes:
+        eol = line_ending(raw)
+        assert self.scanner is not None
+        ar = verdict.auth.header(self.scanner.authserv_id)
+        lines = [f"X-Pochta-Spam: {verdict.header()}", f"Authentication-Results: {ar}"]
+        return b"".join(_header_line(line, eol) for line in lines)
 
     def _count(
         self, parts: Split, letters: list[NewLetter], counted: list[tuple[str, int]]
@@ -301,9 +334,22 @@ class Mailbox:
         flagged: bool | None = None,
         folder: str | None = None,
     ) -> Letter:
+        """Change flags or the folder. The user's word feeds the shingles' counters: moved
+        into Spam = a complaint, out of Spam = "not spam", seen for the first time = read."""
+        before = self.letter(user_id, letter_id)
         letter = self.index.update(user_id, letter_id, seen=seen, flagged=flagged, folder=folder)
         if letter is None:
             raise MessageNotFound(f"no message {letter_id}")
+        if self.shingler is not None:
+            feedback = []
+            if letter.folder != before.folder and SPAM in (letter.folder, before.folder):
+                feedback.append("spam" if letter.folder == SPAM else "not_spam")
+            if letter.seen and not before.seen:
+                feedback.append("read")
+            if feedback:
+                raw = self._raw(letter_id)
+                for kind in feedback:
+                    self.shingler.feedback(raw, kind)
         return letter
 
     # -- deletion ----------------------------------------------------------------------------
@@ -404,6 +450,20 @@ def _meta(raw: bytes, summary: Summary, now: float) -> LetterMeta:
         sender=sender[:500],
         subject=summary.subject[:1000],
     )
+
+
+def _header_line(text: str, eol: bytes) -> bytes:
+    """One header field as bytes: printable ASCII, long values folded at spaces."""
+    clean = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
+    words, lines, line = clean.split(" "), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > 76:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return (eol + b"\t").join(x.encode() for x in lines) + eol
 
 
 def _release_quietly(lease: Lease) -> None:

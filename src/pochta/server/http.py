@@ -13,7 +13,7 @@ from pochta import __version__
 from pochta.app import Pochta, build, service_token
 from pochta.config import Settings
 from pochta.mailbox.worker import DeletionWorker
-from pochta.server import blobs, errors, mailbox, smtp
+from pochta.server import blobs, errors, mailbox, scan, shingles, smtp
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -47,6 +47,8 @@ def create_app(settings: Settings) -> FastAPI:
     errors.install(app)
     app.include_router(blobs.router)
     app.include_router(mailbox.router)
+    app.include_router(scan.router)
+    app.include_router(shingles.router)
 
     @app.get("/healthz", tags=["service"], summary="Liveness and readiness")
     def healthz(request: Request) -> JSONResponse:

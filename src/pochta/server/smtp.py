@@ -10,15 +10,16 @@ accept is refused for good (554). LMTP answers once per accepted recipient.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
-import socket
 from datetime import UTC, datetime
 from typing import Any
 
 from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
+from pochta.antispam.shingles import Envelope as MailEnvelope
 from pochta.config import SmtpSettings
 from pochta.errors import ConfigError, InvalidInput, PochtaError, StorageError, TooLarge
 from pochta.mailbox.service import Mailbox
@@ -74,16 +75,32 @@ class DeliveryHandler:
             when=datetime.now(UTC),
             eol=line_ending(raw),
         )
-        status = await self._deliver(trace + raw, users, queue_id)
+        envelope_ = MailEnvelope(
+            ip=str(peer[0]) if isinstance(peer, tuple) else None,
+            sender=envelope.mail_from or "",
+            recipients=tuple(envelope.rcpt_tos),
+        )
+        status = await self._deliver(trace + raw, users, queue_id, envelope_, session.host_name)
         if self.lmtp:
             return "\r\n".join(status for _ in envelope.rcpt_tos)
         return status
 
-    async def _deliver(self, raw: bytes, users: list[User], queue_id: str) -> str:
+    async def _deliver(
+        self,
+        raw: bytes,
+        users: list[User],
+        queue_id: str,
+        envelope: MailEnvelope,
+        helo: str | None,
+    ) -> str:
         if not users:
             return "554 5.1.1 no valid recipients"
         try:
-            done = await asyncio.to_thread(self.mailbox.deliver, raw, users)
+            done = await asyncio.to_thread(
+                functools.partial(
+                    self.mailbox.deliver, raw, users, envelope=envelope, helo=helo, scan=True
+                )
+            )
         except TooLarge as exc:
             return f"552 5.3.4 {exc.message}"
         except InvalidInput as exc:
@@ -98,17 +115,14 @@ class DeliveryHandler:
             log.exception("delivery %s failed", queue_id)
             return "451 4.3.0 temporary failure; try again later"
         log.info(
-            "delivered %s: %d bytes to %d recipient(s), letters %s",
+            "delivered %s: %d bytes to %d recipient(s), letters %s, verdict %s",
             queue_id,
             done.size,
             len(users),
             ",".join(map(str, done.ids)),
+            done.verdict.label if done.verdict is not None else "-",
         )
         return f"250 2.0.0 OK queued as {queue_id}"
-
-
-def hostname_of(settings: SmtpSettings) -> str:
-    return settings.hostname or socket.getfqdn()
 
 
 def protocol_factory(mailbox: Mailbox, settings: SmtpSettings, *, lmtp: bool) -> type[SMTP]:
@@ -124,7 +138,7 @@ def protocol_factory(mailbox: Mailbox, settings: SmtpSettings, *, lmtp: bool) ->
 async def start(mailbox: Mailbox, settings: SmtpSettings) -> list[asyncio.Server]:
     """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them."""
     loop = asyncio.get_running_loop()
-    hostname = hostname_of(settings)
+    hostname = settings.fqdn()
     servers = []
     listeners = [(settings.port, False)]
     if settings.lmtp_port:

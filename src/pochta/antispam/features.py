@@ -1,0 +1,237 @@
+"""Content features of a letter as one flat ``dict[str, float]``. Pure.
+
+:func:`extract` always gives every name in :data:`FEATURES` (0.0 when it does not apply), so
+the model sees a fixed schema. :func:`from_signs` and :func:`from_auth` turn phishing signs and
+authentication results into features of the same form; the shingle statistics
+(``shingle.<type>.<stat>``) are merged in by the caller.
+
+    name                          meaning
+    ----------------------------- --------------------------------------------------------------
+    text.chars / html.chars       characters of plain text / of the HTML's visible text
+    html.share                    html.chars / (text.chars + html.chars)
+    html.only                     1 when there is HTML and no plain text
+    html.images / html.forms      <img> and <form> elements
+    html.hidden_chars             characters hidden by display:none, visibility:hidden, size 0
+    text.words                    words of the visible text
+    text.letters                  letters of the visible text
+    text.upper_ratio              upper-case letters / letters
+    text.digit_ratio              digits / (letters + digits)
+    text.cyrillic_share           Cyrillic letters / letters (also latin_share)
+    text.exclamations             "!" in the visible text
+    text.money                    amounts of money written (12 000 руб, $500, 100 тыс.)
+    lang.ru / lang.en / lang.other  the language guessed from the script of most letters
+    subject.chars, subject.letters, subject.upper_ratio, subject.exclamations
+    subject.reply                 the subject starts with Re:/Ответ:/AW:...
+    links.count                   web links (HTML anchors and URLs in the text)
+    links.distinct_domains        distinct registrable domains among them
+    links.ip / links.shortener    links to IP addresses / through URL shorteners
+    links.https_share             https links / links
+    links.per_kchar               links per 1000 characters of visible text
+    attachments.count / .bytes    attachments and their decoded size
+    headers.count / .received     header fields / Received fields
+    headers.has_message_id, has_date, has_list_unsubscribe, has_in_reply_to   0 or 1
+    recipients.count              To + Cc addresses
+    sender.protected              the From domain belongs to a protected organization (not
+                                  one of its public mail domains such as gmail.com)
+    sender.freemail               the From domain is a public mail service
+    sender.display_name_chars     length of the From display name
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from pochta.antispam import auth as auth_mod
+from pochta.antispam import spf
+from pochta.antispam.letter import Letter
+from pochta.antispam.protected import Protected
+from pochta.antispam.protected import default as default_protected
+from pochta.antispam.protected import shorteners as default_shorteners
+from pochta.antispam.signs import SYMBOLS, Sign
+
+FEATURES: tuple[str, ...] = (
+    "text.chars", "html.chars", "html.share", "html.only", "html.images", "html.forms",
+    "html.hidden_chars", "text.words", "text.letters", "text.upper_ratio", "text.digit_ratio",
+    "text.cyrillic_share", "text.latin_share", "text.exclamations", "text.money",
+    "lang.ru", "lang.en", "lang.other",
+    "subject.chars", "subject.letters", "subject.upper_ratio", "subject.exclamations",
+    "subject.reply",
+    "links.count", "links.distinct_domains", "links.ip", "links.shortener", "links.https_share",
+    "links.per_kchar",
+    "attachments.count", "attachments.bytes",
+    "headers.count", "headers.received", "headers.has_message_id", "headers.has_date",
+    "headers.has_list_unsubscribe", "headers.has_in_reply_to",
+    "recipients.count",
+    "sender.protected", "sender.freemail", "sender.display_name_chars",
+)  # fmt: skip
+
+FREEMAIL = frozenset(
+    {
+        "gmail.com", "googlemail.com", "mail.ru", "inbox.ru", "list.ru", "bk.ru", "internet.ru",
+        "yandex.ru", "yandex.com", "ya.ru", "rambler.ru", "outlook.com", "hotmail.com",
+        "live.com", "icloud.com", "me.com", "yahoo.com", "aol.com", "gmx.com", "gmx.de",
+        "mail.com", "proton.me", "protonmail.com", "zoho.com", "ukr.net",
+    }
+)  # fmt: skip
+
+_MONEY = re.compile(
+    r"\d[\d\s.,]*\s*(?:руб\w*|р\.|₽|\$|usd|долл\w*|евро|€|тыс\w*|млн\w*)|[$€£]\s?\d[\d,.]*",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"\w+")
+_REPLY = re.compile(r"^\s*(?:re|ответ|отв|aw|sv|antw|odp)\s*(?:\[\d+\])?\s*:", re.IGNORECASE)
+
+
+_LETTER = re.compile(r"[^\W\d_]")
+_CYRILLIC = re.compile(r"[\u0400-\u052f]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def _letters(text: str) -> tuple[int, int, int, int, int]:
+    """(letters, upper, digits, cyrillic, latin)"""
+    return (
+        len(_LETTER.findall(text)),
+        sum(map(str.isupper, text)),
+        sum(map(str.isdigit, text)),
+        len(_CYRILLIC.findall(text)),
+        len(_LATIN.findall(text)),
+    )
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
+def language(text: str) -> str:
+    """``ru``, ``en`` or ``other``: the script of most letters (Cyrillic is taken for
+    Russian, Latin for English); ``other`` also when there are no letters."""
+    letters, _, _, cyr, lat = _letters(text)
+    if not letters:
+        return "other"
+    if cyr / letters >= 0.5:
+        return "ru"
+    if lat / letters >= 0.5:
+        return "en"
+    return "other"
+
+
+def extract(
+    letter: Letter,
+    *,
+    protected: Protected | None = None,
+    shorteners: frozenset[str] | None = None,
+) -> dict[str, float]:
+    prot = protected if protected is not None else default_protected()
+    short = shorteners if shorteners is not None else default_shorteners()
+    s = letter.summary
+    f: dict[str, float] = dict.fromkeys(FEATURES, 0.0)
+
+    plain = letter.plain_text
+    html = letter.html
+    html_text = html.text if html is not None else ""
+    f["text.chars"] = float(len(plain))
+    f["html.chars"] = float(len(html_text))
+    f["html.share"] = _ratio(len(html_text), len(plain) + len(html_text))
+    f["html.only"] = float(html is not None and not plain.strip())
+    if html is not None:
+        f["html.images"] = float(html.images)
+        f["html.forms"] = float(html.forms)
+        f["html.hidden_chars"] = float(html.hidden_chars)
+
+    visible = letter.text
+    letters, upper, digits, cyr, lat = _letters(visible)
+    f["text.words"] = float(len(_WORD.findall(visible)))
+    f["text.letters"] = float(letters)
+    f["text.upper_ratio"] = _ratio(upper, letters)
+    f["text.digit_ratio"] = _ratio(digits, letters + digits)
+    f["text.cyrillic_share"] = _ratio(cyr, letters)
+    f["text.latin_share"] = _ratio(lat, letters)
+    f["text.exclamations"] = float(visible.count("!"))
+    f["text.money"] = float(len(_MONEY.findall(visible)))
+    lang = language(visible if letters else s.subject)
+    f[f"lang.{lang}"] = 1.0
+
+    subject = s.subject
+    s_letters, s_upper, _, _, _ = _letters(subject)
+    f["subject.chars"] = float(len(subject))
+    f["subject.letters"] = float(s_letters)
+    f["subject.upper_ratio"] = _ratio(s_upper, s_letters)
+    f["subject.exclamations"] = float(subject.count("!"))
+    f["subject.reply"] = float(bool(_REPLY.match(subject)))
+
+    links = letter.web_links
+    f["links.count"] = float(len(links))
+    f["links.distinct_domains"] = float(len({link.registrable for link in links}))
+    f["links.ip"] = float(sum(link.is_ip for link in links))
+    f["links.shortener"] = float(
+        sum(link.registrable in short or link.host in short for link in links)
+    )
+    f["links.https_share"] = _ratio(sum(link.url.startswith("https:") for link in links),
+                                    len(links))
+    f["links.per_kchar"] = _ratio(1000.0 * len(links), max(len(visible), 1))
+
+    f["attachments.count"] = float(len(s.attachments))
+    f["attachments.bytes"] = float(sum(a.size for a in s.attachments))
+
+    names = [n for n, _ in s.headers]
+    f["headers.count"] = float(len(names))
+    f["headers.received"] = float(names.count("received"))
+    f["headers.has_message_id"] = float("message-id" in names)
+    f["headers.has_date"] = float("date" in names)
+    f["headers.has_list_unsubscribe"] = float("list-unsubscribe" in names)
+    f["headers.has_in_reply_to"] = float("in-reply-to" in names or "references" in names)
+    f["recipients.count"] = float(len(s.to_addresses) + len(s.cc_addresses))
+
+    fd = letter.from_domain
+    f["sender.protected"] = float(fd is not None and prot.sender_org(fd) is not None)
+    f["sender.freemail"] = float(fd in FREEMAIL)
+    f["sender.display_name_chars"] = float(len(letter.from_name))
+    return f
+
+
+SIGN_FEATURES: tuple[str, ...] = (
+    *(f"sign.{symbol}" for symbol in SYMBOLS),
+    "phish.signs",
+)
+
+
+def from_signs(signs: Iterable[Sign]) -> dict[str, float]:
+    """``sign.<SYMBOL>``: 1 when the sign fired, else 0 (every symbol present), and
+    ``phish.signs``: how many fired."""
+    fired = {s.symbol for s in signs}
+    out = {f"sign.{symbol}": float(symbol in fired) for symbol in SYMBOLS}
+    out["phish.signs"] = float(len(fired))
+    return out
+
+
+_SPF_CODES: tuple[spf.SpfCode, ...] = (
+    "pass", "fail", "softfail", "neutral", "none", "temperror", "permerror",
+)  # fmt: skip
+_DKIM_CODES: tuple[auth_mod.DkimCode, ...] = (
+    "pass", "fail", "neutral", "none", "temperror", "permerror",
+)  # fmt: skip
+_DMARC_CODES: tuple[auth_mod.DmarcCode, ...] = ("pass", "fail", "none", "temperror", "permerror")
+_POLICIES = ("none", "quarantine", "reject")
+
+AUTH_FEATURES: tuple[str, ...] = (
+    *(f"auth.spf.{c}" for c in _SPF_CODES),
+    *(f"auth.dkim.{c}" for c in _DKIM_CODES),
+    *(f"auth.dmarc.{c}" for c in _DMARC_CODES),
+    *(f"auth.dmarc_policy.{p}" for p in _POLICIES),
+    "auth.dkim.signatures",
+)
+
+
+def from_auth(results: auth_mod.AuthResults | None) -> dict[str, float]:
+    """One-hot ``auth.spf.<result>``, ``auth.dkim.<result>``, ``auth.dmarc.<result>``,
+    ``auth.dmarc_policy.<policy>`` and ``auth.dkim.signatures`` (a count)."""
+    r = results if results is not None else auth_mod.NO_AUTH
+    v = r.values()
+    out = dict.fromkeys(AUTH_FEATURES, 0.0)
+    out[f"auth.spf.{v['spf']}"] = 1.0
+    out[f"auth.dkim.{v['dkim']}"] = 1.0
+    out[f"auth.dmarc.{v['dmarc']}"] = 1.0
+    out[f"auth.dmarc_policy.{v['dmarc_policy']}"] = 1.0
+    out["auth.dkim.signatures"] = float(len(r.dkim))
+    return out

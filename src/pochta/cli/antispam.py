@@ -1,0 +1,92 @@
+"""``pochta scan`` and ``pochta model train``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress
+
+from pochta.antispam import training
+from pochta.antispam.model import shipped_dir
+from pochta.antispam.shingles import Envelope
+from pochta.antispam.verdict import Verdict
+from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
+from pochta.errors import InvalidInput
+
+model_app = typer.Typer(
+    help="The spam model: train it from the public corpus.", no_args_is_help=True
+)
+
+
+@handles_errors
+def scan(
+    file: Annotated[Path, typer.Argument(help="a letter (RFC 5322 file); '-' = stdin")],
+    ip: Annotated[str | None, typer.Option(help="the sending client's IP")] = None,
+    mail_from: Annotated[
+        str | None, typer.Option("--mail-from", help="the envelope sender")
+    ] = None,
+    helo: Annotated[str | None, typer.Option(help="the client's HELO name")] = None,
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Score a letter: verdict, probability, score, rule hits, phishing signs (with their
+    explanations), Authentication-Results. Nothing is stored or counted."""
+    if str(file) == "-":
+        raw = sys.stdin.buffer.read()
+    elif file.is_file():
+        raw = file.read_bytes()
+    else:
+        raise InvalidInput(f"{file} is not a readable file")
+    with opened(data, config) as pochta:
+        envelope = Envelope(ip=ip, sender=mail_from) if ip or mail_from else None
+        verdict = pochta.scanner.scan(raw, envelope, helo)
+        payload = verdict.as_dict(pochta.scanner.authserv_id)
+    emit(json_output, payload, lambda: _show(verdict, payload))
+
+
+def _show(v: Verdict, payload: dict[str, Any]) -> None:
+    colour = {"ham": "green", "spam": "yellow", "phishing": "bold red"}[v.label]
+    prob = "-" if v.probability is None else f"{v.probability:.3f}"
+    out.print(f"verdict      [{colour}]{v.label}[/]   probability {prob}   score {v.score:.2f}")
+    for hit in v.hits:
+        out.print(f"  {hit.score:+6.2f}  {hit.symbol}  {hit.description}", markup=False)
+    for sign in v.signs:
+        out.print(f"  sign  {sign.symbol}: {sign.explanation_en}", markup=False)
+        out.print(f"        {sign.explanation_ru}", markup=False)
+    out.print(f"Authentication-Results: {payload['authentication_results']}", markup=False)
+
+
+@model_app.command()
+@handles_errors
+def train(
+    output: Annotated[
+        Path | None, typer.Option(help="where model.cbm and model.json go (default: shipped)")
+    ] = None,
+    iterations: Annotated[int, typer.Option(min=10, help="CatBoost boosting rounds")] = 400,
+    json_output: JsonOpt = False,
+) -> None:
+    """Train the model from the SpamAssassin corpus, groups easy-ham-1 and spam-1 only,
+    replayed in date order (downloads the corpus into the cache on first use)."""
+    target = output or shipped_dir()
+    if json_output or not sys.stderr.isatty():
+        model, info = training.train(iterations=iterations)
+    else:
+        with Progress(transient=True) as bar:
+            task = bar.add_task("replaying easy-ham-1 + spam-1", total=3000)
+            model, info = training.train(
+                iterations=iterations, progress=lambda n: bar.advance(task, n)
+            )
+    model.save(target)
+    info = {**info, "saved_to": str(target)}
+    emit(
+        json_output,
+        info,
+        lambda: out.print(
+            f"model trained on {info['letters']} letters, "
+            f"threshold {info['threshold']:.3f}; saved to {target}"
+        ),
+    )

@@ -1,0 +1,167 @@
+"""Normalization of each kind of shingle value (pochta.antispam.normalize)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pochta.antispam import normalize
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("ＨＥＬＬＯ", "hello"),  # NFKC: full-width letters
+        ("Straße", "strasse"),  # case folding, not just lower()
+        ("ﬁnal", "final"),  # NFKC: the ligature
+        ("Ⅻ", "xii"),  # NFKC: the Roman numeral
+        ("a\t\n b\u00a0\u2003c  ", "a b c"),  # every whitespace run is one space
+        ("free\u200bmoney\u00ad!", "freemoney!"),  # zero-width space and soft hyphen go
+        ("\u202eevil", "evil"),  # bidi override goes
+        ("ПРИВЕТ Мир", "привет мир"),
+    ],
+)
+def test_text_is_nfkc_casefolded_with_whitespace_collapsed(raw: str, expected: str) -> None:
+    assert normalize.text(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Re: Hello", "hello"),
+        ("RE: re:Hello", "hello"),
+        ("Fwd: Hello", "hello"),
+        ("FW: Hello", "hello"),
+        ("Fw : Hello", "hello"),
+        ("Re[2]: Hello", "hello"),
+        ("Re(3): Hello", "hello"),
+        ("Ответ: Hello", "hello"),
+        ("ОТВ: Re: Fwd:   Hello   world", "hello world"),
+        ("AW: WG: Termin", "termin"),
+        ("SV: Möte", "möte"),
+        ("[list-name] Re: Hello", "[list-name] hello"),
+        ("Real: estate", "real: estate"),  # a word that only starts like a prefix stays
+        ("Fwdx: y", "fwdx: y"),
+        ("Re:", ""),
+        ("Hello Re: there", "hello re: there"),  # only leading prefixes
+        ("ＲＥ： Hello", "hello"),  # full-width, after NFKC
+    ],
+)
+def test_subject_drops_reply_and_forward_prefixes(raw: str, expected: str) -> None:
+    assert normalize.subject(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("EXAMPLE.com.", "example.com"),
+        ("Пример.РФ", "xn--e1afmkfd.xn--p1ai"),  # IDN -> punycode
+        ("münchen.DE", "xn--mnchen-3ya.de"),
+        ("xn--e1afmkfd.xn--p1ai", "xn--e1afmkfd.xn--p1ai"),
+        ("ｅｘａｍｐｌｅ.com", "example.com"),  # full-width letters
+        ("[192.0.2.1]", "192.0.2.1"),  # an address literal
+        ("192.0.2.1", "192.0.2.1"),
+        ("bad domain", None),
+        ("a..b", None),
+        ("", None),
+        ("evil.com/path", None),
+    ],
+)
+def test_domain(raw: str, expected: str | None) -> None:
+    assert normalize.domain(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("a.b.example.co.uk", "example.co.uk"),  # ICANN suffix of two labels
+        ("mail.example.com", "example.com"),
+        ("alice.github.io", "alice.github.io"),  # a private suffix counts: users are apart
+        ("www.пример.рф", "xn--e1afmkfd.xn--p1ai"),
+        ("a.b.kawasaki.jp", "a.b.kawasaki.jp"),  # the wildcard rule *.kawasaki.jp
+        ("sub.city.kawasaki.jp", "city.kawasaki.jp"),  # ... and its exception
+        ("198.51.100.7", "198.51.100.7"),
+        ("co.uk", "co.uk"),  # no registrable part: stays as it is
+        ("localhost", "localhost"),
+    ],
+)
+def test_registrable_domain_uses_the_public_suffix_list_offline(raw: str, expected: str) -> None:
+    assert normalize.registrable(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("HTTP://WWW.Example.COM:80/a/./b/../c?q=1#frag", ("http://www.example.com/a/c", "www.example.com")),  # noqa: E501
+        ("https://example.com", ("https://example.com/", "example.com")),
+        ("https://example.com:443/", ("https://example.com/", "example.com")),
+        ("https://example.com:8443/x", ("https://example.com:8443/x", "example.com")),
+        ("www.example.com/%7euser/%2f%41", ("http://www.example.com/~user/%2FA", "www.example.com")),  # noqa: E501
+        ("https://user:pw@пример.рф/путь", ("https://xn--e1afmkfd.xn--p1ai/%D0%BF%D1%83%D1%82%D1%8C", "xn--e1afmkfd.xn--p1ai")),  # noqa: E501
+        ("http://[::1]:8080/x", ("http://[::1]:8080/x", "::1")),
+        ("http://192.0.2.1/login", ("http://192.0.2.1/login", "192.0.2.1")),
+        ("  <https://example.com/a>  ", ("https://example.com/a", "example.com")),
+        ("mailto:a@example.com", None),
+        ("javascript:alert(1)", None),
+        ("http://exa mple.com/", None),
+        ("http://example.com:99999/", None),
+        ("", None),
+    ],
+)  # fmt: skip
+def test_url(raw: str, expected: tuple[str, str] | None) -> None:
+    assert normalize.url(raw) == expected
+
+
+def test_urls_differing_only_in_query_or_fragment_are_one() -> None:
+    a = normalize.url("https://shop.example/offer?uid=1#top")
+    b = normalize.url("https://SHOP.example/offer?uid=2")
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("<Vasya@Example.COM>", "vasya@example.com"),
+        ("ÄÖ@münchen.de", "äö@xn--mnchen-3ya.de"),
+        ("noat", None),
+        ("@example.com", None),
+        ("a@", None),
+    ],
+)
+def test_address(raw: str, expected: str | None) -> None:
+    assert normalize.address(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "ip", "network"),
+    [
+        ("198.51.100.7", "198.51.100.7", "198.51.100.0/24"),
+        ("::ffff:198.51.100.7", "198.51.100.7", "198.51.100.0/24"),  # IPv4-mapped
+        ("2001:DB8:1:2::5", "2001:db8:1:2::5", "2001:db8:1::/48"),
+        ("[IPv6:2001:db8::1]", "2001:db8::1", "2001:db8::/48"),
+        ("not an ip", None, None),
+    ],
+)
+def test_ip_and_network(raw: str, ip: str | None, network: str | None) -> None:
+    assert normalize.ip(raw) == ip
+    assert normalize.network(raw) == network
+
+
+@settings(deadline=None)
+@given(st.text())
+def test_normalizers_never_raise(value: str) -> None:
+    normalize.text(value)
+    normalize.subject(value)
+    normalize.domain(value)
+    normalize.registrable(value)
+    normalize.address(value)
+    normalize.url(value)
+    normalize.ip(value)
+
+
+@settings(deadline=None)
+@given(st.text())
+def test_text_is_idempotent(value: str) -> None:
+    once = normalize.text(value)
+    assert normalize.text(once) == once

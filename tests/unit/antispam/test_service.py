@@ -1,0 +1,242 @@
+"""The write buffer, the flusher, back-pressure and the read merge (Counters over fakes)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from pochta.antispam.counters import Batch, Ref
+from pochta.antispam.counters.buckets import Buckets, Span, parse_window
+from pochta.antispam.counters.memory import MemoryStore
+from pochta.antispam.counters.service import Counters
+from pochta.antispam.counters.sqlite import SQLiteStore
+from pochta.errors import InvalidInput, StorageError
+
+NOW = 1_730_000_000.0
+W24 = [parse_window("24h")]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Faulty(MemoryStore):
+    """A MemoryStore that refuses writes while ``down`` is set, blocks them while ``hold`` is
+    clear, and counts reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.hold = threading.Event()
+        self.hold.set()
+        self.reads = 0
+        self.applies = 0
+
+    def apply(self, batches: Sequence[Batch]) -> list[Exception | None]:
+        self.hold.wait()
+        self.applies += 1
+        if self.down:
+            return [StorageError("store down") for _ in batches]
+        return super().apply(batches)
+
+    def read(self, refs: Sequence[Ref], span: Span) -> list[Buckets]:
+        self.reads += 1
+        return super().read(refs, span)
+
+
+@pytest.fixture
+def store() -> Faulty:
+    return Faulty()
+
+
+@pytest.fixture
+def counters(store: Faulty) -> Iterator[Counters]:
+    c = Counters(store, clock=Clock(), flush_interval=3600)  # flushed only when told
+    yield c
+    store.down = False
+    store.hold.set()
+    c.close(timeout=1)
+
+
+REFS = [Ref(8, 1), Ref(14, 2), Ref(15, 3)]
+
+
+def spam(counters: Counters, refs: Sequence[Ref] = REFS) -> list[int]:
+    return [v["24h"]["spam"] for v in counters.query(refs, W24)]
+
+
+def test_buffered_increments_are_read_before_they_are_written(
+    counters: Counters, store: Faulty
+) -> None:
+    counters.update(REFS, "spam")
+    counters.update(REFS[:1], "spam", 4)
+    assert store.applies == 0
+    assert spam(counters) == [5, 1, 1]
+    counters.flush()
+    assert spam(counters) == [5, 1, 1]
+    assert counters.stats().buffered == 0
+
+
+def test_increments_to_one_counter_are_written_as_one(counters: Counters, store: Faulty) -> None:
+    for _ in range(1000):
+        counters.update(REFS[:1], "spam")
+    assert counters.stats().buffered == 1
+    counters.flush()
+    assert counters.stats().written == 1
+    fresh = Counters(store, clock=Clock(), cache_size=0, buffered=False)
+    assert spam(fresh, REFS[:1]) == [1000]
+
+
+def test_a_failed_batch_goes_back_and_is_retried(counters: Counters, store: Faulty) -> None:
+    counters.update(REFS, "spam")
+    store.down = True
+    with pytest.raises(StorageError):
+        counters.flush()
+    assert spam(counters) == [1, 1, 1]  # still counted, from the buffer
+    counters.update(REFS, "spam")
+    store.down = False
+    counters.flush()
+    stats = counters.stats()
+    assert stats.failures >= 1 and stats.buffered == 0
+    fresh = Counters(store, clock=Clock(), cache_size=0, buffered=False)
+    assert spam(fresh) == [2, 2, 2]
+
+
+def test_back_pressure_blocks_then_refuses_when_the_store_is_down(store: Faulty) -> None:
+    counters = Counters(store, clock=Clock(), flush_interval=0.01, max_cells=10, wait_timeout=0.3)
+    try:
+        store.down = True
+        refs = [Ref(8, i) for i in range(10)]
+        counters.update(refs, "ham")  # fills the buffer
+        started = time.monotonic()
+        with pytest.raises(StorageError, match="buffer is full"):
+            counters.update([Ref(8, 99)], "ham")
+        assert time.monotonic() - started >= 0.25
+        store.down = False  # the flusher retries (with back-off) and makes room
+        counters.update([Ref(8, 99)], "ham")
+        counters.flush()
+        fresh = Counters(store, clock=Clock(), buffered=False)
+        assert [v["24h"]["ham"] for v in fresh.query([*refs, Ref(8, 99)], W24)] == [1] * 11
+    finally:
+        counters.close(timeout=5)
+
+
+def test_in_flight_batches_count_in_reads(counters: Counters, store: Faulty) -> None:
+    counters.update(REFS, "read")
+    store.hold.clear()  # the write will hang in the store
+    flusher = threading.Thread(target=counters.flush)
+    flusher.start()
+    deadline = time.monotonic() + 5
+    while counters.stats().in_flight == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert counters.stats().in_flight == 3
+    assert [v["24h"]["read"] for v in counters.query(REFS, W24)] == [1, 1, 1]
+    store.hold.set()
+    flusher.join()
+    assert [v["24h"]["read"] for v in counters.query(REFS, W24)] == [1, 1, 1]
+
+
+def test_the_read_cache_stays_right_across_flushes(counters: Counters, store: Faulty) -> None:
+    counters.update(REFS, "spam")
+    counters.flush()
+    assert spam(counters) == [1, 1, 1]
+    reads = store.reads
+    for i in range(2, 6):
+        counters.update(REFS, "spam")
+        counters.flush()
+        assert spam(counters) == [i, i, i]
+    assert store.reads == reads  # answered from the cache, kept equal to the store
+
+
+def test_close_writes_everything_buffered(tmp_path: Path) -> None:
+    clock = Clock()
+    c = Counters(SQLiteStore(tmp_path / "c.sqlite3"), clock=clock, flush_interval=3600)
+    c.update(REFS, "complaint", 3)
+    c.close()
+    again = Counters(SQLiteStore(tmp_path / "c.sqlite3"), clock=clock, buffered=False)
+    assert [v["24h"]["complaint"] for v in again.query(REFS, W24)] == [3, 3, 3]
+    again.close()
+    with pytest.raises(StorageError):
+        c.update(REFS, "spam")
+
+
+def test_the_flusher_writes_on_its_own(store: Faulty) -> None:
+    counters = Counters(store, flush_interval=0.05)
+    try:
+        counters.update(REFS, "ham")
+        deadline = time.monotonic() + 5
+        while counters.stats().buffered and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert counters.stats().buffered == 0
+        assert store.applies >= 1
+    finally:
+        counters.close()
+
+
+def test_unique_counts_distinct_pairs_per_bucket(counters: Counters) -> None:
+    clock = counters.clock
+    assert isinstance(clock, Clock)
+    sender = Ref(31, 0xA)
+    pairs = [Ref(30, 0x100 + r, sender) for r in (1, 2, 2, 3, 1)]
+    for p in pairs:
+        counters.update([p], "ham")
+    windows = [parse_window("10m"), parse_window("1d")]
+    assert counters.query([sender], windows)[0]["1d"]["ham"] == 3  # from the buffer
+    counters.flush()
+    assert counters.query([sender], windows)[0]["1d"]["ham"] == 3  # from the store
+    clock.now += 3600  # an hour later, recipient 1 again and a new one
+    counters.update([pairs[0], Ref(30, 0x104, sender)], "ham")
+    counters.flush()
+    got = counters.query([sender, pairs[0]], windows)
+    assert got[0]["10m"]["ham"] == 2  # distinct in this 10-minute bucket
+    assert got[1]["1d"]["ham"] == 3  # the pair's own counter counts every letter
+
+
+def test_write_through_mode(store: Faulty) -> None:
+    counters = Counters(store, clock=Clock(), buffered=False)
+    counters.update(REFS, "unspam", 2)
+    assert store.applies == 1
+    assert [v["24h"]["unspam"] for v in counters.query(REFS, W24)] == [2, 2, 2]
+    store.down = True
+    with pytest.raises(StorageError):
+        counters.update(REFS, "unspam")
+    counters.close()
+
+
+@pytest.mark.parametrize(("kind", "n"), [("nope", 1), ("spam", 0), ("spam", -1), ("ham", 2**63)])
+def test_bad_updates_are_invalid_input(counters: Counters, kind: str, n: int) -> None:
+    with pytest.raises(InvalidInput):
+        counters.update(REFS, kind, n)
+
+
+def test_counters_are_64_bit(counters: Counters) -> None:
+    big = 2**62
+    counters.update(REFS[:1], "spam", big)
+    counters.update(REFS[:1], "spam", big - 1)
+    counters.flush()
+    assert spam(counters, REFS[:1]) == [2**63 - 1]
+
+
+def test_the_mail_flow_never_waits_for_a_full_buffer(
+    store: Faulty, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pochta.antispam.shingler import Shingler
+
+    store.down = True
+    shingler = Shingler(Counters(store, flush_interval=3600, max_cells=5, wait_timeout=30))
+    raw = b"From: a@example.com\r\nSubject: hello\r\nTo: b@example.com\r\n\r\nsome words here"
+    started = time.monotonic()
+    for _ in range(3):
+        assert shingler.observe(raw)  # the first fills the buffer; the others are dropped
+    assert time.monotonic() - started < 5
+    assert "dropped" in caplog.text
+    store.down = False
+    shingler.close()

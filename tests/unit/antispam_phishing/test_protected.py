@@ -1,0 +1,173 @@
+"""The protected list (data/protected.toml), look-alike detection and the shipped lists."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pochta.antispam import lookalike, protected
+from pochta.antispam.protected import Protected
+from pochta.errors import ConfigError
+
+P = protected.default()
+
+REQUIRED = [
+    "nalog.ru",
+    "gosuslugi.ru",
+    "pfr.gov.ru",
+    "sfr.gov.ru",
+    "sberbank.ru",
+    "tinkoff.ru",
+    "vtb.ru",
+    "mail.ru",
+    "yandex.ru",
+    "paypal.com",
+    "apple.com",
+    "microsoft.com",
+    "google.com",
+]
+
+
+@pytest.mark.parametrize("domain", REQUIRED)
+def test_the_brief_s_organizations_are_protected(domain: str) -> None:
+    assert P.owner(domain) is not None
+
+
+def test_owner_covers_subdomains_and_idn() -> None:
+    fns = P.owner("fcod.nalog.ru")
+    assert fns is not None and fns.name == "ФНС России" and fns.kind == "government"
+    assert P.owner("lkfl2.nalog.ru") is fns and P.owner("NALOG.RU.") is fns
+    assert P.owner("госуслуги.рф") is P.owner("gosuslugi.ru")
+    assert P.owner("nalog.ru.evil.example") is None
+    assert P.owner("example.com") is None
+
+
+def test_public_mail_domains_speak_for_their_users() -> None:
+    assert P.owner("gmail.com") is not None
+    assert P.sender_org("gmail.com") is None and P.sender_org("mail.ru") is None
+    google = P.sender_org("accounts.google.com")
+    assert google is not None and google.name == "Google"
+
+
+@pytest.mark.parametrize(
+    ("host", "target", "how"),
+    [
+        ("nalog.de", "nalog", "foreign_tld"),
+        ("gosuslugi.com", "gosuslugi", "foreign_tld"),
+        ("sberbаnk.ru", "sberbank", "confusable"),  # Cyrillic а
+        ("xn--80ak6aa92e.com", "apple", "confusable"),
+        ("paypa1.com", "paypal", "confusable"),
+        ("rnail.ru", "mail", "confusable"),
+        ("googIe.com", "google", "confusable"),
+        ("sberbank-online.com", "sberbank", "embedded"),
+        ("nalog-ru.com", "nalog", "embedded"),
+        ("gosuslugi24.ru", "gosuslugi", "embedded"),
+        ("paypalsecure.com", "paypal", "embedded"),
+        ("paypal.com.verify-account.net", "paypal", "embedded"),
+        ("vtb-bank.ru", "vtb", "embedded"),
+        ("sberbamk.ru", "sberbank", "typo"),
+        ("microsofft.com", "microsoft", "typo"),
+        ("tinkof.ru", "tinkoff", "typo"),
+    ],
+)
+def test_imitations(host: str, target: str, how: str) -> None:
+    im = P.imitation(host)
+    assert im is not None and (im.target, im.how) == (target, how)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "example.com",
+        "snapple.com",
+        "applebees.com",
+        "mail.com",
+        "nalog.ru",
+        "fcod.nalog.ru",
+        "192.0.2.1",
+        "habr.com",
+        "kinopoisk.ru",
+        "sfr.fr",
+        "xn--80aswg.xn--p1ai",
+        "gov-ru.com",
+    ],
+)
+def test_not_imitations(host: str) -> None:
+    assert P.imitation(host) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Служба поддержки Сбербанка", "Сбербанк"),
+        ("Cбербанк", "Сбербанк"),  # Latin C
+        ("РayPal Support", "PayPal"),  # Cyrillic Р
+        ("Налоговой инспекции", "ФНС России"),
+        ("ФНС России", "ФНС России"),
+        ("Портал Госуслуг", "Госуслуги"),
+        ("Mail.ru", "VK (Mail.ru)"),
+    ],
+)
+def test_named_in(text: str, name: str) -> None:
+    assert name in [org.name for org in P.named_in(text)]
+
+
+@pytest.mark.parametrize(
+    "text", ["Иван Петров", "Pineapple shop", "mail ru", "Сбережения и вклады", ""]
+)
+def test_not_named_in(text: str) -> None:
+    assert P.named_in(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[org]]\nname = 'X'\nkind = 'bank'\ndomains = []\n", "domains must not be empty"),
+        ("[[org]]\nname = 'X'\nkind = 'club'\ndomains = ['x.ru']\n", "kind must be one of"),
+        ("[[org]]\nname = 'X'\nkind = 'bank'\ndomains = ['not a domain']\n", "is not a domain"),
+        (
+            "[[org]]\nname = 'X'\nkind = 'bank'\ndomains = ['x.ru']\ncolour = 1\n",
+            "unknown keys ['colour']",
+        ),
+        (
+            "[[org]]\nname = 'X'\nkind = 'bank'\ndomains = ['x.ru']\npublic_mail = ['y.ru']\n",
+            "public_mail 'y.ru' is not one of its domains",
+        ),
+        ("", "no [[org]] entries"),
+        ("[[org]\n", "not valid TOML"),
+    ],
+)
+def test_bad_lists_are_refused(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Protected.parse(text)
+
+
+def test_a_list_of_ones_own() -> None:
+    own = Protected.parse(
+        "[[org]]\nname = 'Acme'\nkind = 'brand'\ndomains = ['acme.example']\n"
+        "names = ['Acme Corp']\n"
+    )
+    assert own.orgs[0].tokens == ("acme",)
+    assert own.imitation("acme.evil") is not None and own.named_in("ACME CORP support")
+
+
+def test_shorteners_list() -> None:
+    short = protected.shorteners()
+    assert {"bit.ly", "clck.ru", "tinyurl.com", "goo.gl", "t.co"} <= short
+    assert protected.parse_list(["# comment", " Bit.ly  # trailing", ""]) == frozenset({"bit.ly"})
+
+
+def test_lookalike_helpers() -> None:
+    assert lookalike.skeleton("аррӏе") == lookalike.skeleton("apple")
+    assert lookalike.skeleton("rnail") == lookalike.skeleton("mail")
+    assert lookalike.skeleton("PAYPA1") == lookalike.skeleton("paypal")
+    assert lookalike.mixed_script("sberbаnk") and not lookalike.mixed_script("сбербанк")
+    assert lookalike.all_confusable("аре") and not lookalike.all_confusable("банк")
+    assert not lookalike.all_confusable("ape")
+    assert lookalike.distance("sberbank", "sberbamk") == 1
+    assert lookalike.distance("sberbank", "sbrebank") == 1  # a transposition
+    assert lookalike.distance("a", "abcdefg", limit=2) == 3
+    assert lookalike.unicode_label("xn--80ak6aa92e") == "аррӏе"
+    assert lookalike.unicode_label("xn--zz") is None
+    assert lookalike.unicode_domain("xn--80ak6aa92e.com") == "аррӏе.com"

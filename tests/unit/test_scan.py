@@ -1,0 +1,105 @@
+"""Verdicts in the mail flow: pochta scan, POST /v1/scan, Spam folder, headers, feedback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from tests.mailtools import letter
+from typer.testing import CliRunner
+
+from pochta.antispam.shingles import Envelope
+from pochta.app import Pochta, build
+from pochta.cli import app as cli
+from pochta.config import load_settings
+from pochta.server.http import create_app
+
+PHISHING = Path(__file__).parent.parent / "data" / "phishing"
+TOKEN = "scan-test-service-token-0123456789"
+
+
+@pytest.fixture
+def pochta(tmp_path: Path) -> Iterator[Pochta]:
+    p = build(load_settings(data_dir=tmp_path / "data", smtp={"hostname": "mx.pochta.test"}))
+    yield p
+    p.close()
+
+
+def test_the_shipped_model_is_loaded(pochta: Pochta) -> None:
+    model = pochta.scanner.model
+    assert model is not None
+    assert model.info["trained_on"] == ["easy-ham-1", "spam-1"]
+    assert 0.5 <= model.threshold < 1
+
+
+def test_scan_cli_explains_a_phishing_letter(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["scan", str(PHISHING / "ru01_nalog_foreign_tld.eml"), "--data", str(tmp_path), "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.stdout)
+    assert verdict["verdict"] == "phishing"
+    signs = {s["symbol"]: s for s in verdict["phishing_signs"]}
+    assert "PHISH_SENDER_FOREIGN_TLD" in signs
+    assert signs["PHISH_SENDER_FOREIGN_TLD"]["explanation_ru"]
+    assert signs["PHISH_SENDER_FOREIGN_TLD"]["explanation_en"]
+    assert verdict["score"] > 0 and verdict["rules"]
+    missing = CliRunner().invoke(cli, ["scan", str(tmp_path / "nope.eml"), "--data", str(tmp_path)])
+    assert missing.exit_code == 2 and "not a readable file" in missing.stderr
+
+
+def test_scan_api_needs_the_service_token_and_a_body(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path / "d", service_token=TOKEN, smtp={"enabled": False})
+    raw = (PHISHING / "en01_paypal_confusable.eml").read_bytes()
+    with TestClient(create_app(settings)) as c:
+        assert c.post("/v1/scan", content=raw).status_code == 401
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        r = c.post("/v1/scan", content=raw, headers=auth)
+        assert r.status_code == 200
+        body = r.json()
+        assert body["verdict"] in ("phishing", "spam")
+        assert body["phishing_signs"]
+        assert "spf=" in body["authentication_results"]
+        empty = c.post("/v1/scan", content=b"", headers=auth)
+        assert empty.status_code == 400 and "body" in empty.json()["message"]
+
+
+def test_delivery_files_phishing_in_spam_with_headers_and_explanations(pochta: Pochta) -> None:
+    user = pochta.mailbox.index.add_user("ivan@pochta.test", "x")
+    raw = (PHISHING / "ru01_nalog_foreign_tld.eml").read_bytes()
+    done = pochta.mailbox.deliver(
+        raw, [user], envelope=Envelope("203.0.113.10", "info@nalog.de"), scan=True
+    )
+    assert done.verdict is not None and done.verdict.label == "phishing"
+    (listed,) = pochta.mailbox.letters(user.id, "Spam", 10)
+    assert listed.verdict == "phishing"
+    stored = pochta.mailbox.raw(user.id, listed.id)
+    assert stored.startswith(b"X-Pochta-Spam: phishing;")
+    assert b"\nAuthentication-Results: mx.pochta.test; " in stored
+    assert stored.endswith(raw)
+
+
+def test_feedback_feeds_the_shingle_counters(pochta: Pochta) -> None:
+    user = pochta.mailbox.index.add_user("ann@pochta.test", "x")
+    raw = letter(subject="Weekly digest", to="ann@pochta.test")
+    done = pochta.mailbox.deliver(raw, [user], scan=True)
+    letter_id = done.ids[0]
+    stored = pochta.mailbox.raw(user.id, letter_id)
+    pochta.shingles.counters.flush()
+
+    def subject_counts() -> dict[str, int]:
+        (stats,) = [s for s in pochta.shingles.stats(stored, ["24h"]) if int(s.shingle.type) == 8]
+        return stats.counters["24h"]
+
+    before = subject_counts()
+    assert before["ham"] + before["spam"] == 1  # counted once at delivery, with its verdict
+    pochta.mailbox.update(user.id, letter_id, folder="Spam")
+    pochta.mailbox.update(user.id, letter_id, folder="Inbox")
+    pochta.mailbox.update(user.id, letter_id, seen=True)
+    pochta.shingles.counters.flush()
+    after = subject_counts()
+    assert (after["complaint"], after["unspam"], after["read"]) == (1, 1, 1)
