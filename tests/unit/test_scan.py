@@ -103,3 +103,20 @@ def test_feedback_feeds_the_shingle_counters(pochta: Pochta) -> None:
     pochta.shingles.counters.flush()
     after = subject_counts()
     assert (after["complaint"], after["unspam"], after["read"]) == (1, 1, 1)
+
+
+def test_a_letter_shows_its_phishing_warnings(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path / "d", smtp={"enabled": False})
+    with TestClient(create_app(settings)) as c:
+        box = c.app.state.pochta.mailbox  # type: ignore[attr-defined]
+        user = box.add_user("ivan@pochta.test", "a long password")
+        raw = (PHISHING / "ru01_nalog_foreign_tld.eml").read_bytes()
+        (letter_id,) = box.deliver(raw, [user], scan=True).ids
+        token = c.post(
+            "/v1/session", json={"email": "ivan@pochta.test", "password": "a long password"}
+        ).json()["token"]
+        detail = c.get(f"/v1/messages/{letter_id}", headers={"Authorization": f"Bearer {token}"})
+        warnings = {w["symbol"]: w for w in detail.json()["warnings"]}
+        assert "PHISH_SENDER_FOREIGN_TLD" in warnings
+        assert warnings["PHISH_SENDER_FOREIGN_TLD"]["explanation_ru"]
+        assert detail.json()["verdict"] == "phishing" and detail.json()["folder"] == "Spam"

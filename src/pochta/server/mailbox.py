@@ -10,6 +10,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
+from pochta.antispam import phishing
+from pochta.antispam.letter import Letter as ParsedLetter
 from pochta.errors import InvalidCredentials, InvalidInput
 from pochta.mailbox.service import Mailbox
 from pochta.types import Folder, Letter
@@ -102,7 +104,17 @@ class AttachmentOut(BaseModel):
     size: int
 
 
+class WarningOut(BaseModel):
+    symbol: str
+    explanation_ru: str
+    explanation_en: str
+    evidence: list[str]
+
+
 class MessageDetailOut(MessageOut):
+    warnings: list[WarningOut] = Field(
+        description="phishing signs this letter shows, each explained in Russian and English"
+    )
     to: list[str]
     cc: list[str]
     message_id: str | None
@@ -179,8 +191,18 @@ def message(
     if not peek and not letter.seen:
         letter = box.update(user, message_id, seen=True)
     base: dict[str, Any] = MessageOut.of(letter).model_dump()
+    signs = phishing.check(ParsedLetter(summary))
     return MessageDetailOut(
         **base,
+        warnings=[
+            WarningOut(
+                symbol=sign.symbol,
+                explanation_ru=sign.explanation_ru,
+                explanation_en=sign.explanation_en,
+                evidence=list(sign.evidence),
+            )
+            for sign in signs
+        ],
         to=list(summary.to),
         cc=list(summary.cc),
         message_id=summary.message_id,
