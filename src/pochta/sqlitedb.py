@@ -1,17 +1,21 @@
 """SQLite done once: WAL, one writer with group commit, reads on per-thread connections.
 
-Writes are functions of a connection. A caller that finds the writer idle becomes the leader:
-it takes every write queued so far, runs them in one ``BEGIN IMMEDIATE`` transaction (each in
-its own savepoint, so one failing write does not undo the others) and commits once. Callers
-that arrive meanwhile wait for the next leader. One client pays one commit per write; N
-concurrent clients share one commit (and one fsync) between them. Other processes on the same
-file are serialized by SQLite's own lock (``busy_timeout``).
+Writes are functions of a connection. Callers queue their writes; the first caller to find the
+writer idle becomes the leader: it takes every write queued so far, runs them in one
+``BEGIN IMMEDIATE`` transaction (each in its own savepoint when there are several, so one
+failing write does not undo the others), commits once, wakes each caller whose write it ran,
+and hands the lead to the oldest caller still waiting (LevelDB's writer queue). One client
+pays one commit per write; N concurrent clients share one commit (and one fsync) between
+them, and every caller is woken exactly once. Other processes on the same file are serialized
+by SQLite's own lock (``busy_timeout``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
@@ -21,17 +25,31 @@ from pochta.errors import ConfigError, StorageError
 T = TypeVar("T")
 Synchronous = Literal["full", "normal", "off"]
 
-_MAX_BATCH = 512
+_MAX_BATCH = 1024
 
 
 class _Op(Generic[T]):
-    __slots__ = ("done", "error", "fn", "value")
+    """One queued write. ``wake`` is held from birth and released once: when the write is
+    done, or when its caller must lead the next batch."""
+
+    __slots__ = ("done", "error", "fn", "value", "wake")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], T]) -> None:
         self.fn = fn
         self.done = False
         self.value: T | None = None
         self.error: BaseException | None = None
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+
+def _translated(exc: BaseException, path: Path) -> BaseException:
+    """A write's own error as its caller sees it: SQLite's errors become StorageError."""
+    if isinstance(exc, sqlite3.Error):
+        error = StorageError(f"writing {path.name}: {exc}")
+        error.__cause__ = exc
+        return error
+    return exc
 
 
 class SQLiteDatabase:
@@ -53,9 +71,10 @@ class SQLiteDatabase:
             self._writer.executescript(f"BEGIN IMMEDIATE;\n{schema}\nCOMMIT;")
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open database {path}: {exc}") from exc
-        self._leader = threading.Lock()
-        self._cond = threading.Condition()
-        self._pending: list[_Op[Any]] = []
+        self._mutex = threading.Lock()  # guards _queue, _busy, _closed
+        self._queue: deque[_Op[Any]] = deque()
+        self._busy = False  # a leader is running a batch
+        self._writing = threading.Lock()  # held while the write connection is in use
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -96,69 +115,107 @@ class SQLiteDatabase:
         """Run ``fn`` inside a write transaction shared with concurrent writers; return its
         result or raise its exception. Durable on return (per ``synchronous``)."""
         op: _Op[T] = _Op(fn)
-        with self._cond:
+        with self._mutex:
             if self._closed:
                 raise StorageError(f"database {self.path} is closed")
-            self._pending.append(op)
-        while not op.done:
-            if self._leader.acquire(blocking=False):
-                try:
-                    while not op.done:
-                        with self._cond:
-                            batch = self._pending[:_MAX_BATCH]
-                            del self._pending[:_MAX_BATCH]
-                        if batch:
-                            self._run(batch)
-                finally:
-                    self._leader.release()
-                    with self._cond:
-                        self._cond.notify_all()
-            else:
-                with self._cond:
-                    while not op.done and self._leader.locked():
-                        self._cond.wait(timeout=0.05)
+            self._queue.append(op)
+            lead = not self._busy
+            self._busy = True
+        if not lead:
+            op.wake.acquire()  # done by another leader, or told to lead
+        if not op.done:
+            self._lead(op)
         if op.error is not None:
             raise op.error
         return op.value  # type: ignore[return-value]
+
+    def _lead(self, mine: _Op[Any]) -> None:
+        """Run one batch (the oldest queued writes, this caller's first), then pass the lead
+        to the oldest write still waiting, or leave the writer idle."""
+        with self._mutex:
+            n = min(len(self._queue), _MAX_BATCH)
+            batch = [self._queue.popleft() for _ in range(n)]
+        try:
+            with self._writing:
+                self._run(batch)
+        finally:
+            with self._mutex:
+                for op in batch:
+                    if not op.done:  # _run was interrupted (KeyboardInterrupt and the like)
+                        op.error = op.error or StorageError(f"writing {self.path.name} failed")
+                        op.done = True
+                if self._queue:
+                    self._queue[0].wake.release()  # the next leader
+                else:
+                    self._busy = False
+            for op in batch:
+                if op is not mine:
+                    op.wake.release()
 
     def _run(self, batch: list[_Op[Any]]) -> None:
         conn = self._writer
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            self._finish(batch, StorageError(f"writing {self.path.name}: {exc}"))
-            return
-        for op in batch:
-            conn.execute("SAVEPOINT op")
-            try:
-                op.value = op.fn(conn)
-            except BaseException as exc:  # the caller re-raises it; others' writes stand
-                op.error = exc
-                conn.execute("ROLLBACK TO op")
-            conn.execute("RELEASE op")
-        try:
+            if len(batch) == 1:  # alone: a failing write rolls the whole transaction back
+                op = batch[0]
+                try:
+                    op.value = op.fn(conn)
+                except BaseException as exc:  # the caller re-raises it
+                    op.error = _translated(exc, self.path)
+                    self._rollback(conn)
+                    op.done = True
+                    return
+            else:
+                for op in batch:
+                    conn.execute("SAVEPOINT op")
+                    try:
+                        op.value = op.fn(conn)
+                    except BaseException as exc:  # the caller re-raises it; others' stand
+                        op.error = _translated(exc, self.path)
+                        conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except sqlite3.Error as exc:  # BEGIN, SAVEPOINT or COMMIT failed: nothing written
+            self._rollback(conn)
+            for op in batch:
+                op.value = None
+                op.error = StorageError(f"writing {self.path.name}: {exc}")
+                op.done = True
+            return
+        except BaseException:
+            self._rollback(conn)
+            raise
+        for op in batch:
+            op.done = True
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        with contextlib.suppress(sqlite3.Error):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            self._finish(batch, StorageError(f"committing {self.path.name}: {exc}"))
-            return
-        self._finish(batch, None)
 
-    def _finish(self, batch: list[_Op[Any]], error: BaseException | None) -> None:
-        with self._cond:
-            for op in batch:
-                if error is not None and op.error is None:
-                    op.error = error
-                op.done = True
-            self._cond.notify_all()
+    # -- maintenance --------------------------------------------------------------------
+    def vacuum(self) -> None:
+        """Rewrite the file with full pages (VACUUM) and truncate the WAL: an operator's step
+        after mass deletions. Writers wait meanwhile (0.6 s for a 50 MB file in
+        benchmarks/filedb_size.py); readers go on. Random inserts split full pages again, so
+        a growing table soon loses the gain (see BENCHMARKS.md)."""
+        with self._mutex:
+            if self._closed:
+                raise StorageError(f"database {self.path} is closed")
+        with self._writing:
+            try:
+                self._writer.execute("VACUUM")
+                self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                raise StorageError(f"compacting {self.path.name}: {exc}") from exc
 
     def close(self) -> None:
-        with self._cond:
+        with self._mutex:
             if self._closed:
                 return
             self._closed = True
-        with self._leader:
+        with self._writing:
             self._writer.close()
         with self._readers_lock:
             for conn in self._readers:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 from typing import Annotated, Literal
 
@@ -86,17 +88,29 @@ async def upload(
     is already live the body is only hashed and the record counted."""
     size_hint = int(request.headers.get("content-length") or 0)
     up = await to_thread.run_sync(store.begin_upload, key, magic, size_hint)
+    # One CHUNK is hashed and written in a worker thread while the next arrives.
+    writing: asyncio.Future[None] | None = None
     try:
-        buf = bytearray()
+        parts: list[bytes] = []
+        held = 0
         async for chunk in request.stream():
-            buf += chunk
-            if len(buf) >= CHUNK:
-                await to_thread.run_sync(up.write, bytes(buf))
-                buf.clear()
-        if buf:
-            await to_thread.run_sync(up.write, bytes(buf))
+            parts.append(chunk)
+            held += len(chunk)
+            if held >= CHUNK:
+                if writing is not None:
+                    await writing
+                data, parts, held = b"".join(parts), [], 0
+                writing = asyncio.ensure_future(to_thread.run_sync(up.write, data))
+        if writing is not None:
+            await writing
+            writing = None
+        if parts:
+            await to_thread.run_sync(up.write, b"".join(parts))
         stored = await to_thread.run_sync(up.finish)
     except BaseException:
+        if writing is not None:  # let the write in flight end before removing its file
+            with contextlib.suppress(BaseException):
+                await writing
         await to_thread.run_sync(up.abort)
         raise
     return StoredOut.stored(stored)

@@ -1,0 +1,388 @@
+"""Upload throughput through the real HTTP API, next to the physical limit (issue 2, figure 1).
+
+A real ``python -m pochta serve`` runs on a free loopback port with a fresh data directory
+(embedded defaults: SQLite FileDB/PairDB with sync=full, one pair of two local directories)
+and a service token. Client threads in this process, one ``httpx.Client`` each (keep-alive),
+``PUT /v1/blobs/{key}?magic=M`` with the body streamed in 64 KiB chunks and its
+Content-Length. Every file has its own random content, so every PUT is a real upload (both
+copies written, fsynced, renamed, the directories fsynced, the record committed); the
+answer must be 201 with ``uploaded: true``.
+
+The physical limit, measured in the same run on the same two directories with the same
+bytes and the same number of concurrent writers: for each file, create ``tmp/<random>.part``
+on both disks, write the content to both in 1 MiB chunks, fsync both (at once), rename both
+to ``ab/cd/<key>`` (creating and fsyncing new directories as pochta does) and fsync both
+directories; no hashing, no HTTP, no database.
+
+    ratio = pochta MiB/s / physical MiB/s          goal: >= 0.7 for 10 MiB files
+
+Each (size, clients) cell runs the physical pattern first, then pochta, on files generated
+(and hashed) before the clock starts.
+
+    python benchmarks/upload_http.py            # full run
+    python benchmarks/upload_http.py --quick    # a few seconds, checks the script works
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from hashlib import sha256
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+import httpx
+
+from _common import emit, machine, note
+
+KiB, MiB = 1 << 10, 1 << 20
+GOAL_RATIO = 0.7
+TOKEN = "benchmark-service-token-0123456789abcdef"
+SEND_CHUNK = 64 * KiB  # what the client streams per write
+DISK_CHUNK = 1 * MiB  # what pochta's loader writes per call (blobs.store.CHUNK)
+
+# files per (size, clients) cell in the full run; --quick takes a few of each
+FILES = {4 * KiB: 3000, 256 * KiB: 1000, 10 * MiB: 100}
+QUICK_FILES = {4 * KiB: 30, 256 * KiB: 10, 10 * MiB: 2}
+ROUNDS = 10  # physical and pochta alternate this many times per cell
+
+
+@dataclass
+class File:
+    key: str
+    data: bytes
+
+
+def make_files(size: int, n: int, rng: random.Random) -> list[File]:
+    out = []
+    for _ in range(n):
+        data = rng.randbytes(size)
+        out.append(File(sha256(data).hexdigest(), data))
+    return out
+
+
+# -- the server --------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Server:
+    """``python -m pochta serve`` on free loopback ports, SMTP/LMTP included (as deployed)."""
+
+    def __init__(self, data: Path, log: Path, log_level: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {
+            **os.environ,
+            "POCHTA_SERVICE_TOKEN": TOKEN,
+            "POCHTA_LOG_LEVEL": log_level,
+            "POCHTA_SMTP__PORT": str(free_port()),
+            "POCHTA_SMTP__LMTP_PORT": str(free_port()),
+        }
+        with log.open("ab") as sink:
+            argv = ["serve", "--port", str(self.port), "--data", str(data)]
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pochta", *argv],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pochta serve exited early:\n{log.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"pochta serve did not become healthy:\n{log.read_text()}")
+
+    def cpu_seconds(self) -> float:
+        """user + system CPU time of the server process so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# -- the two ways of writing -------------------------------------------------------------------
+def _chunks(data: bytes, size: int) -> Iterator[memoryview]:
+    view = memoryview(data)
+    for i in range(0, len(view), size):
+        yield view[i : i + size]
+
+
+Put = Callable[[File], None]
+
+
+class PochtaWriter:
+    """PUT through the HTTP API; one keep-alive connection per client thread."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._clients: list[httpx.Client] = []
+
+    def open(self) -> Put:
+        client = httpx.Client(
+            base_url=self._url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120
+        )
+        self._clients.append(client)
+        rng = random.Random(secrets.randbits(64))
+
+        def put(f: File) -> None:
+            r = client.put(
+                f"/v1/blobs/{f.key}",
+                params={"magic": rng.randrange(1, 2**32)},
+                content=cast(Iterator[bytes], _chunks(f.data, SEND_CHUNK)),
+                headers={"Content-Length": str(len(f.data))},
+            )
+            if r.status_code != 201 or not r.json()["uploaded"]:
+                raise RuntimeError(f"PUT {f.key}: {r.status_code} {r.text[:200]}")
+
+        return put
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _makedirs_durable(path: Path) -> None:
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            continue
+        _fsync_dir(directory.parent)
+
+
+class PhysicalWriter:
+    """The same durable pattern on the same two directories, without pochta."""
+
+    pool = ThreadPoolExecutor(max_workers=4)  # the second fsync of each file, as the loader's
+
+    def __init__(self, roots: tuple[Path, Path]) -> None:
+        self.roots = roots
+
+    def open(self) -> Put:
+        return self.put
+
+    def put(self, f: File) -> None:
+        name = f"{f.key[0:2]}/{f.key[2:4]}/{f.key}"
+        tmp = f"tmp/{secrets.token_hex(16)}.part"
+        fds = []
+        for root in self.roots:
+            _makedirs_durable((root / tmp).parent)
+            fds.append(os.open(root / tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        for chunk in _chunks(f.data, DISK_CHUNK):
+            for fd in fds:
+                view = chunk
+                while view:
+                    view = view[os.write(fd, view) :]
+        other = self.pool.submit(os.fsync, fds[1])  # both at once, as the loader does
+        os.fsync(fds[0])
+        other.result()
+        for fd in fds:
+            os.close(fd)
+        for root in self.roots:
+            final = root / name
+            _makedirs_durable(final.parent)
+            os.replace(root / tmp, final)
+            _fsync_dir(final.parent)
+
+    def close(self) -> None:
+        pass
+
+
+# -- one measurement ---------------------------------------------------------------------------
+class Writer(Protocol):
+    def open(self) -> Put: ...
+
+    def close(self) -> None: ...
+
+
+def run(writer: Writer, files: list[File], clients: int) -> float:
+    """Write ``files`` with ``clients`` threads taking the next file in turn; wall seconds."""
+    puts = [writer.open() for _ in range(clients)]
+    it = iter(files)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(clients + 1)
+
+    def work(put: Put) -> None:
+        barrier.wait()
+        while True:
+            with lock:
+                f = next(it, None)
+            if f is None:
+                return
+            try:
+                put(f)
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in puts]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    writer.close()
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+def measure_cell(
+    server: Server, roots: tuple[Path, Path], files: list[File], clients: int
+) -> dict[str, Any]:
+    """Physical and pochta in alternating rounds (who goes first alternates too), so that both
+    see the same disk: a shared virtual disk's speed drifts by a factor of 2 within a minute."""
+    rounds = max(1, min(ROUNDS, len(files) // (2 * clients)))
+    per = len(files) // rounds
+    times = {"physical": 0.0, "pochta": 0.0}
+    ratios = []
+    nbytes = sum(len(f.data) for f in files)
+    cpu = 0.0
+    for r in range(rounds):
+        part = files[r * per : (r + 1) * per if r < rounds - 1 else len(files)]
+        order = ["physical", "pochta"] if r % 2 == 0 else ["pochta", "physical"]
+        took = {}
+        for way in order:
+            if way == "physical":
+                took[way] = run(PhysicalWriter(roots), part, clients)
+            else:
+                cpu0 = server.cpu_seconds()
+                took[way] = run(PochtaWriter(server.url), part, clients)
+                cpu += server.cpu_seconds() - cpu0
+            times[way] += took[way]
+        ratios.append(took["physical"] / took["pochta"])
+    ours = rates(times["pochta"], len(files), nbytes)
+    ours["server_cpu_ms_per_file"] = round(cpu / len(files) * 1000, 2)
+    ratios.sort()
+    return {
+        "physical": rates(times["physical"], len(files), nbytes),
+        "pochta": ours,
+        "ratio": round(times["physical"] / times["pochta"], 2),  # same bytes both ways
+        "ratio_per_round": {
+            "rounds": rounds,
+            "min": round(ratios[0], 2),
+            "median": round(ratios[len(ratios) // 2], 2),
+            "max": round(ratios[-1], 2),
+        },
+    }
+
+
+def rates(elapsed: float, n: int, nbytes: int) -> dict[str, float]:
+    return {
+        "files": n,
+        "seconds": round(elapsed, 3),
+        "files_per_s": round(n / elapsed, 1),
+        "mib_per_s": round(nbytes / elapsed / MiB, 2),
+    }
+
+
+def label(size: int) -> str:
+    return f"{size // MiB} MiB" if size >= MiB else f"{size // KiB} KiB"
+
+
+def main() -> None:
+    base = Path(tempfile.mkdtemp(prefix="pochta-bench-upload-", dir=ARGS.dir))
+    data = base / "data"
+    result: dict[str, Any] = {
+        "figure": "upload_http",
+        "goal": f"ratio >= {GOAL_RATIO} for 10 MiB files",
+        "command": " ".join(["python", *sys.argv]),
+        "machine": machine(base),
+        "params": {
+            "files": {label(s): n for s, n in ARGS.files.items()},
+            "clients": ARGS.clients,
+            "server_log_level": ARGS.log_level,
+            "client_chunk": SEND_CHUNK,
+            "sync": "full (default)",
+        },
+        "results": [],
+    }
+    server = Server(data, base / "serve.log", ARGS.log_level)
+    try:
+        roots = (data / "disks" / "0" / "physical", data / "disks" / "1" / "physical")
+        rng = random.Random(2)
+        for size, n in ARGS.files.items():
+            for clients in ARGS.clients:
+                note(f"{label(size)} x {n}, {clients} client(s): generating ...")
+                files = make_files(size, n, rng)
+                row = measure_cell(server, roots, files, clients)
+                row = {"size": label(size), "bytes": size, "clients": clients, **row}
+                note(
+                    f"  physical {row['physical']['mib_per_s']:8.2f} MiB/s"
+                    f" {row['physical']['files_per_s']:8.1f} files/s | pochta"
+                    f" {row['pochta']['mib_per_s']:8.2f} MiB/s"
+                    f" {row['pochta']['files_per_s']:8.1f} files/s | ratio {row['ratio']}"
+                    f" (rounds {row['ratio_per_round']['min']}..{row['ratio_per_round']['max']})"
+                )
+                result["results"].append(row)
+                del files
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    emit(result)
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a few seconds: check the script works")
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 4], help="concurrent clients")
+    p.add_argument(
+        "--scale", type=float, default=1.0, help="multiply the number of files of the full run"
+    )
+    p.add_argument("--log-level", default="info", help="the server's log level (info: default)")
+    p.add_argument("--dir", default=None, help="where the data directory goes (default: TMPDIR)")
+    args = p.parse_args()
+    table = QUICK_FILES if args.quick else FILES
+    args.files = {s: max(1, round(n * (1 if args.quick else args.scale))) for s, n in table.items()}
+    return args
+
+
+if __name__ == "__main__":
+    ARGS = _args()
+    main()
