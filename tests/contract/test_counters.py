@@ -38,12 +38,22 @@ STORE_KINDS = [
     pytest.param("redis-cluster", marks=pytest.mark.integration),
 ]
 
-# Redis expires keys on its own clock, so the tests' time is near the real one: the start of
-# the current 10-minute bucket plus 5 minutes, at least an hour into the day.
-_now = time.time()
-NOW = float((slot_of(_now) * SLOT) + 300)
-if NOW % DAY < 3600:
-    NOW += 3600
+# Redis expires keys on its own clock (EXPIREAT, 14 days after a key's day), so the tests'
+# dates are near the real one: today (UTC; a time later today is fine, an older day would let
+# keys written 13 days before it expire already). Only the date comes from the real clock; the
+# time of day is fixed, so every run sees the same bucket and day boundaries.
+DAY0 = float((int(time.time()) // DAY) * DAY)
+NOW = DAY0 + 12 * 3600 + 5 * 60  # 12:05 UTC, in the middle of its 10-minute bucket
+TIMES_OF_DAY = [
+    pytest.param(0, id="00:00"),
+    pytest.param(300, id="00:05"),
+    pytest.param(3 * 3600 + 300, id="03:05"),
+    pytest.param(12 * 3600 + 300, id="12:05"),
+    pytest.param(18 * 3600 + 1799, id="18:29:59"),
+    pytest.param(DAY - 600, id="23:50"),
+    pytest.param(DAY - 1, id="23:59:59"),
+]
+"""When the brute-force run ends: just before and just after midnight among them."""
 ALL = [parse_window(w) for w in ("10m", "1h", "24h", "2d", "14d")]
 
 
@@ -196,11 +206,15 @@ def test_expiry_never_removes_what_a_window_reaches(store: CounterStore) -> None
 
 
 # -- the service in front of each store -------------------------------------------------------
-def test_service_matches_a_brute_force_model(store: CounterStore) -> None:
-    """A seeded random run of letters over 3 days, with flushes, queries and pairs."""
+@pytest.mark.parametrize("time_of_day", TIMES_OF_DAY)
+def test_service_matches_a_brute_force_model(store: CounterStore, time_of_day: int) -> None:
+    """A seeded random run of letters over 3 days, with flushes, queries and pairs, ending at
+    a fixed time of day. Buffered pairs are queried before the last flush: a unique counts a
+    buffered pair once per bucket, and not at all where the store already has it."""
+    end = DAY0 + time_of_day
     rng = random.Random(2024)
     clock = Clock()
-    clock.now = NOW - 2 * DAY
+    clock.now = end - 2 * DAY
     counters = Counters(store, clock=clock, flush_interval=3600, cache_ttl=3600)
     senders = [Ref(31, rng.getrandbits(64)) for _ in range(3)]
     plain = [Ref(t, rng.getrandbits(64)) for t in (8, 14, 15, 22, 62) for _ in range(3)]
@@ -227,7 +241,7 @@ def test_service_matches_a_brute_force_model(store: CounterStore) -> None:
             unique_events.append((clock.now, sender, "slot:" + kind))
         if step % 37 == 0:
             counters.flush()
-        if clock.now > NOW:
+        if clock.now > end:
             break
     everyone = [*plain, *senders]
     queried = counters.query(everyone, ALL)

@@ -200,6 +200,38 @@ def test_unique_counts_distinct_pairs_per_bucket(counters: Counters) -> None:
     assert got[1]["1d"]["ham"] == 3  # the pair's own counter counts every letter
 
 
+def test_a_buffered_pair_the_store_has_does_not_count_its_unique_again(
+    counters: Counters, store: Faulty
+) -> None:
+    """Store + buffered + in flight, read before the flush, equals the store after it."""
+    clock = counters.clock
+    assert isinstance(clock, Clock)
+    sender = Ref(31, 0xB)
+    a, b, c = (Ref(30, 0x200 + r, sender) for r in range(3))
+    windows = [parse_window("10m"), parse_window("24h"), parse_window("2d")]
+    counters.update([a, b], "spam")
+    counters.flush()  # the store has a and b today
+    clock.now += 1200  # the same day (NOW is 03:33 UTC), a later 10-minute bucket
+    counters.update([a], "spam")
+    store.hold.clear()  # a's new bucket hangs in flight
+    flusher = threading.Thread(target=counters.flush)
+    flusher.start()
+    deadline = time.monotonic() + 5
+    while counters.stats().in_flight == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    counters.update([a, c], "spam")  # a again (in flight too), and c: new today
+    before = counters.query([sender], windows)[0]
+    store.hold.set()
+    flusher.join()
+    counters.flush()
+    after = counters.query([sender], windows)[0]
+    fresh = Counters(store, clock=clock, buffered=False, cache_size=0)
+    stored = fresh.query([sender], windows)[0]
+    assert before == after == stored
+    # 10-minute buckets: a and c now; a and b, then a and c, over 24h; the day: a, b and c
+    assert (stored["10m"]["spam"], stored["24h"]["spam"], stored["2d"]["spam"]) == (2, 4, 3)
+
+
 def test_write_through_mode(store: Faulty) -> None:
     counters = Counters(store, clock=Clock(), buffered=False)
     counters.update(REFS, "unspam", 2)

@@ -6,7 +6,10 @@ while that batch is in flight its contributions still count in reads.
 
 For reads, a buffer also says what it adds to each shingle: its own increments, and for a
 unique shingle one per distinct buffered pair and bucket (an upper bound: the store may
-already have counted that pair in that bucket; the flush settles it exactly).
+already have counted that pair in that bucket; the flush settles it exactly). The service
+does not use that bound: it asks ``pair_buckets`` which buffered (pair, bucket)s a unique
+has and counts only those whose pair bucket is still zero in the store (and in no other
+buffer), so a read equals what the store holds once everything is flushed.
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ class ShardBuffer:
     """One shard's increments: a flat dict (type, hash, code, slot) -> n, the fewest objects
     per cell (the buffer can hold millions, and the garbage collector walks them)."""
 
-    __slots__ = ("buckets", "cells", "links", "since", "unique_days", "unique_slots")
+    __slots__ = ("buckets", "cells", "links", "pairs", "since", "unique_days", "unique_slots")
 
     def __init__(self) -> None:
         self.cells: dict[CellKey, int] = {}
         self.buckets: set[tuple[str, int]] = set()  # the (code, slot) pairs present
         self.links: dict[Id, Id] = {}  # paired shingle -> its unique
+        self.pairs: dict[Id, set[Id]] = {}  # unique -> its paired shingles buffered here
         self.unique_slots: dict[Id, dict[tuple[str, int], int]] = {}
         self.unique_days: dict[Id, dict[tuple[str, int], int]] = {}
         self.since = 0.0  # monotonic time of the first add
@@ -57,6 +61,7 @@ class ShardBuffer:
             self.since = time.monotonic()
         if unique is not None:
             self.links[(type_, hash_)] = unique
+            self.pairs.setdefault(unique, set()).add((type_, hash_))
             day = slot // SLOTS_PER_DAY
             key = (code, slot)
             us = self.unique_slots.setdefault(unique, {})
@@ -85,8 +90,9 @@ class ShardBuffer:
             (t, h, code, slot, n, links.get((t, h))) for (t, h, code, slot), n in self.cells.items()
         ]
 
-    def contribution(self, id_: Id, out: Buckets) -> None:
-        """Add what this buffer holds for ``id_`` to ``out``."""
+    def contribution(self, id_: Id, out: Buckets, *, uniques: bool = True) -> None:
+        """Add what this buffer holds for ``id_`` to ``out``: its increments and, unless
+        ``uniques`` is false, the upper bound of its unique counts (see the module)."""
         cells = self.cells
         if cells:
             t, h = id_
@@ -94,6 +100,8 @@ class ShardBuffer:
                 n = cells.get((t, h, code, slot))
                 if n is not None:
                     out.add_slot(code, slot, n)
+        if not uniques:
+            return
         us = self.unique_slots.get(id_)
         if us:
             for k, n in us.items():
@@ -102,6 +110,19 @@ class ShardBuffer:
         if ud:
             for k, n in ud.items():
                 out.days[k] = out.days.get(k, 0) + n
+
+    def pair_buckets(self, unique: Id) -> list[tuple[Id, str, int]]:
+        """The (pair, kind code, slot) cells buffered here for the pairs of ``unique``."""
+        pairs = self.pairs.get(unique)
+        if not pairs:
+            return []
+        cells = self.cells
+        return [
+            (p, code, slot)
+            for p in pairs
+            for code, slot in self.buckets
+            if (p[0], p[1], code, slot) in cells
+        ]
 
 
 @dataclass(slots=True)

@@ -38,6 +38,7 @@ from pochta.antispam.counters.buckets import (
     Buckets,
     Counts,
     Window,
+    day_of_slot,
     kind_code,
     slot_of,
     span,
@@ -331,13 +332,19 @@ class Counters:
     def query(
         self, refs: Sequence[Ref], windows: Sequence[Window], *, now: float | None = None
     ) -> list[dict[str, Counts]]:
-        """For each ref, window name -> kind -> value: stored + buffered + in flight."""
+        """For each ref, window name -> kind -> value: stored + buffered + in flight.
+
+        A unique's buffered and in-flight pairs count once per (pair, bucket) and only when
+        the store does not have that pair's bucket yet (the store's unique already counted
+        it then): the same value the store holds once everything is flushed."""
         now = self.clock() if now is None else now
         sp = span(windows, now)
         mono = time.monotonic()
         merged: list[Buckets | None] = [None] * len(refs)
         missing: list[int] = []
         epochs: list[int] = []
+        # ref index -> the (pair, code, slot)s buffered or in flight for that unique
+        pending: dict[int, set[tuple[tuple[int, int], str, int]]] = {}
         with self._lock:
             shards, flights, cache = self._shards, self._in_flight, self._cache
             for i, ref in enumerate(refs):
@@ -345,13 +352,21 @@ class Counters:
                 id_ = ref.id
                 b: Buckets | None = None
                 buf = shards[shard]
-                if buf.cells or buf.unique_slots:
-                    b = Buckets()
-                    buf.contribution(id_, b)
                 flying = flights.get(shard)
+                if buf.cells:
+                    b = Buckets()
+                    buf.contribution(id_, b, uniques=False)
+                    if buf.pairs:
+                        got_pairs = buf.pair_buckets(id_)
+                        if got_pairs:
+                            pending.setdefault(i, set()).update(got_pairs)
                 if flying is not None:
                     b = b or Buckets()
-                    flying.contribution(id_, b)
+                    flying.contribution(id_, b, uniques=False)
+                    if flying.pairs:
+                        got_pairs = flying.pair_buckets(id_)
+                        if got_pairs:
+                            pending.setdefault(i, set()).update(got_pairs)
                 cached = cache.get(id_, sp, mono)
                 if cached is not None:
                     if b is None:
@@ -362,8 +377,18 @@ class Counters:
                     missing.append(i)
                     epochs.append(-1 if flying is not None else self._epoch[shard])
                 merged[i] = b
-        if missing:
-            stored = self.store.read([refs[i] for i in missing], sp)
+        # the stored buckets of the pending pairs, read with the uniques they decide
+        pair_refs: list[Ref] = []
+        pair_index: dict[tuple[int, int], int] = {}
+        for i, cells in pending.items():
+            unique = refs[i]
+            for p, _, _ in cells:
+                if p not in pair_index:
+                    pair_index[p] = len(pair_refs)
+                    pair_refs.append(Ref(p[0], p[1], Ref(unique.type, unique.hash)))
+        if missing or pair_refs:
+            read = self.store.read([*(refs[i] for i in missing), *pair_refs], sp)
+            stored, stored_pairs = read[: len(missing)], read[len(missing) :]
             with self._lock:
                 for i, epoch, got in zip(missing, epochs, stored, strict=True):
                     shard = refs[i].shard
@@ -374,6 +399,22 @@ class Counters:
                         merged[i] = got
                     else:
                         mine.merge(got)
+            for i, cells in pending.items():
+                b = Buckets()
+                mine = merged[i]
+                if mine is not None:
+                    b.merge(mine)  # a copy: ``mine`` may be the cache's
+                days: set[tuple[tuple[int, int], str, int]] = set()
+                for p, code, slot in cells:
+                    pair = stored_pairs[pair_index[p]]
+                    if not pair.slots.get((code, slot)):
+                        b.slots[(code, slot)] = b.slots.get((code, slot), 0) + 1
+                    day = day_of_slot(slot)
+                    if (p, code, day) not in days:
+                        days.add((p, code, day))
+                        if not pair.days.get((code, day)):
+                            b.days[(code, day)] = b.days.get((code, day), 0) + 1
+                merged[i] = b
         empty = Buckets()
         return [window_sums(b or empty, windows, now) for b in merged]
 
