@@ -144,6 +144,27 @@ class AntispamSettings(BaseModel):
     )
 
 
+class ValkyrieSettings(BaseModel):
+    enabled: bool = Field(True, description="run Valkyrie inside pochta serve")
+    budget_mb_per_s: float | None = Field(
+        20.0, gt=0, description="disk reads per scrubber, MB/s; unset: unthrottled"
+    )
+    quarantine_seconds: float = Field(
+        7 * 86400, ge=0, description="how long <key>.deleted.<ts> is kept"
+    )
+    slave_delay_seconds: float = Field(
+        3600, ge=0, description="the non-master disk waits this long after a delete"
+    )
+    tmp_max_age_seconds: float = Field(
+        86400, ge=0, description="tmp/*.part older than this is removed"
+    )
+    orphan_min_age_seconds: float = Field(
+        3600, ge=0, description="younger unrecorded files may be uploads in flight"
+    )
+    pass_interval_seconds: float = Field(3600, gt=0, description="pause between passes in serve")
+    checkpoint_every: int = Field(200, ge=1, description="files between two saves of the position")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="POCHTA_", env_nested_delimiter="__", extra="forbid"
@@ -163,6 +184,7 @@ class Settings(BaseSettings):
     guard: GuardSettings = GuardSettings()
     shingles: ShingleSettings = ShingleSettings()
     antispam: AntispamSettings = AntispamSettings()
+    valkyrie: ValkyrieSettings = ValkyrieSettings()
 
     @classmethod
     def settings_customise_sources(

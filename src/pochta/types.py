@@ -89,6 +89,27 @@ class FileDB(Protocol):
     def get(self, key: Key) -> FileRecord | None:
         """The live record, else the space1 record, else None."""
 
+    # -- for Valkyrie, evacuation and restore (each one atomic step) --------------------
+    def get_deleted(self, key: Key) -> FileRecord | None:
+        """The space1 record, even while a live record exists again (a re-upload)."""
+
+    def forget_deleted(self, key: Key, moved_at: float) -> bool:
+        """Drop the space1 record if it is still the one moved at ``moved_at``."""
+
+    def repoint(self, key: Key, old_pair: int, new_pair: int) -> bool:
+        """Compare-and-set: move the live record to ``new_pair`` if it is on ``old_pair``."""
+
+    def live_keys(self, pair_id: int, after: Key | None = None, limit: int = 1000) -> list[Key]:
+        """Keys of the live records on a pair, ascending, greater than ``after``."""
+
+    def count_live(self, pair_id: int) -> int:
+        """How many live records are on a pair."""
+
+    def revive(self, key: Key, pair_id: int) -> FileRecord:
+        """Bring a key back to space0 (a restored file): the live record when there is one,
+        else a new one on ``pair_id`` with counter 0, magic 0 and DO_NOT_DELETE; the space1
+        record is dropped either way."""
+
     def close(self) -> None: ...
 
 
@@ -106,7 +127,19 @@ class PairDB(Protocol):
 
     def set_free(self, pair_id: int, free: tuple[int, int]) -> None: ...
 
+    def remove(self, pair_id: int) -> None:
+        """Forget a retired pair; PairNotFound when there is none."""
+
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DiskEntry:
+    """One file found by ``Disk.walk``: its relative name, size and modification time."""
+
+    name: str
+    size: int
+    mtime: float
 
 
 class BlobReader(Protocol):
@@ -153,6 +186,10 @@ class Disk(Protocol):
 
     def probe(self) -> None:
         """Write and remove a small file; DiskError when the disk cannot take writes."""
+
+    def walk(self, after: str = "") -> Iterator[DiskEntry]:
+        """Every file on the disk in ascending name order, names greater than ``after`` only;
+        DiskError when the disk's root is not there."""
 
 
 # -- the mailbox index ------------------------------------------------------------------------

@@ -7,7 +7,9 @@ other than through the Disk interface.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -190,3 +192,36 @@ def test_an_unwritable_disk_fails_the_probe(broken_disk: Disk) -> None:
         broken_disk.probe()
     with pytest.raises(DiskError):
         broken_disk.create("tmp/x.part")
+
+
+def test_walk_lists_every_file_in_name_order(disk: Disk) -> None:
+    names = sorted(blob_path(key_of(bytes([i]))) for i in range(5))
+    for i, name in enumerate(names):
+        store(disk, name, bytes([i]) * (i + 1), tmp=f"tmp/w{i}.part")
+    quarantined = names[2] + ".deleted.1700000000"
+    disk.publish(names[2], quarantined)
+    writer = disk.create("tmp/pending.part")
+    writer.write(b"half")
+    writer.commit()
+    listed = list(disk.walk())
+    expected = sorted([*names[:2], quarantined, *names[3:], "tmp/pending.part"])
+    assert [e.name for e in listed] == expected
+    sizes = {e.name: e.size for e in listed}
+    assert sizes[names[0]] == 1
+    assert sizes["tmp/pending.part"] == 4
+    assert all(e.mtime > 0 for e in listed)
+
+
+def test_walk_resumes_after_a_name(disk: Disk) -> None:
+    names = sorted(blob_path(key_of(bytes([i]))) for i in range(6))
+    for i, name in enumerate(names):
+        store(disk, name, b"x", tmp=f"tmp/w{i}.part")
+    assert [e.name for e in disk.walk(names[2])] == names[3:]
+    assert [e.name for e in disk.walk(names[-1])] == []
+
+
+def test_walk_of_a_disk_whose_root_is_gone_fails(disk: Disk, tmp_path: Path) -> None:
+    store(disk, NAME, DATA)
+    shutil.rmtree(tmp_path / "disk")
+    with pytest.raises(DiskError):
+        list(disk.walk())

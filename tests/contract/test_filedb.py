@@ -458,3 +458,94 @@ def test_random_sequences_agree_with_the_model(new_filedb: NewFileDB, clock: Fak
             suppress_health_check=[HealthCheck.too_slow],
         ),
     )
+
+
+# -- for Valkyrie, evacuation and restore -----------------------------------------------------
+def test_get_deleted_sees_space1_even_after_a_re_upload(filedb: FileDB, clock: FakeClock) -> None:
+    assert filedb.get_deleted(K) is None
+    filedb.upsert(K, 5, 1)
+    assert filedb.get_deleted(K) is None
+    filedb.dec(K, 5)
+    moved = filedb.get_deleted(K)
+    assert moved == FileRecord(K, 0, 0, FileFlag.NONE, 1, Space.DELETED, clock.now)
+    filedb.upsert(K, 9, 2)  # uploaded again: a live record beside the stale space1 one
+    assert got(filedb, K).space is Space.LIVE
+    assert filedb.get_deleted(K) == moved
+
+
+def test_forget_deleted_only_drops_the_record_moved_at_that_time(
+    filedb: FileDB, clock: FakeClock
+) -> None:
+    filedb.upsert(K, 5, 1)
+    filedb.dec(K, 5)
+    first = clock.now
+    assert not filedb.forget_deleted(K, first + 1)  # another move: left alone
+    assert filedb.get_deleted(K) is not None
+    assert filedb.forget_deleted(K, first)
+    assert filedb.get_deleted(K) is None
+    assert filedb.get(K) is None
+    assert not filedb.forget_deleted(K, first)  # already gone
+    assert not filedb.forget_deleted(OTHER, first)  # never there
+
+
+def test_forget_deleted_leaves_a_live_record_alone(filedb: FileDB, clock: FakeClock) -> None:
+    filedb.upsert(K, 5, 1)
+    filedb.dec(K, 5)
+    filedb.upsert(K, 7, 1)
+    assert filedb.forget_deleted(K, clock.now)
+    assert state(filedb.get(K)) == (1, 7, FileFlag.NONE, Space.LIVE)
+
+
+def test_repoint_is_a_compare_and_set_on_the_pair(filedb: FileDB) -> None:
+    filedb.upsert(K, 5, 1)
+    filedb.inc(K, 6)
+    assert not filedb.repoint(K, 2, 3)  # not on pair 2
+    assert got(filedb, K).pair_id == 1
+    assert filedb.repoint(K, 1, 3)
+    assert got(filedb, K) == FileRecord(K, 2, 11, FileFlag.NONE, 3)
+    assert not filedb.repoint(K, 1, 4)  # moved already
+    assert not filedb.repoint(OTHER, 1, 3)  # no record
+
+
+def test_repoint_never_touches_a_space1_record(filedb: FileDB) -> None:
+    filedb.upsert(K, 5, 1)
+    filedb.dec(K, 5)
+    assert not filedb.repoint(K, 1, 2)
+    assert got(filedb, K).space is Space.DELETED
+    assert got(filedb, K).pair_id == 1
+
+
+def test_live_keys_and_count_live_of_a_pair(filedb: FileDB) -> None:
+    keys = sorted(key_of(bytes([i])) for i in range(7))
+    for i, key in enumerate(keys):
+        filedb.upsert(key, 1 + i, 1 if i % 2 == 0 else 2)
+    on_1 = [k for i, k in enumerate(keys) if i % 2 == 0]
+    assert filedb.live_keys(1) == on_1
+    assert filedb.count_live(1) == 4
+    assert filedb.count_live(2) == 3
+    assert filedb.count_live(9) == 0
+    assert filedb.live_keys(1, limit=2) == on_1[:2]
+    assert filedb.live_keys(1, after=on_1[1], limit=10) == on_1[2:]
+    assert filedb.live_keys(1, after=on_1[-1]) == []
+    filedb.dec(on_1[0], 1)  # to space1: no longer live
+    assert filedb.live_keys(1) == on_1[1:]
+    assert filedb.count_live(1) == 3
+
+
+def test_revive_recreates_a_flagged_live_record(filedb: FileDB) -> None:
+    filedb.upsert(K, 5, 1)
+    filedb.dec(K, 5)
+    revived = filedb.revive(K, 4)
+    assert revived == FileRecord(K, 0, 0, FileFlag.DO_NOT_DELETE, 4)
+    assert got(filedb, K) == revived
+    assert filedb.get_deleted(K) is None
+    assert filedb.revive(OTHER, 2) == FileRecord(OTHER, 0, 0, FileFlag.DO_NOT_DELETE, 2)
+
+
+def test_revive_keeps_a_live_record_and_drops_space1(filedb: FileDB) -> None:
+    filedb.upsert(K, 5, 1)
+    filedb.dec(K, 5)
+    live = filedb.upsert(K, 7, 2)
+    assert filedb.revive(K, 3) == live
+    assert filedb.get_deleted(K) is None
+    assert got(filedb, K) == live

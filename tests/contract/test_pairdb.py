@@ -94,3 +94,16 @@ def test_a_disk_belongs_to_one_pair(pairdb: PairDB) -> None:
     # the same root on another node is another disk
     other = pairdb.add((DiskSpec("http://node5", A.root), D), (1, 1))
     assert pairdb.get(other.id).disks[0].node == "http://node5"
+
+
+def test_remove_forgets_a_pair(pairdb: PairDB) -> None:
+    first = pairdb.add((A, B), (1, 2))
+    second = pairdb.add((C, D), (3, 4))
+    pairdb.remove(first.id)
+    assert pairdb.list() == [second]
+    with pytest.raises(PairNotFound):
+        pairdb.get(first.id)
+    with pytest.raises(PairNotFound):
+        pairdb.remove(first.id)
+    again = pairdb.add((A, B), (5, 6))  # its disks are free again
+    assert again.disks == (A, B)

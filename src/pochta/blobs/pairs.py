@@ -67,6 +67,11 @@ class MemoryPairDB:
         with self._lock:
             self._pairs[pair_id] = Pair(pair.id, pair.disks, pair.flags, free)
 
+    def remove(self, pair_id: int) -> None:
+        with self._lock:
+            if self._pairs.pop(pair_id, None) is None:
+                raise PairNotFound(f"no pair {pair_id}")
+
     def close(self) -> None:
         pass
 
@@ -124,6 +129,14 @@ class SQLitePairDB:
             cur = conn.execute(
                 "UPDATE pairs SET free_a = ?, free_b = ? WHERE id = ?", (*free, pair_id)
             )
+            if cur.rowcount == 0:
+                raise PairNotFound(f"no pair {pair_id}")
+
+        self._db.write(step)
+
+    def remove(self, pair_id: int) -> None:
+        def step(conn: sqlite3.Connection) -> None:
+            cur = conn.execute("DELETE FROM pairs WHERE id = ?", (pair_id,))
             if cur.rowcount == 0:
                 raise PairNotFound(f"no pair {pair_id}")
 

@@ -451,6 +451,10 @@ class BlobStore:
                 problems.append(f"{disk.spec}/{name}: crc32 {crc:08x}, expected {crc32:08x}")
         return problems
 
+    def place(self, size: int) -> Pair:
+        """A writable pair for ``size`` bytes whose two disks passed a probe."""
+        return self._place(size)
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self.filedb.close()

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from pochta.cli import antispam, blob, leaks, mail, message, pairs, serve, shingles, user
+from pochta.cli import (
+    antispam,
+    blob,
+    leaks,
+    mail,
+    message,
+    pairs,
+    serve,
+    shingles,
+    user,
+    valkyrie,
+)
 
 app = typer.Typer(
     help="pochta: the storage and protection core of a mail service.",
@@ -19,6 +30,7 @@ app.add_typer(user.app, name="user")
 app.add_typer(message.app, name="message")
 app.add_typer(leaks.app, name="leaks")
 app.add_typer(shingles.app, name="shingles")
+app.add_typer(valkyrie.app, name="valkyrie")
 app.add_typer(antispam.model_app, name="model")
 app.command("scan")(antispam.scan)
 app.command("import")(mail.import_)

@@ -1,4 +1,4 @@
-"""``pochta blob``: put, get, stat, dec."""
+"""``pochta blob``: put, get, stat, dec, restore."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+from pochta.blobs.evacuate import Restored, restore
 from pochta.blobs.keys import parse_key, parse_magic, random_magic
 from pochta.blobs.store import Stored
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import DiskError, InvalidInput
 from pochta.types import FileFlag, FileRecord, Space
 
-app = typer.Typer(help="The deduplicating blob store: put, get, stat, dec.", no_args_is_help=True)
+app = typer.Typer(
+    help="The deduplicating blob store: put, get, stat, dec, restore.", no_args_is_help=True
+)
 
 PROGRESS_ABOVE = 32 << 20
 
@@ -184,3 +187,41 @@ def dec(
     with opened(data, config) as pochta:
         record = pochta.blobs.dec(key, m)
     emit(json_output, record_dict(record), lambda: _show_record(record))
+
+
+@app.command("restore")
+@handles_errors
+def restore_(
+    key: Annotated[str, typer.Argument(help="SHA-256 key", show_default=False)],
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Bring a quarantined file back (a letter still needs it): rename the newest
+    <key>.deleted.<ts> back on each disk and make the record live again, DO_NOT_DELETE."""
+    with opened(data, config) as pochta:
+        done = restore(pochta.blobs, parse_key(key))
+    emit(
+        json_output,
+        {
+            **record_dict(done.record),
+            "renamed": done.renamed,
+            "present": done.present,
+            "missing": done.missing,
+        },
+        lambda: _show_restored(done),
+    )
+
+
+def _show_restored(r: Restored) -> None:
+    if r.renamed:
+        out.print(f"restored from quarantine on {', '.join(r.renamed)}")
+    else:
+        out.print("nothing was quarantined: the file is in place")
+    out.print(f"present on {', '.join(r.present)}")
+    if r.missing:
+        out.print(
+            f"[yellow]missing on {', '.join(r.missing)}[/]: Valkyrie copies it there "
+            "on its next pass"
+        )
+    _show_record(r.record)

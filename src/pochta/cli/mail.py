@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+from pochta.blobs.valkyrie import summary as valkyrie_summary
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.cli.message import find_user
 from pochta.mailbox.importer import ImportReport, import_letters, sources, total_bytes
@@ -104,7 +105,7 @@ def fsck(
 
     def human() -> None:
         out.print(f"letters {report.letters:,}, references {report.refs:,}, blobs {report.blobs:,}")
-        for name in ("lost", "damaged", "undercounted", "unreadable", "leaks"):
+        for name in ("lost", "damaged", "undercounted", "unreadable", "miscounted", "leaks"):
             items: list[str] = getattr(report, name)
             out.print(f"{name:<13} {len(items)}")
             for item in items[:20]:
@@ -124,6 +125,7 @@ def stats(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt =
     both disks), the dedup ratio, letters, attachments."""
     with opened(data, config) as pochta:
         s = pochta.mailbox.stats()
+        s["valkyrie"] = valkyrie_summary(pochta.settings.data_dir.resolve())
     emit(json_output, s, lambda: _show_stats(s))
 
 

@@ -1,13 +1,16 @@
-"""``pochta pairs``: list, add, set-flags."""
+"""``pochta pairs``: list, add, set-flags, evacuate, retire."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
+from pochta.blobs.evacuate import EvacuationReport, evacuate, retire
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import InvalidInput
 from pochta.types import DiskSpec, Pair, PairFlag
@@ -110,3 +113,63 @@ def set_flags(
         pair_dict(pair),
         lambda: out.print(f"pair {pair.id}: {','.join(flag_names(pair.flags)) or 'no flags'}"),
     )
+
+
+PairArg = Annotated[int, typer.Argument(metavar="PAIR", help="pair id", show_default=False)]
+
+
+@app.command("evacuate")
+@handles_errors
+def evacuate_(
+    pair_id: PairArg,
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Copy every file of a pair (from a disk whose copy hashes right) to other writable pairs
+    and repoint the records; the pair goes into SERVICE first. Run again to resume."""
+    with opened(data, config) as pochta:
+        if json_output or not sys.stderr.isatty():
+            report = evacuate(pochta.blobs, pair_id, locks=pochta.locks)
+        else:
+            with Progress(
+                *Progress.get_default_columns()[:-2],
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                transient=True,
+            ) as bar:
+                task = bar.add_task(f"evacuating pair {pair_id}", total=None)
+
+                def progress(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                report = evacuate(pochta.blobs, pair_id, locks=pochta.locks, progress=progress)
+    emit(json_output, report.as_dict(), lambda: _show_evacuation(report))
+    if report.errors or report.left:
+        raise typer.Exit(1)
+
+
+def _show_evacuation(r: EvacuationReport) -> None:
+    out.print(
+        f"pair {r.pair}: {r.moved:,} of {r.total:,} file(s) moved ({r.bytes / 1e6:,.1f} MB), "
+        f"{r.skipped:,} deleted or moved meanwhile, {r.errors:,} error(s), {r.left:,} left"
+    )
+    for problem in r.problems:
+        out.print(f"[red]{problem}[/]", soft_wrap=True)
+    if not r.left:
+        out.print(f"pair {r.pair} is empty: `pochta pairs retire {r.pair}` removes it")
+
+
+@app.command("retire")
+@handles_errors
+def retire_(
+    pair_id: PairArg,
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Remove a pair that holds no live file (evacuate it first)."""
+    with opened(data, config) as pochta:
+        pair = retire(pochta.blobs, pair_id)
+    emit(json_output, pair_dict(pair), lambda: out.print(f"pair {pair.id} retired"))

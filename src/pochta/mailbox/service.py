@@ -97,6 +97,8 @@ class FsckReport:
     undercounted: list[str] = field(default_factory=list)  # counter below references: danger
     unreadable: list[str] = field(default_factory=list)  # skeleton and references disagree
     leaks: list[str] = field(default_factory=list)  # counted more than referenced: kept, safe
+    # counted less than referenced, but the magic disagrees: never deleted automatically
+    miscounted: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -425,8 +427,17 @@ class Mailbox:
                 if live_refs:
                     report.lost.append(f"{key}: referenced by {live_refs} letter(s), not live")
                 continue
-            if record.counter < count:
+            if record.counter < count and record.magic == magic:
+                # the sums agree, yet the counter is short: decs to zero would delete it
                 report.undercounted.append(f"{key}: counter {record.counter}, {count} references")
+            elif record.counter < count:
+                # a count undone or a dec replayed by a crash: the magic no longer sums to the
+                # references', so the file can never be deleted automatically (DO_NOT_DELETE
+                # when its counter reaches 0): kept, like a leak
+                report.miscounted.append(
+                    f"{key}: counter {record.counter} for {count} references; magic differs,"
+                    " so it is kept"
+                )
             elif record.counter > count or record.magic != magic % 2**32:
                 report.leaks.append(
                     f"{key}: counter {record.counter} for {count} references"

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 
 from pochta import __version__
 from pochta.app import Pochta, build, service_token
+from pochta.blobs.valkyrie import Valkyrie, ValkyrieConfig, ValkyrieRunner
 from pochta.config import Settings
 from pochta.mailbox.worker import DeletionWorker
 from pochta.server import blobs, errors, mailbox, scan, shingles, smtp
@@ -24,9 +25,18 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.service_token = service_token(settings)
         deletions = DeletionWorker(pochta.mailbox)
         app.state.deletions = deletions
+        valkyrie = Valkyrie.open(
+            pochta.blobs,
+            settings.data_dir.resolve(),
+            ValkyrieConfig.from_settings(settings.valkyrie),
+            locks=pochta.locks,
+        )
+        runner = ValkyrieRunner(valkyrie)
         listeners: list[asyncio.Server] = []
         try:
             deletions.start()
+            if settings.valkyrie.enabled:
+                runner.start()
             if settings.smtp.enabled:
                 listeners = await smtp.start(pochta.mailbox, settings.smtp)
             yield
@@ -36,6 +46,8 @@ def create_app(settings: Settings) -> FastAPI:
             for server in listeners:
                 await server.wait_closed()
             await asyncio.to_thread(deletions.stop)
+            await asyncio.to_thread(runner.stop)
+            valkyrie.close()
             pochta.close()
 
     app = FastAPI(

@@ -7,7 +7,7 @@ import time
 
 from pochta.blobs import counting
 from pochta.blobs.keys import parse_key, parse_magic
-from pochta.types import Clock, FileRecord, Key, Magic, Space
+from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Space
 
 
 class MemoryFileDB:
@@ -48,6 +48,52 @@ class MemoryFileDB:
         key = parse_key(key)
         with self._lock:
             return self._live.get(key) or self._deleted.get(key)
+
+    def get_deleted(self, key: Key) -> FileRecord | None:
+        key = parse_key(key)
+        with self._lock:
+            return self._deleted.get(key)
+
+    def forget_deleted(self, key: Key, moved_at: float) -> bool:
+        key = parse_key(key)
+        with self._lock:
+            record = self._deleted.get(key)
+            if record is None or record.moved_at != moved_at:
+                return False
+            del self._deleted[key]
+            return True
+
+    def repoint(self, key: Key, old_pair: int, new_pair: int) -> bool:
+        key = parse_key(key)
+        with self._lock:
+            record = self._live.get(key)
+            if record is None or record.pair_id != old_pair:
+                return False
+            self._live[key] = FileRecord(
+                key, record.counter, record.magic, record.flags, new_pair
+            )
+            return True
+
+    def live_keys(self, pair_id: int, after: Key | None = None, limit: int = 1000) -> list[Key]:
+        with self._lock:
+            keys = sorted(
+                k for k, r in self._live.items() if r.pair_id == pair_id and k > (after or "")
+            )
+        return keys[:limit]
+
+    def count_live(self, pair_id: int) -> int:
+        with self._lock:
+            return sum(1 for r in self._live.values() if r.pair_id == pair_id)
+
+    def revive(self, key: Key, pair_id: int) -> FileRecord:
+        key = parse_key(key)
+        with self._lock:
+            self._deleted.pop(key, None)
+            record = self._live.get(key)
+            if record is None:
+                record = FileRecord(key, 0, 0, FileFlag.DO_NOT_DELETE, pair_id)
+                self._live[key] = record
+            return record
 
     def close(self) -> None:
         pass

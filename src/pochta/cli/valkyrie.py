@@ -1,0 +1,114 @@
+"""``pochta valkyrie``: run the scrubber; show what it has done."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+from rich.table import Table
+
+from pochta.blobs import valkyrie as vk
+from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
+
+app = typer.Typer(help="Valkyrie: the per-disk scrubber.", no_args_is_help=True)
+
+COLUMNS = ["checked", "repaired", "quarantined", "purged", "orphans", "strays", "errors"]
+
+
+def _table(rows: list[dict[str, Any]]) -> None:
+    table = Table("disk", *COLUMNS, "MB read")
+    for r in rows:
+        table.add_row(str(r["disk"]), *(f"{r[c]:,}" for c in COLUMNS), f"{r['bytes'] / 1e6:,.1f}")
+    out.print(table)
+
+
+@app.command()
+@handles_errors
+def run(
+    disk: Annotated[
+        str | None, typer.Option("--disk", help="one disk: its index (0-based) or its root")
+    ] = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="one pass over each disk, then exit")
+    ] = False,
+    budget: Annotated[
+        float | None, typer.Option("--budget", help="MB/s of reads per disk; 0: unthrottled")
+    ] = None,
+    slave_delay: Annotated[
+        float | None,
+        typer.Option("--slave-delay", help="seconds the non-master disk waits after a delete"),
+    ] = None,
+    orphan_min_age: Annotated[
+        float | None,
+        typer.Option("--orphan-min-age", help="seconds before an unrecorded file is an orphan"),
+    ] = None,
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Scrub disks: a pass resumes where the last one stopped. Without --once, runs passes
+    forever (every pass_interval_seconds)."""
+    with opened(data, config) as pochta:
+        cfg = vk.ValkyrieConfig.from_settings(getattr(pochta.settings, "valkyrie", None))
+        overrides: dict[str, float | None] = {}
+        if budget is not None:
+            overrides["budget_mb_per_s"] = budget if budget > 0 else None
+        if slave_delay is not None:
+            overrides["slave_delay_seconds"] = slave_delay
+        if orphan_min_age is not None:
+            overrides["orphan_min_age_seconds"] = orphan_min_age
+        cfg = dataclasses.replace(cfg, **overrides)  # type: ignore[arg-type]
+        valkyrie = vk.Valkyrie.open(pochta.blobs, pochta.settings.data_dir, cfg, locks=pochta.locks)
+        try:
+            targets = [valkyrie.find_disk(disk)] if disk is not None else valkyrie.disks()
+            reports: list[vk.PassReport] = []
+            while True:
+                reports = []
+                for pair, index in targets:
+                    reports.append(_one(valkyrie, pair, index, json_output))
+                if once:
+                    break
+                time.sleep(cfg.pass_interval_seconds)
+        finally:
+            valkyrie.close()
+    rows = [r.as_dict() for r in reports]
+    errors = sum(r.counts.errors for r in reports)
+
+    def human() -> None:
+        _table(rows)
+        for r in reports:
+            if r.busy:
+                out.print(f"{r.disk}: another Valkyrie is running on it; skipped")
+            for problem in r.problems:
+                out.print(f"[red]{r.disk}[/]: {problem}", soft_wrap=True)
+
+    emit(json_output, {"disks": rows, "errors": errors}, human)
+    if errors:
+        raise typer.Exit(1)
+
+
+def _one(valkyrie: vk.Valkyrie, pair: Any, index: int, json_output: bool) -> vk.PassReport:
+    if json_output or not sys.stderr.isatty():
+        return valkyrie.run_disk(pair, index)
+    with Progress(
+        *Progress.get_default_columns()[:-2],
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(f"scrubbing {pair.disks[index]}", total=None)
+        return valkyrie.run_disk(pair, index, progress=lambda n: bar.advance(task, n))
+
+
+@app.command()
+@handles_errors
+def stats(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt = False) -> None:
+    """What Valkyrie has done so far, in total and per disk."""
+    with opened(data, config) as pochta:
+        s = vk.summary(pochta.settings.data_dir)
+    emit(json_output, s, lambda: _table(s["disks"]))
