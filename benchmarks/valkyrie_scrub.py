@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note
-
 from pochta.app import build
 from pochta.blobs.keys import random_magic
 from pochta.blobs.valkyrie import Valkyrie, ValkyrieConfig
