@@ -17,6 +17,9 @@ Key = str
 Magic = int
 """A letter's random non-zero 32-bit number for one file; added on inc/upload, subtracted on dec."""
 
+Op = bytes
+"""An operation id for an exactly-once count (see ``FileDB``): 1 to 32 bytes."""
+
 Clock = Callable[[], float]
 """Seconds since the epoch; injected so that pure logic and tests control time."""
 
@@ -75,16 +78,33 @@ class Pair:
 
 
 class FileDB(Protocol):
-    """Key -> (counter, magic, flags, pair). Every method is one atomic step."""
+    """Key -> (counter, magic, flags, pair). Every method is one atomic step.
 
-    def inc(self, key: Key, magic: Magic) -> FileRecord:
+    ``op``: an operation id (1 to 32 bytes) that makes a count exactly-once. The step and a
+    journal entry for ``op`` are written together; a step whose ``op`` is already journaled
+    changes nothing (a replay after a crash). The journal answers "did this count happen?"
+    (``applied``) until its entries are forgotten (``forget_ops``), which the caller does once
+    its own database has recorded the outcome.
+    """
+
+    def inc(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         """counter += 1, magic += m on the live record; BlobNotFound when there is none."""
 
-    def upsert(self, key: Key, magic: Magic, pair_id: int) -> FileRecord:
+    def upsert(self, key: Key, magic: Magic, pair_id: int, op: Op | None = None) -> FileRecord:
         """After an upload: insert with counter 1, or inc a live record that appeared meanwhile."""
 
-    def dec(self, key: Key, magic: Magic) -> FileRecord:
-        """counter -= 1, magic -= m; see ``pochta.blobs.counting.after_dec`` for the outcomes."""
+    def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
+        """counter -= 1, magic -= m; see ``pochta.blobs.counting.after_dec`` for the outcomes.
+        A replayed ``op`` returns the record as it is (BlobNotFound when there is none)."""
+
+    def applied(self, ops: Collection[Op]) -> set[Op]:
+        """Which of ``ops`` are journaled."""
+
+    def forget_ops(self, ops: Collection[Op]) -> None:
+        """Drop journal entries (unknown ones are ignored)."""
+
+    def journal(self, after: Op = b"", limit: int = 1000) -> list[Op]:
+        """Journaled ops greater than ``after``, in ascending byte order, at most ``limit``."""
 
     def get(self, key: Key) -> FileRecord | None:
         """The live record, else the space1 record, else None."""
@@ -320,12 +340,13 @@ class MailIndex(Protocol):
 
     def finish_delivery(self, ids: Sequence[int]) -> None: ...
 
-    def discard_delivery(self, ids: Sequence[int]) -> None:
-        """Remove PENDING letters whose attachments were never (or no longer) counted."""
+    def pending(self, ids: Sequence[int] | None = None) -> list[tuple[int, list[AttachmentRef]]]:
+        """PENDING letters (those of ``ids``, or all) with their references."""
 
-    def recover(self) -> int:
-        """After a crash: PENDING letters become DELETING (their counts are undone by the
-        deletion worker). Returns how many."""
+    def abandon(self, ids: Sequence[int], uncounted: Collection[tuple[int, int]]) -> int:
+        """In one step: drop the references (letter id, n) in ``uncounted`` (never counted),
+        and turn the PENDING letters of ``ids`` into DELETING ones (the deletion worker decs
+        what was counted). Returns how many letters changed."""
 
     # reading
     def letters(
@@ -357,6 +378,9 @@ class MailIndex(Protocol):
         """DELETING letters with the references whose decs are still to be done."""
 
     def ref_done(self, letter_id: int, n: int) -> None: ...
+
+    def ref_states(self, refs: Collection[tuple[int, int]]) -> dict[tuple[int, int], LetterState]:
+        """For each existing reference (letter id, n) of ``refs``: its letter's state."""
 
     def finish_deletion(self, letter_id: int) -> None: ...
 

@@ -27,7 +27,7 @@ from hypothesis.stateful import (
 )
 
 from pochta.blobs.keys import MAGIC_MOD, key_of, random_magic
-from pochta.errors import BadKey, BadMagic, BlobNotFound
+from pochta.errors import BadKey, BadMagic, BlobNotFound, InvalidInput
 from pochta.types import FileDB, FileFlag, FileRecord, Key, Magic, Space
 from tests.contract import workers
 from tests.contract.conftest import FakeClock, NewFileDB, SharedFileDB
@@ -249,9 +249,7 @@ def assert_consistent(db: FileDB, want: dict[Key, tuple[int, Magic]]) -> None:
 def test_threads_inc_and_dec_the_same_keys(filedb: FileDB) -> None:
     base = seed_base(filedb, random.Random(1))
     with ThreadPoolExecutor(max_workers=8) as pool:
-        futures = [
-            pool.submit(workers.churn, filedb, KEYS, FRESH, seed, 150) for seed in range(8)
-        ]
+        futures = [pool.submit(workers.churn, filedb, KEYS, FRESH, seed, 150) for seed in range(8)]
         logs = [f.result() for f in futures]
     assert sum(len(log.incs) for log in logs) > sum(len(log.decs) for log in logs) > 0
     assert_consistent(filedb, workers.expected(base, logs))
@@ -549,3 +547,90 @@ def test_revive_keeps_a_live_record_and_drops_space1(filedb: FileDB) -> None:
     assert filedb.revive(K, 3) == live
     assert filedb.get_deleted(K) is None
     assert got(filedb, K) == live
+
+
+# -- the journal of exactly-once counts ---------------------------------------------------------
+OP1, OP2, OP3 = b"c-op-1", b"c-op-2", b"d-op-3"
+
+
+def test_an_op_is_applied_once_whatever_the_replays(filedb: FileDB) -> None:
+    filedb.upsert(K, 5, 1, op=OP1)
+    assert state(filedb.upsert(K, 5, 1, op=OP1)) == (1, 5, FileFlag.NONE, Space.LIVE)
+    filedb.inc(K, 7, op=OP2)
+    filedb.inc(K, 7, op=OP2)
+    assert state(got(filedb, K)) == (2, 12, FileFlag.NONE, Space.LIVE)
+    filedb.dec(K, 7, op=OP3)
+    assert state(filedb.dec(K, 7, op=OP3)) == (1, 5, FileFlag.NONE, Space.LIVE)
+    assert filedb.applied([OP1, OP2, OP3, b"never"]) == {OP1, OP2, OP3}
+
+
+def test_a_replayed_dec_after_the_move_to_space1_changes_nothing(
+    filedb: FileDB, clock: FakeClock
+) -> None:
+    filedb.upsert(K, 5, 1, op=OP1)
+    moved = filedb.dec(K, 5, op=OP3)
+    assert moved.space is Space.DELETED
+    clock.now += 10
+    again = filedb.dec(K, 5, op=OP3)  # without the journal: back to space0, DO_NOT_DELETE
+    assert (again.space, again.moved_at, again.flags) == (Space.DELETED, moved.moved_at, 0)
+    assert filedb.get_deleted(K) is not None
+
+
+def test_a_replayed_op_on_a_forgotten_record_is_not_found(filedb: FileDB) -> None:
+    filedb.upsert(K, 5, 1)
+    filedb.dec(K, 5, op=OP3)
+    deleted = filedb.get_deleted(K)
+    assert deleted is not None and deleted.moved_at is not None
+    assert filedb.forget_deleted(K, deleted.moved_at)
+    with pytest.raises(BlobNotFound):
+        filedb.dec(K, 5, op=OP3)
+
+
+def test_a_failed_step_journals_nothing(filedb: FileDB) -> None:
+    with pytest.raises(BlobNotFound):
+        filedb.inc(K, 5, op=OP2)  # no live record
+    assert filedb.applied([OP2]) == set()
+    filedb.upsert(K, 9, 1)
+    filedb.inc(K, 5, op=OP2)  # the same id, now it can happen: it does, once
+    assert got(filedb, K).counter == 2
+
+
+def test_ops_are_per_operation_not_per_key(filedb: FileDB) -> None:
+    filedb.upsert(K, 5, 1, op=OP1)
+    filedb.upsert(OTHER, 5, 1, op=OP2)
+    filedb.inc(OTHER, 6, op=OP1)  # OP1 is journaled: an id names one operation, reused = replay
+    assert got(filedb, OTHER).counter == 1
+
+
+def test_forget_ops_and_the_journal_in_pages(filedb: FileDB) -> None:
+    ops = [bytes([i]) * 4 for i in range(1, 8)]
+    for i, op in enumerate(ops):
+        filedb.upsert(K, i + 1, 1, op=op)
+    assert filedb.journal() == ops
+    assert filedb.journal(after=ops[2], limit=2) == ops[3:5]
+    filedb.forget_ops([ops[0], ops[3], b"unknown"])
+    assert filedb.journal() == [ops[1], ops[2], ops[4], ops[5], ops[6]]
+    assert filedb.applied(ops) == set(filedb.journal())
+    filedb.forget_ops([])
+    assert got(filedb, K).counter == 7  # forgetting touches only the journal
+
+
+@pytest.mark.parametrize("op", [b"", b"x" * 33])
+def test_an_operation_id_is_1_to_32_bytes(filedb: FileDB, op: bytes) -> None:
+    with pytest.raises(InvalidInput):
+        filedb.upsert(K, 5, 1, op=op)
+    assert filedb.get(K) is None
+
+
+def test_threads_replaying_the_same_ops_count_each_once(filedb: FileDB) -> None:
+    filedb.upsert(K, 1, 1)
+    ops = [f"op-{i}".encode() for i in range(40)]
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        for op in rng.sample(ops, len(ops)):
+            filedb.inc(K, 3, op=op)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(work, range(4)))
+    assert (got(filedb, K).counter, got(filedb, K).magic) == (41, 1 + 3 * 40)

@@ -163,24 +163,49 @@ def test_deletion_is_recorded_then_finished_ref_by_ref(index: MailIndex) -> None
     assert index.stats().skeleton_bytes == 0
 
 
-def test_recover_turns_cut_deliveries_into_deletions(index: MailIndex) -> None:
+def test_abandon_drops_uncounted_refs_and_turns_pending_letters_into_deletions(
+    index: MailIndex,
+) -> None:
     a = index.add_user("a@example.org", "h")
-    (pending,) = index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Inbox", refs(3))])
-    done = deliver(index, a.id)
-    assert index.recover() == 1
-    assert [lid for lid, _ in index.deletions(10)] == [pending]
-    assert index.letter(a.id, done) is not None
+    cut = index.begin_delivery(
+        b"s", meta(), [NewLetter(a.id, "Inbox", refs(3, 4)), NewLetter(a.id, "Inbox", refs(5))]
+    )
+    done = deliver(index, a.id, "x", 6)
+    pending = index.pending()
+    assert [(lid, [r.magic for r in rs]) for lid, rs in pending] == [
+        (cut[0], [3, 4]),
+        (cut[1], [5]),
+    ]
+    assert index.pending([cut[1], done]) == [pending[1]]
+    # counted: the first letter's reference 0; never counted: its reference 1, the second's 0
+    assert index.abandon([*cut, done], [(cut[0], 1), (cut[1], 0), (done, 0)]) == 2
+    assert index.pending() == []
+    work = {lid: [r.magic for r in rs] for lid, rs in index.deletions(10)}
+    assert work == {cut[0]: [3], cut[1]: []}
+    _, kept = index.content(done)  # a DELIVERED letter's references are never dropped
+    assert [r.magic for r in kept] == [6]
+    assert index.abandon(cut, []) == 0  # no longer PENDING
 
 
-def test_discard_removes_pending_letters(index: MailIndex) -> None:
+def test_ref_states(index: MailIndex) -> None:
     a = index.add_user("a@example.org", "h")
-    ids = index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Inbox", refs(3))])
-    index.discard_delivery(ids)
-    assert list(index.all_refs()) == []
-    assert index.stats().skeleton_bytes == 0
+    (cut,) = index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Inbox", refs(3))])
+    done = deliver(index, a.id, "x", 6, 7)
+    assert index.ref_states([(cut, 0), (done, 1), (done, 5), (999, 0)]) == {
+        (cut, 0): LetterState.PENDING,
+        (done, 1): LetterState.DELIVERED,
+    }
+    index.delete(a.id, done)
+    index.ref_done(done, 1)
+    assert index.ref_states([(done, 0), (done, 1)]) == {(done, 0): LetterState.DELETING}
+
+
+def test_a_delivery_into_a_missing_folder_writes_nothing(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
     with pytest.raises(FolderNotFound):
         index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Nope", ())])
     assert index.stats().skeleton_bytes == 0  # nothing half-written
+    assert index.pending() == []
 
 
 def test_stats_count_distinct_attachments_once(index: MailIndex) -> None:

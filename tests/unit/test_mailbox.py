@@ -23,7 +23,9 @@ from pochta.errors import (
     TooLarge,
 )
 from pochta.mailbox.importer import import_letters, sources, split_mbox
-from pochta.types import Space, User
+from pochta.mailbox.service import SETTLE_BATCH, count_op, dec_op
+from pochta.mime.split import split
+from pochta.types import AttachmentRef, FileFlag, LetterMeta, NewLetter, Space, User
 
 PASSWORD = "correct horse battery"
 
@@ -91,12 +93,12 @@ def test_a_failed_count_undoes_the_whole_delivery(
     calls = 0
     real_inc = pochta.blobs.inc
 
-    def flaky_inc(key: str, magic: int) -> object:
+    def flaky_inc(key: str, magic: int, op: bytes | None = None) -> object:
         nonlocal calls
         calls += 1
         if calls == 3:
             raise StorageError("the FileDB went away")
-        return real_inc(key, magic)
+        return real_inc(key, magic, op)
 
     monkeypatch.setattr(pochta.blobs, "inc", flaky_inc)
     with pytest.raises(StorageError):
@@ -106,45 +108,99 @@ def test_a_failed_count_undoes_the_whole_delivery(
     assert record.counter == 1  # only the first letter's reference
     assert pochta.mailbox.index.stats().letters == 1
     assert pochta.mailbox.raw(rcpts[0].id, before.ids[0])
-    assert pochta.mailbox.fsck().ok
+    assert_exact(pochta)
 
 
-def test_a_crash_mid_delivery_is_undone_on_start(pochta: Pochta) -> None:
-    (u,) = users(pochta, 1)
-    att = payload(5, 30_000)
-    raw = letter(attachments=[("a", att)])
-    kept = pochta.mailbox.deliver(raw, [u])
-    # what a crash leaves: letters PENDING, the count made, no DELIVERED mark
-    from pochta.mime.split import split
+def assert_exact(p: Pochta) -> None:
+    """Every counter equals its references, every magic their sum; the journal is empty."""
+    p.mailbox.settle()
+    report = p.mailbox.fsck()
+    assert report.ok, report
+    assert (report.leaks, report.miscounted) == ([], [])
+    assert p.blobs.filedb.journal() == []
 
+
+def cut_delivery(p: Pochta, u: User, raw: bytes, counted: list[bool]) -> list[AttachmentRef]:
+    """What a SIGKILL in the middle of ``deliver`` leaves: the letter PENDING and, of its
+    references, those in ``counted`` counted (with their journaled operation ids)."""
     parts = split(raw)
-    from pochta.types import AttachmentRef, LetterMeta, NewLetter
-
-    ref = AttachmentRef(0, parts.parts[0].key, parts.parts[0].size, parts.parts[0].crc32, 77)
-    pochta.mailbox.index.begin_delivery(
-        parts.skeleton, LetterMeta(len(raw), 0, None, "", ""), [NewLetter(u.id, "Inbox", (ref,))]
+    refs = [
+        AttachmentRef(part.index, part.key, part.size, part.crc32, 70 + part.index)
+        for part in parts.parts
+    ]
+    (letter_id,) = p.mailbox.index.begin_delivery(
+        parts.skeleton,
+        LetterMeta(len(raw), 0, None, "", ""),
+        [NewLetter(u.id, "Inbox", tuple(refs))],
     )
-    pochta.blobs.inc(ref.key, 77)
-    assert pochta.blobs.stat(ref.key).counter == 2
+    for ref, done in zip(refs, counted, strict=True):
+        if done:
+            p.blobs.inc(ref.key, ref.magic, count_op(letter_id, ref))
+    return refs
+
+
+def test_a_crash_mid_delivery_undoes_exactly_the_counts_made(pochta: Pochta) -> None:
+    (u,) = users(pochta, 1)
+    atts = [payload(50 + i, 20_000 + i) for i in range(3)]
+    raw = letter(attachments=[(f"a{i}", att) for i, att in enumerate(atts)])
+    kept = pochta.mailbox.deliver(raw, [u])
+    refs = cut_delivery(pochta, u, raw, [True, False, True])
+    assert [pochta.blobs.stat(r.key).counter for r in refs] == [2, 1, 2]
+    pochta.mailbox._settled.clear()  # the crash also lost what was to be forgotten
     assert pochta.mailbox.recover() == 1
     pochta.mailbox.process_deletions()
-    record = pochta.blobs.stat(ref.key)
-    assert (record.counter, record.space) == (1, Space.LIVE)
+    assert [pochta.blobs.stat(r.key).counter for r in refs] == [1, 1, 1]
     assert pochta.mailbox.raw(u.id, kept.ids[0]) == raw
-    assert pochta.mailbox.fsck().ok
+    assert_exact(pochta)
 
 
-def test_a_repeated_dec_never_deletes_a_referenced_file(pochta: Pochta) -> None:
+def test_a_crash_between_a_dec_and_its_record_does_not_dec_twice(pochta: Pochta) -> None:
     a, b = users(pochta, 2)
     att = payload(6, 10_000)
     done = pochta.mailbox.deliver(letter(attachments=[("a", att)]), [a, b])
     _, (ref,) = pochta.mailbox.index.content(done.ids[0])
-    pochta.blobs.dec(ref.key, ref.magic)  # a crash replays this dec ...
     pochta.mailbox.delete(a.id, done.ids[0])
-    pochta.mailbox.process_deletions()  # ... and the deletion runs it again
+    pochta.blobs.dec(ref.key, ref.magic, dec_op(done.ids[0], ref))  # then SIGKILL ...
+    assert pochta.mailbox.recover() == 0
+    pochta.mailbox.process_deletions()  # ... and the restarted worker replays it
+    record = pochta.blobs.stat(ref.key)
+    assert (record.counter, record.flags) == (1, FileFlag.NONE)
+    assert pochta.mailbox.attachment(b.id, done.ids[1], 0)[0] == att
+    assert_exact(pochta)
+    pochta.mailbox.delete(b.id, done.ids[1])
+    pochta.mailbox.process_deletions()
+    assert pochta.blobs.stat(ref.key).space is Space.DELETED  # nothing leaked: collectable
+
+
+def test_a_dec_the_index_lost_track_of_never_deletes_a_referenced_file(pochta: Pochta) -> None:
+    a, b = users(pochta, 2)
+    att = payload(6, 10_000)
+    done = pochta.mailbox.deliver(letter(attachments=[("a", att)]), [a, b])
+    _, (ref,) = pochta.mailbox.index.content(done.ids[0])
+    pochta.blobs.dec(ref.key, ref.magic)  # outside the journal (an operator, an old version)
+    pochta.mailbox.delete(a.id, done.ids[0])
+    pochta.mailbox.process_deletions()  # the deletion runs it again
     record = pochta.blobs.stat(ref.key)
     assert record.space is Space.LIVE  # magic disagreed: kept (DO_NOT_DELETE)
     assert pochta.mailbox.attachment(b.id, done.ids[1], 0)[0] == att
+
+
+def test_the_journal_is_forgotten_in_batches_and_swept_on_start(pochta: Pochta) -> None:
+    rcpts = users(pochta, 3)
+    att = payload(11, 9_000)
+    for i in range(5):
+        pochta.mailbox.deliver(letter(subject=f"n{i}", attachments=[("a", att)]), rcpts)
+    assert len(pochta.blobs.filedb.journal()) == 15  # fewer than a batch: kept for a while
+    pochta.mailbox.process_deletions()  # the worker's tick forgets them
+    assert pochta.blobs.filedb.journal() == []
+    for i in range(SETTLE_BATCH // 3 + 1):
+        pochta.mailbox.deliver(letter(subject=f"m{i}", attachments=[("a", att)]), rcpts)
+    assert len(pochta.blobs.filedb.journal()) < SETTLE_BATCH
+    foreign = b"another writer's op"
+    pochta.blobs.inc(key_of(att), 5, foreign)
+    pochta.mailbox._settled.clear()  # a crash
+    assert pochta.mailbox.recover() == 0
+    assert pochta.blobs.filedb.journal() == [foreign]  # not ours: left alone
 
 
 def test_too_large_and_unknown_letters(pochta: Pochta) -> None:

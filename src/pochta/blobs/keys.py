@@ -6,8 +6,8 @@ import hashlib
 import random
 import re
 
-from pochta.errors import BadKey, BadMagic
-from pochta.types import Key, Magic
+from pochta.errors import BadKey, BadMagic, InvalidInput
+from pochta.types import Key, Magic, Op
 
 MAGIC_MOD = 2**32
 _KEY_RE = re.compile(r"[0-9a-f]{64}")
@@ -34,6 +34,16 @@ def parse_magic(value: object) -> Magic:
             raise BadMagic(f"magic {value!r} is not an integer") from None
     if not 0 < value < MAGIC_MOD:
         raise BadMagic(f"magic {value} is out of range: it must be in 1..{MAGIC_MOD - 1}")
+    return value
+
+
+MAX_OP = 32
+
+
+def parse_op(value: object) -> Op:
+    """Accept an operation id: 1 to 32 bytes."""
+    if not isinstance(value, bytes) or not 0 < len(value) <= MAX_OP:
+        raise InvalidInput(f"an operation id is 1 to {MAX_OP} bytes, not {value!r:.80}")
     return value
 
 

@@ -43,6 +43,7 @@ from pochta.types import (
     FileRecord,
     Key,
     Magic,
+    Op,
     Pair,
     PairDB,
     PairFlag,
@@ -90,8 +91,16 @@ class Upload:
     """One upload in progress; use as a context manager, feed ``write``, end with ``finish``.
     Any exception before ``finish`` returns removes every temporary byte."""
 
-    def __init__(self, store: BlobStore, key: Key | None, magic: Magic, pair: Pair | None) -> None:
+    def __init__(
+        self,
+        store: BlobStore,
+        key: Key | None,
+        magic: Magic,
+        pair: Pair | None,
+        op: Op | None = None,
+    ) -> None:
         self._store = store
+        self._op = op
         self._key = key
         self._magic = magic
         self._pair = pair
@@ -131,7 +140,7 @@ class Upload:
             if self._pair is None:  # already live: the bytes were only hashed
                 self._done = True
                 try:
-                    record = self._store.filedb.inc(key, self._magic)
+                    record = self._store.filedb.inc(key, self._magic, self._op)
                 except BlobNotFound:
                     raise StorageError(
                         f"{key} was deleted while its content was being sent; send it again"
@@ -146,7 +155,7 @@ class Upload:
         except BaseException:
             self.abort()
             raise
-        record = self._store.filedb.upsert(key, self._magic, self._pair.id)
+        record = self._store.filedb.upsert(key, self._magic, self._pair.id, self._op)
         return Stored(record, self._magic, self._size, self._crc, uploaded=True)
 
     def abort(self) -> None:
@@ -280,10 +289,12 @@ class BlobStore:
             raise errors[0]
 
     # -- the API of seed 004 ------------------------------------------------------------
-    def inc(self, key: Key, magic: Magic) -> FileRecord:
-        return self.filedb.inc(key, magic)
+    def inc(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
+        return self.filedb.inc(key, magic, op)
 
-    def begin_upload(self, key: Key | None, magic: Magic, size_hint: int = 0) -> Upload:
+    def begin_upload(
+        self, key: Key | None, magic: Magic, size_hint: int = 0, op: Op | None = None
+    ) -> Upload:
         """Start an upload. With a key that is already live, the bytes are only hashed (to
         check them) and the record is counted: no second copy is written."""
         magic = parse_magic(magic)
@@ -291,11 +302,11 @@ class BlobStore:
             key = parse_key(key)
             record = self.filedb.get(key)
             if record is not None and record.space is Space.LIVE:
-                return Upload(self, key, magic, None)
+                return Upload(self, key, magic, None, op)
         for attempt in range(3):
             pair = self._place(size_hint)
             try:
-                return Upload(self, key, magic, pair)
+                return Upload(self, key, magic, pair, op)
             except DiskError:
                 # the disk failed right after its probe: place again (which re-probes)
                 self._refreshed_at = -float("inf")
@@ -304,9 +315,16 @@ class BlobStore:
         raise AssertionError("unreachable")
 
     def upload(
-        self, key: Key | None, magic: Magic, chunks: Iterable[bytes], size_hint: int = 0
+        self,
+        key: Key | None,
+        magic: Magic,
+        chunks: Iterable[bytes],
+        size_hint: int = 0,
+        op: Op | None = None,
     ) -> Stored:
-        with self.begin_upload(key, magic, size_hint) as up:
+        """Upload (or count, when the key is live) one file; ``op`` makes the count
+        exactly-once (see ``FileDB``)."""
+        with self.begin_upload(key, magic, size_hint, op) as up:
             for chunk in chunks:
                 up.write(chunk)
             return up.finish()
@@ -331,8 +349,8 @@ class BlobStore:
         with path.open("rb") as f:
             return self.upload(key, magic, _chunks(f.read, progress), size_hint=size)
 
-    def dec(self, key: Key, magic: Magic) -> FileRecord:
-        return self.filedb.dec(key, magic)
+    def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
+        return self.filedb.dec(key, magic, op)
 
     def stat(self, key: Key) -> FileRecord:
         record = self.filedb.get(parse_key(key))

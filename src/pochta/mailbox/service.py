@@ -7,14 +7,22 @@ Delivery of one letter to N recipients (SPEC §3):
 3. count every attachment once per letter in the blob store (upload the first time, inc after);
 4. mark the letters DELIVERED. Only then is the delivery acknowledged.
 
-A failure in 3 undoes the counts already made and removes the letters; a crash in 3 leaves
-PENDING letters, which ``recover`` turns into deletions on the next start: their decs run with
-the letters' own magics, so a dec of a count that never happened cannot delete anyone's file
-(the FileDB sees the magic disagree and keeps the file, DO_NOT_DELETE).
+Counts are exactly-once although the index and the FileDB are two databases. Every count
+and every dec carries an operation id (the letter, the reference and its magic), which the
+FileDB journals in the same atomic step (``FileDB.applied``):
 
-Deletion: the letter becomes DELETING in one write, then ``process_deletions`` decs each
-reference and removes it, and finally the letter. A crash in between is finished on restart; a
-dec repeated by such a crash is exactly the case magic exists for.
+- a failure or a crash in 3 leaves PENDING letters. ``abandon`` (at once) or ``recover`` (on
+  the next start) asks the journal which of their counts happened, drops the references that
+  were never counted and turns the letters into deletions, so exactly the counts made are
+  undone;
+- deletion: the letter becomes DELETING in one write, then ``process_deletions`` decs each
+  reference and removes it, and finally the letter. A crash between a dec and the removal of
+  its reference replays the dec on restart; the FileDB sees its id journaled and does nothing.
+
+Journal entries are forgotten once the index holds the outcome (DELIVERED, or the reference
+removed), in batches; a crash leaves a few, which ``recover`` sweeps. Magic stays the second
+line of defence: a count the index lost track of (an old database, an operator's hand) makes
+the sums disagree, and the FileDB keeps the file (DO_NOT_DELETE).
 """
 
 from __future__ import annotations
@@ -24,11 +32,12 @@ import functools
 import hashlib
 import logging
 import secrets
+import struct
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +71,7 @@ from pochta.types import (
     LetterState,
     MailIndex,
     NewLetter,
+    Op,
     Space,
     User,
 )
@@ -71,6 +81,28 @@ log = logging.getLogger("pochta.mailbox")
 MIN_PASSWORD = 8
 SPAM = "Spam"
 DELETIONS_LOCK = "mailbox-deletions"
+SETTLE_BATCH = 256  # journal entries forgotten per FileDB write
+
+_OP = struct.Struct(">cQII")  # kind, letter id, reference number, magic: 17 bytes
+COUNT, DEC = b"c", b"d"
+
+
+def count_op(letter_id: int, ref: AttachmentRef) -> Op:
+    """The operation id of counting ``ref`` for letter ``letter_id`` (upload or inc)."""
+    return _OP.pack(COUNT, letter_id, ref.n, ref.magic)
+
+
+def dec_op(letter_id: int, ref: AttachmentRef) -> Op:
+    """The operation id of the dec that deletes ``ref`` of letter ``letter_id``. The magic
+    is part of it, so an id the index reuses for a new letter never matches an old entry."""
+    return _OP.pack(DEC, letter_id, ref.n, ref.magic)
+
+
+def _parse_op(op: Op) -> tuple[bytes, int, int] | None:
+    if len(op) != _OP.size or op[:1] not in (COUNT, DEC):
+        return None
+    kind, letter_id, n, _magic = _OP.unpack(op)
+    return kind, letter_id, n
 
 
 def _token_hash(token: str) -> bytes:
@@ -132,9 +164,12 @@ class Mailbox:
         self._clock = clock
         self._counting = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pochta-count")
         self._deleting = threading.Lock()
+        self._settled: list[Op] = []
+        self._settled_lock = threading.Lock()
 
     def close(self) -> None:
         self._counting.shutdown(wait=True)
+        self.settle()
         self.index.close()
 
     # -- users and sessions ------------------------------------------------------------------
@@ -229,14 +264,15 @@ class Mailbox:
             for user in unique
         ]
         ids = self.index.begin_delivery(parts.skeleton, meta, letters)
-        counted: list[tuple[str, int]] = []
         try:
-            uploaded = self._count(parts, letters, counted)
+            uploaded = self._count(parts, letters, ids)
         except BaseException:
-            self._undo(counted)
-            self.index.discard_delivery(ids)
+            self._abandon(ids)
             raise
         self.index.finish_delivery(ids)
+        self._settle(
+            count_op(i, ref) for i, new in zip(ids, letters, strict=True) for ref in new.refs
+        )
         if verdict is not None and self.scanner is not None:
             self.scanner.learn(verdict)
         elif self.shingler is not None and scan:
@@ -251,36 +287,67 @@ class Mailbox:
         lines = [f"X-Pochta-Spam: {verdict.header()}", f"Authentication-Results: {ar}"]
         return b"".join(_header_line(line, eol) for line in lines)
 
-    def _count(
-        self, parts: Split, letters: list[NewLetter], counted: list[tuple[str, int]]
-    ) -> set[str]:
+    def _count(self, parts: Split, letters: list[NewLetter], ids: list[int]) -> set[str]:
         """Count each attachment once per letter: the first count uploads (or incs a live
-        key), the rest inc, concurrently so that they share the FileDB's commits."""
+        key), the rest inc, concurrently so that they share the FileDB's commits. Each count
+        carries its operation id; on a failure every count started has ended before this
+        raises, so the journal then says exactly which happened."""
         uploaded: set[str] = set()
-        lock = threading.Lock()
         for part in parts.parts:
-            magics = [letter.refs[part.index].magic for letter in letters]
-            stored = self.blobs.upload(part.key, magics[0], [part.content], len(part.content))
-            with lock:
-                counted.append((part.key, magics[0]))
+            refs = [(i, new.refs[part.index]) for i, new in zip(ids, letters, strict=True)]
+            first_id, first = refs[0]
+            stored = self.blobs.upload(
+                part.key, first.magic, [part.content], len(part.content), count_op(first_id, first)
+            )
             if stored.uploaded:
                 uploaded.add(part.key)
-
-            def inc(magic: int, key: str = part.key) -> None:
-                self.blobs.inc(key, magic)
-                with lock:
-                    counted.append((key, magic))
-
-            for future in [self._counting.submit(inc, m) for m in magics[1:]]:
+            futures = [
+                self._counting.submit(self.blobs.inc, ref.key, ref.magic, count_op(i, ref))
+                for i, ref in refs[1:]
+            ]
+            wait(futures)
+            for future in futures:
                 future.result()
         return uploaded
 
-    def _undo(self, counted: list[tuple[str, int]]) -> None:
-        for key, magic in counted:
-            try:
-                self.blobs.dec(key, magic)
-            except PochtaError as exc:  # the deletion path's magic keeps files safe anyway
-                log.warning("undoing a count of %s: %s", key, exc.message)
+    def _abandon(self, ids: list[int]) -> None:
+        """A delivery failed: undo exactly the counts it made, through the deletion path, at
+        once (unless another process holds the deletions: then it does them). When even that
+        fails, the letters stay PENDING or DELETING for ``recover`` or the deletion worker."""
+        try:
+            self._give_up(ids)
+            self.process_deletions()
+        except PochtaError as exc:
+            log.warning("a failed delivery is left to be undone later: %s", exc.message)
+
+    def _give_up(self, ids: list[int] | None) -> int:
+        pending = self.index.pending(ids)
+        ops = {count_op(lid, ref): (lid, ref.n) for lid, refs in pending for ref in refs}
+        applied = self.blobs.filedb.applied(list(ops))
+        uncounted = [where for op, where in ops.items() if op not in applied]
+        changed = self.index.abandon([lid for lid, _ in pending], uncounted)
+        self._settle(applied)  # the index now says which counts to undo
+        return changed
+
+    def _settle(self, ops: Iterable[Op]) -> None:
+        """These journal entries are no longer needed: the index holds the outcome."""
+        with self._settled_lock:
+            self._settled.extend(ops)
+            full = len(self._settled) >= SETTLE_BATCH
+        if full:
+            self.settle()
+
+    def settle(self) -> None:
+        """Forget the settled journal entries now (one FileDB write). On failure they stay
+        journaled, which is harmless: ``recover`` sweeps them."""
+        with self._settled_lock:
+            ops, self._settled = self._settled, []
+        if not ops:
+            return
+        try:
+            self.blobs.filedb.forget_ops(ops)
+        except PochtaError as exc:
+            log.warning("forgetting %d journal entries: %s", len(ops), exc.message)
 
     # -- reading -----------------------------------------------------------------------------
     def folders(self, user_id: int) -> list[Folder]:
@@ -360,7 +427,35 @@ class Mailbox:
             raise MessageNotFound(f"no message {letter_id}")
 
     def recover(self) -> int:
-        return self.index.recover()
+        """On start, after a crash: undo the deliveries cut short (exactly the counts they
+        made), then sweep the journal. Returns how many letters were undone. Run it before
+        this process delivers anything: another process's delivery in flight would be
+        abandoned too."""
+        changed = self._give_up(None)
+        self.settle()
+        self._sweep_journal()
+        return changed
+
+    def _sweep_journal(self) -> int:
+        """Forget journal entries whose outcome the index holds: counts of letters no longer
+        PENDING, decs of references removed. Entries of other writers are left alone."""
+        swept, after = 0, b""
+        while page := self.blobs.filedb.journal(after=after, limit=1000):
+            after = page[-1]
+            ours = {op: parsed for op in page if (parsed := _parse_op(op)) is not None}
+            states = self.index.ref_states([(lid, n) for _, lid, n in ours.values()])
+            stale = [
+                op
+                for op, (kind, lid, n) in ours.items()
+                if (state := states.get((lid, n))) is None
+                or (kind == COUNT and state is not LetterState.PENDING)
+            ]
+            if stale:
+                self.blobs.filedb.forget_ops(stale)
+                swept += len(stale)
+        if swept:
+            log.info("forgot %d journal entries left by a crash", swept)
+        return swept
 
     def process_deletions(self, batch: int = 100) -> int:
         """Finish recorded deletions; returns how many letters were finished."""
@@ -377,12 +472,17 @@ class Mailbox:
                     for ref in refs:
                         if lease is not None:
                             lease.check()  # LeaseLost: stop; the next holder goes on
-                        # BlobNotFound: never counted (a delivery cut short), or already gone
+                        op = dec_op(letter_id, ref)
+                        # BlobNotFound: the record is gone (removed by an operator, or the
+                        # replay of a dec whose file has been purged since)
                         with contextlib.suppress(BlobNotFound):
-                            self.blobs.dec(ref.key, ref.magic)
+                            self.blobs.dec(ref.key, ref.magic, op)
                         self.index.ref_done(letter_id, ref.n)
+                        self._settle([op])
                     self.index.finish_deletion(letter_id)
                     done += 1
+                self.settle()
+        self.settle()  # also what deliveries settled meanwhile
         return done
 
     # -- checks ------------------------------------------------------------------------------

@@ -332,27 +332,48 @@ class SQLiteIndex:
             )
         )
 
-    def discard_delivery(self, ids: Sequence[int]) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            for letter_id in ids:
-                self._remove(conn, letter_id)
+    def pending(self, ids: Sequence[int] | None = None) -> list[tuple[int, list[AttachmentRef]]]:
+        conn = self._db.reader()
+        with conn:
+            conn.execute("BEGIN")
+            if ids is None:
+                found = [r[0] for r in conn.execute("SELECT id FROM letters WHERE state = 0")]
+            else:
+                found = [
+                    i
+                    for i in ids
+                    if conn.execute(
+                        "SELECT 1 FROM letters WHERE id = ? AND state = 0", (i,)
+                    ).fetchone()
+                ]
+            out = [(letter_id, self._refs(conn, letter_id)) for letter_id in found]
+        return out
 
-        self._db.write(op)
+    def abandon(self, ids: Sequence[int], uncounted: Collection[tuple[int, int]]) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            changed = 0
+            drop = set(uncounted)
+            for letter_id in ids:
+                cur = conn.execute(
+                    "UPDATE letters SET state = 2 WHERE id = ? AND state = 0", (letter_id,)
+                )
+                if cur.rowcount:  # only a PENDING letter's references may be dropped
+                    changed += 1
+                    conn.executemany(
+                        "DELETE FROM refs WHERE letter_id = ? AND n = ?",
+                        [(lid, n) for lid, n in drop if lid == letter_id],
+                    )
+            return changed
+
+        return self._db.write(op)
 
     @staticmethod
-    def _remove(conn: sqlite3.Connection, letter_id: int) -> None:
-        row = conn.execute("SELECT skeleton_id FROM letters WHERE id = ?", (letter_id,)).fetchone()
-        if row is None:
-            return
-        conn.execute("DELETE FROM refs WHERE letter_id = ?", (letter_id,))
-        conn.execute("DELETE FROM letters WHERE id = ?", (letter_id,))
-        conn.execute("UPDATE skeletons SET letters = letters - 1 WHERE id = ?", (row[0],))
-        conn.execute("DELETE FROM skeletons WHERE id = ? AND letters <= 0", (row[0],))
-
-    def recover(self) -> int:
-        return self._db.write(
-            lambda conn: conn.execute("UPDATE letters SET state = 2 WHERE state = 0").rowcount
-        )
+    def _refs(conn: sqlite3.Connection, letter_id: int) -> list[AttachmentRef]:
+        rows = conn.execute(
+            "SELECT n, key, size, crc32, magic FROM refs WHERE letter_id = ? ORDER BY n",
+            (letter_id,),
+        ).fetchall()
+        return [_ref(r) for r in rows]
 
     # -- reading ---------------------------------------------------------------------------
     def letters(
@@ -447,20 +468,37 @@ class SQLiteIndex:
                     "SELECT id FROM letters WHERE state = 2 ORDER BY id LIMIT ?", (limit,)
                 )
             ]
-            out = []
-            for letter_id in ids:
-                refs = conn.execute(
-                    "SELECT n, key, size, crc32, magic FROM refs WHERE letter_id = ? ORDER BY n",
-                    (letter_id,),
-                ).fetchall()
-                out.append((letter_id, [_ref(r) for r in refs]))
+            out = [(letter_id, self._refs(conn, letter_id)) for letter_id in ids]
         return out
 
     def ref_done(self, letter_id: int, n: int) -> None:
         self._db.write(_exec("DELETE FROM refs WHERE letter_id = ? AND n = ?", (letter_id, n)))
 
+    def ref_states(self, refs: Collection[tuple[int, int]]) -> dict[tuple[int, int], LetterState]:
+        conn = self._db.reader()
+        out = {}
+        for letter_id, n in refs:
+            row = conn.execute(
+                "SELECT l.state FROM refs r JOIN letters l ON l.id = r.letter_id"
+                " WHERE r.letter_id = ? AND r.n = ?",
+                (letter_id, n),
+            ).fetchone()
+            if row is not None:
+                out[(letter_id, n)] = LetterState(row[0])
+        return out
+
     def finish_deletion(self, letter_id: int) -> None:
         self._db.write(lambda conn: self._remove(conn, letter_id))
+
+    @staticmethod
+    def _remove(conn: sqlite3.Connection, letter_id: int) -> None:
+        row = conn.execute("SELECT skeleton_id FROM letters WHERE id = ?", (letter_id,)).fetchone()
+        if row is None:
+            return
+        conn.execute("DELETE FROM refs WHERE letter_id = ?", (letter_id,))
+        conn.execute("DELETE FROM letters WHERE id = ?", (letter_id,))
+        conn.execute("UPDATE skeletons SET letters = letters - 1 WHERE id = ?", (row[0],))
+        conn.execute("DELETE FROM skeletons WHERE id = ? AND letters <= 0", (row[0],))
 
     # -- checks ----------------------------------------------------------------------------
     def all_refs(self) -> Iterator[tuple[int, LetterState, AttachmentRef]]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 
 from pochta.blobs import counting
-from pochta.blobs.keys import parse_key, parse_magic
-from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Space
+from pochta.blobs.keys import parse_key, parse_magic, parse_op
+from pochta.errors import BlobNotFound
+from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
 
 
 class MemoryFileDB:
@@ -15,27 +17,52 @@ class MemoryFileDB:
         self._clock = clock
         self._live: dict[Key, FileRecord] = {}
         self._deleted: dict[Key, FileRecord] = {}
+        self._ops: set[Op] = set()
         self._lock = threading.Lock()
 
-    def inc(self, key: Key, magic: Magic) -> FileRecord:
+    def _replayed(self, key: Key, op: Op | None) -> FileRecord | None:
+        """The record as it is when ``op`` is journaled already (caller holds the lock)."""
+        if op is None or op not in self._ops:
+            return None
+        record = self._live.get(key) or self._deleted.get(key)
+        if record is None:
+            raise BlobNotFound(f"no record for {key}")
+        return record
+
+    def inc(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         key, magic = parse_key(key), parse_magic(magic)
+        op = None if op is None else parse_op(op)
         with self._lock:
+            if (same := self._replayed(key, op)) is not None:
+                return same
             record = counting.after_inc(self._live.get(key), key, magic)
             self._live[key] = record
+            if op is not None:
+                self._ops.add(op)
             return record
 
-    def upsert(self, key: Key, magic: Magic, pair_id: int) -> FileRecord:
+    def upsert(self, key: Key, magic: Magic, pair_id: int, op: Op | None = None) -> FileRecord:
         key, magic = parse_key(key), parse_magic(magic)
+        op = None if op is None else parse_op(op)
         with self._lock:
+            if (same := self._replayed(key, op)) is not None:
+                return same
             record = counting.after_upsert(self._live.get(key), key, magic, pair_id)
             self._live[key] = record
+            if op is not None:
+                self._ops.add(op)
             return record
 
-    def dec(self, key: Key, magic: Magic) -> FileRecord:
+    def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         key, magic = parse_key(key), parse_magic(magic)
+        op = None if op is None else parse_op(op)
         with self._lock:
+            if (same := self._replayed(key, op)) is not None:
+                return same
             before = self._live.get(key) or self._deleted.get(key)
             record = counting.after_dec(before, key, magic, self._clock())
+            if op is not None:
+                self._ops.add(op)
             if record.space is Space.DELETED:
                 del self._live[key]
                 self._deleted[key] = record
@@ -43,6 +70,18 @@ class MemoryFileDB:
                 self._deleted.pop(key, None)
                 self._live[key] = record
             return record
+
+    def applied(self, ops: Collection[Op]) -> set[Op]:
+        with self._lock:
+            return {op for op in ops if op in self._ops}
+
+    def forget_ops(self, ops: Collection[Op]) -> None:
+        with self._lock:
+            self._ops.difference_update(ops)
+
+    def journal(self, after: Op = b"", limit: int = 1000) -> list[Op]:
+        with self._lock:
+            return sorted(op for op in self._ops if op > after)[:limit]
 
     def get(self, key: Key) -> FileRecord | None:
         key = parse_key(key)
@@ -69,9 +108,7 @@ class MemoryFileDB:
             record = self._live.get(key)
             if record is None or record.pair_id != old_pair:
                 return False
-            self._live[key] = FileRecord(
-                key, record.counter, record.magic, record.flags, new_pair
-            )
+            self._live[key] = FileRecord(key, record.counter, record.magic, record.flags, new_pair)
             return True
 
     def live_keys(self, pair_id: int, after: Key | None = None, limit: int = 1000) -> list[Key]:

@@ -7,6 +7,7 @@ in leaves filled by random inserts (89 %; benchmarks/filedb_size.py).
 
     live    (key BLOB PK, counter INT, magic INT, flags INT, pair INT)   -- space0
     deleted (key BLOB PK, pair INT, moved_at REAL)                       -- space1
+    ops     (op BLOB PK)      -- the journal of exactly-once counts: only those in flight
 
 Each step reads the record, applies ``pochta.blobs.counting`` and writes it back inside the
 writer's ``BEGIN IMMEDIATE`` transaction: atomic against threads and other processes.
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from pochta.blobs import counting
-from pochta.blobs.keys import parse_key, parse_magic
+from pochta.blobs.keys import parse_key, parse_magic, parse_op
+from pochta.errors import BlobNotFound
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
-from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Space
+from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS live (
@@ -36,6 +39,7 @@ CREATE TABLE IF NOT EXISTS deleted (
     pair INTEGER NOT NULL,
     moved_at REAL NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ops (op BLOB PRIMARY KEY) WITHOUT ROWID;
 """
 
 
@@ -72,6 +76,25 @@ def _put_live(conn: sqlite3.Connection, r: FileRecord) -> None:
     )
 
 
+def _journal(conn: sqlite3.Connection, key: Key, op: Op | None) -> FileRecord | None:
+    """Journal ``op``; when it was journaled already, the record as it is (a replay)."""
+    if op is None:
+        return None
+    if conn.execute("INSERT OR IGNORE INTO ops (op) VALUES (?)", (op,)).rowcount:
+        return None
+    record = _live(conn, key) or _deleted(conn, key)
+    if record is None:
+        raise BlobNotFound(f"no record for {key}")
+    return record
+
+
+def _exec_many(sql: str, rows: list[tuple[object, ...]]) -> Callable[[sqlite3.Connection], None]:
+    def op(conn: sqlite3.Connection) -> None:
+        conn.executemany(sql, rows).close()  # the cursor never leaves the writer thread
+
+    return op
+
+
 class SQLiteFileDB:
     def __init__(
         self, path: Path, *, synchronous: Synchronous = "full", clock: Clock = time.time
@@ -79,10 +102,13 @@ class SQLiteFileDB:
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
         self._clock = clock
 
-    def inc(self, key: Key, magic: Magic) -> FileRecord:
+    def inc(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         key, magic = parse_key(key), parse_magic(magic)
+        op = None if op is None else parse_op(op)
 
         def step(conn: sqlite3.Connection) -> FileRecord:
+            if (same := _journal(conn, key, op)) is not None:
+                return same
             record = counting.after_inc(_live(conn, key), key, magic)
             conn.execute(
                 "UPDATE live SET counter = ?, magic = ? WHERE key = ?",
@@ -92,21 +118,27 @@ class SQLiteFileDB:
 
         return self._db.write(step)
 
-    def upsert(self, key: Key, magic: Magic, pair_id: int) -> FileRecord:
+    def upsert(self, key: Key, magic: Magic, pair_id: int, op: Op | None = None) -> FileRecord:
         key, magic = parse_key(key), parse_magic(magic)
+        op = None if op is None else parse_op(op)
 
         def step(conn: sqlite3.Connection) -> FileRecord:
+            if (same := _journal(conn, key, op)) is not None:
+                return same
             record = counting.after_upsert(_live(conn, key), key, magic, pair_id)
             _put_live(conn, record)
             return record
 
         return self._db.write(step)
 
-    def dec(self, key: Key, magic: Magic) -> FileRecord:
+    def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         key, magic = parse_key(key), parse_magic(magic)
+        op = None if op is None else parse_op(op)
         now = self._clock()
 
         def step(conn: sqlite3.Connection) -> FileRecord:
+            if (same := _journal(conn, key, op)) is not None:
+                return same
             before = _live(conn, key) or _deleted(conn, key)
             record = counting.after_dec(before, key, magic, now)
             raw = bytes.fromhex(key)
@@ -123,6 +155,21 @@ class SQLiteFileDB:
             return record
 
         return self._db.write(step)
+
+    def applied(self, ops: Collection[Op]) -> set[Op]:
+        conn = self._db.reader()
+        return {
+            op for op in ops if conn.execute("SELECT 1 FROM ops WHERE op = ?", (op,)).fetchone()
+        }
+
+    def forget_ops(self, ops: Collection[Op]) -> None:
+        rows: list[tuple[object, ...]] = [(op,) for op in ops]
+        if rows:
+            self._db.write(_exec_many("DELETE FROM ops WHERE op = ?", rows))
+
+    def journal(self, after: Op = b"", limit: int = 1000) -> list[Op]:
+        rows = self._db.query("SELECT op FROM ops WHERE op > ? ORDER BY op LIMIT ?", (after, limit))
+        return [bytes(row[0]) for row in rows]
 
     def get(self, key: Key) -> FileRecord | None:
         key = parse_key(key)
