@@ -1,11 +1,13 @@
 """When a disk fails: evacuate its pair, retire it; bring a quarantined file back (SPEC §2).
 
-evacuate   the pair goes into SERVICE (no new files); every live key on it is read from a
-           disk whose copy hashes to the key, written to both disks of another writable pair
-           (temporary name, fsync, atomic rename) and the record is repointed with a
-           compare-and-set on the pair id. A key deleted or moved meanwhile is left alone (the
-           new copies are strays for Valkyrie). Resumable: what is left is what is still on
-           the pair, so a second run goes on where the first stopped.
+evacuate   the pair goes into SERVICE (no new files); every live key on it is streamed, one
+           chunk at a time, from its master disk (the sibling when that copy fails or does not
+           hash to the key, even midway) to both disks of another writable pair (temporary
+           name, fsync, atomic rename once the bytes hashed to the key) and the record is
+           repointed with a compare-and-set on the pair id; counter and magic stay as they
+           are (a copy is not a reference). A key deleted or moved meanwhile is left alone
+           (the new copies are strays for Valkyrie). Resumable: what is left is what is still
+           on the pair, so a second run goes on where the first stopped.
 retire     forgets a pair that holds no live record.
 restore    renames the newest ``<key>.deleted.<ts>`` back on each disk that has one and makes
            the record live again (DO_NOT_DELETE, counter 0 when it had gone).
@@ -25,7 +27,7 @@ from pochta.blobs.store import BlobStore
 from pochta.blobs.valkyrie import QUARANTINE_MARK
 from pochta.errors import BlobNotFound, DiskError, InvalidInput, LockError, PochtaError
 from pochta.guard.lock import Locks
-from pochta.types import Disk, FileRecord, Key, Pair, PairFlag
+from pochta.types import BlobReader, BlobWriter, Disk, FileRecord, Key, Pair, PairFlag
 
 
 def evacuation_lock(pair_id: int) -> str:
@@ -56,44 +58,72 @@ class EvacuationReport:
         }
 
 
-def _read_verified(disk: Disk, key: Key) -> bytes:
-    reader = disk.open(blob_path(key))
+class _BadSource(DiskError):
+    """The source copy could not be read to its end, or its bytes do not hash to the key."""
+
+
+def _stream(store: BlobStore, source: Disk, reader: BlobReader, key: Key, target: Pair) -> int:
+    """Copy one opened file to both disks of ``target``, one chunk at a time: a temporary
+    name on each, SHA-256 computed on the way, both copies fsynced and renamed to
+    ``ab/cd/<key>`` only when the bytes hash to the key. The bytes copied.
+
+    _BadSource when the source fails or its bytes do not hash to the key; any other error
+    comes from the target. Either way the temporary files are removed. FileDB is not
+    touched: a copy is not a new reference."""
+    name = blob_path(key)
+    tmp = f"tmp/evacuate-{secrets.token_hex(8)}.part"
+    sha = hashlib.sha256()
+    size = 0
+    writers: list[BlobWriter] = []
     try:
-        data = b"".join(reader)
-    finally:
-        reader.close()
-    if hashlib.sha256(data).hexdigest() != key:
-        raise DiskError(f"{disk.spec}/{blob_path(key)} does not hash to its key")
-    return data
+        for disk in store.disks(target):
+            writers.append(disk.create(tmp))
+        chunks = iter(reader)
+        while True:
+            try:
+                chunk = next(chunks, None)
+            except DiskError as exc:
+                raise _BadSource(f"{source.spec}/{name}: {exc.message}") from exc
+            if chunk is None:
+                break
+            sha.update(chunk)
+            size += len(chunk)
+            for writer in writers:
+                writer.write(chunk)
+        if sha.hexdigest() != key:
+            raise _BadSource(f"{source.spec}/{name} does not hash to its key")
+        store.commit_copies(writers)
+        for disk in store.disks(target):
+            disk.publish(tmp, name)
+    except BaseException:
+        for writer in writers:  # a copy already renamed into place stays: a stray for Valkyrie
+            writer.abort()
+        raise
+    return size
 
 
-def _good_copy(store: BlobStore, pair: Pair, key: Key) -> bytes:
+def _move_copy(store: BlobStore, pair: Pair, key: Key) -> tuple[Pair, int]:
+    """Stream ``key`` from the master disk of ``pair`` (the sibling when that copy fails or
+    turns out wrong, even midway) to another writable pair; that pair and the bytes."""
     disks = store.disks(pair)
     first = master_index(key)
     problems = []
     for disk in (disks[first], disks[1 - first]):
         try:
-            return _read_verified(disk, key)
+            reader = disk.open(blob_path(key))
         except DiskError as exc:
             problems.append(exc.message)
+            continue
+        try:
+            target = store.place(reader.size)
+            if target.id == pair.id:  # cannot happen while in SERVICE
+                raise InvalidInput(f"pair {pair.id} is still writable")
+            return target, _stream(store, disk, reader, key, target)
+        except _BadSource as exc:
+            problems.append(exc.message)
+        finally:
+            reader.close()
     raise DiskError(f"no good copy of {key} on pair {pair.id}: {'; '.join(problems)}")
-
-
-def _write_pair(store: BlobStore, pair: Pair, key: Key, data: bytes) -> None:
-    tmp = f"tmp/evacuate-{secrets.token_hex(8)}.part"
-    writers = []
-    try:
-        for disk in store.disks(pair):
-            writers.append(disk.create(tmp))
-        for writer in writers:
-            writer.write(data)
-        store.commit_copies(writers)
-    except BaseException:
-        for writer in writers:
-            writer.abort()
-        raise
-    for disk in store.disks(pair):
-        disk.publish(tmp, blob_path(key))
 
 
 def evacuate(
@@ -123,14 +153,10 @@ def evacuate(
                 if lease is not None:
                     lease.check()
                 try:
-                    data = _good_copy(store, pair, key)
-                    target = store.place(len(data))
-                    if target.id == pair_id:  # cannot happen while in SERVICE
-                        raise InvalidInput(f"pair {pair_id} is still writable")
-                    _write_pair(store, target, key, data)
+                    target, size = _move_copy(store, pair, key)
                     if store.filedb.repoint(key, pair_id, target.id):
                         report.moved += 1
-                        report.bytes += len(data)
+                        report.bytes += size
                     else:
                         report.skipped += 1
                 except PochtaError as exc:
