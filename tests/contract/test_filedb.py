@@ -347,9 +347,11 @@ class FileDBMachine(RuleBasedStateMachine):
     (not with pochta.blobs.counting, which the backends themselves use)."""
 
     refs = Bundle("refs")
+    journaled = Bundle("journaled")
 
     def __init__(self) -> None:
         super().__init__()
+        self.ops = 0
         self.db = self.make_db()
         self.live: dict[Key, Modelled] = {}
         self.deleted: dict[Key, Modelled] = {}
@@ -424,6 +426,34 @@ class FileDBMachine(RuleBasedStateMachine):
     def dec_any(self, key: Key, magic: Magic) -> None:
         """A repeated or foreign dec."""
         self.check_dec(key, magic)
+
+    @rule(target=journaled, key=st.sampled_from(MODEL_KEYS), magic=MAGICS)
+    def inc_journaled(self, key: Key, magic: Magic) -> object:
+        """A count with an operation id; it can be replayed later."""
+        self.ops += 1
+        op = f"op-{self.ops}".encode()
+        m = self.live.get(key)
+        if m is None:
+            with pytest.raises(BlobNotFound):
+                self.db.inc(key, magic, op)
+            return multiple()
+        m.counter += 1
+        m.magic = (m.magic + magic) % MAGIC_MOD
+        assert self.db.inc(key, magic, op) == m.record(key)
+        return key, magic, op
+
+    @rule(done=journaled)
+    def replay(self, done: tuple[Key, Magic, bytes]) -> None:
+        """The same count again (a crash, a retry): nothing changes, whatever came between."""
+        key, magic, op = done
+        event("replayed")
+        m = self.live.get(key) or self.deleted.get(key)
+        if m is None:
+            with pytest.raises(BlobNotFound):
+                self.db.inc(key, magic, op)
+        else:
+            assert self.db.inc(key, magic, op) == m.record(key)
+            assert self.db.dec(key, magic, op) == m.record(key)  # an id names one step
 
     @rule(seconds=st.floats(min_value=0.5, max_value=1e6))
     def tick(self, seconds: float) -> None:
