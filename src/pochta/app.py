@@ -89,6 +89,7 @@ def build(settings: Settings) -> Pochta:
         inline_limit=settings.mailbox.inline_limit,
         max_message_size=settings.smtp.max_message_size,
         session_ttl=settings.mailbox.session_ttl_seconds,
+        pending_grace=settings.mailbox.pending_grace_seconds,
         logins=logins,
         locks=pochta_locks,
         shingler=shingler,

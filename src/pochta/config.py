@@ -76,6 +76,13 @@ class MailboxSettings(BaseModel):
     )
     session_ttl_seconds: float = Field(30 * 86400, gt=0, description="how long a login lasts")
     page_limit: int = Field(200, ge=1, description="the most letters one listing returns")
+    pending_grace_seconds: float = Field(
+        600.0,
+        ge=0,
+        description="a delivery still unfinished after this long was cut short (a crash, a"
+        " failure) and is undone; longer than any delivery takes, so that another process's"
+        " delivery in flight is never touched",
+    )
 
 
 class GuardSettings(BaseModel):

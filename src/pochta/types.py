@@ -338,10 +338,14 @@ class MailIndex(Protocol):
         """Write the letters PENDING (one skeleton shared); their ids, in order.
         InvalidInput for a folder the user does not have."""
 
-    def finish_delivery(self, ids: Sequence[int]) -> None: ...
+    def finish_delivery(self, ids: Sequence[int]) -> int:
+        """PENDING letters become DELIVERED; returns how many (fewer: some were abandoned)."""
 
-    def pending(self, ids: Sequence[int] | None = None) -> list[tuple[int, list[AttachmentRef]]]:
-        """PENDING letters (those of ``ids``, or all) with their references."""
+    def pending(
+        self, ids: Sequence[int] | None = None, before: float | None = None
+    ) -> list[tuple[int, list[AttachmentRef]]]:
+        """PENDING letters with their references: those of ``ids``, or all; with ``before``,
+        only those received before that time."""
 
     def abandon(self, ids: Sequence[int], uncounted: Collection[tuple[int, int]]) -> int:
         """In one step: drop the references (letter id, n) in ``uncounted`` (never counted),

@@ -177,6 +177,8 @@ def test_abandon_drops_uncounted_refs_and_turns_pending_letters_into_deletions(
         (cut[1], [5]),
     ]
     assert index.pending([cut[1], done]) == [pending[1]]
+    assert index.pending(before=1.0) == []  # received at 1.0: not before it
+    assert index.pending(cut, before=1.5) == pending
     # counted: the first letter's reference 0; never counted: its reference 1, the second's 0
     assert index.abandon([*cut, done], [(cut[0], 1), (cut[1], 0), (done, 0)]) == 2
     assert index.pending() == []
@@ -185,6 +187,14 @@ def test_abandon_drops_uncounted_refs_and_turns_pending_letters_into_deletions(
     _, kept = index.content(done)  # a DELIVERED letter's references are never dropped
     assert [r.magic for r in kept] == [6]
     assert index.abandon(cut, []) == 0  # no longer PENDING
+    assert index.finish_delivery(cut) == 0  # an abandoned delivery cannot be finished
+
+
+def test_finish_delivery_says_how_many_letters_it_finished(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    ids = index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Inbox", refs(3))] * 3)
+    assert index.finish_delivery(ids) == 3
+    assert index.finish_delivery(ids) == 0
 
 
 def test_ref_states(index: MailIndex) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import mailbox as stdlib_mailbox
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,7 +121,9 @@ def assert_exact(p: Pochta) -> None:
     assert p.blobs.filedb.journal() == []
 
 
-def cut_delivery(p: Pochta, u: User, raw: bytes, counted: list[bool]) -> list[AttachmentRef]:
+def cut_delivery(
+    p: Pochta, u: User, raw: bytes, counted: list[bool], received: float = 0.0
+) -> list[AttachmentRef]:
     """What a SIGKILL in the middle of ``deliver`` leaves: the letter PENDING and, of its
     references, those in ``counted`` counted (with their journaled operation ids)."""
     parts = split(raw)
@@ -130,7 +133,7 @@ def cut_delivery(p: Pochta, u: User, raw: bytes, counted: list[bool]) -> list[At
     ]
     (letter_id,) = p.mailbox.index.begin_delivery(
         parts.skeleton,
-        LetterMeta(len(raw), 0, None, "", ""),
+        LetterMeta(len(raw), received, None, "", ""),
         [NewLetter(u.id, "Inbox", tuple(refs))],
     )
     for ref, done in zip(refs, counted, strict=True):
@@ -151,6 +154,44 @@ def test_a_crash_mid_delivery_undoes_exactly_the_counts_made(pochta: Pochta) -> 
     pochta.mailbox.process_deletions()
     assert [pochta.blobs.stat(r.key).counter for r in refs] == [1, 1, 1]
     assert pochta.mailbox.raw(u.id, kept.ids[0]) == raw
+    assert_exact(pochta)
+
+
+def test_a_delivery_in_flight_elsewhere_is_left_alone_until_its_grace_runs_out(
+    pochta: Pochta,
+) -> None:
+    (u,) = users(pochta, 1)
+    atts = [payload(60 + i, 15_000 + i) for i in range(2)]
+    raw = letter(attachments=[(f"a{i}", att) for i, att in enumerate(atts)])
+    pochta.mailbox.deliver(raw, [u])
+    refs = cut_delivery(pochta, u, raw, [True, False], received=time.time())
+    assert pochta.mailbox.recover() == 0  # younger than mailbox.pending_grace_seconds
+    assert [pochta.blobs.stat(r.key).counter for r in refs] == [2, 1]
+    report = pochta.mailbox.fsck()  # the journal tells fsck which of its counts happened
+    assert report.ok and (report.leaks, report.miscounted) == ([], [])
+    assert pochta.mailbox.undo_stale(grace=0) == 1
+    pochta.mailbox.process_deletions()
+    assert [pochta.blobs.stat(r.key).counter for r in refs] == [1, 1]
+    assert_exact(pochta)
+
+
+def test_a_delivery_undone_under_its_feet_is_refused_not_acknowledged(
+    pochta: Pochta, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (u,) = users(pochta, 1)
+    real_upload = pochta.blobs.upload
+
+    def slow_upload(*args: object, **kwargs: object) -> object:
+        stored = real_upload(*args, **kwargs)  # type: ignore[arg-type]
+        pochta.mailbox.undo_stale(grace=-1)  # it took "longer than the grace": undone
+        return stored
+
+    monkeypatch.setattr(pochta.blobs, "upload", slow_upload)
+    with pytest.raises(StorageError, match="pending_grace"):
+        pochta.mailbox.deliver(letter(attachments=[("a", payload(61, 9_000))]), [u])
+    monkeypatch.undo()
+    pochta.mailbox.process_deletions()
+    assert pochta.mailbox.index.stats().letters == 0
     assert_exact(pochta)
 
 

@@ -54,6 +54,7 @@ from pochta.errors import (
     MessageNotFound,
     PochtaError,
     ResetRequired,
+    StorageError,
     TooLarge,
 )
 from pochta.guard.lock import Lease, Locks
@@ -146,6 +147,7 @@ class Mailbox:
         inline_limit: int = 4096,
         max_message_size: int = 50 << 20,
         session_ttl: float = 30 * 86400,
+        pending_grace: float = 600.0,
         logins: LoginGuard | None = None,
         locks: Locks | None = None,
         shingler: Shingler | None = None,
@@ -161,6 +163,7 @@ class Mailbox:
         self.inline_limit = inline_limit
         self.max_message_size = max_message_size
         self.session_ttl = session_ttl
+        self.pending_grace = pending_grace
         self._clock = clock
         self._counting = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pochta-count")
         self._deleting = threading.Lock()
@@ -269,7 +272,11 @@ class Mailbox:
         except BaseException:
             self._abandon(ids)
             raise
-        self.index.finish_delivery(ids)
+        if self.index.finish_delivery(ids) < len(ids):
+            raise StorageError(
+                "the delivery took longer than mailbox.pending_grace_seconds and was undone;"
+                " try again"
+            )
         self._settle(
             count_op(i, ref) for i, new in zip(ids, letters, strict=True) for ref in new.refs
         )
@@ -320,8 +327,8 @@ class Mailbox:
         except PochtaError as exc:
             log.warning("a failed delivery is left to be undone later: %s", exc.message)
 
-    def _give_up(self, ids: list[int] | None) -> int:
-        pending = self.index.pending(ids)
+    def _give_up(self, ids: list[int] | None, before: float | None = None) -> int:
+        pending = self.index.pending(ids, before)
         ops = {count_op(lid, ref): (lid, ref.n) for lid, refs in pending for ref in refs}
         applied = self.blobs.filedb.applied(list(ops))
         uncounted = [where for op, where in ops.items() if op not in applied]
@@ -426,15 +433,20 @@ class Mailbox:
         if not self.index.delete(user_id, letter_id):
             raise MessageNotFound(f"no message {letter_id}")
 
-    def recover(self) -> int:
-        """On start, after a crash: undo the deliveries cut short (exactly the counts they
-        made), then sweep the journal. Returns how many letters were undone. Run it before
-        this process delivers anything: another process's delivery in flight would be
-        abandoned too."""
-        changed = self._give_up(None)
+    def recover(self, grace: float | None = None) -> int:
+        """On start: ``undo_stale``, then sweep the journal of what a crash left in it."""
+        changed = self.undo_stale(grace)
         self.settle()
         self._sweep_journal()
         return changed
+
+    def undo_stale(self, grace: float | None = None) -> int:
+        """Undo the deliveries cut short (a crash, a failure whose undo failed too): PENDING
+        letters older than ``grace`` seconds (default ``pending_grace``), exactly the counts
+        they made. Another process's delivery in flight is younger, and left alone. Returns
+        how many letters were undone; the deletion worker finishes them."""
+        before = self._clock() - (self.pending_grace if grace is None else grace)
+        return self._give_up(None, before)
 
     def _sweep_journal(self) -> int:
         """Forget journal entries whose outcome the index holds: counts of letters no longer
@@ -508,15 +520,30 @@ class Mailbox:
         expected: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # count, magic, live
         wanted: dict[str, tuple[int, int]] = {}
         letters: dict[int, LetterState] = {}
-        for letter_id, state, ref in self.index.all_refs():
-            report.refs += 1
-            letters[letter_id] = state
+
+        def add(state: LetterState, ref: AttachmentRef) -> None:
             e = expected[ref.key]
             e[0] += 1
             e[1] = add_magic(e[1], ref.magic)
             if state is not LetterState.DELETING:
                 e[2] += 1
             wanted[ref.key] = (ref.size, ref.crc32)
+
+        # a reference in flight or cut short counts when PENDING once its count happened,
+        # when DELETING until its dec did: the journal says which
+        doubtful: dict[Op, tuple[LetterState, AttachmentRef]] = {}
+        for letter_id, state, ref in self.index.all_refs():
+            report.refs += 1
+            letters[letter_id] = state
+            if state is LetterState.DELIVERED:
+                add(state, ref)
+            else:
+                op = (count_op if state is LetterState.PENDING else dec_op)(letter_id, ref)
+                doubtful[op] = (state, ref)
+        journaled = self.blobs.filedb.applied(list(doubtful)) if doubtful else set()
+        for op, (state, ref) in doubtful.items():
+            if (op in journaled) == (state is LetterState.PENDING):
+                add(state, ref)
         report.letters = self.index.stats().letters
         for key, (count, magic, live_refs) in expected.items():
             report.blobs += 1

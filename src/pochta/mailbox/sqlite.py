@@ -142,13 +142,6 @@ def _exec(sql: str, params: tuple[object, ...]) -> Callable[[sqlite3.Connection]
     return op
 
 
-def _exec_many(sql: str, rows: list[tuple[object, ...]]) -> Callable[[sqlite3.Connection], None]:
-    def op(conn: sqlite3.Connection) -> None:
-        conn.executemany(sql, rows).close()
-
-    return op
-
-
 class SQLiteIndex:
     def __init__(
         self, path: Path, *, synchronous: Synchronous = "full", clock: Clock = time.time
@@ -325,25 +318,39 @@ class SQLiteIndex:
 
         return self._db.write(op)
 
-    def finish_delivery(self, ids: Sequence[int]) -> None:
-        self._db.write(
-            _exec_many(
-                "UPDATE letters SET state = 1 WHERE id = ? AND state = 0", [(i,) for i in ids]
+    def finish_delivery(self, ids: Sequence[int]) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            return sum(
+                conn.execute(
+                    "UPDATE letters SET state = 1 WHERE id = ? AND state = 0", (i,)
+                ).rowcount
+                for i in ids
             )
-        )
 
-    def pending(self, ids: Sequence[int] | None = None) -> list[tuple[int, list[AttachmentRef]]]:
+        return self._db.write(op)
+
+    def pending(
+        self, ids: Sequence[int] | None = None, before: float | None = None
+    ) -> list[tuple[int, list[AttachmentRef]]]:
+        limit = float("inf") if before is None else before
         conn = self._db.reader()
         with conn:
             conn.execute("BEGIN")
             if ids is None:
-                found = [r[0] for r in conn.execute("SELECT id FROM letters WHERE state = 0")]
+                found = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT id FROM letters WHERE state = 0 AND received < ? ORDER BY id",
+                        (limit,),
+                    )
+                ]
             else:
                 found = [
                     i
                     for i in ids
                     if conn.execute(
-                        "SELECT 1 FROM letters WHERE id = ? AND state = 0", (i,)
+                        "SELECT 1 FROM letters WHERE id = ? AND state = 0 AND received < ?",
+                        (i, limit),
                     ).fetchone()
                 ]
             out = [(letter_id, self._refs(conn, letter_id)) for letter_id in found]

@@ -45,6 +45,9 @@ class DeletionWorker:
             if self._stop.is_set():
                 return
             try:
+                undone = self.mailbox.undo_stale()
+                if undone:
+                    log.info("%d delivery(ies) cut short will be undone", undone)
                 done = self.mailbox.process_deletions()
             except PochtaError as exc:
                 log.warning("deletions paused: %s", exc.message)
