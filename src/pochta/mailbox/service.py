@@ -61,7 +61,7 @@ from pochta.guard.lock import Lease, Locks
 from pochta.guard.logins import LoginGuard
 from pochta.guard.passwords import hash_password, verify_password
 from pochta.mailbox.trace import line_ending
-from pochta.mime.split import Split, reassemble, split
+from pochta.mime.split import Extracted, Split, reassemble, split
 from pochta.mime.summary import Summary, summarize
 from pochta.types import (
     AttachmentRef,
@@ -295,26 +295,37 @@ class Mailbox:
         return b"".join(_header_line(line, eol) for line in lines)
 
     def _count(self, parts: Split, letters: list[NewLetter], ids: list[int]) -> set[str]:
-        """Count each attachment once per letter: the first count uploads (or incs a live
-        key), the rest inc, concurrently so that they share the FileDB's commits. Each count
+        """Count each attachment once per letter, in two concurrent rounds so that the
+        counts share the FileDB's group commits: first one count per distinct key (an
+        upload, or an inc when the key is live), then every other count (incs). Each count
         carries its operation id; on a failure every count started has ended before this
         raises, so the journal then says exactly which happened."""
-        uploaded: set[str] = set()
+        firsts: dict[str, tuple[Extracted, int, AttachmentRef]] = {}
+        rest: list[tuple[int, AttachmentRef]] = []
         for part in parts.parts:
-            refs = [(i, new.refs[part.index]) for i, new in zip(ids, letters, strict=True)]
-            first_id, first = refs[0]
+            for i, new in zip(ids, letters, strict=True):
+                ref = new.refs[part.index]
+                if part.key in firsts:
+                    rest.append((i, ref))
+                else:
+                    firsts[part.key] = (part, i, ref)
+
+        def first(part: Extracted, letter_id: int, ref: AttachmentRef) -> bool:
             stored = self.blobs.upload(
-                part.key, first.magic, [part.content], len(part.content), count_op(first_id, first)
+                part.key, ref.magic, [part.content], len(part.content), count_op(letter_id, ref)
             )
-            if stored.uploaded:
-                uploaded.add(part.key)
-            futures = [
-                self._counting.submit(self.blobs.inc, ref.key, ref.magic, count_op(i, ref))
-                for i, ref in refs[1:]
-            ]
-            wait(futures)
-            for future in futures:
-                future.result()
+            return stored.uploaded
+
+        ones = {key: self._counting.submit(first, *args) for key, args in firsts.items()}
+        wait(ones.values())
+        uploaded = {key for key, future in ones.items() if future.result()}
+        incs = [
+            self._counting.submit(self.blobs.inc, ref.key, ref.magic, count_op(i, ref))
+            for i, ref in rest
+        ]
+        wait(incs)
+        for future in incs:
+            future.result()
         return uploaded
 
     def _abandon(self, ids: list[int]) -> None:
