@@ -1,22 +1,24 @@
-"""Letters as MIME: split into a skeleton + attachments and reassembled byte for byte
-(:mod:`~pochta.mime.split`), and summarized for display and indexing
-(:mod:`~pochta.mime.summary`). Pure functions: no I/O.
+"""Letters as MIME: parsed once into a :class:`~pochta.mime.letter.Letter` that everything
+else reads (:mod:`~pochta.mime.letter`, with one HTML reader in :mod:`~pochta.mime.html` and
+names normalized in :mod:`~pochta.mime.normalize`), split into a skeleton + attachments and
+reassembled byte for byte (:mod:`~pochta.mime.split`). Pure functions: no I/O.
 """
 
+from pochta.mime.letter import Address, Attachment, Letter, Link, parse
 from pochta.mime.skeleton import Ref
 from pochta.mime.split import Extracted, Split, iter_reassemble, reassemble, refs, split
-from pochta.mime.summary import Address, Attachment, Summary, summarize
 
 __all__ = [
     "Address",
     "Attachment",
     "Extracted",
+    "Letter",
+    "Link",
     "Ref",
     "Split",
-    "Summary",
     "iter_reassemble",
+    "parse",
     "reassemble",
     "refs",
     "split",
-    "summarize",
 ]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from email.header import decode_header, make_header
 from email.message import Message
 
-_HEADER_LINE = re.compile(rb"From |[\x21-\x39\x3b-\x7e]*:|[\t ]")
+_HEADER_LINE = re.compile(rb"From |[\x21-\x39\x3b-\x7e]*+:|[\t ]")  # the name cannot hold ":"
 _MAX_FIELDS = 10_000  # a block with more fields is read up to here; the rest counts as one
 MAX_PARAM_VALUE = 8192  # longer Content-* values are not interpreted (their parser is slow)
 
@@ -169,12 +169,16 @@ def _boundary(msg: Message, latin: bool) -> bytes | None:
         return None
 
 
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
 def has_surrogates(value: str) -> bool:
-    return any("\udc80" <= ch <= "\udcff" for ch in value)
+    """Raw 8-bit bytes kept as surrogate escapes (``decode("ascii", "surrogateescape")``)."""
+    return not value.isascii() and _SURROGATE.search(value) is not None
 
 
-_TCHARS = r"[!#$%&'*+.^_`|~0-9a-z-]+"
-_MEDIA_TYPE = re.compile(rf"\s*({_TCHARS}/{_TCHARS})")
+_TCHARS = r"[!#$%&'*+.^_`|~0-9a-z-]++"  # possessive: "/" is not one of them
+_MEDIA_TYPE = re.compile(rf"\s*+({_TCHARS}/{_TCHARS})")
 
 
 def _media_type(value: str, default_type: str) -> str:

@@ -93,6 +93,24 @@ def pack(raw: bytes, refs: list[Ref]) -> bytes:
     return b"".join(pieces)
 
 
+def prepend(skeleton: bytes, prefix: bytes) -> bytes:
+    """The skeleton of ``prefix + letter`` from the skeleton of ``letter`` (header lines put
+    in front of a letter already split): only the first gap grows."""
+    if not prefix:
+        return skeleton
+    layout = unpack(skeleton)
+    r = _Reader(skeleton, 5)
+    count = r.varint()
+    head = bytearray(skeleton[: r.pos])
+    if count:
+        start = r.pos
+        gap = r.varint()
+        _varint(head, gap + len(prefix))
+        head += skeleton[r.pos : layout.literal_start]
+        assert start < r.pos
+    return bytes(head) + prefix + skeleton[layout.literal_start :]
+
+
 def unpack(skeleton: bytes) -> Layout:
     """Read the references of a skeleton; IntegrityError when it is not a valid one."""
     if skeleton[:4] != MAGIC:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pochta.errors import IntegrityError
 from pochta.mime.codec import Encoding, encode, exact
-from pochta.mime.skeleton import Ref, pack, unpack
+from pochta.mime.skeleton import Ref, pack, prepend, unpack
 from pochta.mime.tree import Entity, Kind, scan
 
 DEFAULT_INLINE_LIMIT = 4096
@@ -66,6 +66,7 @@ class Planned:
     entity: Entity
     content: bytes
     encoding: Encoding
+    key: str  # SHA-256 of content, hex
 
 
 def is_attachment(entity: Entity) -> bool:
@@ -91,17 +92,34 @@ def plan(raw: bytes, root: Entity, inline_limit: int) -> list[Planned]:
             continue
         decoded = exact(entity.info.transfer_encoding, raw[entity.body_start : entity.body_end])
         if decoded is not None and decoded[0]:
-            out.append(Planned(entity, decoded[0], decoded[1]))
+            content = decoded[0]
+            out.append(Planned(entity, content, decoded[1], hashlib.sha256(content).hexdigest()))
     return out
 
 
 def split(raw: bytes, *, inline_limit: int = DEFAULT_INLINE_LIMIT) -> Split:
     """Cut the extractable parts out of ``raw``. Never raises on malformed input: a letter that
-    cannot be read is kept whole in the skeleton with no parts."""
+    cannot be read is kept whole in the skeleton with no parts. (A delivery, which has parsed
+    the letter already, calls :func:`cut` with the parsed letter's ``planned``.)"""
     try:
         planned = plan(raw, scan(raw), inline_limit)
     except Exception:  # a reader bug met on a hostile letter: keep the letter whole
         planned = []
+    return cut(raw, planned)
+
+
+def prefixed(split: Split, prefix: bytes) -> Split:
+    """The split of ``prefix + letter`` from the split of ``letter``."""
+    return Split(prepend(split.skeleton, prefix), split.parts) if prefix else split
+
+
+def whole(raw: bytes) -> Split:
+    """The letter kept whole: a skeleton with no parts cut out (needs no parsing)."""
+    return Split(pack(raw, []), ())
+
+
+def cut(raw: bytes, planned: Sequence[Planned]) -> Split:
+    """Cut ``planned`` (from :func:`plan` over ``raw``) out of ``raw``."""
     parts: list[Extracted] = []
     refs: list[Ref] = []
     for index, p in enumerate(planned):
@@ -109,7 +127,7 @@ def split(raw: bytes, *, inline_limit: int = DEFAULT_INLINE_LIMIT) -> Split:
         part = Extracted(
             index=index,
             content=p.content,
-            key=hashlib.sha256(p.content).hexdigest(),
+            key=p.key,
             size=len(p.content),
             crc32=zlib.crc32(p.content),
             content_type=info.content_type,

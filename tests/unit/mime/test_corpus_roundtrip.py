@@ -7,7 +7,7 @@ import time
 import pytest
 
 from pochta import corpus
-from pochta.mime import Ref, reassemble, split, summarize
+from pochta.mime import Ref, parse, reassemble, split
 
 pytestmark = pytest.mark.slow
 
@@ -56,8 +56,8 @@ def test_every_corpus_letter_round_trips_byte_for_byte(
 def test_every_corpus_letter_summarizes(letters: list[corpus.CorpusLetter]) -> None:
     with_sender = with_body = 0
     for letter in letters:
-        summary = summarize(letter.raw)
+        summary = parse(letter.raw)
         with_sender += summary.from_ is not None
-        with_body += summary.text is not None or summary.html is not None
+        with_body += summary.body_text is not None or summary.body_html is not None
     assert with_sender >= len(letters) - 10
     assert with_body == len(letters)

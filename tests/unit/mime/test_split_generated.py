@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.unit.mime.mimegen import INLINE_LIMIT, Node, render, roundtrip, trees
 
-from pochta.mime import refs, split, summarize
+from pochta.mime import parse, refs, split
 
 EOLS = st.sampled_from([b"\n", b"\r\n"])
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -47,7 +47,7 @@ def test_extracted_parts_are_what_the_standard_library_decodes(tree: Node, eol: 
 def test_summary_lists_every_extracted_part_under_its_index(tree: Node, eol: bytes) -> None:
     raw, _ = render(tree, eol=eol)
     parts = split(raw, inline_limit=INLINE_LIMIT).parts
-    summary = summarize(raw, inline_limit=INLINE_LIMIT)
+    summary = parse(raw, inline_limit=INLINE_LIMIT)
     listed = {a.index: a for a in summary.attachments if a.index is not None}
     assert sorted(listed) == [p.index for p in parts]
     for p in parts:
@@ -88,11 +88,11 @@ def damaged(draw: st.DrawFn) -> bytes:
 def test_damaged_letters_round_trip(raw: bytes) -> None:
     assert roundtrip(raw)[0] == raw
     assert roundtrip(raw, inline_limit=0)[0] == raw
-    summarize(raw)  # never raises
+    parse(raw)  # never raises
 
 
 @settings(max_examples=100, deadline=None)
 @given(raw=st.binary(max_size=2000))
 def test_arbitrary_bytes_round_trip(raw: bytes) -> None:
     assert roundtrip(raw, inline_limit=0)[0] == raw
-    summarize(raw)
+    parse(raw)

@@ -1,4 +1,4 @@
-"""summarize(): addresses, subject, date, bodies and attachments of real-looking letters."""
+"""parse(): addresses, subject, date, bodies and attachments of real-looking letters."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import base64
 import time
 from datetime import UTC, datetime, timedelta, timezone
 
-from pochta.mime import Address, split, summarize
+from pochta.mime import Address, parse, split
 
 
 def b64w(text: str, charset: str) -> str:
@@ -27,7 +27,7 @@ def test_russian_letter_in_windows_1251_with_encoded_word_headers() -> None:
         "Content-Transfer-Encoding: 8bit\r\n"
         "\r\n"
     ).encode("ascii") + "Добрый день!\r\nОтчёт во вложении.\r\n".encode("windows-1251")
-    s = summarize(raw)
+    s = parse(raw)
     assert s.from_ == Address("Иван Петров", "ivan@example.ru")
     assert s.sender == "Иван Петров <ivan@example.ru>"
     assert s.to_addresses == (Address("Мария", "maria@example.ru"), Address("", "bob@example.net"))
@@ -36,10 +36,10 @@ def test_russian_letter_in_windows_1251_with_encoded_word_headers() -> None:
     assert s.subject == "Отчёт за квартал и план"
     assert s.date == datetime(2026, 11, 23, 10, 0, tzinfo=timezone(timedelta(hours=3)))
     assert s.message_id == "<abc.123@example.ru>"
-    assert s.text == "Добрый день!\r\nОтчёт во вложении.\r\n"
-    assert s.html is None
+    assert s.body_text == "Добрый день!\r\nОтчёт во вложении.\r\n"
+    assert s.body_html is None
     assert s.attachments == ()
-    assert ("subject", "Отчёт за квартал и план") in s.headers
+    assert ("subject", "Отчёт за квартал и план") in s.fields
 
 
 def test_koi8r_base64_body_and_raw_8bit_subject_in_the_letters_charset() -> None:
@@ -50,9 +50,9 @@ def test_koi8r_base64_body_and_raw_8bit_subject_in_the_letters_charset() -> None
         b"Content-Type: text/plain; charset=koi8-r\n"
         b"Content-Transfer-Encoding: base64\n\n" + base64.encodebytes(body)
     )
-    s = summarize(raw)
+    s = parse(raw)
     assert s.subject == "Сырой заголовок"
-    assert s.text == "Привет из КОИ-8!\n"
+    assert s.body_text == "Привет из КОИ-8!\n"
     assert s.from_ == Address("", "sender@example.ru")
 
 
@@ -64,9 +64,9 @@ def test_html_only_letter() -> None:
         b"Content-Transfer-Encoding: quoted-printable\n\n"
         b"<p>=D0=A1=D1=87=D1=91=D1=82 =E2=84=96 42</p>=\n<p>end</p>\n"
     )
-    s = summarize(raw)
-    assert s.text is None
-    assert s.html == "<p>Счёт № 42</p><p>end</p>\n"
+    s = parse(raw)
+    assert s.body_text is None
+    assert s.body_html == "<p>Счёт № 42</p><p>end</p>\n"
     assert s.subject == "Ваш счёт"
     assert s.from_ == Address("Банк", "no-reply@bank.example")
 
@@ -94,9 +94,9 @@ def test_multipart_letter_bodies_and_attachments_with_split_indexes() -> None:
         + "\n--m--\n"
     ).encode()
     raw = raw.replace(b"@@TEXT@@", "текст".encode("koi8-r"))
-    s = summarize(raw)
-    assert s.text == "текст"
-    assert s.html == "<b>html</b>"
+    s = parse(raw)
+    assert s.body_text == "текст"
+    assert s.body_html == "<b>html</b>"
     [att_pdf, att_png] = s.attachments
     assert (att_pdf.n, att_pdf.index, att_pdf.filename) == (0, 0, "счёт.pdf")
     assert (att_pdf.content, att_pdf.size, att_pdf.content_type) == (
@@ -118,28 +118,28 @@ def test_forwarded_letter_is_an_attachment_and_its_text_is_not_the_letters() -> 
         b"From: b@example.org\nSubject: inner\n\ninner text\n"
         b"--m--\n"
     )
-    s = summarize(raw)
-    assert s.text == "see below"
+    s = parse(raw)
+    assert s.body_text == "see below"
     assert [a.content_type for a in s.attachments] == ["message/rfc822"]
     assert s.attachments[0].content.startswith(b"From: b@example.org")
 
 
 def test_malformed_headers_and_structure_never_raise() -> None:
-    assert summarize(b"").subject == ""
-    s = summarize(b"garbage without headers\n\x00\xff")
-    assert s.from_ is None and s.text == "garbage without headers\n\x00ÿ"
-    s = summarize(b"Date: not a date\nFrom: <<<@@@>>>\nSubject: =?bogus?Q?x?=\n\nbody")
+    assert parse(b"").subject == ""
+    s = parse(b"garbage without headers\n\x00\xff")
+    assert s.from_ is None and s.body_text == "garbage without headers\n\x00ÿ"
+    s = parse(b"Date: not a date\nFrom: <<<@@@>>>\nSubject: =?bogus?Q?x?=\n\nbody")
     assert s.date is None and s.subject == "=?bogus?Q?x?="
-    s = summarize(b"Date: Mon, 23 Nov 2026 10:00:00 -0000\n\nbody")
+    s = parse(b"Date: Mon, 23 Nov 2026 10:00:00 -0000\n\nbody")
     assert s.date is not None and s.date.replace(tzinfo=UTC) == datetime(
         2026, 11, 23, 10, tzinfo=UTC
     )
     started = time.perf_counter()
     huge = b"To: " + b"x@example.org, " * 70_000 + b"\nSubject: " + b"s" * 2**20 + b"\n\nbody"
-    s = summarize(huge)
-    assert s.text == "body" and len(s.subject) <= 65_536
+    s = parse(huge)
+    assert s.body_text == "body" and len(s.subject) <= 65_536
     deep = b"".join(
         b'Content-Type: multipart/mixed; boundary="%d"\n\n--%d\n' % (i, i) for i in range(3000)
     )
-    assert summarize(deep + b"Content-Type: text/plain\n\ndeep\n").text is None
+    assert parse(deep + b"Content-Type: text/plain\n\ndeep\n").body_text is None
     assert time.perf_counter() - started < 5

@@ -1,0 +1,238 @@
+"""Normalization of the pieces of a letter that shingles are made of. Pure; never raises on
+odd input: a piece that cannot be normalized gives None (no shingle).
+
+- text: Unicode NFKC, then case folding; format characters (zero-width spaces, soft hyphens,
+  bidi marks) removed; every run of whitespace one space; trimmed.
+- subject: text, then any chain of reply / forward prefixes removed ("Re:", "RE[2]:",
+  "Fwd:", "Fw:", "Ответ:", "AW:", "WG:", "SV:", "TR:", "Réf:" ...).
+- domain: trailing dot dropped, IDN to punycode (IDNA 2008 with UTS #46 mapping, falling back
+  to the stdlib's IDNA 2003 codec), lowercase; a bracketed IP literal becomes the address.
+- registrable domain: the public suffix plus one label (Public Suffix List, offline snapshot
+  shipped with the ``publicsuffixlist`` package, private suffixes such as github.io included);
+  an IP address or a name with no registrable part stays as it is.
+- address: local part NFKC + casefold, domain as above: ``local@domain``.
+- URL: parsed by ``urllib.parse``; scheme lowercase (none: http), host as a domain, default
+  port, user info, query and fragment dropped (they carry per-recipient tokens), percent-escapes
+  of unreserved characters decoded and the rest uppercased, dot segments removed, empty path
+  ``/``: ``https://xn--e1afmkfd.xn--p1ai/path/to``.
+- IP: ``ipaddress`` form (IPv4-mapped IPv6 as IPv4); network: its /24 (IPv4) or /48 (IPv6).
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+import unicodedata
+from urllib.parse import urlsplit
+
+import idna
+from publicsuffixlist import PublicSuffixList
+
+MAX_HOST = 253  # characters of a host name (RFC 1035); a longer one is no host
+MAX_URL = 4096  # characters of a URL read (the rest is cut before it is normalized)
+_SPACE = re.compile(r"\s+")
+_REPLY = re.compile(
+    r"(?:(?:re|fwd?|ответ|отв|aw|wg|sv|vs|tr|rv|réf|antw|odp|pd|fs|vl)"
+    r"\s*+(?:\[\d++\]|\(\d++\)|\^\d++)?\s*+:\s*+)+"
+)  # possessive blanks and digits: nothing after them can start with one
+_TAGS = re.compile(r"(?:\[[^\]]{0,40}\]\s*+)+")  # "[list-name] Re: ..." keeps the list
+
+
+@functools.lru_cache(maxsize=1)
+def _format_chars() -> dict[int, None]:
+    """A str.translate table that deletes every format character (category Cf: soft hyphens,
+    zero-width spaces, bidi marks...); they all lie in planes 0-2 and 14."""
+    planes = (*range(0x30000), *range(0xE0000, 0xE1000))
+    return dict.fromkeys(c for c in planes if unicodedata.category(chr(c)) == "Cf")
+
+
+def text(value: str) -> str:
+    s = unicodedata.normalize("NFKC", value).casefold().translate(_format_chars())
+    return _SPACE.sub(" ", s).strip()
+
+
+def subject(value: str) -> str:
+    """Tags and reply prefixes in any order at the start ("[list] Re: [list] Fwd: x"): the
+    tags are kept, the prefixes dropped. One pass over the text (the tags already kept are
+    not read again after each prefix)."""
+    s = text(value)
+    kept: list[str] = []
+    pos = 0
+    while True:
+        tags = _TAGS.match(s, pos)
+        start = tags.end() if tags else pos
+        m = _REPLY.match(s, start)
+        if not m or m.end() == start:
+            return ("".join(kept) + s[pos:]).strip()
+        kept.append(s[pos:start])
+        pos = m.end()
+
+
+@functools.lru_cache(maxsize=1)
+def _psl() -> PublicSuffixList:
+    return PublicSuffixList()
+
+
+def ip(value: str) -> str | None:
+    try:
+        addr = ipaddress.ip_address(value.strip().strip("[]").removeprefix("IPv6:"))
+    except ValueError:
+        return None
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return str(addr)
+
+
+def network(value: str) -> str | None:
+    addr = ip(value)
+    if addr is None:
+        return None
+    prefix = 24 if ":" not in addr else 48
+    return str(ipaddress.ip_network(f"{addr}/{prefix}", strict=False))
+
+
+@functools.lru_cache(maxsize=65_536)
+def domain(value: str) -> str | None:
+    s = value.strip()
+    if s.startswith("[") and s.endswith("]"):
+        return ip(s)
+    if len(s) > MAX_HOST:  # no host name is longer (RFC 1035); IDNA would only waste time
+        return None
+    s = unicodedata.normalize("NFKC", s).rstrip(".").strip()
+    if not s or len(s) > MAX_HOST or any(ch.isspace() for ch in s):
+        return None
+    literal = ip(s)
+    if literal is not None:
+        return literal
+    try:
+        out = idna.encode(s, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError, ValueError):
+        try:
+            out = s.encode("idna").decode("ascii")
+        except (UnicodeError, ValueError):
+            out = s.casefold() if s.isascii() else ""
+    out = out.lower()
+    if not out or "" in out.split(".") or any(c in out for c in "/\\@:?#<>\"'"):
+        return None
+    return out
+
+
+@functools.lru_cache(maxsize=65_536)
+def registrable(value: str) -> str | None:
+    """The registrable domain ("example.co.uk" for "a.b.example.co.uk")."""
+    host = domain(value)
+    if host is None:
+        return None
+    if ip(host) is not None:
+        return host
+    return _psl().privatesuffix(host) or host
+
+
+def address(value: str) -> str | None:
+    s = value.strip().strip("<>").strip()
+    local, at, dom = s.rpartition("@")
+    if not at or not local or not dom:
+        return None
+    local = _SPACE.sub("", text(local.strip('"') if local.count('"') == 2 else local))
+    host = domain(dom)
+    if not local or host is None:
+        return None
+    return f"{local}@{host}"
+
+
+def address_domain(value: str) -> str | None:
+    a = address(value)
+    return a.rpartition("@")[2] if a else None
+
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _pct(m: re.Match[str]) -> str:
+    ch = chr(int(m.group(1), 16))
+    return ch if ch in _UNRESERVED else f"%{m.group(1).upper()}"
+
+
+def _dot_segments(path: str) -> str:
+    out: list[str] = []
+    for seg in path.split("/")[1:]:
+        if seg == "..":
+            if out:
+                out.pop()
+        elif seg != ".":
+            out.append(seg)
+    if path.endswith(("/.", "/..")):
+        out.append("")
+    return "/" + "/".join(out)
+
+
+def _quote_path(path: str) -> str:
+    """Percent-encode what must be (non-ASCII as UTF-8, spaces, controls)."""
+    out = []
+    for ch in path:
+        if ch in _UNRESERVED or ch in "/%!$&'()*+,;=:@":
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+    return "".join(out)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21}
+
+
+def url(value: str) -> tuple[str, str] | None:
+    """(normalized URL, host) of a link, or None when it is not a web link."""
+    s = value[:MAX_URL].strip().strip("<>\"'")
+    if not s:
+        return None
+    if s.lower().startswith("www."):
+        s = "http://" + s
+    try:
+        parts = urlsplit(s)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https", "ftp") or not parts.hostname:
+        return None
+    host = domain(parts.hostname)
+    if host is None:
+        return None
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        netloc += f":{port}"
+    path = _PCT.sub(_pct, _quote_path(parts.path or "/"))
+    path = _dot_segments(path if path.startswith("/") else "/" + path)
+    return f"{scheme}://{netloc}{path}", host
+
+
+def _numeric_host(host: str) -> bool:
+    parts = host.split(".")
+    if not 1 <= len(parts) <= 4 or len(host) > 64:
+        return False
+    try:
+        values = [int(p, 0) if p.lower().startswith("0x") else int(p) for p in parts]
+    except ValueError:
+        return False
+    try:
+        ipaddress.ip_address(values[0] if len(values) == 1 else ".".join(map(str, values)))
+    except ValueError:
+        return False
+    return True
+
+
+def is_ip_host(host: str) -> bool:
+    """The host is an IP address, also in the decimal or hex forms browsers accept."""
+    return ip(host) is not None or _numeric_host(host)
+
+
+@functools.lru_cache(maxsize=4096)
+def known_suffix(host: str) -> bool:
+    """The host ends in a suffix of the Public Suffix List (``report.pdf`` does not) and has a
+    registrable part: it can be a web site's name."""
+    h = domain(host)
+    if h is None or "." not in h or ip(h) is not None:
+        return False
+    return _psl().privatesuffix(h, accept_unknown=False) is not None
