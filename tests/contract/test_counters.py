@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from pochta.antispam.counters import Cell, CounterStore, Ref
-from pochta.antispam.counters.buckets import (
+from pochta.antispam.shingles.counters import Cell, CounterStore, Ref
+from pochta.antispam.shingles.counters.buckets import (
     DAY,
     KINDS,
     SHARDS,
@@ -26,10 +26,10 @@ from pochta.antispam.counters.buckets import (
     span,
     window_sum,
 )
-from pochta.antispam.counters.memory import MemoryStore
-from pochta.antispam.counters.redis import RedisStore
-from pochta.antispam.counters.service import Counters
-from pochta.antispam.counters.sqlite import SQLiteStore
+from pochta.antispam.shingles.counters.memory import MemoryStore
+from pochta.antispam.shingles.counters.redis import RedisStore
+from pochta.antispam.shingles.counters.service import Counters
+from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 
 STORE_KINDS = [
     "memory",

@@ -11,11 +11,11 @@ from fastapi.testclient import TestClient
 from tests.mailtools import letter
 from typer.testing import CliRunner
 
-from pochta.antispam.shingles import Envelope
 from pochta.app import Pochta, build
 from pochta.cli import app as cli
 from pochta.config import load_settings
 from pochta.server.http import create_app
+from pochta.types import Envelope
 
 PHISHING = Path(__file__).parent.parent / "data" / "phishing"
 TOKEN = "scan-test-service-token-0123456789"
@@ -120,3 +120,74 @@ def test_a_letter_shows_its_phishing_warnings(tmp_path: Path) -> None:
         assert "PHISH_SENDER_FOREIGN_TLD" in warnings
         assert warnings["PHISH_SENDER_FOREIGN_TLD"]["explanation_ru"]
         assert detail.json()["verdict"] == "phishing" and detail.json()["folder"] == "Spam"
+
+
+def test_a_stored_letter_is_never_failed_by_its_counting(tmp_path: Path) -> None:
+    """Counting the shingles comes after the letter is stored: a full counter buffer (the
+    counter store down, nothing flushed) drops that letter's increments, never the delivery
+    (a 451 for a stored letter would make the sender deliver it twice)."""
+    settings = load_settings(data_dir=tmp_path / "data", shingles={"max_cells": 1000})
+    p = build(settings)  # not started: the flusher never empties the buffer
+    try:
+        user = p.mailbox.index.add_user("ivan@pochta.test", "x")
+        delivered = 0
+
+        def deliver(i: int) -> None:
+            nonlocal delivered
+            raw = letter(sender=f"s{i}@d{i}.example", subject=f"s {i}", text=f"t {i}\n")
+            done = p.mailbox.deliver(raw, [user], envelope=Envelope(f"198.51.{i}.7"), scan=True)
+            assert done.verdict is not None
+            delivered += 1
+
+        for i in range(1000):
+            if p.shingles.counters.stats().buffered >= 1000:
+                break
+            deliver(i)
+        assert p.shingles.counters.stats().buffered >= 1000  # full
+        for i in range(1000, 1005):  # their increments are dropped; they are stored
+            deliver(i)
+        assert (
+            sum(len(p.mailbox.letters(user.id, f, 10**6)) for f in ("Inbox", "Spam")) == delivered
+        )
+    finally:
+        p.close()
+
+
+def test_scan_cli_explains_in_words(tmp_path: Path) -> None:
+    raw = letter(
+        sender="Deals <deals@cheap-stuff.biz>",
+        subject="FREE!!! Act now",
+        text="Buy now, only $19.99!!! Click here: http://cheap-stuff.biz/x\n",
+    )
+    path = tmp_path / "offer.eml"
+    path.write_bytes(raw)
+    args = ["scan", str(path), "--data", str(tmp_path / "d"), "--explain"]
+    result = CliRunner().invoke(cli, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    reasons = json.loads(result.stdout)["explanation"]
+    assert len(reasons) == 5
+    assert all(r["en"] and r["ru"] and r["unit"] == "log-odds" for r in reasons)
+    assert [abs(r["push"]) for r in reasons] == sorted((abs(r["push"]) for r in reasons),
+                                                       reverse=True)  # fmt: skip
+    human = CliRunner().invoke(cli, args)
+    assert human.exit_code == 0, human.output
+    assert "why (largest pushes first):" in human.stdout
+    assert reasons[0]["en"] in human.stdout and reasons[0]["ru"] in human.stdout
+    plain = CliRunner().invoke(cli, [*args[:-1], "--json"])
+    assert "explanation" not in json.loads(plain.stdout)
+
+
+def test_scan_api_explains_on_request(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path / "d", service_token=TOKEN, smtp={"enabled": False})
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    ham = letter(subject="Lunch tomorrow?", text="Shall we meet at noon, Anna?\n")
+    phishing = (PHISHING / "ru01_nalog_foreign_tld.eml").read_bytes()
+    with TestClient(create_app(settings)) as c:
+        assert "explanation" not in c.post("/v1/scan", content=ham, headers=auth).json()
+        body = c.post("/v1/scan?explain=1", content=ham, headers=auth).json()
+        assert body["verdict"] == "ham" and len(body["explanation"]) == 5
+        assert {"feature", "value", "push", "toward", "en", "ru"} <= set(body["explanation"][0])
+        rules_said = c.post("/v1/scan?explain=true", content=phishing, headers=auth).json()
+        assert rules_said["verdict"] == "phishing"
+        assert rules_said["explanation"][0]["unit"] == "points"
+        assert rules_said["explanation"][0]["feature"].startswith("rule.PHISH_")

@@ -1,52 +1,180 @@
-"""A letter's verdict, and why: features -> rules -> model -> ham / spam / phishing.
+"""A letter's verdict, and why. Two halves, so that the costly one runs off the server:
 
-    features   content (features.py), phishing signs (phishing.py), sender authentication
-               (auth.py), and the shingles' counters over 1 h / 24 h / 14 d
-               (``shingle.<type>.<stat>_<window>``: volume, spam / ham / complaint ratios)
-    rules      points per symbol from the rules file (rules.py); the phishing group decides
-               "phishing" on its own
-    model      CatBoost over the same features plus the rule score (model.py): the
-               probability that the letter is spam; without a model, the rule score and the
-               rules file's ``[actions] spam`` threshold decide
+    analysis   ``Analyzer.analyze(letter)``: pure CPU on the parsed letter, run in a worker
+               process (:mod:`pochta.antispam.worker`) within a time budget: the phishing signs
+               (signs/), sender authentication (auth/, when a DNS resolver is configured),
+               content features (features.py) and the shingles (shingles/extract.py).
+    decision   ``Scanner.decide(analysis)``: where the shingle counters live (the server): the
+               shingles' counters over 1 h / 24 h / 14 d as features
+               (``shingle.<type>.<stat>_<window>``), the rules file's points (rules/), and the
+               CatBoost model's P(spam) (model/); without a model, the rules' thresholds.
 
-Nothing here does I/O except through what it is given: counters (may be None), a DNS
-resolver (may be None: then authentication is not run).
+Past the budget, the stages not started are skipped and the analysis says which
+(``partial``): the verdict is then given from what finished, and ``X-Pochta-Spam`` says
+``partial=...``. Every stage reads a bounded amount of the letter in linear time, so the budget
+is a safety net, not the rule.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pochta.antispam import auth as auth_mod
 from pochta.antispam import features as feats_mod
-from pochta.antispam import phishing, rules
-from pochta.antispam.counters.buckets import Counts, parse_window
-from pochta.antispam.counters.service import Counters
-from pochta.antispam.letter import Letter
-from pochta.antispam.model import Model
-from pochta.antispam.resolver import Resolver
-from pochta.antispam.shingles import (
+from pochta.antispam.auth import results as auth_mod
+from pochta.antispam.auth.resolver import Resolver
+from pochta.antispam.model import explain as explaining
+from pochta.antispam.model.booster import Model
+from pochta.antispam.rules import ruleset as rules
+from pochta.antispam.shingles.counters.buckets import Counts, parse_window
+from pochta.antispam.shingles.counters.service import Counters
+from pochta.antispam.shingles.extract import extract
+from pochta.antispam.shingles.registry import (
     UNIQUE_TYPES,
-    Envelope,
     Shingle,
     ShingleType,
-    extract,
     query_refs,
     update_refs,
 )
-from pochta.antispam.signs import Sign
+from pochta.antispam.signs import checks as phishing
+from pochta.antispam.signs.protected import Protected
+from pochta.antispam.signs.registry import SYMBOLS, Sign
+from pochta.errors import StorageError
+from pochta.mime.letter import Letter, parse
+from pochta.types import Envelope
+
+log = logging.getLogger("pochta.antispam")
 
 Label = Literal["ham", "spam", "phishing"]
 
+STAGES = ("signs", "auth", "features", "shingles")
 WINDOWS = ("1h", "24h", "14d")
-STATS = ("volume", "spam_ratio", "ham_ratio", "complaint_ratio", "unspam_ratio", "read_ratio")
+STATS = (
+    "volume", "spam_ratio", "ham_ratio", "complaint_ratio", "unspam_ratio", "read_ratio",
+    "spam_lean",
+)  # fmt: skip
 SHINGLE_FEATURES: tuple[str, ...] = tuple(
     f"shingle.{int(t)}.{stat}_{w}" for t in ShingleType for stat in STATS for w in WINDOWS
 )
+LEAN_PRIOR = 2.0
+"""Pseudo-letters in :func:`spam_lean`: one letter seen moves the lean to +-1/3, ten to +-0.83."""
+FEEDBACK_WEIGHT = 3.0
+"""How many letters one person's "spam" / "not spam" stands for in :func:`spam_lean`: an
+assumption (about a third of the people who see a misfiled letter say so), not a measurement."""
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What a worker learns of one letter (picklable: it crosses the process boundary)."""
+
+    signs: tuple[Sign, ...]
+    auth: auth_mod.AuthResults
+    features: dict[str, float] = field(repr=False)  # content, signs, authentication
+    shingles: tuple[Shingle, ...] = field(repr=False)
+    partial: tuple[str, ...] = ()  # stages skipped (or cut short) by the time budget
+    seconds: dict[str, float] = field(default_factory=dict, repr=False)  # CPU per stage
+
+
+class Analyzer:
+    """The analysis half: one per process (the worker's initializer builds it once).
+    ``resolver``: SPF / DKIM / DMARC are checked (None: not run). ``budget``: seconds one
+    letter may take before the stages not yet started are skipped (None: no budget)."""
+
+    def __init__(
+        self,
+        *,
+        resolver: Resolver | None = None,
+        protected: Protected | None = None,
+        shorteners: frozenset[str] | None = None,
+        budget: float | None = None,
+    ) -> None:
+        self.resolver = resolver
+        self.protected = protected
+        self.shorteners = shorteners
+        self.budget = budget
+
+    def analyze(
+        self,
+        letter: Letter,
+        envelope: Envelope | None = None,
+        helo: str | None = None,
+        *,
+        started: float | None = None,
+    ) -> Analysis:
+        """``started``: the ``time.monotonic()`` the budget counts from (default: now; a
+        caller that parsed the letter first passes the time before the parse)."""
+        t0 = time.monotonic() if started is None else started
+        deadline = None if self.budget is None else t0 + self.budget
+        skipped: list[str] = []
+        seconds: dict[str, float] = {}
+
+        def late() -> bool:
+            return deadline is not None and time.monotonic() > deadline
+
+        clock = time.process_time()
+
+        def lap(stage: str) -> None:
+            nonlocal clock
+            now = time.process_time()
+            seconds[stage] = now - clock
+            clock = now
+
+        signs, complete = phishing.run(
+            letter,
+            envelope,
+            protected=self.protected,
+            shorteners=self.shorteners,
+            deadline=deadline,
+        )
+        if not complete:
+            skipped.append("signs")
+        lap("signs")
+        ar = auth_mod.NO_AUTH
+        if self.resolver is not None and envelope is not None and envelope.ip:
+            if late():
+                skipped.append("auth")
+            else:
+                ar = auth_mod.authenticate(
+                    letter.raw,
+                    ip=envelope.ip,
+                    mail_from=envelope.sender or "",
+                    helo=helo or "",
+                    resolver=self.resolver,
+                    letter=letter,
+                )
+        lap("auth")
+        f = {**feats_mod.from_signs(signs), **feats_mod.from_auth(ar)}
+        if late():
+            skipped.append("features")
+        else:
+            f.update(
+                feats_mod.extract(letter, protected=self.protected, shorteners=self.shorteners)
+            )
+        lap("features")
+        shingles: list[Shingle] = []
+        if late():
+            skipped.append("shingles")
+        else:
+            shingles = extract(letter, envelope)
+        lap("shingles")
+        return Analysis(tuple(signs), ar, f, tuple(shingles), tuple(skipped), seconds)
+
+
+def spam_lean(c: Mapping[str, int]) -> float:
+    """Which way the letters carrying a shingle leaned, from -1 (all ham) through 0 (nothing
+    known, or as much ham as spam) to +1 (all spam): ``(s - h) / (s + h + LEAN_PRIOR)``.
+    ``s`` and ``h`` are the letters counted spam and ham, corrected by people's word: each
+    complaint moves FEEDBACK_WEIGHT letters from ham to spam, each "not spam" from spam to ham
+    (a person complains about a letter pochta counted ham, and the reverse)."""
+    shift = FEEDBACK_WEIGHT * (c.get("complaint", 0) - c.get("unspam", 0))
+    s = max(0.0, c.get("spam", 0) + shift)
+    h = max(0.0, c.get("ham", 0) - shift)
+    return (s - h) / (s + h + LEAN_PRIOR)
 
 
 def shingle_features(
@@ -54,19 +182,23 @@ def shingle_features(
 ) -> dict[str, float]:
     """Per shingle type and window: ``volume`` = log(1 + letters seen), and the share of them
     counted spam / ham, complained about, un-spammed, read. A ratio is absent (not 0) when the
-    type was never seen in the window: "unknown" is not "clean"."""
+    type was never seen in the window: "unknown" is not "clean" (the rules read these).
+    ``spam_lean`` (:func:`spam_lean`, what the model reads) is 0 when nothing is known:
+    unknown is neutral, between a shingle seen with ham and one seen with spam."""
     sums: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for shingle, by_window in zip(shingles, counts, strict=True):
         for window, values in by_window.items():
             acc = sums[(int(shingle.type), window)]
             for kind, value in values.items():
                 acc[kind] += value
+    unique_types = {int(u) for u in UNIQUE_TYPES}
     out: dict[str, float] = {}
     for (t, window), c in sums.items():
         seen = c["ham"] + c["spam"]
-        if t in {int(u) for u in UNIQUE_TYPES}:  # distinct pairs: the count is the feature
+        if t in unique_types:  # distinct pairs: the count is the feature
             seen = max(seen, c["ham"] + c["spam"] + c["complaint"])
         out[f"shingle.{t}.volume_{window}"] = math.log1p(seen)
+        out[f"shingle.{t}.spam_lean_{window}"] = spam_lean(c)
         if seen:
             out[f"shingle.{t}.spam_ratio_{window}"] = c["spam"] / seen
             out[f"shingle.{t}.ham_ratio_{window}"] = c["ham"] / seen
@@ -86,6 +218,8 @@ class Verdict:
     auth: auth_mod.AuthResults
     features: dict[str, float] = field(repr=False)
     shingles: list[Shingle] = field(repr=False, default_factory=list)
+    partial: tuple[str, ...] = ()  # analysis stages the time budget cut
+    content_probability: float | None = None  # P(spam) with the counters unknown
 
     @property
     def folder(self) -> str:
@@ -95,22 +229,84 @@ class Verdict:
         """The value of ``X-Pochta-Spam``."""
         p = "" if self.probability is None else f" probability={self.probability:.4f};"
         symbols = ",".join(h.symbol for h in self.hits if h.score)[:600]
-        return f"{self.label};{p} score={self.score:.2f}; symbols={symbols or '-'}"
+        partial = f" partial={','.join(self.partial)};" if self.partial else ""
+        return f"{self.label};{p} score={self.score:.2f};{partial} symbols={symbols or '-'}"
 
     def as_dict(self, authserv_id: str = "pochta") -> dict[str, Any]:
         return {
             "verdict": self.label,
             "probability": self.probability,
             "score": self.score,
+            "partial": list(self.partial),
             "rules": [h.as_dict() for h in self.hits],
             "phishing_signs": [s.as_dict() for s in self.signs],
             "authentication_results": self.auth.header(authserv_id),
         }
 
 
+@dataclass(frozen=True)
+class Counting:
+    """How a delivered letter's verdict feeds its shingles' ham / spam counters
+    (:meth:`Scanner.learn`), so that a mistake does not feed the next one.
+
+    The counters learn from pochta's own verdicts (no person looks at most letters), and the
+    model reads what they learned (``spam_lean``): a letter counted spam makes the next one
+    from the same sender look worse, and that one, counted spam in turn, the one after. So:
+
+    - spam only when both the verdict and the letter's content alone are sure: P(spam) and
+      P(spam) with the counters unknown (``Verdict.content_probability``) >= ``spam_at``.
+      The counters never reinforce themselves: a sender's spam lean cannot count its next
+      letter as spam, only what that letter shows can (``spam_by_content``; off: the full
+      model's P alone);
+    - ham for every ham verdict (P below the model's threshold; ``ham_below`` can make it
+      stricter): a legitimate sender builds its record from its first letter on, and a
+      spammer's letter that slipped through is corrected by people's complaints;
+    - phishing (the rules' verdict): not counted. A phishing letter forges a real sender's
+      address and links to look-alikes; counting it would turn the real bank's From address
+      into spam evidence, and the phishing rules catch the next one anyway;
+    - a partial verdict (the time budget cut the analysis): not counted;
+    - without a model: the rules' label (spam or ham), phishing excepted.
+
+    People's word ("spam" / "not spam", through the mailbox) is counted separately, as
+    complaints and unspams, and weighs more (:data:`FEEDBACK_WEIGHT`). Evidence for these
+    choices (training data only): :data:`pochta.antispam.model.design.LOG`."""
+
+    spam_at: float = 0.95
+    ham_below: float = 1.0
+    count_phishing: bool = False
+    spam_by_content: bool = True
+
+    def kind(self, verdict: Verdict, threshold: float | None) -> str | None:
+        """The counter this verdict feeds: "spam", "ham", or None (not counted)."""
+        if verdict.partial:
+            return None
+        if verdict.label == "phishing":
+            return "spam" if self.count_phishing else None
+        p = verdict.probability
+        if p is None or threshold is None:
+            return "spam" if verdict.label == "spam" else "ham"
+        sure = p
+        if self.spam_by_content and verdict.content_probability is not None:
+            sure = min(p, verdict.content_probability)
+        if p >= threshold and sure >= self.spam_at:
+            return "spam"
+        if p < min(self.ham_below, threshold):
+            return "ham"
+        return None
+
+
+TIMEOUT = "timeout"
+
+
+def unanalyzed(reason: str = TIMEOUT) -> Analysis:
+    """The analysis of a letter no worker could analyze in time (its worker was stopped)."""
+    return Analysis((), auth_mod.NO_AUTH, {}, (), (reason,))
+
+
 class Scanner:
-    """Scores letters. ``counters`` feed the shingle features (and learn from verdicts via
-    ``learn``); ``resolver`` enables SPF / DKIM / DMARC; ``model`` the CatBoost probability."""
+    """The decision half, and the whole path in one process (``scan``). ``counters`` feed
+    the shingle features (and learn from verdicts via ``learn``); ``model`` gives the
+    probability; ``analyzer`` is used by ``scan`` (default: no DNS, no budget)."""
 
     def __init__(
         self,
@@ -118,80 +314,104 @@ class Scanner:
         rules_: rules.Rules | None = None,
         model: Model | None = None,
         counters: Counters | None = None,
-        resolver: Resolver | None = None,
+        analyzer: Analyzer | None = None,
         authserv_id: str = "pochta",
+        counting: Counting | None = None,
     ) -> None:
         self.rules = rules_ if rules_ is not None else rules.default()
         self.model = model
         self.counters = counters
-        self.resolver = resolver
+        self.analyzer = analyzer if analyzer is not None else Analyzer()
         self.authserv_id = authserv_id
+        self.counting = counting if counting is not None else Counting()
         self._windows = [parse_window(w) for w in WINDOWS]
 
-    def features(
-        self,
-        raw: bytes,
-        envelope: Envelope | None = None,
-        helo: str | None = None,
-        now: float | None = None,
-    ) -> tuple[Letter, list[Sign], auth_mod.AuthResults, dict[str, float], list[Shingle]]:
-        letter = Letter.parse(raw, envelope)
-        signs = phishing.check(letter)
-        if self.resolver is not None and envelope is not None and envelope.ip:
-            ar = auth_mod.authenticate(
-                raw,
-                ip=envelope.ip,
-                mail_from=envelope.sender or "",
-                helo=helo or "",
-                resolver=self.resolver,
-                summary=letter.summary,
-            )
+    def statistics(self, analysis: Analysis, now: float | None = None) -> dict[str, float]:
+        """The features of the analysis plus its shingles' counters."""
+        f = dict(analysis.features)
+        if self.counters is not None and analysis.shingles:
+            counts = self.counters.query(query_refs(analysis.shingles), self._windows, now=now)
+            f.update(shingle_features(analysis.shingles, counts))
+        return f
+
+    def decide(self, analysis: Analysis, now: float | None = None) -> Verdict:
+        if TIMEOUT in analysis.partial:  # nothing was analyzed: no grounds for any verdict
+            return Verdict("ham", None, 0.0, [], [], analysis.auth, {}, [], analysis.partial)
+        f = self.statistics(analysis, now)
+        signs = list(analysis.signs)
+        hits = rules.evaluate(self.rules, f, signs, analysis.auth)
+        f.update(rule_features(hits))
+        score = f["rules.score"]
+        by_rules = rules.verdict(hits, self.rules.actions)
+        probability = None
+        label: Label
+        content = None
+        if by_rules == "phishing":
+            label = "phishing"
+        elif self.model is not None:
+            probability = self.model.probability(f)
+            content = self.model.content_probability(f)
+            label = "spam" if probability >= self.model.threshold else "ham"
         else:
-            ar = auth_mod.NO_AUTH
-        f = {
-            **feats_mod.extract(letter),
-            **feats_mod.from_signs(signs),
-            **feats_mod.from_auth(ar),
-        }
-        shingles = extract(raw, envelope)
-        if self.counters is not None and shingles:
-            counts = self.counters.query(query_refs(shingles), self._windows, now=now)
-            f.update(shingle_features(shingles, counts))
-        return letter, signs, ar, f, shingles
+            label = "spam" if by_rules == "spam" else "ham"
+        return Verdict(
+            label, probability, score, hits, signs, analysis.auth, f,
+            list(analysis.shingles), analysis.partial, content,
+        )  # fmt: skip
 
     def scan(
         self,
-        raw: bytes,
+        raw: bytes | Letter,
         envelope: Envelope | None = None,
         helo: str | None = None,
         now: float | None = None,
     ) -> Verdict:
-        _letter, signs, ar, f, shingles = self.features(raw, envelope, helo, now)
-        hits = rules.evaluate(self.rules, f, signs, ar)
-        score = rules.score(hits)
-        by_rules = rules.verdict(hits, self.rules.actions)
-        probability = None
-        label: Label
-        if by_rules == "phishing":
-            label = "phishing"
-        elif self.model is not None:
-            probability = self.model.probability(
-                {**f, "rules.score": score, "rules.phishing_score": rules.phishing_score(hits)}
-            )
-            label = "spam" if probability >= self.model.threshold else "ham"
-        else:
-            label = "spam" if by_rules == "spam" else "ham"
-        return Verdict(label, probability, score, hits, signs, ar, f, shingles)
+        """Parse (unless given a parsed letter), analyze and decide, in this process."""
+        started = time.monotonic()
+        letter = raw if isinstance(raw, Letter) else parse(raw)
+        return self.decide(self.analyzer.analyze(letter, envelope, helo, started=started), now)
 
-    def learn(self, verdict: Verdict, at: float | None = None) -> None:
-        """Count a delivered letter's shingles with its verdict (ham / spam)."""
+    def explain(self, verdict: Verdict, top: int = explaining.TOP) -> list[explaining.Reason]:
+        """What pushed this verdict most: the model's SHAP values in words, or, when the
+        rules decided (phishing, or no model), the rules that gave the most points."""
+        if self.model is None or verdict.probability is None:
+            return explaining.from_rules(verdict.hits, top)
+        return explaining.explain(self.model, verdict.features, top)
+
+    def learn(self, verdict: Verdict, at: float | None = None) -> str | None:
+        """Count a delivered letter's shingles with its verdict, as :class:`Counting` says
+        (only verdicts the model is sure of). Returns the kind counted (None: not counted).
+        Never raises: the letter is stored, and counting must not undo that."""
         if self.counters is None or not verdict.shingles:
-            return
-        kind = "ham" if verdict.label == "ham" else "spam"
-        self.counters.update(update_refs(verdict.shingles), kind, at=at, wait=0)
+            return None
+        kind = None
+        try:
+            threshold = self.model.threshold if self.model is not None else None
+            kind = self.counting.kind(verdict, threshold)
+            if kind is not None:
+                self.counters.update(update_refs(verdict.shingles), kind, at=at, wait=0)
+        except StorageError as exc:
+            log.warning("shingle counters: one letter's %s increments dropped: %s", kind, exc)
+            return None
+        except Exception:
+            log.exception("shingle counters: one letter's increments dropped")
+            return None
+        return kind
 
 
-MODEL_EXTRA = ("rules.score", "rules.phishing_score")
+MODEL_EXTRA = ("rules.score", "rules.phishing_score", "rules.content_score")
+SHINGLE_GROUP = "shingles"
+
+
+def rule_features(hits: Sequence[rules.Hit]) -> dict[str, float]:
+    """The rules' points as features: ``rules.score`` (all), ``rules.phishing_score`` (group
+    phishing) and ``rules.content_score`` (all but the group ``shingles``: the points of what
+    the letter itself shows, without the counters' opinion)."""
+    return {
+        "rules.score": rules.score(hits),
+        "rules.phishing_score": rules.phishing_score(hits),
+        "rules.content_score": round(sum(h.score for h in hits if h.group != SHINGLE_GROUP), 6),
+    }
 
 
 def model_columns() -> list[str]:
@@ -200,7 +420,7 @@ def model_columns() -> list[str]:
         dict.fromkeys(
             [
                 *feats_mod.FEATURES,
-                *(f"sign.{s}" for s in _symbols()),
+                *(f"sign.{s}" for s in SYMBOLS),
                 "phish.signs",
                 *feats_mod.AUTH_FEATURES,
                 *SHINGLE_FEATURES,
@@ -208,9 +428,3 @@ def model_columns() -> list[str]:
             ]
         )
     )
-
-
-def _symbols() -> tuple[str, ...]:
-    from pochta.antispam.signs import SYMBOLS
-
-    return SYMBOLS

@@ -12,8 +12,8 @@ import pytest
 import redis
 from tests.servers import RedisCluster, RedisServer
 
-from pochta.antispam.counters import Ref
-from pochta.antispam.counters.buckets import (
+from pochta.antispam.shingles.counters import Ref
+from pochta.antispam.shingles.counters.buckets import (
     DAY,
     SHARDS,
     SLOTS_PER_DAY,
@@ -21,8 +21,8 @@ from pochta.antispam.counters.buckets import (
     parse_window,
     slot_of,
 )
-from pochta.antispam.counters.redis import RedisStore
-from pochta.antispam.counters.service import Counters
+from pochta.antispam.shingles.counters.redis import RedisStore
+from pochta.antispam.shingles.counters.service import Counters
 from pochta.errors import StorageError
 
 pytestmark = pytest.mark.integration
@@ -75,6 +75,7 @@ def test_a_standalone_outage_is_buffered_and_written_after(
     server = redis_factory()
     store = RedisStore(server.client(socket_timeout=1, socket_connect_timeout=1), retries=1)
     counters = Counters(store, flush_interval=0.05, cache_size=0)
+    counters.start()
     refs = [Ref(8, i) for i in range(50)]
     try:
         counters.update(refs, "ham")
@@ -106,6 +107,7 @@ def test_cluster_failover_reads_and_writes_go_on(redis_cluster: RedisCluster) ->
     nodes = [f"127.0.0.1:{n.port}" for n in redis_cluster.live()]
     store = RedisStore.connect(cluster_nodes=nodes, prefix="fo", timeout=1.0)
     counters = Counters(store, flush_interval=0.05, cache_size=0)
+    counters.start()
     rng = random.Random(5)
     refs = [Ref(rng.choice([8, 14, 15]), rng.getrandbits(64)) for _ in range(400)]
     acked = dict.fromkeys((r.id for r in refs), 0)

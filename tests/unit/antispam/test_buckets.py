@@ -1,4 +1,4 @@
-"""Time buckets and windows (pochta.antispam.counters.buckets): property tests against a
+"""Time buckets and windows (pochta.antispam.shingles.counters.buckets): property tests against a
 brute-force model written in seconds, not bucket numbers."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pochta.antispam.counters import Ref
-from pochta.antispam.counters.buckets import (
+from pochta.antispam.shingles.counters import Ref
+from pochta.antispam.shingles.counters.buckets import (
     DAY,
     KINDS,
     SLOT,
@@ -24,8 +24,8 @@ from pochta.antispam.counters.buckets import (
     stem,
     window_sum,
 )
-from pochta.antispam.counters.buffer import ShardBuffer
-from pochta.antispam.counters.memory import MemoryStore
+from pochta.antispam.shingles.counters.buffer import ShardBuffer
+from pochta.antispam.shingles.counters.memory import MemoryStore
 from pochta.errors import InvalidInput
 
 NOW = 1_730_000_000.0  # 2024-10-27 03:33:20 UTC

@@ -17,14 +17,20 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from pochta.antispam.counters.memory import MemoryStore
-from pochta.antispam.counters.service import Counters
-from pochta.antispam.shingler import Shingler
-from pochta.antispam.shingles import Envelope, extract
+from pochta.antispam.shingles.counters.memory import MemoryStore
+from pochta.antispam.shingles.counters.service import Counters
+from pochta.antispam.shingles.extract import extract as extract_letter
+from pochta.antispam.shingles.shingler import Shingler
 from pochta.cli import shingles as cli
 from pochta.errors import InvalidInput
+from pochta.mime.letter import parse
 from pochta.server import errors
 from pochta.server import shingles as http
+from pochta.types import Envelope
+
+
+def extract(raw: bytes, envelope: Envelope | None = None) -> list[Any]:
+    return extract_letter(parse(raw), envelope)
 
 TOKEN = "test-service-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

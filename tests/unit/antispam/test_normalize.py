@@ -1,4 +1,4 @@
-"""Normalization of each kind of shingle value (pochta.antispam.normalize)."""
+"""Normalization of each kind of shingle value (pochta.mime.normalize)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pochta.antispam import normalize
+from pochta.mime import normalize
 
 
 @pytest.mark.parametrize(

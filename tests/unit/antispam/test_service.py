@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pochta.antispam.counters import Batch, Ref
-from pochta.antispam.counters.buckets import Buckets, Span, parse_window
-from pochta.antispam.counters.memory import MemoryStore
-from pochta.antispam.counters.service import Counters
-from pochta.antispam.counters.sqlite import SQLiteStore
+from pochta.antispam.shingles.counters import Batch, Ref
+from pochta.antispam.shingles.counters.buckets import Buckets, Span, parse_window
+from pochta.antispam.shingles.counters.memory import MemoryStore
+from pochta.antispam.shingles.counters.service import Counters
+from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 from pochta.errors import InvalidInput, StorageError
 
 NOW = 1_730_000_000.0
@@ -112,6 +112,7 @@ def test_a_failed_batch_goes_back_and_is_retried(counters: Counters, store: Faul
 
 def test_back_pressure_blocks_then_refuses_when_the_store_is_down(store: Faulty) -> None:
     counters = Counters(store, clock=Clock(), flush_interval=0.01, max_cells=10, wait_timeout=0.3)
+    counters.start()
     try:
         store.down = True
         refs = [Ref(8, i) for i in range(10)]
@@ -170,6 +171,7 @@ def test_close_writes_everything_buffered(tmp_path: Path) -> None:
 
 def test_the_flusher_writes_on_its_own(store: Faulty) -> None:
     counters = Counters(store, flush_interval=0.05)
+    counters.start()
     try:
         counters.update(REFS, "ham")
         deadline = time.monotonic() + 5
@@ -179,6 +181,27 @@ def test_the_flusher_writes_on_its_own(store: Faulty) -> None:
         assert store.applies >= 1
     finally:
         counters.close()
+
+
+def test_the_flusher_runs_only_once_started_and_is_joined_at_close(store: Faulty) -> None:
+    def flushers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "pochta-shingle-flusher"]
+
+    before = flushers()
+    counters = Counters(store, flush_interval=0.05)
+    counters.update(REFS, "ham")
+    time.sleep(0.2)
+    assert flushers() == before and counters.stats().buffered  # nothing writes on its own
+    counters.start()
+    counters.start()  # once
+    assert len(flushers()) == len(before) + 1
+    counters.close()
+    assert flushers() == before and counters.stats().buffered == 0  # flushed, joined
+    with pytest.raises(StorageError, match="closed"):
+        counters.start()
+    unbuffered = Counters(store, buffered=False)
+    unbuffered.start()  # nothing to start
+    assert flushers() == before
 
 
 def test_unique_counts_distinct_pairs_per_bucket(counters: Counters) -> None:
@@ -260,7 +283,7 @@ def test_counters_are_64_bit(counters: Counters) -> None:
 def test_the_mail_flow_never_waits_for_a_full_buffer(
     store: Faulty, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from pochta.antispam.shingler import Shingler
+    from pochta.antispam.shingles.shingler import Shingler
 
     store.down = True
     shingler = Shingler(Counters(store, flush_interval=3600, max_cells=5, wait_timeout=30))

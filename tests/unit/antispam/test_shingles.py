@@ -1,4 +1,5 @@
-"""Shingle extraction (pochta.antispam.shingles): the registry, each type, hashes, robustness."""
+"""Shingle extraction (pochta.antispam.shingles): the registry, each type, hashes,
+robustness."""
 
 from __future__ import annotations
 
@@ -9,9 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pochta.antispam import shingles as sh
-from pochta.antispam.counters.buckets import shard_of
-from pochta.antispam.shingles import Envelope, Shingle, ShingleType, extract
+from pochta.antispam.shingles import extract as extraction
+from pochta.antispam.shingles import registry as sh
+from pochta.antispam.shingles.counters.buckets import shard_of
+from pochta.antispam.shingles.registry import Shingle, ShingleType
+from pochta.mime.letter import parse
+from pochta.types import Envelope
+
+
+def extract(raw: bytes, envelope: Envelope | None = None) -> list[Shingle]:
+    return extraction.extract(parse(raw), envelope)
 
 T = ShingleType
 
@@ -128,7 +136,7 @@ def test_every_type_of_a_full_letter() -> None:
         "dear customer your invoice is ready pay before friday or your account will be closed"
     ]
     assert got[11][0] in got[10][0]
-    assert len(got[11][0].split()) == sh.MINHASH_WORDS
+    assert len(got[11][0].split()) == extraction.MINHASH_WORDS
 
 
 def test_without_an_envelope_the_headers_stand_in() -> None:
@@ -176,7 +184,7 @@ def test_links_are_capped() -> None:
     msg["From"] = "a@example.com"
     msg.set_content(" ".join(f"http://host{i}.example.com/" for i in range(50)))
     got = by_type(extract(msg.as_bytes()))
-    assert len(got[21]) == sh.MAX_LINKS
+    assert len(got[21]) == extraction.MAX_LINKS
 
 
 def test_html_only_letter_gives_text_and_links() -> None:
@@ -283,7 +291,7 @@ def test_malformed_letters_give_fewer_shingles_never_an_error(raw: bytes) -> Non
     shingles = extract(raw, Envelope(ip="not-an-ip", sender="", recipients=["x"]))
     assert all(s.value for s in shingles)
     pairs = [s for s in shingles if s.type == T.SENDER_RECIPIENT]
-    assert len(pairs) <= sh.MAX_RECIPIENTS
+    assert len(pairs) <= extraction.MAX_RECIPIENTS
 
 
 @settings(max_examples=150, deadline=None)

@@ -15,7 +15,7 @@ import dkim
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from pochta.antispam.resolver import FixtureResolver
+from pochta.antispam.auth.resolver import FixtureResolver
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "phishing"
 SIGNED_HEADERS = [b"from", b"to", b"subject", b"date", b"message-id"]

@@ -1,15 +1,21 @@
-"""DKIM and DMARC (pochta.antispam.auth) with keys generated here and an offline zone, and the
-Authentication-Results header."""
+"""DKIM and DMARC (pochta.antispam.auth.results) with keys generated here and an offline zone,
+and the Authentication-Results header."""
 
 from __future__ import annotations
 
 import pytest
 from tests.unit.antispam_phishing.helpers import Key, crlf, make_key, sign
 
-from pochta.antispam import auth
-from pochta.antispam.auth import AuthResults, DkimResult, authenticate, check_dmarc, verify_dkim
-from pochta.antispam.resolver import FixtureResolver
-from pochta.antispam.spf import SpfResult
+from pochta.antispam.auth import results as auth
+from pochta.antispam.auth.resolver import FixtureResolver
+from pochta.antispam.auth.results import (
+    AuthResults,
+    DkimResult,
+    authenticate,
+    check_dmarc,
+    verify_dkim,
+)
+from pochta.antispam.auth.spf import SpfResult
 from pochta.errors import ConfigError
 
 LETTER = crlf(

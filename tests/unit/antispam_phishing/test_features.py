@@ -7,13 +7,14 @@ import math
 import pytest
 from tests.unit.antispam_phishing.helpers import DATA, letter
 
-from pochta.antispam import features, phishing
-from pochta.antispam.auth import NO_AUTH
-from pochta.antispam.letter import Letter
+from pochta.antispam import features
+from pochta.antispam.auth.results import NO_AUTH
+from pochta.antispam.signs import checks as phishing
+from pochta.mime.letter import parse
 
 
 def extract(raw: bytes) -> dict[str, float]:
-    return features.extract(Letter.parse(raw))
+    return features.extract(parse(raw))
 
 
 def test_schema_is_fixed_and_documented() -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 from tests.unit.antispam_phishing.helpers import DATA, Case, Key, cases, zone
 
-from pochta.antispam import features, phishing, rules
-from pochta.antispam.auth import AuthResults, authenticate
-from pochta.antispam.letter import Letter
-from pochta.antispam.shingles import Envelope
+from pochta.antispam import features
+from pochta.antispam.auth.results import AuthResults, authenticate
+from pochta.antispam.rules import ruleset as rules
+from pochta.antispam.signs import checks as phishing
+from pochta.mime.letter import parse
+from pochta.types import Envelope
 
 CASES = cases()
 IDS = [c.file.removesuffix(".eml") for c in CASES]
@@ -56,8 +58,7 @@ def test_manifest_names_only_known_signs() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_signs(case: Case, key: Key) -> None:
-    letter = Letter.parse(case.raw(key), _envelope(case))
-    found = {s.symbol for s in phishing.check(letter)}
+    found = {s.symbol for s in phishing.check(parse(case.raw(key)), _envelope(case))}
     missing, unexpected = case.symbols - found, found - case.symbols
     assert not missing and not unexpected, (
         f"missing {sorted(missing)}, unexpected {sorted(unexpected)}"
@@ -81,8 +82,8 @@ def test_authentication(case: Case, key: Key) -> None:
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_verdict_by_the_default_rules(case: Case, key: Key) -> None:
     raw = case.raw(key)
-    letter = Letter.parse(raw, _envelope(case))
-    signs = phishing.check(letter)
+    letter = parse(raw)
+    signs = phishing.check(letter, _envelope(case))
     feats = {**features.extract(letter), **case.features}
     hits = rules.evaluate(rules.default(), feats, signs, _auth(case, key))
     verdict = rules.verdict(hits, rules.default().actions)

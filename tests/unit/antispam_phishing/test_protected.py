@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from pochta.antispam import lookalike, protected
-from pochta.antispam.protected import Protected
+from pochta.antispam.signs import lookalike, protected
+from pochta.antispam.signs.protected import Protected
 from pochta.errors import ConfigError
 
 P = protected.default()

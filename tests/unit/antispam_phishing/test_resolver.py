@@ -12,7 +12,7 @@ import dns.rdatatype
 import dns.resolver
 import pytest
 
-from pochta.antispam.resolver import DnsResolver, DnsTempError, FixtureResolver
+from pochta.antispam.auth.resolver import DnsResolver, DnsTempError, FixtureResolver
 
 
 def test_fixture_resolver() -> None:

@@ -1,11 +1,11 @@
-"""SPF (pochta.antispam.spf) against offline zones: every result and mechanism, the limits."""
+"""SPF (pochta.antispam.auth.spf) against offline zones: every result and mechanism, the limits."""
 
 from __future__ import annotations
 
 import pytest
 
-from pochta.antispam import spf
-from pochta.antispam.resolver import FixtureResolver
+from pochta.antispam.auth import spf
+from pochta.antispam.auth.resolver import FixtureResolver
 
 
 def check(

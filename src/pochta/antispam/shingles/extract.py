@@ -1,0 +1,173 @@
+"""A parsed letter's shingles (the registry is in :mod:`pochta.antispam.shingles.registry`).
+Pure; never raises. Every piece read is bounded:
+
+- the body: the first :data:`MAX_BODY_CHARS` characters of the text (the plain text, else the
+  HTML's), cut into at most :data:`MAX_BODY_WORDS` words; the near-duplicate shingle looks at
+  the first :data:`MINHASH_SPAN` of them;
+- at most :data:`MAX_LINKS` distinct links, :data:`MAX_ATTACHMENTS` attachments and
+  :data:`MAX_RECIPIENTS` recipients; the first :data:`MAX_RECEIVED` Received fields.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import zlib
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from pochta.antispam.shingles.registry import Shingle, ShingleType
+from pochta.mime import normalize
+from pochta.mime.letter import Letter
+from pochta.types import Envelope
+
+log = logging.getLogger("pochta.antispam")
+
+MAX_LINKS = 10
+MAX_ATTACHMENTS = 10
+MAX_RECIPIENTS = 50
+MAX_RECEIVED = 20
+MAX_BODY_CHARS = 100_000
+MAX_BODY_WORDS = 5000
+MINHASH_WORDS = 4
+MINHASH_SPAN = 2000
+
+_WORD = re.compile(r"[^\W\d_]++")
+# a blank-separated token that is an address or a link: one with "@" or "://", or "www."
+# first; a match starts only at a token's start, so no token is read twice
+_DROPPED = re.compile(r"(?<!\S)(?:[^\s@]*+@|\S*?://|www\.)\S*+")
+_BRACKET_IP = re.compile(r"\[(?:IPv6:)?([0-9A-Fa-f:.]{2,45})\]")
+
+
+def body_words(text: str) -> list[str]:
+    """The words a body shingle is made of: normalized text, tokens that are URLs or e-mail
+    addresses dropped, letters only (digits, which carry per-recipient numbers, dropped)."""
+    kept = _DROPPED.sub(" ", normalize.text(text[:MAX_BODY_CHARS]))
+    return _WORD.findall(kept)[:MAX_BODY_WORDS]
+
+
+def minhash_run(words: Sequence[str]) -> str | None:
+    """The run of MINHASH_WORDS words whose CRC-32 is least (ties: the smallest run)."""
+    if len(words) < MINHASH_WORDS:
+        return None
+    span = [w.encode("utf-8", "surrogatepass") for w in words[:MINHASH_SPAN]]
+    runs = [b" ".join(span[i : i + MINHASH_WORDS]) for i in range(len(span) - MINHASH_WORDS + 1)]
+    crcs = list(map(zlib.crc32, runs))
+    least = min(crcs)
+    best = min(run for run, crc in zip(runs, crcs, strict=True) if crc == least)
+    return best.decode("utf-8", "surrogatepass")
+
+
+class _Add(Protocol):
+    def __call__(
+        self, type_: ShingleType, value: str | None, unique: Shingle | None = None
+    ) -> None: ...
+
+
+def extract(letter: Letter, envelope: Envelope | None = None) -> list[Shingle]:
+    """Every shingle of a letter, each (type, hash) once, in registry order."""
+    env = envelope or Envelope()
+    out: list[Shingle] = []
+
+    def add(type_: ShingleType, value: str | None, unique: Shingle | None = None) -> None:
+        if value:
+            out.append(Shingle.of(type_, value, unique))
+
+    try:
+        _collect(add, letter, env)
+    except Exception:  # a normalization bug must not stop delivery
+        log.warning("shingle extraction stopped early", exc_info=True)
+    seen: set[tuple[int, int]] = set()
+    unique: list[Shingle] = []
+    for s in sorted(out, key=lambda s: int(s.type)):
+        if (s.type, s.hash) not in seen:
+            seen.add((s.type, s.hash))
+            unique.append(s)
+    return unique
+
+
+def _received_ip(letter: Letter) -> str | None:
+    for value in letter.headers("received")[:MAX_RECEIVED]:
+        m = _BRACKET_IP.search(value[:2000])
+        if m:
+            return m.group(1)
+    return None
+
+
+def _collect(add: _Add, letter: Letter, env: Envelope) -> None:
+    t = ShingleType
+    if letter.header("subject") is not None:
+        add(t.SUBJECT, normalize.subject(letter.subject[:2000]))
+    words = body_words(letter.text)
+    if words:
+        add(t.BODY_TEXT, " ".join(words))
+        add(t.BODY_MINHASH, minhash_run(words))
+    from_addr = normalize.address(letter.from_address) if letter.from_address else None
+    add(t.FROM_ADDRESS, from_addr)
+    if from_addr:
+        add(t.FROM_DOMAIN, normalize.registrable(from_addr.rpartition("@")[2]))
+    name = letter.from_name[:1000]
+    add(t.DISPLAY_NAME, normalize.text(name) if name else None)
+    ip = normalize.ip(env.ip) if env.ip else None
+    if ip is None:
+        received = _received_ip(letter)
+        ip = normalize.ip(received) if received else None
+    net = normalize.network(ip) if ip else None
+    add(t.SENDER_IP, ip)
+    add(t.SENDER_NETWORK, net)
+    bounce_or_sender = env.sender if env.sender is not None else letter.header("return-path")
+    envelope_from = normalize.address(bounce_or_sender[:1000]) if bounce_or_sender else None
+    if envelope_from:
+        add(t.RETURN_PATH_DOMAIN, normalize.registrable(envelope_from.rpartition("@")[2]))
+    if letter.message_id:
+        mid = letter.message_id.strip().strip("<>")
+        if "@" in mid:
+            add(t.MESSAGE_ID_DOMAIN, normalize.domain(mid.rpartition("@")[2].strip("<> ")))
+    for link in _distinct((link.href for link in letter.links), MAX_LINKS):
+        normal = normalize.url(link)
+        if normal is None:
+            continue
+        add(t.LINK_URL, normal[0])
+        add(t.LINK_HOST, normal[1])
+        add(t.LINK_DOMAIN, normalize.registrable(normal[1]))
+    for attachment in letter.attachments[:MAX_ATTACHMENTS]:
+        if attachment.filename:
+            add(t.ATTACHMENT_NAME, normalize.text(attachment.filename[:1000]))
+        if attachment.content:
+            add(t.ATTACHMENT_CHECKSUM, attachment.key)
+    sender = envelope_from or from_addr
+    if sender:
+        _pairs(add, sender, net, env.recipients or _recipients(letter))
+
+
+def _recipients(letter: Letter) -> list[str]:
+    return [a.address for a in (*letter.to_addresses, *letter.cc_addresses)][:MAX_RECIPIENTS]
+
+
+def _pairs(add: _Add, sender: str, net: str | None, raw_rcpts: Sequence[str]) -> None:
+    t = ShingleType
+    rcpts = _distinct(
+        (a for a in (normalize.address(r) for r in raw_rcpts[: 4 * MAX_RECIPIENTS]) if a),
+        MAX_RECIPIENTS,
+    )
+    if rcpts:
+        uniq = Shingle.of(t.SENDER_RECIPIENTS_UNIQUE, sender)
+        for rcpt in rcpts:
+            add(t.SENDER_RECIPIENT, f"{sender} {rcpt}", uniq)
+        add(t.SENDER_RECIPIENTS_UNIQUE, sender)
+    if net:
+        uniq = Shingle.of(t.SENDER_NETWORKS_UNIQUE, sender)
+        add(t.SENDER_NETWORK_PAIR, f"{sender} {net}", uniq)
+        add(t.SENDER_NETWORKS_UNIQUE, sender)
+
+
+def _distinct(items: Iterable[str], limit: int) -> list[str]:
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in items:
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+            if len(out) >= limit:
+                break
+    return out

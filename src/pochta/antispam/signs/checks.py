@@ -1,0 +1,696 @@
+"""Phishing signs (seed 000, SPEC §4): pure checks over one letter and its envelope.
+
+Each check is a function of one shape, ``(Context) -> Sign | None``; a sign has a stable
+symbol, a short explanation in Russian and in English, and the evidence found (a domain, a
+quoted phrase, a file name). Signs carry no points: their weights live in the rules file
+(``default_rules.toml``), as in rspamd.
+
+    symbol                       what it means (explanations: pochta.antispam.signs.registry)
+    ---------------------------- ------------------------------------------------------------
+    PHISH_IMPERSONAL_GREETING    "Уважаемый клиент", "Dear customer", "дорогой друг"; or a
+                                 nameless "Добрый день!" in a letter claiming to be from a
+                                 government body
+    PHISH_GENEROUS_OFFER         prizes, winnings, compensation, inheritance, easy money
+    PHISH_ALARMING_SUBJECT       blocked account, debts, last warning, verify now
+    PHISH_URGENCY                deadlines in hours, threats of blocking or court in the text
+    PHISH_FAKE_REPLY             "Re:" with no In-Reply-To or References behind it
+    PHISH_SENDER_LOOKALIKE       From domain imitates a protected one (look-alike letters,
+                                 a typo, the name inside a longer domain)
+    PHISH_SENDER_FOREIGN_TLD     From domain is a protected name on another TLD (nalog.de)
+    PHISH_SENDER_IDN             From domain mixes alphabets or is all look-alike letters
+    PHISH_DISPLAY_NAME_BRAND     display name names a protected organization; address is not
+                                 theirs
+    PHISH_DISPLAY_NAME_ADDRESS   display name shows an e-mail address that is not the sender's
+                                 (nor of its domain, nor of its bounce domain)
+    PHISH_LINK_TEXT_MISMATCH     a link shows one site and leads to another (another owner;
+                                 a known redirector leads where its query says)
+    PHISH_LINK_LOOKALIKE         a link leads to a domain imitating a protected one (weak
+                                 imitations only when the letter names that organization)
+    PHISH_LINK_OFF_BRAND         a letter in the name of an organization links elsewhere
+    PHISH_LINK_IP                a link leads to a bare IP address
+    PHISH_LINK_SHORTENER         a link goes through a URL shortener
+    PHISH_LINK_OBFUSCATED        a site written so that no program links it, to be typed in:
+                                 hxxps://, example[.]com, "example dot com", "точка ру"
+    PHISH_LINK_USERINFO          a link with a user@ part before its host
+                                 (https://paypal.com@evil.example)
+    PHISH_LINK_SUSPICIOUS_TLD    a link to a host under a TLD mostly used for abuse (.tk, .top)
+    PHISH_RETURN_PATH_MISMATCH   Return-Path (envelope sender) domain is not the From domain
+                                 (weak: e-mail service providers bounce to their own)
+    PHISH_RECEIVED_MISMATCH      no Received hop names the From domain (weak: the same)
+    PHISH_REPLY_TO_MISMATCH      replies go to another domain than the From domain
+    PHISH_CARD_DATA_REQUEST      asks for card number, CVV/CVC, expiry, PIN, SMS code
+    PHISH_PERSONAL_DATA_REQUEST  asks for a password, passport, SNILS, personal data
+    PHISH_HTML_FORM              a form to fill in inside the letter (a password field, or
+                                 three fields or more; a search box is none)
+    PHISH_EXTORTION              payment demanded in cryptocurrency (a wallet address) or
+                                 gift cards, under a deadline or a threat
+    PHISH_DANGEROUS_ATTACHMENT   an executable or disk image attached
+    PHISH_DOUBLE_EXTENSION       a file name hiding its real type (invoice.pdf.exe)
+    PHISH_MACRO_ATTACHMENT       an Office file with macros
+    PHISH_ARCHIVE_EXECUTABLE     an archive with an executable or macro file inside
+
+"Same party" below means the same registrable domain, two domains of one protected
+organization (gmail.com and google.com), or, for names nobody protects, the same name under
+another TLD (shop.com and shop.de).
+
+Every pattern here runs in time linear in its input, and every input is cut to a bound
+first: a display name is read up to :data:`MAX_NAME` characters, a header value up to
+:data:`MAX_HEADER`, a host name longer than :data:`MAX_HOST` is no host name.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pochta.antispam.signs import attachments, extortion, links, wording
+from pochta.antispam.signs.lookalike import all_confusable, mixed_script, unicode_label
+from pochta.antispam.signs.protected import WEAK, Imitation, Org, Protected
+from pochta.antispam.signs.protected import default as default_protected
+from pochta.antispam.signs.protected import redirectors as default_redirectors
+from pochta.antispam.signs.protected import shorteners as default_shorteners
+from pochta.antispam.signs.protected import suspicious_tlds as default_suspicious_tlds
+from pochta.antispam.signs.registry import SPECS, SYMBOLS, Sign, SignSpec, sign
+from pochta.mime import normalize
+from pochta.mime.letter import Attachment, Letter, Link, parse
+from pochta.mime.normalize import known_suffix
+from pochta.types import Envelope
+
+__all__ = ["CHECKS", "SPECS", "SYMBOLS", "Check", "Context", "Sign", "SignSpec", "check", "run",
+           "scan", "sign"]
+
+
+MAX_NAME = 256  # characters of a display name read
+MAX_HEADER = 1024  # characters of a header value read
+MAX_HOST = links.MAX_HOST
+BODY_HEAD = 3000  # characters of the text searched for the organizations a letter names
+
+# An e-mail address inside a display name. The lookbehind lets a match start only where a run
+# of address characters starts, so no position is scanned twice; every run is bounded.
+_ADDRESS_IN_NAME = re.compile(
+    r"(?<![\w.+-])[\w.+-]{1,64}@([\w-]{1,63}(?:\.[\w-]{1,63}){1,8})", re.IGNORECASE
+)
+
+
+@dataclass
+class Context:
+    """What the checks share: the letter, its envelope sender, the lists they consult."""
+
+    letter: Letter
+    protected: Protected
+    shorteners: frozenset[str]
+    redirectors: frozenset[str] = frozenset()
+    suspicious_tlds: frozenset[str] = frozenset()
+    envelope: Envelope = field(default_factory=Envelope)
+    _cache: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def return_path(self) -> str | None:
+        """The envelope sender if known, else the Return-Path field; "" for a bounce."""
+        if self.envelope.sender is not None:
+            return self.envelope.sender.strip().strip("<>").strip()
+        value = self.letter.header("return-path")
+        return None if value is None else value.strip().strip("<>").strip()
+
+    def same_party(self, a: str | None, b: str | None) -> bool:
+        if not a or not b:
+            return False
+        ra, rb = normalize.registrable(a) or a, normalize.registrable(b) or b
+        if ra == rb:
+            return True
+        oa, ob = self.protected.owner(a), self.protected.owner(b)
+        if oa is not None or ob is not None:
+            return oa is ob
+        if normalize.ip(ra) is not None or normalize.ip(rb) is not None:
+            return False
+        return ra.partition(".")[0] == rb.partition(".")[0]  # shop.com and shop.de
+
+    @property
+    def return_path_domain(self) -> str | None:
+        return normalize.address_domain(self.return_path) if self.return_path else None
+
+    def own_site(self, host: str) -> bool:
+        """The host is the sender's: the From domain's party."""
+        return self.same_party(host, self.letter.from_domain)
+
+    def redirector(self, host: str) -> bool:
+        """A known redirect or click-tracking host (data/redirectors.txt)."""
+        labels = host.split(".")
+        return any(".".join(labels[i:]) in self.redirectors for i in range(len(labels) - 1))
+
+    @property
+    def shown_name(self) -> str:
+        """The display name as a reader takes it: NFKC (a full-width ＠ is an @), at most
+        :data:`MAX_NAME` characters, addresses on the sender's own domain taken out
+        ("Dasha.Sokolova@mail.ru" <dasha.sokolova@mail.ru> names no organization; "Mail.ru
+        Support" <x@mail.ru> still names one)."""
+        if "shown_name" not in self._cache:
+            name = unicodedata.normalize("NFKC", self.letter.from_name[:MAX_NAME])
+            fd = self.letter.from_domain
+            if fd:
+                name = _ADDRESS_IN_NAME.sub(
+                    lambda m: " " if normalize.domain(m.group(1)) == fd else m.group(0), name
+                )
+            self._cache["shown_name"] = name
+        return self._cache["shown_name"]  # type: ignore[return-value]
+
+    @property
+    def claimed(self) -> list[Org]:
+        """Organizations the letter speaks for: named by the display name, owning the From
+        domain, or imitated by it."""
+        if "claimed" not in self._cache:
+            orgs = list(self.protected.named_in(self.shown_name))
+            fd = self.letter.from_domain
+            if fd:
+                owner = self.protected.sender_org(fd)
+                imitated = self.sender_imitation
+                for org in (owner, imitated.org if imitated else None):
+                    if org is not None and org not in orgs:
+                        orgs.append(org)
+            self._cache["claimed"] = orgs
+        return self._cache["claimed"]  # type: ignore[return-value]
+
+    @property
+    def named(self) -> list[Org]:
+        """Organizations the letter names in its display name, subject or the beginning of
+        its text (not counting its sender's domain)."""
+        if "named" not in self._cache:
+            orgs: list[Org] = []
+            texts = (self.shown_name, self.letter.subject[:MAX_NAME], self.letter.text[:BODY_HEAD])
+            for text in texts:
+                orgs += [org for org in self.protected.named_in(text) if org not in orgs]
+            self._cache["named"] = orgs
+        return self._cache["named"]  # type: ignore[return-value]
+
+    @property
+    def sender_imitation(self) -> Imitation | None:
+        """How the From domain imitates a protected organization. A weak imitation (the name
+        as one word of a longer one: pop-ups.example) counts only when the letter names that
+        organization."""
+        if "sender_imitation" not in self._cache:
+            fd = self.letter.from_domain
+            im = self.protected.imitation(fd) if fd else None
+            if im is not None and im.how == "contains" and im.org not in self.named:
+                im = None
+            self._cache["sender_imitation"] = im
+        return self._cache["sender_imitation"]  # type: ignore[return-value]
+
+    @property
+    def body(self) -> str:
+        if "body" not in self._cache:
+            self._cache["body"] = wording.fold(self.letter.all_text)
+        return self._cache["body"]  # type: ignore[return-value]
+
+
+Check = Callable[[Context], Sign | None]
+
+
+# -- words ----------------------------------------------------------------------------------
+def impersonal_greeting(ctx: Context) -> Sign | None:
+    head = wording.fold(ctx.letter.text[:600])
+    found = wording.find_all(wording.GREETING, head, 2)
+    if found:
+        return sign("PHISH_IMPERSONAL_GREETING", found)
+    if any(org.kind == "government" for org in ctx.claimed):
+        lines = wording.first_lines(head, 1)
+        if lines and wording.NAMELESS_GREETING.match(lines[0]):
+            return sign("PHISH_IMPERSONAL_GREETING", [lines[0]])
+    return None
+
+
+def generous_offer(ctx: Context) -> Sign | None:
+    text = wording.fold(ctx.letter.subject) + "\n" + ctx.body
+    found = wording.find_all(wording.OFFER, text)
+    return sign("PHISH_GENEROUS_OFFER", found) if found else None
+
+
+def alarming_subject(ctx: Context) -> Sign | None:
+    found = wording.find_all(wording.ALARM, wording.fold(ctx.letter.subject))
+    return sign("PHISH_ALARMING_SUBJECT", found) if found else None
+
+
+def urgency(ctx: Context) -> Sign | None:
+    found = wording.find_all(wording.URGENCY, ctx.body)
+    return sign("PHISH_URGENCY", found) if found else None
+
+
+_REPLY = re.compile(
+    r"\s{0,16}(?:\[[^\]]{0,40}\]\s{0,16}){0,8}(?:re|ответ|отв|aw|sv|antw|odp|rif|res)"
+    r"[ \t]{0,4}(?:\[\d{1,6}\]|\(\d{1,6}\))?[ \t]{0,4}:",
+    re.IGNORECASE,
+)
+
+
+def fake_reply(ctx: Context) -> Sign | None:
+    letter = ctx.letter
+    if not _REPLY.match(letter.subject[:MAX_NAME]):
+        return None
+    if letter.header("in-reply-to") or letter.header("references"):
+        return None
+    return sign("PHISH_FAKE_REPLY", [letter.subject[:80]])
+
+
+def card_data_request(ctx: Context) -> Sign | None:
+    found = wording.requests(ctx.body, wording.CARD_ITEMS)
+    asked = [f for f in found if f.label.endswith("!")]
+    kinds = {f.label.rstrip("!") for f in found}
+    if asked or len(kinds) >= 2:
+        return sign("PHISH_CARD_DATA_REQUEST", [f.quote for f in (asked or found)][:4])
+    return None
+
+
+def personal_data_request(ctx: Context) -> Sign | None:
+    found = wording.asks_for(ctx.body, wording.PERSONAL_OBJECTS)
+    return sign("PHISH_PERSONAL_DATA_REQUEST", found[:3]) if found else None
+
+
+# -- the sender -----------------------------------------------------------------------------
+def _sender_imitation(ctx: Context) -> tuple[str, str] | None:
+    fd = ctx.letter.from_domain
+    im = ctx.sender_imitation
+    if im is None or not fd:
+        return None
+    return im.how, f"{_shown(fd)} ≈ {im.target} ({im.org.name})"
+
+
+def _shown(host: str) -> str:
+    shown = ".".join(unicode_label(x) or x for x in host.split("."))
+    return host if shown == host else f"{shown} ({host})"
+
+
+def sender_lookalike(ctx: Context) -> Sign | None:
+    found = _sender_imitation(ctx)
+    if found is None or found[0] == "foreign_tld":
+        return None
+    return sign("PHISH_SENDER_LOOKALIKE", [found[1]])
+
+
+def sender_foreign_tld(ctx: Context) -> Sign | None:
+    found = _sender_imitation(ctx)
+    if found is None or found[0] != "foreign_tld":
+        return None
+    return sign("PHISH_SENDER_FOREIGN_TLD", [found[1]])
+
+
+def _idn_spoof(host: str) -> bool:
+    for label in host.split("."):
+        if label.startswith("xn--"):
+            u = unicode_label(label)
+            if u is None or mixed_script(u) or all_confusable(u):
+                return True
+    return False
+
+
+def sender_idn(ctx: Context) -> Sign | None:
+    fd = ctx.letter.from_domain
+    if fd and _idn_spoof(fd):
+        return sign("PHISH_SENDER_IDN", [_shown(fd)])
+    return None
+
+
+def display_name_brand(ctx: Context) -> Sign | None:
+    """The display name names a protected organization (also spelled with look-alike
+    letters: "PayPaI"), and the address is not the organization's. The sender's own address
+    or domain written in the name names nobody."""
+    name, fd = ctx.letter.from_name[:MAX_NAME], ctx.letter.from_domain
+    if not name or not fd:
+        return None
+    owner = ctx.protected.sender_org(fd)
+    named = [org for org in ctx.protected.named_in(ctx.shown_name) if org is not owner]
+    if not named:
+        return None
+    return sign("PHISH_DISPLAY_NAME_BRAND", [f"«{name}» <{ctx.letter.from_address}>"])
+
+
+def display_name_address(ctx: Context) -> Sign | None:
+    """The display name holds an e-mail address that is not the sender's: not the From
+    address, nor one of its domain's party, nor one of the envelope sender's (an e-mail
+    service provider's bounce domain). A bare domain word ("Amazon.com", "Craig R.Hughes")
+    is no address."""
+    name, fd = ctx.letter.from_name[:MAX_NAME], ctx.letter.from_domain
+    if not name or not fd:
+        return None
+    own = ctx.letter.from_address.lower()
+    for m in _ADDRESS_IN_NAME.finditer(unicodedata.normalize("NFKC", name)):
+        host = normalize.domain(m.group(1))
+        if host is None or not known_suffix(host) or m.group(0).lower() == own:
+            continue
+        if ctx.same_party(host, fd) or ctx.same_party(host, ctx.return_path_domain):
+            continue
+        return sign("PHISH_DISPLAY_NAME_ADDRESS", [f"«{name}» <{ctx.letter.from_address}>"])
+    return None
+
+
+def return_path_mismatch(ctx: Context) -> Sign | None:
+    rp, fd = ctx.return_path, ctx.letter.from_domain
+    if not rp or not fd:
+        return None
+    rd = normalize.address_domain(rp[:MAX_HEADER])
+    if rd is None or ctx.same_party(rd, fd):
+        return None
+    return sign("PHISH_RETURN_PATH_MISMATCH", [f"Return-Path: {rp}", f"From: {fd}"])
+
+
+_RECEIVED_FROM = re.compile(
+    r"\s{0,16}from\s{1,16}(\S{1,255})(?:\s{1,16}\(([^)]{0,512})\))?", re.IGNORECASE
+)
+# A host name: labels (a label cannot hold a dot, so each split is unique), a TLD of letters.
+_HOSTNAME = re.compile(r"(?:[a-z0-9][a-z0-9-]{0,62}\.){1,126}[a-z][a-z0-9-]{1,62}")
+
+
+def received_hosts(values: Sequence[str]) -> list[str]:
+    """Host names in the ``from`` clauses of Received fields (HELO and reverse DNS)."""
+    out: list[str] = []
+    for value in values[:100]:
+        m = _RECEIVED_FROM.match(value[:MAX_HEADER])
+        if not m:
+            continue
+        candidates = [m.group(1)]
+        if m.group(2):
+            candidates.extend(m.group(2).replace("[", " [").split())
+        for c in candidates:
+            host = c.strip("[]();,").rstrip(".").lower()
+            if host.startswith("helo="):
+                host = host[5:]
+            if (
+                len(host) <= MAX_HOST
+                and _HOSTNAME.fullmatch(host)
+                and host not in out
+                and not host.endswith(".localdomain")
+            ):
+                out.append(host)
+    return out
+
+
+def received_mismatch(ctx: Context) -> Sign | None:
+    fd = ctx.letter.from_domain
+    if not fd:
+        return None
+    hosts = received_hosts(ctx.letter.headers("received"))
+    if not hosts or any(ctx.same_party(h, fd) for h in hosts):
+        return None
+    return sign("PHISH_RECEIVED_MISMATCH", [*hosts[:3], f"From: {fd}"])
+
+
+_ADDRESS = re.compile(r"(?<![\w.+-])[\w.+-]{1,64}@[\w.-]{1,255}")
+
+
+_LIST_HEADERS = ("sender", "list-post", "mailing-list", "list-unsubscribe")
+_LIST_ID = re.compile(r"<([\w.-]{1,255})>")
+
+
+def _address_domain(value: str | None) -> str | None:
+    m = _ADDRESS.search(value[:MAX_HEADER]) if value else None
+    return normalize.address_domain(m.group(0)) if m else None
+
+
+def reply_to_mismatch(ctx: Context) -> Sign | None:
+    """Replies go to another domain than the sender's. A mailing list's Reply-To (the list's
+    address: the domain of its List-Id, List-Post, Mailing-List, Sender or envelope sender)
+    is no mismatch."""
+    value, fd = ctx.letter.header("reply-to"), ctx.letter.from_domain
+    if not value or not fd:
+        return None
+    m = _ADDRESS.search(value[:MAX_HEADER])
+    rd = normalize.address_domain(m.group(0)) if m else None
+    if rd is None or ctx.same_party(rd, fd):
+        return None
+    letter = ctx.letter
+    list_id = _LIST_ID.search((letter.header("list-id") or "")[:MAX_HEADER])
+    others = [ctx.return_path_domain, list_id.group(1) if list_id else None]
+    others += [_address_domain(letter.header(h)) for h in _LIST_HEADERS]
+    if any(ctx.same_party(rd, other) for other in others):
+        return None
+    return sign("PHISH_REPLY_TO_MISMATCH", [f"Reply-To: {m.group(0) if m else value}"])
+
+
+# -- links ----------------------------------------------------------------------------------
+def shown_host(text: str) -> str | None:
+    """The host a link's text shows (:func:`pochta.antispam.signs.links.shown_host`)."""
+    return links.shown_host(text, known_suffix)
+
+
+def _leads_where_shown(ctx: Context, link: Link, shown: str) -> bool:
+    """A link through a known redirector or click tracker, or through the sender's own
+    bounce domain (its e-mail service provider), that goes where its text says: the URL it
+    carries is the shown site's, or it carries none and the shown site is the sender's."""
+    carried = links.carried_hosts(link.href) if ctx.redirector(link.host) else []
+    if carried:
+        return any(ctx.same_party(shown, host) for host in carried)
+    if not ctx.own_site(shown):
+        return False
+    return ctx.redirector(link.host) or ctx.same_party(link.host, ctx.return_path_domain)
+
+
+def link_text_mismatch(ctx: Context) -> Sign | None:
+    found: list[str] = []
+    for link in ctx.letter.web_links:
+        if link.source != "html" or not link.text or len(link.host) > MAX_HOST:
+            continue
+        shown = shown_host(link.text)
+        if shown is None or ctx.same_party(shown, link.host):
+            continue
+        if _leads_where_shown(ctx, link, shown):
+            continue
+        found.append(f"{shown} → {link.host}")
+    return sign("PHISH_LINK_TEXT_MISMATCH", found[:3]) if found else None
+
+
+def link_lookalike(ctx: Context) -> Sign | None:
+    """A link to a domain imitating a protected one. Weak imitations (the name as one word of
+    a longer one, a subdomain named like it, one letter off, the name on another TLD) count
+    only when the letter is about that organization: google-analytics.com or applied.com in
+    a shop's newsletter imitate nobody."""
+    found: list[str] = []
+    for link in ctx.letter.web_links:
+        if len(link.host) > MAX_HOST:
+            continue
+        im = ctx.protected.imitation(link.host)
+        if im is not None:
+            weak = im.how in WEAK or im.how == "foreign_tld"
+            if weak and im.org not in ctx.named and im.org not in ctx.claimed:
+                continue
+            found.append(f"{_shown(link.host)} ≈ {im.target} ({im.org.name})")
+        elif _idn_spoof(link.host):
+            found.append(_shown(link.host))
+    return sign("PHISH_LINK_LOOKALIKE", list(dict.fromkeys(found))[:3]) if found else None
+
+
+def link_off_brand(ctx: Context) -> Sign | None:
+    """A letter in the name of an organization (its name in the display name, or a domain
+    imitating it) links off the organization's sites. A letter from the organization's own
+    domain is the organization's, linking where it likes (a calendar invitation to a video
+    call), or a forgery that authentication tells (PROTECTED_SENDER_SPOOFED)."""
+    fd = ctx.letter.from_domain
+    own = ctx.protected.sender_org(fd) if fd else None
+    claimed = [org for org in ctx.claimed if org is not own]
+    if not claimed:
+        return None
+    found: list[str] = []
+    for link in ctx.letter.web_links:
+        if ctx.protected.owner(link.host) is not None or len(link.host) > MAX_HOST:
+            continue
+        if ctx.redirector(link.host):
+            carried = links.carried_hosts(link.href)
+            if all(ctx.protected.owner(h) is not None for h in carried):
+                continue  # a tracker that leads home, or where nobody can tell
+        if link.host not in found:
+            found.append(link.host)
+    if not found:
+        return None
+    names = ", ".join(org.name for org in claimed)
+    return sign("PHISH_LINK_OFF_BRAND", [f"{names}: {', '.join(found[:3])}"])
+
+
+def link_ip(ctx: Context) -> Sign | None:
+    found = [link.host for link in ctx.letter.web_links if link.is_ip]
+    return sign("PHISH_LINK_IP", found[:3]) if found else None
+
+
+def link_shortener(ctx: Context) -> Sign | None:
+    found = [
+        link.href[:80]
+        for link in ctx.letter.web_links
+        if link.registrable in ctx.shorteners or link.host in ctx.shorteners
+    ]
+    return sign("PHISH_LINK_SHORTENER", found[:3]) if found else None
+
+
+def link_obfuscated(ctx: Context) -> Sign | None:
+    """A site written so that no program makes a link of it, for the reader to type in. A
+    protected organization's own site so written ("зайди на ozon точка ру") hides nothing."""
+    found = [
+        o.shown[:80]
+        for o in links.obfuscated(ctx.body, known_suffix)
+        if ctx.protected.owner(o.host) is None
+    ]
+    return sign("PHISH_LINK_OBFUSCATED", found[:3]) if found else None
+
+
+def link_userinfo(ctx: Context) -> Sign | None:
+    """A link with a ``user@`` part before its host: the reader sees the part before the @
+    (a bank's name), the browser goes to the host after it."""
+    found: list[str] = []
+    for link in ctx.letter.links:
+        user = links.userinfo(link.href)
+        if user is not None:
+            host = link.host or "?"
+            found.append(f"{user[:60]}@{host[:60]}")
+    return sign("PHISH_LINK_USERINFO", found[:3]) if found else None
+
+
+def link_suspicious_tld(ctx: Context) -> Sign | None:
+    found = [
+        link.host
+        for link in ctx.letter.web_links
+        if not link.is_ip and links.tld(link.host) in ctx.suspicious_tlds
+    ]
+    return sign("PHISH_LINK_SUSPICIOUS_TLD", list(dict.fromkeys(found))[:3]) if found else None
+
+
+FORM_INPUTS = 3  # a form with fewer fields (a search box and its button) collects nothing
+
+
+def html_form(ctx: Context) -> Sign | None:
+    """A form to fill in inside the letter: a password field, or a form with at least
+    :data:`FORM_INPUTS` fields. A shop's search box (a text field and a button) is none."""
+    html = ctx.letter.html
+    if html is None or not (html.password_inputs or (html.forms and html.inputs >= FORM_INPUTS)):
+        return None
+    found = f"forms: {html.forms}, password fields: {html.password_inputs}"
+    return sign("PHISH_HTML_FORM", [found])
+
+
+def extortion_demand(ctx: Context) -> Sign | None:
+    found = extortion.demand(ctx.letter.all_text, ctx.body)
+    return sign("PHISH_EXTORTION", [f[:80] for f in found]) if found else None
+
+
+# -- attachments ----------------------------------------------------------------------------
+def _attachments(letter: Letter) -> Sequence[Attachment]:
+    return letter.attachments
+
+
+def _files(ctx: Context) -> list[attachments.FileVerdict]:
+    if "files" not in ctx._cache:
+        ctx._cache["files"] = [
+            attachments.inspect(a.filename, a.content_type, a.content)
+            for a in _attachments(ctx.letter)[:50]
+        ]
+    return ctx._cache["files"]  # type: ignore[return-value]
+
+
+def dangerous_attachment(ctx: Context) -> Sign | None:
+    found = [f"{f.name}: {f.dangerous}" for f in _files(ctx) if f.dangerous]
+    return sign("PHISH_DANGEROUS_ATTACHMENT", found[:3]) if found else None
+
+
+def double_extension(ctx: Context) -> Sign | None:
+    found = [f.name for f in _files(ctx) if f.double_extension]
+    return sign("PHISH_DOUBLE_EXTENSION", found[:3]) if found else None
+
+
+def macro_attachment(ctx: Context) -> Sign | None:
+    found = [f.name for f in _files(ctx) if f.macro]
+    return sign("PHISH_MACRO_ATTACHMENT", found[:3]) if found else None
+
+
+def archive_executable(ctx: Context) -> Sign | None:
+    found = [f"{f.name}: {', '.join(f.archive_members)}" for f in _files(ctx) if f.archive_members]
+    return sign("PHISH_ARCHIVE_EXECUTABLE", found[:3]) if found else None
+
+
+CHECKS: tuple[Check, ...] = (
+    impersonal_greeting,
+    generous_offer,
+    alarming_subject,
+    urgency,
+    fake_reply,
+    sender_lookalike,
+    sender_foreign_tld,
+    sender_idn,
+    display_name_brand,
+    display_name_address,
+    link_text_mismatch,
+    link_lookalike,
+    link_off_brand,
+    link_ip,
+    link_shortener,
+    link_obfuscated,
+    link_userinfo,
+    link_suspicious_tld,
+    return_path_mismatch,
+    received_mismatch,
+    reply_to_mismatch,
+    card_data_request,
+    personal_data_request,
+    html_form,
+    extortion_demand,
+    dangerous_attachment,
+    double_extension,
+    macro_attachment,
+    archive_executable,
+)
+
+
+def check(
+    letter: Letter,
+    envelope: Envelope | None = None,
+    *,
+    protected: Protected | None = None,
+    shorteners: frozenset[str] | None = None,
+    redirectors: frozenset[str] | None = None,
+    suspicious_tlds: frozenset[str] | None = None,
+    checks: Sequence[Check] = CHECKS,
+    deadline: float | None = None,
+) -> list[Sign]:
+    """Every sign the letter shows, in the order of CHECKS. With ``deadline`` (a
+    ``time.monotonic()`` value), checks not started by then are skipped: see :func:`run`."""
+    return run(
+        letter,
+        envelope,
+        protected=protected,
+        shorteners=shorteners,
+        redirectors=redirectors,
+        suspicious_tlds=suspicious_tlds,
+        checks=checks,
+        deadline=deadline,
+    )[0]
+
+
+def run(
+    letter: Letter,
+    envelope: Envelope | None = None,
+    *,
+    protected: Protected | None = None,
+    shorteners: frozenset[str] | None = None,
+    redirectors: frozenset[str] | None = None,
+    suspicious_tlds: frozenset[str] | None = None,
+    checks: Sequence[Check] = CHECKS,
+    deadline: float | None = None,
+) -> tuple[list[Sign], bool]:
+    """The signs found, and whether every check ran (False: the deadline passed first)."""
+    ctx = Context(
+        letter,
+        protected if protected is not None else default_protected(),
+        shorteners if shorteners is not None else default_shorteners(),
+        redirectors if redirectors is not None else default_redirectors(),
+        suspicious_tlds if suspicious_tlds is not None else default_suspicious_tlds(),
+        envelope if envelope is not None else Envelope(),
+    )
+    out: list[Sign] = []
+    for fn in checks:
+        if deadline is not None and time.monotonic() > deadline:
+            return out, False
+        found = fn(ctx)
+        if found is not None:
+            out.append(found)
+    return out, True
+
+
+def scan(raw: bytes | Letter, envelope: Envelope | None = None) -> list[Sign]:
+    """``check`` of a raw letter (or an already parsed one)."""
+    return check(raw if isinstance(raw, Letter) else parse(raw), envelope)

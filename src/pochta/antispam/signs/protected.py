@@ -1,0 +1,412 @@
+"""The protected organizations (government bodies, banks, brands) and how their names are
+imitated. The list is a data file, ``data/protected.toml`` (documented inside); this module
+reads it and answers three questions, all pure:
+
+- :meth:`Protected.owner`: which organization a host belongs to (it or a parent domain is one
+  of the organization's domains); :meth:`Protected.sender_org`: the same for a letter's
+  sender, except on public mail domains (a gmail.com user does not speak for Google).
+- :meth:`Protected.named_in`: which organizations a display name names (whole words,
+  case-insensitive, Russian case endings, Latin and Cyrillic look-alike letters folded).
+- :meth:`Protected.imitation`: whether a host that belongs to nobody imitates one of them —
+  ``foreign_tld`` (nalog.de), ``confusable`` (sberbаnk with a Cyrillic letter, paypa1),
+  ``embedded`` (the name glued to a word phishing domains use: sberbank-online.ru.com,
+  nalog-ru.net, paypalsecure.com; or the organization's domain spelled out in subdomains:
+  paypal.com.verify-account.net), ``contains`` (the name as one word of a longer name with
+  another word: netflix-billing.com; or a subdomain that is just the name:
+  outlook.example.com) or ``typo`` (sberbamk: one letter off for names of 6-8 letters, two
+  for longer ones). ``contains`` and ``typo`` are weak: plenty of legitimate names look so
+  (google-analytics.com, applied.com), so a link check counts them only when the letter
+  names that organization (:mod:`pochta.antispam.signs.checks`).
+
+An organization may run sites under many country codes (amazon.ca, google.de): its
+``country_labels`` under any country-code TLD that is not an abused one (``.tk``) belong to it.
+
+The lists shipped beside it: ``shorteners.txt`` (URL shorteners), ``redirectors.txt`` (redirect
+and click-tracking hosts) and ``suspicious_tlds.txt`` (TLDs mostly used for abuse), each
+documented at its top.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Literal
+
+from pochta.antispam.signs.links import is_tld
+from pochta.antispam.signs.lookalike import distance, skeleton, unicode_label
+from pochta.errors import ConfigError
+from pochta.mime import normalize
+
+Kind = Literal["government", "bank", "brand"]
+How = Literal["foreign_tld", "confusable", "embedded", "contains", "typo"]
+WEAK: frozenset[str] = frozenset({"contains", "typo"})
+KINDS: tuple[Kind, ...] = ("government", "bank", "brand")
+MIN_TYPO_LEN = 6
+CACHE_SIZE = 65_536
+MAX_HOST = 253  # a longer name is no host name
+MAX_NAMED_TEXT = 4096  # named_in reads this much of a text
+_DIGITS = re.compile(r"\d{1,64}")
+
+# Words phishing domains glue to a protected name: sberbank-online, paypal-secure, nalogru.
+_AFFIXES = frozenset(
+    skeleton(w)
+    for w in (
+        "online",
+        "secure",
+        "login",
+        "verify",
+        "support",
+        "service",
+        "services",
+        "account",
+        "bonus",
+        "pay",
+        "payment",
+        "help",
+        "lk",
+        "my",
+        "id",
+        "auth",
+        "update",
+        "security",
+        "info",
+        "ru",
+        "rf",
+        "com",
+        "bank",
+        "web",
+        "mail",
+        "gov",
+        "official",
+        "card",
+        "cards",
+        "app",
+        "client",
+        "cabinet",
+        "kabinet",
+        "24",
+        "vyplata",
+        "vyplaty",
+        "compensation",
+        "kompensaciya",
+        "check",
+        "team",
+        "center",
+        "centre",
+        "russia",
+        "rus",
+        "portal",
+    )
+)
+_CYR_TO_LAT = str.maketrans("аесорхуікмтАЕСОРХУІКМТВН", "aecopxyikmtAECOPXYIKMTBH")
+_LAT_TO_CYR = str.maketrans("aecopxykmtAECOPXYKMTBH", "аесорхукмтАЕСОРХУКМТВН")
+_CYR_VOWELS = "аяоеёыиуюйь"
+
+
+@dataclass(frozen=True, slots=True)
+class Org:
+    name: str
+    name_en: str
+    kind: Kind
+    domains: tuple[str, ...]  # normalized: lowercase, punycode
+    tokens: tuple[str, ...]
+    names: tuple[str, ...]
+    confusable_only: tuple[str, ...] = ()
+    public_mail: tuple[str, ...] = ()  # where anyone can open a mailbox
+    country_labels: tuple[str, ...] = ()  # amazon: amazon.<any country code> is theirs
+
+
+@dataclass(frozen=True, slots=True)
+class Imitation:
+    org: Org
+    host: str  # the imitating host, as given (normalized)
+    target: str  # the token or domain imitated
+    how: How
+
+
+def _name_pattern(name: str) -> str:
+    words = name.split()
+    last = words[-1]
+    is_cyrillic = any("а" <= ch.lower() <= "я" or ch in "ёЁ" for ch in last)
+    body = r"\s+".join(re.escape(w) for w in words[:-1])
+    if is_cyrillic and not last.isupper():
+        stem = last.rstrip(_CYR_VOWELS) or last
+        tail = re.escape(stem) + r"[а-яё]{0,3}"
+    else:
+        tail = re.escape(last)
+    return (body + r"\s+" if body else "") + tail
+
+
+def _skeleton_pattern(name: str) -> str:
+    return r"\s+".join(re.escape(w) for w in skeleton(name).split())
+
+
+class Protected:
+    def __init__(self, orgs: Sequence[Org], abused_tlds: Iterable[str] = ()) -> None:
+        self.orgs = tuple(orgs)
+        self.abused_tlds = frozenset(abused_tlds)
+        self._by_domain: dict[str, Org] = {}
+        self._by_country_label: dict[str, Org] = {}
+        for org in self.orgs:
+            for d in org.domains:
+                self._by_domain.setdefault(d, org)
+            for label in org.country_labels:
+                self._by_country_label.setdefault(label, org)
+        self._patterns = [
+            (
+                org,
+                re.compile(
+                    r"(?<!\w)(?:" + "|".join(map(_name_pattern, org.names)) + r")(?!\w)",
+                    re.IGNORECASE,
+                ),
+            )
+            for org in self.orgs
+            if org.names
+        ]
+        # Latin names once more, as skeletons: "PayPaI" (a capital I) reads as PayPal
+        self._skeleton_patterns = [
+            (org, re.compile(r"(?<!\w)(?:" + "|".join(latin) + r")(?!\w)"))
+            for org in self.orgs
+            if (latin := [_skeleton_pattern(n) for n in org.names if n.isascii()])
+        ]
+        # one pass first: most texts name no organization, and then none is tried alone
+        self._any_name = re.compile(
+            "|".join(f"(?:{rx.pattern})" for _, rx in self._patterns) or "(?!)", re.IGNORECASE
+        )
+        self._any_skeleton = re.compile(
+            "|".join(f"(?:{rx.pattern})" for _, rx in self._skeleton_patterns) or "(?!)"
+        )
+        self._tokens = [(org, t, skeleton(t)) for org in self.orgs for t in org.tokens]
+        self._imitations: dict[str, Imitation | None] = {}
+        self._confusable = [(org, t, skeleton(t)) for org in self.orgs for t in org.confusable_only]
+
+    @classmethod
+    def parse(
+        cls, text: str, source: str = "protected list", abused_tlds: Iterable[str] = ()
+    ) -> Protected:
+        """Read the TOML list; ConfigError naming the organization and the problem."""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+        orgs = []
+        for i, item in enumerate(data.get("org", [])):
+            where = f"{source}: org #{i + 1} ({item.get('name', '?')})"
+            orgs.append(_org(item, where))
+        if not orgs:
+            raise ConfigError(f"{source}: no [[org]] entries")
+        return cls(orgs, abused_tlds)
+
+    def owner(self, host: str) -> Org | None:
+        h = normalize.domain(host)
+        if h is None or len(h) > MAX_HOST:
+            return None
+        labels = h.split(".")
+        for i in range(len(labels)):
+            org = self._by_domain.get(".".join(labels[i:]))
+            if org is not None:
+                return org
+        if self._by_country_label:
+            reg = normalize.registrable(h) or h
+            label, _, suffix = reg.partition(".")
+            tld = suffix.rpartition(".")[2]
+            if len(tld) == 2 and tld.isascii() and tld.isalpha() and tld not in self.abused_tlds:
+                return self._by_country_label.get(label)
+        return None
+
+    def sender_org(self, host: str) -> Org | None:
+        """The organization a letter from ``host`` speaks for: its owner, unless ``host`` is
+        one of the owner's public mail domains (a gmail.com user is not Google)."""
+        h = normalize.domain(host)
+        org = self.owner(h) if h else None
+        if org is None or h in org.public_mail:
+            return None
+        return org
+
+    def named_in(self, text: str) -> list[Org]:
+        """Organizations a short text (a display name, a subject) names."""
+        if not text:
+            return []
+        s = unicodedata.normalize("NFKC", text[:MAX_NAMED_TEXT])
+        variants = [s, s.translate(_LAT_TO_CYR), s.translate(_CYR_TO_LAT)]
+        named = [v for v in variants if self._any_name.search(v)]
+        found = [org for org, rx in self._patterns if any(rx.search(v) for v in named)]
+        sk = skeleton(s)
+        if self._any_skeleton.search(sk):
+            found += [
+                org for org, rx in self._skeleton_patterns if org not in found and rx.search(sk)
+            ]
+        return [org for org in self.orgs if org in found]
+
+    def imitation(self, host: str) -> Imitation | None:
+        """Whether ``host`` (belonging to no organization) imitates a protected one; answers
+        are remembered (at most :data:`CACHE_SIZE` hosts)."""
+        if host in self._imitations:
+            return self._imitations[host]
+        found = self._imitation(host)
+        if len(self._imitations) >= CACHE_SIZE:
+            self._imitations.clear()
+        self._imitations[host] = found
+        return found
+
+    def _imitation(self, host: str) -> Imitation | None:
+        h = normalize.domain(host)
+        if h is None or len(h) > MAX_HOST or normalize.ip(h) is not None:
+            return None
+        if self.owner(h) is not None:
+            return None
+        reg = normalize.registrable(h) or h
+        label = unicode_label(reg.split(".")[0]) or reg.split(".")[0]
+        sk = skeleton(label)
+        subs = [skeleton(unicode_label(x) or x) for x in h.split(".")[: -reg.count(".") - 1]]
+        weak: Imitation | None = None
+        joined = " ".join((sk, *subs))  # a name can sit in a label only if it is in here
+        for org, token, tsk in self._tokens:
+            if label == token:
+                return Imitation(org, h, token, "foreign_tld")
+            if sk == tsk:
+                return Imitation(org, h, token, "confusable")
+            if tsk not in joined:
+                continue
+            found = _in_label(tsk, sk)
+            for i, sub in enumerate(subs):
+                if found == "embedded":
+                    break
+                if sub == tsk and i + 1 < len(subs) and is_tld(subs[i + 1]):
+                    found = "embedded"  # paypal.com.verify-account.net
+                else:
+                    found = _in_label(tsk, sub) or found
+            if found == "embedded":
+                return Imitation(org, h, token, "embedded")
+            if found == "contains" and weak is None:
+                weak = Imitation(org, h, token, "contains")
+        for org, token, tsk in self._confusable:
+            if sk == tsk and label != token:
+                return Imitation(org, h, token, "confusable")
+        if weak is not None:
+            return weak
+        for org, token, tsk in self._tokens:
+            if len(token) >= MIN_TYPO_LEN and "-" not in token:
+                limit = 1 if len(token) <= 8 else 2
+                if abs(len(sk) - len(tsk)) <= limit and distance(sk, tsk, limit) <= limit:
+                    return Imitation(org, h, token, "typo")
+        return None
+
+
+def _in_label(token: str, label: str) -> Literal["embedded", "contains"] | None:
+    """How a protected name sits in one label of another's domain: ``embedded`` when the rest
+    of the label is words phishing domains use (sberbank-online, nalog24, paypalsecure),
+    ``contains`` when it is one hyphen- or digit-separated word among others
+    (netflix-billing) or the whole label (a subdomain), else None."""
+    if token == label:
+        return "contains"
+    if f"-{token}-" in f"-{label}-" or f"-{token}-" in "-" + _DIGITS.sub("-", label) + "-":
+        rest = [w for w in _DIGITS.sub("-", label).split("-") if w and w != token]
+        return "embedded" if all(w in _AFFIXES for w in rest) else "contains"
+    if len(token) < 4:
+        return None
+    for part in label.split("-"):
+        if part.startswith(token) and part[len(token) :] in _AFFIXES:
+            return "embedded"
+        if part.endswith(token) and part[: -len(token)] in _AFFIXES:
+            return "embedded"
+    return None
+
+
+def _strings(item: dict[str, object], key: str, where: str, required: bool = True) -> list[str]:
+    value = item.get(key)
+    if value is None and not required:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{where}: {key} must be a list of non-empty strings")
+    if required and not value:
+        raise ConfigError(f"{where}: {key} must not be empty")
+    return [v.strip() for v in value]
+
+
+def _org(item: object, where: str) -> Org:
+    if not isinstance(item, dict):
+        raise ConfigError(f"{where}: not a table")
+    keys = {"name", "name_en", "kind", "domains", "tokens", "names", "confusable_only",
+            "public_mail", "country_labels"}
+    unknown = set(item) - keys
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
+    name, kind = item.get("name"), item.get("kind")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{where}: name must be a non-empty string")
+    if kind not in KINDS:
+        raise ConfigError(f"{where}: kind must be one of {', '.join(KINDS)}")
+    domains = []
+    for d in _strings(item, "domains", where):
+        nd = normalize.domain(d)
+        if nd is None or "." not in nd:
+            raise ConfigError(f"{where}: {d!r} is not a domain")
+        domains.append(nd)
+    tokens = _strings(item, "tokens", where, required=False) or [d.split(".")[0] for d in domains]
+    public_mail = []
+    for d in _strings(item, "public_mail", where, required=False):
+        nd = normalize.domain(d)
+        if nd is None or nd not in domains:
+            raise ConfigError(f"{where}: public_mail {d!r} is not one of its domains")
+        public_mail.append(nd)
+    name_en = item.get("name_en", name)
+    return Org(
+        name=name.strip(),
+        name_en=name_en.strip() if isinstance(name_en, str) else name.strip(),
+        kind=kind,
+        domains=tuple(domains),
+        tokens=tuple(t.lower() for t in tokens),
+        names=tuple(_strings(item, "names", where, required=False)),
+        confusable_only=tuple(
+            t.lower() for t in _strings(item, "confusable_only", where, required=False)
+        ),
+        public_mail=tuple(public_mail),
+        country_labels=tuple(
+            t.lower() for t in _strings(item, "country_labels", where, required=False)
+        ),
+    )
+
+
+def _data(name: str) -> str:
+    return resources.files(__package__).joinpath(f"data/{name}").read_text("utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def default() -> Protected:
+    """The list shipped with pochta (read once)."""
+    return Protected.parse(_data("protected.toml"), "data/protected.toml", suspicious_tlds())
+
+
+@functools.lru_cache(maxsize=1)
+def shorteners() -> frozenset[str]:
+    """Registrable domains of URL shorteners (``data/shorteners.txt``)."""
+    return parse_list(_data("shorteners.txt").splitlines())
+
+
+@functools.lru_cache(maxsize=1)
+def redirectors() -> frozenset[str]:
+    """Redirect and click-tracking hosts (``data/redirectors.txt``)."""
+    return parse_list(_data("redirectors.txt").splitlines())
+
+
+@functools.lru_cache(maxsize=1)
+def suspicious_tlds() -> frozenset[str]:
+    """TLDs mostly used for abuse (``data/suspicious_tlds.txt``), punycode."""
+    return parse_list(_data("suspicious_tlds.txt").splitlines())
+
+
+def parse_list(lines: Iterable[str]) -> frozenset[str]:
+    out = set()
+    for line in lines:
+        entry = line.split("#", 1)[0].strip()
+        if entry:
+            d = normalize.domain(entry)
+            if d:
+                out.add(d)
+    return frozenset(out)

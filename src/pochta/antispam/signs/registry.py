@@ -1,0 +1,224 @@
+"""The phishing signs' registry: each sign's stable symbol and its short explanation in
+Russian and in English (what a person reads next to a verdict). The checks that find them are
+in :mod:`pochta.antispam.signs.checks`; their points are in the rules file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SignSpec:
+    symbol: str
+    ru: str
+    en: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sign:
+    symbol: str
+    explanation_ru: str
+    explanation_en: str
+    evidence: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "symbol": self.symbol,
+            "explanation_ru": self.explanation_ru,
+            "explanation_en": self.explanation_en,
+            "evidence": list(self.evidence),
+        }
+
+
+_SPECS = [
+    SignSpec(
+        "PHISH_IMPERSONAL_GREETING",
+        "Обезличенное обращение: отправитель не знает, как вас зовут, — так пишут мошенники, "
+        "а госорганы и банки обращаются по имени.",
+        "Impersonal greeting: the sender does not know your name, as fraudsters do; government "
+        "bodies and banks address you by name.",
+    ),
+    SignSpec(
+        "PHISH_GENEROUS_OFFER",
+        "Слишком щедрое предложение: выигрыш, приз, компенсация, наследство или лёгкий "
+        "заработок — приманка, чтобы вы перешли по ссылке или заплатили «комиссию».",
+        "Too generous an offer: a prize, winnings, compensation, an inheritance or easy money "
+        "is bait to make you follow a link or pay a 'fee'.",
+    ),
+    SignSpec(
+        "PHISH_ALARMING_SUBJECT",
+        "Тревожная тема письма: блокировка, долг, последнее предупреждение, требование срочно "
+        "подтвердить данные — мошенники запугивают, чтобы вы открыли письмо.",
+        "Alarming subject: a blocked account, a debt, a last warning or a demand to verify now; "
+        "fraudsters frighten you into opening the letter.",
+    ),
+    SignSpec(
+        "PHISH_URGENCY",
+        "Письмо торопит и угрожает: срок в часах, блокировка, суд — чтобы вы не успели "
+        "подумать и проверить.",
+        "The letter rushes and threatens you (hours to act, blocking, court) so that you have "
+        "no time to think and check.",
+    ),
+    SignSpec(
+        "PHISH_FAKE_REPLY",
+        "«Re:» в теме, хотя переписки не было: в письме нет ссылок на предыдущее сообщение.",
+        "'Re:' in the subject although there was no conversation: the letter refers to no "
+        "earlier message.",
+    ),
+    SignSpec(
+        "PHISH_SENDER_LOOKALIKE",
+        "Адрес отправителя подделывает домен известной организации: похожие буквы, опечатка "
+        "или название внутри чужого домена.",
+        "The sender's domain imitates a known organization's: look-alike letters, a typo or "
+        "the name inside someone else's domain.",
+    ),
+    SignSpec(
+        "PHISH_SENDER_FOREIGN_TLD",
+        "Название организации в чужой доменной зоне: например, nalog.de вместо nalog.ru — "
+        "вряд ли это российские налоговики.",
+        "The organization's name under a foreign domain zone, e.g. nalog.de instead of "
+        "nalog.ru: hardly the Russian tax office.",
+    ),
+    SignSpec(
+        "PHISH_SENDER_IDN",
+        "Домен отправителя записан смесью алфавитов или буквами, похожими на латинские: "
+        "так маскируют поддельные адреса.",
+        "The sender's domain mixes alphabets or uses letters that look Latin: a way to disguise "
+        "a fake address.",
+    ),
+    SignSpec(
+        "PHISH_DISPLAY_NAME_BRAND",
+        "Имя отправителя называет госорган, банк или известный сервис, но адрес не "
+        "принадлежит этой организации.",
+        "The sender's name is a government body, a bank or a known service, but the address "
+        "does not belong to it.",
+    ),
+    SignSpec(
+        "PHISH_DISPLAY_NAME_ADDRESS",
+        "В имени отправителя написан один адрес, а письмо пришло с другого, чужого.",
+        "The sender's name shows one address while the letter came from another, unrelated "
+        "one.",
+    ),
+    SignSpec(
+        "PHISH_LINK_TEXT_MISMATCH",
+        "Текст ссылки показывает один сайт, а ведёт она на другой.",
+        "A link shows one site but leads to another.",
+    ),
+    SignSpec(
+        "PHISH_LINK_LOOKALIKE",
+        "Ссылка ведёт на сайт, подделывающий адрес известной организации.",
+        "A link leads to a site imitating a known organization's address.",
+    ),
+    SignSpec(
+        "PHISH_LINK_OFF_BRAND",
+        "Письмо от имени организации, но ссылки ведут не на её сайт.",
+        "The letter speaks for an organization, but its links lead off that organization's "
+        "sites.",
+    ),
+    SignSpec(
+        "PHISH_LINK_IP",
+        "Ссылка ведёт на IP-адрес вместо имени сайта.",
+        "A link leads to a bare IP address instead of a site's name.",
+    ),
+    SignSpec(
+        "PHISH_LINK_SHORTENER",
+        "Ссылка через сокращатель адресов скрывает, куда она ведёт.",
+        "A link goes through a URL shortener that hides where it leads.",
+    ),
+    SignSpec(
+        "PHISH_LINK_OBFUSCATED",
+        "Адрес сайта записан так, чтобы программы не сделали из него ссылку (hxxps://, "
+        "example[.]com, «точка ру»), и вас просят набрать его вручную: так прячут "
+        "мошеннический сайт от проверки.",
+        "A site's address is written so that no program makes a link of it (hxxps://, "
+        "example[.]com, 'example dot com') and you are asked to type it in: a way to hide a "
+        "fraudulent site from checks.",
+    ),
+    SignSpec(
+        "PHISH_LINK_USERINFO",
+        "В ссылке перед адресом сайта стоит чужое имя с «@» (например, "
+        "https://sberbank.ru@evil.example): вы видите знакомое имя, а браузер откроет сайт "
+        "после «@».",
+        "A link puts a name and an '@' before the site (e.g. https://paypal.com@evil.example): "
+        "you see the familiar name, the browser opens the site after the '@'.",
+    ),
+    SignSpec(
+        "PHISH_LINK_SUSPICIOUS_TLD",
+        "Ссылка ведёт на сайт в доменной зоне, которую в основном занимают мошенники и "
+        "спамеры (например, .tk, .top): настоящие банки и сервисы там не живут.",
+        "A link leads to a site under a domain zone used mostly by fraudsters and spammers "
+        "(e.g. .tk, .top); real banks and services do not live there.",
+    ),
+    SignSpec(
+        "PHISH_RETURN_PATH_MISMATCH",
+        "Служебный адрес отправителя (Return-Path) не совпадает с доменом в поле «От».",
+        "The envelope sender (Return-Path) is not the domain in the From field.",
+    ),
+    SignSpec(
+        "PHISH_RECEIVED_MISMATCH",
+        "Служебные заголовки Received не называют домен отправителя: письмо пришло с чужих "
+        "серверов.",
+        "No Received header names the sender's domain: the letter came from other servers.",
+    ),
+    SignSpec(
+        "PHISH_REPLY_TO_MISMATCH",
+        "Ответ уйдёт не отправителю, а на адрес в другом домене.",
+        "Replies go to an address in another domain than the sender's.",
+    ),
+    SignSpec(
+        "PHISH_CARD_DATA_REQUEST",
+        "Письмо просит данные банковской карты (номер, срок действия, CVV/CVC, PIN или код из "
+        "SMS). Банки и госорганы никогда их не запрашивают.",
+        "The letter asks for bank card data (number, expiry date, CVV/CVC, PIN or an SMS "
+        "code). Banks and government bodies never ask for them.",
+    ),
+    SignSpec(
+        "PHISH_PERSONAL_DATA_REQUEST",
+        "Письмо просит пароль, паспортные или другие личные данные.",
+        "The letter asks for a password, passport or other personal data.",
+    ),
+    SignSpec(
+        "PHISH_HTML_FORM",
+        "В письме есть форма для ввода данных: настоящие организации не собирают данные "
+        "прямо в письме.",
+        "The letter contains a form for entering data; real organizations do not collect data "
+        "inside a letter.",
+    ),
+    SignSpec(
+        "PHISH_EXTORTION",
+        "Письмо требует заплатить криптовалютой или подарочными картами и торопит или "
+        "угрожает (срок, «видео разошлю вашим контактам»). Это вымогательство: не платите и не "
+        "отвечайте.",
+        "The letter demands payment in cryptocurrency or gift cards and rushes or threatens "
+        "you (a deadline, 'the video goes to your contacts'). This is extortion: do not pay "
+        "and do not reply.",
+    ),
+    SignSpec(
+        "PHISH_DANGEROUS_ATTACHMENT",
+        "Вложение — программа или образ диска: открыв его, можно заразить компьютер.",
+        "An attachment is a program or a disk image; opening it can infect the computer.",
+    ),
+    SignSpec(
+        "PHISH_DOUBLE_EXTENSION",
+        "Имя вложения маскирует его настоящий тип (например, «счёт.pdf.exe»).",
+        "An attachment's name disguises its real type (e.g. 'invoice.pdf.exe').",
+    ),
+    SignSpec(
+        "PHISH_MACRO_ATTACHMENT",
+        "Вложение — документ Office с макросами, которые могут запустить вредоносный код.",
+        "An attachment is an Office document with macros that can run malicious code.",
+    ),
+    SignSpec(
+        "PHISH_ARCHIVE_EXECUTABLE",
+        "В архиве во вложении лежит программа или документ с макросами.",
+        "An attached archive holds a program or a document with macros.",
+    ),
+]
+SPECS: dict[str, SignSpec] = {s.symbol: s for s in _SPECS}
+SYMBOLS: tuple[str, ...] = tuple(SPECS)
+
+
+def sign(symbol: str, evidence: Sequence[str] = ()) -> Sign:
+    spec = SPECS[symbol]
+    return Sign(symbol, spec.ru, spec.en, tuple(dict.fromkeys(evidence)))

@@ -1,0 +1,433 @@
+r"""What phishing letters say (seed 000): phrase families in Russian and English, and a
+matcher that quotes what it found. Pure.
+
+Text is matched after :func:`fold`: NFKC, lowercase, ``ё`` as ``е``, invisible format
+characters (soft hyphens, zero-width spaces, direction marks) removed, whitespace runs as one
+space. Requests (card data, passwords) count only in sentences with no negation in them, so a
+bank's "никому не сообщайте код из SMS" is not a request for the code.
+
+Every pattern runs in time linear in the text (docs/regexes.md has the table, and
+tests/unit/antispam/test_regex_rewrites.py proves each rewrite finds what the pattern before it
+found). Three devices keep them so, where Python's backtracking engine would otherwise go
+quadratic on a hostile letter:
+
+- **Bounded word tails.** A stem that may sit inside a word (no ``\b`` before it) and is followed
+  by more words reads at most 40 more word characters, possessively: ``карт\w{0,40}+\s+``, not
+  ``карт\w*\s+`` (which rescans the rest of a long word from every "карт" in it). A "word"
+  running on for more than 40 characters after the stem is not a word, and is not matched there.
+- **Possessive runs** where the next token cannot start inside the run (``\d[\d\s.,]*+руб``: the
+  unit starts with a letter, so the run of digits, spaces, dots and commas must end where the
+  unit begins; nothing is lost by never giving any of it back).
+- **Skipped runs.** :data:`OFFER`'s last alternative, the group ``skip``, consumes the rest of a
+  run of digits, spaces, dots and commas after the amount patterns failed at its first digit
+  (they fail at every later digit of it too, and nothing else can start inside it); its matches
+  are not findings (:func:`find_all` drops them).
+
+Adjectives between "dear" and "customer" in :data:`GREETING` are at most eight (it was any
+number, tried again from every "dear" of a "dear dear dear ..."; the checks read only the first
+600 characters with it anyway).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import re2
+
+_SPACE = re.compile(r"[ \t\r\f\v\u00a0]+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+
+
+_FORMAT = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+
+
+def fold(text: str) -> str:
+    s = unicodedata.normalize("NFKC", text).casefold().replace("ё", "е")
+    return _SPACE.sub(" ", _FORMAT.sub("", s))
+
+
+def _rx(*parts: str) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in parts))
+
+
+# -- impersonal greeting (sign 1) ------------------------------------------------------------
+GREETING = _rx(
+    r"\b(?:(?:мой|моя|наш|наша)\s+)?(?:уважаем|многоуважаем|дорог|любезн|мил)\w*\s*(?:\(\w{1,3}\)\s*)?"
+    r"(?:наш\w*\s+)?(?:клиент|пользовател|абонент|друг|подруг|получател|налогоплательщик"
+    r"|вкладчик|пенсионер|граждан|держател|участник|покупател|владел|заемщик|соискател"
+    r"|победител|счастливчик)\w*",
+    r"\b(?:здравствуй|привет)\w*[,!\s]+(?:дорог\w*\s+)?друг\w*",
+    r"\b(?:dear|hello|hi|greetings|attention)[,\s]+(?:(?:valued|beloved|esteemed|respected"
+    r"|our|lucky|dear)\s+){0,8}+(?:customer|client|user|member|friend|account\s*holder"
+    r"|sir(?:\s*/\s*madam)?|madam|beneficiary|recipient|subscriber|applicant|winner"
+    r"|e-?mail\s+user|webmail\s+user|taxpayer)s?\b",
+)
+NAMELESS_GREETING = re.compile(
+    r"^(?:добрый\s+(?:день|вечер)|доброе\s+утро|доброго\s+времени\s+суток|здравствуйте"
+    r"|приветствуем\s+вас|hello|good\s+(?:morning|afternoon|day|evening)|greetings)\s*[!,.]*$"
+)
+
+# -- too-generous offer (sign 2) -------------------------------------------------------------
+# A digit, a run of digits, spaces, dots and commas, and a unit. Units that start with a letter
+# or a sign can only follow the whole run (possessive); "000" can end anywhere inside it.
+_AMOUNT = (
+    r"(?:\d[\d\s.,]*+(?:тыс\w*|к\b|k\b|млн\w*|миллион\w*)|\d[\d\s.,]*\s*000"
+    r"|\d[\d\s.,]*+(?:руб\w*|р\.|₽|\$|usd|долл\w*|евро|€)|[$€]\s?\d[\d,.]*)"
+)
+SKIP = "skip"
+"""The group of a match that is no finding: see the module's docstring and :func:`find_all`."""
+_PERIOD = r"(?:в|за|per|a|/)\s*(?:день|сутки|неделю|час|месяц|day|week|hour|month)"
+OFFER = _rx(
+    r"\bвыигр(?:ал|али|ала|ыш\w*)\b",
+    r"\bпобедител\w*\s+(?:\w+\s+)?(?:розыгрыш|лотере|акци|конкурс|опрос)\w*",
+    r"\bлотере\w*",
+    r"\bприз(?:ы|а|ов|ом|ами)?\b",
+    r"получите\s+(?:\w+\s+){0,2}в\s+подарок",
+    r"(?:автомобил\w{0,40}+|айфон\w{0,40}+|iphone|квартир\w{0,40}+)\s+в\s+подарок",
+    r"в\s+подарок\s+(?:автомобил|айфон|iphone|квартир)\w*",
+    r"(?:положен|начислен|одобрен|получит|выплат|оформит)\w{0,40}+\s+(?:\w+\s+){0,3}"
+    r"компенсаци\w*",
+    r"компенсаци\w{0,40}+\s+(?:\w+\s+){0,3}(?:в\s+размере|по\s+снилс|положен\w*|начислен\w*)",
+    r"\bнаследств\w*",
+    r"(?:единовременн|социальн|денежн|дополнительн)\w{0,40}+\s+выплат\w*",
+    r"прибавк\w{0,40}+\s+к\s+пенси\w*",
+    r"\bбез\s+(?:вложений|опыта|усилий|риска)\b",
+    r"\b(?:пассивн|высок|стабильн|легк|быстр)\w*\s+(?:доход|заработ|деньг)\w*",
+    r"\b(?:заработ|доход|получат|платим|зарплат)\w*\b[^.\n]{0,40}"
+    + _AMOUNT
+    + r"[^.\n]{0,25}"
+    + _PERIOD,
+    r"\bот\s+\d+\s+до\s+\d+\s*(?:тыс\w*|000)",
+    r"штук\w{0,40}+\s+зелен\w*",
+    r"миллион\w{0,40}+\s+за\s+(?:неделю|день|месяц)",
+    r"\bзаработайте\b",
+    r"теперь\s+вы\s+в\s+нашей\s+команде",
+    r"\bвам\s+(?:одобрен|положен)\w*",
+    r"\byou(?:'ve|\s+have)?\s+(?:been\s+)?(?:won|selected\s+to\s+receive|approved\s+for)\b",
+    r"\b(?:lottery|sweepstakes?|jackpot)\b",
+    r"\b(?:prize|winner)s?\b",
+    r"\binheritance\b|\bbeneficiary\b|\bnext\s+of\s+kin\b",
+    r"\bcompensation\s+(?:fund|payment)\b",
+    r"\bclaim\s+(?:your\s+)?(?:reward|prize|refund|compensation|funds?|payment)\b",
+    r"\bwork\s+from\s+home\b|\bno\s+experience\s+(?:is\s+)?(?:needed|required)\b",
+    r"\beasy\s+money\b",
+    r"\bearn\b[^.\n]{0,30}" + _AMOUNT,
+    _AMOUNT + r"\s*" + _PERIOD + r"\b",
+    r"\b(?:free|complimentary)\s+(?:iphone|ipad|gift\s+card|vacation|car)\b",
+    r"\bmillion\s+(?:dollars|usd|euros?)\b",
+    rf"(?P<{SKIP}>\d[\d\s.,]*+)",  # last: a run the amounts above did not match at its start
+)
+
+# -- alarming subject and urgency (sign 3) ---------------------------------------------------
+ALARM = _rx(
+    r"заблокир\w*|блокировк\w*|приостановл\w*|задолженност\w*|\bдолг(?:и|а|ов|у)?\b|\bштраф\w*",
+    r"последнее\s+предупреждение|будет\s+удал\w*|удален\w{0,40}+\s+(?:аккаунт|учетн|почт|ящик)\w*",
+    r"\bподтвердите\b|\bподтвердить\b|\bсрочн\w*|немедленн\w*|взлом\w*|подозрительн\w*",
+    r"несанкционирован\w*",
+    r"ограничен\w{0,40}+\s+(?:доступ|аккаунт|карт|счет)\w*|\bсудебн\w*|повестк\w*|\bарест\w*",
+    r"истека\w*|просроч\w*|сбой\s+в\s+систем\w*|обновит\w{0,40}+\s+(?:персональн|данн)\w*",
+    r"погасит\w*|неоплачен\w*|\bвнимание\b",
+    r"suspend\w*|\blocked\b|\bblocked\b|\bverify\b|verification\s+required|confirm\s+your",
+    r"unusual\s+(?:sign[- ]?in|activity|login)|security\s+alert|final\s+notice|last\s+warning",
+    r"\burgent\w*|action\s+required|\bexpir\w*|overdue|\bdebt\b|unauthori[sz]ed|compromised",
+    r"will\s+be\s+(?:deleted|closed|terminated|suspended)|payment\s+(?:failed|declined)",
+)
+URGENCY = _rx(
+    r"в\s+течени[еи]\s+(?:\d+\s*)?(?:час\w*|минут\w*|сут\w*)",
+    r"иначе\s+(?:\w+\s+){0,4}(?:будет|будут)\s+(?:заблокир|удал|списан|аннулир|закрыт)\w*",
+    r"(?:аккаунт|учетн\w{0,40}+\s+запис|карт|сч[е]т|почт|ящик|доступ)\w{0,40}+\s+(?:\w+\s+){0,2}"
+    r"(?:будет|будут)"
+    r"\s+(?:заблокир|удал|закрыт|приостановл|ограничен)\w*",
+    r"в\s+случае\s+(?:неуплат|неоплат|отказ)\w*|до\s+конца\s+(?:дня|суток)",
+    r"\bсрочно\b|\bнемедленно\b|последн\w{1,40}+\s+предупреждени\w*|передан\w{0,40}+\s+в\s+суд",
+    r"within\s+\d+\s*(?:hours?|minutes?)|\bor\s+(?:your\s+)?(?:account|card|mailbox|access)"
+    r"\s+will\s+be",
+    r"will\s+be\s+(?:suspended|terminated|deleted|closed|locked|blocked)",
+    r"\bimmediately\b|\bfinal\s+(?:notice|warning)\b|\blegal\s+action\b",
+)
+
+# -- requests for card data and credentials (sign 4) ------------------------------------------
+CARD_ITEMS: dict[str, re.Pattern[str]] = {
+    "card details": re.compile(
+        r"данн\w{0,40}+\s+(?:вашей\s+|банковской\s+)*карт\w*"
+        r"|реквизит\w{0,40}+\s+(?:вашей\s+)?карт\w*"
+        r"|\bcard\s+(?:details|information|data)\b"
+    ),
+    "card number": re.compile(r"номер\w{0,40}+\s+(?:\w+\s+){0,2}карт\w*|\bcard\s+number"),
+    "CVV/CVC": re.compile(
+        r"\bcvv2?\b|\bcvc2?\b|\bcvn\b|тр[её]хзначн\w{0,40}+\s+код\w*"
+        r"|три\s+цифры\s+(?:на|с)\s+обратн\w*"
+        r"|код\w{0,40}+\s+(?:на|с)\s+обратной\s+сторон\w*|\bsecurity\s+code\b|card\s+verification"
+    ),
+    "expiry date": re.compile(
+        r"срок\w{0,40}+\s+действия\s+(?:\w+\s+){0,2}карт\w*"
+        r"|срок\w{0,40}+\s+действия\b(?=[^.\n]{0,40}карт)"
+        r"|\bexpir(?:y|ation)\s+date\b|\bvalid\s+thru\b"
+    ),
+    "PIN": re.compile(r"\bпин[- ]?код\w*|\bпин\b|\bpin(?:[- ]?(?:code|код\w*))?\b"),
+    "SMS code": re.compile(
+        r"код\w{0,40}+\s+из\s+(?:смс|sms)|(?:смс|sms)[- ]?код\w*"
+        r"|одноразов\w{0,40}+\s+(?:код|парол)\w*"
+        r"|код\w{0,40}+\s+подтверждени\w*|\bone[- ]time\s+(?:code|password|passcode)\b"
+    ),
+}
+PERSONAL_OBJECTS = re.compile(
+    r"парол\w*|логин\w*|паспорт\w*|снилс\w*|персональн\w{0,40}+\s+данн\w*|личн\w{0,40}+\s+данн\w*"
+    r"|учетн\w{0,40}+\s+данн\w*|\bpassword\b"
+    r"|\blogin\s+(?:details|credentials)\b|\bcredentials\b|\bpassport\b|\bsocial\s+security\b"
+    r"|\bpersonal\s+(?:details|information|data)\b|\bbilling\s+(?:details|information)\b"
+    r"|\baccount\s+(?:details|information)\b|\bidentity\b"
+)
+REQUEST = re.compile(
+    r"\b(?:укаж(?:ите|и)|указать|введ(?:ите|и)|ввести|вве(?:дите|сти)|сообщ(?:ите|ить)"
+    r"|отправ(?:ьте|ить)|пришл(?:ите|и)|прислать|вышл(?:ите|и)|выслать|заполн(?:ите|ить)"
+    r"|подтверд(?:ите|ить)|предостав(?:ьте|ить)|напиш(?:ите|и)|написать|обнов(?:ите|ить)"
+    r"|актуализ\w*|верифиц\w*|пройдите|перейдите)\b"
+    r"|\b(?:enter|provide|confirm|update|send|reply\s+with|fill\s+in|fill\s+out|verify"
+    r"|submit|re-?enter|validate)\b"
+)
+NEGATION = re.compile(
+    r"\bне\s+(?:сообща|сообщи|переда|называ|говори|вводи|проси|запрашива|спрашива|требу|"
+    r"пересыла|присыла|отправля|звони|будем|может|нужно|должн)\w*|\bникому\b|никогда\s+не"
+    r"|\bnever\b|\bdo\s+not\b|\bdon't\b|\bwill\s+not\b|\bwon't\b|\bnot\s+ask\b"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    quote: str  # what was found, as written in the folded text
+    label: str = ""  # which item, for families with named items
+
+
+def quote(text: str, m: re.Match[str], width: int = 60) -> str:
+    q = text[m.start() : m.end()].strip()
+    return q if len(q) <= width else q[: width - 1] + "…"
+
+
+def find_all(rx: re.Pattern[str], text: str, limit: int = 3) -> list[str]:
+    """The first ``limit`` distinct quotes of ``rx`` in ``text`` (matches of a group named
+    :data:`SKIP` are not findings)."""
+    out: list[str] = []
+    start = first_candidate(rx, text)
+    if start is None:
+        return out
+    for m in rx.finditer(text, start):
+        if m.lastgroup == SKIP:
+            continue
+        q = quote(text, m)
+        if q and q not in out:
+            out.append(q)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences: split after . ! ? and at blank lines (a wrapped line goes on)."""
+    return [s for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def requests(text: str, items: dict[str, re.Pattern[str]]) -> list[Found]:
+    """Mentions of ``items`` in sentences without a negation, each tagged with whether a
+    request verb is in the same sentence (label ``"<item>!"``) or not (``"<item>"``)."""
+    out: list[Found] = []
+    live = {label: rx for label, rx in items.items() if first_candidate(rx, text) is not None}
+    if not live:
+        return out
+    negation = first_candidate(NEGATION, text) is not None
+    request = first_candidate(REQUEST, text) is not None
+    for sentence in sentences(text):
+        if negation and NEGATION.search(sentence):
+            continue
+        asked = request and REQUEST.search(sentence) is not None
+        for label, rx in live.items():
+            m = rx.search(sentence)
+            if m:
+                out.append(Found(quote(sentence, m), label + ("!" if asked else "")))
+    return out
+
+
+def asks_for(text: str, objects: re.Pattern[str]) -> list[str]:
+    """Quotes of sentences that ask (a request verb) for one of ``objects``, not negated."""
+    out: list[str] = []
+    if first_candidate(REQUEST, text) is None or first_candidate(objects, text) is None:
+        return out
+    negation = first_candidate(NEGATION, text) is not None
+    for sentence in sentences(text):
+        if (negation and NEGATION.search(sentence)) or not REQUEST.search(sentence):
+            continue
+        m = objects.search(sentence)
+        if m:
+            q = quote(sentence, m)
+            if q not in out:
+                out.append(q)
+    return out
+
+
+def first_lines(text: str, count: int = 3) -> Sequence[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()][:count]
+
+
+# -- the RE2 prefilter -----------------------------------------------------------------------
+# Python's engine tries every alternative of a phrase family at every position of the text;
+# RE2 runs one automaton over it. RE2 alone would not do: its \b and \w are ASCII-only (wrong on
+# Cyrillic) and it has no look-around. So RE2 only says where a match may begin: it runs a
+# relaxed copy of the pattern that matches wherever the pattern does, and maybe elsewhere too;
+# Python's re then reads from there (from nowhere when RE2 finds nothing: most letters). The
+# answer is the same as Python's alone, only faster; the relaxing is checked in the tests
+# (every code point of the classes; generated texts).
+_W2 = r"0-9A-Z_a-z\x{80}-\x{10FFFF}"  # Python's \w, and every other non-ASCII character
+_S2 = r"\t-\r\x1c-\x20\x85\p{Z}"  # Python's \s
+_D2 = r"\p{Nd}"  # holds every character of Python's \d
+_CLASSES = {"w": _W2, "s": _S2, "d": _D2}
+_QUANTIFIER = re.compile(r"\{\d*(?:,\d*)?\}")
+_LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+
+
+def _ascii_word(ch: str) -> bool:
+    return len(ch) == 1 and ch.isascii() and ch.isalnum()
+
+
+def _group_end(pattern: str, i: int) -> int:
+    """The index of the ")" closing the group that opens at ``pattern[i]``."""
+    depth = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 1
+        elif c == "[":
+            i = _class_end(pattern, i)
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise ValueError(f"unbalanced group in {pattern!r}")
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """The index of the "]" closing the class that opens at ``pattern[i]``."""
+    j = i + 1
+    if pattern[j : j + 1] == "^":
+        j += 1
+    if pattern[j : j + 1] == "]":
+        j += 1
+    while pattern[j] != "]":
+        j += 2 if pattern[j] == "\\" else 1
+    return j
+
+
+def _relaxed_class(body: str) -> str:
+    out: list[str] = []
+    j = 0
+    while j < len(body):
+        if body[j] == "\\":
+            e = body[j + 1]
+            if e in _CLASSES and body.startswith("^"):
+                raise ValueError(f"a negated class with \\{e} cannot be relaxed: [{body}]")
+            out.append(_CLASSES.get(e, "\\" + e))
+            j += 2
+        else:
+            out.append(body[j])
+            j += 1
+    return "[" + "".join(out) + "]"
+
+
+def relaxed(pattern: str) -> str:
+    """An RE2 pattern that matches wherever the Python ``pattern`` matches, and maybe more:
+    ``\\w \\s \\d`` as Unicode classes holding Python's; look-arounds dropped; possessive
+    quantifiers made greedy; ``\\b`` kept only next to an ASCII letter or digit (where RE2's
+    ASCII boundary holds wherever Python's does), else dropped; named groups unnamed."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    quantified = False  # the last token was a quantifier: a "+" after it makes it possessive
+    while i < n:
+        c = pattern[i]
+        token = c
+        if c == "\\":
+            e = pattern[i + 1]
+            i += 2
+            if e == "b":
+                after = pattern[i : i + 2]
+                keep = (out and _ascii_word(out[-1])) or (
+                    _ascii_word(after[:1]) and after[1:2] not in ("?", "*", "{")
+                )
+                token = "\\b" if keep else ""
+            elif e in _CLASSES:
+                token = "[" + _CLASSES[e] + "]"
+            elif e.isalnum() and e not in "nrtfv":
+                raise ValueError(f"\\{e} has no RE2 translation here: {pattern!r}")
+            else:
+                token = "\\" + e
+            quantified = False
+        elif c == "[":
+            j = _class_end(pattern, i)
+            token, i, quantified = _relaxed_class(pattern[i + 1 : j]), j + 1, False
+        elif pattern.startswith(_LOOKAROUND, i):
+            token, i = "", _group_end(pattern, i) + 1
+        elif pattern.startswith("(?P<", i):
+            token, i = "(?:", pattern.index(">", i) + 1
+        elif pattern.startswith("(?:", i):
+            token, i = "(?:", i + 3
+        elif pattern.startswith("(?", i) or c == "$":  # inline flags, back-references, $
+            raise ValueError(f"{pattern[i : i + 3]!r} has no RE2 translation here: {pattern!r}")
+        elif c in "*+?" or (c == "{" and _QUANTIFIER.match(pattern, i)):
+            if c == "+" and quantified:
+                token = ""  # possessive: greedy is a superset
+                quantified = False
+            else:
+                if c == "{":  # {m,n} as {m,}: a smaller automaton, and a superset
+                    q = _QUANTIFIER.match(pattern, i).group(0)  # type: ignore[union-attr]
+                    low = q[1:-1].partition(",")[0] or "0"
+                    token = "{" + low + ",}" if "," in q else q
+                    i += len(q) - 1
+                quantified = c != "?" or not quantified
+            i += 1
+        else:
+            i += 1
+            quantified = False
+        out.append(token)
+    return "".join(out)
+
+
+def _prefilter(pattern: str) -> Any:
+    options = re2.Options()
+    options.never_capture = True
+    options.max_mem = 8 << 20  # RE2's default; a DFA that needs more falls back to the NFA
+    return re2.compile(relaxed(pattern), options)
+
+
+_PREFILTERS: dict[re.Pattern[str], Any] = {}
+
+
+def first_candidate(rx: re.Pattern[str], text: str) -> int | None:
+    """Where a match of ``rx`` may begin at the earliest (RE2 over the relaxed copy of
+    ``rx``); None when it matches nowhere in ``text``; 0 for a pattern without a prefilter."""
+    pre = _PREFILTERS.get(rx)
+    if pre is None:
+        return 0
+    try:
+        m = pre.search(text)
+    except UnicodeEncodeError:  # a lone surrogate: RE2 reads UTF-8 only
+        return 0
+    return None if m is None else int(m.start())
+
+
+def _register(rx: re.Pattern[str], *, without: str = "") -> None:
+    if rx.flags != re.UNICODE:  # case-insensitive matching would need its own relaxing
+        raise ValueError(f"no prefilter for a pattern with flags: {rx.pattern[:40]!r}")
+    pattern = rx.pattern
+    if without:  # an alternative that is no finding: the prefilter leaves it out
+        pattern = pattern.replace(without, "")
+    _PREFILTERS[rx] = _prefilter(pattern)
+
+
+for _rx_ in (GREETING, ALARM, URGENCY, *CARD_ITEMS.values(), PERSONAL_OBJECTS, REQUEST, NEGATION):
+    _register(_rx_)
+_register(OFFER, without=f"|(?:(?P<{SKIP}>\\d[\\d\\s.,]*+))")
