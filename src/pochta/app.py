@@ -1,26 +1,34 @@
-"""The one place that builds pochta's services from settings and picks backends."""
+"""The one place that builds pochta's services from settings, picks backends, and starts
+and stops their background threads.
+
+``build`` opens every service and starts no thread. ``Pochta.start`` starts the background
+work of a server; only ``pochta serve`` calls it (the HTTP lifespan). CLI commands work in
+the foreground and only close. ``Pochta.close`` stops and joins what ``start`` started, then
+closes the services.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import SecretStr
 
-from pochta.antispam import model, rules
-from pochta.antispam.counters import CounterStore
-from pochta.antispam.counters.redis import RedisStore
-from pochta.antispam.counters.service import Counters
-from pochta.antispam.counters.sqlite import SQLiteStore
-from pochta.antispam.resolver import DnsResolver
-from pochta.antispam.shingler import Shingler
-from pochta.antispam.verdict import Scanner
+from pochta.antispam.model import booster as model
+from pochta.antispam.rules import ruleset as rules
+from pochta.antispam.shingles.counters import CounterStore
+from pochta.antispam.shingles.counters.redis import RedisStore
+from pochta.antispam.shingles.counters.service import Counters
+from pochta.antispam.shingles.counters.sqlite import SQLiteStore
+from pochta.antispam.shingles.shingler import Shingler
+from pochta.antispam.verdict import Analyzer, Scanner
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
+from pochta.blobs.valkyrie import Valkyrie, ValkyrieConfig, ValkyrieRunner
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
 from pochta.guard.backends import redis_client
@@ -31,9 +39,12 @@ from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
 from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
 from pochta.guard.ratelimit import RateLimiter
+from pochta.mailbox.intake import Intake, init_worker, make_analyzer
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
+from pochta.mailbox.worker import DeletionWorker
 from pochta.types import DiskSpec, Limit, LockBackend, RateLimitBackend
+from pochta.workers import WorkerPool, cores
 
 
 @dataclass
@@ -44,8 +55,55 @@ class Pochta:
     locks: Locks
     shingles: Shingler
     scanner: Scanner
+    intake: Intake
+    deletions: DeletionWorker
+    _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
+    _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
+    _started: bool = field(default=False, init=False, repr=False)
+    _closed: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def valkyrie(self) -> Valkyrie:
+        """The disks' scrubber, opened on first use (its state is a SQLite file that most
+        commands never need)."""
+        if self._valkyrie is None:
+            self._valkyrie = Valkyrie.open(
+                self.blobs,
+                self.settings.data_dir.resolve(),
+                ValkyrieConfig.from_settings(self.settings.valkyrie),
+                locks=self.locks,
+            )
+        return self._valkyrie
+
+    def start(self) -> None:
+        """Start the background work of a server (once): the worker processes that parse and
+        analyze letters; the shingle counters' flusher; the deletion worker, which first
+        recovers what a crash left; and, when ``valkyrie.enabled``, Valkyrie, one thread per
+        disk."""
+        if self._started:
+            return
+        self._started = True
+        self.intake.start()
+        self.shingles.start()
+        self.deletions.start()
+        if self.settings.valkyrie.enabled:
+            self._scrubbers = ValkyrieRunner(self.valkyrie)
+            self._scrubbers.start()
 
     def close(self) -> None:
+        """Stop what ``start`` started and join its threads, then close the services (once).
+        The deletion worker and Valkyrie stop first (they hold leases and use the stores);
+        the shingle counters then write what is buffered; the locks release their leases;
+        the mailbox settles the journal into the blob store, which closes last."""
+        if self._closed:
+            return
+        self._closed = True
+        self.intake.close()
+        self.deletions.stop()
+        if self._scrubbers is not None:
+            self._scrubbers.stop()
+        if self._valkyrie is not None:
+            self._valkyrie.close()
         self.shingles.close()  # writes what is buffered
         self.locks.close()
         self.mailbox.close()
@@ -102,6 +160,8 @@ def build(settings: Settings) -> Pochta:
         locks=pochta_locks,
         shingles=shingler,
         scanner=scanner,
+        intake=_intake(settings, scanner.analyzer),
+        deletions=DeletionWorker(mailbox.deletions),
     )
 
 
@@ -133,13 +193,36 @@ def _scanner(settings: Settings, shingler: Shingler) -> Scanner:
     model_ = model.load(a.model_dir) if a.use_model else None
     if a.use_model and a.model_dir is not None and model_ is None:
         raise ConfigError(f"antispam.model_dir {a.model_dir} holds no model.cbm + model.json")
-    resolver = DnsResolver() if a.dns == "system" else None
     return Scanner(
         rules_=rules_,
         model=model_,
         counters=shingler.counters,
-        resolver=resolver,
+        analyzer=analyzer(settings),
         authserv_id=a.authserv_id or settings.smtp.fqdn(),
+    )
+
+
+def analyzer(settings: Settings) -> Analyzer:
+    """The analysis half of the verdict, as each worker process builds it."""
+    return make_analyzer(settings.antispam.dns, settings.antispam.budget_seconds)
+
+
+def _intake(settings: Settings, analyzer: Analyzer) -> Intake:
+    """Parsing and analysis in ``antispam.workers`` processes (default: one per core; 0: in
+    the server's own threads). Nothing starts before ``Pochta.start``."""
+    a = settings.antispam
+    processes = cores() if a.workers is None else a.workers
+    pool = None
+    if processes:
+        pool = WorkerPool(
+            processes,
+            initializer=init_worker,
+            initargs=(a.dns, a.budget_seconds),
+            max_pending=max(64, 8 * processes),
+            name="pochta-letters",
+        )
+    return Intake(
+        analyzer, pool, inline_limit=settings.mailbox.inline_limit, deadline=a.deadline_seconds
     )
 
 

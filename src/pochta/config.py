@@ -149,6 +149,24 @@ class AntispamSettings(BaseModel):
     authserv_id: str = Field(
         "", description="the name in Authentication-Results (default: smtp.hostname)"
     )
+    workers: int | None = Field(
+        None,
+        ge=0,
+        description="worker processes that parse and analyze letters (default: one per core);"
+        " 0: in the server process",
+    )
+    budget_seconds: float = Field(
+        1.0,
+        gt=0,
+        description="analysis time one letter may take; past it the verdict comes from the"
+        " checks that finished and is marked partial",
+    )
+    deadline_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="a worker still busy with one letter after this is stopped and replaced;"
+        " the letter is delivered unscored (partial=timeout)",
+    )
 
 
 class ValkyrieSettings(BaseModel):

@@ -28,6 +28,10 @@
     │   ├── GuardUnavailable         the lock / rate-limit store (Redis, SQLite) did not answer
     │   └── DiskError                one disk refused a read or a write
     │       └── MissingFile          the file is not on that disk
+    ├── WorkerError                  the worker pool could not run a task (HTTP 503, SMTP 451)
+    │   ├── WorkerTimeout            the task overran its hard deadline: its worker was killed
+    │   ├── WorkerDied               the worker exited while it ran the task (crash, OOM kill)
+    │   └── WorkersUnavailable       the pool is closed, cannot start a worker, or is full
     ├── ConfigError                  settings or the data directory are unusable (CLI exit 6)
     └── CorpusUnavailable            the public test corpus could not be fetched or verified
 
@@ -158,6 +162,32 @@ class DiskError(StorageError):
 
 class MissingFile(DiskError):
     code = "missing_file"
+
+
+class WorkerError(PochtaError):
+    """The worker pool (``pochta.workers``) could not run a task; an exception that the task
+    itself raised reaches its caller as itself, not as one of these."""
+
+    code = "worker"
+
+
+class WorkerTimeout(WorkerError):
+    """The task ran past its hard deadline; its worker process was killed and replaced."""
+
+    code = "worker_timeout"
+
+
+class WorkerDied(WorkerError):
+    """The worker process exited while it ran the task; it has been replaced."""
+
+    code = "worker_died"
+
+
+class WorkersUnavailable(WorkerError):
+    """No worker will take the task: the pool is closed or not started, a worker could not
+    be started, or ``max_pending`` tasks are already waiting (back-pressure)."""
+
+    code = "workers_unavailable"
 
 
 class ConfigError(PochtaError):

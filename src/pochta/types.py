@@ -212,6 +212,19 @@ class Disk(Protocol):
         DiskError when the disk's root is not there."""
 
 
+# -- mail ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What the SMTP session knew of a letter: the client's IP, MAIL FROM ('' for a bounce),
+    the RCPT TOs. None where it is not known (a letter imported, or scanned on its own)."""
+
+    ip: str | None = None
+    sender: str | None = None
+    recipients: Sequence[str] = ()
+
+
 # -- the mailbox index ------------------------------------------------------------------------
 
 
@@ -261,7 +274,7 @@ class LetterMeta:
 
 
 @dataclass(frozen=True, slots=True)
-class NewLetter:
+class NewStoredLetter:
     user_id: int
     folder: str
     refs: tuple[AttachmentRef, ...]
@@ -269,7 +282,7 @@ class NewLetter:
 
 
 @dataclass(frozen=True, slots=True)
-class Letter:
+class StoredLetter:
     id: int
     user_id: int
     folder: str
@@ -333,10 +346,16 @@ class MailIndex(Protocol):
 
     # delivery
     def begin_delivery(
-        self, skeleton: bytes, meta: LetterMeta, letters: Sequence[NewLetter]
+        self,
+        skeleton: bytes,
+        meta: LetterMeta,
+        letters: Sequence[NewStoredLetter],
+        *,
+        delivered: bool = False,
     ) -> list[int]:
         """Write the letters PENDING (one skeleton shared); their ids, in order.
-        InvalidInput for a folder the user does not have."""
+        ``delivered``: write them DELIVERED at once (letters with no attachment to count: the
+        delivery is then one write). InvalidInput for a folder the user does not have."""
 
     def finish_delivery(self, ids: Sequence[int]) -> int:
         """PENDING letters become DELIVERED; returns how many (fewer: some were abandoned)."""
@@ -355,10 +374,10 @@ class MailIndex(Protocol):
     # reading
     def letters(
         self, user_id: int, folder: str, limit: int, before: int | None = None
-    ) -> list[Letter]:
+    ) -> list[StoredLetter]:
         """Delivered letters of a folder, newest first, ids below ``before``."""
 
-    def letter(self, user_id: int, letter_id: int) -> Letter | None:
+    def letter(self, user_id: int, letter_id: int) -> StoredLetter | None:
         """A delivered letter of this user; None for anyone else's."""
 
     def content(self, letter_id: int) -> tuple[bytes, list[AttachmentRef]]:
@@ -372,7 +391,7 @@ class MailIndex(Protocol):
         seen: bool | None = None,
         flagged: bool | None = None,
         folder: str | None = None,
-    ) -> Letter | None: ...
+    ) -> StoredLetter | None: ...
 
     # deletion
     def delete(self, user_id: int, letter_id: int) -> bool:

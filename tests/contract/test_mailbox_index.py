@@ -10,7 +10,7 @@ import pytest
 
 from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
 from pochta.mailbox.sqlite import SQLiteIndex
-from pochta.types import AttachmentRef, LetterMeta, LetterState, MailIndex, NewLetter
+from pochta.types import AttachmentRef, LetterMeta, LetterState, MailIndex, NewStoredLetter
 
 KEY_A = hashlib.sha256(b"a").hexdigest()
 KEY_B = hashlib.sha256(b"b").hexdigest()
@@ -51,7 +51,7 @@ def refs(*magics: int) -> tuple[AttachmentRef, ...]:
 
 def deliver(idx: MailIndex, user_id: int, subject: str = "hello", *magics: int) -> int:
     (letter_id,) = idx.begin_delivery(
-        b"skeleton", meta(subject), [NewLetter(user_id, "Inbox", refs(*magics))]
+        b"skeleton", meta(subject), [NewStoredLetter(user_id, "Inbox", refs(*magics))]
     )
     idx.finish_delivery([letter_id])
     return letter_id
@@ -91,7 +91,7 @@ def test_a_delivery_is_invisible_until_finished(index: MailIndex) -> None:
     ids = index.begin_delivery(
         b"skel",
         meta(),
-        [NewLetter(a.id, "Inbox", refs(5, 6)), NewLetter(b.id, "Inbox", refs(7, 8))],
+        [NewStoredLetter(a.id, "Inbox", refs(5, 6)), NewStoredLetter(b.id, "Inbox", refs(7, 8))],
     )
     assert len(ids) == 2
     assert index.letters(a.id, "Inbox", 10) == []
@@ -102,6 +102,16 @@ def test_a_delivery_is_invisible_until_finished(index: MailIndex) -> None:
     assert skeleton == b"skel"
     assert [(r.n, r.key, r.magic) for r in got] == [(0, KEY_A, 7), (1, KEY_B, 8)]
     assert index.stats().skeleton_bytes == 4  # one skeleton for both recipients
+
+
+def test_a_delivery_with_nothing_to_count_is_written_delivered(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    ids = index.begin_delivery(
+        b"skel", meta(), [NewStoredLetter(a.id, "Inbox", ())], delivered=True
+    )
+    assert [m.id for m in index.letters(a.id, "Inbox", 10)] == ids
+    assert index.pending() == []
+    assert index.finish_delivery(ids) == 0  # nothing left to finish
 
 
 def test_no_one_reaches_another_users_letter(index: MailIndex) -> None:
@@ -168,7 +178,9 @@ def test_abandon_drops_uncounted_refs_and_turns_pending_letters_into_deletions(
 ) -> None:
     a = index.add_user("a@example.org", "h")
     cut = index.begin_delivery(
-        b"s", meta(), [NewLetter(a.id, "Inbox", refs(3, 4)), NewLetter(a.id, "Inbox", refs(5))]
+        b"s",
+        meta(),
+        [NewStoredLetter(a.id, "Inbox", refs(3, 4)), NewStoredLetter(a.id, "Inbox", refs(5))],
     )
     done = deliver(index, a.id, "x", 6)
     pending = index.pending()
@@ -192,14 +204,14 @@ def test_abandon_drops_uncounted_refs_and_turns_pending_letters_into_deletions(
 
 def test_finish_delivery_says_how_many_letters_it_finished(index: MailIndex) -> None:
     a = index.add_user("a@example.org", "h")
-    ids = index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Inbox", refs(3))] * 3)
+    ids = index.begin_delivery(b"s", meta(), [NewStoredLetter(a.id, "Inbox", refs(3))] * 3)
     assert index.finish_delivery(ids) == 3
     assert index.finish_delivery(ids) == 0
 
 
 def test_ref_states(index: MailIndex) -> None:
     a = index.add_user("a@example.org", "h")
-    (cut,) = index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Inbox", refs(3))])
+    (cut,) = index.begin_delivery(b"s", meta(), [NewStoredLetter(a.id, "Inbox", refs(3))])
     done = deliver(index, a.id, "x", 6, 7)
     assert index.ref_states([(cut, 0), (done, 1), (done, 5), (999, 0)]) == {
         (cut, 0): LetterState.PENDING,
@@ -213,7 +225,7 @@ def test_ref_states(index: MailIndex) -> None:
 def test_a_delivery_into_a_missing_folder_writes_nothing(index: MailIndex) -> None:
     a = index.add_user("a@example.org", "h")
     with pytest.raises(FolderNotFound):
-        index.begin_delivery(b"s", meta(), [NewLetter(a.id, "Nope", ())])
+        index.begin_delivery(b"s", meta(), [NewStoredLetter(a.id, "Nope", ())])
     assert index.stats().skeleton_bytes == 0  # nothing half-written
     assert index.pending() == []
 

@@ -46,10 +46,15 @@ class Server:
 
 
 def start_server(
-    data: Path, log: Path, *, smtp_port: int | None = None, lmtp_port: int | None = None
+    data: Path,
+    log: Path,
+    *,
+    smtp_port: int | None = None,
+    lmtp_port: int | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Server:
     """``pochta serve`` with HTTP, SMTP and LMTP on free loopback ports (or the ports given:
-    a restart keeps its ports)."""
+    a restart keeps its ports); ``settings``: more POCHTA_* environment variables."""
     port = free_port()
     smtp_port = smtp_port or free_port()
     lmtp_port = lmtp_port or free_port()
@@ -60,6 +65,7 @@ def start_server(
         "POCHTA_SMTP__PORT": str(smtp_port),
         "POCHTA_SMTP__LMTP_PORT": str(lmtp_port),
         "POCHTA_SMTP__HOSTNAME": "mx.pochta.test",
+        **(settings or {}),
     }
     with log.open("ab") as sink:
         proc = subprocess.Popen(

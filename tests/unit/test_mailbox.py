@@ -24,9 +24,9 @@ from pochta.errors import (
     TooLarge,
 )
 from pochta.mailbox.importer import import_letters, sources, split_mbox
-from pochta.mailbox.service import SETTLE_BATCH, count_op, dec_op
+from pochta.mailbox.journal import SETTLE_BATCH, count_op, dec_op
 from pochta.mime.split import split
-from pochta.types import AttachmentRef, FileFlag, LetterMeta, NewLetter, Space, User
+from pochta.types import AttachmentRef, FileFlag, LetterMeta, NewStoredLetter, Space, User
 
 PASSWORD = "correct horse battery"
 
@@ -118,7 +118,7 @@ def assert_exact(p: Pochta) -> None:
     report = p.mailbox.fsck()
     assert report.ok, report
     assert (report.leaks, report.miscounted) == ([], [])
-    assert p.blobs.filedb.journal() == []
+    assert p.blobs.journal() == []
 
 
 def cut_delivery(
@@ -134,7 +134,7 @@ def cut_delivery(
     (letter_id,) = p.mailbox.index.begin_delivery(
         parts.skeleton,
         LetterMeta(len(raw), received, None, "", ""),
-        [NewLetter(u.id, "Inbox", tuple(refs))],
+        [NewStoredLetter(u.id, "Inbox", tuple(refs))],
     )
     for ref, done in zip(refs, counted, strict=True):
         if done:
@@ -149,7 +149,7 @@ def test_a_crash_mid_delivery_undoes_exactly_the_counts_made(pochta: Pochta) -> 
     kept = pochta.mailbox.deliver(raw, [u])
     refs = cut_delivery(pochta, u, raw, [True, False, True])
     assert [pochta.blobs.stat(r.key).counter for r in refs] == [2, 1, 2]
-    pochta.mailbox._settled.clear()  # the crash also lost what was to be forgotten
+    pochta.mailbox.journal._settled.clear()  # the crash also lost what was to be forgotten
     assert pochta.mailbox.recover() == 1
     pochta.mailbox.process_deletions()
     assert [pochta.blobs.stat(r.key).counter for r in refs] == [1, 1, 1]
@@ -231,17 +231,17 @@ def test_the_journal_is_forgotten_in_batches_and_swept_on_start(pochta: Pochta) 
     att = payload(11, 9_000)
     for i in range(5):
         pochta.mailbox.deliver(letter(subject=f"n{i}", attachments=[("a", att)]), rcpts)
-    assert len(pochta.blobs.filedb.journal()) == 15  # fewer than a batch: kept for a while
+    assert len(pochta.blobs.journal()) == 15  # fewer than a batch: kept for a while
     pochta.mailbox.process_deletions()  # the worker's tick forgets them
-    assert pochta.blobs.filedb.journal() == []
+    assert pochta.blobs.journal() == []
     for i in range(SETTLE_BATCH // 3 + 1):
         pochta.mailbox.deliver(letter(subject=f"m{i}", attachments=[("a", att)]), rcpts)
-    assert len(pochta.blobs.filedb.journal()) < SETTLE_BATCH
+    assert len(pochta.blobs.journal()) < SETTLE_BATCH
     foreign = b"another writer's op"
     pochta.blobs.inc(key_of(att), 5, foreign)
-    pochta.mailbox._settled.clear()  # a crash
+    pochta.mailbox.journal._settled.clear()  # a crash
     assert pochta.mailbox.recover() == 0
-    assert pochta.blobs.filedb.journal() == [foreign]  # not ours: left alone
+    assert pochta.blobs.journal() == [foreign]  # not ours: left alone
 
 
 def test_too_large_and_unknown_letters(pochta: Pochta) -> None:

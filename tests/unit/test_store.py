@@ -182,6 +182,28 @@ def test_inc_and_dec_through_the_store(rig: Rig) -> None:
     assert rig.store.dec(key, 345).counter == 1
 
 
+def test_the_journal_and_records_through_the_store(rig: Rig) -> None:
+    data, key = blob()
+    assert rig.store.record(key) is None
+    rig.store.upload(key, 3, chunked(data), op=b"op-1")
+    rig.store.inc(key, 4, b"op-2")
+    rig.store.inc(key, 4, b"op-2")  # a replay: journaled, so not counted again
+    record = rig.store.record(key)
+    assert record is not None and (record.counter, record.magic) == (2, 7)
+    assert rig.store.applied([b"op-1", b"op-2", b"op-3"]) == {b"op-1", b"op-2"}
+    assert rig.store.journal() == [b"op-1", b"op-2"]
+    assert rig.store.journal(after=b"op-1", limit=5) == [b"op-2"]
+    rig.store.forget_ops([b"op-1", b"unknown"])
+    assert rig.store.journal() == [b"op-2"]
+
+
+def test_pairs_and_their_flags_through_the_store(rig: Rig) -> None:
+    (pair,) = rig.store.pairs()
+    assert pair == rig.pairs[0]
+    changed = rig.store.set_flags(pair.id, PairFlag.READONLY)
+    assert changed.flags == PairFlag.READONLY and rig.store.pairs() == [changed]
+
+
 def test_a_key_that_does_not_match_the_content_leaves_nothing(rig: Rig) -> None:
     data, key = blob()
     _, wrong = blob(seed=1)

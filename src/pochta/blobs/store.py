@@ -17,7 +17,7 @@ import secrets
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,6 +237,14 @@ class BlobStore:
             fresh.append(Pair(pair.id, pair.disks, pair.flags, free))
         return fresh
 
+    def pairs(self) -> list[Pair]:
+        """Every registered pair, as the PairDB last recorded it (free space not re-measured)."""
+        return self.pairdb.list()
+
+    def set_flags(self, pair_id: int, flags: PairFlag) -> Pair:
+        """Replace a pair's flags (readonly / service / locked stop new files)."""
+        return self.pairdb.set_flags(pair_id, flags)
+
     def add_pair(self, a: DiskSpec, b: DiskSpec) -> Pair:
         """Register two disks as a pair after checking both take writes."""
         probe_pair = Pair(0, (a, b), PairFlag.NONE, (0, 0))
@@ -353,10 +361,27 @@ class BlobStore:
         return self.filedb.dec(key, magic, op)
 
     def stat(self, key: Key) -> FileRecord:
-        record = self.filedb.get(parse_key(key))
+        record = self.record(parse_key(key))
         if record is None:
             raise BlobNotFound(f"no record for {key}")
         return record
+
+    def record(self, key: Key) -> FileRecord | None:
+        """The live record, else the deleted (space1) one, else None."""
+        return self.filedb.get(key)
+
+    # -- the journal of operation ids (exactly-once counts; see ``FileDB``) ---------------
+    def applied(self, ops: Collection[Op]) -> set[Op]:
+        """Which of ``ops`` are journaled (the count or dec they name happened)."""
+        return self.filedb.applied(ops)
+
+    def forget_ops(self, ops: Collection[Op]) -> None:
+        """Drop journal entries (unknown ones are ignored)."""
+        self.filedb.forget_ops(ops)
+
+    def journal(self, after: Op = b"", limit: int = 1000) -> list[Op]:
+        """Journaled ops greater than ``after``, in ascending byte order, at most ``limit``."""
+        return self.filedb.journal(after=after, limit=limit)
 
     def open(
         self,

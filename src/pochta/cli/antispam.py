@@ -9,12 +9,12 @@ from typing import Annotated, Any
 import typer
 from rich.progress import Progress
 
-from pochta.antispam import training
-from pochta.antispam.model import shipped_dir
-from pochta.antispam.shingles import Envelope
+from pochta.antispam.model import legit, training
+from pochta.antispam.model.booster import shipped_dir
 from pochta.antispam.verdict import Verdict
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import InvalidInput
+from pochta.types import Envelope
 
 model_app = typer.Typer(
     help="The spam model: train it from the public corpus.", no_args_is_help=True
@@ -29,12 +29,20 @@ def scan(
         str | None, typer.Option("--mail-from", help="the envelope sender")
     ] = None,
     helo: Annotated[str | None, typer.Option(help="the client's HELO name")] = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain", help="also list the features that pushed the verdict most, in words"
+        ),
+    ] = False,
     data: DataOpt = None,
     config: ConfigOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Score a letter: verdict, probability, score, rule hits, phishing signs (with their
-    explanations), Authentication-Results. Nothing is stored or counted."""
+    explanations), Authentication-Results; with --explain, the five features that pushed the
+    verdict most (the model's SHAP values, or the rules' points when the rules decided).
+    Nothing is stored or counted."""
     if str(file) == "-":
         raw = sys.stdin.buffer.read()
     elif file.is_file():
@@ -45,6 +53,8 @@ def scan(
         envelope = Envelope(ip=ip, sender=mail_from) if ip or mail_from else None
         verdict = pochta.scanner.scan(raw, envelope, helo)
         payload = verdict.as_dict(pochta.scanner.authserv_id)
+        if explain:
+            payload["explanation"] = [r.as_dict() for r in pochta.scanner.explain(verdict)]
     emit(json_output, payload, lambda: _show(verdict, payload))
 
 
@@ -58,6 +68,13 @@ def _show(v: Verdict, payload: dict[str, Any]) -> None:
         out.print(f"  sign  {sign.symbol}: {sign.explanation_en}", markup=False)
         out.print(f"        {sign.explanation_ru}", markup=False)
     out.print(f"Authentication-Results: {payload['authentication_results']}", markup=False)
+    if "explanation" in payload:
+        out.print("why (largest pushes first):")
+        for r in payload["explanation"]:
+            unit = "pts" if r["unit"] == "points" else ""
+            line = f"  {r['push']:+6.2f}{unit} toward {r['toward']:4}  {r['en']}"
+            out.print(line, markup=False, soft_wrap=True)
+            out.print(f"  {'':>{14 + len(unit)}}  {r['ru']}", markup=False, soft_wrap=True)
 
 
 @model_app.command()
@@ -67,18 +84,31 @@ def train(
         Path | None, typer.Option(help="where model.cbm and model.json go (default: shipped)")
     ] = None,
     iterations: Annotated[int, typer.Option(min=10, help="CatBoost boosting rounds")] = 400,
+    generated: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="legitimate commercial letters pochta generates and adds to the training "
+            "ham (0: none)",
+        ),
+    ] = legit.COUNT,
+    seed: Annotated[int, typer.Option(help="CatBoost's random seed")] = training.SEED,
     json_output: JsonOpt = False,
 ) -> None:
-    """Train the model from the SpamAssassin corpus, groups easy-ham-1 and spam-1 only,
-    replayed in date order (downloads the corpus into the cache on first use)."""
+    """Train the model from the SpamAssassin corpus, groups easy-ham-1 and spam-1 only, and
+    the legitimate letters pochta generates (training data, never evaluation data), replayed
+    in date order (downloads the corpus into the cache on first use). Deterministic."""
     target = output or shipped_dir()
     if json_output or not sys.stderr.isatty():
-        model, info = training.train(iterations=iterations)
+        model, info = training.train(iterations=iterations, generated=generated, seed=seed)
     else:
         with Progress(transient=True) as bar:
-            task = bar.add_task("replaying easy-ham-1 + spam-1", total=3000)
+            task = bar.add_task("replaying easy-ham-1 + spam-1", total=3000 + generated)
             model, info = training.train(
-                iterations=iterations, progress=lambda n: bar.advance(task, n)
+                iterations=iterations,
+                generated=generated,
+                seed=seed,
+                progress=lambda n: bar.advance(task, n),
             )
     model.save(target)
     info = {**info, "saved_to": str(target)}

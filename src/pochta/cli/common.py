@@ -73,6 +73,9 @@ def settings(data: Path | None, config: Path | None, **overrides: Any) -> Settin
 
 @contextmanager
 def opened(data: Path | None, config: Path | None) -> Iterator[Pochta]:
+    """pochta's services for one command, closed after it. A command works in the
+    foreground: no background thread is started (``Pochta.start`` is for ``pochta serve``),
+    so buffered shingle counts are written at the close."""
     pochta = build(settings(data, config))
     try:
         yield pochta

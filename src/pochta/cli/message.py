@@ -12,7 +12,7 @@ import typer
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import UserNotFound
 from pochta.mailbox.service import Mailbox
-from pochta.types import Letter, User
+from pochta.types import StoredLetter, User
 
 app = typer.Typer(help="A user's letters: list, get, delete.", no_args_is_help=True)
 
@@ -26,7 +26,7 @@ def find_user(mailbox: Mailbox, email: str) -> User:
     return user
 
 
-def letter_dict(m: Letter) -> dict[str, Any]:
+def letter_dict(m: StoredLetter) -> dict[str, Any]:
     return {
         "id": m.id,
         "folder": m.folder,
@@ -101,7 +101,7 @@ def get(
     payload = {
         **letter_dict(letter),
         "to": list(summary.to),
-        "text": summary.text,
+        "text": summary.body_text,
         "attachments": [
             {"n": a.n, "filename": a.filename, "content_type": a.content_type, "size": a.size}
             for a in summary.attachments
@@ -116,7 +116,7 @@ def get(
         for a in summary.attachments:
             out.print(f"  [{a.n}] {a.filename or '-'} ({a.content_type}, {a.size} bytes)")
         out.print()
-        out.print(summary.text or "(no text part)", markup=False)
+        out.print(summary.body_text or "(no text part)", markup=False)
 
     emit(json_output, payload, human)
 

@@ -107,7 +107,7 @@ def set_flags(
             raise InvalidInput(f"unknown flag {name!r}: use readonly, service, locked or none")
         value |= FLAG_NAMES[name.lower()]
     with opened(data, config) as pochta:
-        pair = pochta.blobs.pairdb.set_flags(pair_id, value)
+        pair = pochta.blobs.set_flags(pair_id, value)
     emit(
         json_output,
         pair_dict(pair),

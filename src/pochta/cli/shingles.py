@@ -9,10 +9,13 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from pochta.antispam.shingler import Shingler, ShingleStats, windows_of
-from pochta.antispam.shingles import Envelope, Shingle, extract
+from pochta.antispam.shingles.extract import extract
+from pochta.antispam.shingles.registry import Shingle
+from pochta.antispam.shingles.shingler import Shingler, ShingleStats, windows_of
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import ConfigError, InvalidInput
+from pochta.mime.letter import parse
+from pochta.types import Envelope
 
 app = typer.Typer(help="Shingles of a letter and their counters.", no_args_is_help=True)
 
@@ -71,7 +74,7 @@ def show(
     json_output: JsonOpt = False,
 ) -> None:
     """Each shingle of a letter: type number, type name, normalized value, hash."""
-    shingles = extract(_read(file), _envelope(ip, sender, rcpt))
+    shingles = extract(parse(_read(file)), _envelope(ip, sender, rcpt))
 
     def human() -> None:
         table = Table(box=None, pad_edge=False)

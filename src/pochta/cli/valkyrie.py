@@ -52,8 +52,8 @@ def run(
 ) -> None:
     """Scrub disks: a pass resumes where the last one stopped. Without --once, runs passes
     forever (every pass_interval_seconds)."""
-    with opened(data, config) as pochta:
-        cfg = vk.ValkyrieConfig.from_settings(getattr(pochta.settings, "valkyrie", None))
+    with opened(data, config) as pochta:  # in the foreground: no background threads
+        valkyrie = pochta.valkyrie
         overrides: dict[str, float | None] = {}
         if budget is not None:
             overrides["budget_mb_per_s"] = budget if budget > 0 else None
@@ -61,20 +61,17 @@ def run(
             overrides["slave_delay_seconds"] = slave_delay
         if orphan_min_age is not None:
             overrides["orphan_min_age_seconds"] = orphan_min_age
-        cfg = dataclasses.replace(cfg, **overrides)  # type: ignore[arg-type]
-        valkyrie = vk.Valkyrie.open(pochta.blobs, pochta.settings.data_dir, cfg, locks=pochta.locks)
-        try:
-            targets = [valkyrie.find_disk(disk)] if disk is not None else valkyrie.disks()
-            reports: list[vk.PassReport] = []
-            while True:
-                reports = []
-                for pair, index in targets:
-                    reports.append(_one(valkyrie, pair, index, json_output))
-                if once:
-                    break
-                time.sleep(cfg.pass_interval_seconds)
-        finally:
-            valkyrie.close()
+        cfg = dataclasses.replace(valkyrie.config, **overrides)  # type: ignore[arg-type]
+        valkyrie.config = cfg
+        targets = [valkyrie.find_disk(disk)] if disk is not None else valkyrie.disks()
+        reports: list[vk.PassReport] = []
+        while True:
+            reports = []
+            for pair, index in targets:
+                reports.append(_one(valkyrie, pair, index, json_output))
+            if once:
+                break
+            time.sleep(cfg.pass_interval_seconds)
     rows = [r.as_dict() for r in reports]
     errors = sum(r.counts.errors for r in reports)
 

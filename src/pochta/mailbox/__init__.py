@@ -1,1 +1,2 @@
-"""The mailbox: index store, delivery, deletion, checks."""
+"""The mailbox: index store, and the rooms behind ``service.Mailbox`` (accounts, delivery,
+reading, deletion, journal, checks)."""

@@ -1,10 +1,88 @@
-"""The user store as the leaked-credential audit sees it (``pochta.types.Accounts``)."""
+"""Accounts: users, their passwords and sessions (``Users``), and the user store as the
+leaked-credential audit sees it (``IndexAccounts``, a ``pochta.types.Accounts``)."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import secrets
+import time
 from collections.abc import Collection
 
-from pochta.types import MailIndex
+from pochta.errors import InvalidCredentials, InvalidInput, ResetRequired
+from pochta.guard.logins import LoginGuard
+from pochta.guard.passwords import hash_password, verify_password
+from pochta.types import Clock, MailIndex, User
+
+MIN_PASSWORD = 8
+
+
+class Users:
+    """Adds users, sets and checks passwords, and opens, checks and ends sessions (a random
+    token; the index keeps only its SHA-256)."""
+
+    def __init__(
+        self,
+        index: MailIndex,
+        *,
+        session_ttl: float = 30 * 86400,
+        logins: LoginGuard | None = None,
+        clock: Clock = time.time,
+    ) -> None:
+        self.index = index
+        self.session_ttl = session_ttl
+        self.logins = logins
+        self._clock = clock
+
+    def add_user(self, email: str, password: str) -> User:
+        if len(password) < MIN_PASSWORD:
+            raise InvalidInput(f"a password needs at least {MIN_PASSWORD} characters")
+        return self.index.add_user(email, hash_password(password))
+
+    def set_password(self, email: str, password: str) -> None:
+        if len(password) < MIN_PASSWORD:
+            raise InvalidInput(f"a password needs at least {MIN_PASSWORD} characters")
+        user = self.index.user(email)
+        if user is None:
+            raise InvalidInput(f"no user {email}")
+        self.index.set_password(user.id, hash_password(password))
+
+    def check_password(self, email: str, password: str) -> User:
+        """The user whose password this is; the same InvalidCredentials for an unknown e-mail
+        and a wrong password (an unknown e-mail costs one hash too, so timing tells nothing)."""
+        user = self.index.user(email)
+        if user is None:
+            verify_password(_dummy_hash(), password)
+            raise InvalidCredentials("wrong e-mail or password")
+        if not verify_password(user.password_hash, password):
+            raise InvalidCredentials("wrong e-mail or password")
+        if user.reset_required:
+            raise ResetRequired(
+                "this password appeared in a leak and no longer works; set a new one"
+            )
+        return user
+
+    def login(self, email: str, password: str, ip: str = "local") -> tuple[User, str]:
+        """A session token; RateLimited when this IP or this account tried too often (the
+        attempt is charged before the password is looked at)."""
+        if self.logins is not None:
+            self.logins.check(ip, email)
+        user = self.check_password(email, password)
+        token = secrets.token_urlsafe(32)
+        self.index.add_session(_token_hash(token), user.id, self._clock() + self.session_ttl)
+        return user, token
+
+    def authenticate(self, token: str) -> int:
+        user_id = self.index.session_user(_token_hash(token), self._clock())
+        if user_id is None:
+            raise InvalidCredentials("the session token is not valid (log in again)")
+        return user_id
+
+    def logout(self, token: str) -> None:
+        self.index.drop_session(_token_hash(token))
+
+    def user(self, email: str) -> User | None:
+        return self.index.user(email)
 
 
 class IndexAccounts:
@@ -17,3 +95,12 @@ class IndexAccounts:
 
     def require_reset(self, emails: Collection[str]) -> int:
         return self.index.require_reset(emails)
+
+
+def _token_hash(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    return hash_password(secrets.token_urlsafe(16))

@@ -19,10 +19,10 @@ from pochta.types import (
     Clock,
     Folder,
     IndexStats,
-    Letter,
     LetterMeta,
     LetterState,
-    NewLetter,
+    NewStoredLetter,
+    StoredLetter,
     User,
 )
 
@@ -91,9 +91,9 @@ def _to_db(magic: int) -> int:
     return magic - 2**32 if magic >= 2**31 else magic
 
 
-def _letter(row: tuple[object, ...]) -> Letter:
+def _letter(row: tuple[object, ...]) -> StoredLetter:
     (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row
-    return Letter(
+    return StoredLetter(
         id=int(id_),  # type: ignore[call-overload]
         user_id=int(user_id),  # type: ignore[call-overload]
         folder=str(folder),
@@ -276,8 +276,15 @@ class SQLiteIndex:
 
     # -- delivery --------------------------------------------------------------------------
     def begin_delivery(
-        self, skeleton: bytes, meta: LetterMeta, letters: Sequence[NewLetter]
+        self,
+        skeleton: bytes,
+        meta: LetterMeta,
+        letters: Sequence[NewStoredLetter],
+        *,
+        delivered: bool = False,
     ) -> list[int]:
+        state = int(LetterState.DELIVERED if delivered else LetterState.PENDING)
+
         def op(conn: sqlite3.Connection) -> list[int]:
             cur = conn.execute(
                 "INSERT INTO skeletons (data, letters) VALUES (?, ?)", (skeleton, len(letters))
@@ -290,12 +297,13 @@ class SQLiteIndex:
                     """
                     INSERT INTO letters (user_id, folder_id, skeleton_id, state, size, received,
                                          date, sender, subject, verdict)
-                    VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     (
                         new.user_id,
                         folder_id,
                         skeleton_id,
+                        state,
                         meta.size,
                         meta.received,
                         meta.date,
@@ -385,7 +393,7 @@ class SQLiteIndex:
     # -- reading ---------------------------------------------------------------------------
     def letters(
         self, user_id: int, folder: str, limit: int, before: int | None = None
-    ) -> list[Letter]:
+    ) -> list[StoredLetter]:
         rows = self._db.query(
             "SELECT id FROM folders WHERE user_id = ? AND name = ?", (user_id, folder)
         )
@@ -398,7 +406,7 @@ class SQLiteIndex:
         )
         return [_letter(r) for r in rows]
 
-    def letter(self, user_id: int, letter_id: int) -> Letter | None:
+    def letter(self, user_id: int, letter_id: int) -> StoredLetter | None:
         rows = self._db.query(
             _LETTER + "WHERE l.id = ? AND l.user_id = ? AND l.state = 1", (letter_id, user_id)
         )
@@ -429,8 +437,8 @@ class SQLiteIndex:
         seen: bool | None = None,
         flagged: bool | None = None,
         folder: str | None = None,
-    ) -> Letter | None:
-        def op(conn: sqlite3.Connection) -> Letter | None:
+    ) -> StoredLetter | None:
+        def op(conn: sqlite3.Connection) -> StoredLetter | None:
             row = conn.execute(
                 "SELECT 1 FROM letters WHERE id = ? AND user_id = ? AND state = 1",
                 (letter_id, user_id),

@@ -1,4 +1,6 @@
-"""The Received trace header pochta prepends to every letter it accepts (RFC 5321 §4.4).
+"""The header fields pochta prepends to a letter it accepts.
+
+The Received trace header, on every letter (RFC 5321 §4.4):
 
     Received: from <helo> ([<client ip>])
     <TAB>by <hostname> (pochta) with <ESMTP|SMTP|LMTP|UTF8SMTP> id <id>
@@ -7,12 +9,19 @@
 ``for`` is given only for a single recipient (as Postfix does), so that one letter to many
 recipients stays one byte string and its skeleton is stored once. The header uses the letter's
 own line ending (CRLF from SMTP; LF from an imported file that uses LF).
+
+``X-Pochta-Spam`` and ``Authentication-Results``, on a letter scored at delivery: printable
+ASCII only, long values folded at spaces.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from email.utils import format_datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pochta.antispam.verdict import Verdict
 
 
 def _clean(text: str, limit: int = 255) -> str:
@@ -47,3 +56,24 @@ def received(
     else:
         parts[-1] += b"; " + date
     return sep.join(parts) + eol
+
+
+def verdict_headers(verdict: Verdict, authserv_id: str, eol: bytes = b"\r\n") -> bytes:
+    """The verdict's header fields, ``authserv_id`` naming this host in the results."""
+    ar = verdict.auth.header(authserv_id)
+    lines = [f"X-Pochta-Spam: {verdict.header()}", f"Authentication-Results: {ar}"]
+    return b"".join(_header_line(line, eol) for line in lines)
+
+
+def _header_line(text: str, eol: bytes) -> bytes:
+    """One header field as bytes: printable ASCII, long values folded at spaces."""
+    clean = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
+    words, lines, line = clean.split(" "), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > 76:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return (eol + b"\t").join(x.encode() for x in lines) + eol

@@ -6,24 +6,25 @@ import logging
 import threading
 
 from pochta.errors import PochtaError
-from pochta.mailbox.service import Mailbox
+from pochta.mailbox.deletion import Deletions
 
 log = logging.getLogger("pochta.mailbox")
 
 
 class DeletionWorker:
-    """Runs ``Mailbox.process_deletions`` when woken and every ``interval`` seconds (so that a
-    deletion left by a crash or a failed dec is retried)."""
+    """Runs ``Deletions.process`` when woken and every ``interval`` seconds (so that a
+    deletion left by a crash or a failed dec is retried). ``start`` first recovers what a
+    crash left (``Deletions.recover``); nothing runs before it."""
 
-    def __init__(self, mailbox: Mailbox, interval: float = 30.0) -> None:
-        self.mailbox = mailbox
+    def __init__(self, deletions: Deletions, interval: float = 30.0) -> None:
+        self.deletions = deletions
         self.interval = interval
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pochta-deletions", daemon=True)
 
     def start(self) -> None:
-        recovered = self.mailbox.recover()
+        recovered = self.deletions.recover()
         if recovered:
             log.info("%d delivery(ies) cut short by a crash will be undone", recovered)
         self._thread.start()
@@ -45,10 +46,10 @@ class DeletionWorker:
             if self._stop.is_set():
                 return
             try:
-                undone = self.mailbox.undo_stale()
+                undone = self.deletions.undo_stale()
                 if undone:
                     log.info("%d delivery(ies) cut short will be undone", undone)
-                done = self.mailbox.process_deletions()
+                done = self.deletions.process()
             except PochtaError as exc:
                 log.warning("deletions paused: %s", exc.message)
                 continue

@@ -11,9 +11,7 @@ from fastapi.responses import JSONResponse
 
 from pochta import __version__
 from pochta.app import Pochta, build, service_token
-from pochta.blobs.valkyrie import Valkyrie, ValkyrieConfig, ValkyrieRunner
 from pochta.config import Settings
-from pochta.mailbox.worker import DeletionWorker
 from pochta.server import blobs, errors, mailbox, scan, shingles, smtp
 
 
@@ -22,33 +20,19 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pochta = build(settings)
         app.state.pochta = pochta
-        app.state.service_token = service_token(settings)
-        deletions = DeletionWorker(pochta.mailbox)
-        app.state.deletions = deletions
-        valkyrie = Valkyrie.open(
-            pochta.blobs,
-            settings.data_dir.resolve(),
-            ValkyrieConfig.from_settings(settings.valkyrie),
-            locks=pochta.locks,
-        )
-        runner = ValkyrieRunner(valkyrie)
         listeners: list[asyncio.Server] = []
         try:
-            deletions.start()
-            if settings.valkyrie.enabled:
-                runner.start()
+            app.state.service_token = service_token(settings)
+            pochta.start()  # the deletion worker, Valkyrie, the shingle counters' flusher
             if settings.smtp.enabled:
-                listeners = await smtp.start(pochta.mailbox, settings.smtp)
+                listeners = await smtp.start(pochta.mailbox, pochta.intake, settings.smtp)
             yield
         finally:
             for server in listeners:
                 server.close()
             for server in listeners:
                 await server.wait_closed()
-            await asyncio.to_thread(deletions.stop)
-            await asyncio.to_thread(runner.stop)
-            valkyrie.close()
-            pochta.close()
+            await asyncio.to_thread(pochta.close)  # joins the threads; flushes the counters
 
     app = FastAPI(
         title="pochta",
@@ -65,7 +49,7 @@ def create_app(settings: Settings) -> FastAPI:
     @app.get("/healthz", tags=["service"], summary="Liveness and readiness")
     def healthz(request: Request) -> JSONResponse:
         pochta: Pochta = request.app.state.pochta
-        pairs = pochta.blobs.pairdb.list()
+        pairs = pochta.blobs.pairs()
         writable = sum(1 for p in pairs if p.flags.writable)
         status = "ok" if writable else "degraded"
         return JSONResponse(

@@ -10,11 +10,10 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
-from pochta.antispam import phishing
-from pochta.antispam.letter import Letter as ParsedLetter
+from pochta.antispam.signs import checks as phishing
 from pochta.errors import InvalidCredentials, InvalidInput
 from pochta.mailbox.service import Mailbox
-from pochta.types import Folder, Letter
+from pochta.types import Folder, StoredLetter
 
 _bearer = HTTPBearer(auto_error=False, description="a session token from POST /v1/session")
 
@@ -77,7 +76,7 @@ class MessageOut(BaseModel):
     verdict: str | None
 
     @classmethod
-    def of(cls, m: Letter) -> MessageOut:
+    def of(cls, m: StoredLetter) -> MessageOut:
         return cls(
             id=m.id,
             folder=m.folder,
@@ -187,11 +186,11 @@ def message(
     user: UserId,
     peek: Annotated[bool, Query(description="do not mark the letter seen")] = False,
 ) -> MessageDetailOut:
-    letter, summary = box.message(user, message_id)
+    letter, parsed = box.message(user, message_id)
     if not peek and not letter.seen:
         letter = box.update(user, message_id, seen=True)
     base: dict[str, Any] = MessageOut.of(letter).model_dump()
-    signs = phishing.check(ParsedLetter(summary))
+    signs = phishing.check(parsed)
     return MessageDetailOut(
         **base,
         warnings=[
@@ -203,14 +202,14 @@ def message(
             )
             for sign in signs
         ],
-        to=list(summary.to),
-        cc=list(summary.cc),
-        message_id=summary.message_id,
-        text=summary.text,
-        html=summary.html,
+        to=list(parsed.to),
+        cc=list(parsed.cc),
+        message_id=parsed.message_id,
+        text=parsed.body_text,
+        html=parsed.body_html,
         attachments=[
             AttachmentOut(n=a.n, filename=a.filename, content_type=a.content_type, size=a.size)
-            for a in summary.attachments
+            for a in parsed.attachments
         ],
     )
 
@@ -255,5 +254,5 @@ def patch(message_id: int, body: PatchIn, box: Box, user: UserId) -> MessageOut:
 )
 def delete(request: Request, message_id: int, box: Box, user: UserId) -> Response:
     box.delete(user, message_id)
-    request.app.state.deletions.wake()
+    request.app.state.pochta.deletions.wake()
     return Response(status_code=204)

@@ -1,15 +1,17 @@
-"""``POST /v1/scan``: a raw letter in, its verdict out (nothing stored, nothing counted)."""
+"""``POST /v1/scan``: a raw letter in, its verdict out (nothing stored, nothing counted);
+``?explain=1`` adds what pushed the verdict most, in words."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from pochta.antispam.shingles import Envelope
 from pochta.errors import InvalidInput, TooLarge
 from pochta.server.auth import require_service
+from pochta.types import Envelope
 
 router = APIRouter(prefix="/v1", tags=["antispam"], dependencies=[Depends(require_service)])
 
@@ -26,7 +28,14 @@ async def scan(
     ip: Annotated[str | None, Query(description="the sending client's IP")] = None,
     mail_from: Annotated[str | None, Query(description="the envelope sender")] = None,
     helo: Annotated[str | None, Query(description="the client's HELO name")] = None,
-) -> dict[str, Any]:
+    explain: Annotated[
+        bool,
+        Query(
+            description="also list the five features that pushed the verdict most, in English "
+            "and Russian (the model's SHAP values; the rules' points when the rules decided)"
+        ),
+    ] = False,
+) -> JSONResponse:
     pochta = request.app.state.pochta
     limit = pochta.settings.smtp.max_message_size
     body = bytearray()
@@ -37,6 +46,11 @@ async def scan(
     if not body:
         raise InvalidInput("send the letter as the request body")
     envelope = Envelope(ip=ip, sender=mail_from) if ip or mail_from else None
-    verdict = await run_in_threadpool(pochta.scanner.scan, bytes(body), envelope, helo)
+    analysis = await pochta.intake.analyze(bytes(body), envelope, helo)
+    verdict = await run_in_threadpool(pochta.scanner.decide, analysis)
     result: dict[str, Any] = verdict.as_dict(pochta.scanner.authserv_id)
-    return result
+    if explain:
+        reasons = await run_in_threadpool(pochta.scanner.explain, verdict)
+        result["explanation"] = [r.as_dict() for r in reasons]
+    # the verdict is plain JSON already: no re-encoding by the framework
+    return JSONResponse(result)

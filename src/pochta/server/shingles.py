@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
-from pochta.antispam.counters import Ref
-from pochta.antispam.counters.buckets import DEFAULT_WINDOWS, KINDS, Counts
-from pochta.antispam.shingler import Shingler
-from pochta.antispam.shingles import PAIRED, type_name
+from pochta.antispam.shingles.counters import Ref
+from pochta.antispam.shingles.counters.buckets import DEFAULT_WINDOWS, KINDS, Counts
+from pochta.antispam.shingles.registry import PAIRED, type_name
+from pochta.antispam.shingles.shingler import Shingler
 from pochta.errors import InvalidInput
 from pochta.server.auth import require_service
 

@@ -1,16 +1,17 @@
 """SMTP and LMTP listeners (aiosmtpd): the edge only translates.
 
 RCPT: an unknown local recipient gets 550 at once. DATA: the letter (with a Received header
-prepended) is handed to ``Mailbox.deliver`` in a worker thread; 250 comes only after the
-delivery is durable. Over the size limit: 552 (aiosmtpd refuses it while reading). A storage
-failure is temporary (451: the client keeps the letter and retries); a letter pochta cannot
-accept is refused for good (554). LMTP answers once per accepted recipient.
+prepended) is parsed, analyzed and split in a worker process (``mailbox.intake``), then stored
+by ``Mailbox.deliver_prepared`` in a thread; 250 comes only after the delivery is durable.
+Over the size limit: 552 (aiosmtpd refuses it while reading). A storage failure, or workers
+too busy to take the letter, is temporary (451: the client keeps the letter and retries); a
+letter pochta cannot accept is refused for good (554). LMTP answers once per accepted
+recipient.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import secrets
 from datetime import UTC, datetime
@@ -19,19 +20,21 @@ from typing import Any
 from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
-from pochta.antispam.shingles import Envelope as MailEnvelope
 from pochta.config import SmtpSettings
 from pochta.errors import ConfigError, InvalidInput, PochtaError, StorageError, TooLarge
-from pochta.mailbox.service import Mailbox
+from pochta.mailbox.intake import Intake
+from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import line_ending, received
+from pochta.types import Envelope as MailEnvelope
 from pochta.types import User
 
 log = logging.getLogger("pochta.smtp")
 
 
 class DeliveryHandler:
-    def __init__(self, mailbox: Mailbox, hostname: str, lmtp: bool) -> None:
+    def __init__(self, mailbox: Mailbox, intake: Intake, hostname: str, lmtp: bool) -> None:
         self.mailbox = mailbox
+        self.intake = intake
         self.hostname = hostname
         self.lmtp = lmtp
 
@@ -96,11 +99,14 @@ class DeliveryHandler:
         if not users:
             return "554 5.1.1 no valid recipients"
         try:
-            done = await asyncio.to_thread(
-                functools.partial(
-                    self.mailbox.deliver, raw, users, envelope=envelope, helo=helo, scan=True
-                )
+            prepared = await self.intake.prepare(
+                raw,
+                envelope,
+                helo,
+                analyze=self.mailbox.scores,
+                shingles=self.mailbox.counts_shingles,
             )
+            done = await asyncio.to_thread(self.mailbox.deliver_prepared, prepared, users)
         except TooLarge as exc:
             return f"552 5.3.4 {exc.message}"
         except InvalidInput as exc:
@@ -120,9 +126,17 @@ class DeliveryHandler:
             done.size,
             len(users),
             ",".join(map(str, done.ids)),
-            done.verdict.label if done.verdict is not None else "-",
+            _verdict(done),
         )
         return f"250 2.0.0 OK queued as {queue_id}"
+
+
+def _verdict(done: Delivered) -> str:
+    """The verdict for the log: its label, and the analysis stages the budget cut if any."""
+    v = done.verdict
+    if v is None:
+        return "-"
+    return f"{v.label} (partial: {','.join(v.partial)})" if v.partial else v.label
 
 
 def protocol_factory(mailbox: Mailbox, settings: SmtpSettings, *, lmtp: bool) -> type[SMTP]:
@@ -135,7 +149,7 @@ def protocol_factory(mailbox: Mailbox, settings: SmtpSettings, *, lmtp: bool) ->
     )
 
 
-async def start(mailbox: Mailbox, settings: SmtpSettings) -> list[asyncio.Server]:
+async def start(mailbox: Mailbox, intake: Intake, settings: SmtpSettings) -> list[asyncio.Server]:
     """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them."""
     loop = asyncio.get_running_loop()
     hostname = settings.fqdn()
@@ -145,7 +159,7 @@ async def start(mailbox: Mailbox, settings: SmtpSettings) -> list[asyncio.Server
         listeners.append((settings.lmtp_port, True))
     for port, lmtp in listeners:
         cls = protocol_factory(mailbox, settings, lmtp=lmtp)
-        handler = DeliveryHandler(mailbox, hostname, lmtp)
+        handler = DeliveryHandler(mailbox, intake, hostname, lmtp)
 
         def factory(cls: type[SMTP] = cls, handler: DeliveryHandler = handler) -> SMTP:
             return cls(

@@ -1,0 +1,204 @@
+"""Delivery of one letter to N recipients (SPEC §1 "the letter's path", §3), each step once:
+
+0. prepare (:mod:`pochta.mailbox.prepare`, in a worker process on the SMTP path): parse the
+   letter once, analyze it for the verdict, take its shingles, split it into skeleton +
+   extracted attachments;
+1. decide the verdict (the counters, the rules, the model) and put its header lines in front
+   of the skeleton;
+2. write N letters PENDING with one shared skeleton, each reference with its own random magic;
+3. count every attachment once per letter in the blob store (upload the first time, inc after),
+   each count carrying its operation id (``journal.count_op``);
+4. mark the letters DELIVERED. Only then is the delivery acknowledged;
+5. count the shingles computed in 0 with the verdict. This never fails the delivery: the
+   letter is stored, and a 4xx now would make the sender deliver it twice.
+
+A failure in 3 undoes exactly the counts made (``Deletions.abandon``); a crash in 3 leaves
+PENDING letters for ``Deletions.recover``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from pochta.antispam.shingles.shingler import Shingler
+from pochta.antispam.verdict import Scanner, Verdict
+from pochta.blobs.keys import random_magic
+from pochta.blobs.store import BlobStore
+from pochta.errors import InvalidInput, StorageError, TooLarge
+from pochta.mailbox.deletion import Deletions
+from pochta.mailbox.journal import Journal, count_op
+from pochta.mailbox.prepare import Prepared, prepare
+from pochta.mailbox.trace import verdict_headers
+from pochta.mime.split import Extracted, Split, prefixed
+from pochta.types import (
+    AttachmentRef,
+    Clock,
+    Envelope,
+    LetterMeta,
+    MailIndex,
+    NewStoredLetter,
+    User,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    ids: list[int]
+    size: int  # bytes of the letter as delivered
+    stored: int  # bytes the delivery added physically (skeleton + attachments first stored)
+    attachments: int  # extracted parts
+    uploaded: int  # of which newly uploaded (the rest were deduplicated)
+    verdict: Verdict | None = None
+
+
+class Delivery:
+    """Stores letters; counts attachments on its own pool of threads (``close`` joins it)."""
+
+    def __init__(
+        self,
+        index: MailIndex,
+        blobs: BlobStore,
+        journal: Journal,
+        deletions: Deletions,
+        *,
+        inline_limit: int = 4096,
+        max_message_size: int = 50 << 20,
+        shingler: Shingler | None = None,
+        scanner: Scanner | None = None,
+        clock: Clock = time.time,
+    ) -> None:
+        self.index = index
+        self.blobs = blobs
+        self.journal = journal
+        self.deletions = deletions
+        self.inline_limit = inline_limit
+        self.max_message_size = max_message_size
+        self.shingler = shingler
+        self.scanner = scanner
+        self._clock = clock
+        # threads are made on the first submit, not here
+        self._counting = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pochta-count")
+
+    def close(self) -> None:
+        self._counting.shutdown(wait=True)
+
+    def deliver(
+        self,
+        raw: bytes,
+        recipients: Sequence[User],
+        *,
+        folder: str | None = None,
+        envelope: Envelope | None = None,
+        helo: str | None = None,
+        scan: bool = False,
+    ) -> Delivered:
+        """Store one letter for its recipients. With ``scan`` (the SMTP path) the letter is
+        scored first: it goes to Spam unless the verdict is ham, and gets ``X-Pochta-Spam``
+        and ``Authentication-Results`` headers; its shingles are counted with the verdict once
+        it is delivered. Without, it goes to ``folder`` (default Inbox) as it is (import)."""
+        self.check_size(len(raw))
+        prepared = prepare(
+            raw,
+            envelope,
+            helo,
+            inline_limit=self.inline_limit,
+            analyzer=self.scanner.analyzer if scan and self.scanner is not None else None,
+            shingles=scan and self.shingler is not None,
+        )
+        return self.deliver_prepared(prepared, recipients, folder=folder)
+
+    def check_size(self, size: int) -> None:
+        if size > self.max_message_size:
+            raise TooLarge(f"the letter has {size} bytes; the limit is {self.max_message_size}")
+
+    def deliver_prepared(
+        self, prepared: Prepared, recipients: Sequence[User], *, folder: str | None = None
+    ) -> Delivered:
+        """Steps 1 to 5, once the letter is prepared (in a worker, or by ``deliver``)."""
+        self.check_size(prepared.size)
+        unique = list({u.id: u for u in recipients}.values())
+        if not unique:
+            raise InvalidInput("a letter needs at least one recipient")
+        verdict = None
+        parts = prepared.split
+        if prepared.analysis is not None and self.scanner is not None:
+            verdict = self.scanner.decide(prepared.analysis)
+            head = verdict_headers(verdict, self.scanner.authserv_id, prepared.eol)
+            parts = prefixed(parts, head)
+            folder = folder or verdict.folder
+        folder = folder or "Inbox"
+        size = prepared.size + len(parts.skeleton) - len(prepared.split.skeleton)
+        meta = LetterMeta(size, self._clock(), prepared.date, prepared.sender, prepared.subject)
+        letters = [
+            NewStoredLetter(
+                user.id,
+                folder,
+                tuple(
+                    AttachmentRef(p.index, p.key, p.size, p.crc32, random_magic())
+                    for p in parts.parts
+                ),
+                verdict.label if verdict is not None else None,
+            )
+            for user in unique
+        ]
+        uploaded: set[str] = set()
+        if not parts.parts:  # nothing to count: one write, and the letter is delivered
+            ids = self.index.begin_delivery(parts.skeleton, meta, letters, delivered=True)
+        else:
+            ids = self.index.begin_delivery(parts.skeleton, meta, letters)
+            try:
+                uploaded = self._count(parts, letters, ids)
+            except BaseException:
+                self.deletions.abandon(ids)
+                raise
+            if self.index.finish_delivery(ids) < len(ids):
+                raise StorageError(
+                    "the delivery took longer than mailbox.pending_grace_seconds and was undone;"
+                    " try again"
+                )
+            self.journal.settled(
+                count_op(i, ref) for i, new in zip(ids, letters, strict=True) for ref in new.refs
+            )
+        if verdict is not None and self.scanner is not None:
+            self.scanner.learn(verdict)
+        elif self.shingler is not None and prepared.shingles:
+            self.shingler.count(list(prepared.shingles), "ham")
+        stored = len(parts.skeleton) + sum(p.size for p in parts.parts if p.key in uploaded)
+        return Delivered(ids, size, stored, len(parts.parts), len(uploaded), verdict)
+
+    def _count(self, parts: Split, letters: list[NewStoredLetter], ids: list[int]) -> set[str]:
+        """Count each attachment once per letter, in two concurrent rounds so that the
+        counts share the FileDB's group commits: first one count per distinct key (an
+        upload, or an inc when the key is live), then every other count (incs). Each count
+        carries its operation id; on a failure every count started has ended before this
+        raises, so the journal then says exactly which happened."""
+        firsts: dict[str, tuple[Extracted, int, AttachmentRef]] = {}
+        rest: list[tuple[int, AttachmentRef]] = []
+        for part in parts.parts:
+            for i, new in zip(ids, letters, strict=True):
+                ref = new.refs[part.index]
+                if part.key in firsts:
+                    rest.append((i, ref))
+                else:
+                    firsts[part.key] = (part, i, ref)
+
+        def first(part: Extracted, letter_id: int, ref: AttachmentRef) -> bool:
+            stored = self.blobs.upload(
+                part.key, ref.magic, [part.content], len(part.content), count_op(letter_id, ref)
+            )
+            return stored.uploaded
+
+        ones = {key: self._counting.submit(first, *args) for key, args in firsts.items()}
+        wait(ones.values())
+        uploaded = {key for key, future in ones.items() if future.result()}
+        incs = [
+            self._counting.submit(self.blobs.inc, ref.key, ref.magic, count_op(i, ref))
+            for i, ref in rest
+        ]
+        wait(incs)
+        for future in incs:
+            future.result()
+        return uploaded

@@ -1,0 +1,162 @@
+"""Letters coming in: parsed, analyzed and split off the event loop, in worker processes.
+
+The CPU-bound half of a delivery (:func:`pochta.mailbox.prepare.prepare`) and of a scan runs in
+the worker pool (:mod:`pochta.workers`): ``antispam.workers`` processes, one per core by default,
+each holding its own :class:`~pochta.antispam.verdict.Analyzer` built once by
+:func:`init_worker`. The server's event loop only awaits the result, so a letter that takes
+long to analyze delays no other client, and no letter is analyzed under the server's GIL.
+
+Two limits keep one letter from costing much: the analysis budget (``antispam.budget_seconds``:
+stages not started in time are skipped and the verdict says ``partial``) and the deadline
+(``antispam.deadline_seconds``): a worker still busy then is killed and replaced, and the
+letter is delivered unscored and unsplit, kept whole (``partial=timeout``), so a letter can
+never be refused or retried for being slow. A full queue (``WorkersUnavailable``) is the one
+refusal: the SMTP client is told to try again later (451).
+
+Letters of at most :data:`SMALL` bytes (most mail) are taken before bigger ones, so that a
+flood of big letters, each costing more to parse and split, cannot hold up everyone else's.
+
+With ``antispam.workers = 0`` the same work runs in a thread of the server (tests, a tiny
+install): simpler, but a slow letter then competes with the event loop for the GIL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from pochta.antispam.auth.resolver import DnsResolver
+from pochta.antispam.verdict import Analysis, Analyzer, unanalyzed
+from pochta.errors import WorkerDied, WorkerTimeout
+from pochta.mailbox.prepare import Prepared, prepare, unprepared
+from pochta.mime.letter import parse
+from pochta.types import Envelope
+from pochta.workers import WorkerPool
+
+log = logging.getLogger("pochta.intake")
+
+SMALL = 512 << 10  # bytes: a letter this small is taken by a worker before bigger ones
+
+
+def make_analyzer(dns: str, budget: float | None) -> Analyzer:
+    """The analysis half of the verdict, as each worker (or the server itself) builds it."""
+    return Analyzer(resolver=DnsResolver() if dns == "system" else None, budget=budget)
+
+
+# -- in a worker process -------------------------------------------------------------------
+_analyzer: Analyzer | None = None
+
+
+def init_worker(dns: str, budget: float | None) -> None:
+    """The pool's initializer: build this process's analyzer and load what it reads (the
+    protected organizations, the public suffix list) before the first letter."""
+    global _analyzer
+    _analyzer = make_analyzer(dns, budget)
+    _analyzer.analyze(parse(b"From: a@example.org\r\nSubject: warm\r\n\r\nhttp://example.org/\r\n"))
+
+
+def _worker_analyzer() -> Analyzer:
+    if _analyzer is None:  # a pool started without init_worker
+        raise RuntimeError("the worker process was not initialized")
+    return _analyzer
+
+
+def prepare_in_worker(
+    raw: bytes,
+    envelope: Envelope | None,
+    helo: str | None,
+    inline_limit: int,
+    analyze: bool,
+    shingles: bool,
+) -> Prepared:
+    analyzer = _worker_analyzer() if analyze else None
+    return prepare(
+        raw, envelope, helo, inline_limit=inline_limit, analyzer=analyzer, shingles=shingles
+    )
+
+
+def analyze_in_worker(raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
+    return _worker_analyzer().analyze(parse(raw), envelope, helo)
+
+
+# -- in the server -------------------------------------------------------------------------
+class Intake:
+    """Prepares and analyzes letters in ``pool`` (None: in a thread, with ``analyzer``)."""
+
+    def __init__(
+        self,
+        analyzer: Analyzer,
+        pool: WorkerPool | None,
+        *,
+        inline_limit: int,
+        deadline: float,
+    ) -> None:
+        self.analyzer = analyzer
+        self.pool = pool
+        self.inline_limit = inline_limit
+        self.deadline = deadline
+
+    def start(self) -> None:
+        if self.pool is not None:
+            self.pool.start()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+    async def prepare(
+        self,
+        raw: bytes,
+        envelope: Envelope | None,
+        helo: str | None,
+        *,
+        analyze: bool,
+        shingles: bool,
+    ) -> Prepared:
+        """The letter parsed, analyzed (``analyze``) or only shingled (``shingles``), split.
+        Past the deadline: kept whole and unscored. WorkersUnavailable when the queue is full."""
+        if self.pool is None:
+            analyzer = self.analyzer if analyze else None
+            return await asyncio.to_thread(
+                prepare,
+                raw,
+                envelope,
+                helo,
+                inline_limit=self.inline_limit,
+                analyzer=analyzer,
+                shingles=shingles,
+            )
+        try:
+            return await self.pool.arun(
+                prepare_in_worker,
+                raw,
+                envelope,
+                helo,
+                self.inline_limit,
+                analyze,
+                shingles,
+                deadline=self.deadline,
+                urgent=len(raw) <= SMALL,
+            )
+        except (WorkerTimeout, WorkerDied) as exc:
+            log.warning("a letter of %d bytes is stored unscored: %s", len(raw), exc.message)
+            return unprepared(raw, unanalyzed() if analyze else None)
+
+    async def analyze(self, raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
+        """The analysis alone (the scan API); past the deadline, an empty one (partial)."""
+        if self.pool is None:
+            return await asyncio.to_thread(
+                lambda: self.analyzer.analyze(parse(raw), envelope, helo)
+            )
+        try:
+            return await self.pool.arun(
+                analyze_in_worker,
+                raw,
+                envelope,
+                helo,
+                deadline=self.deadline,
+                urgent=len(raw) <= SMALL,
+            )
+        except (WorkerTimeout, WorkerDied) as exc:
+            log.warning("a letter of %d bytes is not analyzed: %s", len(raw), exc.message)
+            return unanalyzed()

@@ -1,0 +1,83 @@
+"""The CPU half of a delivery: parse the letter once, analyze it, split it. Pure; no I/O.
+
+``prepare`` is what a worker process runs for each letter received over SMTP/LMTP (see
+:mod:`pochta.antispam.worker`), and what an import or a test runs in its own process: the raw
+bytes are parsed once into a :class:`~pochta.mime.letter.Letter`, the verdict's analysis reads
+it (when an analyzer is given), the shingles are taken from it (the same ones the verdict saw,
+and later counted), and the split cuts the parts the parse planned. The result crosses the
+process boundary: it holds the skeleton and the extracted parts, not the letter.
+
+What is left for the server (:meth:`pochta.mailbox.service.Mailbox.deliver_prepared`): the
+decision (the counters, the rules, the model), the verdict's header lines put in front of the
+skeleton, storing, and counting.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pochta.antispam.shingles.extract import extract
+from pochta.antispam.shingles.registry import Shingle
+from pochta.antispam.verdict import Analysis, Analyzer
+from pochta.mailbox.trace import line_ending
+from pochta.mime.letter import parse
+from pochta.mime.split import Split, cut, whole
+from pochta.types import Envelope
+
+
+@dataclass(frozen=True)
+class Prepared:
+    size: int  # bytes of the letter as received
+    eol: bytes  # its line ending (for the header lines put in front of it)
+    split: Split = field(repr=False)
+    sender: str  # "Name <address>" of From, for the index
+    subject: str
+    date: float | None  # the Date field as a timestamp
+    analysis: Analysis | None = None  # None: the letter was not scored
+    shingles: tuple[Shingle, ...] = field(default=(), repr=False)  # to count after storing
+
+
+def prepare(
+    raw: bytes,
+    envelope: Envelope | None = None,
+    helo: str | None = None,
+    *,
+    inline_limit: int,
+    analyzer: Analyzer | None = None,
+    shingles: bool = False,
+) -> Prepared:
+    """Parse once; analyze (``analyzer``) or only take the shingles (``shingles``); split."""
+    started = time.monotonic()
+    letter = parse(raw, inline_limit=inline_limit)
+    analysis = None
+    found: tuple[Shingle, ...] = ()
+    if analyzer is not None:
+        analysis = analyzer.analyze(letter, envelope, helo, started=started)
+        found = analysis.shingles
+    elif shingles:
+        found = tuple(extract(letter, envelope))
+    return Prepared(
+        size=len(raw),
+        eol=line_ending(raw),
+        split=cut(raw, letter.planned),
+        sender=letter.sender[:500],
+        subject=letter.subject[:1000],
+        date=_timestamp(letter.date),
+        analysis=analysis,
+        shingles=found,
+    )
+
+
+def unprepared(raw: bytes, analysis: Analysis | None) -> Prepared:
+    """A letter no worker could prepare in time: kept whole, not parsed (parsing it is what
+    took too long), with whatever analysis stands in for the missing one."""
+    return Prepared(len(raw), line_ending(raw), whole(raw), "", "", None, analysis)
+
+
+def _timestamp(date: datetime | None) -> float | None:
+    try:
+        return date.timestamp() if date is not None else None
+    except (OverflowError, ValueError, OSError):
+        return None

@@ -1,0 +1,103 @@
+"""One client's costly letters do not hold up another's: letters are parsed and analyzed in
+worker processes (never under the server's GIL), small letters are taken before big ones, and
+a worker past its deadline is replaced while its letter is stored unscored."""
+
+from __future__ import annotations
+
+import smtplib
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.conftest import Server, start_server
+from tests.integration.test_smtp import add_users, raws
+from tests.mailtools import letter
+
+pytestmark = pytest.mark.integration
+
+COSTLY = 8
+
+
+def many_parts(n: int, tag: int) -> bytes:
+    """A letter of ``n`` tiny MIME parts: little to send, much to parse (past the scanner's
+    5,000 entities the rest is not read)."""
+    head = (
+        f"From: flood{tag}@example.net\r\nTo: alice@example.org\r\nSubject: parts {tag}\r\n"
+        f"Message-ID: <parts.{tag}@example.net>\r\nMIME-Version: 1.0\r\n"
+        'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
+    ).encode()
+    part = b"--b\r\nContent-Type: text/plain\r\n\r\nword 1 2 3 $4 5 \xd1\x80\xd1\x83\r\n"
+    return head + part * n + b"--b--\r\n"
+
+
+def send(port: int, raw: bytes, done: dict[str, float], name: str) -> None:
+    with smtplib.SMTP("127.0.0.1", port, timeout=120) as smtp:
+        smtp.sendmail("sender@example.net", ["alice@example.org"], raw)
+    done[name] = time.monotonic()
+
+
+def test_a_normal_letter_is_delivered_promptly_while_costly_ones_are_scored(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    srv: Server = start_server(
+        data, tmp_path / "serve.log", settings={"POCHTA_ANTISPAM__WORKERS": "2"}
+    )
+    try:
+        costly = [many_parts(14_000, i) for i in range(COSTLY)]
+        assert all(len(raw) > 512 << 10 for raw in costly)  # not "small": they wait behind
+        done: dict[str, float] = {}
+        threads = [
+            threading.Thread(target=send, args=(srv.smtp_port, raw, done, f"costly {i}"))
+            for i, raw in enumerate(costly)
+        ]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        time.sleep(0.5)  # the costly letters are in, the workers busy with them
+        health: list[float] = []
+        sent = time.monotonic()
+        normal = threading.Thread(
+            target=send,
+            args=(srv.smtp_port, letter(text="Hello Alice, lunch at noon?\n"), done, "normal"),
+        )
+        normal.start()
+        while normal.is_alive() or any(t.is_alive() for t in threads):
+            t0 = time.monotonic()
+            assert httpx.get(f"{srv.url}/healthz", timeout=10).status_code == 200
+            health.append(time.monotonic() - t0)
+            time.sleep(0.05)
+        normal_took = done["normal"] - sent
+        costly_done = sorted(done[f"costly {i}"] for i in range(COSTLY))
+        assert normal_took < 3.0, f"the normal letter took {normal_took:.2f} s"
+        # taken before the costly letters that were waiting (first in, first out would put
+        # it after all of them)
+        assert done["normal"] < costly_done[COSTLY // 2], [t - start for t in costly_done]
+        # the server answered all along (scoring in a thread of the server took 27 s)
+        assert max(health) < 3.0, f"/healthz took up to {max(health):.2f} s"
+        assert len(raws(srv, "alice@example.org")) == COSTLY + 1
+    finally:
+        srv.stop()
+
+
+def test_a_letter_past_the_deadline_is_stored_whole_and_unscored(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    settings = {"POCHTA_ANTISPAM__WORKERS": "1", "POCHTA_ANTISPAM__DEADLINE_SECONDS": "0.05"}
+    srv = start_server(data, tmp_path / "serve.log", settings=settings)
+    try:
+        raw = many_parts(30_000, 1)
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=60) as smtp:
+            smtp.sendmail("sender@example.net", ["alice@example.org"], raw)
+            smtp.sendmail("sender@example.net", ["alice@example.org"], letter(text="after it\n"))
+        stored = raws(srv, "alice@example.org")
+        assert len(stored) == 2
+        timed_out = [r for r in stored if b"partial=timeout" in r.split(b"\r\n\r\n")[0]]
+        assert len(timed_out) == 1 and timed_out[0].endswith(raw)
+        assert "stored unscored" in srv.log.read_text()
+    finally:
+        srv.stop()
