@@ -35,6 +35,7 @@ add a few hundred bytes). Each kind aims at one way a parser or a pattern can go
     html_nesting        "<div><div>..." then text then "</div></div>..."
     html_attributes     one <p> tag with thousands of attributes
     base64_junk         a base64 part of junk: characters outside the alphabet, "=" inside
+    gift_dashes         a gift card named, "send", then a run of "-" (a word and a gap at once)
 """
 
 from __future__ import annotations
@@ -194,6 +195,7 @@ KINDS: dict[str, Callable[[int], bytes]] = {
     "html_nesting": html_nesting,
     "html_attributes": html_attributes,
     "base64_junk": base64_junk,
+    "gift_dashes": _body("-", prefix="Buy a Steam gift card and send ", suffix=" the codes"),
 }
 
 
