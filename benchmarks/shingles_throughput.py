@@ -46,11 +46,11 @@ from _common import emit, machine, note, percentile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.servers
 
-from pochta.antispam.counters import CounterStore, Ref
-from pochta.antispam.counters.buckets import parse_window
-from pochta.antispam.counters.redis import RedisStore
-from pochta.antispam.counters.service import Counters
-from pochta.antispam.counters.sqlite import SQLiteStore
+from pochta.antispam.shingles.counters import CounterStore, Ref
+from pochta.antispam.shingles.counters.buckets import parse_window
+from pochta.antispam.shingles.counters.redis import RedisStore
+from pochta.antispam.shingles.counters.service import Counters
+from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 
 GOAL_UPDATES = 220_000
 GOAL_QUERY_LETTERS = 2_000
@@ -110,6 +110,7 @@ def writer(
         max_cells=2_000_000,
         wait_timeout=60.0,
     )
+    counters.start()  # the flusher, as in pochta serve (nothing to start when unbuffered)
     out.put("ready")
     go.wait()
     cpu = time.process_time()
@@ -159,6 +160,7 @@ def reader(
     batch = letters(workload, 20_000, seed=2)
     ws = [parse_window(w) for w in windows]
     counters = Counters(open_store(spec), flush_interval=1.0)
+    counters.start()
     out.put("ready")
     go.wait()
     cpu = time.process_time()
@@ -264,6 +266,7 @@ def redis_memory(spec: dict[str, Any], n: int) -> dict[str, Any]:
     for node in client.get_primaries():  # type: ignore[union-attr]
         client.get_redis_connection(node).flushall()  # type: ignore[union-attr]
     counters = Counters(store, flush_interval=0.2)
+    counters.start()
     rng = random.Random(3)
     refs = [Ref(14, rng.getrandbits(64)) for _ in range(n)]
     before = store.memory()
@@ -294,6 +297,7 @@ def sqlite_memory(where: Path, n: int) -> dict[str, Any]:
     path = where / "size.sqlite3"
     store = SQLiteStore(path, synchronous="normal")
     counters = Counters(store, flush_interval=0.2)
+    counters.start()
     rng = random.Random(3)
     refs = [Ref(14, rng.getrandbits(64)) for _ in range(n)]
 
