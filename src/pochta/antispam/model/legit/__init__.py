@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import datetime
 import random
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pochta.antispam.model.legit import compose, orgs, render
@@ -44,6 +45,12 @@ class Generated:
     kind: str  # newsletter, receipt, shipping, account, event, bill, government
     lang: str  # en, ru
     sender: str  # the From domain
+
+
+def families_of(names: Iterable[str]) -> dict[str, int]:
+    """How many letters of each family (kind) among generated letters' names
+    (``kind/lang/sender``)."""
+    return dict(sorted(Counter(n.split("/", 1)[0] for n in names).items()))
 
 
 def senders(rng: random.Random, count: int = SENDERS) -> list[orgs.Org]:
