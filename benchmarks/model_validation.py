@@ -50,9 +50,13 @@ def main() -> None:
             "benchmark": "model_validation",
             "machine": machine(Path.cwd()),
             "trained_on": list(training.TRAIN_GROUPS),
-            "generated": {"letters": args.generated, "seed": legit.SEED,
-                          "families": legit.families_of(
-                              s.name for s in samples if s.group == training.GENERATED)},
+            "generated": {
+                "letters": args.generated,
+                "seed": legit.SEED,
+                "families": legit.families_of(
+                    s.name for s in samples if s.group == training.GENERATED
+                ),
+            },
             "columns": len(columns),
             "iterations": args.iterations,
             "threshold": round(threshold, 4),

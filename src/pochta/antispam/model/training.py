@@ -333,14 +333,17 @@ def validate(
     fam = [family(g, n) for g, n in zip(data.groups, data.names, strict=True)]
     made = [oof[i] for i, f in enumerate(fam) if f is not None]
     counting = Counting()
+
+    def above(p: float) -> bool:
+        return p >= threshold
+
     out: dict[str, Any] = {
         "out_of_fold": {
             "ham_above_threshold": _share(ham, lambda p: p >= threshold),
             "spam_recall": _share(spam, lambda p: p >= threshold),
             "generated_above_threshold": _share(made, lambda p: p >= threshold),
             "generated_by_family": {
-                f: _share([oof[i] for i, x in enumerate(fam) if x == f],
-                          lambda p: p >= threshold)  # fmt: skip
+                f: _share([oof[i] for i, x in enumerate(fam) if x == f], above)
                 for f in sorted({x for x in fam if x is not None})
             },
             # what verdict.Counting would count (spam: P alone, an upper bound)
