@@ -501,7 +501,7 @@ PRESS: dict[str, Bank] = {
         ),
         "quote": ('"We are delighted with the result," said {person}, chief executive of {brand}.',
                   '"This is an important step for our customers," said {person}.'),
-        "about": "About {brand}: {brand} is a provider of {category} based in {city}.",
+        "about": ("About {brand}: {brand} is a provider of {category} based in {city}.",),
     },
     "ru": {
         "subject": ("{brand} объявляет: {what}", "Пресс-релиз: {brand} — {what}",
@@ -514,8 +514,8 @@ PRESS: dict[str, Bank] = {
                  "Соглашение объединяет две компании с общим вниманием к клиентам."),
         "quote": ("«Мы рады результату», — отметил {person}, генеральный директор {brand}.",
                   "«Это важный шаг для наших клиентов», — сказал {person}."),
-        "about": "О компании {brand}: {brand} — поставщик решений в области «{category}», "
-        "город {city}.",
+        "about": ("О компании {brand}: {brand} — поставщик решений в области «{category}», "
+                  "город {city}.",),
     },
 }  # fmt: skip
 
@@ -539,7 +539,7 @@ def press(w: Writer) -> Content:
     if rng.random() < 0.6:
         blocks.append(Block("para", _prose(w, 2, 5)))
     blocks.append(Block("para", _pick(w, PRESS, "quote", **more)))
-    blocks.append(Block("para", w.fill(PRESS[w.lang]["about"], **more)))
+    blocks.append(Block("para", w.fill(PRESS[w.lang]["about"][0], **more)))
     blocks.append(Block("link", w.page("press"), w.page("press")))
     contact = "Media contact" if w.lang == "en" else "Контакты для СМИ"
     blocks.append(Block("small", f"{contact}: {rng.choice(words.FIRST_NAMES[w.lang])} "
