@@ -29,7 +29,14 @@ authentication results into features of the same form; the shingle statistics
     links.per_kchar               links per 1000 characters of visible text
     attachments.count / .bytes    attachments and their decoded size
     headers.count / .received     header fields / Received fields
-    headers.has_message_id, has_date, has_list_unsubscribe, has_in_reply_to   0 or 1
+    headers.has_message_id, has_date, has_list_unsubscribe, has_list_id, has_in_reply_to
+                                  0 or 1
+    headers.message_id_aligned    1 when the Message-ID's domain is on the From address's
+                                  registrable domain (the sender's own mail system wrote it)
+    headers.return_path_aligned   1 when the envelope sender (else the Return-Path field) is
+                                  on the From address's registrable domain
+    links.own_share               links on the From address's registrable domain / links (0
+                                  when there are no links)
     recipients.count              To + Cc addresses
     sender.protected              the From domain belongs to a protected organization (not
                                   one of its public mail domains such as gmail.com)
@@ -48,7 +55,9 @@ from pochta.antispam.signs.protected import Protected
 from pochta.antispam.signs.protected import default as default_protected
 from pochta.antispam.signs.protected import shorteners as default_shorteners
 from pochta.antispam.signs.registry import SYMBOLS, Sign
+from pochta.mime import normalize
 from pochta.mime.letter import Letter
+from pochta.types import Envelope
 
 FEATURES: tuple[str, ...] = (
     "text.chars", "html.chars", "html.share", "html.only", "html.images", "html.forms",
@@ -58,10 +67,11 @@ FEATURES: tuple[str, ...] = (
     "subject.chars", "subject.letters", "subject.upper_ratio", "subject.exclamations",
     "subject.reply",
     "links.count", "links.distinct_domains", "links.ip", "links.shortener", "links.https_share",
-    "links.per_kchar",
+    "links.per_kchar", "links.own_share",
     "attachments.count", "attachments.bytes",
     "headers.count", "headers.received", "headers.has_message_id", "headers.has_date",
-    "headers.has_list_unsubscribe", "headers.has_in_reply_to",
+    "headers.has_list_unsubscribe", "headers.has_list_id", "headers.has_in_reply_to",
+    "headers.message_id_aligned", "headers.return_path_aligned",
     "recipients.count",
     "sender.protected", "sender.freemail", "sender.display_name_chars",
 )  # fmt: skip
@@ -135,12 +145,30 @@ def _language(letters: int, cyr: int, lat: int) -> str:
     return "other"
 
 
+def _domain_of(address: str | None) -> str | None:
+    """The registrable domain of an address (``<a@b.example.com>`` -> ``example.com``)."""
+    if not address:
+        return None
+    host = normalize.address_domain(address.strip().strip("<>"))
+    return normalize.registrable(host) if host else None
+
+
+def _message_id_domain(message_id: str | None) -> str | None:
+    if not message_id or "@" not in message_id:
+        return None
+    host = message_id.strip().strip("<>").rpartition("@")[2].strip()
+    return normalize.registrable(host) if host else None
+
+
 def extract(
     letter: Letter,
     *,
     protected: Protected | None = None,
     shorteners: frozenset[str] | None = None,
+    envelope: Envelope | None = None,
 ) -> dict[str, float]:
+    """``envelope``: what the SMTP session said (its sender is the Return-Path); without it,
+    the letter's own Return-Path field."""
     prot = protected if protected is not None else default_protected()
     short = shorteners if shorteners is not None else default_shorteners()
     s = letter
@@ -189,6 +217,9 @@ def extract(
     f["links.https_share"] = _ratio(sum(link.url.startswith("https:") for link in links),
                                     len(links))
     f["links.per_kchar"] = _ratio(1000.0 * len(links), max(len(visible), 1))
+    own = normalize.registrable(letter.from_domain) if letter.from_domain else None
+    if own:
+        f["links.own_share"] = _ratio(sum(link.registrable == own for link in links), len(links))
 
     f["attachments.count"] = float(len(s.attachments))
     f["attachments.bytes"] = float(sum(a.size for a in s.attachments))
@@ -199,7 +230,14 @@ def extract(
     f["headers.has_message_id"] = float("message-id" in names)
     f["headers.has_date"] = float("date" in names)
     f["headers.has_list_unsubscribe"] = float("list-unsubscribe" in names)
+    f["headers.has_list_id"] = float("list-id" in names)
     f["headers.has_in_reply_to"] = float("in-reply-to" in names or "references" in names)
+    if own:
+        f["headers.message_id_aligned"] = float(_message_id_domain(s.message_id) == own)
+        bounce = envelope.sender if envelope is not None and envelope.sender else None
+        if bounce is None:
+            bounce = s.header("return-path")
+        f["headers.return_path_aligned"] = float(_domain_of(bounce) == own)
     f["recipients.count"] = float(len(s.to_addresses) + len(s.cc_addresses))
 
     fd = letter.from_domain

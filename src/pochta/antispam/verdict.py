@@ -153,7 +153,9 @@ class Analyzer:
             skipped.append("features")
         else:
             f.update(
-                feats_mod.extract(letter, protected=self.protected, shorteners=self.shorteners)
+                feats_mod.extract(
+                    letter, protected=self.protected, shorteners=self.shorteners, envelope=envelope
+                )
             )
         lap("features")
         shingles: list[Shingle] = []

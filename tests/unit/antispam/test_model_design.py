@@ -32,7 +32,8 @@ def test_spam_lean_is_zero_when_nothing_is_known() -> None:
 def test_the_design_drops_and_constrains_what_it_says() -> None:
     columns = design.model_columns(model_columns())
     assert "html.share" not in columns and "subject.reply" not in columns
-    assert "headers.has_list_unsubscribe" not in columns and "rules.score" not in columns
+    assert "rules.score" not in columns and "phish.signs" not in columns
+    assert "sign.PHISH_RECEIVED_MISMATCH" not in columns
     assert not any(c.startswith("shingle.") and ".spam_lean_" not in c for c in columns)
     assert {f"shingle.{int(t)}.spam_lean_24h" for t in ShingleType} <= set(columns)
     mono = dict(zip(columns, design.monotone(columns), strict=True))
@@ -40,6 +41,8 @@ def test_the_design_drops_and_constrains_what_it_says() -> None:
     assert mono["rules.content_score"] == 1
     assert all(v == 1 for c, v in mono.items() if c.startswith("sign.PHISH_"))
     assert mono["headers.has_message_id"] == -1
+    assert mono["headers.has_list_unsubscribe"] == -1 and mono["headers.has_list_id"] == -1
+    assert mono["links.own_share"] == -1 and mono["headers.message_id_aligned"] == -1
     assert mono["text.words"] == 0
     assert design.defaults(columns)["shingle.8.spam_lean_1h"] == 0.0
     for name in model_columns():

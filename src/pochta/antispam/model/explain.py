@@ -199,6 +199,20 @@ PHRASES: dict[str, Phrase] = {
     "headers.has_list_unsubscribe": lambda v: (
         ("has List-Unsubscribe", "есть List-Unsubscribe") if v
         else ("no List-Unsubscribe", "нет List-Unsubscribe")),
+    "headers.has_list_id": lambda v: (
+        ("has List-Id (a mailing list)", "есть List-Id (список рассылки)") if v
+        else ("no List-Id", "нет List-Id")),
+    "headers.message_id_aligned": lambda v: (
+        ("the Message-ID is on the sender's own domain", "Message-ID — на домене отправителя")
+        if v else ("the Message-ID is not on the sender's domain",
+                   "Message-ID — не на домене отправителя")),
+    "headers.return_path_aligned": lambda v: (
+        ("the return address is on the sender's domain", "обратный адрес — на домене отправителя")
+        if v else ("the return address is on another domain",
+                   "обратный адрес — на другом домене")),
+    "links.own_share": lambda v: (
+        f"{_pct(v)} of links go to the sender's own site",
+        f"ссылок на сайт самого отправителя: {_pct(v)}"),
     "headers.has_in_reply_to": lambda v: (
         ("answers an earlier letter (In-Reply-To)", "ответ на письмо (In-Reply-To)") if v
         else ("answers no earlier letter", "не ответ на другое письмо")),

@@ -35,6 +35,12 @@ class Content:
     bulk: bool  # a mailing (List-Unsubscribe, Precedence) rather than a service message
     attachments: list[tuple[str, str, bytes]] = field(default_factory=list)  # name, type, data
     unsubscribe: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)  # more fields (list servers)
+    text_only: bool = False  # sent as plain text whatever the sender's layout
+    sender: str = ""  # the From address when it is not the organization's mailbox
+    sender_name: str = ""
+    bounce: str = ""  # the envelope sender when it is not the sender's ESP's (a list server)
+    to: str = ""  # the To field when it is not the recipient (a list, undisclosed recipients)
 
 
 @dataclass
@@ -139,7 +145,7 @@ class Writer:
         if org.site:
             return f"https://{org.site}/{path}"
         host = self.rng.choice((*org.links, "www", "")) if org.links else "www"
-        scheme = "https" if self.rng.random() < 0.85 else "http"
+        scheme = "https" if self.rng.random() < 0.85 and org.era != "2002" else "http"
         return f"{scheme}://{host + '.' if host else ''}{org.domain}/{path}"
 
     def link(self, path: str, tracked: float) -> str:
@@ -148,7 +154,7 @@ class Writer:
         url = self.page(path)
         esp = self.org.esp
         if not esp.click or self.org.site or self.rng.random() >= tracked:
-            if self.rng.random() < 0.5:
+            if self.rng.random() < 0.5 and self.org.era != "2002":
                 medium = self.rng.choice(("newsletter", "email", "trigger"))
                 url += f"?utm_source=email&utm_medium={medium}&utm_campaign={self.token(6)}"
             return url
@@ -228,7 +234,12 @@ def newsletter(w: Writer) -> Content:
         else:
             topic = rng.choice(words.TOPICS[w.lang])
             blocks.append(Block("heading", topic[0].upper() + topic[1:]))
-            blocks.append(Block("para", rng.choice(words.BLURBS[w.lang])))
+            n = rng.choice((1, 1, 2, 3))
+            blocks.append(Block("para", " ".join(rng.sample(words.BLURBS[w.lang], n))))
+            if rng.random() < 0.4:  # a longer piece: more of the story in the letter itself
+                from pochta.antispam.model.legit.more import _prose
+
+                blocks.append(Block("para", _prose(w, 2, 8)))
             blocks.append(
                 Block("link", w.say("read_more"), w.link(f"blog/{w.token(8).lower()}", 0.8))
             )

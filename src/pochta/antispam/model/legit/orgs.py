@@ -12,7 +12,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-KINDS = ("newsletter", "receipt", "shipping", "account", "event", "bill", "government")
+KINDS = (
+    "newsletter", "receipt", "shipping", "account", "event", "bill", "government",
+    # added with the mail of 2002 in mind (issue 16): promotions, digests, notices
+    "promo", "deal", "digest", "travel", "announce", "press", "list", "alert",
+)  # fmt: skip
+ERAS = ("2002", "today")
+"""A sender writes as senders did around 2002 (HTML 3 with FONT tags, http links, no DKIM,
+older list software and ESPs) or as they do today."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,23 @@ ESPS = (
         "https://t.{domain}/click/{id}/{token16}", (("X-Mailer-Campaign", "{id}"),)),
 )  # fmt: skip
 
+ESPS_2002 = (
+    Esp("own", "bounce-{id}@{domain}", "mail{n}.{domain}", "", "http://{domain}/cgi-bin/r?{id}"),
+    Esp("own-list", "{list}-admin@lists.{domain}", "lists.{domain}", "", "",
+        (("X-Mailer", "Lyris ListManager Web Interface"),)),
+    Esp("own-plain", "newsletter@{domain}", "smtp{n}.{domain}", "", "",
+        (("X-Mailer", "Microsoft Outlook Express 6.00.2600.0000"),)),
+    Esp("constantcontact", "{token8}@in.constantcontact.com", "ccm{n}.constantcontact.com",
+        "63.251.", "http://rs6.net/tn.jsp?t={token16}&r={id}&p={urlq}",
+        (("X-Mailer", "Roving Constant Contact 2002 (http://www.constantcontact.com)"),)),
+    Esp("exacttarget", "bounce-{id}_HTML-{id4}@bounce.{domain}", "mta{n}.exacttarget.com",
+        "207.67.", "http://click.exct.net/?qs={token}",
+        (("X-Mailer", "ExactTarget MTA"),)),
+    Esp("digital-impact", "{user}.{id}@bounce.{domain}", "smtp{n}.dimpact.net", "64.75.",
+        "http://{domain}.rd.digitalimpact.com/r/{id}/{token16}",
+        (("X-Mailer", "Digital Impact Mail Engine"),)),
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Org:
@@ -64,17 +88,24 @@ class Org:
     notice_from: str = ""  # government: the From address
     site: str = ""  # government / bank: the site its links go to
     extra: dict[str, str] = field(default_factory=dict)
+    era: str = "today"  # 2002 or today (ERAS)
 
 
 CATEGORY_KINDS = {
-    "shop": ("newsletter", "newsletter", "receipt", "shipping", "shipping", "account"),
-    "media": ("newsletter", "newsletter", "newsletter", "account", "event"),
-    "saas": ("account", "account", "newsletter", "bill", "event"),
-    "travel": ("receipt", "newsletter", "account", "event"),
-    "utility": ("bill", "bill", "account", "newsletter"),
-    "events": ("event", "event", "receipt", "newsletter"),
-    "education": ("newsletter", "event", "account", "receipt", "shipping"),
-    "bank": ("bill", "account", "newsletter"),
+    "shop": ("newsletter", "promo", "promo", "deal", "receipt", "shipping", "shipping",
+             "account"),
+    "media": ("newsletter", "newsletter", "digest", "digest", "press", "account", "event"),
+    "saas": ("account", "account", "newsletter", "bill", "event", "announce", "alert"),
+    "travel": ("receipt", "travel", "travel", "deal", "promo", "newsletter", "account"),
+    "utility": ("bill", "bill", "account", "newsletter", "alert"),
+    "events": ("event", "event", "receipt", "promo", "newsletter"),
+    "education": ("newsletter", "event", "account", "receipt", "shipping", "digest", "list"),
+    "bank": ("bill", "account", "newsletter", "alert"),
+    "retail": ("promo", "promo", "promo", "deal", "newsletter", "receipt", "shipping"),
+    "airline": ("travel", "travel", "travel", "deal", "promo", "account"),
+    "software": ("announce", "announce", "press", "newsletter", "alert", "account", "list"),
+    "community": ("list", "list", "list", "digest", "announce", "event"),
+    "hosting": ("alert", "alert", "alert", "bill", "account", "announce"),
 }
 
 _EN_FIRST = ("North", "Maple", "Pixel", "Harbor", "Copper", "Bluebird", "Bright", "Urban",
@@ -90,6 +121,11 @@ _EN_SECOND = {
     "events": ("Tickets", "Events", "Live", "Festival"),
     "education": ("Academy", "Learning", "School", "Courses"),
     "bank": ("Credit Union", "Savings", "Bank"),
+    "retail": ("Outlet", "Department Store", "Electronics", "Direct", "Warehouse", "Depot"),
+    "airline": ("Air", "Airways", "Airlines", "Jet"),
+    "software": ("Software", "Systems", "Technologies", "Labs", "Soft"),
+    "community": ("Users Group", "Project", "Foundation", "Society", "Network"),
+    "hosting": ("Hosting", "Net", "Servers", "Monitor", "DNS"),
 }
 _RU_FIRST = (("Эко", "eco"), ("Техно", "tehno"), ("Вело", "velo"), ("Зоо", "zoo"),
              ("Арт", "art"), ("Гео", "geo"), ("Мега", "mega"), ("Био", "bio"),
@@ -105,6 +141,12 @@ _RU_SECOND = {
     "events": (("билет", "bilet"), ("афиша", "afisha"), ("фест", "fest")),
     "education": (("школа", "shkola"), ("академия", "akademia"), ("курсы", "kursy")),
     "bank": (("банк", "bank"), ("кредит", "kredit")),
+    "retail": (("торг", "torg"), ("универмаг", "univermag"), ("электроника", "electronica"),
+               ("опт", "opt")),
+    "airline": (("авиа", "avia"), ("эйр", "air"), ("авиалинии", "avialinii")),
+    "software": (("софт", "soft"), ("системы", "systems"), ("технологии", "tech")),
+    "community": (("клуб", "club"), ("сообщество", "community"), ("форум", "forum")),
+    "hosting": (("хостинг", "hosting"), ("хост", "host"), ("дата", "data")),
 }
 _EN_TLDS = (".com", ".com", ".co", ".io", ".net", ".co.uk", ".org", ".shop", ".app")
 _RU_TLDS = (".ru", ".ru", ".ru", ".com", ".su", ".net", ".online")
@@ -140,6 +182,16 @@ def _pick_esp(rng: random.Random, lang: str) -> Esp:
     return rng.choices(names, [weights[e.name] for e in names])[0]
 
 
+def _pick_esp_2002(rng: random.Random, category: str) -> Esp:
+    if category in ("community", "software", "education"):
+        weights = (2, 4, 2, 1, 0, 0)
+    elif category in ("hosting",):
+        weights = (4, 0, 3, 0, 0, 0)
+    else:
+        weights = (4, 2, 2, 2, 2, 1)
+    return rng.choices(ESPS_2002, weights)[0]
+
+
 def invented(rng: random.Random, lang: str) -> Org:
     from pochta.antispam.model.legit.words import CITIES, STREETS
 
@@ -164,8 +216,13 @@ def invented(rng: random.Random, lang: str) -> Org:
         city=city, street=rng.choice(STREETS[lang]), n=rng.randrange(1, 120),
         m=rng.randrange(2, 40), brand=brand,
     )  # fmt: skip
-    esp = _pick_esp(rng, lang)
-    layout = rng.choices(("table", "div", "simple", "plain"), (5, 3, 2, 1))[0]
+    era = rng.choice(ERAS)
+    if era == "2002":
+        esp = _pick_esp_2002(rng, category)
+        layout = rng.choices(("legacy", "simple", "plain"), (5, 2, 2))[0]
+    else:
+        esp = _pick_esp(rng, lang)
+        layout = rng.choices(("table", "div", "simple", "plain"), (5, 3, 2, 1))[0]
     return Org(
         brand=brand,
         domain=domain,
@@ -179,6 +236,7 @@ def invented(rng: random.Random, lang: str) -> Org:
         layout=layout,
         links=tuple(rng.sample(("www", "shop", "help", "blog", "app", "account"), 2)),
         address=address,
+        era=era,
     )
 
 

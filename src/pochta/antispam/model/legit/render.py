@@ -1,5 +1,5 @@
-"""A generated letter's body as HTML (three layouts) and plain text, and the whole message with
-the header fields its sender's mail servers would write. Pure.
+"""A generated letter's body as HTML (four layouts, one of them of 2002) and plain text, and
+the whole message with the header fields its sender's mail servers would write. Pure.
 """
 
 from __future__ import annotations
@@ -72,9 +72,56 @@ def _block_html(b: Block, colour: str, rng: random.Random, style: str) -> str:
     raise ValueError(b.kind)
 
 
+def _block_legacy(b: Block, colour: str, rng: random.Random, font: str, domain: str) -> str:
+    """One block as HTML of around 2002: FONT tags, upper-case tag names, tables."""
+    f = f'<FONT FACE="{font}" SIZE="2">'
+    if b.kind == "heading":
+        size = rng.choice(("3", "4", "5"))
+        return f'<FONT FACE="{font}" SIZE="{size}" COLOR="{colour}"><B>{_e(b.text)}</B></FONT><BR>'
+    if b.kind == "para":
+        text = "<BR>".join(_e(line) for line in b.text.split("\n"))
+        return f"{f}{text}</FONT><BR><BR>"
+    if b.kind == "button":
+        if rng.random() < 0.5:
+            host = f"{rng.choice(('images', 'www', 'img'))}.{domain}"
+            img = f"http://{host}/btn_{rng.randrange(9)}.gif"
+            return (f'<A HREF="{_e(b.url)}"><IMG SRC="{img}" ALT="{_e(b.text)}" BORDER="0" '
+                    f'WIDTH="{rng.choice((90, 120, 150))}" HEIGHT="{rng.choice((20, 24, 30))}">'
+                    "</A><BR>")  # fmt: skip
+        return f'{f}<A HREF="{_e(b.url)}"><B>{_e(b.text)}</B></A></FONT><BR>'
+    if b.kind == "link":
+        return f'{f}<A HREF="{_e(b.url)}">{_e(b.text or b.url)}</A></FONT><BR>'
+    if b.kind in ("items", "summary"):
+        rows = "".join(
+            f"<TR><TD>{f}{_e(k)}</FONT></TD><TD ALIGN=\"RIGHT\">{f}{_e(v)}</FONT></TD></TR>"
+            for k, v in b.rows
+        )
+        return f'<TABLE WIDTH="100%" BORDER="0" CELLPADDING="2">{rows}</TABLE>'
+    if b.kind == "image":
+        return (f'<IMG SRC="{_e(b.url)}" ALT="{_e(b.text)}" WIDTH="{rng.choice((150, 300, 600))}" '
+                f'HEIGHT="{rng.choice((60, 100, 200))}" BORDER="0"><BR>')  # fmt: skip
+    if b.kind == "small":
+        return f'<FONT FACE="{font}" SIZE="1" COLOR="#666666">{_e(b.text)}</FONT><BR>'
+    raise ValueError(b.kind)
+
+
 def to_html(c: Content, org: Org, rng: random.Random, charset: str = "utf-8") -> str:
     colour = rng.choice(_COLOURS)
     font = rng.choice(_FONTS)
+    if org.layout == "legacy":
+        face = font.replace("'", "").split(",")[0]
+        spacer = f'<IMG SRC="http://www.{org.domain}/images/spacer.gif" WIDTH="1" HEIGHT="10">'
+        body = "\n".join(_block_legacy(b, colour, rng, face, org.domain) for b in c.blocks)
+        foot = "\n".join(_block_legacy(b, colour, rng, face, org.domain) for b in c.footer)
+        return (
+            f"<HTML>\n<HEAD>\n<TITLE>{_e(c.subject)}</TITLE>\n"
+            f'<META HTTP-EQUIV="Content-Type" CONTENT="text/html; charset={charset}">\n</HEAD>\n'
+            f'<BODY BGCOLOR="#FFFFFF" TEXT="#000000" LINK="{colour}">\n<CENTER>\n'
+            '<TABLE WIDTH="600" BORDER="0" CELLPADDING="0" CELLSPACING="0">\n'
+            f"<TR><TD>{spacer if rng.random() < 0.5 else ''}\n{body}\n</TD></TR>\n"
+            f'<TR><TD BGCOLOR="#EEEEEE">\n{foot}\n</TD></TR>\n</TABLE>\n</CENTER>\n'
+            "</BODY>\n</HTML>\n"
+        )
     style = org.layout if org.layout != "plain" else "simple"
     body = "\n".join(_block_html(b, colour, rng, style) for b in c.blocks)
     foot = "\n".join(_block_html(b, colour, rng, style) for b in c.footer)
@@ -134,9 +181,12 @@ def to_text(c: Content, rng: random.Random) -> str:
 
 
 def _charset(org: Org, rng: random.Random) -> str:
-    """utf-8, or for some Russian senders an older charset (when the text fits it)."""
-    if org.lang == "ru" and rng.random() < 0.25:
+    """utf-8, or for some senders an older charset (when the text fits it): in 2002 most."""
+    old = org.era == "2002"
+    if org.lang == "ru" and rng.random() < (0.8 if old else 0.25):
         return rng.choice(("koi8-r", "windows-1251"))
+    if org.lang == "en" and old and rng.random() < 0.8:
+        return rng.choice(("iso-8859-1", "us-ascii", "windows-1252"))
     return "utf-8"
 
 
@@ -205,8 +255,10 @@ def message(
     ident = rng.randrange(10_000, 9_999_999)
     user = to.email.replace("@", "=")
     fmt = {"domain": org.domain, "id": ident, "id4": ident % 10_000, "n": n, "user": user,
-           "token": w.token(22), "token16": w.token(16), "token8": w.token(8)}  # fmt: skip
-    bounce = esp.bounce.format(**fmt)
+           "token": w.token(22), "token16": w.token(16), "token8": w.token(8),
+           "list": rng.choice(("news", "announce", "offers", "members"))}  # fmt: skip
+    old = org.era == "2002"
+    bounce = c.bounce or esp.bounce.format(**fmt)
     host = esp.host.format(**fmt)
     ip = f"{org.ip}{rng.randrange(2, 250)}"
     rcpt_domain = to.email.partition("@")[2]
@@ -215,7 +267,8 @@ def message(
     h.append((
         "Received",
         f"from {host} ({host} [{ip}]) by mx{rng.randrange(1, 9)}.{rcpt_domain} with "
-        f"{rng.choice(('ESMTPS', 'ESMTP'))} id {w.token(12)} for <{to.email}>; "
+        f"{rng.choice(('SMTP', 'ESMTP') if old else ('ESMTPS', 'ESMTP'))} id {w.token(12)} "
+        f"for <{to.email}>; "
         f"{format_datetime(arrived)}",
     ))  # fmt: skip
     if rng.random() < 0.5:
@@ -225,7 +278,7 @@ def message(
             f"({rng.choice(('127.0.0.1', '10.0.3.12', '10.12.0.7'))}) by {host} "
             f"(Postfix) with ESMTP id {w.token(10)}; {format_datetime(when)}",
         ))  # fmt: skip
-    if rng.random() < (0.9 if org.category == "government" else 0.7):
+    if not old and rng.random() < (0.9 if org.category == "government" else 0.7):
         signature = " ".join(textwrap.wrap(_fake_b64(rng, 256), 64))
         h.append((
             "DKIM-Signature",
@@ -235,23 +288,38 @@ def message(
             f"bh={_fake_b64(rng, 32)}; b={signature}",
         ))  # fmt: skip
     display = org.brand if rng.random() < 0.95 else ""
-    h.append(("From", _address(display, f"{org.mailbox}@{org.domain}")))
-    h.append(("To", _address(to.full if rng.random() < 0.6 else "", to.email)))
+    if c.sender:
+        h.append(("From", _address(c.sender_name, c.sender)))
+    else:
+        h.append(("From", _address(display, f"{org.mailbox}@{org.domain}")))
+    if c.to:  # a list's own address, or none shown (a mailing sent with Bcc)
+        h.append(("To", c.to))
+    else:
+        h.append(("To", _address(to.full if rng.random() < 0.6 else "", to.email)))
     h.append(("Subject", _words(c.subject)))
     zone = datetime.timezone(datetime.timedelta(hours=rng.choice((-5, 0, 1, 3))))
     h.append(("Date", format_datetime(when.astimezone(zone))))
-    mid_domain = rng.choice((org.domain, host.split(".", 1)[-1], org.domain))
-    h.append(("Message-ID", f"<{w.token(20)}.{ident}@{mid_domain}>"))
+    if esp.name in ("own", "own-click", "own-list", "own-plain") or rng.random() < 0.4:
+        mid_domain = rng.choice((org.domain, host.split(".", 1)[-1], org.domain, host))
+    else:  # an ESP writes the Message-ID on its own domain
+        mid_domain = rng.choice((host, host.split(".", 1)[-1], host.split(".", 1)[-1]))
+    if old and rng.random() < 0.6:
+        stamp = when.strftime("%Y%m%d%H%M%S")
+        mid = rng.choice((f"<{stamp}.{ident}.qmail@{host}>", f"<{stamp}.{w.token(8)}@{mid_domain}>",
+                          f"<{ident:x}$0{n}@{host}>"))  # fmt: skip
+    else:
+        mid = f"<{w.token(20)}.{ident}@{mid_domain}>"
+    h.append(("Message-ID", mid))
     if rng.random() < 0.15:
         h.append(("Reply-To", f"support@{org.domain}"))
-    if c.bulk or rng.random() < 0.1:
-        if rng.random() < 0.85 or not c.bulk:
+    if (c.bulk or rng.random() < 0.1) and not any(n == "List-Unsubscribe" for n, _ in c.headers):
+        if rng.random() < (0.35 if old else 0.85) or not c.bulk:
             target = c.unsubscribe or f"https://{org.domain}/unsubscribe?u={w.token(10)}"
             mailto = f"<mailto:unsubscribe-{ident}@{org.domain}>"
             h.append(
                 ("List-Unsubscribe", rng.choice((f"<{target}>", f"{mailto}, <{target}>", mailto)))
             )
-            if rng.random() < 0.5:
+            if rng.random() < 0.5 and not old:
                 h.append(("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"))
         if c.bulk and rng.random() < 0.2:
             h.append(("List-Id", f"{_words(org.brand)} <news.{org.domain}>"))
@@ -260,11 +328,12 @@ def message(
     for name, value in esp.headers:
         if rng.random() < 0.8:
             h.append((name, value.format(**fmt)))
+    h.extend(c.headers)
     h.append(("MIME-Version", "1.0"))
     charset = _charset(org, rng)
     text = to_text(c, rng)
-    with_text = org.layout == "plain" or rng.random() < org.text_part
-    with_html = org.layout != "plain"
+    with_text = org.layout == "plain" or c.text_only or rng.random() < org.text_part
+    with_html = org.layout != "plain" and not c.text_only
     page = ""
     if with_html:
         page = to_html(c, org, rng, charset)
