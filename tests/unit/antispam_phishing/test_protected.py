@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pochta.antispam.signs import lookalike, protected
 from pochta.antispam.signs.protected import Protected
@@ -156,6 +158,27 @@ def test_shorteners_list() -> None:
     short = protected.shorteners()
     assert {"bit.ly", "clck.ru", "tinyurl.com", "goo.gl", "t.co"} <= short
     assert protected.parse_list(["# comment", " Bit.ly  # trailing", ""]) == frozenset({"bit.ly"})
+
+
+def _osa(a: str, b: str) -> int:
+    """Optimal-string-alignment distance, the textbook dynamic programme (the reference)."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))  # fmt: skip
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+LABELS = st.text(alphabet="abnkрсеo1l-", max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(a=LABELS, b=LABELS, limit=st.integers(0, 4))
+def test_distance_is_osa_capped_at_limit_plus_one(a: str, b: str, limit: int) -> None:
+    assert lookalike.distance(a, b, limit) == min(_osa(a, b), limit + 1)
 
 
 def test_lookalike_helpers() -> None:
