@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.mailtools import letter
+from tests.mailtools import letter, payload
 from typer.testing import CliRunner
 
 from pochta.app import Pochta, build
@@ -33,6 +33,13 @@ def test_the_shipped_model_is_loaded(pochta: Pochta) -> None:
     assert model is not None
     assert model.info["trained_on"] == ["easy-ham-1", "spam-1"]
     assert 0.5 <= model.threshold < 1
+
+
+def test_a_short_personal_letter_with_an_attachment_is_ham(pochta: Pochta) -> None:
+    # what the 2002 training corpus cannot show: ham with a real attachment, no list headers
+    for raw in (letter(), letter(attachments=[("report.pdf", payload(3, 50_000))])):
+        verdict = pochta.scanner.scan(raw, Envelope(ip="192.0.2.10", sender="a@example.net"))
+        assert verdict.label == "ham", pochta.scanner.explain(verdict)
 
 
 def test_scan_cli_explains_a_phishing_letter(tmp_path: Path) -> None:

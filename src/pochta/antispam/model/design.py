@@ -50,6 +50,19 @@ DROPPED: dict[str, str] = {
     "PHISH_FAKE_REPLY covers the suspicious case (a Re: with nothing behind it)",
     "headers.has_in_reply_to": "spam side degenerate: In-Reply-To/References in 50.6 % of "
     "ham, 0 % of spam (mailing-list threads); same reason as subject.reply",
+    "headers.has_list_unsubscribe": "63 % of easy-ham-1 (mailing lists), 8 % of spam-1: the "
+    "model learns its absence as spam, whatever the constraint says (a constraint toward ham "
+    "only orders 1 below 0). Put back with the broader generated letters, it pushed a plain "
+    "five-word letter between two people by +1.5 log-odds for 'no List-Unsubscribe' "
+    "(tests/mailtools.letter, scanned with --explain): personal mail has none",
+    "headers.has_list_id": "the same as headers.has_list_unsubscribe: 60 % of easy-ham-1, 14 % "
+    "of spam-1",
+    "attachments.bytes": "the ham side is degenerate: 3.2 % of easy-ham-1 has an attachment "
+    "(signatures, patches: 17 bytes on average), 1.6 % of spam-1 (8 letters, 889 bytes on "
+    "average); the model learned 'a 50 KB attachment = spam' (+2.5 log-odds on a "
+    "colleague's letter with a 50 KB file, which it filed as spam); dangerous attachments "
+    "have their phishing signs (monotone)",
+    "attachments.count": "see attachments.bytes",
     "headers.count": "counts the fields the corpus owner's own servers and the lists added "
     "(ham 25.1, spam 18.4 on average): the recipient's mail path, not the sender's letter",
     "headers.received": "the same: hops of the recipient's own path (ham 5.6, spam 4.7)",
@@ -129,11 +142,6 @@ MONOTONE: tuple[tuple[re.Pattern[str], int, str], ...] = (
      "or the envelope sender on the From address's registrable domain: the letter came from "
      "that domain's own mail system, as a legitimate sender's does (a forger rarely aligns "
      "all three)"),
-    (re.compile(r"^headers\.has_list_(unsubscribe|id)$"), -1, "List-Unsubscribe / List-Id: a "
-     "list or a sender that lets its readers leave; constrained toward ham so that the model "
-     "cannot learn it the other way from an artefact (it was dropped before: 63 % of the "
-     "2002 ham, 8 % of the spam, so its absence read as spam; the generated receipts, notices "
-     "and alerts without it now show the model legitimate mail that lacks it)"),
 )  # fmt: skip
 
 LOG: tuple[dict[str, str], ...] = (
@@ -203,6 +211,15 @@ LOG: tuple[dict[str, str], ...] = (
         "data": "benchmarks/generated_separation.py (easy-ham-1, spam-1, generated per family: "
         "no evaluation group) and benchmarks/model_validation.py: leave one generated family "
         "out, out of fold on easy-ham-1 + spam-1 (figures in the model's info)",
+    },    {
+        "decision": "(issue 16, after the first evaluation of the 1,800-letter model) "
+        "headers.has_list_unsubscribe, headers.has_list_id, attachments.count and "
+        "attachments.bytes dropped again",
+        "data": "not the evaluation: the project's own test letter of a person with a 50 KB "
+        "attachment (tests/mailtools.letter) was filed as spam at P 0.69, pushed by 'no "
+        "List-Unsubscribe' (+1.5) and 'attachments of 50000 bytes' (+2.5); the training "
+        "groups' figures for both are in DROPPED. The evaluation run before this decision is "
+        "reported in BENCHMARKS.md, and the next one is no longer blind",
     },
 )
 
