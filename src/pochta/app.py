@@ -24,6 +24,7 @@ from pochta.antispam.shingles.counters.redis import RedisStore
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 from pochta.antispam.shingles.shingler import Shingler
+from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.pairs import SQLitePairDB
@@ -197,14 +198,15 @@ def _scanner(settings: Settings, shingler: Shingler) -> Scanner:
         rules_=rules_,
         model=model_,
         counters=shingler.counters,
-        analyzer=analyzer(settings),
+        analyzer=analyzer(settings, model_.tokens if model_ is not None else None),
         authserv_id=a.authserv_id or settings.smtp.fqdn(),
     )
 
 
-def analyzer(settings: Settings) -> Analyzer:
-    """The analysis half of the verdict, as each worker process builds it."""
-    return make_analyzer(settings.antispam.dns, settings.antispam.budget_seconds)
+def analyzer(settings: Settings, tokens: TokenTable | None = None) -> Analyzer:
+    """The analysis half of the verdict, as each worker process builds it; ``tokens``: the
+    model's token table (the words' statistic the model reads)."""
+    return make_analyzer(settings.antispam.dns, settings.antispam.budget_seconds, tokens)
 
 
 def _intake(settings: Settings, analyzer: Analyzer) -> Intake:
@@ -217,7 +219,7 @@ def _intake(settings: Settings, analyzer: Analyzer) -> Intake:
         pool = WorkerPool(
             processes,
             initializer=init_worker,
-            initargs=(a.dns, a.budget_seconds),
+            initargs=(a.dns, a.budget_seconds, analyzer.tokens),
             max_pending=max(64, 8 * processes),
             name="pochta-letters",
         )

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pochta.antispam import features as feats_mod
+from pochta.antispam import tokens as tokens_mod
 from pochta.antispam.auth import results as auth_mod
 from pochta.antispam.auth.resolver import Resolver
 from pochta.antispam.model import explain as explaining
@@ -92,8 +93,10 @@ class Analyzer:
         protected: Protected | None = None,
         shorteners: frozenset[str] | None = None,
         budget: float | None = None,
+        tokens: tokens_mod.TokenTable | None = None,
     ) -> None:
         self.resolver = resolver
+        self.tokens = tokens
         self.protected = protected
         self.shorteners = shorteners
         self.budget = budget
@@ -157,6 +160,8 @@ class Analyzer:
                     letter, protected=self.protected, shorteners=self.shorteners, envelope=envelope
                 )
             )
+            if self.tokens is not None:
+                f[tokens_mod.FEATURE] = self.tokens.score(tokens_mod.tokenize(letter))
         lap("features")
         shingles: list[Shingle] = []
         if late():
@@ -323,7 +328,9 @@ class Scanner:
         self.rules = rules_ if rules_ is not None else rules.default()
         self.model = model
         self.counters = counters
-        self.analyzer = analyzer if analyzer is not None else Analyzer()
+        if analyzer is None:
+            analyzer = Analyzer(tokens=model.tokens if model is not None else None)
+        self.analyzer = analyzer
         self.authserv_id = authserv_id
         self.counting = counting if counting is not None else Counting()
         self._windows = [parse_window(w) for w in WINDOWS]
@@ -425,6 +432,7 @@ def model_columns() -> list[str]:
                 *(f"sign.{s}" for s in SYMBOLS),
                 "phish.signs",
                 *feats_mod.AUTH_FEATURES,
+                tokens_mod.FEATURE,
                 *SHINGLE_FEATURES,
                 *MODEL_EXTRA,
             ]

@@ -26,6 +26,7 @@ import asyncio
 import logging
 
 from pochta.antispam.auth.resolver import DnsResolver
+from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analysis, Analyzer, unanalyzed
 from pochta.errors import WorkerDied, WorkerTimeout
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
@@ -38,20 +39,22 @@ log = logging.getLogger("pochta.intake")
 SMALL = 512 << 10  # bytes: a letter this small is taken by a worker before bigger ones
 
 
-def make_analyzer(dns: str, budget: float | None) -> Analyzer:
+def make_analyzer(dns: str, budget: float | None, tokens: TokenTable | None = None) -> Analyzer:
     """The analysis half of the verdict, as each worker (or the server itself) builds it."""
-    return Analyzer(resolver=DnsResolver() if dns == "system" else None, budget=budget)
+    return Analyzer(
+        resolver=DnsResolver() if dns == "system" else None, budget=budget, tokens=tokens
+    )
 
 
 # -- in a worker process -------------------------------------------------------------------
 _analyzer: Analyzer | None = None
 
 
-def init_worker(dns: str, budget: float | None) -> None:
+def init_worker(dns: str, budget: float | None, tokens: TokenTable | None = None) -> None:
     """The pool's initializer: build this process's analyzer and load what it reads (the
     protected organizations, the public suffix list) before the first letter."""
     global _analyzer
-    _analyzer = make_analyzer(dns, budget)
+    _analyzer = make_analyzer(dns, budget, tokens)
     _analyzer.analyze(parse(b"From: a@example.org\r\nSubject: warm\r\n\r\nhttp://example.org/\r\n"))
 
 

@@ -27,6 +27,7 @@ from tests import crafted
 from tests.cputime import cpu
 
 from pochta.antispam import features
+from pochta.antispam.model import booster
 from pochta.antispam.signs import wording
 from pochta.antispam.verdict import Scanner
 from pochta.mime.letter import Letter, parse
@@ -47,9 +48,15 @@ CASES = sorted(
 )
 
 
+_SCANNER: list[Scanner] = []
+
+
 def score(raw: bytes) -> None:
-    """The public entry point, called in this one place (its signature will change)."""
-    Scanner().scan(raw)
+    """The public entry point with the shipped model (its token table included), called in
+    this one place."""
+    if not _SCANNER:
+        _SCANNER.append(Scanner(model=booster.load()))
+    _SCANNER[0].scan(raw)
 
 
 T = TypeVar("T")

@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pochta.antispam import tokens as tokens_mod
 from pochta.antispam.model import design
 from pochta.antispam.model.trees import Trees, from_catboost
 from pochta.errors import ConfigError
@@ -44,6 +45,7 @@ class Model:
     threshold: float = 0.5
     info: dict[str, Any] = field(default_factory=dict)
     defaults: dict[str, float] = field(default_factory=dict)  # a missing column's value
+    tokens: tokens_mod.TokenTable | None = None  # the words' table (tokens.json), if any
     _trees: Trees | None = field(default=None, repr=False)
 
     def row(self, features: Mapping[str, float]) -> list[float]:
@@ -66,8 +68,9 @@ class Model:
         letter itself says (exactly the content model's part of :func:`fit`)."""
         d = self.defaults
         return self.trees.probability(
-            [d[c] if c in d else float(features.get(c, math.nan)) for c in self.columns]
-        )
+            [d[c] if design.LEAN.match(c) else float(features.get(c, math.nan))
+             for c in self.columns]
+        )  # fmt: skip
 
     def probabilities(self, rows: Sequence[Mapping[str, float]]) -> list[float]:
         return [float(p[1]) for p in self.booster.predict_proba([self.row(r) for r in rows])]
@@ -77,7 +80,7 @@ class Model:
         log-odds toward spam (+) or ham (-), and the log-odds they start from; the two add up
         to the letter's log-odds.
 
-        The columns with a default (the counters' ``spam_lean``) are measured from that
+        The counters' columns (``spam_lean``) are measured from their
         default, "nothing known", where the counters model adds exactly 0: their SHAP values
         minus those of the same letter with its counters unknown. Plain SHAP would measure
         them from the average training letter, whose sender was usually known, and call
@@ -86,14 +89,17 @@ class Model:
         from catboost import Pool
 
         row = self.row(features)
-        unknown = [self.defaults.get(c, v) for c, v in zip(self.columns, row, strict=True)]
+        unknown = [
+            self.defaults.get(c, v) if design.LEAN.match(c) else v
+            for c, v in zip(self.columns, row, strict=True)
+        ]
         own, ref = self.booster.get_feature_importance(
             Pool([row, unknown]), type="ShapValues", thread_count=1
         )
         pushes = [float(v) for v in own[:-1]]
         start = float(own[-1])
         for i, column in enumerate(self.columns):
-            if column in self.defaults:
+            if design.LEAN.match(column):
                 pushes[i] -= float(ref[i])
                 start += float(ref[i])
         return pushes, start
@@ -108,6 +114,11 @@ class Model:
             "info": self.info,
         }
         (directory / "model.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False))
+        stale = directory / tokens_mod.FILE
+        if self.tokens is not None:
+            tokens_mod.save(self.tokens, directory)
+        elif stale.exists():
+            stale.unlink()
 
 
 def load(directory: Path | None = None) -> Model | None:
@@ -130,6 +141,7 @@ def load(directory: Path | None = None) -> Model | None:
         float(info["threshold"]),
         info.get("info", {}),
         {str(k): float(v) for k, v in info.get("defaults", {}).items()},
+        tokens_mod.load(directory),
     )
 
 

@@ -107,6 +107,21 @@ def _pct(v: float) -> str:
     return f"{100 * v:.0f} %"
 
 
+def _words(v: float) -> tuple[str, str]:
+    """``tokens.score``: whose words the letter uses (pochta.antispam.tokens)."""
+    if v >= 0.8:
+        return (f"its words are spam's words ({v:.2f})", f"слова письма — слова спама ({v:.2f})")
+    if v <= 0.2:
+        return (f"its words are legitimate mail's words ({v:.2f})",
+                f"слова письма — слова обычной почты ({v:.2f})")  # fmt: skip
+    if v > 0.5:
+        return (f"its words lean to spam's ({v:.2f})", f"слова письма ближе к спаму ({v:.2f})")
+    if v < 0.5:
+        return (f"its words lean to legitimate mail's ({v:.2f})",
+                f"слова письма ближе к обычной почте ({v:.2f})")  # fmt: skip
+    return ("its words say nothing either way", "слова письма ни о чём не говорят")
+
+
 PHRASES: dict[str, Phrase] = {
     "text.words": lambda v: (_of(v, "word", "words") + " of text", f"слов в тексте: {_n(v)}"),
     "text.letters": lambda v: (_of(v, "letter", "letters") + " of text", f"букв в тексте: {_n(v)}"),
@@ -213,6 +228,7 @@ PHRASES: dict[str, Phrase] = {
     "links.own_share": lambda v: (
         f"{_pct(v)} of links go to the sender's own site",
         f"ссылок на сайт самого отправителя: {_pct(v)}"),
+    "tokens.score": lambda v: _words(v),
     "headers.has_in_reply_to": lambda v: (
         ("answers an earlier letter (In-Reply-To)", "ответ на письмо (In-Reply-To)") if v
         else ("answers no earlier letter", "не ответ на другое письмо")),

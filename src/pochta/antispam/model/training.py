@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pochta import corpus
+from pochta.antispam import tokens as tokens_mod
 from pochta.antispam.model import design, legit
 from pochta.antispam.model.booster import Model, fit
 from pochta.antispam.rules import ruleset as rules
@@ -170,6 +171,7 @@ class Replay:
     times: list[float] = field(default_factory=list)
     predicted: list[str] = field(default_factory=list)
     probabilities: list[float | None] = field(default_factory=list)
+    tokens: list[frozenset[str]] = field(default_factory=list)  # tokens_mod.tokenize
     counted: dict[str, int] = field(default_factory=lambda: {"spam": 0, "ham": 0, "none": 0})
     cpu_seconds: float = 0.0
     seconds: float = 0.0
@@ -196,7 +198,8 @@ def replay(
         if users is not None and counters is not None:
             for at, refs, kind in users.due(t):
                 counters.update(refs, kind, at=at)
-        analysis = scanner.analyzer.analyze(parse(s.raw), s.envelope)
+        letter = parse(s.raw)
+        analysis = scanner.analyzer.analyze(letter, s.envelope)
         if learn_truth:
             f = scanner.statistics(analysis, now=t)
             hits = rules.evaluate(scanner.rules, f, list(analysis.signs), analysis.auth)
@@ -224,6 +227,7 @@ def replay(
         out.groups.append(s.group)
         out.names.append(s.name)
         out.times.append(t)
+        out.tokens.append(tokens_mod.tokenize(letter))
         if progress is not None:
             progress(1)
     out.seconds = time.perf_counter() - wall
@@ -254,6 +258,44 @@ def training_samples(
 
 
 FOLDS = 5
+TOKEN_FOLDS = 5
+TOKENS_FROM_GENERATED = False
+"""Whether the generated letters' words enter the token table (see :func:`token_rows`)."""
+
+
+def token_table(data: Replay, idx: Sequence[int]) -> tokens_mod.TokenTable:
+    """The token table of these letters; the generated ones left out unless
+    :data:`TOKENS_FROM_GENERATED` (their words come from pochta's own generator)."""
+    chosen = [i for i in idx if TOKENS_FROM_GENERATED or data.groups[i] != GENERATED]
+    return tokens_mod.learn([data.tokens[i] for i in chosen], [data.labels[i] for i in chosen])
+
+
+def token_rows(
+    data: Replay, train: Sequence[int], test: Sequence[int] = ()
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """The rows of ``train`` and ``test`` with ``tokens.score``. A test letter's score comes
+    from the table of all of ``train``; a training letter's from the table of the training
+    letters outside its run of dates (:data:`TOKEN_FOLDS` runs), so that the model learns
+    what the score is worth on a letter whose words the table has not counted (in-sample
+    scores are far surer than any new letter's)."""
+    scores: dict[int, float] = {}
+    order = sorted(train, key=lambda i: data.times[i])
+    runs = [order[len(order) * k // TOKEN_FOLDS: len(order) * (k + 1) // TOKEN_FOLDS]
+            for k in range(TOKEN_FOLDS)]  # fmt: skip
+    for run in runs:
+        inside = set(run)
+        table = token_table(data, [i for i in train if i not in inside])
+        for i in run:
+            scores[i] = table.score(data.tokens[i])
+    table = token_table(data, train)
+    for i in test:
+        scores[i] = table.score(data.tokens[i])
+
+    def rows(idx: Sequence[int]) -> list[dict[str, float]]:
+        return [{**data.rows[i], tokens_mod.FEATURE: scores[i]} for i in idx]
+
+    return rows(train), rows(test)
+
 
 
 def out_of_fold(
@@ -268,12 +310,12 @@ def out_of_fold(
     for k in range(folds):
         train_idx = [i for i, f in enumerate(fold) if f != k]
         test_idx = [i for i, f in enumerate(fold) if f == k]
+        train_rows, test_rows = token_rows(data, train_idx, test_idx)
         part = fit(
-            [data.rows[i] for i in train_idx], [data.labels[i] for i in train_idx], columns,
+            train_rows, [data.labels[i] for i in train_idx], columns,
             iterations=iterations, seed=seed,
         )  # fmt: skip
-        for i, p in zip(test_idx, part.probabilities([data.rows[i] for i in test_idx]),
-                        strict=True):  # fmt: skip
+        for i, p in zip(test_idx, part.probabilities(test_rows), strict=True):
             out[i] = p
     return out
 
@@ -296,16 +338,20 @@ def leave_one_family_out(
     fam = [family(g, n) for g, n in zip(data.groups, data.names, strict=True)]
     families = sorted({f for f in fam if f is not None})
     corpus_idx = [i for i, f in enumerate(fam) if f is None]
-    bare = fit([data.rows[i] for i in corpus_idx], [data.labels[i] for i in corpus_idx],
+    every_family = [i for i, f in enumerate(fam) if f is not None]
+    corpus_rows, made_rows = token_rows(data, corpus_idx, every_family)
+    bare = fit(corpus_rows, [data.labels[i] for i in corpus_idx],
                columns, iterations=iterations, seed=seed, counters=False)  # fmt: skip
+    bare_of = dict(zip(every_family, bare.probabilities(made_rows), strict=True))
     out: dict[str, dict[str, Any]] = {}
     for f in families:
         held = [i for i, x in enumerate(fam) if x == f]
         kept = [i for i, x in enumerate(fam) if x != f]
-        part = fit([data.rows[i] for i in kept], [data.labels[i] for i in kept], columns,
+        kept_rows, held_rows = token_rows(data, kept, held)
+        part = fit(kept_rows, [data.labels[i] for i in kept], columns,
                    iterations=iterations, seed=seed, counters=False)  # fmt: skip
-        probs = part.probabilities([data.rows[i] for i in held])
-        base = bare.probabilities([data.rows[i] for i in held])
+        probs = part.probabilities(held_rows)
+        base = [bare_of[i] for i in held]
         out[f] = {
             "letters": len(held),
             "above_threshold": round(sum(p >= threshold for p in probs) / len(held), 4),
@@ -404,8 +450,11 @@ def train(
         "seed": seed,
         "design": design.summary(),
     }
-    model = fit(data.rows, data.labels, columns, iterations=iterations, seed=seed,
+    everything = range(len(data.rows))
+    rows, _ = token_rows(data, everything)
+    model = fit(rows, data.labels, columns, iterations=iterations, seed=seed,
                 threshold=threshold)  # fmt: skip
+    model.tokens = token_table(data, everything)
     model.info = info
     return model, {**info, "threshold": threshold, "seconds": round(data.seconds, 1)}
 

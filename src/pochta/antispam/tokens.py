@@ -1,0 +1,167 @@
+"""The words a letter shares with spam and with legitimate mail: a token statistic. Pure.
+
+The content model reads the letter's shape (signs, links, capitals, authentication...), not
+its words; spam's vocabulary ("remove me", "mortgage", "$$$") is the one thing that shape does
+not show. This is the classic statistic for it, as SpamBayes computes it:
+
+- a letter's tokens are its distinct words (subject words marked ``s:``), lower-cased, cut
+  from the visible text at white space with punctuation stripped, 3 to 20 characters, at most
+  :data:`MAX_TOKENS` of them (the first ones): linear in the text, bounded;
+- a token's spam probability is Robinson's ``f(w) = (s·x + n·p) / (s + n)``, ``p`` the share of
+  its occurrences in spam with each class's count normalized by its number of letters, ``n``
+  the letters it was seen in, ``x = 0.5`` and strength ``s = 1`` (a token seen once is a weak
+  clue);
+- the letter's score combines the :data:`MAX_CLUES` tokens farthest from 0.5 (at least
+  :data:`MIN_DISTANCE` away) with Fisher's chi-square method: 0 all ham, 1 all spam, 0.5
+  nothing known or both at once (:func:`TokenTable.score`).
+
+The table is learned from the training letters only (:func:`learn`, called by
+``pochta model train``) and ships beside the model (``tokens.json``); the model reads the
+score as ``tokens.score``, monotone toward spam, 0.5 when the letter has no known word.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pochta.errors import ConfigError
+from pochta.mime.letter import Letter
+
+FILE = "tokens.json"
+FEATURE = "tokens.score"
+NEUTRAL = 0.5
+
+MIN_LEN, MAX_LEN = 3, 20
+MAX_TOKENS = 3000
+"""Distinct tokens read from one letter (subject first, then the text from its start)."""
+MAX_TEXT = 200_000
+"""Characters of visible text read (the same bound as the other content checks)."""
+STRIP = ".,;:!?()[]\"'<>*`{}|=+#~^"
+
+STRENGTH, PRIOR = 1.0, 0.5
+MIN_DISTANCE = 0.1
+MAX_CLUES = 150
+MIN_LETTERS = 2
+"""A token kept in the table was seen in at least this many training letters."""
+CLAMP = 0.01
+
+
+def tokenize(letter: Letter) -> frozenset[str]:
+    """The letter's distinct tokens (see the module's doc)."""
+    out: set[str] = set()
+    for word in letter.subject.lower().split():
+        word = word.strip(STRIP)
+        if MIN_LEN <= len(word) <= MAX_LEN:
+            out.add("s:" + word)
+    for word in letter.text[:MAX_TEXT].lower().split():
+        if len(out) >= MAX_TOKENS:
+            break
+        word = word.strip(STRIP)
+        if MIN_LEN <= len(word) <= MAX_LEN:
+            out.add(word)
+    return frozenset(out)
+
+
+def _chi2q(x2: float, freedom: int) -> float:
+    """P(chi-square with ``freedom`` (even) degrees of freedom >= ``x2``)."""
+    m = x2 / 2.0
+    total = term = math.exp(-m)
+    for i in range(1, freedom // 2):
+        term *= m / i
+        total += term
+    return min(total, 1.0)
+
+
+@dataclass(frozen=True)
+class TokenTable:
+    """Per token: the training letters it was seen in, spam and ham."""
+
+    counts: Mapping[str, tuple[int, int]]
+    spam_letters: int
+    ham_letters: int
+
+    def probability(self, token: str) -> float | None:
+        """Robinson's f(w); None for a token never seen."""
+        c = self.counts.get(token)
+        if c is None:
+            return None
+        s, h = c
+        ps, ph = s / max(self.spam_letters, 1), h / max(self.ham_letters, 1)
+        p = ps / (ps + ph) if ps + ph else PRIOR
+        n = s + h
+        return (STRENGTH * PRIOR + n * p) / (STRENGTH + n)
+
+    def clues(self, tokens: Iterable[str]) -> list[tuple[str, float]]:
+        """The tokens that count, farthest from 0.5 first."""
+        found = []
+        for t in tokens:
+            f = self.probability(t)
+            if f is not None and abs(f - 0.5) >= MIN_DISTANCE:
+                found.append((t, f))
+        found.sort(key=lambda tf: (-abs(tf[1] - 0.5), tf[0]))
+        return found[:MAX_CLUES]
+
+    def score(self, tokens: Iterable[str]) -> float:
+        """Fisher's combining of the clues: near 1 spam's words, near 0 ham's, 0.5 neither."""
+        clues = self.clues(tokens)
+        if not clues:
+            return NEUTRAL
+        ln_f = ln_1f = 0.0
+        for _, f in clues:
+            f = min(max(f, CLAMP), 1.0 - CLAMP)
+            ln_f += math.log(f)
+            ln_1f += math.log(1.0 - f)
+        n = 2 * len(clues)
+        spam = 1.0 - _chi2q(-2.0 * ln_1f, n)
+        ham = 1.0 - _chi2q(-2.0 * ln_f, n)
+        return (spam - ham + 1.0) / 2.0
+
+    def as_json(self) -> str:
+        return json.dumps(
+            {
+                "spam_letters": self.spam_letters,
+                "ham_letters": self.ham_letters,
+                "tokens": {t: list(c) for t, c in sorted(self.counts.items())},
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+
+
+def learn(tokens: Sequence[Iterable[str]], labels: Sequence[int]) -> TokenTable:
+    """The table of these letters (label 1: spam), tokens seen in fewer than
+    :data:`MIN_LETTERS` letters left out."""
+    spam: Counter[str] = Counter()
+    ham: Counter[str] = Counter()
+    for toks, label in zip(tokens, labels, strict=True):
+        (spam if label else ham).update(toks)
+    n_spam = sum(1 for y in labels if y)
+    counts = {
+        t: (spam[t], ham[t])
+        for t in spam.keys() | ham.keys()
+        if spam[t] + ham[t] >= MIN_LETTERS
+    }
+    return TokenTable(counts, n_spam, len(labels) - n_spam)
+
+
+def save(table: TokenTable, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / FILE).write_text(table.as_json() + "\n")
+
+
+def load(directory: Path) -> TokenTable | None:
+    """The table beside a model (None when the model has none)."""
+    path = directory / FILE
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+        counts = {str(t): (int(c[0]), int(c[1])) for t, c in raw["tokens"].items()}
+        return TokenTable(counts, int(raw["spam_letters"]), int(raw["ham_letters"]))
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ConfigError(f"cannot load the token table {path}: {exc}") from exc

@@ -1,0 +1,113 @@
+"""The token statistic (pochta.antispam.tokens): what it reads, how it scores, its file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.mailtools import letter
+
+from pochta.antispam import tokens
+from pochta.antispam.model import booster
+from pochta.antispam.verdict import Scanner
+from pochta.errors import ConfigError
+from pochta.mime.letter import parse
+
+
+def tokens_of(subject: str, text: str) -> frozenset[str]:
+    return tokens.tokenize(parse(letter(subject=subject, text=text)))
+
+
+def test_distinct_lower_cased_words_with_the_subject_marked() -> None:
+    got = tokens_of("FREE Money!", "Click HERE, click here... (now) a an x" + " word" * 50)
+    assert got == {"s:free", "s:money", "click", "here", "now", "word"}
+
+
+def test_words_longer_than_the_limit_are_left_out() -> None:
+    assert tokens_of("x", "a" * 21 + " " + "b" * 20) == {"b" * 20}
+
+
+def test_a_letter_gives_at_most_max_tokens() -> None:
+    text = " ".join(f"word{i}" for i in range(3 * tokens.MAX_TOKENS))
+    got = tokens_of("subject line", text)
+    assert len(got) == tokens.MAX_TOKENS
+    assert {"s:subject", "s:line", "word0"} <= got  # the subject and the start are read
+
+
+def table() -> tokens.TokenTable:
+    spam = [{"viagra", "free", "click"}, {"viagra", "mortgage", "click"}, {"free", "click"}]
+    ham = [{"patch", "kernel", "click"}, {"kernel", "build"}, {"patch", "build", "thanks"}]
+    return tokens.learn([*spam, *ham], [1, 1, 1, 0, 0, 0])
+
+
+def test_spam_words_score_high_ham_words_low_unknown_neutral() -> None:
+    t = table()
+    assert t.score(["viagra", "free"]) > 0.85
+    assert t.score(["kernel", "patch", "build"]) < 0.1
+    assert t.score(["never", "seen"]) == tokens.NEUTRAL
+    assert t.score([]) == tokens.NEUTRAL
+    # "click" is in 3 spams and 1 ham: a weak clue; once-seen words are not kept
+    assert "thanks" not in t.counts and "mortgage" not in t.counts
+    assert 0.5 < t.score(["click"]) < 0.75
+
+
+def test_as_much_spam_as_ham_is_neutral() -> None:
+    t = table()
+    assert t.score(["viagra", "free", "kernel", "patch"]) == pytest.approx(0.5, abs=0.1)
+
+
+words = st.lists(st.sampled_from([f"w{i}" for i in range(30)]), max_size=12, unique=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(words, st.booleans()), min_size=1, max_size=30), words)
+def test_the_score_is_a_probability_and_swapping_the_classes_mirrors_it(
+    letters: list[tuple[list[str], bool]], asked: list[str]
+) -> None:
+    toks = [set(w) for w, _ in letters]
+    labels = [int(y) for _, y in letters]
+    t = tokens.learn(toks, labels)
+    mirror = tokens.learn(toks, [1 - y for y in labels])
+    p = t.score(asked)
+    assert 0.0 <= p <= 1.0
+    assert mirror.score(asked) == pytest.approx(1.0 - p, abs=1e-9)
+
+
+def test_the_table_survives_its_file(tmp_path: Path) -> None:
+    t = table()
+    tokens.save(t, tmp_path)
+    again = tokens.load(tmp_path)
+    assert again == t
+    assert tokens.load(tmp_path / "nowhere") is None
+
+
+def test_a_damaged_table_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / tokens.FILE).write_text(json.dumps({"tokens": {"a": [1]}}))
+    with pytest.raises(ConfigError, match="token table"):
+        tokens.load(tmp_path)
+
+
+def test_the_shipped_model_reads_the_words_of_a_letter() -> None:
+    model = booster.load()
+    assert model is not None and model.tokens is not None
+    assert tokens.FEATURE in model.columns
+    scanner = Scanner(model=model)
+    spam = scanner.scan(
+        letter(
+            subject="Lowest mortgage rates, refinance now",
+            text="Click here to be removed from our mailing list. Lowest rates guaranteed! "
+            "Apply now, no obligation, limited time offer. Act now!\n",
+        )
+    )
+    ham = scanner.scan(
+        letter(
+            subject="Re: patch for the build",
+            text="I applied your patch to the kernel tree and the build works here. "
+            "Could you also send the config you used? Thanks.\n",
+        )
+    )
+    assert spam.features[tokens.FEATURE] > 0.8
+    assert ham.features[tokens.FEATURE] < 0.2
