@@ -101,14 +101,27 @@ class TokenTable:
         found = []
         for t in tokens:
             f = self.probability(t)
-            if f is not None and abs(f - 0.5) >= MIN_DISTANCE:
+            if f is not None and abs(f - 0.5) + 1e-12 >= MIN_DISTANCE:  # 0.4 as 0.6
                 found.append((t, f))
         found.sort(key=lambda tf: (-abs(tf[1] - 0.5), tf[0]))
         return found[:MAX_CLUES]
 
     def score(self, tokens: Iterable[str]) -> float:
         """Fisher's combining of the clues: near 1 spam's words, near 0 ham's, 0.5 neither."""
+        return self.judge(tokens)[0]
+
+    def judge(self, tokens: Iterable[str], shown: int = 0) -> tuple[float, tuple[str, ...]]:
+        """The score and the ``shown`` clues that lean the way the score does, surest first
+        (what an explanation names)."""
         clues = self.clues(tokens)
+        score = self._combine(clues)
+        if not shown or score == NEUTRAL:
+            return score, ()
+        spam = score > NEUTRAL
+        return score, tuple(t for t, f in clues if (f > 0.5) == spam)[:shown]
+
+    @staticmethod
+    def _combine(clues: Sequence[tuple[str, float]]) -> float:
         if not clues:
             return NEUTRAL
         ln_f = ln_1f = 0.0

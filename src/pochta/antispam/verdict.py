@@ -62,6 +62,8 @@ STATS = (
 SHINGLE_FEATURES: tuple[str, ...] = tuple(
     f"shingle.{int(t)}.{stat}_{w}" for t in ShingleType for stat in STATS for w in WINDOWS
 )
+WORDS_SHOWN = 5
+"""Words an explanation of ``tokens.score`` names."""
 LEAN_PRIOR = 2.0
 """Pseudo-letters in :func:`spam_lean`: one letter seen moves the lean to +-1/3, ten to +-0.83."""
 FEEDBACK_WEIGHT = 3.0
@@ -79,6 +81,7 @@ class Analysis:
     shingles: tuple[Shingle, ...] = field(repr=False)
     partial: tuple[str, ...] = ()  # stages skipped (or cut short) by the time budget
     seconds: dict[str, float] = field(default_factory=dict, repr=False)  # CPU per stage
+    words: tuple[str, ...] = ()  # the surest words behind tokens.score (for explanations)
 
 
 class Analyzer:
@@ -115,6 +118,7 @@ class Analyzer:
         deadline = None if self.budget is None else t0 + self.budget
         skipped: list[str] = []
         seconds: dict[str, float] = {}
+        words: tuple[str, ...] = ()
 
         def late() -> bool:
             return deadline is not None and time.monotonic() > deadline
@@ -161,7 +165,9 @@ class Analyzer:
                 )
             )
             if self.tokens is not None:
-                f[tokens_mod.FEATURE] = self.tokens.score(tokens_mod.tokenize(letter))
+                f[tokens_mod.FEATURE], words = self.tokens.judge(
+                    tokens_mod.tokenize(letter), shown=WORDS_SHOWN
+                )
         lap("features")
         shingles: list[Shingle] = []
         if late():
@@ -169,7 +175,7 @@ class Analyzer:
         else:
             shingles = extract(letter, envelope)
         lap("shingles")
-        return Analysis(tuple(signs), ar, f, tuple(shingles), tuple(skipped), seconds)
+        return Analysis(tuple(signs), ar, f, tuple(shingles), tuple(skipped), seconds, words)
 
 
 def spam_lean(c: Mapping[str, int]) -> float:
@@ -227,6 +233,7 @@ class Verdict:
     shingles: list[Shingle] = field(repr=False, default_factory=list)
     partial: tuple[str, ...] = ()  # analysis stages the time budget cut
     content_probability: float | None = None  # P(spam) with the counters unknown
+    words: tuple[str, ...] = ()  # Analysis.words
 
     @property
     def folder(self) -> str:
@@ -365,7 +372,7 @@ class Scanner:
             label = "spam" if by_rules == "spam" else "ham"
         return Verdict(
             label, probability, score, hits, signs, analysis.auth, f,
-            list(analysis.shingles), analysis.partial, content,
+            list(analysis.shingles), analysis.partial, content, analysis.words,
         )  # fmt: skip
 
     def scan(
@@ -385,7 +392,7 @@ class Scanner:
         rules decided (phishing, or no model), the rules that gave the most points."""
         if self.model is None or verdict.probability is None:
             return explaining.from_rules(verdict.hits, top)
-        return explaining.explain(self.model, verdict.features, top)
+        return explaining.explain(self.model, verdict.features, top, words=verdict.words)
 
     def learn(self, verdict: Verdict, at: float | None = None) -> str | None:
         """Count a delivered letter's shingles with its verdict, as :class:`Counting` says

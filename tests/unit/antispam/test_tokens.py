@@ -111,3 +111,24 @@ def test_the_shipped_model_reads_the_words_of_a_letter() -> None:
     )
     assert spam.features[tokens.FEATURE] > 0.8
     assert ham.features[tokens.FEATURE] < 0.2
+
+
+def test_an_explanation_names_the_words_behind_the_score() -> None:
+    scanner = Scanner(model=booster.load())
+    verdict = scanner.scan(
+        letter(
+            subject="Lowest mortgage rates",
+            text="Click here to be removed. Lowest rates guaranteed! No obligation.\n",
+        )
+    )
+    assert verdict.words and "click" in verdict.words
+    said = [r for r in scanner.explain(verdict, top=20) if r.feature == tokens.FEATURE]
+    assert said and said[0].toward == "spam"
+    assert "«click»" in said[0].en and "«click»" in said[0].ru
+
+
+def test_judge_names_only_words_that_lean_the_way_of_the_score() -> None:
+    score, words = table().judge(["viagra", "free", "kernel"], shown=5)
+    assert score > 0.5
+    assert set(words) == {"viagra", "free"}
+    assert table().judge(["unknown"], shown=5) == (tokens.NEUTRAL, ())

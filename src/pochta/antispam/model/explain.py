@@ -293,8 +293,11 @@ def phrase(feature: str, value: float) -> tuple[str, str]:
     return f"{feature} = {_n(value)}", f"{feature} = {_n(value)}"
 
 
-def explain(model: Model, features: Mapping[str, float], top: int = TOP) -> list[Reason]:
-    """The ``top`` features whose SHAP values are largest in size, largest first."""
+def explain(
+    model: Model, features: Mapping[str, float], top: int = TOP, words: Sequence[str] = ()
+) -> list[Reason]:
+    """The ``top`` features whose SHAP values are largest in size, largest first; ``words``:
+    the letter's surest words behind ``tokens.score``, named in its phrase."""
     pushes, _ = model.contributions(features)
     row = model.row(features)
     order = sorted(range(len(pushes)), key=lambda i: -abs(pushes[i]))
@@ -303,6 +306,9 @@ def explain(model: Model, features: Mapping[str, float], top: int = TOP) -> list
         if pushes[i] == 0:
             break
         en, ru = phrase(model.columns[i], row[i])
+        if model.columns[i] == "tokens.score" and words:
+            said = ", ".join(f"«{w.removeprefix('s:')}»" for w in words)
+            en, ru = f"{en}: {said}", f"{ru}: {said}"
         out.append(Reason(model.columns[i], row[i], pushes[i], "log-odds", en, ru))
     return out
 
