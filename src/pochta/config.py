@@ -26,6 +26,24 @@ from pochta.errors import ConfigError
 class HttpSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(8025, ge=0, le=65535)
+    max_header_size: int = Field(
+        16384,
+        ge=1024,
+        description="bytes of request line and headers; more closes the connection with 400",
+    )
+    max_login_body: int = Field(
+        4096, ge=256, description="bytes of a POST /v1/session body; larger gets 413"
+    )
+    max_json_body: int = Field(
+        262144,
+        ge=1024,
+        description="bytes of any other JSON body (a shingles update of 1,000 shingles is"
+        " about 100 KB); larger gets 413",
+    )
+    max_json_depth: int = Field(
+        32, ge=2, description="nesting of arrays and objects in a JSON body; deeper gets 400"
+    )
+
 
 
 class BlobSettings(BaseModel):
@@ -41,6 +59,10 @@ class BlobSettings(BaseModel):
         True, description="create one pair of two directories in the data directory on first start"
     )
     free_refresh_seconds: float = Field(10.0, ge=0, description="how often free space is measured")
+    max_upload_size: int = Field(
+        1 << 30, gt=0, description="bytes of one PUT /v1/blobs/{key}; larger gets 413"
+    )
+
 
 
 class SmtpSettings(BaseModel):

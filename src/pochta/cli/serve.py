@@ -66,5 +66,8 @@ def serve(
         log_level=s.log_level,
         lifespan="on",
         timeout_graceful_shutdown=10,
+        # h11 bounds the request line and headers (httptools has no such limit)
+        http="h11",
+        h11_max_incomplete_event_size=s.http.max_header_size,
     )
     _Server(uv_config).run()

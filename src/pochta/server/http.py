@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -13,6 +13,24 @@ from pochta import __version__
 from pochta.app import Pochta, build, service_token
 from pochta.config import Settings
 from pochta.server import blobs, errors, mailbox, scan, shingles, smtp
+from pochta.server.limits import Bound, RequestBounds
+
+
+def bound_of(settings: Settings) -> Callable[[str, str], Bound]:
+    """The body bound of each endpoint: a letter for the scan, a file for a blob upload, a few
+    KB for a login, ``http.max_json_body`` for every other (JSON) body."""
+    h = settings.http
+
+    def bound(method: str, path: str) -> Bound:
+        if path == "/v1/scan":
+            return Bound(settings.smtp.max_message_size, json=False)
+        if method == "PUT" and path.startswith("/v1/blobs/"):
+            return Bound(settings.blobs.max_upload_size, json=False)
+        if path == "/v1/session":
+            return Bound(h.max_login_body)
+        return Bound(h.max_json_body)
+
+    return bound
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -41,6 +59,12 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    app.add_middleware(
+        RequestBounds,
+        bound_of=bound_of(settings),
+        max_depth=settings.http.max_json_depth,
+        max_header_size=settings.http.max_header_size,
+    )
     app.include_router(blobs.router)
     app.include_router(mailbox.router)
     app.include_router(scan.router)

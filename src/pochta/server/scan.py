@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from pochta.errors import InvalidInput, TooLarge
+from pochta.errors import InvalidInput
 from pochta.server.auth import require_service
 from pochta.types import Envelope
 
@@ -37,12 +37,9 @@ async def scan(
     ] = False,
 ) -> JSONResponse:
     pochta = request.app.state.pochta
-    limit = pochta.settings.smtp.max_message_size
     body = bytearray()
-    async for chunk in request.stream():
+    async for chunk in request.stream():  # bounded by smtp.max_message_size (server.limits)
         body += chunk
-        if len(body) > limit:
-            raise TooLarge(f"the letter is larger than {limit} bytes")
     if not body:
         raise InvalidInput("send the letter as the request body")
     envelope = Envelope(ip=ip, sender=mail_from) if ip or mail_from else None
