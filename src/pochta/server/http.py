@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 
 from pochta import __version__
 from pochta.app import Pochta, build, service_token
@@ -52,7 +53,8 @@ def create_app(settings: Settings) -> FastAPI:
                 await server.wait_closed()
             await asyncio.to_thread(pochta.close)  # joins the threads; flushes the counters
 
-    app = FastAPI(
+    # /docs and /redoc from the assets fastapi-offline ships: no CDN, they work offline
+    app = FastAPIOffline(
         title="pochta",
         version=__version__,
         summary="Storage and protection core of a mail service",
