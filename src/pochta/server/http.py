@@ -5,16 +5,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
+from pydantic import BaseModel
 
 from pochta import __version__
 from pochta.app import Pochta, build, service_token
 from pochta.config import Settings
 from pochta.server import blobs, errors, mailbox, scan, shingles, smtp
 from pochta.server.limits import Bound, RequestBounds
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "degraded"]
+    pairs: int
+    writable_pairs: int
 
 
 def bound_of(settings: Settings) -> Callable[[str, str], Bound]:
@@ -59,6 +67,7 @@ def create_app(settings: Settings) -> FastAPI:
         version=__version__,
         summary="Storage and protection core of a mail service",
         lifespan=lifespan,
+        responses=errors.documented(*errors.EVERY_REQUEST),
     )
     errors.install(app)
     app.add_middleware(
@@ -72,15 +81,18 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(scan.router)
     app.include_router(shingles.router)
 
-    @app.get("/healthz", tags=["service"], summary="Liveness and readiness")
+    @app.get(
+        "/healthz",
+        tags=["service"],
+        summary="Liveness and readiness",
+        responses={503: {"model": HealthOut, "description": "no pair of disks takes writes"}},
+    )
     def healthz(request: Request) -> JSONResponse:
         pochta: Pochta = request.app.state.pochta
         pairs = pochta.blobs.pairs()
         writable = sum(1 for p in pairs if p.flags.writable)
         status = "ok" if writable else "degraded"
-        return JSONResponse(
-            {"status": status, "pairs": len(pairs), "writable_pairs": writable},
-            status_code=200 if writable else 503,
-        )
+        health = HealthOut(status=status, pairs=len(pairs), writable_pairs=writable)
+        return JSONResponse(health.model_dump(), status_code=200 if writable else 503)
 
     return app

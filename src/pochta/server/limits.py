@@ -11,6 +11,12 @@ while the application has not taken what came).
 The application reads the body as usual (``Request.stream()``, FastAPI's JSON parsing); the
 middleware only wraps ``receive``. When a refusal interrupts it, whatever the application
 answers to the interruption is dropped and the refusal is sent instead.
+
+Starlette 1.10 brought a ``RequestBodyLimitMiddleware`` (and FastAPI 0.165 ``max_body_size=``
+per route). pochta keeps its own: its limits come from the settings when the application is
+built while routes are declared at import; its refusal is pochta's JSON error and closes the
+connection (Starlette answers in plain text and lets the server read the rest of the body);
+it bounds JSON depth and headers too; and it runs on the older FastAPI that pochta supports.
 """
 
 from __future__ import annotations

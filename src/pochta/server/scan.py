@@ -11,16 +11,28 @@ from starlette.concurrency import run_in_threadpool
 
 from pochta.errors import InvalidInput
 from pochta.server.auth import require_service
+from pochta.server.errors import documented
 from pochta.types import Envelope
 
-router = APIRouter(prefix="/v1", tags=["antispam"], dependencies=[Depends(require_service)])
+router = APIRouter(
+    prefix="/v1",
+    tags=["antispam"],
+    dependencies=[Depends(require_service)],
+    responses=documented(401, 422, 503),
+)
+LETTER = {"schema": {"type": "string", "format": "binary", "minLength": 1}}
 
 
 @router.post(
     "/scan",
     summary="Score a raw letter: verdict, probability, score, rule hits, phishing signs",
+    responses=documented(400),
     openapi_extra={
-        "requestBody": {"content": {"message/rfc822": {}}, "required": True},
+        "requestBody": {
+            "required": True,
+            "content": {"message/rfc822": LETTER, "application/octet-stream": LETTER},
+            "description": "the raw letter; at most smtp.max_message_size bytes (else 413)",
+        },
     },
 )
 async def scan(
