@@ -68,6 +68,7 @@ def wire(raw: bytes) -> bytes:
 
 
 def add_user(data: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pochta", "init", "--data", str(data)], check=True)
     subprocess.run(
         [
             *(sys.executable, "-m", "pochta", "user", "add", "bench@example.org"),

@@ -7,12 +7,15 @@ in the working directory, or the path in ``POCHTA_CONFIG`` / ``--config``.
 
 from __future__ import annotations
 
+import difflib
 import os
 import socket
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,12 +26,35 @@ from pydantic_settings import (
 from pochta.errors import ConfigError
 
 
-class HttpSettings(BaseModel):
+class Section(BaseModel):
+    """One ``[section]`` of the settings: a key it does not know is an error, never ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class HttpSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8025, ge=0, le=65535)
+    max_header_size: int = Field(
+        16384,
+        ge=1024,
+        description="bytes of request line and headers; more closes the connection with 400",
+    )
+    max_login_body: int = Field(
+        4096, ge=256, description="bytes of a POST /v1/session body; larger gets 413"
+    )
+    max_json_body: int = Field(
+        262144,
+        ge=1024,
+        description="bytes of any other JSON body (a shingles update of 1,000 shingles is"
+        " about 100 KB); larger gets 413",
+    )
+    max_json_depth: int = Field(
+        32, ge=2, description="nesting of arrays and objects in a JSON body; deeper gets 400"
+    )
 
 
-class BlobSettings(BaseModel):
+class BlobSettings(Section):
     placement_root: float = Field(
         2.0, gt=0, description="N in the placement weight free^(1/N) (seed 004)"
     )
@@ -41,9 +67,12 @@ class BlobSettings(BaseModel):
         True, description="create one pair of two directories in the data directory on first start"
     )
     free_refresh_seconds: float = Field(10.0, ge=0, description="how often free space is measured")
+    max_upload_size: int = Field(
+        1 << 30, gt=0, description="bytes of one PUT /v1/blobs/{key}; larger gets 413"
+    )
 
 
-class SmtpSettings(BaseModel):
+class SmtpSettings(Section):
     enabled: bool = Field(True, description="run the SMTP and LMTP listeners in `pochta serve`")
     host: str = "127.0.0.1"
     port: int = Field(2525, ge=0, le=65535, description="SMTP port")
@@ -67,7 +96,7 @@ class SmtpSettings(BaseModel):
         return self.hostname or socket.getfqdn()
 
 
-class MailboxSettings(BaseModel):
+class MailboxSettings(Section):
     inline_limit: int = Field(
         4096,
         ge=0,
@@ -85,7 +114,7 @@ class MailboxSettings(BaseModel):
     )
 
 
-class GuardSettings(BaseModel):
+class GuardSettings(Section):
     backend: Literal["embedded", "redis"] = Field(
         "embedded",
         description="where locks and rate limits live: embedded = <data_dir>/guard.sqlite3"
@@ -111,7 +140,7 @@ class GuardSettings(BaseModel):
     login_account_period: float = Field(3600.0, gt=0, description="seconds")
 
 
-class ShingleSettings(BaseModel):
+class ShingleSettings(Section):
     backend: Literal["embedded", "redis"] = Field(
         "embedded", description="embedded: SQLite <data_dir>/shingles.sqlite3"
     )
@@ -133,7 +162,7 @@ class ShingleSettings(BaseModel):
     timeout: float = Field(2.0, gt=0, description="Redis socket timeout")
 
 
-class AntispamSettings(BaseModel):
+class AntispamSettings(Section):
     enabled: bool = Field(True, description="score every letter delivered over SMTP/LMTP")
     rules_file: Path | None = Field(
         None, description="a rules file (TOML) instead of the default one shipped"
@@ -169,7 +198,7 @@ class AntispamSettings(BaseModel):
     )
 
 
-class ValkyrieSettings(BaseModel):
+class ValkyrieSettings(Section):
     enabled: bool = Field(True, description="run Valkyrie inside pochta serve")
     budget_mb_per_s: float | None = Field(
         20.0, gt=0, description="disk reads per scrubber, MB/s; unset: unthrottled"
@@ -223,26 +252,106 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
 
+NOT_SETTINGS = frozenset({"POCHTA_CONFIG", "POCHTA_CORPUS_CACHE"})
+"""``POCHTA_*`` variables that are not settings: the settings file's path, and where the test
+corpus is cached. Every other ``POCHTA_*`` variable must name a setting."""
+
+Loc = tuple[str | int, ...]
+
+
+def env_names(model: type[BaseModel] = Settings, prefix: str = "POCHTA_") -> dict[str, Loc]:
+    """Every environment variable that names a setting (or a whole section, as JSON), and
+    the setting it names."""
+    names: dict[str, Loc] = {}
+    for field, info in model.model_fields.items():
+        name = prefix + field.upper()
+        names[name] = (field,)
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            for sub, loc in env_names(info.annotation, name + "__").items():
+                names[sub] = (field, *loc)
+    return names
+
+
+def _environ() -> dict[str, str]:
+    """pochta's variables, upper-cased as pydantic-settings matches them (case-insensitive)."""
+    return {k.upper(): v for k, v in os.environ.items() if k.upper().startswith("POCHTA_")}
+
+
+def _refuse_unknown_env() -> None:
+    known = env_names()
+    for name in sorted(_environ()):
+        if name in known or name in NOT_SETTINGS:
+            continue
+        close = difflib.get_close_matches(name, [*known, *NOT_SETTINGS], n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ConfigError(f"environment variable {name} names no setting{hint}")
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _has(tree: Any, loc: Loc) -> bool:
+    for part in loc:
+        listed = isinstance(tree, list) and isinstance(part, int) and part < len(tree)
+        if not (listed or (isinstance(tree, dict) and part in tree)):
+            return False
+        tree = tree[part]
+    return True
+
+
+def source_of(loc: Loc, config: Path | None = None, overrides: dict[str, Any] | None = None) -> str:
+    """Where the value of setting ``loc`` comes from, in the words of an error message: the
+    command line, the environment variable that set it, the settings file, or the default."""
+    if _has({k: v for k, v in (overrides or {}).items() if v is not None}, loc):
+        return "the command line"
+    env = _environ()
+    for end in range(len(loc), 0, -1):
+        name = "POCHTA_" + "__".join(str(p) for p in loc[:end]).upper()
+        if name in env:
+            return f"environment variable {name}"
+    path = _config_path(config)
+    if path.is_file() and _has(_toml(path), loc):
+        return str(path)
+    return "the default"
+
+
+def _config_path(config: Path | None) -> Path:
+    if config is None and os.environ.get("POCHTA_CONFIG"):
+        return Path(os.environ["POCHTA_CONFIG"])
+    return config or Path("pochta.toml")
+
+
+def _problem(err: ErrorDetails, config: Path | None, overrides: dict[str, Any]) -> str:
+    loc: Loc = tuple(err["loc"])
+    key = ".".join(str(p) for p in loc)
+    what = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]
+    return f"{key}: {what} (from {source_of(loc, config, overrides)})"
+
+
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
-    """Read the settings once. A named config file that is missing, or any invalid value, is a
-    ConfigError naming the setting."""
+    """Read the settings once. A named config file that is missing, a key that names no
+    setting (in the file or in a ``POCHTA_*`` variable) or any invalid value is a ConfigError
+    that names the setting and where it came from."""
     if config is None and os.environ.get("POCHTA_CONFIG"):
         config = Path(os.environ["POCHTA_CONFIG"])
     if config is not None and not config.is_file():
         raise ConfigError(f"config file {config} does not exist")
-    path = config or Path("pochta.toml")
+    path = _config_path(config)
+    _refuse_unknown_env()
 
     class _FromFile(Settings):
         model_config = SettingsConfigDict(toml_file=path)
 
+    given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings.model_validate(
-            _FromFile(**{k: v for k, v in overrides.items() if v is not None}).model_dump()
-        )
+        return Settings.model_validate(_FromFile(**given).model_dump())
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"invalid settings ({path}): {problems}") from None
+        problems = "; ".join(_problem(err, config, given) for err in exc.errors())
+        raise ConfigError(f"invalid settings: {problems}") from None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None

@@ -155,6 +155,7 @@ def test_two_loaders_race_on_different_pairs_one_owner_strays_cleaned(
     monkeypatch.setenv("POCHTA_VALKYRIE__ENABLED", "false")  # the test runs Valkyrie itself
     base = tmp_path.resolve()  # as PairDB keeps the roots
     roots = {2: (base / "p2a", base / "p2b"), 3: (base / "p3a", base / "p3b")}
+    cli(data, "init")
     for a, b in roots.values():
         cli(data, "pairs", "add", str(a), str(b))  # pair 1 is the default one
     pairs = {p["id"]: p for p in cli_json(data, "pairs", "list")}

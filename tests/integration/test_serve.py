@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.conftest import TOKEN, Server, start_server
+from tests.integration.conftest import TOKEN, Server, free_port, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -143,3 +143,33 @@ def test_cli_and_server_share_one_store(server: Server, tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert b"malformed key" in bad.stderr
     assert b"Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("which", "setting"), [("HTTP", "http.port"), ("SMTP", "smtp.port"), ("LMTP", "smtp.lmtp_port")]
+)
+def test_a_port_in_use_is_one_line_and_a_non_zero_exit(
+    tmp_path: Path, which: str, setting: str
+) -> None:
+    ports = {"HTTP": free_port(), "SMTP": free_port(), "LMTP": free_port()}
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        ports[which] = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "pochta", "serve"),
+                *("--port", str(ports["HTTP"]), "--data", str(tmp_path / "data")),
+            ],
+            env={
+                **os.environ,
+                "POCHTA_SMTP__PORT": str(ports["SMTP"]),
+                "POCHTA_SMTP__LMTP_PORT": str(ports["LMTP"]),
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 6
+    assert done.stderr.splitlines() == [
+        f"error: cannot listen for {which} on 127.0.0.1:{ports[which]}: Address already in use"
+        f" (set {setting}{' or --port' if which == 'HTTP' else ''})"
+    ], done.stderr

@@ -21,6 +21,12 @@ PASSWORD = "integration password"
 
 
 def add_users(data: Path, *emails: str) -> None:
+    """``pochta init`` (when the data directory is new), then ``pochta user add`` each."""
+    subprocess.run(
+        [sys.executable, "-m", "pochta", "init", "--data", str(data)],
+        check=True,
+        capture_output=True,
+    )
     for email in emails:
         subprocess.run(
             [

@@ -68,6 +68,7 @@ def test_close_without_start_and_the_valkyrie_setting(tmp_path: Path) -> None:
 
 def test_a_cli_command_starts_no_thread(tmp_path: Path) -> None:
     before = threads()
+    (tmp_path / "data").mkdir()
     with opened(tmp_path / "data", None) as pochta:
         pochta.mailbox.add_user("bob@example.org", "a long enough password")
         assert new_threads(before) == set()

@@ -23,7 +23,10 @@ def run(*args: str | Path) -> tuple[int, str, str]:
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
+    """A data directory made by ``pochta init``: no other command creates one."""
+    path = tmp_path / "data"
+    assert runner.invoke(app, ["init", "--data", str(path)]).exit_code == 0
+    return path
 
 
 @pytest.fixture
@@ -154,3 +157,28 @@ def test_unusable_data_dir_is_a_config_error(tmp_path: Path) -> None:
     code, _, err = run("blob", "stat", "a" * 64, "--data", blocker / "data")
     assert code == 6
     assert "data directory" in err
+
+
+def test_only_init_creates_a_data_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for argv in (["user", "list"], ["blob", "stat", "ab" * 32], ["stats"], ["pairs", "list"]):
+        code, _, err = run(*argv)
+        assert code == 6, argv
+        assert f"no data directory at {tmp_path / 'pochta-data'}" in err
+        assert "data_dir from the default" in err and "pochta init" in err
+    monkeypatch.setenv("POCHTA_DATA_DIR", "elsewhere")
+    code, _, err = run("user", "list")
+    assert code == 6 and "data_dir from environment variable POCHTA_DATA_DIR" in err
+    code, _, err = run("user", "list", "--data", tmp_path / "given")
+    assert code == 6 and "data_dir from --data" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    code, out, _ = run("init", "--data", tmp_path / "given", "--json")
+    assert code == 0
+    made = json.loads(out)
+    assert made["created"] is True and made["data_dir"] == str(tmp_path / "given")
+    assert Path(made["token_file"]).is_file()
+    assert run("user", "list", "--data", tmp_path / "given")[0] == 0
+    code, out, _ = run("init", "--data", tmp_path / "given")
+    assert code == 0 and "already there" in out

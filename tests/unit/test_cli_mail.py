@@ -22,6 +22,9 @@ def run(*args: str | Path, stdin: str | None = None) -> tuple[int, str, str]:
 
 def test_users_import_list_get_delete_fsck_stats(tmp_path: Path) -> None:
     data = tmp_path / "data"
+    code, _, err = run("user", "add", "ann@example.org", "--password-stdin", "--data", data)
+    assert code == 6 and "pochta init" in err and not data.exists()
+    assert run("init", "--data", data)[0] == 0
     code, out, _ = run(
         "user",
         "add",
@@ -92,6 +95,7 @@ def test_users_import_list_get_delete_fsck_stats(tmp_path: Path) -> None:
 
 def test_import_reports_failures_and_exits_non_zero(tmp_path: Path) -> None:
     data = tmp_path / "data"
+    run("init", "--data", data)
     run(
         "user",
         "add",
@@ -124,6 +128,7 @@ def test_import_reports_failures_and_exits_non_zero(tmp_path: Path) -> None:
 
 def test_leaks_audit_forces_a_reset_of_working_passwords(tmp_path: Path) -> None:
     data = tmp_path / "data"
+    run("init", "--data", data)
     for email in ("ann@example.org", "bob@example.org"):
         run("user", "add", email, "--password-stdin", "--data", data, stdin="a good password\n")
     dump = tmp_path / "dump.txt"

@@ -33,7 +33,10 @@ def run(*args: str | Path) -> tuple[int, str, str]:
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
+    """A data directory made by ``pochta init``: no other command creates one."""
+    path = tmp_path / "data"
+    assert runner.invoke(app, ["pochta", "init", "--data", str(path)]).exit_code == 0
+    return path
 
 
 def put(data: Path, tmp_path: Path, content: bytes, magic: int = 77) -> str:

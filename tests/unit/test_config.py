@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,82 @@ def test_bad_settings_are_named(
 def test_missing_named_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(tmp_path / "nope.toml")
+
+
+SECTIONS = ["http", "blobs", "smtp", "mailbox", "guard", "shingles", "antispam", "valkyrie"]
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_an_unknown_key_in_any_section_is_refused_with_its_source(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, section: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pochta.toml").write_text(f"[{section}]\nprot = 25\n")
+    needle = rf"{section}\.prot: unknown setting \(from pochta\.toml\)"
+    with pytest.raises(ConfigError, match=needle):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("POCHTA_SMTP__PROT", "SMTP__PROT names no setting; did you mean POCHTA_SMTP__PORT?"),
+        ("POCHTA_HTTP__NOPE", "POCHTA_HTTP__NOPE names no setting"),
+        ("POCHTA_DATADIR", "did you mean POCHTA_DATA_DIR?"),
+        ("pochta_guard__login_ip_maxx", "POCHTA_GUARD__LOGIN_IP_MAXX names no setting"),
+    ],
+)
+def test_an_unknown_environment_variable_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, needle: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(name, "25")
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        load_settings()
+
+
+def test_variables_that_are_not_settings_are_let_be(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("POCHTA_CORPUS_CACHE", str(tmp_path))
+    monkeypatch.setenv("POCHTA_SMTP__PORT", "2626")
+    monkeypatch.setenv("POCHTA_VALKYRIE", '{"enabled": false}')
+    s = load_settings()
+    assert (s.smtp.port, s.valkyrie.enabled) == (2626, False)
+
+
+def test_an_invalid_value_names_its_real_source(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no pochta.toml here
+    monkeypatch.setenv("POCHTA_SMTP__PORT", "abc")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert "smtp.port" in caught.value.message
+    assert "(from environment variable POCHTA_SMTP__PORT)" in caught.value.message
+    assert "pochta.toml" not in caught.value.message
+    monkeypatch.delenv("POCHTA_SMTP__PORT")
+    (tmp_path / "other.toml").write_text("[http]\nport = -1\n")
+    with pytest.raises(ConfigError, match=r"http\.port: .* \(from other\.toml\)"):
+        load_settings(Path("other.toml"))
+    with pytest.raises(ConfigError, match=r"data_dir: .* \(from the command line\)"):
+        load_settings(data_dir=12)
+
+
+def test_every_setting_is_in_the_readme() -> None:
+    """README's configuration block names every setting under its section (as datasette's
+    test_docs does for its settings)."""
+    from pochta.config import env_names
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("## Configuration", 1)[1].split("```toml", 1)[1].split("```", 1)[0]
+    documented: set[str] = set()
+    section = ""
+    for line in block.splitlines():
+        if m := re.match(r"\[(\w+)\]", line):
+            section = m.group(1) + "."
+        elif m := re.match(r"#? ?(\w+) = ", line):
+            documented.add(section + m.group(1))
+    names = {".".join(str(p) for p in loc) for loc in env_names().values()}
+    leaves = {n for n in names if not any(o.startswith(n + ".") for o in names)}
+    assert sorted(leaves - documented) == []

@@ -168,6 +168,7 @@ def test_scan_cli_explains_in_words(tmp_path: Path) -> None:
     )
     path = tmp_path / "offer.eml"
     path.write_bytes(raw)
+    (tmp_path / "d").mkdir()
     args = ["scan", str(path), "--data", str(tmp_path / "d"), "--explain"]
     result = CliRunner().invoke(cli, [*args, "--json"])
     assert result.exit_code == 0, result.output

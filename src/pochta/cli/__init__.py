@@ -7,6 +7,7 @@ import typer
 from pochta.cli import (
     antispam,
     blob,
+    init,
     leaks,
     mail,
     message,
@@ -23,6 +24,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+app.command("init")(init.init)
 app.command("serve")(serve.serve)
 app.add_typer(blob.app, name="blob")
 app.add_typer(pairs.app, name="pairs")

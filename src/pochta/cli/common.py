@@ -15,7 +15,7 @@ from rich.console import Console
 
 from pochta import errors
 from pochta.app import Pochta, build
-from pochta.config import Settings, load_settings
+from pochta.config import Settings, load_settings, source_of
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -71,12 +71,26 @@ def settings(data: Path | None, config: Path | None, **overrides: Any) -> Settin
     return load_settings(config, data_dir=data, **overrides)
 
 
+def existing_data_dir(s: Settings, data: Path | None, config: Path | None) -> None:
+    """Only ``pochta init`` and ``pochta serve`` create a data directory; every other command
+    refuses a missing one, saying where it looked and why there."""
+    if s.data_dir.is_dir():
+        return
+    where = "--data" if data is not None else source_of(("data_dir",), config)
+    raise errors.ConfigError(
+        f"no data directory at {s.data_dir.resolve()} (data_dir from {where}); "
+        "create one with `pochta init` or `pochta serve`, or point --data at one"
+    )
+
+
 @contextmanager
 def opened(data: Path | None, config: Path | None) -> Iterator[Pochta]:
-    """pochta's services for one command, closed after it. A command works in the
-    foreground: no background thread is started (``Pochta.start`` is for ``pochta serve``),
-    so buffered shingle counts are written at the close."""
-    pochta = build(settings(data, config))
+    """pochta's services for one command, closed after it; the data directory must exist. A
+    command works in the foreground: no background thread is started (``Pochta.start`` is
+    for ``pochta serve``), so buffered shingle counts are written at the close."""
+    s = settings(data, config)
+    existing_data_dir(s, data, config)
+    pochta = build(s)
     try:
         yield pochta
     finally:

@@ -40,9 +40,8 @@ def add(
     json_output: JsonOpt = False,
 ) -> None:
     """Create a user (with folders Inbox and Spam); the password is hashed with argon2id."""
-    password = read_password(password_stdin)
-    with opened(data, config) as pochta:
-        user = pochta.mailbox.add_user(email, password)
+    with opened(data, config) as pochta:  # a missing data directory is said before the prompt
+        user = pochta.mailbox.add_user(email, read_password(password_stdin))
     emit(
         json_output,
         {"id": user.id, "email": user.email},
@@ -76,7 +75,6 @@ def passwd(
     json_output: JsonOpt = False,
 ) -> None:
     """Set a user's password (this also clears a reset required after a leak)."""
-    password = read_password(password_stdin)
     with opened(data, config) as pochta:
-        pochta.mailbox.set_password(email, password)
+        pochta.mailbox.set_password(email, read_password(password_stdin))
     emit(json_output, {"email": email}, lambda: out.print(f"password of {email} changed"))

@@ -8,7 +8,11 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-_bearer = HTTPBearer(auto_error=False, description="the service token (settings: service_token)")
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="service_token",
+    description="the service token (settings: service_token)",
+)
 
 
 async def require_service(

@@ -9,20 +9,36 @@ from typing import Annotated, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from pochta.blobs.store import CHUNK, BlobStore, Opened, Stored
 from pochta.errors import InvalidInput, RangeNotSatisfiable
 from pochta.server.auth import require_service
+from pochta.server.errors import documented
+from pochta.server.fields import NotBool
 from pochta.types import FileFlag, FileRecord, Space
 
-router = APIRouter(prefix="/v1/blobs", tags=["blobs"], dependencies=[Depends(require_service)])
+router = APIRouter(
+    prefix="/v1/blobs",
+    tags=["blobs"],
+    dependencies=[Depends(require_service)],
+    responses=documented(401, 422, 503),
+)
 
-MagicValue = Annotated[int, Field(ge=1, le=2**32 - 1, description="1..2**32-1, never 0")]
+MagicValue = Annotated[
+    int, Field(ge=1, le=2**32 - 1, description="1..2**32-1, never 0"), NotBool
+]
+Key = Annotated[
+    str, PathParam(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the content, lowercase hex")
+]
+BINARY = {"schema": {"type": "string", "format": "binary"}}
 
 
 class MagicIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     magic: MagicValue
 
 
@@ -71,15 +87,31 @@ def _store(request: Request) -> BlobStore:
 Store = Annotated[BlobStore, Depends(_store)]
 
 
-@router.post("/{key}/inc", summary="Count one more reference to a stored file")
-def inc(key: str, body: MagicIn, store: Store) -> RecordOut:
+@router.post(
+    "/{key}/inc",
+    summary="Count one more reference to a stored file",
+    responses=documented(400, 404),
+)
+def inc(key: Key, body: MagicIn, store: Store) -> RecordOut:
     """404 when there is no live record: the caller then uploads the content with PUT."""
     return RecordOut.of(store.inc(key, body.magic))
 
 
-@router.put("/{key}", status_code=201, summary="Upload content (streamed)")
+@router.put(
+    "/{key}",
+    status_code=201,
+    summary="Upload content (streamed)",
+    responses=documented(409, 507),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/octet-stream": BINARY},
+            "description": "the file; at most blobs.max_upload_size bytes (else 413)",
+        }
+    },
+)
 async def upload(
-    key: str,
+    key: Key,
     request: Request,
     store: Store,
     magic: Annotated[int, Query(ge=1, le=2**32 - 1, description="the letter's magic")],
@@ -116,13 +148,13 @@ async def upload(
     return StoredOut.stored(stored)
 
 
-@router.post("/{key}/dec", summary="Drop one reference")
-def dec(key: str, body: MagicIn, store: Store) -> RecordOut:
+@router.post("/{key}/dec", summary="Drop one reference", responses=documented(400, 404))
+def dec(key: Key, body: MagicIn, store: Store) -> RecordOut:
     return RecordOut.of(store.dec(key, body.magic))
 
 
-@router.get("/{key}/stat", summary="The FileDB record")
-def stat(key: str, store: Store) -> RecordOut:
+@router.get("/{key}/stat", summary="The FileDB record", responses=documented(404))
+def stat(key: Key, store: Store) -> RecordOut:
     return RecordOut.of(store.stat(key))
 
 
@@ -186,17 +218,24 @@ def _headers(opened: Opened, span: tuple[int, int] | None) -> dict[str, str]:
 ExpectSize = Annotated[
     int | None, Query(ge=0, description="refuse (409) a copy whose size differs")
 ]
-ExpectCrc = Annotated[str | None, Query(description="refuse (409) a copy whose CRC-32 differs")]
+ExpectCrc = Annotated[
+    str | None,
+    Query(pattern=r"^[0-9a-fA-F]{1,8}$", description="refuse (409) a copy whose CRC-32 differs"),
+]
 
 
 @router.get(
     "/{key}",
     summary="Download content (Range supported)",
     response_class=StreamingResponse,
-    responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 416: {}},
+    responses={
+        200: {"content": {"application/octet-stream": BINARY}},
+        206: {"content": {"application/octet-stream": BINARY}, "description": "the range asked"},
+        **documented(400, 404, 409, 416),
+    },
 )
 async def download(
-    key: str, request: Request, store: Store, size: ExpectSize = None, crc32: ExpectCrc = None
+    key: Key, request: Request, store: Store, size: ExpectSize = None, crc32: ExpectCrc = None
 ) -> Response:
     opened, span = await to_thread.run_sync(
         _open, store, key, size, crc32, request.headers.get("range")
@@ -209,9 +248,13 @@ async def download(
     )
 
 
-@router.head("/{key}", summary="Size and presence, no body")
+@router.head(
+    "/{key}",
+    summary="Size and presence, no body",
+    responses={206: {"description": "the range asked"}, **documented(400, 404, 409, 416)},
+)
 async def head(
-    key: str, request: Request, store: Store, size: ExpectSize = None, crc32: ExpectCrc = None
+    key: Key, request: Request, store: Store, size: ExpectSize = None, crc32: ExpectCrc = None
 ) -> Response:
     opened, span = await to_thread.run_sync(
         _open, store, key, size, crc32, request.headers.get("range")

@@ -6,18 +6,25 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from pochta.antispam.signs import checks as phishing
-from pochta.errors import InvalidCredentials, InvalidInput
+from pochta.errors import InvalidCredentials
 from pochta.mailbox.service import Mailbox
+from pochta.server.errors import documented
+from pochta.server.fields import Bool
 from pochta.types import Folder, StoredLetter
 
-_bearer = HTTPBearer(auto_error=False, description="a session token from POST /v1/session")
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="session_token",
+    description="a session token from POST /v1/session",
+)
 
-router = APIRouter(prefix="/v1", tags=["mailbox"])
+router = APIRouter(prefix="/v1", tags=["mailbox"], responses=documented(401, 422, 503))
+BINARY = {"schema": {"type": "string", "format": "binary"}}
 
 
 def mailbox(request: Request) -> Mailbox:
@@ -35,10 +42,13 @@ def current_user(
 
 
 UserId = Annotated[int, Depends(current_user)]
+MessageId = Annotated[int, Path(ge=1, le=2**53 - 1, description="the letter's id")]
 Box = Annotated[Mailbox, Depends(mailbox)]
 
 
 class LoginIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     email: Annotated[str, Field(min_length=3, max_length=320)]
     password: Annotated[str, Field(min_length=1, max_length=1024)]
 
@@ -59,8 +69,21 @@ class FolderOut(BaseModel):
         return cls(name=f.name, total=f.total, unseen=f.unseen)
 
 
+FolderName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f]*[^\x00-\x1f\s][^\x00-\x1f]*$",
+        description="not blank, no control characters",
+    ),
+]
+
+
 class FolderIn(BaseModel):
-    name: Annotated[str, Field(min_length=1, max_length=200)]
+    model_config = ConfigDict(extra="forbid")
+
+    name: FolderName
 
 
 class MessageOut(BaseModel):
@@ -123,15 +146,19 @@ class MessageDetailOut(MessageOut):
 
 
 class PatchIn(BaseModel):
-    seen: bool | None = None
-    flagged: bool | None = None
-    folder: Annotated[str | None, Field(min_length=1, max_length=200)] = None
+    """What to change; a field left out (or null) stays as it is, so ``{}`` changes nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seen: Bool | None = None
+    flagged: Bool | None = None
+    folder: FolderName | None = None
 
 
 @router.post(
     "/session",
     summary="Log in: e-mail and password give a session token",
-    responses={429: {"description": "too many attempts from this IP or for this account"}},
+    responses=documented(400, 403, 429),
 )
 def login(request: Request, body: LoginIn, box: Box) -> SessionOut:
     ip = request.client.host if request.client is not None else "unknown"
@@ -155,19 +182,25 @@ def folders(box: Box, user: UserId) -> list[FolderOut]:
     return [FolderOut.of(f) for f in box.folders(user)]
 
 
-@router.post("/folders", status_code=201, summary="Create a folder")
+@router.post(
+    "/folders", status_code=201, summary="Create a folder", responses=documented(400, 409)
+)
 def add_folder(body: FolderIn, box: Box, user: UserId) -> FolderOut:
     return FolderOut.of(box.add_folder(user, body.name))
 
 
-@router.get("/messages", summary="Letters of a folder, newest first, a page at a time")
+@router.get(
+    "/messages",
+    summary="Letters of a folder, newest first, a page at a time",
+    responses=documented(404),
+)
 def messages(
     request: Request,
     box: Box,
     user: UserId,
     folder: str = "Inbox",
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,19}$")] = None,
+    cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,15}$")] = None,
 ) -> PageOut:
     limit = min(limit, request.app.state.pochta.settings.mailbox.page_limit)
     page = box.letters(user, folder, limit, int(cursor) if cursor else None)
@@ -179,9 +212,10 @@ def messages(
     "/messages/{message_id}",
     response_model_by_alias=True,
     summary="One letter: headers, text and HTML bodies, attachments; marks it seen",
+    responses=documented(404, 409),
 )
 def message(
-    message_id: int,
+    message_id: MessageId,
     box: Box,
     user: UserId,
     peek: Annotated[bool, Query(description="do not mark the letter seen")] = False,
@@ -218,9 +252,12 @@ def message(
     "/messages/{message_id}/raw",
     summary="The letter byte for byte as delivered",
     response_class=Response,
-    responses={200: {"content": {"message/rfc822": {}}}},
+    responses={
+        200: {"content": {"message/rfc822": BINARY}},
+        **documented(404, 409),
+    },
 )
-def raw(message_id: int, box: Box, user: UserId) -> Response:
+def raw(message_id: MessageId, box: Box, user: UserId) -> Response:
     return Response(box.raw(user, message_id), media_type="message/rfc822")
 
 
@@ -228,10 +265,20 @@ def raw(message_id: int, box: Box, user: UserId) -> Response:
     "/messages/{message_id}/attachments/{n}",
     summary="Attachment n of the letter, decoded",
     response_class=Response,
+    responses={
+        200: {
+            "content": {"application/octet-stream": BINARY},
+            "description": "the attachment, with its own Content-Type",
+        },
+        **documented(404, 409),
+    },
 )
-def attachment(message_id: int, n: int, box: Box, user: UserId) -> Response:
-    if n < 0:
-        raise InvalidInput("attachment numbers start at 0")
+def attachment(
+    message_id: MessageId,
+    n: Annotated[int, Path(ge=0, description="attachment number, from 0")],
+    box: Box,
+    user: UserId,
+) -> Response:
     content, content_type, filename = box.attachment(user, message_id, n)
     headers = {}
     if filename:
@@ -239,10 +286,12 @@ def attachment(message_id: int, n: int, box: Box, user: UserId) -> Response:
     return Response(content, media_type=content_type, headers=headers)
 
 
-@router.patch("/messages/{message_id}", summary="Change flags (seen, flagged) or the folder")
-def patch(message_id: int, body: PatchIn, box: Box, user: UserId) -> MessageOut:
-    if body.seen is None and body.flagged is None and body.folder is None:
-        raise InvalidInput("nothing to change: give seen, flagged or folder")
+@router.patch(
+    "/messages/{message_id}",
+    summary="Change flags (seen, flagged) or the folder; {} changes nothing",
+    responses=documented(400, 404),
+)
+def patch(message_id: MessageId, body: PatchIn, box: Box, user: UserId) -> MessageOut:
     letter = box.update(user, message_id, seen=body.seen, flagged=body.flagged, folder=body.folder)
     return MessageOut.of(letter)
 
@@ -251,8 +300,9 @@ def patch(message_id: int, body: PatchIn, box: Box, user: UserId) -> MessageOut:
     "/messages/{message_id}",
     status_code=204,
     summary="Delete a letter: recorded at once, its attachments released in the background",
+    responses=documented(404),
 )
-def delete(request: Request, message_id: int, box: Box, user: UserId) -> Response:
+def delete(request: Request, message_id: MessageId, box: Box, user: UserId) -> Response:
     box.delete(user, message_id)
     request.app.state.pochta.deletions.wake()
     return Response(status_code=204)

@@ -9,18 +9,30 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from pochta.errors import InvalidInput, TooLarge
+from pochta.errors import InvalidInput
 from pochta.server.auth import require_service
+from pochta.server.errors import documented
 from pochta.types import Envelope
 
-router = APIRouter(prefix="/v1", tags=["antispam"], dependencies=[Depends(require_service)])
+router = APIRouter(
+    prefix="/v1",
+    tags=["antispam"],
+    dependencies=[Depends(require_service)],
+    responses=documented(401, 422, 503),
+)
+LETTER = {"schema": {"type": "string", "format": "binary", "minLength": 1}}
 
 
 @router.post(
     "/scan",
     summary="Score a raw letter: verdict, probability, score, rule hits, phishing signs",
+    responses=documented(400),
     openapi_extra={
-        "requestBody": {"content": {"message/rfc822": {}}, "required": True},
+        "requestBody": {
+            "required": True,
+            "content": {"message/rfc822": LETTER, "application/octet-stream": LETTER},
+            "description": "the raw letter; at most smtp.max_message_size bytes (else 413)",
+        },
     },
 )
 async def scan(
@@ -37,12 +49,9 @@ async def scan(
     ] = False,
 ) -> JSONResponse:
     pochta = request.app.state.pochta
-    limit = pochta.settings.smtp.max_message_size
     body = bytearray()
-    async for chunk in request.stream():
+    async for chunk in request.stream():  # bounded by smtp.max_message_size (server.limits)
         body += chunk
-        if len(body) > limit:
-            raise TooLarge(f"the letter is larger than {limit} bytes")
     if not body:
         raise InvalidInput("send the letter as the request body")
     envelope = Envelope(ip=ip, sender=mail_from) if ip or mail_from else None

@@ -2,34 +2,66 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from pochta.antispam.shingles.counters import Ref
-from pochta.antispam.shingles.counters.buckets import DEFAULT_WINDOWS, KINDS, Counts
+from pochta.antispam.shingles.counters.buckets import DEFAULT_WINDOWS, Counts
 from pochta.antispam.shingles.registry import PAIRED, type_name
 from pochta.antispam.shingles.shingler import Shingler
-from pochta.errors import InvalidInput
 from pochta.server.auth import require_service
+from pochta.server.errors import documented
+from pochta.server.fields import NotBool
 
 router = APIRouter(
-    prefix="/v1/shingles", tags=["shingles"], dependencies=[Depends(require_service)]
+    prefix="/v1/shingles",
+    tags=["shingles"],
+    dependencies=[Depends(require_service)],
+    responses=documented(400, 401, 422, 503),
 )
 
 MAX_SHINGLES = 1000
 
 HexHash = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{1,16}$", description="the 64-bit hash, hex")]
-TypeNumber = Annotated[int, Field(ge=0, le=65535, description="shingle type (the registry)")]
+TypeNumber = Annotated[
+    int, Field(ge=0, le=65535, description="shingle type (the registry)"), NotBool
+]
+
+
+WINDOW = (
+    r"^(?:(?:[1-9]|1[0-4])d"
+    r"|(?:[1-9][0-9]?|[12][0-9]{2}|3[0-2][0-9]|33[0-6])h"
+    r"|(?:[1-9][0-9]{0,3}|1[0-9]{4}|200[0-9]{2}|201[0-5][0-9]|20160)m)$"
+)
+"""A window the counters keep: 1-20160 minutes, 1-336 hours or 1-14 days."""
+Window = Annotated[str, Field(pattern=WINDOW)]
+_PAIRED: list[JsonValue] = [int(t) for t in sorted(PAIRED)]
+Kind = Literal["ham", "spam", "complaint", "unspam", "read"]
+"""The counters of a shingle (``buckets.KINDS``; a test keeps the two the same)."""
 
 
 class UniqueIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     type: TypeNumber
     hash: HexHash
 
 
 class ShingleIn(BaseModel):
+    """A shingle; a paired one (types 30, 32) must carry its unique."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "anyOf": [
+                {"properties": {"type": {"not": {"enum": _PAIRED}}}},
+                {"required": ["unique"], "properties": {"unique": {"type": "object"}}},
+            ]
+        },
+    )
+
     type: TypeNumber
     hash: HexHash
     unique: UniqueIn | None = Field(
@@ -38,16 +70,22 @@ class ShingleIn(BaseModel):
         " counter goes up by one when the pair's bucket goes from zero.",
     )
 
+    @model_validator(mode="after")
+    def _paired_has_unique(self) -> ShingleIn:
+        if self.unique is None and self.type in PAIRED:
+            raise ValueError(f"shingle type {self.type} is paired: give its unique")
+        return self
+
     def ref(self) -> Ref:
         unique = None if self.unique is None else Ref(self.unique.type, int(self.unique.hash, 16))
-        if unique is None and self.type in PAIRED:
-            raise InvalidInput(f"shingle type {self.type} is paired: give its unique")
         return Ref(self.type, int(self.hash, 16), unique)
 
 
 class UpdateIn(BaseModel):
-    kind: str = Field(description=f"one of: {', '.join(KINDS)}")
-    count: int = Field(1, ge=1, le=2**63 - 1)
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Kind = Field(description="which counter goes up")
+    count: Annotated[int, Field(ge=1, le=2**32 - 1), NotBool] = 1
     shingles: list[ShingleIn] = Field(max_length=MAX_SHINGLES)
 
 
@@ -56,7 +94,9 @@ class UpdateOut(BaseModel):
 
 
 class QueryIn(BaseModel):
-    windows: list[str] = Field(
+    model_config = ConfigDict(extra="forbid")
+
+    windows: list[Window] = Field(
         list(DEFAULT_WINDOWS),
         min_length=1,
         max_length=16,

@@ -10,13 +10,16 @@ from contextlib import contextmanager
 from email.message import EmailMessage
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from pochta.antispam.shingles.counters.buckets import KINDS, parse_window
 from pochta.antispam.shingles.counters.memory import MemoryStore
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.extract import extract as extract_letter
@@ -107,15 +110,15 @@ def test_query_defaults_to_1h_24h_14d(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "status"),
     [
-        ("update", {"kind": "nope", "shingles": [{"type": 8, "hash": "ff"}]}, 400),
+        ("update", {"kind": "nope", "shingles": [{"type": 8, "hash": "ff"}]}, 422),
         ("update", {"kind": "spam", "count": 0, "shingles": []}, 422),
         ("update", {"kind": "spam", "shingles": [{"type": 8, "hash": "xyz"}]}, 422),
         ("update", {"kind": "spam", "shingles": [{"type": 8, "hash": "1" * 17}]}, 422),
-        ("update", {"kind": "spam", "shingles": [{"type": 30, "hash": "ff"}]}, 400),  # no unique
+        ("update", {"kind": "spam", "shingles": [{"type": 30, "hash": "ff"}]}, 422),  # no unique
         ("update", {"kind": "spam", "shingles": [{"type": 8, "hash": "f"}] * 1001}, 422),
-        ("query", {"windows": ["15d"], "shingles": [{"type": 8, "hash": "ff"}]}, 400),
+        ("query", {"windows": ["15d"], "shingles": [{"type": 8, "hash": "ff"}]}, 422),
         ("query", {"windows": [], "shingles": []}, 422),
-        ("query", {"windows": ["1w"], "shingles": []}, 400),
+        ("query", {"windows": ["1w"], "shingles": []}, 422),
     ],
 )
 def test_bad_requests_get_clear_errors(
@@ -228,3 +231,13 @@ def test_stats_without_configured_counters_is_a_config_error(
     path.write_bytes(raw_letter())
     code, _, _ = run("stats", path)
     assert code == 6
+
+
+@given(st.from_regex(http.WINDOW, fullmatch=True))
+def test_every_window_the_schema_allows_the_counters_take(window: str) -> None:
+    """The OpenAPI pattern of a window is a subset of what ``parse_window`` accepts."""
+    parse_window(window)
+
+
+def test_the_kinds_of_the_schema_are_the_counters_kinds() -> None:
+    assert set(get_args(http.Kind)) == set(KINDS)
