@@ -131,10 +131,24 @@ class GuardSettings(BaseModel):
         description="keys the hashes that stand for IPs and e-mail addresses in rate-limit"
         " keys; unset: generated into <data_dir>/guard-secret. Changing it resets all limits",
     )
-    login_ip_max: int = Field(10, ge=1, description="login attempts per IP per period")
+    login_ip_max: int = Field(
+        50,
+        ge=1,
+        description="failed logins per IP per period (rolling): a guesser behind one address"
+        " runs out; correct passwords do not count, so a NAT of many users never does",
+    )
     login_ip_period: float = Field(3600.0, gt=0, description="seconds")
-    login_account_max: int = Field(10, ge=1, description="login attempts per account per period")
+    login_account_max: int = Field(
+        10, ge=1, description="failed logins per account per period, from any IP"
+    )
     login_account_period: float = Field(3600.0, gt=0, description="seconds")
+    login_ip_success_max: int = Field(
+        1000,
+        ge=1,
+        description="successful logins per IP per period: slows credential stuffing with a"
+        " leaked list, far above what an office behind one address needs",
+    )
+    login_ip_success_period: float = Field(3600.0, gt=0, description="seconds")
 
 
 class ShingleSettings(BaseModel):
