@@ -138,6 +138,7 @@ def build(settings: Settings) -> Pochta:
         RateLimiter(limits, _secret(settings, g.key_secret, "guard-secret"), tag="login"),
         per_ip=Limit("login-ip", g.login_ip_max, g.login_ip_period),
         per_account=Limit("login-account", g.login_account_max, g.login_account_period),
+        per_ip_success=Limit("login-ip-ok", g.login_ip_success_max, g.login_ip_success_period),
     )
     shingler = _shingler(settings, data)
     scanner = _scanner(settings, shingler)

@@ -88,7 +88,33 @@ class SmtpSettings(Section):
     line_length_limit: int = Field(
         1 << 20,
         ge=1001,
-        description="longest line accepted in DATA (RFC 5321 says 1000; real mail is longer)",
+        description="longest line accepted in DATA, in bytes between two LFs; a letter with a"
+        " longer line gets 500 once it has ended (RFC 5321 says 1000; real mail is longer,"
+        " and lines up to this are stored byte-exactly)",
+    )
+    recipient_limit: int = Field(
+        1000,
+        ge=1,
+        description="recipients of one letter; past it RCPT gets 452 4.5.3 and the client"
+        " sends the rest in another transaction (Postfix's smtpd_recipient_limit)",
+    )
+    error_limit: int = Field(
+        20,
+        ge=1,
+        description="error replies one session may get without a letter delivered; then 421"
+        " and the connection is closed (Postfix's smtpd_hard_error_limit)",
+    )
+    command_timeout: float = Field(
+        300.0,
+        gt=0,
+        description="seconds a client may stay silent between commands, and may take for one"
+        " whole DATA transfer with its delivery; then the connection is closed",
+    )
+    spool_threshold: int = Field(
+        1 << 20,
+        ge=0,
+        description="a letter being received is kept in memory up to this many bytes, beyond"
+        " in a file under <data_dir>/spool (removed once it is answered)",
     )
 
     def fqdn(self) -> str:
@@ -134,10 +160,24 @@ class GuardSettings(Section):
         description="keys the hashes that stand for IPs and e-mail addresses in rate-limit"
         " keys; unset: generated into <data_dir>/guard-secret. Changing it resets all limits",
     )
-    login_ip_max: int = Field(10, ge=1, description="login attempts per IP per period")
+    login_ip_max: int = Field(
+        50,
+        ge=1,
+        description="failed logins per IP per period (rolling): a guesser behind one address"
+        " runs out; correct passwords do not count, so a NAT of many users never does",
+    )
     login_ip_period: float = Field(3600.0, gt=0, description="seconds")
-    login_account_max: int = Field(10, ge=1, description="login attempts per account per period")
+    login_account_max: int = Field(
+        10, ge=1, description="failed logins per account per period, from any IP"
+    )
     login_account_period: float = Field(3600.0, gt=0, description="seconds")
+    login_ip_success_max: int = Field(
+        1000,
+        ge=1,
+        description="successful logins per IP per period: slows credential stuffing with a"
+        " leaked list, far above what an office behind one address needs",
+    )
+    login_ip_success_period: float = Field(3600.0, gt=0, description="seconds")
 
 
 class ShingleSettings(Section):

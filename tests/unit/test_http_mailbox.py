@@ -149,13 +149,14 @@ def test_logins_are_limited_per_ip_with_retry_after(tmp_path: Path) -> None:
 
 def test_logins_are_limited_per_account_across_ips(tmp_path: Path) -> None:
     from pochta.app import build
-    from pochta.errors import RateLimited
+    from pochta.errors import InvalidCredentials, RateLimited
 
     pochta = build(load_settings(data_dir=tmp_path / "data", guard={"login_account_max": 2}))
     try:
         pochta.mailbox.add_user("ann@example.org", PASSWORD)
-        pochta.mailbox.login("ann@example.org", PASSWORD, "10.0.0.1")
-        pochta.mailbox.login("ann@example.org", PASSWORD, "10.0.0.2")
+        for ip in ("10.0.0.1", "10.0.0.2"):  # failures count against the account
+            with pytest.raises(InvalidCredentials):
+                pochta.mailbox.login("ann@example.org", "wrong password", ip)
         with pytest.raises(RateLimited) as limited:
             pochta.mailbox.login("ann@example.org", PASSWORD, "10.0.0.3")
         assert limited.value.retry_after > 0

@@ -141,7 +141,7 @@ class Analyzer:
         if not complete:
             skipped.append("signs")
         lap("signs")
-        ar = auth_mod.NO_AUTH
+        ar = auth_mod.unchecked(envelope.sender if envelope else None, helo, letter)
         if self.resolver is not None and envelope is not None and envelope.ip:
             if late():
                 skipped.append("auth")

@@ -7,6 +7,7 @@ import typer
 from pochta.cli import (
     antispam,
     blob,
+    guard,
     init,
     leaks,
     mail,
@@ -31,6 +32,7 @@ app.add_typer(pairs.app, name="pairs")
 app.add_typer(user.app, name="user")
 app.add_typer(message.app, name="message")
 app.add_typer(leaks.app, name="leaks")
+app.add_typer(guard.app, name="guard")
 app.add_typer(shingles.app, name="shingles")
 app.add_typer(valkyrie.app, name="valkyrie")
 app.add_typer(antispam.model_app, name="model")

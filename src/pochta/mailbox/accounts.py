@@ -63,11 +63,23 @@ class Users:
         return user
 
     def login(self, email: str, password: str, ip: str = "local") -> tuple[User, str]:
-        """A session token; RateLimited when this IP or this account tried too often (the
-        attempt is charged before the password is looked at)."""
+        """A session token; RateLimited when this IP or this account failed too often, or
+        this IP logged in too often (checked before the password is looked at; a failure is
+        charged to the IP and the account, a success to the IP's much larger allowance)."""
         if self.logins is not None:
             self.logins.check(ip, email)
-        user = self.check_password(email, password)
+        try:
+            user = self.check_password(email, password)
+        except InvalidCredentials:
+            if self.logins is not None:
+                self.logins.failed(ip, email)
+            raise
+        except ResetRequired:  # a right (leaked) password: what credential stuffing finds
+            if self.logins is not None:
+                self.logins.succeeded(ip)
+            raise
+        if self.logins is not None:
+            self.logins.succeeded(ip)
         token = secrets.token_urlsafe(32)
         self.index.add_session(_token_hash(token), user.id, self._clock() + self.session_ttl)
         return user, token

@@ -18,12 +18,16 @@ flood of big letters, each costing more to parse and split, cannot hold up every
 
 With ``antispam.workers = 0`` the same work runs in a thread of the server (tests, a tiny
 install): simpler, but a slow letter then competes with the event loop for the GIL.
+
+A big letter reaches the worker as the path of the file the SMTP server spooled it to, not as
+bytes: the server never holds it whole (its trace header, ``prefix``, travels beside it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 from pochta.antispam.auth.resolver import DnsResolver
 from pochta.antispam.tokens import TokenTable
@@ -64,17 +68,39 @@ def _worker_analyzer() -> Analyzer:
     return _analyzer
 
 
+Letter = bytes | Path
+"""A letter as the intake takes it: its bytes, or a file holding them (read where it is used)."""
+
+
+def load(letter: Letter, prefix: bytes = b"") -> bytes:
+    """``prefix`` and the letter's bytes."""
+    if isinstance(letter, Path):
+        with letter.open("rb") as f:
+            return prefix + f.read()
+    return prefix + letter
+
+
+def size_of(letter: Letter) -> int:
+    return letter.stat().st_size if isinstance(letter, Path) else len(letter)
+
+
 def prepare_in_worker(
-    raw: bytes,
+    raw: Letter,
     envelope: Envelope | None,
     helo: str | None,
     inline_limit: int,
     analyze: bool,
     shingles: bool,
+    prefix: bytes = b"",
 ) -> Prepared:
     analyzer = _worker_analyzer() if analyze else None
     return prepare(
-        raw, envelope, helo, inline_limit=inline_limit, analyzer=analyzer, shingles=shingles
+        load(raw, prefix),
+        envelope,
+        helo,
+        inline_limit=inline_limit,
+        analyzer=analyzer,
+        shingles=shingles,
     )
 
 
@@ -109,26 +135,30 @@ class Intake:
 
     async def prepare(
         self,
-        raw: bytes,
+        raw: Letter,
         envelope: Envelope | None,
         helo: str | None,
         *,
         analyze: bool,
         shingles: bool,
+        prefix: bytes = b"",
     ) -> Prepared:
-        """The letter parsed, analyzed (``analyze``) or only shingled (``shingles``), split.
-        Past the deadline: kept whole and unscored. WorkersUnavailable when the queue is full."""
+        """``prefix + raw`` parsed, analyzed (``analyze``) or only shingled (``shingles``),
+        split. ``raw`` may be a file (read by the worker). Past the deadline: kept whole and
+        unscored. WorkersUnavailable when the queue is full."""
         if self.pool is None:
             analyzer = self.analyzer if analyze else None
             return await asyncio.to_thread(
-                prepare,
-                raw,
-                envelope,
-                helo,
-                inline_limit=self.inline_limit,
-                analyzer=analyzer,
-                shingles=shingles,
+                lambda: prepare(
+                    load(raw, prefix),
+                    envelope,
+                    helo,
+                    inline_limit=self.inline_limit,
+                    analyzer=analyzer,
+                    shingles=shingles,
+                )
             )
+        size = len(prefix) + size_of(raw)
         try:
             return await self.pool.arun(
                 prepare_in_worker,
@@ -138,12 +168,14 @@ class Intake:
                 self.inline_limit,
                 analyze,
                 shingles,
+                prefix,
                 deadline=self.deadline,
-                urgent=len(raw) <= SMALL,
+                urgent=size <= SMALL,
             )
         except (WorkerTimeout, WorkerDied) as exc:
-            log.warning("a letter of %d bytes is stored unscored: %s", len(raw), exc.message)
-            return unprepared(raw, unanalyzed() if analyze else None)
+            log.warning("a letter of %d bytes is stored unscored: %s", size, exc.message)
+            whole = await asyncio.to_thread(load, raw, prefix)
+            return unprepared(whole, unanalyzed() if analyze else None)
 
     async def analyze(self, raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
         """The analysis alone (the scan API); past the deadline, an empty one (partial)."""

@@ -52,7 +52,9 @@ def create_app(settings: Settings) -> FastAPI:
             app.state.service_token = service_token(settings)
             pochta.start()  # the deletion worker, Valkyrie, the shingle counters' flusher
             if settings.smtp.enabled:
-                listeners = await smtp.start(pochta.mailbox, pochta.intake, settings.smtp)
+                listeners = await smtp.start(
+                    pochta.mailbox, pochta.intake, settings.smtp, settings.data_dir / "spool"
+                )
             yield
         finally:
             for server in listeners:

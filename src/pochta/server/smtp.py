@@ -1,30 +1,51 @@
 """SMTP and LMTP listeners (aiosmtpd): the edge only translates.
 
-RCPT: an unknown local recipient gets 550 at once. DATA: the letter (with a Received header
-prepended) is parsed, analyzed and split in a worker process (``mailbox.intake``), then stored
-by ``Mailbox.deliver_prepared`` in a thread; 250 comes only after the delivery is durable.
-Over the size limit: 552 (aiosmtpd refuses it while reading). A storage failure, or workers
-too busy to take the letter, is temporary (451: the client keeps the letter and retries); a
-letter pochta cannot accept is refused for good (554). LMTP answers once per accepted
-recipient.
+RCPT: an unknown local recipient gets 550 at once; past ``smtp.recipient_limit`` recipients of
+one letter, 452 4.5.3 (the client sends the rest in another transaction, as with Postfix's
+smtpd_recipient_limit). DATA: the letter is read by pochta, not gathered by aiosmtpd
+(:mod:`pochta.server.smtpdata`: only CRLF.CRLF ends it, so no smuggling variant splits it in
+two): up to ``smtp.spool_threshold`` bytes in memory, beyond in a file under
+``<data_dir>/spool``, never whole in the server. Past ``max_message_size`` the letter is
+dropped as it comes and answered 552 once it ends; a line longer than ``line_length_limit``,
+500. The letter (with a Received header put in front) is then parsed, analyzed and split in
+a worker process (``mailbox.intake``, which reads the spooled file itself), and stored by
+``Mailbox.deliver_prepared`` in a thread; 250 comes only after the delivery is durable. A
+storage failure, or workers too busy to take the letter, is temporary (451: the client keeps
+the letter and retries); a letter pochta cannot accept is refused for good (554). LMTP answers
+once per accepted recipient.
+
+Per session: after ``smtp.error_limit`` error replies without a letter delivered, 421 and the
+connection is closed (Postfix's smtpd_hard_error_limit); ``smtp.command_timeout`` seconds of
+silence between commands, or for a whole DATA transfer and its delivery, close it too
+(aiosmtpd's ``timeout``). A client that sends anything after DATA before the 354 reply
+(RFC 2920 forbids it; it is how a letter's text gets read as commands) gets 554 and is
+disconnected.
+
+Only public parts of aiosmtpd are used: the documented ``smtp_DATA`` override point, ``push``,
+``envelope``, ``session``, ``transport``, ``data_size_limit``, ``check_helo_needed``, and the
+asyncio protocol's ``data_received``, through which the DATA bytes are routed to the reader.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, AnyStr
 
 from aiosmtpd.lmtp import LMTP
-from aiosmtpd.smtp import SMTP, Envelope, Session
+from aiosmtpd.smtp import SMTP, Envelope, Session, syntax
 
 from pochta.config import SmtpSettings
 from pochta.errors import ConfigError, InvalidInput, PochtaError, StorageError, TooLarge
-from pochta.mailbox.intake import Intake
+from pochta.mailbox.intake import Intake, Letter
 from pochta.mailbox.service import Delivered, Mailbox
-from pochta.mailbox.trace import line_ending, received
+from pochta.mailbox.trace import received
+from pochta.server.smtpdata import CommandWatch, DataReader, Spool
 from pochta.types import Envelope as MailEnvelope
 from pochta.types import User
 
@@ -32,11 +53,20 @@ log = logging.getLogger("pochta.smtp")
 
 
 class DeliveryHandler:
-    def __init__(self, mailbox: Mailbox, intake: Intake, hostname: str, lmtp: bool) -> None:
+    def __init__(
+        self,
+        mailbox: Mailbox,
+        intake: Intake,
+        hostname: str,
+        lmtp: bool,
+        *,
+        recipient_limit: int = 1000,
+    ) -> None:
         self.mailbox = mailbox
         self.intake = intake
         self.hostname = hostname
         self.lmtp = lmtp
+        self.recipient_limit = recipient_limit
 
     async def handle_RCPT(
         self,
@@ -46,6 +76,8 @@ class DeliveryHandler:
         address: str,
         rcpt_options: list[str],
     ) -> str:
+        if len(envelope.rcpt_tos) >= self.recipient_limit:
+            return TOO_MANY_RECIPIENTS
         user = await asyncio.to_thread(self.mailbox.user, address)
         if user is None:
             return f"550 5.1.1 <{address}>: no such user here"
@@ -53,8 +85,11 @@ class DeliveryHandler:
         envelope.rcpt_options.extend(rcpt_options)
         return "250 2.1.5 OK"
 
-    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
-        raw = envelope.original_content or b""
+    async def handle_letter(
+        self, session: Session, envelope: Envelope, letter: Letter, eol: bytes
+    ) -> str:
+        """The reply to a letter received whole (``letter``: its bytes or its spooled file;
+        ``eol``: its line ending, for the trace header)."""
         users: list[User] = []
         for address in envelope.rcpt_tos:
             user = await asyncio.to_thread(self.mailbox.user, address)
@@ -76,21 +111,22 @@ class DeliveryHandler:
             queue_id=queue_id,
             recipient=envelope.rcpt_tos[0] if len(envelope.rcpt_tos) == 1 else None,
             when=datetime.now(UTC),
-            eol=line_ending(raw),
+            eol=eol,
         )
         envelope_ = MailEnvelope(
             ip=str(peer[0]) if isinstance(peer, tuple) else None,
             sender=envelope.mail_from or "",
             recipients=tuple(envelope.rcpt_tos),
         )
-        status = await self._deliver(trace + raw, users, queue_id, envelope_, session.host_name)
+        status = await self._deliver(trace, letter, users, queue_id, envelope_, session.host_name)
         if self.lmtp:
             return "\r\n".join(status for _ in envelope.rcpt_tos)
         return status
 
     async def _deliver(
         self,
-        raw: bytes,
+        trace: bytes,
+        letter: Letter,
         users: list[User],
         queue_id: str,
         envelope: MailEnvelope,
@@ -100,9 +136,10 @@ class DeliveryHandler:
             return "554 5.1.1 no valid recipients"
         try:
             prepared = await self.intake.prepare(
-                raw,
+                letter,
                 envelope,
                 helo,
+                prefix=trace,
                 analyze=self.mailbox.scores,
                 shingles=self.mailbox.counts_shingles,
             )
@@ -139,29 +176,171 @@ def _verdict(done: Delivered) -> str:
     return f"{v.label} (partial: {','.join(v.partial)})" if v.partial else v.label
 
 
-def protocol_factory(mailbox: Mailbox, settings: SmtpSettings, *, lmtp: bool) -> type[SMTP]:
-    """An aiosmtpd protocol class with pochta's limits (line length is a class attribute)."""
-    base: type[SMTP] = LMTP if lmtp else SMTP
+TOO_MANY_RECIPIENTS = "452 4.5.3 Error: too many recipients"
+NOT_ERRORS = ("421", TOO_MANY_RECIPIENTS[:9], "451")
+"""Replies that do not count toward the error limit: the closing 421 itself, the recipient
+limit (a flow limit the client is right to run into) and pochta's own temporary failures."""
+
+
+@dataclass
+class _Connection:
+    """What pochta keeps per connection beside aiosmtpd's session."""
+
+    watch: CommandWatch
+    errors: int = 0
+    awaiting_354: bool = False  # a DATA command line has come and is not answered yet
+    early: bool = False  # bytes came after it before the answer
+    reader: DataReader | None = None  # set while a letter is being received
+    ended: asyncio.Future[None] | None = field(default=None, repr=False)
+
+
+class PochtaSMTP(SMTP):
+    """aiosmtpd's SMTP with pochta's DATA phase, error limit and early-talker check."""
+
+    spool_dir: Path
+    spool_threshold: int
+    line_limit: int
+    error_limit: int
+
+    def __init__(self, handler: DeliveryHandler, **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self.pochta = _Connection(CommandWatch(self.line_length_limit))
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.pochta
+        if conn.reader is not None:
+            rest = conn.reader.feed(data)
+            if rest is None:
+                return
+            conn.reader = None
+            if conn.ended is not None and not conn.ended.done():
+                conn.ended.set_result(None)
+            data = rest
+        if not data:
+            return
+        if conn.awaiting_354:
+            conn.early = True  # dropped: never read as commands
+            return
+        end = conn.watch.find_data(data)
+        if end is not None:
+            conn.awaiting_354 = True
+            conn.early = end < len(data)
+            data = data[:end]
+        super().data_received(data)
+
+    async def push(self, status: AnyStr) -> None:
+        await super().push(status)
+        text = status.decode("utf-8", "replace") if isinstance(status, bytes) else str(status)
+        if text[:1] in ("4", "5") and not text.startswith(NOT_ERRORS):
+            self.pochta.errors += 1
+            if self.pochta.errors >= self.error_limit and self.transport is not None:
+                log.info(
+                    "%r: %d errors, disconnected",
+                    self.session and self.session.peer,
+                    self.pochta.errors,
+                )
+                await super().push(f"421 4.7.0 {self.hostname} Error: too many errors")
+                self.transport.close()
+
+    @syntax("DATA")
+    async def smtp_DATA(self, arg: str | None) -> None:
+        conn = self.pochta
+        early, conn.awaiting_354, conn.early = conn.early, False, False
+        if early:
+            await super().push(
+                "554 5.5.0 Error: SMTP protocol synchronization (data sent before the 354 reply)"
+            )
+            if self.transport is not None:
+                self.transport.close()
+            return
+        if await self.check_helo_needed():
+            return
+        if await self.check_auth_needed("DATA"):
+            return
+        envelope = self.envelope
+        assert envelope is not None
+        assert self.session is not None
+        if not envelope.rcpt_tos:
+            await self.push("503 5.5.1 Error: need RCPT command")
+            return
+        if arg:
+            await self.push("501 5.5.4 Syntax: DATA")
+            return
+        spool = Spool(self.spool_dir, self.spool_threshold)
+        reader = DataReader(
+            spool, size_limit=self.data_size_limit or 1 << 62, line_limit=self.line_limit
+        )
+        conn.reader, conn.ended = reader, self.loop.create_future()
+        try:
+            await self.push("354 End data with <CR><LF>.<CR><LF>")
+            await conn.ended
+            if reader.state == "too_long":
+                status = f"500 5.5.2 Error: line too long (the limit is {self.line_limit} bytes)"
+            elif reader.state == "too_big":
+                status = (
+                    f"552 5.3.4 Error: message too big (the limit is {self.data_size_limit} bytes)"
+                )
+            else:
+                handler: DeliveryHandler = self.event_handler
+                status = await handler.handle_letter(
+                    self.session, envelope, spool.finish(), reader.eol or b"\n"
+                )
+                if status.startswith("250"):
+                    conn.errors = 0  # the error limit counts errors between deliveries
+        finally:
+            conn.reader = conn.ended = None
+            spool.discard()
+            self.envelope = Envelope()
+        await self.push(status)
+
+
+class PochtaLMTP(PochtaSMTP, LMTP):
+    """The same for LMTP (LHLO; one DATA reply per recipient)."""
+
+
+def protocol_class(settings: SmtpSettings, spool_dir: Path, *, lmtp: bool) -> type[PochtaSMTP]:
+    """The protocol class with pochta's limits (aiosmtpd reads some as class attributes)."""
+    base: type[PochtaSMTP] = PochtaLMTP if lmtp else PochtaSMTP
     return type(
-        "PochtaLMTP" if lmtp else "PochtaSMTP",
+        base.__name__,
         (base,),
-        {"line_length_limit": settings.line_length_limit},
+        {
+            "spool_dir": spool_dir,
+            "spool_threshold": settings.spool_threshold,
+            "line_limit": settings.line_length_limit,
+            "error_limit": settings.error_limit,
+        },
     )
 
 
-async def start(mailbox: Mailbox, intake: Intake, settings: SmtpSettings) -> list[asyncio.Server]:
-    """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them."""
+def clear_spool(spool_dir: Path) -> None:
+    """Remove letters a previous process left half-received (it stopped while reading them:
+    none of them was answered 250)."""
+    if spool_dir.is_dir():
+        for path in spool_dir.glob("*.letter"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+async def start(
+    mailbox: Mailbox, intake: Intake, settings: SmtpSettings, spool_dir: Path
+) -> list[asyncio.Server]:
+    """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them.
+    Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes."""
     loop = asyncio.get_running_loop()
     hostname = settings.fqdn()
+    clear_spool(spool_dir)
     servers = []
     listeners = [(settings.port, False)]
     if settings.lmtp_port:
         listeners.append((settings.lmtp_port, True))
     for port, lmtp in listeners:
-        cls = protocol_factory(mailbox, settings, lmtp=lmtp)
-        handler = DeliveryHandler(mailbox, intake, hostname, lmtp)
+        cls = protocol_class(settings, spool_dir, lmtp=lmtp)
+        handler = DeliveryHandler(
+            mailbox, intake, hostname, lmtp, recipient_limit=settings.recipient_limit
+        )
 
-        def factory(cls: type[SMTP] = cls, handler: DeliveryHandler = handler) -> SMTP:
+        def factory(cls: type[PochtaSMTP] = cls, handler: DeliveryHandler = handler) -> SMTP:
             return cls(
                 handler,
                 data_size_limit=settings.max_message_size,
@@ -169,6 +348,7 @@ async def start(mailbox: Mailbox, intake: Intake, settings: SmtpSettings) -> lis
                 decode_data=False,
                 hostname=hostname,
                 ident="pochta",
+                timeout=settings.command_timeout,
                 loop=loop,
             )
 

@@ -285,3 +285,23 @@ def test_header_quotes_and_escapes() -> None:
 def test_bad_authserv_id_is_a_config_error(bad: str) -> None:
     with pytest.raises(ConfigError):
         auth.NO_AUTH.header(bad)
+
+
+def test_unchecked_results_name_the_letters_own_identities() -> None:
+    """Issue 21: with DNS checks off the header said smtp.mailfrom="" and header.from=""
+    although the letter has both."""
+    from pochta.antispam.verdict import Analyzer
+    from pochta.mime.letter import parse
+    from pochta.types import Envelope
+
+    envelope = Envelope(ip="192.0.2.5", sender="bounce@nalog.ru", recipients=("ivan@pochta.test",))
+    analysis = Analyzer(resolver=None).analyze(parse(LETTER), envelope, "mail.nalog.ru")
+    value = analysis.auth.header("mx.pochta.test")
+    assert "spf=none (not checked) smtp.mailfrom=bounce@nalog.ru" in value
+    assert "dmarc=none (not checked) header.from=fcod.nalog.ru" in value
+    assert analysis.auth.values() == auth.NO_AUTH.values()  # the rules see the same words
+    bounce = Envelope(ip="192.0.2.5", sender="", recipients=("ivan@pochta.test",))
+    value = Analyzer().analyze(parse(LETTER), bounce, "mail.nalog.ru").auth.header("mx")
+    assert "spf=none (not checked) smtp.helo=mail.nalog.ru" in value
+    value = Analyzer().analyze(parse(LETTER)).auth.header("mx")  # the scan API, no envelope
+    assert 'smtp.mailfrom=""' in value and "header.from=fcod.nalog.ru" in value

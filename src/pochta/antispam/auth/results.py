@@ -325,4 +325,24 @@ NO_AUTH = AuthResults(
     (),
     DmarcResult("none", "", reason="not checked"),
 )
-"""What rules see when authentication was not run."""
+"""What rules see when authentication was not run and nothing is known of the letter."""
+
+
+def unchecked(mail_from: str | None, helo: str | None, letter: Letter | None) -> AuthResults:
+    """The results when SPF/DKIM/DMARC were not run (DNS checks off, no client IP, no time
+    left): every result ``none (not checked)``, but the identities the header names are the
+    letter's own (MAIL FROM, or postmaster@HELO for a bounce; the From domain), as
+    :func:`authenticate` would name them."""
+    if mail_from or helo:
+        sender, domain, scope = spf.identity(mail_from, helo)
+    else:
+        sender, domain, scope = "", "", "mailfrom"
+    return AuthResults(
+        SpfResult("none", scope, sender, domain, reason="not checked"),
+        (),
+        DmarcResult(
+            "none",
+            (from_domain(letter) or "") if letter is not None else "",
+            reason="not checked",
+        ),
+    )

@@ -71,17 +71,8 @@ class _Record:
 def check(ip: str | None, mail_from: str | None, helo: str | None, resolver: Resolver) -> SpfResult:
     """The SPF result for a client ``ip`` giving ``MAIL FROM:<mail_from>`` after ``HELO helo``.
     An empty MAIL FROM (a bounce) is checked as ``postmaster@<helo>`` (scope ``helo``)."""
-    sender = (mail_from or "").strip().strip("<>").strip()
-    scope: Literal["mailfrom", "helo"] = "mailfrom"
-    if not sender:
-        scope = "helo"
-        sender = f"postmaster@{(helo or '').strip()}"
-    local, at, domain = sender.rpartition("@")
-    if not at:
-        local, domain = "postmaster", sender
-    local = local or "postmaster"
-    domain = domain.rstrip(".").lower()
-    sender = f"{local}@{domain}"
+    sender, domain, scope = identity(mail_from, helo)
+    local = sender.rpartition("@")[0]
     if ip is None:
         return SpfResult("none", scope, sender, domain, reason="no client IP")
     try:
@@ -100,6 +91,24 @@ def check(ip: str | None, mail_from: str | None, helo: str | None, resolver: Res
     except _TempError as exc:
         return SpfResult("temperror", scope, sender, domain, reason=str(exc))
     return SpfResult(code, scope, sender, domain, term, reason)
+
+
+def identity(
+    mail_from: str | None, helo: str | None
+) -> tuple[str, str, Literal["mailfrom", "helo"]]:
+    """The identity SPF checks: (address, its domain, scope). MAIL FROM's address; for an
+    empty one (a bounce), ``postmaster@<helo>`` (scope ``helo``)."""
+    sender = (mail_from or "").strip().strip("<>").strip()
+    scope: Literal["mailfrom", "helo"] = "mailfrom"
+    if not sender:
+        scope = "helo"
+        sender = f"postmaster@{(helo or '').strip()}"
+    local, at, domain = sender.rpartition("@")
+    if not at:
+        local, domain = "postmaster", sender
+    local = local or "postmaster"
+    domain = domain.rstrip(".").lower()
+    return f"{local}@{domain}", domain, scope
 
 
 def _valid_domain(domain: str) -> bool:
