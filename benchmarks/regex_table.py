@@ -469,6 +469,16 @@ ROWS: list[Row] = [
              "fullmatch, bounded"),
             ("pochta/server/blobs.py:_RANGE", "an HTTP Range header", "HTTP clients",
              "fullmatch; \\d* then - once"),
+            ("pochta/server/errors.py:_template()", "a path of the API's OpenAPI document",
+             "the request's URL path (HTTP clients), for a 405's Allow",
+             "fullmatch; [^/]+ per segment between literal slashes: one way to match; the "
+             "templates are the API's own (cached)"),
+            ("pochta/server/limits.py:JsonDepth._OUTSIDE", "a bracket or a quote",
+             "a JSON request body, piece by piece, up to its limit",
+             "one character class, search from a position that only moves forward"),
+            ("pochta/server/limits.py:JsonDepth._INSIDE", "a quote or a backslash in a string",
+             "a JSON request body, piece by piece, up to its limit",
+             "one character class, search from a position that only moves forward"),
         ]
     ),
 ]

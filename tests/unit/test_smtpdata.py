@@ -160,3 +160,20 @@ def test_command_watch_agrees_with_aiosmtpd(lines: list[bytes], pad: int, cuts: 
             break
         seen += len(chunk)
     assert found == expected
+
+
+def test_only_old_spool_files_are_cleared(tmp_path: Path) -> None:
+    """A letter another process on the same data directory is receiving stays; one left
+    behind by a stopped process (untouched for long) goes."""
+    import os
+    import time
+
+    from pochta.server.smtp import clear_spool
+
+    fresh, stale = tmp_path / "a.letter", tmp_path / "b.letter"
+    fresh.write_bytes(b"x")
+    stale.write_bytes(b"y")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    clear_spool(tmp_path, older_than=600)
+    assert fresh.exists() and not stale.exists()

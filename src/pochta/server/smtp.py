@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -313,13 +314,16 @@ def protocol_class(settings: SmtpSettings, spool_dir: Path, *, lmtp: bool) -> ty
     )
 
 
-def clear_spool(spool_dir: Path) -> None:
+def clear_spool(spool_dir: Path, older_than: float) -> None:
     """Remove letters a previous process left half-received (it stopped while reading them:
-    none of them was answered 250)."""
+    none of them was answered 250). Only files untouched for ``older_than`` seconds: another
+    process on the same data directory may be receiving (or delivering) the newer ones."""
     if spool_dir.is_dir():
+        cutoff = time.time() - older_than
         for path in spool_dir.glob("*.letter"):
             with contextlib.suppress(OSError):
-                path.unlink()
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
 
 
 async def start(
@@ -329,7 +333,7 @@ async def start(
     Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes."""
     loop = asyncio.get_running_loop()
     hostname = settings.fqdn()
-    clear_spool(spool_dir)
+    clear_spool(spool_dir, older_than=2 * settings.command_timeout + 600)
     servers = []
     listeners = [(settings.port, False)]
     if settings.lmtp_port:
