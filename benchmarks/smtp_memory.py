@@ -119,6 +119,11 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="pochta-mem-"))
     data = tmp / "data"
     subprocess.run(
+        [sys.executable, "-m", "pochta", "init", "--data", str(data)],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
         [
             *(sys.executable, "-m", "pochta", "user", "add", "bench@example.org"),
             *("--password-stdin", "--data", str(data)),
