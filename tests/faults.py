@@ -187,7 +187,7 @@ def serve(data: Path, log: Path, http: int, smtp: int) -> subprocess.Popen[bytes
         )
 
 
-def wait_healthy(http: int, proc: subprocess.Popen[bytes], timeout: float = 40) -> None:
+def wait_healthy(http: int, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
