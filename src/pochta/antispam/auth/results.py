@@ -88,9 +88,9 @@ class AuthResults:
             "dmarc_policy": self.dmarc.policy or "none",
         }
 
-    def header(self, authserv_id: str, *, folded: bool = False) -> str:
+    def header(self, authserv_id: str) -> str:
         """The value of an ``Authentication-Results`` field (RFC 8601) for ``authserv_id``
-        (this server's name). ``folded`` puts each result on its own continuation line."""
+        (this server's name), unfolded (``pochta.mailbox.trace.field`` folds it)."""
         if not authserv_id or not _TOKEN.fullmatch(authserv_id):
             raise ConfigError(f"authserv-id must be a host name or a token: {authserv_id!r}")
         parts = [authserv_id]
@@ -108,7 +108,7 @@ class AuthResults:
         m = self.dmarc
         note = f"p={m.policy}" if m.policy else m.reason
         parts.append(f"dmarc={m.result}{_comment(note)} header.from={_pvalue(m.domain)}")
-        return (";\r\n\t" if folded else "; ").join(parts)
+        return "; ".join(parts)
 
 
 _TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`{|}~]+")
