@@ -51,9 +51,7 @@ REAL_ZONE: dict[str, dict[str, list[str]]] = {
             " ip4:104.47.0.0/17 ip6:2a01:111:f400::/48 ip6:2a01:111:f403::/49 -all"
         ]
     },
-    "_dmarc.outlook.com": {
-        "TXT": ["v=DMARC1; p=none; pct=100; rua=mailto:d@rua.agari.com; fo=1"]
-    },
+    "_dmarc.outlook.com": {"TXT": ["v=DMARC1; p=none; pct=100; rua=mailto:d@rua.agari.com; fo=1"]},
     # redirect to a record with a: and netblocks; a strict DMARC policy
     "mail.ru": {"TXT": ["v=spf1 redirect=_spf.mail.ru"]},
     "_spf.mail.ru": {
@@ -77,9 +75,7 @@ REAL_ZONE: dict[str, dict[str, list[str]]] = {
             " ip4:141.8.128.0/18 ip4:178.154.128.0/18 ip4:213.180.192.0/19 ~all"
         ]
     },
-    "_spf-ipv6.yandex.ru": {
-        "TXT": ["v=spf1 ip6:2a02:6b8::/32 ip6:2a0e:fd87::/32 ~all"]
-    },
+    "_spf-ipv6.yandex.ru": {"TXT": ["v=spf1 ip6:2a02:6b8::/32 ip6:2a0e:fd87::/32 ~all"]},
     "_dmarc.yandex.ru": {"TXT": ["v=DMARC1; p=none"]},
     # a government sender: mx, a, a fixed network, -all; the subdomain's own record
     "gosuslugi.ru": {

@@ -50,6 +50,7 @@ TEN = " ".join(f"a:h{i}.example.net" for i in range(10))
 HOSTS = {f"h{i}.example.net": {"A": ["198.51.100.1"]} for i in range(11)}
 
 # (section of RFC 7208, what it says, zone, client ip, MAIL FROM, expected result)
+# fmt: off
 RFC_CASES: list[tuple[str, str, Zone, str, str, str]] = [
     ("2.6.1", "no SPF record: none", {}, "192.0.2.10", "u@example.com", "none"),
     ("4.5", "other TXT records are not SPF", own("google-site-verification=x"), "192.0.2.10",
@@ -170,6 +171,7 @@ RFC_CASES: list[tuple[str, str, Zone, str, str, str]] = [
      "v=spf1 exists:%{l}.allow.example.net -all") | {"postmaster.allow.example.net": {
      "A": ["127.0.0.2"]}}, "192.0.2.10", "example.com", "pass"),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize(
@@ -225,8 +227,11 @@ def test_identity_and_scope() -> None:
 # -- bounded -----------------------------------------------------------------------------------
 def test_the_limits_stop_the_questions_of_a_hostile_record() -> None:
     """11 includes each with 10 mx of 10 exchanges: the 10-term limit ends it early."""
-    zone: Zone = {"example.com": txt("v=spf1 " + " ".join(f"include:i{i}.example.net"
-                                                          for i in range(11)) + " -all")}
+    zone: Zone = {
+        "example.com": txt(
+            "v=spf1 " + " ".join(f"include:i{i}.example.net" for i in range(11)) + " -all"
+        )
+    }
     for i in range(11):
         zone[f"i{i}.example.net"] = {
             "TXT": ["v=spf1 " + " ".join(f"mx:m{j}.example.net" for j in range(10)) + " -all"]

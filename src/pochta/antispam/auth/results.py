@@ -330,9 +330,7 @@ def check_dmarc(
         reason = "no aligned SPF or DKIM pass"
         if not sampled(record.pct, sample_key):
             applied = _LOWER[policy]
-    return DmarcResult(
-        code, domain, policy, found_at, spf_ok, dkim_ok, record.pct, reason, applied
-    )
+    return DmarcResult(code, domain, policy, found_at, spf_ok, dkim_ok, record.pct, reason, applied)
 
 
 def from_domain(letter: Letter) -> str | None:
