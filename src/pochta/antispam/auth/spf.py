@@ -12,7 +12,7 @@ Why pyspf and not pochta's own evaluator (which this module held before; measure
   per term (RFC 7208 4.6.4) and stop with ``permerror``; the questions and the time of one
   letter are bounded again, outside any evaluator, by
   :class:`~pochta.antispam.auth.resolver.LimitedResolver`;
-- CPU: pyspf costs more, 65 µs a check on the suite against 27 µs (127 against 103 µs on
+- CPU: pyspf costs more, 51 µs a check on the suite against 24 µs (119 against 100 µs on
   real-looking records, tests/spf_zones.py), small next to one DNS round trip; the one place
   its CPU grows with input, its domain-spec regex (quadratic: 2 s on one 16,000-character
   term), is fenced here: an SPF record with a term longer than :data:`MAX_TERM` characters
