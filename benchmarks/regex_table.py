@@ -412,8 +412,12 @@ ROWS: list[Row] = [
         "one class", None, rep("\r\n"), lambda t: re.sub(r"[\r\n\t]+", " ", t)),
     Row(f"{AR}:_tags()", "blanks in a DKIM tag value", "DKIM-Signature tags", LINEAR, AS_IS,
         "one class", None, rep(" a"), lambda t: re.sub(r"\s+", "", t)),
-    Row(f"{AR}:_parse_dmarc()", "blanks in v=DMARC1", "a DMARC record (DNS)", LINEAR, AS_IS,
-        "one class", None, rep(" a"), lambda t: re.sub(r"\s+", "", t)),
+    Row(f"{AR}:_VERSION", "v=DMARC1 first in a record", "a DMARC record (DNS)", LINEAR, AS_IS,
+        "anchored; bounded blank runs around a literal", None, lambda n: "v" + " " * n + "x",
+        match(auth_results._VERSION)),
+    Row(f"{AR}:_URI", "a report URI (rua=)", "one comma-separated rua value (DNS)", LINEAR,
+        AS_IS, "fullmatch; the scheme class has no ':', one backtrack of the rest", None,
+        lambda n: "a:" + "b" * n + " ", fullmatch(auth_results._URI)),
     # -- not letter input -------------------------------------------------------------------
     *(
         Row(key, what, "rules file", LINEAR, NOT_LETTER, "configuration")
