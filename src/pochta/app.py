@@ -207,7 +207,10 @@ def _scanner(settings: Settings, shingler: Shingler) -> Scanner:
 def analyzer(settings: Settings, tokens: TokenTable | None = None) -> Analyzer:
     """The analysis half of the verdict, as each worker process builds it; ``tokens``: the
     model's token table (the words' statistic the model reads)."""
-    return make_analyzer(settings.antispam.dns, settings.antispam.budget_seconds, tokens)
+    a = settings.antispam
+    return make_analyzer(
+        a.dns, a.budget_seconds, tokens, a.dns_server, a.dns_timeout, a.dns_lifetime
+    )
 
 
 def _intake(settings: Settings, analyzer: Analyzer) -> Intake:
@@ -220,7 +223,14 @@ def _intake(settings: Settings, analyzer: Analyzer) -> Intake:
         pool = WorkerPool(
             processes,
             initializer=init_worker,
-            initargs=(a.dns, a.budget_seconds, analyzer.tokens),
+            initargs=(
+                a.dns,
+                a.budget_seconds,
+                analyzer.tokens,
+                a.dns_server,
+                a.dns_timeout,
+                a.dns_lifetime,
+            ),
             max_pending=max(64, 8 * processes),
             name="pochta-letters",
         )

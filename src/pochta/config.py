@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
@@ -218,6 +218,19 @@ class AntispamSettings(Section):
     authserv_id: str = Field(
         "", description="the name in Authentication-Results (default: smtp.hostname)"
     )
+    dns_server: str | None = Field(
+        None,
+        description='with dns = "system": the one DNS server to ask, "address[:port]" (e.g.'
+        ' "127.0.0.1:5353", "[::1]:53"); unset: the host\'s resolvers (/etc/resolv.conf)',
+    )
+    dns_timeout: float = Field(2.0, gt=0, description="seconds one DNS question may take")
+    dns_lifetime: float = Field(
+        8.0,
+        gt=0,
+        description="seconds all DNS questions of one letter (SPF, DKIM, DMARC) may take;"
+        " past it the check is temperror (RFC 7208 4.6.4 suggests allowing 20 s: raise it"
+        " together with deadline_seconds)",
+    )
     workers: int | None = Field(
         None,
         ge=0,
@@ -236,6 +249,15 @@ class AntispamSettings(Section):
         description="a worker still busy with one letter after this is stopped and replaced;"
         " the letter is delivered unscored (partial=timeout)",
     )
+
+    @field_validator("dns_server")
+    @classmethod
+    def _dns_server(cls, value: str | None) -> str | None:
+        if value is not None:
+            from pochta.antispam.auth.resolver import parse_server
+
+            parse_server(value)  # ValueError: a clear message for the settings error
+        return value
 
 
 class ValkyrieSettings(Section):

@@ -86,8 +86,9 @@ class Analysis:
 
 class Analyzer:
     """The analysis half: one per process (the worker's initializer builds it once).
-    ``resolver``: SPF / DKIM / DMARC are checked (None: not run). ``budget``: seconds one
-    letter may take before the stages not yet started are skipped (None: no budget)."""
+    ``resolver``: SPF / DKIM / DMARC are checked (None: not run), all of one letter's DNS
+    within ``dns_lifetime`` seconds. ``budget``: seconds one letter may take before the
+    stages not yet started are skipped (None: no budget)."""
 
     def __init__(
         self,
@@ -97,8 +98,10 @@ class Analyzer:
         shorteners: frozenset[str] | None = None,
         budget: float | None = None,
         tokens: tokens_mod.TokenTable | None = None,
+        dns_lifetime: float = auth_mod.DNS_LIFETIME,
     ) -> None:
         self.resolver = resolver
+        self.dns_lifetime = dns_lifetime
         self.tokens = tokens
         self.protected = protected
         self.shorteners = shorteners
@@ -153,6 +156,7 @@ class Analyzer:
                     helo=helo or "",
                     resolver=self.resolver,
                     letter=letter,
+                    lifetime=self.dns_lifetime,
                 )
         lap("auth")
         f = {**feats_mod.from_signs(signs), **feats_mod.from_auth(ar)}

@@ -43,22 +43,40 @@ log = logging.getLogger("pochta.intake")
 SMALL = 512 << 10  # bytes: a letter this small is taken by a worker before bigger ones
 
 
-def make_analyzer(dns: str, budget: float | None, tokens: TokenTable | None = None) -> Analyzer:
-    """The analysis half of the verdict, as each worker (or the server itself) builds it."""
-    return Analyzer(
-        resolver=DnsResolver() if dns == "system" else None, budget=budget, tokens=tokens
-    )
+def make_analyzer(
+    dns: str,
+    budget: float | None,
+    tokens: TokenTable | None = None,
+    dns_server: str | None = None,
+    dns_timeout: float = 2.0,
+    dns_lifetime: float = 8.0,
+) -> Analyzer:
+    """The analysis half of the verdict, as each worker (or the server itself) builds it.
+    ``dns = "system"``: SPF/DKIM/DMARC through dnspython, asking ``dns_server``
+    ("address[:port]") or, unset, the host's resolvers."""
+    resolver = None
+    if dns == "system":
+        servers = [dns_server] if dns_server else None
+        resolver = DnsResolver(timeout=dns_timeout, nameservers=servers)
+    return Analyzer(resolver=resolver, budget=budget, tokens=tokens, dns_lifetime=dns_lifetime)
 
 
 # -- in a worker process -------------------------------------------------------------------
 _analyzer: Analyzer | None = None
 
 
-def init_worker(dns: str, budget: float | None, tokens: TokenTable | None = None) -> None:
+def init_worker(
+    dns: str,
+    budget: float | None,
+    tokens: TokenTable | None = None,
+    dns_server: str | None = None,
+    dns_timeout: float = 2.0,
+    dns_lifetime: float = 8.0,
+) -> None:
     """The pool's initializer: build this process's analyzer and load what it reads (the
     protected organizations, the public suffix list) before the first letter."""
     global _analyzer
-    _analyzer = make_analyzer(dns, budget, tokens)
+    _analyzer = make_analyzer(dns, budget, tokens, dns_server, dns_timeout, dns_lifetime)
     _analyzer.analyze(parse(b"From: a@example.org\r\nSubject: warm\r\n\r\nhttp://example.org/\r\n"))
 
 

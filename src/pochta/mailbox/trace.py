@@ -1,27 +1,36 @@
-"""The header fields pochta prepends to a letter it accepts.
+"""The header fields pochta prepends to a letter it accepts, folded by the standard library.
 
 The Received trace header, on every letter (RFC 5321 §4.4):
 
-    Received: from <helo> ([<client ip>])
-    <TAB>by <hostname> (pochta) with <ESMTP|SMTP|LMTP|UTF8SMTP> id <id>
-    <TAB>for <recipient>; <date>
+    Received: from <helo> ([<client ip>]) by <hostname> (pochta) with <ESMTP|SMTP|LMTP|UTF8SMTP>
+     id <id> for <recipient>; <date>
 
 ``for`` is given only for a single recipient (as Postfix does), so that one letter to many
-recipients stays one byte string and its skeleton is stored once. The header uses the letter's
-own line ending (CRLF from SMTP; LF from an imported file that uses LF).
+recipients stays one byte string and its skeleton is stored once.
 
-``X-Pochta-Spam`` and ``Authentication-Results``, on a letter scored at delivery: printable
-ASCII only, long values folded at spaces.
+``X-Pochta-Spam`` and ``Authentication-Results``, on a letter scored at delivery.
+
+Every field is folded by :data:`email.policy.compat32` (the stdlib's ``email.header.Header``
+algorithm): lines of at most 78 characters where the value allows it, broken first after a
+``;`` (so each result of Authentication-Results, and the date of Received, starts a line of its
+own), then at a space; a word longer than a line is kept whole, never turned into an RFC 2047
+encoded word. What a client said (HELO, recipient) is reduced to printable ASCII first, so no
+value can carry a line break or a second header. The header uses the letter's own line ending
+(CRLF from SMTP; LF from an imported file that uses LF). The same inputs always give the same
+bytes.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from email.policy import compat32
 from email.utils import format_datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pochta.antispam.verdict import Verdict
+
+MAX_LINE = 78  # RFC 5322 2.1.1: SHOULD be no more than 78 characters
 
 
 def _clean(text: str, limit: int = 255) -> str:
@@ -32,6 +41,14 @@ def _clean(text: str, limit: int = 255) -> str:
 def line_ending(raw: bytes) -> bytes:
     end = raw.find(b"\n")
     return b"\r\n" if end > 0 and raw[end - 1 : end] == b"\r" else b"\n"
+
+
+def field(name: str, value: str, eol: bytes = b"\r\n") -> bytes:
+    """One header field as bytes, folded by the stdlib: ``value`` reduced to printable ASCII
+    (anything else, a line break included, becomes ``?``), each line ending with ``eol``."""
+    clean = "".join(c if 32 <= ord(c) < 127 else "?" for c in value)
+    policy = compat32.clone(linesep=eol.decode("ascii"), max_line_length=MAX_LINE)
+    return policy.fold_binary(name, clean)
 
 
 def received(
@@ -45,35 +62,17 @@ def received(
     when: datetime,
     eol: bytes = b"\r\n",
 ) -> bytes:
-    sep = eol + b"\t"
-    parts = [
-        f"Received: from {_clean(helo) or 'unknown'} ([{_clean(ip, 64)}])".encode(),
-        f"by {_clean(hostname)} (pochta) with {protocol} id {_clean(queue_id, 32)}".encode(),
-    ]
-    date = format_datetime(when).encode()
+    value = (
+        f"from {_clean(helo) or 'unknown'} ([{_clean(ip, 64)}])"
+        f" by {_clean(hostname)} (pochta) with {protocol} id {_clean(queue_id, 32)}"
+    )
     if recipient is not None:
-        parts.append(f"for <{_clean(recipient, 320)}>; ".encode() + date)
-    else:
-        parts[-1] += b"; " + date
-    return sep.join(parts) + eol
+        value += f" for <{_clean(recipient, 320)}>"
+    return field("Received", f"{value}; {format_datetime(when)}", eol)
 
 
 def verdict_headers(verdict: Verdict, authserv_id: str, eol: bytes = b"\r\n") -> bytes:
     """The verdict's header fields, ``authserv_id`` naming this host in the results."""
-    ar = verdict.auth.header(authserv_id)
-    lines = [f"X-Pochta-Spam: {verdict.header()}", f"Authentication-Results: {ar}"]
-    return b"".join(_header_line(line, eol) for line in lines)
-
-
-def _header_line(text: str, eol: bytes) -> bytes:
-    """One header field as bytes: printable ASCII, long values folded at spaces."""
-    clean = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
-    words, lines, line = clean.split(" "), [], ""
-    for word in words:
-        if line and len(line) + 1 + len(word) > 76:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    lines.append(line)
-    return (eol + b"\t").join(x.encode() for x in lines) + eol
+    return field("X-Pochta-Spam", verdict.header(), eol) + field(
+        "Authentication-Results", verdict.auth.header(authserv_id), eol
+    )

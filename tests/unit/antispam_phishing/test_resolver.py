@@ -1,18 +1,22 @@
-"""The resolvers: the offline fixture, and the dnspython one with its answers faked (no
-network in tests)."""
+"""The resolvers without a network: the offline fixture, the DNS server setting, the limits of
+one letter; the dnspython resolver against a real server is tests/integration/antispam/
+test_dns_server.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from pathlib import Path
 
-import dns.exception
-import dns.rdata
-import dns.rdataclass
-import dns.rdatatype
-import dns.resolver
 import pytest
 
-from pochta.antispam.auth.resolver import DnsResolver, DnsTempError, FixtureResolver
+from pochta.antispam.auth.resolver import (
+    DnsResolver,
+    DnsTempError,
+    FixtureResolver,
+    LimitedResolver,
+    parse_server,
+)
+from pochta.config import load_settings
+from pochta.errors import ConfigError
 
 
 def test_fixture_resolver() -> None:
@@ -31,53 +35,51 @@ def test_fixture_resolver() -> None:
         r.add("example.com", "SRV", "x")
 
 
-def _fake(answers: dict[tuple[str, str], list[str]] | Exception) -> Callable[..., object]:
-    def resolve(name: str, rtype: str, search: bool = False) -> object:
-        if isinstance(answers, Exception):
-            raise answers
-        texts = answers.get((name, rtype))
-        if texts is None:
-            raise dns.resolver.NXDOMAIN()
-        kind = dns.rdatatype.from_text(rtype)
-        return [dns.rdata.from_text(dns.rdataclass.IN, kind, t) for t in texts]
-
-    return resolve
-
-
-def test_dns_resolver_reads_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    r = DnsResolver(timeout=0.1, nameservers=["127.0.0.1"])
-    monkeypatch.setattr(
-        r._resolver,
-        "resolve",
-        _fake(
-            {
-                ("example.com.", "TXT"): ['"v=spf1 ip4:192.0.2.0/24" " -all"'],
-                ("example.com.", "MX"): ["20 mx2.example.com.", "10 mx1.example.com."],
-                ("example.com.", "A"): ["192.0.2.1"],
-                ("example.com.", "AAAA"): ["2001:db8::1"],
-                ("1.2.0.192.in-addr.arpa.", "PTR"): ["mail.example.com."],
-            }
-        ),
-    )
-    assert r.query("example.com", "TXT") == ["v=spf1 ip4:192.0.2.0/24 -all"]
-    assert r.query("Example.com.", "MX") == ["mx1.example.com", "mx2.example.com"]
-    assert r.query("example.com", "A") == ["192.0.2.1"]
-    assert r.query("example.com", "AAAA") == ["2001:db8::1"]
-    assert r.query("1.2.0.192.in-addr.arpa", "PTR") == ["mail.example.com"]
-    assert r.query("nowhere.example", "TXT") == []
+def test_a_malformed_name_is_temperror_before_any_question() -> None:
+    # a real server is asked in tests/integration/antispam/test_dns_server.py (nsd)
+    r = DnsResolver(timeout=0.1, nameservers=["127.0.0.1:9"])
+    with pytest.raises(DnsTempError):
+        r.query("a" * 64 + ".example.com", "TXT")
 
 
 @pytest.mark.parametrize(
-    "error", [dns.exception.Timeout(), dns.resolver.NoNameservers(), dns.exception.DNSException()]
+    ("text", "expected"),
+    [
+        ("127.0.0.1", ("127.0.0.1", 53)),
+        ("127.0.0.1:5353", ("127.0.0.1", 5353)),
+        ("::1", ("::1", 53)),
+        ("[::1]:5353", ("::1", 5353)),
+        (" [2001:db8::53] ", ("2001:db8::53", 53)),
+    ],
 )
-def test_dns_resolver_temporary_errors(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
-    r = DnsResolver(timeout=0.1, nameservers=["127.0.0.1"])
-    monkeypatch.setattr(r._resolver, "resolve", _fake(error))
-    with pytest.raises(DnsTempError):
-        r.query("example.com", "TXT")
+def test_dns_server_addresses(text: str, expected: tuple[str, int]) -> None:
+    assert parse_server(text) == expected
 
 
-def test_dns_resolver_no_answer_is_empty(monkeypatch: pytest.MonkeyPatch) -> None:
-    r = DnsResolver(timeout=0.1, nameservers=["127.0.0.1"])
-    monkeypatch.setattr(r._resolver, "resolve", _fake(dns.resolver.NoAnswer()))
-    assert r.query("example.com", "MX") == []
+@pytest.mark.parametrize("text", ["localhost", "ns.example.com:53", "1.2.3.4:0", "[::1", "1:2:x"])
+def test_bad_dns_server_addresses(text: str) -> None:
+    with pytest.raises(ValueError, match=r"not an|bad port"):
+        parse_server(text)
+
+
+def test_bad_dns_server_setting_is_a_clear_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="dns_server"):
+        load_settings(data_dir=tmp_path, antispam={"dns": "system", "dns_server": "localhost"})
+
+
+def test_limited_resolver_counts_and_times_out() -> None:
+    inner = FixtureResolver({"example.com": {"A": ["192.0.2.1"]}})
+    now = [100.0]
+    r = LimitedResolver(inner, max_queries=3, lifetime=2.0, clock=lambda: now[0])
+    assert r.query("example.com", "A") == ["192.0.2.1"]
+    now[0] += 1.9
+    assert r.query("example.com", "A") == ["192.0.2.1"]
+    now[0] += 0.2  # 2.1 s after the first question
+    with pytest.raises(DnsTempError, match="2 s"):
+        r.query("example.com", "A")
+    fresh = LimitedResolver(inner, max_queries=2, lifetime=60)
+    fresh.query("example.com", "A")
+    fresh.query("example.com", "A")
+    with pytest.raises(DnsTempError, match="more than 2"):
+        fresh.query("example.com", "A")
+    assert (r.queries, fresh.queries, len(inner.queries)) == (2, 2, 4)

@@ -8,12 +8,21 @@ could not be answered now (timeout, SERVFAIL, no server) raises :class:`DnsTempE
 the checks turn into ``temperror``; it never leaves :mod:`pochta.antispam.auth.results`.
 
 Two resolvers ship: :class:`FixtureResolver`, a dict, for tests (never any network), and
-:class:`DnsResolver` over dnspython for production.
+:class:`DnsResolver` over dnspython for production: the host's resolvers (``/etc/resolv.conf``)
+or one server named in the settings (``antispam.dns_server = "127.0.0.1:5353"``).
+
+:class:`LimitedResolver` wraps either for one letter: at most ``max_queries`` questions and
+``lifetime`` seconds in all, then every further question is ``DnsTempError``. With each
+question's own timeout this bounds what one letter's SPF, DKIM and DMARC can cost, whatever
+the sender's records say (RFC 7208 4.6.4 asks for a limit on the total time; the counts of
+terms and void lookups are the SPF evaluator's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import ipaddress
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Literal, Protocol
 
 RType = Literal["TXT", "A", "AAAA", "MX", "PTR"]
@@ -69,15 +78,50 @@ class FixtureResolver:
         return list(self.records.get(key, {}).get(rtype, ()))
 
 
+def parse_server(text: str) -> tuple[str, int]:
+    """``"127.0.0.1"``, ``"127.0.0.1:5353"``, ``"::1"`` or ``"[::1]:5353"`` as (address,
+    port); ValueError for anything else (a host name is not accepted: the resolver's own
+    address cannot be looked up)."""
+    value = text.strip()
+    host, port = value, 53
+    if value.startswith("["):
+        host, sep, rest = value[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(f"not an address[:port]: {text!r}")
+        if rest:
+            port = _port(rest[1:], text)
+    elif value.count(":") == 1:
+        host, _, p = value.partition(":")
+        port = _port(p, text)
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"not an IP address[:port]: {text!r}") from None
+    return str(address), port
+
+
+def _port(text: str, whole: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ValueError(f"bad port in {whole!r}")
+    return int(text)
+
+
 class DnsResolver:
-    """The real resolver (dnspython), with a per-question ``timeout`` in seconds."""
+    """The real resolver (dnspython). ``timeout``: seconds one question may take, over all
+    servers and retries. ``nameservers``: ``address[:port]`` of the servers to ask (default:
+    the host's, from ``/etc/resolv.conf``)."""
 
     def __init__(self, timeout: float = 3.0, nameservers: Sequence[str] | None = None) -> None:
+        import dns.nameserver
         import dns.resolver
 
         self._resolver = dns.resolver.Resolver(configure=nameservers is None)
         if nameservers is not None:
-            self._resolver.nameservers = list(nameservers)
+            servers: list[str | dns.nameserver.Nameserver] = []
+            for text in nameservers:
+                address, port = parse_server(text)
+                servers.append(dns.nameserver.Do53Nameserver(address, port))
+            self._resolver.nameservers = servers
         self._resolver.lifetime = timeout
 
     def query(self, name: str, rtype: RType) -> list[str]:
@@ -105,3 +149,35 @@ class DnsResolver:
         if rtype == "MX":
             out.sort(key=lambda p: p[0])
         return [v for _, v in out]
+
+
+class LimitedResolver:
+    """At most ``max_queries`` questions and ``lifetime`` seconds (from the first question)
+    through ``resolver``; past either, DnsTempError (the check's result is ``temperror``).
+    ``queries`` counts the questions asked."""
+
+    def __init__(
+        self,
+        resolver: Resolver,
+        *,
+        max_queries: int,
+        lifetime: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.resolver = resolver
+        self.max_queries = max_queries
+        self.lifetime = lifetime
+        self.clock = clock
+        self.queries = 0
+        self._deadline: float | None = None
+
+    def query(self, name: str, rtype: RType) -> list[str]:
+        now = self.clock()
+        if self._deadline is None:
+            self._deadline = now + self.lifetime
+        if self.queries >= self.max_queries:
+            raise DnsTempError(f"more than {self.max_queries} DNS questions for one letter")
+        if now > self._deadline:
+            raise DnsTempError(f"DNS took more than {self.lifetime:g} s for one letter")
+        self.queries += 1
+        return self.resolver.query(name, rtype)

@@ -1,0 +1,161 @@
+"""Sender authentication against a real DNS server: Debian's nsd on a loopback port serving
+test zones, asked by dnspython exactly as ``antispam.dns = "system"`` asks in production
+(``antispam.dns_server`` points it at the fixture; nothing asks any other server)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.dnsserver import NSD, NsdServer, silent_udp_port, txt_rdata
+from tests.unit.antispam_phishing.helpers import Key, crlf, make_key, sign
+
+from pochta.antispam.auth import spf
+from pochta.antispam.auth.resolver import DnsResolver, DnsTempError, LimitedResolver
+from pochta.antispam.auth.results import MAX_QUERIES, authenticate
+from pochta.app import analyzer
+from pochta.config import load_settings
+from pochta.mime.letter import parse
+from pochta.types import Envelope
+
+pytestmark = pytest.mark.skipif(NSD is None, reason="nsd is not installed (apt-get install nsd)")
+
+LETTER = crlf(
+    b"From: Bank <notice@example.org>\n"
+    b"To: ivan@pochta.test\n"
+    b"Subject: Statement\n"
+    b"Date: Tue, 14 Jan 2025 10:00:00 +0000\n"
+    b"Message-ID: <s1@example.org>\n"
+    b"\n"
+    b"Your statement is ready.\n"
+)
+HOSTILE = " ".join(f"a:h{i}.example.org" for i in range(11))
+VOID = " ".join(f"a:v{i}.example.org" for i in range(3))
+
+
+def zones(key: Key) -> dict[str, str]:
+    org = "\n".join(
+        [
+            f"@ IN TXT {txt_rdata('v=spf1 ip4:192.0.2.0/28 include:_spf.example.net -all')}",
+            "@ IN MX 20 mx2",
+            "@ IN MX 10 mx1",
+            "mx1 IN A 192.0.2.1",
+            "mx1 IN AAAA 2001:db8::1",
+            "mx2 IN A 192.0.2.2",
+            "alias IN CNAME mx1",
+            f"_dmarc IN TXT {txt_rdata('v=DMARC1; p=reject; rua=mailto:d@example.org')}",
+            f"mail._domainkey IN TXT {txt_rdata(key.txt)}",
+            f"long IN TXT {txt_rdata('v=spf1 ' + 'ip4:192.0.2.0/24 ' * 20 + '-all')}",
+            f"hostile IN TXT {txt_rdata(f'v=spf1 {HOSTILE} -all')}",
+            *(f"h{i} IN A 198.51.100.1" for i in range(11)),
+            f"void IN TXT {txt_rdata(f'v=spf1 {VOID} -all')}",
+        ]
+    )
+    net = f"_spf IN TXT {txt_rdata('v=spf1 ip4:198.51.100.0/24 -all')}\n"
+    rev = "1 IN PTR mx1.example.org.\n"
+    return {"example.org": org + "\n", "example.net": net, "2.0.192.in-addr.arpa": rev}
+
+
+@pytest.fixture(scope="module")
+def key() -> Key:
+    return make_key()
+
+
+@pytest.fixture(scope="module")
+def nsd(tmp_path_factory: pytest.TempPathFactory, key: Key) -> Iterator[NsdServer]:
+    with NsdServer.start(tmp_path_factory.mktemp("nsd"), zones(key)) as server:
+        yield server
+
+
+@pytest.fixture
+def resolver(nsd: NsdServer) -> DnsResolver:
+    return DnsResolver(timeout=2.0, nameservers=[nsd.address])
+
+
+def test_real_answers_of_every_type(resolver: DnsResolver) -> None:
+    assert resolver.query("example.org", "TXT") == [
+        "v=spf1 ip4:192.0.2.0/28 include:_spf.example.net -all"
+    ]
+    long = resolver.query("long.example.org", "TXT")  # over 255 bytes: several strings, joined
+    assert long == ["v=spf1 " + "ip4:192.0.2.0/24 " * 20 + "-all"]
+    assert resolver.query("EXAMPLE.org.", "MX") == ["mx1.example.org", "mx2.example.org"]
+    assert resolver.query("mx1.example.org", "A") == ["192.0.2.1"]
+    assert resolver.query("mx1.example.org", "AAAA") == ["2001:db8::1"]
+    assert resolver.query("alias.example.org", "A") == ["192.0.2.1"]  # the CNAME followed
+    assert resolver.query("1.2.0.192.in-addr.arpa", "PTR") == ["mx1.example.org"]
+    assert resolver.query("nowhere.example.org", "A") == []  # NXDOMAIN
+    assert resolver.query("mx2.example.org", "AAAA") == []  # no record of that type
+    with pytest.raises(DnsTempError, match="REFUSED"):
+        resolver.query("example.com", "TXT")  # a zone the server does not serve
+
+
+def test_a_server_that_never_answers_is_temperror_after_the_timeout() -> None:
+    sock, port = silent_udp_port()
+    with sock:
+        r = DnsResolver(timeout=0.3, nameservers=[f"127.0.0.1:{port}"])
+        t0 = time.monotonic()
+        with pytest.raises(DnsTempError):
+            r.query("example.org", "TXT")
+        assert time.monotonic() - t0 < 5
+
+
+def test_dns_system_setting_authenticates_through_the_server(
+    nsd: NsdServer, key: Key, tmp_path: Path
+) -> None:
+    settings = load_settings(
+        data_dir=tmp_path / "data", antispam={"dns": "system", "dns_server": nsd.address}
+    )
+    a = analyzer(settings)
+    assert isinstance(a.resolver, DnsResolver)
+    signed = sign(LETTER, key, "example.org", "mail")
+    real = a.analyze(parse(signed), Envelope("192.0.2.5", "bounce@example.org"), "mx1.example.org")
+    assert real.auth.values() == {
+        "spf": "pass",
+        "dkim": "pass",
+        "dmarc": "pass",
+        "dmarc_policy": "reject",
+    }
+    via_include = a.analyze(
+        parse(LETTER), Envelope("198.51.100.7", "bounce@example.org"), "relay.example.net"
+    )
+    assert (via_include.auth.spf.result, via_include.auth.dmarc.result) == ("pass", "pass")
+    forged = a.analyze(parse(LETTER), Envelope("203.0.113.9", "x@example.org"), "forger.example")
+    assert forged.auth.values() == {
+        "spf": "fail",
+        "dkim": "none",
+        "dmarc": "fail",
+        "dmarc_policy": "reject",
+    }
+
+
+def test_limits_hold_against_real_dns(resolver: DnsResolver) -> None:
+    hostile = LimitedResolver(resolver, max_queries=MAX_QUERIES, lifetime=10)
+    r = spf.check("192.0.2.10", "u@hostile.example.org", "h.example", hostile)
+    assert r.result == "permerror" and hostile.queries <= 1 + spf.MAX_LOOKUPS
+    void = LimitedResolver(resolver, max_queries=MAX_QUERIES, lifetime=10)
+    assert spf.check("192.0.2.10", "u@void.example.org", "h.example", void).result == "permerror"
+    assert void.queries == 1 + spf.MAX_VOID + 1
+    # one letter's budget spans SPF, DKIM and DMARC: one question, spent on the SPF record
+    one = LimitedResolver(resolver, max_queries=1, lifetime=10)
+    r = authenticate(LETTER, ip="192.0.2.5", mail_from="b@example.org", helo="h", resolver=one)
+    assert (r.spf.result, r.dmarc.result, one.queries) == ("pass", "temperror", 1)
+
+
+def test_one_letter_stops_at_its_lifetime(nsd: NsdServer) -> None:
+    sock, port = silent_udp_port()
+    with sock:
+        slow = DnsResolver(timeout=0.4, nameservers=[f"127.0.0.1:{port}"])
+        t0 = time.monotonic()
+        r = authenticate(
+            sign(LETTER, make_key(1024), "example.org", "mail"),
+            ip="192.0.2.5",
+            mail_from="b@example.org",
+            helo="h",
+            resolver=slow,
+            lifetime=1.0,
+        )
+        took = time.monotonic() - t0
+    assert (r.spf.result, r.dkim_result, r.dmarc.result) == ("temperror",) * 3
+    assert took < 1.0 + 0.4 + 1.0  # the lifetime, one question's timeout, and slack
