@@ -236,6 +236,20 @@ class AntispamSettings(Section):
         description="a worker still busy with one letter after this is stopped and replaced;"
         " the letter is delivered unscored (partial=timeout)",
     )
+    learn_words: bool = Field(
+        True,
+        description="learn the words of this installation's mail (people's spam / not spam and"
+        " pochta's sure verdicts) into <data_dir>/words.sqlite3, read with the model's own",
+    )
+    learned_words_max: int = Field(
+        2_000_000,
+        ge=1000,
+        description="words the learned table keeps (about 40 bytes each); past it the words"
+        " learned longest ago are dropped",
+    )
+    learned_words_flush_seconds: float = Field(
+        2.0, gt=0, description="how often learned words are written (a crash loses at most this)"
+    )
 
 
 class ValkyrieSettings(Section):
