@@ -354,7 +354,7 @@ def out_of_fold(
     return out
 
 
-LEARN_HAM_GRID = (0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
+LEARN_HAM_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3)
 LEARN_SPAM_AS_HAM = 0.01
 """At most this share of the training spam may fall under ``learn_ham_below`` (out of fold):
 the spam whose words pochta would learn as ham on its own (:class:`verdict.Learning`)."""
