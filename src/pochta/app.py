@@ -211,6 +211,7 @@ def _scanner(settings: Settings, shingler: Shingler, data: Path) -> Scanner:
         )
     return Scanner(
         words=words,
+        learn_from_verdicts=a.learn_words_from_verdicts,
         rules_=rules_,
         model=model_,
         counters=shingler.counters,

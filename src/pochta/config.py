@@ -241,6 +241,11 @@ class AntispamSettings(Section):
         description="learn the words of this installation's mail (people's spam / not spam and"
         " pochta's sure verdicts) into <data_dir>/words.sqlite3, read with the model's own",
     )
+    learn_words_from_verdicts: bool = Field(
+        False,
+        description="also learn words from pochta's own sure verdicts, not only from people's"
+        " spam / not spam (measured: more spam caught, more legitimate mail in Spam)",
+    )
     learned_words_max: int = Field(
         2_000_000,
         ge=1000,

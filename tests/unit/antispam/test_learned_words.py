@@ -85,18 +85,23 @@ def test_what_a_verdict_teaches(
     label: str, p: float, content: float, partial: tuple[str, ...], counted: str | None,
     taught: str | None,
 ) -> None:  # fmt: skip
-    assert Learning(ham_below=0.1).kind(verdict(label, p, content, partial), counted) == taught
+    v = verdict(label, p, content, partial)
+    assert Learning(ham_below=0.1, from_verdicts=True).kind(v, counted) == taught
+    assert Learning(ham_below=0.1).kind(v, counted) is None  # the default: people's word only
 
 
 def test_learn_teaches_the_store_as_the_policy_says(model: booster.Model) -> None:
     store = MemoryWordStore()
     s, _ = scanner(model, store)
-    s.learning = Learning(ham_below=0.99)  # every sure-enough ham teaches
+    s.learning = Learning(ham_below=0.99, from_verdicts=True)  # every sure-enough ham teaches
     v = s.scan(NEWSLETTER)
     assert v.label == "ham"
     s.learn(v)
     assert store.totals() == (0, 1)
     assert store.counts(list(v.hashes)) == {h: (0, 1) for h in v.hashes}
+    s.learning = Learning(ham_below=0.99)  # the default: a verdict teaches nothing
+    s.learn(v)
+    assert store.totals() == (0, 1)
 
 
 def test_a_persons_word_counts_as_several_letters(model: booster.Model) -> None:

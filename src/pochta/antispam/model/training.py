@@ -251,13 +251,21 @@ def replay(
     return out
 
 
-def fresh_scanner(model: Model | None = None, *, learn_words: bool = False) -> Scanner:
+def fresh_scanner(
+    model: Model | None = None, *, learn_words: bool = False, from_verdicts: bool = False
+) -> Scanner:
     """A scanner with empty in-memory counters; ``learn_words``: and an empty learned word
-    table in front of the model's (what a new installation starts with)."""
+    table in front of the model's (what a new installation starts with), taught by people
+    and, with ``from_verdicts``, by the scanner's sure verdicts."""
     words = None
     if learn_words and model is not None and model.tokens is not None:
         words = Words(MemoryWordStore(), shipped=model.tokens, buffered=False)
-    return Scanner(model=model, counters=Counters(MemoryStore(), buffered=False), words=words)
+    return Scanner(
+        model=model,
+        counters=Counters(MemoryStore(), buffered=False),
+        words=words,
+        learn_from_verdicts=from_verdicts,
+    )
 
 
 def _threshold(probs: Sequence[float], labels: Sequence[int]) -> float:
@@ -534,6 +542,7 @@ def evaluate(
     users: Users | None = None,
     oracle: bool = False,
     learn_words: bool = True,
+    from_verdicts: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Spam recall and false-positive rate per group, letters/s and CPU ms per letter, the
@@ -541,7 +550,7 @@ def evaluate(
     own verdicts (and ``users``' word). ``warm``: letters counted with their true labels
     first (the training groups: what a deployed pochta would know; their words are the
     shipped table already); ``only``: these letters instead of all of ``groups``."""
-    scanner = fresh_scanner(model, learn_words=learn_words)
+    scanner = fresh_scanner(model, learn_words=learn_words, from_verdicts=from_verdicts)
     if warm is not None:
         replay(corpus_samples(warm), scanner, learn_truth=True)
     samples = corpus_samples(only if only is not None else corpus.letters(groups))
@@ -573,7 +582,8 @@ def evaluate(
         st = scanner.words.stats()
         out["learned_words"] = {"words": st.words, "letters_spam": st.learned_spam,
                                 "letters_ham": st.learned_ham,
-                                "ham_below": scanner.learning.ham_below}  # fmt: skip
+                                "ham_below": scanner.learning.ham_below,
+                                "from_verdicts": scanner.learning.from_verdicts}  # fmt: skip
     if users is not None:
         out["users"] = {"share": users.share, "seed": users.seed, "delay_s": users.delay,
                         "said": dict(users.said)}  # fmt: skip
