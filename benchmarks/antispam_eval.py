@@ -15,6 +15,10 @@ easy-ham-2, hard-ham-1 and spam-2 are replayed in date order, twice:
     truth    for reference only: the counters learn every letter's true label (what the issue
              measured on main as "true labels fed"); no mail service knows them
 
+The learned words (pochta.antispam.words) start empty and learn as a deployed pochta's would:
+people's "spam" / "not spam" (users), every letter's label (truth), and with
+``--from-verdicts`` pochta's own sure verdicts too.
+
 Reported per group: spam recall, false-positive rate; letters/s and CPU ms per letter (one
 process, one core), how many verdicts were counted as spam / ham / not at all.
 
@@ -61,10 +65,14 @@ def per_group(letters: list[corpus.CorpusLetter], spam: list[bool]) -> dict[str,
     return out
 
 
-def pochta(model: Model, letters: list[corpus.CorpusLetter], share: float) -> dict[str, Any]:
+def pochta(
+    model: Model, letters: list[corpus.CorpusLetter], share: float, from_verdicts: bool = False
+) -> dict[str, Any]:
     warm = list(corpus.letters(training.TRAIN_GROUPS))
     note(f"pochta, own verdicts: {len(letters)} letters")
-    own = training.evaluate(model, warm=warm, groups=training.EVAL_GROUPS, only=letters)
+    own = training.evaluate(
+        model, warm=warm, groups=training.EVAL_GROUPS, only=letters, from_verdicts=from_verdicts
+    )
     note(f"pochta, simulated users ({share:.0%})")
     users = training.evaluate(
         model,
@@ -72,6 +80,7 @@ def pochta(model: Model, letters: list[corpus.CorpusLetter], share: float) -> di
         groups=training.EVAL_GROUPS,
         only=letters,
         users=training.Users(share=share),
+        from_verdicts=from_verdicts,
     )
     note("pochta, true labels counted (a reference no mail service has)")
     oracle = training.evaluate(
@@ -124,7 +133,7 @@ def main() -> None:
         "machine": machine(Path(tempfile.gettempdir())),
         "letters": len(letters),
         "model": {**model.info, "threshold": model.threshold},
-        "pochta": pochta(model, letters, args.share),
+        "pochta": pochta(model, letters, args.share, args.from_verdicts),
     }
     if args.compare_generated:
         note("a model without the generated letters (trained now)")
@@ -143,6 +152,12 @@ def _args() -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="300 letters: check the script works")
     p.add_argument("--no-anchors", action="store_true", help="pochta only")
     p.add_argument("--share", type=float, default=0.3, help="simulated people who say so")
+    p.add_argument(
+        "--from-verdicts",
+        action="store_true",
+        help="the learned words also learn pochta's sure verdicts"
+        " (antispam.learn_words_from_verdicts)",
+    )
     p.add_argument(
         "--compare-generated",
         action="store_true",

@@ -26,6 +26,8 @@ from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
+from pochta.antispam.words import Words
+from pochta.antispam.words.sqlite import SQLiteWordStore
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
@@ -86,6 +88,8 @@ class Pochta:
         self._started = True
         self.intake.start()
         self.shingles.start()
+        if self.scanner.words is not None:
+            self.scanner.words.start()
         self.deletions.start()
         if self.settings.valkyrie.enabled:
             self._scrubbers = ValkyrieRunner(self.valkyrie)
@@ -106,6 +110,8 @@ class Pochta:
         if self._valkyrie is not None:
             self._valkyrie.close()
         self.shingles.close()  # writes what is buffered
+        if self.scanner.words is not None:
+            self.scanner.words.close()  # writes what is buffered
         self.locks.close()
         self.mailbox.close()
         self.blobs.close()
@@ -141,7 +147,7 @@ def build(settings: Settings) -> Pochta:
         per_ip_success=Limit("login-ip-ok", g.login_ip_success_max, g.login_ip_success_period),
     )
     shingler = _shingler(settings, data)
-    scanner = _scanner(settings, shingler)
+    scanner = _scanner(settings, shingler, data)
     index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
     mailbox = Mailbox(
         index,
@@ -189,13 +195,23 @@ def _shingler(settings: Settings, data: Path) -> Shingler:
     )
 
 
-def _scanner(settings: Settings, shingler: Shingler) -> Scanner:
+def _scanner(settings: Settings, shingler: Shingler, data: Path) -> Scanner:
     a = settings.antispam
     rules_ = rules.load(a.rules_file) if a.rules_file is not None else rules.default()
     model_ = model.load(a.model_dir) if a.use_model else None
     if a.use_model and a.model_dir is not None and model_ is None:
         raise ConfigError(f"antispam.model_dir {a.model_dir} holds no model.cbm + model.json")
+    words = None
+    if a.learn_words and model_ is not None and model_.tokens is not None:
+        words = Words(
+            SQLiteWordStore(data / "words.sqlite3"),
+            shipped=model_.tokens,
+            flush_interval=a.learned_words_flush_seconds,
+            max_words=a.learned_words_max,
+        )
     return Scanner(
+        words=words,
+        learn_from_verdicts=a.learn_words_from_verdicts,
         rules_=rules_,
         model=model_,
         counters=shingler.counters,

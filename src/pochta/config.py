@@ -249,6 +249,25 @@ class AntispamSettings(Section):
         description="a worker still busy with one letter after this is stopped and replaced;"
         " the letter is delivered unscored (partial=timeout)",
     )
+    learn_words: bool = Field(
+        True,
+        description="learn the words of this installation's mail (people's spam / not spam and"
+        " pochta's sure verdicts) into <data_dir>/words.sqlite3, read with the model's own",
+    )
+    learn_words_from_verdicts: bool = Field(
+        False,
+        description="also learn words from pochta's own sure verdicts, not only from people's"
+        " spam / not spam (measured: more spam caught, more legitimate mail in Spam)",
+    )
+    learned_words_max: int = Field(
+        2_000_000,
+        ge=1000,
+        description="words the learned table keeps (about 40 bytes each); past it the words"
+        " learned longest ago are dropped",
+    )
+    learned_words_flush_seconds: float = Field(
+        2.0, gt=0, description="how often learned words are written (a crash loses at most this)"
+    )
 
     @field_validator("dns_server")
     @classmethod

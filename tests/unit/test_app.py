@@ -88,3 +88,37 @@ def test_close_writes_the_buffered_shingle_counts(tmp_path: Path) -> None:
         assert again.shingles.counters.stats().buffered == 0  # read from the store
     finally:
         again.close()
+
+
+def test_moving_a_letter_into_spam_teaches_its_words_and_close_writes_them(
+    tmp_path: Path,
+) -> None:
+    s = load_settings(data_dir=tmp_path / "data", antispam={"learned_words_flush_seconds": 3600})
+    pochta = build(s)
+    pochta.start()
+    assert "pochta-words" in {t.name for t in threads()}
+    user = pochta.mailbox.add_user("ann@example.org", "a long enough password")
+    raw = letter(subject="hello", text="a letter whose words will be learned by pochta")
+    done = pochta.mailbox.deliver(raw, [user], scan=True)
+    words = pochta.scanner.words
+    assert words is not None
+    before = words.stats()
+    pochta.mailbox.update(user.id, done.ids[0], folder="Spam")
+    after = words.stats()
+    assert after.learned_spam == before.learned_spam + 3  # a person's word: 3 letters
+    pochta.close()
+    again = build(s)
+    try:
+        assert again.scanner.words is not None
+        assert again.scanner.words.stats().learned_spam == after.learned_spam
+    finally:
+        again.close()
+
+
+def test_learning_words_can_be_turned_off(tmp_path: Path) -> None:
+    pochta = build(load_settings(data_dir=tmp_path / "data", antispam={"learn_words": False}))
+    try:
+        assert pochta.scanner.words is None
+        assert not (tmp_path / "data" / "words.sqlite3").exists()
+    finally:
+        pochta.close()

@@ -22,11 +22,13 @@ score as ``tokens.score``, monotone toward spam, 0.5 when the letter has no know
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from pochta.errors import ConfigError
@@ -67,6 +69,21 @@ def tokenize(letter: Letter) -> frozenset[str]:
     return frozenset(out)
 
 
+def token_hash(token: str) -> int:
+    """A word's 64-bit name in the learned table (:mod:`pochta.antispam.words`): the table
+    keeps hashes, never the words of people's letters."""
+    digest = hashlib.blake2b(
+        token.encode("utf-8", "surrogatepass"), digest_size=8, person=b"pochta-word"
+    ).digest()
+    return int.from_bytes(digest, "big")
+
+
+def hashed(tokens: Iterable[str]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The tokens, and their hashes in the same order."""
+    ordered = tuple(tokens)
+    return ordered, tuple(token_hash(t) for t in ordered)
+
+
 def _chi2q(x2: float, freedom: int) -> float:
     """P(chi-square with ``freedom`` (even) degrees of freedom >= ``x2``)."""
     m = x2 / 2.0
@@ -84,6 +101,11 @@ class TokenTable:
     counts: Mapping[str, tuple[int, int]]
     spam_letters: int
     ham_letters: int
+
+    @cached_property
+    def by_hash(self) -> dict[int, tuple[int, int]]:
+        """The counts keyed by :func:`token_hash` (to add a learned table's to them)."""
+        return {token_hash(t): c for t, c in self.counts.items()}
 
     def probability(self, token: str) -> float | None:
         """Robinson's f(w); None for a token never seen."""

@@ -4,6 +4,7 @@ the user's changes to flags and folders, which feed the shingles' counters (SPEC
 from __future__ import annotations
 
 from pochta.antispam.shingles.shingler import Shingler
+from pochta.antispam.verdict import Scanner
 from pochta.blobs.store import BlobStore
 from pochta.errors import MessageNotFound
 from pochta.mime.letter import Letter, parse
@@ -21,11 +22,13 @@ class Reading:
         *,
         inline_limit: int = 4096,
         shingler: Shingler | None = None,
+        scanner: Scanner | None = None,
     ) -> None:
         self.index = index
         self.blobs = blobs
         self.inline_limit = inline_limit
         self.shingler = shingler
+        self.scanner = scanner
 
     def folders(self, user_id: int) -> list[Folder]:
         return self.index.folders(user_id)
@@ -81,7 +84,8 @@ class Reading:
         folder: str | None = None,
     ) -> StoredLetter:
         """Change flags or the folder. The user's word feeds the shingles' counters: moved
-        into Spam = a complaint, out of Spam = "not spam", seen for the first time = read."""
+        into Spam = a complaint, out of Spam = "not spam", seen for the first time = read;
+        and a move into or out of Spam teaches the learned words (``Scanner.feedback``)."""
         before = self.letter(user_id, letter_id)
         letter = self.index.update(user_id, letter_id, seen=seen, flagged=flagged, folder=folder)
         if letter is None:
@@ -93,7 +97,9 @@ class Reading:
             if letter.seen and not before.seen:
                 feedback.append("read")
             if feedback:
-                raw = self._raw(letter_id)
+                parsed = parse(self._raw(letter_id), inline_limit=self.inline_limit)
                 for kind in feedback:
-                    self.shingler.feedback(raw, kind)
+                    self.shingler.feedback(parsed, kind)
+                    if self.scanner is not None:
+                        self.scanner.feedback(parsed, kind)
         return letter

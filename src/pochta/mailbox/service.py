@@ -76,7 +76,9 @@ class Mailbox:
             scanner=scanner,
             clock=clock,
         )
-        self.reading = Reading(index, blobs, inline_limit=inline_limit, shingler=shingler)
+        self.reading = Reading(
+            index, blobs, inline_limit=inline_limit, shingler=shingler, scanner=scanner
+        )
         self.checks = Checks(index, blobs)
 
     def close(self) -> None:

@@ -100,12 +100,14 @@ def test_learn_counts_and_says_what() -> None:
 def test_simulated_users_answer_misfiled_letters_an_hour_later() -> None:
     users = training.Users(share=1.0, seed=1)
     refs = [Ref(14, 1)]
-    users.react("ham", "spam", refs, at=100.0)  # a false positive: "not spam"
+    users.react("ham", "spam", refs, at=100.0, words=(7, 8))  # a false positive: "not spam"
     users.react("spam", "ham", refs, at=200.0)  # a miss: "spam"
     users.react("ham", "ham", refs, at=300.0)  # filed right: nothing
     assert users.said == {"unspam": 1, "complaint": 1}
     assert users.due(3699.0) == []
-    assert [k for _, _, k in users.due(3800.0)] == ["unspam", "complaint"]
+    due = users.due(3800.0)
+    assert [k for _, _, _, k in due] == ["unspam", "complaint"]
+    assert [w for _, _, w, _ in due] == [(7, 8), ()]  # the letter's words go with the word
     none = training.Users(share=0.0, seed=1)
     none.react("ham", "spam", refs, at=1.0)
     assert none.said == {"unspam": 0, "complaint": 0}

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from pochta import corpus
 from pochta.antispam import tokens as tokens_mod
+from pochta.antispam import words as words_mod
 from pochta.antispam.model import design, legit
 from pochta.antispam.model.booster import Model, fit
 from pochta.antispam.rules import ruleset as rules
@@ -41,6 +42,8 @@ from pochta.antispam.shingles.counters.memory import MemoryStore
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.registry import update_refs
 from pochta.antispam.verdict import Counting, Scanner, model_columns, rule_features
+from pochta.antispam.words import Words
+from pochta.antispam.words.memory import MemoryWordStore
 from pochta.mime.letter import parse
 from pochta.types import Envelope
 
@@ -137,7 +140,9 @@ class Users:
     seed: int = 2026
     delay: float = 3600.0
     rng: random.Random = field(init=False, repr=False)
-    pending: list[tuple[float, int, list[Ref], str]] = field(init=False, repr=False)
+    pending: list[tuple[float, int, list[Ref], tuple[int, ...], str]] = field(
+        init=False, repr=False
+    )
     said: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -145,20 +150,24 @@ class Users:
         self.pending = []
         self.said = {"complaint": 0, "unspam": 0}
 
-    def react(self, truth: str, label: str, refs: list[Ref], at: float) -> None:
+    def react(
+        self, truth: str, label: str, refs: list[Ref], at: float, words: tuple[int, ...] = ()
+    ) -> None:
+        """``refs``: the letter's shingles; ``words``: its words' hashes (what the mailbox
+        feeds on "spam" / "not spam")."""
         misfiled = (truth == "ham") != (label == "ham")
         if not misfiled or self.rng.random() >= self.share:
             return
         kind = "unspam" if truth == "ham" else "complaint"
         order = sum(self.said.values())  # ties in time keep their order
-        heapq.heappush(self.pending, (at + self.delay, order, refs, kind))
+        heapq.heappush(self.pending, (at + self.delay, order, refs, words, kind))
         self.said[kind] += 1
 
-    def due(self, now: float) -> list[tuple[float, list[Ref], str]]:
+    def due(self, now: float) -> list[tuple[float, list[Ref], tuple[int, ...], str]]:
         out = []
         while self.pending and self.pending[0][0] <= now:
-            at, _, refs, kind = heapq.heappop(self.pending)
-            out.append((at, refs, kind))
+            at, _, refs, words, kind = heapq.heappop(self.pending)
+            out.append((at, refs, words, kind))
         return out
 
 
@@ -195,9 +204,13 @@ def replay(
     wall, cpu = time.perf_counter(), time.process_time()
     for s in samples:
         t = s.at
-        if users is not None and counters is not None:
-            for at, refs, kind in users.due(t):
-                counters.update(refs, kind, at=at)
+        if users is not None:
+            for at, refs, words, kind in users.due(t):
+                if counters is not None and refs:
+                    counters.update(refs, kind, at=at)
+                if scanner.words is not None and words:
+                    taught: words_mod.Kind = "spam" if kind == "complaint" else "ham"
+                    scanner.words.learn(words, taught, words_mod.FEEDBACK_WEIGHT)
         letter = parse(s.raw)
         analysis = scanner.analyzer.analyze(letter, s.envelope)
         if learn_truth:
@@ -215,11 +228,14 @@ def replay(
                 counted: str | None = s.label
                 if counters is not None and analysis.shingles:
                     counters.update(update_refs(analysis.shingles), s.label, at=t)
+                if scanner.words is not None and analysis.hashes:
+                    scanner.words.learn(analysis.hashes, s.label)
             else:
                 counted = scanner.learn(verdict, at=t)
             out.counted[counted or "none"] += 1
-            if users is not None and analysis.shingles:
-                users.react(s.label, verdict.label, update_refs(analysis.shingles), t)
+            if users is not None:
+                refs = update_refs(analysis.shingles) if analysis.shingles else []
+                users.react(s.label, verdict.label, refs, t, analysis.hashes)
             out.predicted.append(verdict.label)
             out.probabilities.append(verdict.probability)
         out.rows.append(f)
@@ -235,8 +251,21 @@ def replay(
     return out
 
 
-def fresh_scanner(model: Model | None = None) -> Scanner:
-    return Scanner(model=model, counters=Counters(MemoryStore(), buffered=False))
+def fresh_scanner(
+    model: Model | None = None, *, learn_words: bool = False, from_verdicts: bool = False
+) -> Scanner:
+    """A scanner with empty in-memory counters; ``learn_words``: and an empty learned word
+    table in front of the model's (what a new installation starts with), taught by people
+    and, with ``from_verdicts``, by the scanner's sure verdicts."""
+    words = None
+    if learn_words and model is not None and model.tokens is not None:
+        words = Words(MemoryWordStore(), shipped=model.tokens, buffered=False)
+    return Scanner(
+        model=model,
+        counters=Counters(MemoryStore(), buffered=False),
+        words=words,
+        learn_from_verdicts=from_verdicts,
+    )
 
 
 def _threshold(probs: Sequence[float], labels: Sequence[int]) -> float:
@@ -299,14 +328,24 @@ def token_rows(
 
 
 def out_of_fold(
-    data: Replay, columns: list[str], *, iterations: int, seed: int, folds: int = FOLDS
+    data: Replay,
+    columns: list[str],
+    *,
+    iterations: int,
+    seed: int,
+    folds: int = FOLDS,
+    content: list[float] | None = None,
 ) -> list[float]:
     """Each letter's probability from a model fitted without its fifth of the time line
-    (blocked cross-validation: the corpus letters cut into ``folds`` runs of dates)."""
+    (blocked cross-validation: the corpus letters cut into ``folds`` runs of dates).
+    ``content``: filled with each letter's content probability (the counters unknown) from
+    the same models."""
     real = sorted(t for t, g in zip(data.times, data.groups, strict=True) if g != GENERATED)
     cuts = [real[len(real) * k // folds] for k in range(1, folds)]
     fold = [sum(t >= c for c in cuts) for t in data.times]
     out = [0.0] * len(data.rows)
+    if content is not None:
+        content[:] = [0.0] * len(data.rows)
     for k in range(folds):
         train_idx = [i for i, f in enumerate(fold) if f != k]
         test_idx = [i for i, f in enumerate(fold) if f == k]
@@ -317,7 +356,27 @@ def out_of_fold(
         )  # fmt: skip
         for i, p in zip(test_idx, part.probabilities(test_rows), strict=True):
             out[i] = p
+        if content is not None:
+            for i, row in zip(test_idx, test_rows, strict=True):
+                content[i] = part.content_probability(row)
     return out
+
+
+LEARN_HAM_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3)
+LEARN_SPAM_AS_HAM = 0.01
+"""At most this share of the training spam may fall under ``learn_ham_below`` (out of fold):
+the spam whose words pochta would learn as ham on its own (:class:`verdict.Learning`)."""
+
+
+def learn_ham_below(content: Sequence[float], labels: Sequence[int]) -> float:
+    """The highest value of :data:`LEARN_HAM_GRID` under which at most
+    :data:`LEARN_SPAM_AS_HAM` of the spam's content probabilities fall."""
+    spam = [p for p, y in zip(content, labels, strict=True) if y == 1]
+    best = LEARN_HAM_GRID[0]
+    for x in LEARN_HAM_GRID:
+        if spam and sum(p < x for p in spam) / len(spam) <= LEARN_SPAM_AS_HAM:
+            best = x
+    return best
 
 
 def family(group: str, name: str) -> str | None:
@@ -371,9 +430,13 @@ def validate(
     """The threshold (from out-of-fold probabilities of the corpus letters) and the
     validation figures, all on training data: out of fold on the corpus groups (and on the
     generated letters, per family), and leave one generated family out."""
-    oof = out_of_fold(data, columns, iterations=iterations, seed=seed)
+    content: list[float] = []
+    oof = out_of_fold(data, columns, iterations=iterations, seed=seed, content=content)
     real = [i for i, g in enumerate(data.groups) if g != GENERATED]
     threshold = _threshold([oof[i] for i in real], [data.labels[i] for i in real])
+    below = learn_ham_below([content[i] for i in real], [data.labels[i] for i in real])
+    c_ham = [content[i] for i in real if data.labels[i] == 0]
+    c_spam = [content[i] for i in real if data.labels[i] == 1]
     ham = [oof[i] for i in real if data.labels[i] == 0]
     spam = [oof[i] for i in real if data.labels[i] == 1]
     fam = [family(g, n) for g, n in zip(data.groups, data.names, strict=True)]
@@ -401,6 +464,12 @@ def validate(
                 "ham": _share(ham, lambda p: p < min(counting.ham_below, threshold)),
                 "spam": _share(spam, lambda p: p < min(counting.ham_below, threshold)),
             },
+            # what verdict.Learning teaches the learned words as ham on its own
+            "learn_ham_below": below,
+            "words_learned_as_ham": {
+                "ham": _share(c_ham, lambda p: p < below),
+                "spam": _share(c_spam, lambda p: p < below),
+            },
         },
     }
     if lofo and made:
@@ -426,6 +495,7 @@ def train(
     data = replay(samples, fresh_scanner(), learn_truth=True, progress=progress)
     columns = design.model_columns(model_columns())
     threshold, validation = validate(data, columns, iterations=iterations, seed=seed, lofo=lofo)
+    below = validation["out_of_fold"]["learn_ham_below"]
     info = {
         "trained_on": sorted({s.group for s in samples} - {GENERATED}),
         "letters": sum(1 for s in samples if s.group != GENERATED),
@@ -448,6 +518,10 @@ def train(
         },
         "iterations": iterations,
         "seed": seed,
+        "learn_ham_below": below,
+        "learn_ham_below_chosen": "the highest of LEARN_HAM_GRID under which at most "
+        f"{LEARN_SPAM_AS_HAM:.0%} of the corpus training spam falls, by out-of-fold content "
+        "probabilities (pochta.antispam.verdict.Learning)",
         "design": design.summary(),
     }
     everything = range(len(data.rows))
@@ -467,13 +541,16 @@ def evaluate(
     only: Sequence[corpus.CorpusLetter] | None = None,
     users: Users | None = None,
     oracle: bool = False,
+    learn_words: bool = True,
+    from_verdicts: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Spam recall and false-positive rate per group, letters/s and CPU ms per letter, the
-    counters learning only from the scanner's own verdicts (and ``users``' word). ``warm``:
-    letters counted with their true labels first (the training groups: what a deployed pochta
-    would know); ``only``: these letters instead of all of ``groups``."""
-    scanner = fresh_scanner(model)
+    counters (and, with ``learn_words``, the learned words) learning only from the scanner's
+    own verdicts (and ``users``' word). ``warm``: letters counted with their true labels
+    first (the training groups: what a deployed pochta would know; their words are the
+    shipped table already); ``only``: these letters instead of all of ``groups``."""
+    scanner = fresh_scanner(model, learn_words=learn_words, from_verdicts=from_verdicts)
     if warm is not None:
         replay(corpus_samples(warm), scanner, learn_truth=True)
     samples = corpus_samples(only if only is not None else corpus.letters(groups))
@@ -501,6 +578,12 @@ def evaluate(
         "cpu_ms_per_letter": round(1000 * data.cpu_seconds / n, 2) if n else None,
         "counted": data.counted,
     }
+    if scanner.words is not None:
+        st = scanner.words.stats()
+        out["learned_words"] = {"words": st.words, "letters_spam": st.learned_spam,
+                                "letters_ham": st.learned_ham,
+                                "ham_below": scanner.learning.ham_below,
+                                "from_verdicts": scanner.learning.from_verdicts}  # fmt: skip
     if users is not None:
         out["users"] = {"share": users.share, "seed": users.seed, "delay_s": users.delay,
                         "said": dict(users.said)}  # fmt: skip

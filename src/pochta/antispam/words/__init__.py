@@ -1,0 +1,284 @@
+"""The words this installation has learned: a token table that grows with its mail.
+
+The shipped model reads ``tokens.score``, the SpamBayes statistic of a letter's words over a
+table learned from the training corpus (:mod:`pochta.antispam.tokens`, ``tokens.json``). That
+table knows only the words of 2002's mailing lists and spam; the words of the mail a service
+really gets (its shops' newsletters, its banks' notices, this year's spam) are in it only by
+chance. As SpamAssassin's and Rspamd's Bayes do, pochta learns them where it runs:
+
+- people's word: "spam" / "not spam" (moving a letter into or out of Spam, in any client)
+  counts the letter's words as :data:`FEEDBACK_WEIGHT` letters of that class;
+- pochta's sure verdicts (:class:`pochta.antispam.verdict.Learning`): a letter the shipped
+  knowledge alone calls surely spam, or surely ham, counts as one letter of its class. What
+  the installation learned never decides what it learns next (the decision reads the
+  shipped table's score, not the merged one), so a mistake cannot feed on itself.
+
+A letter's score then reads both tables at once: for each of its words, the shipped counts
+plus the learned ones, over the shipped plus learned letters (:func:`merged_table`).
+
+    Words (this module)         learn / judge / flush / close; what the scanner uses
+      ├── a buffer of learned   word -> (spam, ham) added up in memory, written by a background
+      │   increments            flusher (``start``) every ``flush_interval`` s as one step
+      └── WordStore             this Protocol; one atomic step per flush
+            ├── MemoryWordStore (memory.py)   in-process: tests, evaluation
+            └── SQLiteWordStore (sqlite.py)   embedded: one file, one writer
+
+Words are kept as 64-bit hashes (:func:`pochta.antispam.tokens.token_hash`), never as text: a
+letter's words include names, codes and passwords, and the table must not be a copy of them.
+
+Bounded: at most ``max_words`` words are kept; past it the flusher drops the words learned
+longest ago (``prune``). The buffer holds at most ``max_pending`` words; past it a letter's
+words are dropped (logged), never waited for: learning must not slow the mail. A crash loses
+what was buffered (at most ``flush_interval`` seconds of learning).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pochta.antispam import tokens as tokens_mod
+from pochta.errors import StorageError
+from pochta.types import Clock
+
+log = logging.getLogger("pochta.antispam")
+
+Kind = Literal["spam", "ham"]
+FEEDBACK_WEIGHT = 3
+"""Letters one person's "spam" / "not spam" counts for (as for the shingles' counters:
+:data:`pochta.antispam.verdict.FEEDBACK_WEIGHT`)."""
+DAY = 86400.0
+MAX_HASHES = tokens_mod.MAX_TOKENS + 64
+"""Words of one letter a store is asked about or told (tokenize gives at most MAX_TOKENS)."""
+
+
+class WordStore(Protocol):
+    """Where learned words live. Counts are letters (weighted), 64-bit, never below 0."""
+
+    def add(self, words: Mapping[int, tuple[int, int]], letters: tuple[int, int], day: int) -> None:
+        """In one atomic step: each word's (spam, ham) letters += the given ones (a negative
+        delta stops at 0), the learned letters' totals += ``letters``, and each word's last
+        day seen = ``day``. StorageError when nothing was written."""
+
+    def counts(self, words: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """(spam, ham) of each word known (unknown words are absent). StorageError."""
+
+    def totals(self) -> tuple[int, int]:
+        """Letters learned as (spam, ham). StorageError."""
+
+    def size(self) -> int:
+        """Words kept."""
+
+    def prune(self, keep: int) -> int:
+        """Drop the words last seen longest ago until at most ``keep`` remain; how many were
+        dropped."""
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WordStats:
+    words: int  # kept in the store
+    pending: int  # words waiting in the buffer
+    learned_spam: int
+    learned_ham: int
+    dropped: int  # letters whose words the full buffer could not take
+    failures: int  # flushes that failed (their words went back to the buffer)
+    last_error: str | None
+
+
+def merged_table(
+    tokens: Sequence[str],
+    hashes: Sequence[int],
+    shipped: tokens_mod.TokenTable | None,
+    learned: Mapping[int, tuple[int, int]],
+    totals: tuple[int, int],
+) -> tokens_mod.TokenTable:
+    """The table of one letter's words: shipped counts plus learned ones, over the shipped
+    plus learned letters (pure)."""
+    by_hash = shipped.by_hash if shipped is not None else {}
+    counts: dict[str, tuple[int, int]] = {}
+    for token, h in zip(tokens, hashes, strict=True):
+        a = by_hash.get(h)
+        b = learned.get(h)
+        if a is None and b is None:
+            continue
+        s = (a[0] if a else 0) + (b[0] if b else 0)
+        m = (a[1] if a else 0) + (b[1] if b else 0)
+        if s or m:
+            counts[token] = (s, m)
+    spam = (shipped.spam_letters if shipped is not None else 0) + totals[0]
+    ham = (shipped.ham_letters if shipped is not None else 0) + totals[1]
+    return tokens_mod.TokenTable(counts, spam, ham)
+
+
+class Words:
+    """The learned words in front of a WordStore (see the module's doc). ``shipped``: the
+    model's table, read together with the learned one."""
+
+    def __init__(
+        self,
+        store: WordStore,
+        *,
+        shipped: tokens_mod.TokenTable | None = None,
+        clock: Clock = time.time,
+        buffered: bool = True,
+        flush_interval: float = 2.0,
+        max_pending: int = 500_000,
+        max_words: int = 2_000_000,
+        prune_interval: float = 600.0,
+    ) -> None:
+        self.store = store
+        self.shipped = shipped
+        self.clock = clock
+        self.buffered = buffered
+        self.flush_interval = flush_interval
+        self.max_pending = max_pending
+        self.max_words = max_words
+        self.prune_interval = prune_interval
+        self._lock = threading.Lock()
+        self._round = threading.Lock()  # one flush at a time
+        self._pending: dict[int, list[int]] = {}
+        self._letters = [0, 0]
+        self._in_flight: dict[int, list[int]] = {}
+        self._flight_letters = [0, 0]
+        self._dropped = 0
+        self._failures = 0
+        self._last_error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_prune = time.monotonic() + prune_interval
+
+    # reading
+
+    def table(self, tokens: Sequence[str], hashes: Sequence[int]) -> tokens_mod.TokenTable:
+        """One letter's table: shipped + stored + buffered (StorageError when the store does
+        not answer)."""
+        hashes = list(hashes)[:MAX_HASHES]
+        tokens = list(tokens)[: len(hashes)]
+        learned = self.store.counts(hashes)
+        totals = self.store.totals()
+        with self._lock:
+            extra = [self._pending, self._in_flight]
+            letters = (
+                totals[0] + self._letters[0] + self._flight_letters[0],
+                totals[1] + self._letters[1] + self._flight_letters[1],
+            )
+            if self._pending or self._in_flight:
+                learned = dict(learned)
+                for h in hashes:
+                    for buf in extra:
+                        d = buf.get(h)
+                        if d is not None:
+                            s, m = learned.get(h, (0, 0))
+                            learned[h] = (max(0, s + d[0]), max(0, m + d[1]))
+        return merged_table(tokens, hashes, self.shipped, learned, letters)
+
+    # writing
+
+    def learn(self, hashes: Iterable[int], kind: Kind, weight: int = 1) -> bool:
+        """Count one letter's words as ``weight`` letters of ``kind`` (buffered; returns at
+        once). False when the buffer is full and the letter's words were dropped."""
+        if kind not in ("spam", "ham"):
+            raise ValueError(f"unknown kind {kind!r}")
+        col = 0 if kind == "spam" else 1
+        words = list(dict.fromkeys(hashes))[:MAX_HASHES]
+        with self._lock:
+            if len(self._pending) + len(words) > self.max_pending:
+                self._dropped += 1
+                log.warning("learned words: the buffer is full; one letter's words dropped")
+                return False
+            for h in words:
+                d = self._pending.get(h)
+                if d is None:
+                    d = self._pending[h] = [0, 0]
+                d[col] += weight
+            self._letters[col] += weight
+        if not self.buffered:
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        """Write what is buffered, as one step (StorageError: it stays buffered)."""
+        with self._round:
+            with self._lock:
+                if not self._pending and not any(self._letters):
+                    return
+                self._in_flight, self._pending = self._pending, {}
+                self._flight_letters, self._letters = self._letters, [0, 0]
+                batch = {h: (d[0], d[1]) for h, d in self._in_flight.items()}
+                letters = (self._flight_letters[0], self._flight_letters[1])
+            try:
+                self.store.add(batch, letters, int(self.clock() // DAY))
+            except StorageError as exc:
+                with self._lock:  # back into the buffer, added to what came meanwhile
+                    for h, d in self._in_flight.items():
+                        e = self._pending.setdefault(h, [0, 0])
+                        e[0] += d[0]
+                        e[1] += d[1]
+                    self._letters[0] += self._flight_letters[0]
+                    self._letters[1] += self._flight_letters[1]
+                    self._in_flight, self._flight_letters = {}, [0, 0]
+                    self._failures += 1
+                    self._last_error = str(exc)
+                raise
+            with self._lock:
+                self._in_flight, self._flight_letters = {}, [0, 0]
+            if time.monotonic() >= self._next_prune:
+                self._next_prune = time.monotonic() + self.prune_interval
+                self.prune()
+
+    def prune(self) -> int:
+        """Keep at most ``max_words`` words (the flusher calls it every ``prune_interval``)."""
+        if self.store.size() <= self.max_words:
+            return 0
+        dropped = self.store.prune(self.max_words)
+        log.info("learned words: %d words learned longest ago dropped", dropped)
+        return dropped
+
+    def stats(self) -> WordStats:
+        spam, ham = self.store.totals()
+        with self._lock:
+            return WordStats(
+                self.store.size(), len(self._pending) + len(self._in_flight),
+                spam + self._letters[0], ham + self._letters[1],
+                self._dropped, self._failures, self._last_error,
+            )  # fmt: skip
+
+    # the flusher
+
+    def start(self) -> None:
+        """Start the background flusher (once; an unbuffered table has none)."""
+        if self._thread is not None or not self.buffered:
+            return
+        self._thread = threading.Thread(target=self._run, name="pochta-words", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        backoff = self.flush_interval
+        while not self._stop.wait(backoff):
+            try:
+                self.flush()
+                backoff = self.flush_interval
+            except StorageError as exc:
+                log.warning("learned words: flush failed, kept to retry: %s", exc)
+                backoff = min(60.0, backoff * 2)
+            except Exception:
+                log.exception("learned words: flush failed, kept to retry")
+                backoff = min(60.0, backoff * 2)
+
+    def close(self) -> None:
+        """Stop the flusher, write what is buffered, close the store."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        try:
+            self.flush()
+        except StorageError as exc:
+            log.warning("learned words: %d words lost at close: %s", len(self._pending), exc)
+        self.store.close()

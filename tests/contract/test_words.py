@@ -1,0 +1,172 @@
+"""One contract for every learned-words store (:mod:`pochta.antispam.words`): in-memory and
+SQLite, through the ``WordStore`` protocol and through the ``Words`` service in front of it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pochta.antispam.words import Words, WordStore
+from pochta.antispam.words.memory import MemoryWordStore
+from pochta.antispam.words.sqlite import SQLiteWordStore
+from pochta.errors import StorageError
+
+WORD_STORE_KINDS = ["memory", "sqlite"]
+EDGES = [0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]  # hashes at the signed/unsigned seams
+
+
+def open_store(kind: str, where: Path) -> WordStore:
+    if kind == "memory":
+        return MemoryWordStore()
+    return SQLiteWordStore(where / "words.sqlite3")
+
+
+@pytest.fixture(params=WORD_STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[WordStore]:
+    s = open_store(request.param, tmp_path)
+    yield s
+    s.close()
+
+
+def test_a_new_store_knows_nothing(store: WordStore) -> None:
+    assert store.counts([1, 2, 3]) == {}
+    assert store.totals() == (0, 0)
+    assert store.size() == 0
+
+
+def test_add_then_read_every_hash_at_the_seams(store: WordStore) -> None:
+    store.add({h: (1, 2) for h in EDGES}, (1, 2), day=100)
+    store.add({EDGES[0]: (3, 0), 42: (0, 1)}, (3, 1), day=101)
+    got = store.counts([*EDGES, 42, 43])
+    assert got == {**{h: (1, 2) for h in EDGES}, EDGES[0]: (4, 2), 42: (0, 1)}
+    assert store.totals() == (4, 3)
+    assert store.size() == len(EDGES) + 1
+
+
+def test_negative_deltas_stop_at_zero(store: WordStore) -> None:
+    store.add({7: (2, 2)}, (2, 2), day=1)
+    store.add({7: (-5, -1), 8: (-1, 3)}, (-5, 0), day=2)
+    assert store.counts([7, 8]) == {7: (0, 1), 8: (0, 3)}
+    assert store.totals() == (0, 2)
+
+
+def test_counts_saturate_instead_of_overflowing(store: WordStore) -> None:
+    top = (1 << 63) - 1
+    store.add({9: (top, 0)}, (top, 0), day=1)
+    store.add({9: (5, 1)}, (5, 1), day=1)
+    assert store.counts([9]) == {9: (top, 1)}
+    assert store.totals() == (top, 1)
+
+
+def test_prune_drops_the_words_seen_longest_ago(store: WordStore) -> None:
+    store.add({1: (1, 0), 2: (1, 0)}, (1, 0), day=10)
+    store.add({3: (0, 1), 4: (0, 1)}, (0, 1), day=20)
+    store.add({1: (1, 0)}, (1, 0), day=30)  # word 1 seen again: now the newest
+    assert store.prune(keep=2) == 2
+    assert set(store.counts([1, 2, 3, 4])) == {1, 4}  # ties on the day: the lower hash goes
+    assert store.size() == 2
+    assert store.prune(keep=5) == 0
+    assert store.totals() == (2, 1)  # letters learned are not forgotten with their words
+
+
+def test_many_words_in_one_read(store: WordStore) -> None:
+    words = {h * 7919: (h % 3, 1) for h in range(1, 1500)}
+    store.add(words, (10, 10), day=1)
+    got = store.counts(list(words))
+    assert got == words
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.dictionaries(
+                st.sampled_from([*EDGES, 5, 6]),
+                st.tuples(st.integers(-3, 3), st.integers(-3, 3)),
+                max_size=5,
+            ),
+            st.tuples(st.integers(-2, 4), st.integers(-2, 4)),
+        ),
+        max_size=8,
+    )
+)
+def test_any_sequence_of_adds_reads_as_the_memory_model(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[tuple[dict[int, tuple[int, int]], tuple[int, int]]],
+) -> None:
+    stores = [MemoryWordStore(), SQLiteWordStore(tmp_path_factory.mktemp("w") / "w.sqlite3")]
+    try:
+        for words, letters in steps:
+            for s in stores:
+                s.add(words, letters, day=1)
+        keys = [*EDGES, 5, 6]
+        assert stores[1].counts(keys) == stores[0].counts(keys)
+        assert stores[1].totals() == stores[0].totals()
+    finally:
+        for s in stores:
+            s.close()
+
+
+# -- the service in front ----------------------------------------------------------------
+
+
+def test_words_reads_what_is_buffered_and_what_is_stored(store: WordStore) -> None:
+    words = Words(store, buffered=True)
+    assert words.learn([1, 2], "spam")
+    assert words.learn([2, 3], "ham", weight=3)
+    before = words.table(["a", "b", "c"], [1, 2, 3])
+    assert dict(before.counts) == {"a": (1, 0), "b": (1, 3), "c": (0, 3)}
+    assert (before.spam_letters, before.ham_letters) == (1, 3)
+    words.flush()
+    after = words.table(["a", "b", "c"], [1, 2, 3])
+    assert after == before
+    assert store.counts([1, 2, 3]) == {1: (1, 0), 2: (1, 3), 3: (0, 3)}
+    words.close()
+
+
+class Failing(MemoryWordStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+
+    def add(self, words: object, letters: object, day: int) -> None:  # type: ignore[override]
+        if self.down:
+            raise StorageError("down")
+        super().add(words, letters, day)  # type: ignore[arg-type]
+
+
+def test_a_failed_flush_keeps_the_words_to_retry() -> None:
+    store = Failing()
+    words = Words(store)
+    words.learn([1], "spam")
+    with pytest.raises(StorageError):
+        words.flush()
+    words.learn([1, 2], "ham")
+    assert words.stats().failures == 1
+    assert dict(words.table(["x", "y"], [1, 2]).counts) == {"x": (1, 1), "y": (0, 1)}
+    store.down = False
+    words.flush()
+    assert store.counts([1, 2]) == {1: (1, 1), 2: (0, 1)}
+    assert store.totals() == (1, 1)
+
+
+def test_a_full_buffer_drops_a_letter_rather_than_growing() -> None:
+    words = Words(MemoryWordStore(), max_pending=10)
+    assert words.learn(range(8), "ham")
+    assert not words.learn(range(100, 105), "spam")  # 8 + 5 > 10
+    assert words.stats().dropped == 1
+    assert words.stats().pending == 8
+
+
+def test_the_table_stays_within_max_words() -> None:
+    store = MemoryWordStore()
+    words = Words(store, buffered=False, max_words=1000, prune_interval=0)
+    for i in range(5):
+        words.learn(range(i * 600, i * 600 + 600), "ham")
+    assert store.size() <= 1000 + 600  # pruned at each flush once past the limit
+    words.prune()
+    assert store.size() == 1000

@@ -1,0 +1,150 @@
+"""The words an installation learns (pochta.antispam.words) as the scanner uses them: read
+with the shipped table, taught only by sure verdicts and people's word, and never able to
+teach themselves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.mailtools import letter
+
+from pochta.antispam import tokens
+from pochta.antispam.auth.results import NO_AUTH
+from pochta.antispam.model import booster
+from pochta.antispam.verdict import Learning, Scanner, Verdict
+from pochta.antispam.words import FEEDBACK_WEIGHT, Words, merged_table
+from pochta.antispam.words.memory import MemoryWordStore
+from pochta.antispam.words.sqlite import SQLiteWordStore
+from pochta.mime.letter import parse
+
+NEWSLETTER = letter(
+    subject="Your weekly garden digest",
+    text="This week in the garden: tomatoes, compost, seedlings and irrigation. "
+    "Read the full article on our site. Unsubscribe any time from your settings.",
+)
+
+
+@pytest.fixture(scope="module")
+def model() -> booster.Model:
+    m = booster.load()
+    assert m is not None and m.tokens is not None, "the shipped model has a token table"
+    return m
+
+
+def scanner(model: booster.Model, store: MemoryWordStore | None = None) -> tuple[Scanner, Words]:
+    words = Words(store or MemoryWordStore(), shipped=model.tokens, buffered=False)
+    return Scanner(model=model, words=words), words
+
+
+def test_with_nothing_learned_the_score_is_the_shipped_tables(model: booster.Model) -> None:
+    plain = Scanner(model=model).scan(NEWSLETTER)
+    learning, _ = scanner(model)
+    got = learning.scan(NEWSLETTER)
+    assert got.features[tokens.FEATURE] == pytest.approx(plain.features[tokens.FEATURE])
+    assert got.probability == pytest.approx(plain.probability)
+    assert got.content_probability == pytest.approx(plain.content_probability)
+
+
+def test_learned_words_move_the_score_and_not_what_the_letter_shows(
+    model: booster.Model,
+) -> None:
+    s, words = scanner(model)
+    first = s.scan(NEWSLETTER)
+    hashes = first.hashes
+    assert hashes, "the verdict carries the letter's word hashes"
+    for _ in range(40):  # people said "spam" about letters with these words
+        words.learn(hashes, "spam", FEEDBACK_WEIGHT)
+    after = s.scan(NEWSLETTER)
+    assert after.features[tokens.FEATURE] > first.features[tokens.FEATURE] + 0.2
+    assert after.probability is not None and first.probability is not None
+    assert after.probability >= first.probability
+    # the decision of what to learn reads the shipped knowledge only: unchanged
+    assert after.content_probability == pytest.approx(first.content_probability)
+
+
+def verdict(label: str, p: float, content: float, partial: tuple[str, ...] = ()) -> Verdict:
+    return Verdict(label, p, 0.0, [], [], NO_AUTH, {}, [], partial, content, (), (1, 2, 3))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("label", "p", "content", "partial", "counted", "taught"),
+    [
+        ("spam", 0.99, 0.99, (), "spam", "spam"),  # sure spam: the shingles count it, words too
+        ("spam", 0.99, 0.60, (), None, None),  # sure only by what was learned: nothing
+        ("ham", 0.02, 0.05, (), "ham", "ham"),  # sure ham by the shipped knowledge
+        ("ham", 0.30, 0.30, (), "ham", None),  # a ham verdict, not sure: the words wait
+        ("ham", 0.01, 0.30, (), "ham", None),  # sure only by what was learned: nothing
+        ("ham", 0.02, 0.02, ("features",), None, None),  # partial: nothing
+        ("phishing", 0.0, 0.0, (), None, None),
+    ],
+)
+def test_what_a_verdict_teaches(
+    label: str, p: float, content: float, partial: tuple[str, ...], counted: str | None,
+    taught: str | None,
+) -> None:  # fmt: skip
+    v = verdict(label, p, content, partial)
+    assert Learning(ham_below=0.1, from_verdicts=True).kind(v, counted) == taught
+    assert Learning(ham_below=0.1).kind(v, counted) is None  # the default: people's word only
+
+
+def test_learn_teaches_the_store_as_the_policy_says(model: booster.Model) -> None:
+    store = MemoryWordStore()
+    s, _ = scanner(model, store)
+    s.learning = Learning(ham_below=0.99, from_verdicts=True)  # every sure-enough ham teaches
+    v = s.scan(NEWSLETTER)
+    assert v.label == "ham"
+    s.learn(v)
+    assert store.totals() == (0, 1)
+    assert store.counts(list(v.hashes)) == {h: (0, 1) for h in v.hashes}
+    s.learning = Learning(ham_below=0.99)  # the default: a verdict teaches nothing
+    s.learn(v)
+    assert store.totals() == (0, 1)
+
+
+def test_a_persons_word_counts_as_several_letters(model: booster.Model) -> None:
+    store = MemoryWordStore()
+    s, _ = scanner(model, store)
+    s.feedback(parse(NEWSLETTER), "spam")
+    s.feedback(parse(NEWSLETTER), "read")  # not a word on spam: nothing
+    assert store.totals() == (FEEDBACK_WEIGHT, 0)
+    s.feedback(parse(NEWSLETTER), "not_spam")
+    assert store.totals() == (FEEDBACK_WEIGHT, FEEDBACK_WEIGHT)
+
+
+def test_the_store_keeps_hashes_never_the_words(tmp_path: Path, model: booster.Model) -> None:
+    store = SQLiteWordStore(tmp_path / "words.sqlite3")
+    s, words = scanner(model)
+    words.store = store
+    s.feedback(parse(letter(subject="x", text="zanzibarquokka personalsecret 491827")), "spam")
+    store.close()
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    for word in (b"zanzibarquokka", b"personalsecret", b"491827"):
+        assert word not in raw
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta", "s:offer"]), unique=True),
+    learned=st.dictionaries(
+        st.sampled_from(["alpha", "beta", "gamma", "delta", "s:offer"]),
+        st.tuples(st.integers(0, 50), st.integers(0, 50)),
+    ),
+    totals=st.tuples(st.integers(0, 100), st.integers(0, 100)),
+)
+def test_merged_is_the_table_of_the_summed_counts(
+    words: list[str], learned: dict[str, tuple[int, int]], totals: tuple[int, int]
+) -> None:
+    shipped = tokens.TokenTable({"alpha": (5, 1), "beta": (0, 9), "s:offer": (7, 0)}, 10, 20)
+    toks, hashes = tokens.hashed(words)
+    by_hash = {tokens.token_hash(w): c for w, c in learned.items()}
+    got = merged_table(toks, hashes, shipped, by_hash, totals)
+    want: dict[str, tuple[int, int]] = {}
+    for w in words:
+        a, b = shipped.counts.get(w, (0, 0)), learned.get(w, (0, 0))
+        if a[0] + b[0] or a[1] + b[1]:
+            want[w] = (a[0] + b[0], a[1] + b[1])
+    assert dict(got.counts) == want
+    assert (got.spam_letters, got.ham_letters) == (10 + totals[0], 20 + totals[1])
