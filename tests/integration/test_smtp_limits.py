@@ -117,6 +117,24 @@ def test_error_limit_closes_with_421(mx: Server) -> None:
     c.close()
 
 
+def test_an_address_that_is_not_utf8_is_refused_without_a_traceback(mx: Server) -> None:
+    """Found by scripts/fuzz: ``RCPT TO:<\\xff@...>`` reached the account lookup as a lone
+    surrogate, which SQLite cannot encode: a traceback and a 500."""
+    c = Client(mx.smtp_port)
+    c.command("EHLO client.example")
+    c.command("MAIL FROM:<s@example.net>")
+    c.send(b"RCPT TO:<\xff@example.org>\r\n")
+    code, text = c.reply()
+    assert code == 553, text
+    assert b"not valid UTF-8" in text
+    assert c.command("RCPT TO:<alice@example.org>")[0] == 250  # the session goes on
+    assert c.command("DATA")[0] == 354
+    c.send(letter() + b".\r\n")
+    assert c.reply()[0] == 250
+    c.close()
+    assert b"Traceback" not in mx.log.read_bytes()
+
+
 def test_command_timeout_closes_a_silent_client(tmp_path: Path) -> None:
     srv = limited(tmp_path, command_timeout="1.5")
     try:

@@ -53,6 +53,16 @@ from pochta.types import User
 log = logging.getLogger("pochta.smtp")
 
 
+def utf8(address: str) -> bool:
+    """Whether an address aiosmtpd decoded came as valid UTF-8 (bytes that are not reach us
+    as lone surrogates, which no account name can hold)."""
+    try:
+        address.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class DeliveryHandler:
     def __init__(
         self,
@@ -79,6 +89,8 @@ class DeliveryHandler:
     ) -> str:
         if len(envelope.rcpt_tos) >= self.recipient_limit:
             return TOO_MANY_RECIPIENTS
+        if not utf8(address):
+            return "553 5.1.3 the recipient address is not valid UTF-8"
         user = await asyncio.to_thread(self.mailbox.user, address)
         if user is None:
             return f"550 5.1.1 <{address}>: no such user here"
