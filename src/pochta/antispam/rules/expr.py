@@ -248,6 +248,8 @@ def parse(source: str) -> Node:
         if end and "RPAR" in expected:
             raise ExprError(f"expected ')' at {pos}, found the end") from None
         raise ExprError(f"unexpected {found} at {pos} (expected {_expected(expected)})") from None
+    except lark.exceptions.UnexpectedInput as exc:  # any other way lark finds it wrong
+        raise ExprError(f"cannot be parsed: {str(exc).splitlines()[0]}") from None
     except lark.exceptions.VisitError as exc:  # a callback's ExprError, wrapped by lark
         if isinstance(exc.orig_exc, ExprError):
             raise exc.orig_exc from None
