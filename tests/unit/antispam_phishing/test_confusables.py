@@ -9,7 +9,7 @@ from collections import defaultdict
 import icu
 import idna
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given, reject, settings
 from hypothesis import strategies as st
 from tests.unit.antispam_phishing.helpers import letter
 
@@ -117,9 +117,8 @@ def test_any_mix_of_look_alikes_is_found(found: tuple[Org, str], tld: str) -> No
     assume(not label.isascii())
     try:
         host = idna.encode(f"{label}.{tld}").decode()
-    except idna.IDNAError:
-        assume(False)
-        raise
+    except idna.IDNAError:  # a mix IDNA 2008 refuses (a letter's context) is no domain
+        reject()
     im = P.imitation(host)
     assert im is not None and im.org is org and im.how in ("confusable", "embedded"), host
     # a Cyrillic name under .рф is no disguise of its own (уа.рф), still an imitation of ya.ru
@@ -195,7 +194,7 @@ def test_legitimate_idns_imitate_nobody(host: str) -> None:
     ],
 )
 def test_disguised_names(host: str) -> None:
-    assert lookalike.idn_spoof(normalize.domain(host) or host) or P.imitation(host) is not None
+    assert lookalike.idn_spoof(normalize.domain(host) or host)
 
 
 def test_whole_script_and_mixed_script() -> None:
