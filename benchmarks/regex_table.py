@@ -422,7 +422,6 @@ ROWS: list[Row] = [
     *(
         Row(key, what, "rules file", LINEAR, NOT_LETTER, "configuration")
         for key, what in [
-            ("pochta/antispam/rules/expr.py:_TOKEN", "tokens of a rule condition"),
             ("pochta/antispam/rules/expr.py:_SIGN_NAME", "a sign name"),
             ("pochta/antispam/rules/expr.py:_unquote()", "escapes in a string literal"),
             ("pochta/antispam/rules/ruleset.py:_SYMBOL", "a symbol"),

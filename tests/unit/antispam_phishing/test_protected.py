@@ -186,8 +186,9 @@ def test_lookalike_helpers() -> None:
     assert lookalike.skeleton("rnail") == lookalike.skeleton("mail")
     assert lookalike.skeleton("PAYPA1") == lookalike.skeleton("paypal")
     assert lookalike.mixed_script("sberbаnk") and not lookalike.mixed_script("сбербанк")
-    assert lookalike.all_confusable("аре") and not lookalike.all_confusable("банк")
-    assert not lookalike.all_confusable("ape")
+    assert lookalike.whole_script_confusable("аре")
+    assert not lookalike.whole_script_confusable("банк")
+    assert not lookalike.whole_script_confusable("ape")
     assert lookalike.distance("sberbank", "sberbamk") == 1
     assert lookalike.distance("sberbank", "sbrebank") == 1  # a transposition
     assert lookalike.distance("a", "abcdefg", limit=2) == 3

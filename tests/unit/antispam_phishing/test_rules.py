@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pochta.antispam import features
 from pochta.antispam.auth.results import NO_AUTH, AuthResults, DmarcResult
@@ -141,6 +143,10 @@ def test_load_from_a_file(tmp_path: Path) -> None:
         (rule("links.count > 2 2"), "rule RULE: when: unexpected '2'"),
         (rule("(links.count > 2"), "rule RULE: when: expected ')'"),
         (rule("links.count ^ 2"), "rule RULE: when: unexpected character '^'"),
+        (rule("A and and B"), "rule RULE: when: unexpected 'and' at 6 (expected '(', '-'"),
+        (rule("not " * 70 + "PHISH_LINK_IP"), "rule RULE: when: nested more than 64 deep"),
+        (rule("-" * 100 + "links.count > 1"), "rule RULE: when: nested more than 64 deep"),
+        (rule("links.count > 1 or " * 250 + "x"), "rule RULE: when: longer than 4000 characters"),
         (rule(""), "rule RULE: when must be a non-empty string"),
         (rule('auth.spf == "passed"'), "rule RULE: when: auth.spf is never 'passed'"),
         (
@@ -345,3 +351,33 @@ def test_names_and_truth() -> None:
 def test_every_builtin_feature_is_a_known_name() -> None:
     for name in features.FEATURES + features.SIGN_FEATURES + features.AUTH_FEATURES:
         load(rule(f"{name} >= 0"))
+
+
+# -- hostile rule text: refused when loaded, never a traceback, never unbounded --------------
+def test_deep_parentheses_parse_without_recursion() -> None:
+    """1,990 nested parentheses (the recursive-descent parser lark replaced ran out of stack
+    at about 1,000): parsed, and the tree is one comparison."""
+    when = "(" * 1990 + "links.count > 1" + ")" * 1990
+    assert expr.depth(expr.parse(when)) == 2
+    loaded = load(rule(when))
+    assert [h.symbol for h in rules.evaluate(loaded, {"links.count": 2.0}, [], None)] == ["RULE"]
+
+
+PIECES = [*"()-+*/ <>=!,'\"%.0129aAxnotdriu_\n", " and ", " or ", " not ", " in ", "true"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=200).map("".join))
+def test_any_text_is_a_condition_or_a_named_error(source: str) -> None:
+    """Whatever the text, parse gives a tree no deeper than the bound or an ExprError (no
+    RecursionError, no lark exception); a tree that checks evaluates."""
+    try:
+        node = expr.parse(source)
+    except expr.ExprError:
+        return
+    assert expr.depth(node) <= expr.MAX_DEPTH
+    try:
+        expr.check(node, SCHEMA)
+    except expr.ExprError:
+        return
+    expr.truth(expr.evaluate(node, {"x": 1.0, "A": True}.get))

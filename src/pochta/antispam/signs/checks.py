@@ -18,6 +18,7 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
                                  a typo, the name inside a longer domain)
     PHISH_SENDER_FOREIGN_TLD     From domain is a protected name on another TLD (nalog.de)
     PHISH_SENDER_IDN             From domain mixes alphabets or is all look-alike letters
+                                 (outside a TLD of its own alphabet), or is no valid IDN
     PHISH_DISPLAY_NAME_BRAND     display name names a protected organization; address is not
                                  theirs
     PHISH_DISPLAY_NAME_ADDRESS   display name shows an e-mail address that is not the sender's
@@ -67,7 +68,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pochta.antispam.signs import attachments, extortion, links, wording
-from pochta.antispam.signs.lookalike import all_confusable, mixed_script, unicode_label
+from pochta.antispam.signs.lookalike import idn_spoof, unicode_label
 from pochta.antispam.signs.protected import WEAK, Imitation, Org, Protected
 from pochta.antispam.signs.protected import default as default_protected
 from pochta.antispam.signs.protected import redirectors as default_redirectors
@@ -295,18 +296,9 @@ def sender_foreign_tld(ctx: Context) -> Sign | None:
     return sign("PHISH_SENDER_FOREIGN_TLD", [found[1]])
 
 
-def _idn_spoof(host: str) -> bool:
-    for label in host.split("."):
-        if label.startswith("xn--"):
-            u = unicode_label(label)
-            if u is None or mixed_script(u) or all_confusable(u):
-                return True
-    return False
-
-
 def sender_idn(ctx: Context) -> Sign | None:
     fd = ctx.letter.from_domain
-    if fd and _idn_spoof(fd):
+    if fd and idn_spoof(fd):
         return sign("PHISH_SENDER_IDN", [_shown(fd)])
     return None
 
@@ -474,7 +466,7 @@ def link_lookalike(ctx: Context) -> Sign | None:
             if weak and im.org not in ctx.named and im.org not in ctx.claimed:
                 continue
             found.append(f"{_shown(link.host)} ≈ {im.target} ({im.org.name})")
-        elif _idn_spoof(link.host):
+        elif idn_spoof(link.host):
             found.append(_shown(link.host))
     return sign("PHISH_LINK_LOOKALIKE", list(dict.fromkeys(found))[:3]) if found else None
 

@@ -8,7 +8,9 @@ reads it and answers three questions, all pure:
 - :meth:`Protected.named_in`: which organizations a display name names (whole words,
   case-insensitive, Russian case endings, Latin and Cyrillic look-alike letters folded).
 - :meth:`Protected.imitation`: whether a host that belongs to nobody imitates one of them —
-  ``foreign_tld`` (nalog.de), ``confusable`` (sberbаnk with a Cyrillic letter, paypa1),
+  ``foreign_tld`` (nalog.de), ``confusable`` (sberbаnk with a Cyrillic letter, paypa1,
+  gօsսsӏսgi with Armenian letters: one skeleton, Unicode's confusables by
+  :func:`pochta.antispam.signs.lookalike.skeleton`),
   ``embedded`` (the name glued to a word phishing domains use: sberbank-online.ru.com,
   nalog-ru.net, paypalsecure.com; or the organization's domain spelled out in subdomains:
   paypal.com.verify-account.net), ``contains`` (the name as one word of a longer name with
