@@ -21,7 +21,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# errors are never wrapped: a path or a setting in them stays one piece to copy (and to grep)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DataOpt = Annotated[
     Path | None,
