@@ -240,6 +240,7 @@ class User:
     email: str
     password_hash: str
     reset_required: bool = False
+    admin: bool = False  # may open the admin pages (``pochta user admin``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +318,7 @@ class MailIndex(Protocol):
     """
 
     # users and sessions
-    def add_user(self, email: str, password_hash: str) -> User:
+    def add_user(self, email: str, password_hash: str, *, admin: bool = False) -> User:
         """A new user with folders Inbox and Spam; InvalidInput if the e-mail is taken."""
 
     def user(self, email: str) -> User | None: ...
@@ -331,6 +332,9 @@ class MailIndex(Protocol):
 
     def require_reset(self, emails: Collection[str]) -> int:
         """Mark accounts for a forced password reset; returns how many exist."""
+
+    def set_admin(self, user_id: int, admin: bool) -> bool:
+        """Grant or revoke the admin role; False when there is no such user."""
 
     def add_session(self, token_hash: bytes, user_id: int, expires: float) -> None: ...
 

@@ -8,6 +8,7 @@ import hashlib
 import secrets
 import time
 from collections.abc import Collection
+from dataclasses import replace
 
 from pochta.errors import InvalidCredentials, InvalidInput, ResetRequired
 from pochta.guard.logins import LoginGuard
@@ -34,10 +35,17 @@ class Users:
         self.logins = logins
         self._clock = clock
 
-    def add_user(self, email: str, password: str) -> User:
+    def add_user(self, email: str, password: str, *, admin: bool = False) -> User:
         if len(password) < MIN_PASSWORD:
             raise InvalidInput(f"a password needs at least {MIN_PASSWORD} characters")
-        return self.index.add_user(email, hash_password(password))
+        return self.index.add_user(email, hash_password(password), admin=admin)
+
+    def set_admin(self, email: str, admin: bool) -> User:
+        """Grant or revoke the admin role (the admin pages); the user as it is now."""
+        user = self.index.user(email)
+        if user is None or not self.index.set_admin(user.id, admin):
+            raise InvalidInput(f"no user {email}")
+        return replace(user, admin=admin)
 
     def set_password(self, email: str, password: str) -> None:
         if len(password) < MIN_PASSWORD:

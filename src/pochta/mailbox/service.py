@@ -85,8 +85,11 @@ class Mailbox:
         self.index.close()
 
     # -- users and sessions ------------------------------------------------------------------
-    def add_user(self, email: str, password: str) -> User:
-        return self.users.add_user(email, password)
+    def add_user(self, email: str, password: str, *, admin: bool = False) -> User:
+        return self.users.add_user(email, password, admin=admin)
+
+    def set_admin(self, email: str, admin: bool) -> User:
+        return self.users.set_admin(email, admin)
 
     def set_password(self, email: str, password: str) -> None:
         self.users.set_password(email, password)
