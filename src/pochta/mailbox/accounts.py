@@ -13,7 +13,7 @@ from dataclasses import replace
 from pochta.errors import InvalidCredentials, InvalidInput, ResetRequired
 from pochta.guard.logins import LoginGuard
 from pochta.guard.passwords import hash_password, verify_password
-from pochta.types import Clock, MailIndex, User
+from pochta.types import Activity, Clock, MailIndex, User
 
 MIN_PASSWORD = 8
 
@@ -28,11 +28,13 @@ class Users:
         *,
         session_ttl: float = 30 * 86400,
         logins: LoginGuard | None = None,
+        activity: Activity | None = None,
         clock: Clock = time.time,
     ) -> None:
         self.index = index
         self.session_ttl = session_ttl
         self.logins = logins
+        self.activity = activity
         self._clock = clock
 
     def add_user(self, email: str, password: str, *, admin: bool = False) -> User:
@@ -81,6 +83,8 @@ class Users:
         except InvalidCredentials:
             if self.logins is not None:
                 self.logins.failed(ip, email)
+            if self.activity is not None:
+                self.activity.login_failed(ip, email)
             raise
         except ResetRequired:  # a right (leaked) password: what credential stuffing finds
             if self.logins is not None:

@@ -8,7 +8,7 @@ from pochta.blobs.store import BlobStore
 from pochta.errors import MessageNotFound
 from pochta.mime.letter import Letter, parse
 from pochta.mime.split import reassemble
-from pochta.types import Folder, MailIndex, StoredLetter
+from pochta.types import Activity, Folder, MailIndex, StoredLetter
 
 SPAM = "Spam"
 
@@ -21,11 +21,13 @@ class Reading:
         *,
         inline_limit: int = 4096,
         shingler: Shingler | None = None,
+        activity: Activity | None = None,
     ) -> None:
         self.index = index
         self.blobs = blobs
         self.inline_limit = inline_limit
         self.shingler = shingler
+        self.activity = activity
 
     def folders(self, user_id: int) -> list[Folder]:
         return self.index.folders(user_id)
@@ -95,5 +97,10 @@ class Reading:
             if feedback:
                 raw = self._raw(letter_id)
                 for kind in feedback:
-                    self.shingler.feedback(raw, kind)
+                    shingles = self.shingler.feedback(raw, kind)
+                    if self.activity is not None and kind != "read":
+                        self.activity.feedback(
+                            "complaint" if kind == "spam" else "unspam",
+                            [(int(s.type), s.hash, s.value) for s in shingles],
+                        )
         return letter

@@ -36,7 +36,7 @@ from pochta.mailbox.journal import Journal
 from pochta.mailbox.prepare import Prepared
 from pochta.mailbox.reading import Reading
 from pochta.mime.letter import Letter
-from pochta.types import Clock, Envelope, Folder, MailIndex, StoredLetter, User
+from pochta.types import Activity, Clock, Envelope, Folder, MailIndex, StoredLetter, User
 
 __all__ = ["Delivered", "FsckReport", "Mailbox"]
 
@@ -55,12 +55,15 @@ class Mailbox:
         locks: Locks | None = None,
         shingler: Shingler | None = None,
         scanner: Scanner | None = None,
+        activity: Activity | None = None,
         clock: Clock = time.time,
     ) -> None:
         self.index = index
         self.blobs = blobs
         self.session_ttl = session_ttl
-        self.users = Users(index, session_ttl=session_ttl, logins=logins, clock=clock)
+        self.users = Users(
+            index, session_ttl=session_ttl, logins=logins, activity=activity, clock=clock
+        )
         self.journal = Journal(index, blobs)
         self.deletions = Deletions(
             index, blobs, self.journal, locks=locks, pending_grace=pending_grace, clock=clock
@@ -74,9 +77,12 @@ class Mailbox:
             max_message_size=max_message_size,
             shingler=shingler,
             scanner=scanner,
+            activity=activity,
             clock=clock,
         )
-        self.reading = Reading(index, blobs, inline_limit=inline_limit, shingler=shingler)
+        self.reading = Reading(
+            index, blobs, inline_limit=inline_limit, shingler=shingler, activity=activity
+        )
         self.checks = Checks(index, blobs)
 
     def close(self) -> None:
