@@ -27,6 +27,7 @@ from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
+from pochta.blobs.evacuations import Evacuations
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
@@ -61,6 +62,7 @@ class Pochta:
     intake: Intake
     deletions: DeletionWorker
     history: Recorder
+    evacuations: Evacuations
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -104,6 +106,7 @@ class Pochta:
             return
         self._closed = True
         self.intake.close()
+        self.evacuations.stop()  # each stops at its next file; resumable
         self.deletions.stop()
         if self._scrubbers is not None:
             self._scrubbers.stop()
@@ -177,6 +180,7 @@ def build(settings: Settings) -> Pochta:
         intake=_intake(settings, scanner.analyzer),
         deletions=DeletionWorker(mailbox.deletions),
         history=history,
+        evacuations=Evacuations(blobs, pochta_locks),
     )
 
 
