@@ -6,12 +6,14 @@ leak audits. Charts are SVG drawn on the server (``charts``)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Path
+from markupsafe import Markup
 from starlette.responses import Response
 
 from pochta.antispam.shingles.counters import Ref
@@ -134,11 +136,21 @@ def valkyrie(v: Admin) -> Response:
 
 # -- verdicts --------------------------------------------------------------------------------
 def _sign_name(v: Viewer, symbol: str) -> str:
+    """A sign's short name in the reader's language: its explanation's first clause."""
     spec = SPECS.get(symbol)
     if spec is None:
         return symbol
     text = spec.ru if v.lang == "ru" else spec.en
-    return f"{symbol}: {text.split(':')[0].split('.')[0]}"
+    return re.split(r"[:;.,(]", text, maxsplit=1)[0]
+
+
+def _signs_chart(v: Viewer, counts: Counter[str], title: str) -> Markup:
+    top = counts.most_common(TOP)
+    return hbars(
+        [(_sign_name(v, s), n) for s, n in top],
+        title=title,
+        tips=[f"{s}: {SPECS[s].en if s in SPECS else s}" for s, _ in top],
+    )
 
 
 @router.get("/verdicts")
@@ -181,14 +193,8 @@ def verdicts(v: Admin) -> Response:
         "verdicts",
         bars=bars,
         totals=totals,
-        signs_day=hbars(
-            [(_sign_name(v, s), n) for s, n in signs_day.most_common(TOP)],
-            title="phishing signs, last 24 hours",
-        ),
-        signs_2w=hbars(
-            [(_sign_name(v, s), n) for s, n in signs_2w.most_common(TOP)],
-            title="phishing signs, last 14 days",
-        ),
+        signs_day=_signs_chart(v, signs_day, "phishing signs, last 24 hours"),
+        signs_2w=_signs_chart(v, signs_2w, "phishing signs, last 14 days"),
         top=top,
     )
 

@@ -141,7 +141,7 @@ def stacked_bars(
     if not hours or not any(totals):
         parts.append(f'<text x="{left}" y="{height / 2:.0f}" fill="#666">no letters yet</text>')
         return _svg(parts)
-    y_max = _nice_max(max(totals))
+    y_max = float(-(-max(totals) // 3) * 3)  # a multiple of 3: the ticks are whole letters
     w, h = width - left - right, height - top - bottom
     slot = w / len(hours)
     for k in range(4):
@@ -181,9 +181,16 @@ def stacked_bars(
     return _svg(parts)
 
 
-def hbars(items: Sequence[tuple[str, float]], *, title: str, width: int = 640) -> Markup:
-    """Horizontal bars, one per (label, value), longest first as given."""
-    row, label_w = 22, 300
+def hbars(
+    items: Sequence[tuple[str, float]],
+    *,
+    title: str,
+    width: int = 720,
+    tips: Sequence[str] | None = None,
+) -> Markup:
+    """Horizontal bars, one per (label, value), longest first as given; ``tips``: a longer
+    text for each bar, shown on hover."""
+    row, label_w = 22, 340
     height = max(row * len(items) + 8, 30)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
@@ -197,10 +204,11 @@ def hbars(items: Sequence[tuple[str, float]], *, title: str, width: int = 640) -
     for i, (label, value) in enumerate(items):
         y = 4 + i * row
         bw = (width - label_w - 60) * value / top
-        shown = label if len(label) <= 48 else label[:47] + "…"
+        shown = label if len(label) <= 46 else label[:45] + "…"
+        tip = tips[i] if tips is not None else label
         parts.append(
             f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end" font-size="12">'
-            f"{escape(shown)}<title>{escape(label)}</title></text>"
+            f"{escape(shown)}<title>{escape(tip)}</title></text>"
             f'<rect x="{label_w}" y="{y + 2}" width="{bw:.1f}" height="16" '
             f'fill="{PALETTE["bar"]}"/><text x="{label_w + bw + 6:.1f}" y="{y + 14}" '
             f'font-size="12">{value:g}</text>'
