@@ -168,6 +168,9 @@ def test_a_reader_sees_why_a_letter_is_phishing_says_not_spam_and_downloads(
     assert download.value.suggested_filename == "report.pdf"
     assert Path(download.value.path()).read_bytes() == SHARED
     shot(page, "06-letter-attachment")
+    page.click("#spam")  # "this is spam": a complaint for the admin's table
+    page.locator("#notice").wait_for()
+    assert count(page, "Spam") == spam
 
     page.click("#logout")
     page.wait_for_url(re.compile(r"/webmail/login$"))
@@ -271,6 +274,7 @@ def test_an_admin_sees_the_savings_a_valkyrie_pass_the_verdicts_and_an_audit(
         return page.locator("#total-phishing").inner_text() == "1"
 
     wait_until(phishing_counted, "the verdict tallies' flush")  # every 5 s
+    assert "report.pdf" in page.locator("#complaints").inner_text()  # alice's "spam"
     assert "PHISH_SENDER_LOOKALIKE" in page.locator("svg.chart").nth(1).inner_html()
     shot(page, "12-admin-verdicts")
 
