@@ -6,7 +6,6 @@ leak audits. Charts are SVG drawn on the server (``charts``)."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -141,7 +140,7 @@ def _sign_name(v: Viewer, symbol: str) -> str:
     if spec is None:
         return symbol
     text = spec.ru if v.lang == "ru" else spec.en
-    return re.split(r"[:;.,(]", text, maxsplit=1)[0]
+    return text[: min((i for c in ":;.,(" if (i := text.find(c)) >= 0), default=len(text))]
 
 
 def _signs_chart(v: Viewer, counts: Counter[str], title: str) -> Markup:

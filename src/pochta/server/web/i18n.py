@@ -10,14 +10,14 @@ from typing import Literal
 Lang = Literal["ru", "en"]
 LANGS: tuple[Lang, ...] = ("en", "ru")
 
-_RANGE = re.compile(r"\s*([A-Za-z]{1,8})(?:-[A-Za-z0-9]{1,8})*\s*(?:;\s*q\s*=\s*([0-9.]{1,5}))?\s*")
+_RANGE = re.compile(r"([A-Za-z]{1,8})(?:-[A-Za-z0-9]{1,8})*(?:\s*;\s*q\s*=\s*([0-9.]{1,5}))?")
 
 
 def from_accept_language(header: str | None) -> Lang | None:
     """The first of ru / en the header prefers (by q-value), or None."""
     best: tuple[float, int, Lang] | None = None
     for position, item in enumerate((header or "")[:512].split(",")[:32]):
-        m = _RANGE.fullmatch(item)
+        m = _RANGE.fullmatch(item.strip())
         if not m:
             continue
         tag = m.group(1).lower()
