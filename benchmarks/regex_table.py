@@ -467,12 +467,26 @@ ROWS: list[Row] = [
              "the request's URL path (HTTP clients), for a 405's Allow",
              "fullmatch; [^/]+ per segment between literal slashes: one way to match; the "
              "templates are the API's own (cached)"),
+            ("pochta/server/web/i18n.py:_RANGE", "one language of Accept-Language",
+             "a browser's header, cut to 512 characters and 32 items, each stripped",
+             "fullmatch; subtags split by '-', the q part by ';': one way to match"),
             ("pochta/server/limits.py:JsonDepth._OUTSIDE", "a bracket or a quote",
              "a JSON request body, piece by piece, up to its limit",
              "one character class, search from a position that only moves forward"),
             ("pochta/server/limits.py:JsonDepth._INSIDE", "a quote or a backslash in a string",
              "a JSON request body, piece by piece, up to its limit",
              "one character class, search from a position that only moves forward"),
+        ]
+    ),
+    *(
+        Row(key, what, reads, LINEAR, AS_IS, why)
+        for key, what, reads, why in [
+            ("pochta/server/web/sanitize.py:_SAFE_VALUE", "a safe CSS value",
+             "a letter's style declaration value, at most 300 characters (webmail)",
+             "fullmatch of one character class, starred: one pass"),
+            ("pochta/server/web/sanitize.py:_DATA_IMAGE", "an inline image (data: URL)",
+             "a letter's img src (webmail)",
+             "fullmatch: a literal, then one character class starred: one pass"),
         ]
     ),
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
 from pochta.antispam.words import Words
 from pochta.antispam.words.sqlite import SQLiteWordStore
+from pochta.blobs.evacuations import Evacuations
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
@@ -42,11 +44,12 @@ from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
 from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
 from pochta.guard.ratelimit import RateLimiter
+from pochta.history import Recorder, SQLiteHistory
 from pochta.mailbox.intake import Intake, init_worker, make_analyzer
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
-from pochta.types import DiskSpec, Limit, LockBackend, RateLimitBackend
+from pochta.types import DiskSpec, Limit, LockBackend, RateLimitBackend, StorageSample
 from pochta.workers import WorkerPool, cores
 
 
@@ -60,6 +63,8 @@ class Pochta:
     scanner: Scanner
     intake: Intake
     deletions: DeletionWorker
+    history: Recorder
+    evacuations: Evacuations
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -91,6 +96,7 @@ class Pochta:
         if self.scanner.words is not None:
             self.scanner.words.start()
         self.deletions.start()
+        self.history.start()  # samples the store's size, writes the hourly tallies
         if self.settings.valkyrie.enabled:
             self._scrubbers = ValkyrieRunner(self.valkyrie)
             self._scrubbers.start()
@@ -104,6 +110,7 @@ class Pochta:
             return
         self._closed = True
         self.intake.close()
+        self.evacuations.stop()  # each stops at its next file; resumable
         self.deletions.stop()
         if self._scrubbers is not None:
             self._scrubbers.stop()
@@ -112,6 +119,7 @@ class Pochta:
         self.shingles.close()  # writes what is buffered
         if self.scanner.words is not None:
             self.scanner.words.close()  # writes what is buffered
+        self.history.close()  # writes the tallies buffered
         self.locks.close()
         self.mailbox.close()
         self.blobs.close()
@@ -149,6 +157,11 @@ def build(settings: Settings) -> Pochta:
     shingler = _shingler(settings, data)
     scanner = _scanner(settings, shingler, data)
     index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
+    history = Recorder(
+        SQLiteHistory(data / "history.sqlite3"),
+        sample_seconds=settings.web.sample_seconds,
+        keep_seconds=settings.web.history_days * 86400,
+    )
     mailbox = Mailbox(
         index,
         blobs,
@@ -160,7 +173,9 @@ def build(settings: Settings) -> Pochta:
         locks=pochta_locks,
         shingler=shingler,
         scanner=scanner if settings.antispam.enabled else None,
+        activity=history,
     )
+    history.sampler = lambda: storage_sample(mailbox)
     return Pochta(
         settings=settings,
         blobs=blobs,
@@ -170,6 +185,20 @@ def build(settings: Settings) -> Pochta:
         scanner=scanner,
         intake=_intake(settings, scanner.analyzer),
         deletions=DeletionWorker(mailbox.deletions),
+        history=history,
+        evacuations=Evacuations(blobs, pochta_locks),
+    )
+
+
+def storage_sample(mailbox: Mailbox) -> StorageSample:
+    """The store's size now, as the admin pages chart it."""
+    s = mailbox.stats()
+    return StorageSample(
+        time.time(),
+        s["letters"],
+        s["logical_bytes"],
+        s["skeleton_bytes"] + s["blob_bytes"],
+        s["physical_bytes"],
     )
 
 
@@ -309,6 +338,12 @@ def service_token(settings: Settings) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
     return token
+
+
+def web_secret(settings: Settings) -> str:
+    """The key of the web pages' CSRF tokens: from settings, else kept in
+    ``<data>/web-secret`` (created once, mode 0600)."""
+    return _secret(settings, settings.web.secret, "web-secret")
 
 
 def token_file(settings: Settings) -> Path:

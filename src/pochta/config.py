@@ -300,6 +300,27 @@ class ValkyrieSettings(Section):
     checkpoint_every: int = Field(200, ge=1, description="files between two saves of the position")
 
 
+class WebSettings(Section):
+    enabled: bool = Field(True, description="serve the webmail (/webmail) and admin (/admin) pages")
+    secret: SecretStr | None = Field(
+        None,
+        description="keys the pages' CSRF tokens (16+ characters); unset: generated into"
+        " <data_dir>/web-secret",
+    )
+    page_size: int = Field(50, ge=1, le=500, description="letters per page of a folder")
+    max_html_bytes: int = Field(
+        1 << 20,
+        ge=1024,
+        description="a letter's HTML larger than this is not rendered (its text is shown)",
+    )
+    sample_seconds: float = Field(
+        600.0, gt=0, description="how often `pochta serve` samples the store's size for /admin"
+    )
+    history_days: float = Field(
+        90.0, gt=0, description="how long storage samples and hourly tallies are kept"
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="POCHTA_", env_nested_delimiter="__", extra="forbid"
@@ -320,6 +341,7 @@ class Settings(BaseSettings):
     shingles: ShingleSettings = ShingleSettings()
     antispam: AntispamSettings = AntispamSettings()
     valkyrie: ValkyrieSettings = ValkyrieSettings()
+    web: WebSettings = WebSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -240,6 +240,7 @@ class User:
     email: str
     password_hash: str
     reset_required: bool = False
+    admin: bool = False  # may open the admin pages (``pochta user admin``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +318,7 @@ class MailIndex(Protocol):
     """
 
     # users and sessions
-    def add_user(self, email: str, password_hash: str) -> User:
+    def add_user(self, email: str, password_hash: str, *, admin: bool = False) -> User:
         """A new user with folders Inbox and Spam; InvalidInput if the e-mail is taken."""
 
     def user(self, email: str) -> User | None: ...
@@ -331,6 +332,9 @@ class MailIndex(Protocol):
 
     def require_reset(self, emails: Collection[str]) -> int:
         """Mark accounts for a forced password reset; returns how many exist."""
+
+    def set_admin(self, user_id: int, admin: bool) -> bool:
+        """Grant or revoke the admin role; False when there is no such user."""
 
     def add_session(self, token_hash: bytes, user_id: int, expires: float) -> None: ...
 
@@ -544,3 +548,85 @@ class Accounts(Protocol):
 
     def require_reset(self, emails: Collection[str]) -> int:
         """Mark accounts for a forced password reset; returns how many exist."""
+
+
+# -- history: what the admin pages chart ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSample:
+    """The store's size at one moment (what ``pochta stats`` says), sampled periodically.
+    ``stored_bytes``: skeletons + each attachment once; ``physical_bytes``: skeletons + each
+    attachment twice (a pair keeps two copies)."""
+
+    at: float
+    letters: int
+    logical_bytes: int
+    stored_bytes: int
+    physical_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """``n`` events of one kind in one hour: ``series`` says what is counted (``verdict``,
+    ``sign``, ``complaint``, ``unspam``, ``login_ip``, ``login_account``), ``name`` which one
+    (a label, a sign's symbol, a shingle, an IP, an e-mail)."""
+
+    hour: int  # hours since the epoch
+    series: str
+    name: str
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One run of ``pochta leaks audit``: the figures the seed's provider published."""
+
+    at: float
+    lines: int
+    malformed: int
+    unknown: int
+    wrong: int
+    valid: int
+    reset: int
+    seconds: float
+
+
+class HistoryStore(Protocol):
+    """Time series for the admin pages: storage samples, hourly tallies, leak audits."""
+
+    def add_sample(self, sample: StorageSample) -> None: ...
+
+    def samples(self, since: float, limit: int = 10_000) -> list[StorageSample]:
+        """Samples taken at ``since`` or later, oldest first; the newest ``limit`` of them."""
+
+    def add_tallies(self, tallies: Sequence[Tally]) -> None:
+        """Add each tally's ``n`` to the stored one of its (hour, series, name)."""
+
+    def tallies(self, series: str, since_hour: int, limit: int = 10_000) -> list[Tally]:
+        """A series' tallies from ``since_hour`` on, by hour then name; at most ``limit``."""
+
+    def add_audit(self, audit: AuditRecord) -> None: ...
+
+    def audits(self, limit: int = 20) -> list[AuditRecord]:
+        """The latest audits, newest first."""
+
+    def prune(self, before: float) -> int:
+        """Forget samples and tallies older than ``before`` (audits are kept); how many."""
+
+    def close(self) -> None: ...
+
+
+class Activity(Protocol):
+    """Hears what happens to mail, for the operator's charts. Every method returns at once
+    and never raises: the mail flow never waits for, nor fails with, its history."""
+
+    def delivered(self, label: str, signs: Sequence[str], copies: int) -> None:
+        """A scored delivery to ``copies`` mailboxes: its verdict and phishing signs."""
+
+    def feedback(self, kind: str, shingles: Sequence[tuple[int, int, str]]) -> None:
+        """A user's "spam" (``complaint``) or "not spam" (``unspam``) on a letter whose
+        shingles are (type, hash, normalized value)."""
+
+    def login_failed(self, ip: str, email: str) -> None:
+        """A wrong password or an unknown account."""

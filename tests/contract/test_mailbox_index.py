@@ -245,3 +245,21 @@ def test_magic_round_trips_all_32_bits(index: MailIndex) -> None:
     letter_id = deliver(index, a.id, "m", 2**32 - 1, 2**31)
     _, got = index.content(letter_id)
     assert [r.magic for r in got] == [2**32 - 1, 2**31]
+
+
+def test_admin_role_is_granted_and_revoked(index: MailIndex) -> None:
+    plain = index.add_user("plain@example.org", "h")
+    boss = index.add_user("boss@example.org", "h", admin=True)
+    assert not plain.admin and boss.admin
+    assert index.user("boss@example.org") == boss
+    assert index.set_admin(plain.id, True)
+    assert index.user_by_id(plain.id).admin  # type: ignore[union-attr]
+    assert index.set_admin(boss.id, False)
+    assert not index.user("boss@example.org").admin  # type: ignore[union-attr]
+    assert {u.email: u.admin for u in index.users()} == {
+        "boss@example.org": False,
+        "plain@example.org": True,
+    }
+    assert not index.set_admin(10_000, True)  # no such user
+    index.set_password(plain.id, "new")  # other changes keep the role
+    assert index.user_by_id(plain.id).admin  # type: ignore[union-attr]

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColu
 
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import InvalidInput
-from pochta.guard.leaks import LeakReport, audit, dump_lines
+from pochta.guard.leaks import LeakReport, audit, audit_record, dump_lines
 from pochta.mailbox.accounts import IndexAccounts
 
 app = typer.Typer(
@@ -61,6 +61,7 @@ def audit_(
                             bar.update(task, completed=stream.tell())
 
                         report = audit(dump_lines(stream), accounts, workers, progress)
+        pochta.history.record_audit(audit_record(report))  # for the admin pages
     emit(json_output, report.to_dict(), lambda: _show(report))
 
 

@@ -1,4 +1,4 @@
-"""``pochta user``: add, list, passwd."""
+"""``pochta user``: add, list, passwd, admin."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import InvalidInput
 
-app = typer.Typer(help="Mailbox users: add, list, passwd.", no_args_is_help=True)
+app = typer.Typer(help="Mailbox users: add, list, passwd, admin.", no_args_is_help=True)
 
 PasswordStdin = Annotated[
     bool,
@@ -35,17 +35,21 @@ def read_password(from_stdin: bool) -> str:
 def add(
     email: Annotated[str, typer.Argument(help="the user's e-mail address", show_default=False)],
     password_stdin: PasswordStdin = False,
+    admin: Annotated[
+        bool, typer.Option("--admin", help="may open the admin pages (/admin)")
+    ] = False,
     data: DataOpt = None,
     config: ConfigOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Create a user (with folders Inbox and Spam); the password is hashed with argon2id."""
     with opened(data, config) as pochta:  # a missing data directory is said before the prompt
-        user = pochta.mailbox.add_user(email, read_password(password_stdin))
+        user = pochta.mailbox.add_user(email, read_password(password_stdin), admin=admin)
+    role = " as an admin" * user.admin
     emit(
         json_output,
-        {"id": user.id, "email": user.email},
-        lambda: out.print(f"user {user.email} added (id {user.id})"),
+        {"id": user.id, "email": user.email, "admin": user.admin},
+        lambda: out.print(f"user {user.email} added{role} (id {user.id})"),
     )
 
 
@@ -55,11 +59,18 @@ def list_(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt =
     """List users."""
     with opened(data, config) as pochta:
         users = pochta.mailbox.index.users()
-    payload = [{"id": u.id, "email": u.email, "reset_required": u.reset_required} for u in users]
+    payload = [
+        {"id": u.id, "email": u.email, "reset_required": u.reset_required, "admin": u.admin}
+        for u in users
+    ]
 
     def human() -> None:
         for u in users:
-            out.print(f"{u.id:>6}  {u.email}" + ("  (password reset required)" * u.reset_required))
+            out.print(
+                f"{u.id:>6}  {u.email}"
+                + ("  (admin)" * u.admin)
+                + ("  (password reset required)" * u.reset_required)
+            )
         out.print(f"{len(users)} user(s)")
 
     emit(json_output, payload, human)
@@ -78,3 +89,27 @@ def passwd(
     with opened(data, config) as pochta:
         pochta.mailbox.set_password(email, read_password(password_stdin))
     emit(json_output, {"email": email}, lambda: out.print(f"password of {email} changed"))
+
+
+@app.command()
+@handles_errors
+def admin(
+    email: Annotated[str, typer.Argument(help="the user's e-mail address", show_default=False)],
+    revoke: Annotated[
+        bool, typer.Option("--revoke", help="take the admin role away instead")
+    ] = False,
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Grant a user the admin role (the admin pages at /admin), or with --revoke take it
+    away; an unknown user is exit 2."""
+    with opened(data, config) as pochta:
+        user = pochta.mailbox.set_admin(email, not revoke)
+    emit(
+        json_output,
+        {"id": user.id, "email": user.email, "admin": user.admin},
+        lambda: out.print(
+            f"{user.email} is {'now an admin' if user.admin else 'no longer an admin'}"
+        ),
+    )

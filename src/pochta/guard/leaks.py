@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from pochta.guard.passwords import verify_password
-from pochta.types import Accounts
+from pochta.types import Accounts, AuditRecord
 
 MAX_LINE = 4096  # bytes; longer lines are malformed (and never held whole in memory)
 BATCH = 4  # verifications per task sent to a worker (each takes ~0.1 s or more)
@@ -71,6 +71,20 @@ class LeakReport:
             f"{self.wrong} wrong passwords ({self.share(self.wrong):.3f}%), {self.valid} valid "
             f"({self.share(self.valid):.3f}%); {self.reset} accounts must reset their password"
         )
+
+
+def audit_record(report: LeakReport, at: float | None = None) -> AuditRecord:
+    """The report as the history keeps it (the admin pages show the latest audits)."""
+    return AuditRecord(
+        time.time() if at is None else at,
+        report.lines,
+        report.malformed,
+        report.unknown,
+        report.wrong,
+        report.valid,
+        report.reset,
+        report.seconds,
+    )
 
 
 def dump_lines(stream: BinaryIO, max_line: int = MAX_LINE) -> Iterator[bytes]:

@@ -8,11 +8,12 @@ import hashlib
 import secrets
 import time
 from collections.abc import Collection
+from dataclasses import replace
 
 from pochta.errors import InvalidCredentials, InvalidInput, ResetRequired
 from pochta.guard.logins import LoginGuard
 from pochta.guard.passwords import hash_password, verify_password
-from pochta.types import Clock, MailIndex, User
+from pochta.types import Activity, Clock, MailIndex, User
 
 MIN_PASSWORD = 8
 
@@ -27,17 +28,26 @@ class Users:
         *,
         session_ttl: float = 30 * 86400,
         logins: LoginGuard | None = None,
+        activity: Activity | None = None,
         clock: Clock = time.time,
     ) -> None:
         self.index = index
         self.session_ttl = session_ttl
         self.logins = logins
+        self.activity = activity
         self._clock = clock
 
-    def add_user(self, email: str, password: str) -> User:
+    def add_user(self, email: str, password: str, *, admin: bool = False) -> User:
         if len(password) < MIN_PASSWORD:
             raise InvalidInput(f"a password needs at least {MIN_PASSWORD} characters")
-        return self.index.add_user(email, hash_password(password))
+        return self.index.add_user(email, hash_password(password), admin=admin)
+
+    def set_admin(self, email: str, admin: bool) -> User:
+        """Grant or revoke the admin role (the admin pages); the user as it is now."""
+        user = self.index.user(email)
+        if user is None or not self.index.set_admin(user.id, admin):
+            raise InvalidInput(f"no user {email}")
+        return replace(user, admin=admin)
 
     def set_password(self, email: str, password: str) -> None:
         if len(password) < MIN_PASSWORD:
@@ -73,6 +83,8 @@ class Users:
         except InvalidCredentials:
             if self.logins is not None:
                 self.logins.failed(ip, email)
+            if self.activity is not None:
+                self.activity.login_failed(ip, email)
             raise
         except ResetRequired:  # a right (leaked) password: what credential stuffing finds
             if self.logins is not None:

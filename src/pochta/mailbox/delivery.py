@@ -34,6 +34,7 @@ from pochta.mailbox.prepare import Prepared, prepare
 from pochta.mailbox.trace import verdict_headers
 from pochta.mime.split import Extracted, Split, prefixed
 from pochta.types import (
+    Activity,
     AttachmentRef,
     Clock,
     Envelope,
@@ -68,6 +69,7 @@ class Delivery:
         max_message_size: int = 50 << 20,
         shingler: Shingler | None = None,
         scanner: Scanner | None = None,
+        activity: Activity | None = None,
         clock: Clock = time.time,
     ) -> None:
         self.index = index
@@ -78,6 +80,7 @@ class Delivery:
         self.max_message_size = max_message_size
         self.shingler = shingler
         self.scanner = scanner
+        self.activity = activity
         self._clock = clock
         # threads are made on the first submit, not here
         self._counting = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pochta-count")
@@ -164,6 +167,8 @@ class Delivery:
             )
         if verdict is not None and self.scanner is not None:
             self.scanner.learn(verdict)
+            if self.activity is not None:
+                self.activity.delivered(verdict.label, [s.symbol for s in verdict.signs], len(ids))
         elif self.shingler is not None and prepared.shingles:
             self.shingler.count(list(prepared.shingles), "ham")
         stored = len(parts.skeleton) + sum(p.size for p in parts.parts if p.key in uploaded)

@@ -9,7 +9,7 @@ from pochta.blobs.store import BlobStore
 from pochta.errors import MessageNotFound
 from pochta.mime.letter import Letter, parse
 from pochta.mime.split import reassemble
-from pochta.types import Folder, MailIndex, StoredLetter
+from pochta.types import Activity, Folder, MailIndex, StoredLetter
 
 SPAM = "Spam"
 
@@ -23,12 +23,14 @@ class Reading:
         inline_limit: int = 4096,
         shingler: Shingler | None = None,
         scanner: Scanner | None = None,
+        activity: Activity | None = None,
     ) -> None:
         self.index = index
         self.blobs = blobs
         self.inline_limit = inline_limit
         self.shingler = shingler
         self.scanner = scanner
+        self.activity = activity
 
     def folders(self, user_id: int) -> list[Folder]:
         return self.index.folders(user_id)
@@ -99,7 +101,12 @@ class Reading:
             if feedback:
                 parsed = parse(self._raw(letter_id), inline_limit=self.inline_limit)
                 for kind in feedback:
-                    self.shingler.feedback(parsed, kind)
+                    shingles = self.shingler.feedback(parsed, kind)
                     if self.scanner is not None:
                         self.scanner.feedback(parsed, kind)
+                    if self.activity is not None and kind != "read":
+                        self.activity.feedback(
+                            "complaint" if kind == "spam" else "unspam",
+                            [(int(s.type), s.hash, s.value) for s in shingles],
+                        )
         return letter

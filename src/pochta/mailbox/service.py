@@ -36,7 +36,7 @@ from pochta.mailbox.journal import Journal
 from pochta.mailbox.prepare import Prepared
 from pochta.mailbox.reading import Reading
 from pochta.mime.letter import Letter
-from pochta.types import Clock, Envelope, Folder, MailIndex, StoredLetter, User
+from pochta.types import Activity, Clock, Envelope, Folder, MailIndex, StoredLetter, User
 
 __all__ = ["Delivered", "FsckReport", "Mailbox"]
 
@@ -55,12 +55,15 @@ class Mailbox:
         locks: Locks | None = None,
         shingler: Shingler | None = None,
         scanner: Scanner | None = None,
+        activity: Activity | None = None,
         clock: Clock = time.time,
     ) -> None:
         self.index = index
         self.blobs = blobs
         self.session_ttl = session_ttl
-        self.users = Users(index, session_ttl=session_ttl, logins=logins, clock=clock)
+        self.users = Users(
+            index, session_ttl=session_ttl, logins=logins, activity=activity, clock=clock
+        )
         self.journal = Journal(index, blobs)
         self.deletions = Deletions(
             index, blobs, self.journal, locks=locks, pending_grace=pending_grace, clock=clock
@@ -74,10 +77,16 @@ class Mailbox:
             max_message_size=max_message_size,
             shingler=shingler,
             scanner=scanner,
+            activity=activity,
             clock=clock,
         )
         self.reading = Reading(
-            index, blobs, inline_limit=inline_limit, shingler=shingler, scanner=scanner
+            index,
+            blobs,
+            inline_limit=inline_limit,
+            shingler=shingler,
+            scanner=scanner,
+            activity=activity,
         )
         self.checks = Checks(index, blobs)
 
@@ -87,8 +96,11 @@ class Mailbox:
         self.index.close()
 
     # -- users and sessions ------------------------------------------------------------------
-    def add_user(self, email: str, password: str) -> User:
-        return self.users.add_user(email, password)
+    def add_user(self, email: str, password: str, *, admin: bool = False) -> User:
+        return self.users.add_user(email, password, admin=admin)
+
+    def set_admin(self, email: str, admin: bool) -> User:
+        return self.users.set_admin(email, admin)
 
     def set_password(self, email: str, password: str) -> None:
         self.users.set_password(email, password)

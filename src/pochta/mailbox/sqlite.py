@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS users (
     email TEXT NOT NULL UNIQUE,
     password_hash TEXT NOT NULL,
     reset_required INTEGER NOT NULL DEFAULT 0,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    admin INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS sessions (
     token_hash BLOB PRIMARY KEY,
@@ -113,8 +114,23 @@ def _ref(row: tuple[int, bytes, int, int, int]) -> AttachmentRef:
     return AttachmentRef(n, key.hex(), size, crc32, magic % 2**32)
 
 
-def _user(row: tuple[int, str, str, int]) -> User:
-    return User(row[0], row[1], row[2], bool(row[3]))
+_USER = "SELECT id, email, password_hash, reset_required, admin FROM users"
+
+
+def _user(row: tuple[int, str, str, int, int]) -> User:
+    return User(row[0], row[1], row[2], bool(row[3]), bool(row[4]))
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database made by an older pochta up to this schema (each step checks first,
+    so two processes opening one old file at once both succeed)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(users)")}
+    if "admin" not in columns:  # added with the admin pages
+        conn.execute("ALTER TABLE users ADD COLUMN admin INTEGER NOT NULL DEFAULT 0")
+
+
+def _outdated(db: SQLiteDatabase) -> bool:
+    return "admin" not in {row[1] for row in db.query("PRAGMA table_info(users)")}
 
 
 def normalize_email(email: str) -> str:
@@ -148,16 +164,18 @@ class SQLiteIndex:
     ) -> None:
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
         self._clock = clock
+        if _outdated(self._db):
+            self._db.write(_migrate)
 
     # -- users and sessions ----------------------------------------------------------------
-    def add_user(self, email: str, password_hash: str) -> User:
+    def add_user(self, email: str, password_hash: str, *, admin: bool = False) -> User:
         email = normalize_email(email)
 
         def op(conn: sqlite3.Connection) -> User:
             try:
                 cur = conn.execute(
-                    "INSERT INTO users (email, password_hash, created) VALUES (?, ?, ?)",
-                    (email, password_hash, self._clock()),
+                    "INSERT INTO users (email, password_hash, created, admin) VALUES (?, ?, ?, ?)",
+                    (email, password_hash, self._clock(), int(admin)),
                 )
             except sqlite3.IntegrityError:
                 raise AlreadyExists(f"user {email} already exists") from None
@@ -166,7 +184,7 @@ class SQLiteIndex:
                 "INSERT INTO folders (user_id, name) VALUES (?, ?)",
                 [(user_id, name) for name in DEFAULT_FOLDERS],
             )
-            return User(user_id, email, password_hash)
+            return User(user_id, email, password_hash, admin=admin)
 
         return self._db.write(op)
 
@@ -175,21 +193,15 @@ class SQLiteIndex:
             email = normalize_email(email)
         except InvalidInput:
             return None
-        rows = self._db.query(
-            "SELECT id, email, password_hash, reset_required FROM users WHERE email = ?", (email,)
-        )
+        rows = self._db.query(_USER + " WHERE email = ?", (email,))
         return _user(rows[0]) if rows else None
 
     def user_by_id(self, user_id: int) -> User | None:
-        rows = self._db.query(
-            "SELECT id, email, password_hash, reset_required FROM users WHERE id = ?", (user_id,)
-        )
+        rows = self._db.query(_USER + " WHERE id = ?", (user_id,))
         return _user(rows[0]) if rows else None
 
     def users(self) -> list[User]:
-        rows = self._db.query(
-            "SELECT id, email, password_hash, reset_required FROM users ORDER BY email"
-        )
+        rows = self._db.query(_USER + " ORDER BY email")
         return [_user(r) for r in rows]
 
     def set_password(self, user_id: int, password_hash: str) -> None:
@@ -214,6 +226,16 @@ class SQLiteIndex:
             return count
 
         return self._db.write(op)
+
+    def set_admin(self, user_id: int, admin: bool) -> bool:
+        return self._db.write(
+            lambda conn: (
+                conn.execute(
+                    "UPDATE users SET admin = ? WHERE id = ?", (int(admin), user_id)
+                ).rowcount
+                == 1
+            )
+        )
 
     def add_session(self, token_hash: bytes, user_id: int, expires: float) -> None:
         now = self._clock()

@@ -13,9 +13,9 @@ from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel
 
 from pochta import __version__
-from pochta.app import Pochta, build, service_token
+from pochta.app import Pochta, build, service_token, web_secret
 from pochta.config import Settings
-from pochta.server import blobs, errors, mailbox, scan, shingles, smtp
+from pochta.server import blobs, errors, mailbox, scan, shingles, smtp, web
 from pochta.server.limits import Bound, RequestBounds
 
 
@@ -37,6 +37,8 @@ def bound_of(settings: Settings) -> Callable[[str, str], Bound]:
             return Bound(settings.blobs.max_upload_size, json=False)
         if path == "/v1/session":
             return Bound(h.max_login_body)
+        if path == "/webmail/login":
+            return Bound(h.max_login_body, json=False)
         return Bound(h.max_json_body)
 
     return bound
@@ -50,6 +52,7 @@ def create_app(settings: Settings) -> FastAPI:
         listeners: list[asyncio.Server] = []
         try:
             app.state.service_token = service_token(settings)
+            app.state.web_secret = web_secret(settings)
             pochta.start()  # the deletion worker, Valkyrie, the shingle counters' flusher
             if settings.smtp.enabled:
                 listeners = await smtp.start(
@@ -82,6 +85,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(mailbox.router)
     app.include_router(scan.router)
     app.include_router(shingles.router)
+    if settings.web.enabled:
+        web.install(app)  # /webmail, /admin: HTML pages, not in the OpenAPI document
 
     @app.get(
         "/healthz",

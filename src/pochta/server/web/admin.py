@@ -1,0 +1,286 @@
+"""The admin pages (users with the admin role: ``pochta user add --admin``,
+``pochta user admin EMAIL``): storage and its savings over time, pairs (flags, free space,
+set-flags, evacuate), Valkyrie per disk, verdicts per hour with the top phishing signs and
+the shingles readers complained about most, login limits (who is limited; lift it), and the
+leak audits. Charts are SVG drawn on the server (``charts``)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Path
+from markupsafe import Markup
+from starlette.responses import Response
+
+from pochta.antispam.shingles.counters import Ref
+from pochta.antispam.shingles.registry import ShingleType
+from pochta.antispam.signs.registry import SPECS
+from pochta.blobs import valkyrie as vk
+from pochta.errors import InvalidInput, PochtaError
+from pochta.history.recorder import parse_shingle_name
+from pochta.server.web.charts import PALETTE, Series, hbars, human_bytes, line_chart, stacked_bars
+from pochta.server.web.pages import Admin, PageRoute, PostedAdmin, Viewer, redirect, render
+from pochta.types import PairFlag, RateDecision, StorageSample
+
+router = APIRouter(prefix="/admin", route_class=PageRoute, include_in_schema=False)
+
+PairId = Annotated[int, Path(ge=1, le=2**53 - 1)]
+FLAGS = {"readonly": PairFlag.READONLY, "service": PairFlag.SERVICE, "locked": PairFlag.LOCKED}
+SECTIONS = ("storage", "pairs", "valkyrie", "verdicts", "logins", "audits")
+HOURS_SHOWN = 48
+TOP = 10
+
+
+def _page(v: Viewer, section: str, **context: Any) -> Response:
+    return render(v, f"admin_{section}.html", section=section, sections=SECTIONS, **context)
+
+
+def _hour() -> int:
+    return int(time.time() // 3600)
+
+
+@router.get("")
+def home() -> Response:
+    return redirect("/admin/storage")
+
+
+# -- storage ---------------------------------------------------------------------------------
+@router.get("/storage")
+def storage(v: Admin) -> Response:
+    s = v.pochta.mailbox.stats()
+    stored = s["skeleton_bytes"] + s["blob_bytes"]
+    now = StorageSample(time.time(), s["letters"], s["logical_bytes"], stored, s["physical_bytes"])
+    samples = [*v.pochta.history.store.samples(time.time() - 30 * 86400, limit=2000), now]
+    chart = line_chart(
+        [
+            Series("logical", PALETTE["logical"], [(p.at, p.logical_bytes) for p in samples]),
+            Series("stored once", PALETTE["stored"], [(p.at, p.stored_bytes) for p in samples]),
+            Series(
+                "on disks (x2)", PALETTE["physical"], [(p.at, p.physical_bytes) for p in samples]
+            ),
+        ],
+        title="bytes over time",
+        y_label=human_bytes,
+    )
+    logical = s["logical_bytes"]
+    savings = 100.0 * (logical - stored) / logical if logical else 0.0
+    return _page(
+        v,
+        "storage",
+        s=s,
+        stored=stored,
+        savings=savings,
+        chart=chart,
+        samples=len(samples) - 1,
+        human_bytes=human_bytes,
+    )
+
+
+# -- pairs -----------------------------------------------------------------------------------
+@router.get("/pairs")
+def pairs(v: Admin) -> Response:
+    listed = v.pochta.blobs.refresh_free(force=True)
+    jobs = {job.pair: job for job in v.pochta.evacuations.jobs()}
+    live = {p.id: v.pochta.blobs.filedb.count_live(p.id) for p in listed}
+    return _page(
+        v,
+        "pairs",
+        pairs=listed,
+        jobs=jobs,
+        live=live,
+        flag_names=lambda f: [n for n, bit in FLAGS.items() if f & bit] or ["none"],
+        flags=FLAGS,
+        human_bytes=human_bytes,
+    )
+
+
+@router.post("/pairs/{pair_id}/flags")
+def set_flags(
+    v: PostedAdmin,
+    pair_id: PairId,
+    readonly: Annotated[bool, Form()] = False,
+    service: Annotated[bool, Form()] = False,
+    locked: Annotated[bool, Form()] = False,
+) -> Response:
+    value = PairFlag.NONE
+    for on, bit in (
+        (readonly, PairFlag.READONLY),
+        (service, PairFlag.SERVICE),
+        (locked, PairFlag.LOCKED),
+    ):
+        if on:
+            value |= bit
+    v.pochta.blobs.set_flags(pair_id, value)
+    return redirect("/admin/pairs")
+
+
+@router.post("/pairs/{pair_id}/evacuate")
+def evacuate(v: PostedAdmin, pair_id: PairId) -> Response:
+    v.pochta.evacuations.start(pair_id)
+    return redirect("/admin/pairs")
+
+
+# -- valkyrie --------------------------------------------------------------------------------
+@router.get("/valkyrie")
+def valkyrie(v: Admin) -> Response:
+    summary = vk.summary(v.pochta.settings.data_dir)
+    where = {str(spec): (p.id, i) for p in v.pochta.blobs.pairs() for i, spec in enumerate(p.disks)}
+    return _page(
+        v, "valkyrie", summary=summary, where=where, enabled=v.pochta.settings.valkyrie.enabled
+    )
+
+
+# -- verdicts --------------------------------------------------------------------------------
+def _sign_name(v: Viewer, symbol: str) -> str:
+    """A sign's short name in the reader's language: its explanation's first clause."""
+    spec = SPECS.get(symbol)
+    if spec is None:
+        return symbol
+    text = spec.ru if v.lang == "ru" else spec.en
+    return text[: min((i for c in ":;.,(" if (i := text.find(c)) >= 0), default=len(text))]
+
+
+def _signs_chart(v: Viewer, counts: Counter[str], title: str) -> Markup:
+    top = counts.most_common(TOP)
+    return hbars(
+        [(_sign_name(v, s), n) for s, n in top],
+        title=title,
+        tips=[f"{s}: {SPECS[s].en if s in SPECS else s}" for s, _ in top],
+    )
+
+
+@router.get("/verdicts")
+def verdicts(v: Admin) -> Response:
+    history = v.pochta.history.store
+    now = _hour()
+    hours = list(range(now - HOURS_SHOWN + 1, now + 1))
+    per: dict[str, dict[int, int]] = defaultdict(dict)
+    for t in history.tallies("verdict", hours[0]):
+        per[t.name][t.hour] = per[t.name].get(t.hour, 0) + t.n
+    bars = stacked_bars(
+        hours,
+        [
+            Series(label, PALETTE[label], sorted(per[label].items()))
+            for label in ("ham", "spam", "phishing")
+        ],
+        title="letters per hour by verdict",
+    )
+    totals = {label: sum(per[label].values()) for label in ("ham", "spam", "phishing")}
+    signs_day: Counter[str] = Counter()
+    for t in history.tallies("sign", now - 23):
+        signs_day[t.name] += t.n
+    signs_2w: Counter[str] = Counter()
+    for t in history.tallies("sign", now - 14 * 24 + 1, limit=100_000):
+        signs_2w[t.name] += t.n
+    complaints: Counter[str] = Counter()
+    for t in history.tallies("complaint", now - 14 * 24 + 1, limit=100_000):
+        complaints[t.name] += t.n
+    top = []
+    for name, n in complaints.most_common(TOP):
+        try:
+            type_, hash_, value = parse_shingle_name(name)
+        except ValueError:
+            continue
+        top.append(TopShingle(_type_name(type_), value, f"{hash_:016x}", n, Ref(type_, hash_)))
+    for row, counts in zip(top, _live_counts([row.ref for row in top], v), strict=True):
+        row.counters = counts
+    return _page(
+        v,
+        "verdicts",
+        bars=bars,
+        totals=totals,
+        signs_day=_signs_chart(v, signs_day, "phishing signs, last 24 hours"),
+        signs_2w=_signs_chart(v, signs_2w, "phishing signs, last 14 days"),
+        top=top,
+    )
+
+
+@dataclass
+class TopShingle:
+    type_name: str
+    value: str
+    hash: str
+    complaints: int  # readers' "spam" in the history, 14 days
+    ref: Ref
+    counters: dict[str, int] | None = None  # the counters' own figures, 14 days
+
+
+@dataclass
+class LoginRow:
+    kind: str  # ip | account
+    subject: str
+    failures: int  # in the last 24 hours
+    state: RateDecision | None  # the limit as it stands; None when it cannot be read
+
+    @property
+    def limited(self) -> bool:
+        return self.state is not None and not self.state.allowed
+
+
+def _type_name(type_: int) -> str:
+    try:
+        return ShingleType(type_).name.lower().replace("_", " ")
+    except ValueError:
+        return str(type_)
+
+
+def _live_counts(refs: list[Ref], v: Viewer) -> list[dict[str, int] | None]:
+    """The counters' own complaint / unspam figures over 14 days (None when they are down)."""
+    if not refs:
+        return []
+    try:
+        values = v.pochta.shingles.query(refs, ["14d"])
+    except PochtaError:
+        return [None] * len(refs)
+    return [
+        {k: int(c["14d"].get(k, 0)) for k in ("complaint", "unspam", "spam", "ham")} for c in values
+    ]
+
+
+# -- logins ----------------------------------------------------------------------------------
+@router.get("/logins")
+def logins(v: Admin) -> Response:
+    guard = v.pochta.mailbox.users.logins
+    history = v.pochta.history.store
+    since = _hour() - 23
+    rows: list[LoginRow] = []
+    for series, kind in (("login_ip", "ip"), ("login_account", "account")):
+        failures: Counter[str] = Counter()
+        for t in history.tallies(series, since, limit=100_000):
+            failures[t.name] += t.n
+        for subject, n in failures.most_common(200):
+            state = None
+            if guard is not None:
+                limit = guard.per_ip if kind == "ip" else guard.per_account
+                try:
+                    state = guard.limiter.peek((limit, subject))
+                except PochtaError:
+                    state = None
+            rows.append(LoginRow(kind, subject, n, state))
+    rows.sort(key=lambda r: (not r.limited, -r.failures))
+    return _page(v, "logins", rows=rows, guard=guard)
+
+
+@router.post("/logins/reset")
+def reset_login(
+    v: PostedAdmin,
+    kind: Annotated[str, Form(pattern="^(ip|account)$")],
+    subject: Annotated[str, Form(min_length=1, max_length=320)],
+) -> Response:
+    guard = v.pochta.mailbox.users.logins
+    if guard is None:
+        raise InvalidInput("login limits are off")
+    if kind == "ip":
+        guard.reset(ip=subject)
+    else:
+        guard.reset(email=subject)
+    return redirect("/admin/logins")
+
+
+# -- leak audits -----------------------------------------------------------------------------
+@router.get("/audits")
+def audits(v: Admin) -> Response:
+    return _page(v, "audits", audits=v.pochta.history.store.audits(20))

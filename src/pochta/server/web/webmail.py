@@ -1,0 +1,266 @@
+"""The webmail: log in, folders with unread counts, a folder a page at a time, a letter
+(text, or sanitized HTML in a sandboxed frame) with its phishing banner, attachments, and
+"spam" / "not spam" / delete / move. Every action is the same service call as the HTTP API
+(``Mailbox.login``, ``update``, ``delete``...), so limits, ownership and the shingles'
+counters behave the same. Plain HTML forms, no script."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Form, Path, Query, Request
+from starlette.responses import Response
+
+from pochta import errors
+from pochta.antispam.shingles.registry import ShingleType
+from pochta.antispam.signs import checks as phishing
+from pochta.mailbox.reading import SPAM
+from pochta.mime.letter import Letter
+from pochta.server.web import security
+from pochta.server.web.evidence import shown
+from pochta.server.web.i18n import LANGS
+from pochta.server.web.pages import (
+    Anyone,
+    PageRoute,
+    Posted,
+    PostedReader,
+    Reader,
+    Viewer,
+    redirect,
+    render,
+)
+from pochta.server.web.sanitize import sanitize
+from pochta.types import Folder
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+LetterId = Annotated[int, Path(ge=1, le=2**53 - 1)]
+FolderField = Annotated[str, Form(min_length=1, max_length=200)]
+NOTICES = frozenset({"moved", "deleted"})
+COUNTER_KINDS = ("ham", "spam", "complaint", "unspam", "read")
+
+
+def _folder_url(folder: str, **more: str | int) -> str:
+    return "/webmail?" + urlencode({"folder": folder, **more})
+
+
+def _letter_url(letter_id: int, **more: str | int) -> str:
+    return f"/webmail/letters/{letter_id}" + (f"?{urlencode(more)}" if more else "")
+
+
+@router.get("/")
+def home() -> Response:
+    return redirect("/webmail")
+
+
+@router.get("/webmail/login")
+def login_form(request: Request, v: Anyone) -> Response:
+    if v.user is not None:
+        return redirect("/webmail")
+    return _login_page(request, v, 200, "")
+
+
+def _login_page(request: Request, v: Viewer, status: int, error: str, email: str = "") -> Response:
+    nonce = request.cookies.get(security.LOGIN_COOKIE) or security.new_nonce()
+    csrf = security.csrf_token(request.app.state.web_secret, nonce)
+    response = render(v, "login.html", status, error=error, email=email, login_csrf=csrf)
+    security.set_cookie(response, request, security.LOGIN_COOKIE, nonce, max_age=3600)
+    return response
+
+
+@router.post("/webmail/login")
+def login(
+    request: Request,
+    v: Posted,
+    email: Annotated[str, Form(max_length=320)] = "",
+    password: Annotated[str, Form(max_length=1024)] = "",
+) -> Response:
+    ip = request.client.host if request.client is not None else "unknown"
+    try:
+        _user, token = v.pochta.mailbox.login(email, password, ip)
+    except errors.InvalidCredentials:
+        return _login_page(request, v, 401, v.word("wrong_login"), email)
+    except errors.ResetRequired:
+        return _login_page(request, v, 403, v.word("reset_required"), email)
+    except errors.RateLimited as exc:
+        seconds = max(1, int(exc.retry_after + 0.999))
+        response = _login_page(request, v, 429, v.word("rate_limited", seconds=seconds), email)
+        response.headers["Retry-After"] = str(seconds)
+        return response
+    response = redirect("/webmail")
+    ttl = int(v.pochta.mailbox.session_ttl)
+    security.set_cookie(response, request, security.SESSION_COOKIE, token, max_age=ttl)
+    security.drop_cookie(response, request, security.LOGIN_COOKIE)
+    return response
+
+
+@router.post("/webmail/logout")
+def logout(request: Request, v: PostedReader) -> Response:
+    assert v.session is not None
+    v.pochta.mailbox.logout(v.session)
+    response = redirect("/webmail/login")
+    security.drop_cookie(response, request, security.SESSION_COOKIE)
+    return response
+
+
+@router.post("/webmail/lang")
+def language(
+    request: Request,
+    v: Posted,
+    lang: Annotated[str, Form(max_length=8)] = "en",
+    back: Annotated[str, Form(max_length=2000)] = "/webmail",
+) -> Response:
+    """Switch the pages' language (a cookie); back to the page the switch was on."""
+    if not back.startswith(("/webmail", "/admin")) or "//" in back or "\\" in back:
+        back = "/webmail"
+    response = redirect(back)
+    if lang in LANGS:
+        security.set_cookie(response, request, security.LANG_COOKIE, lang, max_age=365 * 86400)
+    return response
+
+
+def _folders(v: Viewer) -> list[Folder]:
+    assert v.user is not None
+    return v.pochta.mailbox.folders(v.user.id)
+
+
+@router.get("/webmail")
+def folder(
+    v: Reader,
+    folder: Annotated[str, Query(min_length=1, max_length=200)] = "Inbox",
+    before: Annotated[int | None, Query(ge=1, le=2**53 - 1)] = None,
+    notice: Annotated[str, Query(max_length=20)] = "",
+) -> Response:
+    assert v.user is not None
+    size = v.pochta.settings.web.page_size
+    letters = v.pochta.mailbox.letters(v.user.id, folder, size, before)
+    older = _folder_url(folder, before=letters[-1].id) if len(letters) == size else None
+    return render(
+        v,
+        "folder.html",
+        folders=_folders(v),
+        folder=folder,
+        letters=letters,
+        older=older,
+        newest=_folder_url(folder) if before is not None else None,
+        notice=notice if notice in NOTICES else "",
+        folder_url=_folder_url,
+    )
+
+
+def _sender_counts(v: Viewer, parsed: Letter) -> dict[str, int] | None:
+    """The counters of the letter's From address over 14 days (the shingle "14 From")."""
+    shingler = v.pochta.shingles
+    found = [s for s in shingler.shingles(parsed) if s.type == ShingleType.FROM_ADDRESS]
+    if not found:
+        return None
+    try:
+        (counts,) = shingler.query([found[0].ref], ["14d"])
+    except errors.PochtaError:
+        return None  # the counters' store is down: the page still shows the letter
+    return {kind: int(counts["14d"].get(kind, 0)) for kind in COUNTER_KINDS}
+
+
+@router.get("/webmail/letters/{letter_id}")
+def letter(
+    v: Reader,
+    letter_id: LetterId,
+    images: Annotated[bool, Query()] = False,
+    notice: Annotated[str, Query(max_length=20)] = "",
+) -> Response:
+    assert v.user is not None
+    box = v.pochta.mailbox
+    stored, parsed = box.message(v.user.id, letter_id)
+    if not stored.seen:  # opening it counts as a read, as GET /v1/messages/{id} does
+        stored = box.update(v.user.id, letter_id, seen=True)
+    html = parsed.body_html
+    too_big = html is not None and len(html) > v.pochta.settings.web.max_html_bytes
+    blocked = 0
+    if html is not None and not too_big:
+        blocked = sanitize(html, remote_images=images).blocked_images
+    body_url = f"/webmail/letters/{letter_id}/body" + ("?images=1" if images else "")
+    return render(
+        v,
+        "letter.html",
+        folders=_folders(v),
+        folder=stored.folder,
+        letter=stored,
+        parsed=parsed,
+        signs=shown(phishing.check(parsed), v.lang),
+        show_html=html is not None and not too_big,
+        too_big=too_big,
+        body_url=body_url,
+        images=images,
+        blocked=blocked,
+        images_url=_letter_url(letter_id, images=1),
+        plain_url=_letter_url(letter_id),
+        counts=_sender_counts(v, parsed),
+        notice=notice if notice in NOTICES else "",
+        in_spam=stored.folder == SPAM,
+        folder_url=_folder_url,
+        quote=quote,
+    )
+
+
+@router.get("/webmail/letters/{letter_id}/body")
+def body(v: Reader, letter_id: LetterId, images: Annotated[bool, Query()] = False) -> Response:
+    """The letter's HTML, sanitized, as a document of its own for the sandboxed frame."""
+    assert v.user is not None
+    _stored, parsed = v.pochta.mailbox.message(v.user.id, letter_id)
+    html = parsed.body_html or ""
+    if len(html) > v.pochta.settings.web.max_html_bytes:
+        html = ""
+    clean = sanitize(html, remote_images=images)
+    response = render(v, "body.html", html=clean.html)
+    security.protect(response, security.letter_csp(images), frame=True)
+    return response
+
+
+@router.get("/webmail/letters/{letter_id}/attachments/{n}")
+def attachment(
+    v: Reader, letter_id: LetterId, n: Annotated[int, Path(ge=0, le=10_000)]
+) -> Response:
+    """The attachment's bytes exactly, always as a download (never rendered here)."""
+    assert v.user is not None
+    content, content_type, filename = v.pochta.mailbox.attachment(v.user.id, letter_id, n)
+    name = filename or f"attachment-{n}"
+    ascii_name = "".join(c if 32 < ord(c) < 127 and c not in '"\\;' else "_" for c in name)
+    headers = {
+        "Content-Disposition": f'attachment; filename="{ascii_name}"; '
+        f"filename*=UTF-8''{quote(name)}"
+    }
+    response = Response(content, media_type=content_type, headers=headers)
+    return security.protect(response, "default-src 'none'; sandbox")
+
+
+def _move(v: Viewer, letter_id: int, folder: str) -> Response:
+    assert v.user is not None
+    v.pochta.mailbox.update(v.user.id, letter_id, folder=folder)
+    return redirect(_letter_url(letter_id, notice="moved"))
+
+
+@router.post("/webmail/letters/{letter_id}/spam")
+def spam(v: PostedReader, letter_id: LetterId) -> Response:
+    """ "This is spam": to Spam; the letter's shingles get a complaint."""
+    return _move(v, letter_id, SPAM)
+
+
+@router.post("/webmail/letters/{letter_id}/not-spam")
+def not_spam(v: PostedReader, letter_id: LetterId) -> Response:
+    """ "Not spam": back to the Inbox; the letter's shingles get an "unspam"."""
+    return _move(v, letter_id, "Inbox")
+
+
+@router.post("/webmail/letters/{letter_id}/move")
+def move(v: PostedReader, letter_id: LetterId, folder: FolderField) -> Response:
+    return _move(v, letter_id, folder)
+
+
+@router.post("/webmail/letters/{letter_id}/delete")
+def delete(v: PostedReader, letter_id: LetterId) -> Response:
+    assert v.user is not None
+    folder = v.pochta.mailbox.letter(v.user.id, letter_id).folder
+    v.pochta.mailbox.delete(v.user.id, letter_id)
+    v.pochta.deletions.wake()
+    return redirect(_folder_url(folder, notice="deleted"))

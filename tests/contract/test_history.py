@@ -1,0 +1,81 @@
+"""The HistoryStore contract: every history backend passes these same assertions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pochta.history import MemoryHistory, SQLiteHistory
+from pochta.types import AuditRecord, HistoryStore, StorageSample, Tally
+
+HISTORY_KINDS = ["memory", "sqlite"]
+
+
+@pytest.fixture(params=HISTORY_KINDS)
+def history(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HistoryStore]:
+    store: HistoryStore
+    if request.param == "memory":
+        store = MemoryHistory()
+    elif request.param == "sqlite":
+        store = SQLiteHistory(tmp_path / "history.sqlite3")
+    else:  # pragma: no cover - a new backend adds its branch here
+        raise AssertionError(request.param)
+    yield store
+    store.close()
+
+
+def sample(at: float, letters: int = 1) -> StorageSample:
+    return StorageSample(at, letters, 100 * letters, 60 * letters, 110 * letters)
+
+
+def test_samples_come_back_oldest_first_from_a_time(history: HistoryStore) -> None:
+    for at in (30.0, 10.0, 20.0):
+        history.add_sample(sample(at, int(at)))
+    assert [s.at for s in history.samples(0)] == [10.0, 20.0, 30.0]
+    assert history.samples(20.0) == [sample(20.0, 20), sample(30.0, 30)]
+    assert [s.at for s in history.samples(0, limit=2)] == [20.0, 30.0]  # the newest two
+    assert history.samples(31.0) == []
+
+
+def test_tallies_add_up_per_hour_series_and_name(history: HistoryStore) -> None:
+    history.add_tallies([Tally(5, "verdict", "spam", 2), Tally(5, "verdict", "ham", 1)])
+    history.add_tallies([Tally(5, "verdict", "spam", 3), Tally(6, "verdict", "spam", 1)])
+    history.add_tallies([Tally(5, "sign", "PHISH_URGENCY", 4)])
+    history.add_tallies([])
+    assert history.tallies("verdict", 0) == [
+        Tally(5, "verdict", "ham", 1),
+        Tally(5, "verdict", "spam", 5),
+        Tally(6, "verdict", "spam", 1),
+    ]
+    assert history.tallies("verdict", 6) == [Tally(6, "verdict", "spam", 1)]
+    assert history.tallies("verdict", 0, limit=1) == [Tally(5, "verdict", "ham", 1)]
+    assert history.tallies("sign", 0) == [Tally(5, "sign", "PHISH_URGENCY", 4)]
+    assert history.tallies("complaint", 0) == []
+
+
+def test_names_are_kept_as_given(history: HistoryStore) -> None:
+    odd = "8:00ff00ff00ff00ff:Ваш счёт заблокирован: 'срочно' \"%_\\"
+    history.add_tallies([Tally(1, "complaint", odd, 1)])
+    assert history.tallies("complaint", 0)[0].name == odd
+
+
+def test_audits_newest_first(history: HistoryStore) -> None:
+    first = AuditRecord(10.0, 100, 1, 50, 40, 9, 9, 1.5)
+    second = AuditRecord(20.0, 7, 0, 3, 3, 1, 0, 0.1)
+    history.add_audit(first)
+    history.add_audit(second)
+    assert history.audits() == [second, first]
+    assert history.audits(limit=1) == [second]
+
+
+def test_prune_forgets_old_samples_and_tallies_not_audits(history: HistoryStore) -> None:
+    history.add_sample(sample(3600.0 * 2))
+    history.add_sample(sample(3600.0 * 5))
+    history.add_tallies([Tally(1, "verdict", "ham", 1), Tally(5, "verdict", "ham", 1)])
+    history.add_audit(AuditRecord(1.0, 1, 0, 1, 0, 0, 0, 0.0))
+    assert history.prune(3600.0 * 4) == 2
+    assert [s.at for s in history.samples(0)] == [3600.0 * 5]
+    assert [t.hour for t in history.tallies("verdict", 0)] == [5]
+    assert len(history.audits()) == 1

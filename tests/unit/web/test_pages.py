@@ -1,0 +1,459 @@
+"""The webmail and admin pages without a browser: sessions, CSRF on every form, who may see
+what, the API's login limits, the actions' effects, bounds. (The browser tests are in
+tests/integration/web.)"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selectolax.lexbor import LexborHTMLParser
+from tests.mailtools import letter, payload
+from tests.unit.web.conftest import PASSWORD, Site, make_site
+
+from pochta.antispam.shingles.registry import ShingleType
+
+PHISHING = Path(__file__).parents[2] / "data" / "phishing" / "en01_paypal_confusable.eml"
+
+
+@pytest.fixture
+def tls_site(tmp_path: Path) -> Iterator[Site]:
+    yield from make_site(tmp_path, base_url="https://testserver")
+
+
+def forms(html: str) -> list[tuple[str, dict[str, str]]]:
+    """Every POST form of a page: its action and the fields a browser would send."""
+    out = []
+    for form in LexborHTMLParser(html).css("form"):
+        if (form.attributes.get("method") or "").lower() != "post":
+            continue
+        fields: dict[str, str] = {}
+        for field in form.css("input, select, button[name]"):
+            name = field.attributes.get("name")
+            if not name or name in fields:
+                continue
+            if field.tag == "select":
+                option = field.css_first("option")
+                fields[name] = option.text() if option is not None else ""
+            else:
+                fields[name] = field.attributes.get("value") or "true"
+        out.append((form.attributes.get("action") or "", fields))
+    return out
+
+
+def test_login_sets_a_strict_httponly_session_cookie_and_logout_ends_it(site: Site) -> None:
+    c = site.as_user({})
+    assert c.get("/webmail", follow_redirects=False).headers["location"] == "/webmail/login"
+    jar = site.login("alice@example.org")
+    r = site.as_user({}).get("/webmail/login")
+    token = re.search(r'name="csrf" value="([^"]+)"', r.text).group(1)  # type: ignore[union-attr]
+    r = c.post(
+        "/webmail/login",
+        data={"email": "alice@example.org", "password": PASSWORD, "csrf": token},
+        follow_redirects=False,
+    )
+    cookie = next(v for k, v in r.headers.multi_items() if v.startswith("pochta_session="))
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Secure" not in cookie
+    page = site.as_user(jar).get("/webmail")
+    assert page.status_code == 200 and "alice@example.org" in page.text
+    csrf = site.csrf(jar)
+    r = site.as_user(jar).post("/webmail/logout", data={"csrf": csrf}, follow_redirects=False)
+    assert (r.status_code, r.headers["location"]) == (303, "/webmail/login")
+    again = site.as_user(jar).get("/webmail", follow_redirects=False)
+    assert again.headers["location"] == "/webmail/login"  # the old cookie no longer works
+
+
+def test_the_cookie_is_secure_over_tls(tls_site: Site) -> None:
+    c = tls_site.as_user({})
+    page = c.get("/webmail/login")
+    assert "Secure" in page.headers["set-cookie"]
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+    r = c.post(
+        "/webmail/login",
+        data={"email": "alice@example.org", "password": PASSWORD, "csrf": token},
+        follow_redirects=False,
+    )
+    cookie = next(v for k, v in r.headers.multi_items() if v.startswith("pochta_session="))
+    assert "Secure" in cookie and "HttpOnly" in cookie
+
+
+def test_pages_forbid_every_script_and_letters_get_their_own_policy(site: Site) -> None:
+    (letter_id,) = site.deliver(letter(html="<p>hi</p>"), "alice@example.org")
+    jar = site.login("alice@example.org")
+    c = site.as_user(jar)
+    for path in ("/webmail", f"/webmail/letters/{letter_id}", "/webmail/login"):
+        r = c.get(path)
+        csp = r.headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "script-src" not in csp, path
+        assert "frame-ancestors 'none'" in csp and r.headers["x-frame-options"] == "DENY"
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert "<script" not in r.text
+    body = c.get(f"/webmail/letters/{letter_id}/body")
+    csp = body.headers["content-security-policy"]
+    assert "img-src data:;" in csp and "sandbox" in csp and "script-src" not in csp
+    shown = c.get(f"/webmail/letters/{letter_id}/body?images=1")
+    assert "img-src data: https: http:;" in shown.headers["content-security-policy"]
+
+
+def state(site: Site, letter_id: int) -> tuple[str, bool]:
+    stored = site.pochta.mailbox.index.letter(
+        site.pochta.mailbox.user("alice@example.org").id, letter_id
+    )
+    assert stored is not None
+    return stored.folder, stored.flagged
+
+
+def test_every_form_refuses_a_missing_or_wrong_csrf_token(site: Site) -> None:
+    raw = letter(attachments=[("a.bin", payload(1, 5000))])
+    (letter_id,) = site.deliver(raw, "root@example.org")
+    root = site.login("root@example.org")
+    bob = site.login("bob@example.org")
+    bobs_token = site.csrf(bob)
+    pages = ["/webmail", f"/webmail/letters/{letter_id}"] + [
+        f"/admin/{s}" for s in ("pairs", "logins", "storage")
+    ]
+    guard = site.pochta.mailbox.users.logins  # an account limited: its "lift" form shows
+    for _ in range(site.pochta.settings.guard.login_account_max):
+        guard.failed("192.0.2.9", "x@example.org")
+    site.pochta.mailbox.users.activity.login_failed("192.0.2.9", "x@example.org")
+    site.pochta.history.flush()
+    seen: set[str] = set()
+    for path in pages:
+        page = site.as_user(root).get(path)
+        assert page.status_code == 200, path
+        for action, fields in forms(page.text):
+            assert "csrf" in fields, f"{action} on {path} has no CSRF token"
+            seen.add(re.sub(r"\d+", "N", action))
+            for bad in (None, "0" * 64, bobs_token):
+                sent = {k: v for k, v in fields.items() if k != "csrf"}
+                if bad is not None:
+                    sent["csrf"] = bad
+                r = site.as_user(root).post(action, data=sent, follow_redirects=False)
+                assert r.status_code == 403, (action, bad, r.status_code)
+    assert seen >= {
+        "/webmail/logout",
+        "/webmail/lang",
+        "/webmail/letters/N/spam",
+        "/webmail/letters/N/delete",
+        "/webmail/letters/N/move",
+        "/admin/pairs/N/flags",
+        "/admin/pairs/N/evacuate",
+        "/admin/logins/reset",
+    }
+    # nothing happened: the letter is where it was, the session lives, the pair is as it was
+    root_id = site.pochta.mailbox.user("root@example.org").id
+    assert site.pochta.mailbox.index.letter(root_id, letter_id).folder == "Inbox"
+    assert site.as_user(root).get("/webmail").status_code == 200
+    assert not site.pochta.blobs.pairs()[0].flags
+    assert site.pochta.evacuations.jobs() == []
+    # and with the right token the same form works
+    token = site.csrf(root)
+    r = site.as_user(root).post(
+        f"/webmail/letters/{letter_id}/spam", data={"csrf": token}, follow_redirects=False
+    )
+    assert r.status_code == 303
+    assert site.pochta.mailbox.index.letter(root_id, letter_id).folder == "Spam"
+
+
+def test_the_login_form_needs_its_own_token(site: Site) -> None:
+    c = site.as_user({})
+    r = c.post("/webmail/login", data={"email": "alice@example.org", "password": PASSWORD})
+    assert r.status_code == 403
+    c.get("/webmail/login")  # a nonce cookie, but the token of another one
+    r = c.post(
+        "/webmail/login",
+        data={"email": "alice@example.org", "password": PASSWORD, "csrf": "f" * 64},
+    )
+    assert r.status_code == 403 and "pochta_session" not in c.cookies
+
+
+def test_nobody_reaches_another_users_letter_through_any_page(site: Site) -> None:
+    raw = letter(attachments=[("secret.bin", payload(2, 3000))], html="<p>secret</p>")
+    (letter_id,) = site.deliver(raw, "alice@example.org")
+    bob = site.login("bob@example.org")
+    token = site.csrf(bob)
+    c = site.as_user(bob)
+    for path in (
+        f"/webmail/letters/{letter_id}",
+        f"/webmail/letters/{letter_id}/body",
+        f"/webmail/letters/{letter_id}/attachments/0",
+        f"/webmail/letters/{letter_id}?images=1",
+    ):
+        r = c.get(path)
+        assert r.status_code == 404 and "secret" not in r.text, path
+    for action in ("spam", "not-spam", "delete", "move"):
+        r = c.post(
+            f"/webmail/letters/{letter_id}/{action}",
+            data={"csrf": token, "folder": "Spam"},
+            follow_redirects=False,
+        )
+        assert r.status_code == 404, action
+    assert state(site, letter_id) == ("Inbox", False)
+    missing = c.get(f"/webmail/letters/{letter_id + 100}")
+    assert missing.status_code == 404 and missing.text.count("Not found") >= 1
+
+
+def test_admin_pages_refuse_non_admins(site: Site) -> None:
+    alice = site.login("alice@example.org")
+    token = site.csrf(alice)
+    c = site.as_user(alice)
+    for path in (
+        "/admin/storage",
+        "/admin/pairs",
+        "/admin/valkyrie",
+        "/admin/verdicts",
+        "/admin/logins",
+        "/admin/audits",
+    ):
+        assert c.get(path).status_code == 403, path
+    for path, data in (
+        ("/admin/pairs/1/flags", {"readonly": "true"}),
+        ("/admin/pairs/1/evacuate", {}),
+        ("/admin/logins/reset", {"kind": "ip", "subject": "192.0.2.1"}),
+    ):
+        r = c.post(path, data={"csrf": token, **data}, follow_redirects=False)
+        assert r.status_code == 403, path
+    assert not site.pochta.blobs.pairs()[0].flags
+    assert "/admin" not in c.get("/webmail").text  # no link to where one cannot go
+    anonymous = site.as_user({}).get("/admin/storage", follow_redirects=False)
+    assert anonymous.headers["location"] == "/webmail/login"
+    assert 'href="/admin"' in site.as_user(site.login("root@example.org")).get("/webmail").text
+
+
+def test_web_logins_share_the_apis_limits(site: Site) -> None:
+    c = site.as_user({})
+    page = c.get("/webmail/login")
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+    limit = site.pochta.settings.guard.login_account_max
+    for _ in range(limit):
+        r = c.post(
+            "/webmail/login",
+            data={"email": "alice@example.org", "password": "wrong!", "csrf": token},
+        )
+        assert r.status_code == 401 and "Wrong e-mail or password" in r.text
+    r = c.post(
+        "/webmail/login", data={"email": "alice@example.org", "password": PASSWORD, "csrf": token}
+    )
+    assert r.status_code == 429 and int(r.headers["retry-after"]) > 0
+    api = c.post("/v1/session", json={"email": "alice@example.org", "password": PASSWORD})
+    assert api.status_code == 429  # one limit for both doors
+    site.pochta.mailbox.users.logins.reset(email="alice@example.org")
+    assert site.login("alice@example.org")
+
+
+def test_spam_and_not_spam_move_the_letter_and_feed_the_counters(site: Site) -> None:
+    raw = letter(sender="Promo <promo@spammer.example>", subject="Cheap offers")
+    (letter_id,) = site.deliver(raw, "alice@example.org")
+    jar = site.login("alice@example.org")
+    token = site.csrf(jar)
+    c = site.as_user(jar)
+    r = c.post(f"/webmail/letters/{letter_id}/spam", data={"csrf": token})
+    assert r.status_code == 200 and "Moved to Spam" in r.text
+    assert state(site, letter_id)[0] == "Spam"
+    assert 'data-kind="complaint"><b>1</b>' in r.text  # the sender's counters, on the page
+    r = c.post(f"/webmail/letters/{letter_id}/not-spam", data={"csrf": token})
+    assert "Moved to Inbox" in r.text and 'data-kind="unspam"><b>1</b>' in r.text
+    assert state(site, letter_id)[0] == "Inbox"
+    shingler = site.pochta.shingles
+    (from_,) = [s for s in shingler.shingles(raw) if s.type == ShingleType.FROM_ADDRESS]
+    (counts,) = shingler.query([from_.ref], ["24h"])
+    assert (counts["24h"]["complaint"], counts["24h"]["unspam"]) == (1, 1)
+    site.pochta.history.flush()
+    names = {t.name for t in site.pochta.history.store.tallies("complaint", 0)}
+    assert any("promo@spammer.example" in n for n in names)
+    site.pochta.mailbox.add_folder(site.pochta.mailbox.user("alice@example.org").id, "Archive")
+    r = c.post(f"/webmail/letters/{letter_id}/move", data={"csrf": token, "folder": "Archive"})
+    assert state(site, letter_id)[0] == "Archive"
+    r = c.post(f"/webmail/letters/{letter_id}/move", data={"csrf": token, "folder": "Nope"})
+    assert r.status_code == 404
+    r = c.post(f"/webmail/letters/{letter_id}/delete", data={"csrf": token})
+    assert r.status_code == 200 and "The letter was deleted." in r.text
+    assert c.get(f"/webmail/letters/{letter_id}").status_code == 404
+
+
+def test_an_attachment_downloads_byte_exactly_and_is_never_rendered(site: Site) -> None:
+    data = payload(7, 70_000)
+    raw = letter(attachments=[("отчёт <1>.html", data)])
+    (letter_id,) = site.deliver(raw, "alice@example.org")
+    c = site.as_user(site.login("alice@example.org"))
+    r = c.get(f"/webmail/letters/{letter_id}/attachments/0")
+    assert r.status_code == 200 and r.content == data
+    disposition = r.headers["content-disposition"]
+    assert disposition.startswith("attachment;") and "filename*=UTF-8''" in disposition
+    assert '"' not in disposition.split('filename="', 1)[1].split('";', 1)[0]
+    assert "sandbox" in r.headers["content-security-policy"]
+    assert c.get(f"/webmail/letters/{letter_id}/attachments/5").status_code == 404
+
+
+HOSTILE = """<html><head><meta http-equiv="refresh" content="0;url=http://evil.test/">
+<link rel="stylesheet" href="http://evil.test/x.css"><style>@import url(http://evil.test/i.css);
+body{background:url(http://evil.test/bg.png)}</style><script>alert(1)</script></head>
+<body onload="alert(2)"><p style="color: red; background-image: url(http://evil.test/p.png);
+width: expression(alert(3))">hello</p><img src="http://evil.test/pixel.gif" onerror="alert(4)">
+<a href="javascript:alert(5)">click</a><a href="https://example.org/ok">fine</a>
+<svg onload="alert(6)"><image href="http://evil.test/svg.png"/></svg>
+<iframe src="http://evil.test/frame"></iframe><form action="http://evil.test/f">
+<input name="password"></form><object data="http://evil.test/o"></object>
+<table background="http://evil.test/t.png"><tr><td>cell</td></tr></table></body></html>"""
+
+
+def test_hostile_html_reaches_the_frame_sanitized(site: Site) -> None:
+    (letter_id,) = site.deliver(letter(html=HOSTILE), "alice@example.org")
+    c = site.as_user(site.login("alice@example.org"))
+    page = c.get(f"/webmail/letters/{letter_id}")
+    assert "1 remote image(s) blocked" in page.text
+    body = c.get(f"/webmail/letters/{letter_id}/body").text.lower()
+    inside = body.split("<body>", 1)[1]
+    for bad in (
+        "<script",
+        "onload",
+        "onerror",
+        "javascript:",
+        "evil.test",
+        "expression",
+        "<iframe",
+        "<form",
+        "<input",
+        "<object",
+        "<svg",
+        "<link",
+        "<meta",
+        "@import",
+    ):
+        assert bad not in inside, bad
+    assert "hello" in inside and 'href="https://example.org/ok"' in inside
+    assert 'style="color: red"' in inside
+    shown = c.get(f"/webmail/letters/{letter_id}/body?images=1").text
+    assert 'src="http://evil.test/pixel.gif"' in shown and "onerror" not in shown
+
+
+def test_html_over_the_bound_is_not_rendered(fresh_site: Site) -> None:
+    site = fresh_site
+    site.pochta.settings.web.max_html_bytes = 2048
+    html = "<p>" + "word " * 1000 + "</p>"
+    (letter_id,) = site.deliver(letter(html=html, text="the text part\n"), "alice@example.org")
+    c = site.as_user(site.login("alice@example.org"))
+    page = c.get(f"/webmail/letters/{letter_id}")
+    assert "too large to show" in page.text and "the text part" in page.text
+    assert "<iframe" not in page.text
+    assert "word" not in c.get(f"/webmail/letters/{letter_id}/body").text
+
+
+def test_language_follows_the_browser_then_the_switch(site: Site) -> None:
+    raw = PHISHING.read_bytes()
+    (letter_id,) = site.deliver(raw, "alice@example.org")
+    jar = site.login("alice@example.org")
+    c = site.as_user(jar)
+    en = c.get(f"/webmail/letters/{letter_id}").text
+    assert "Careful: this letter shows signs of phishing" in en
+    ru = c.get(f"/webmail/letters/{letter_id}", headers={"Accept-Language": "ru-RU,ru;q=0.9"})
+    assert "Осторожно: у письма есть признаки фишинга" in ru.text
+    assert '<code class="fake">paypa1.com</code> подделывает' in ru.text
+    token = site.csrf(jar)
+    r = c.post(
+        "/webmail/lang", data={"csrf": token, "lang": "ru", "back": f"/webmail/letters/{letter_id}"}
+    )
+    assert "Осторожно" in r.text  # back on the letter, now in Russian
+    r = c.post(
+        "/webmail/lang",
+        data={"csrf": token, "lang": "en", "back": "//evil.test/"},
+        follow_redirects=False,
+    )
+    assert r.headers["location"] == "/webmail"  # never sent off-site
+
+
+def test_bad_input_gets_a_clear_page_never_a_500(site: Site) -> None:
+    c = site.as_user(site.login("alice@example.org"))
+    token = site.csrf(site.login("alice@example.org"))
+    c = site.as_user(dict(c.cookies.items()))
+    for path in (
+        "/webmail/letters/abc",
+        "/webmail/letters/0",
+        f"/webmail/letters/{2**60}",
+        "/webmail/letters/1/attachments/-1",
+    ):
+        assert c.get(path).status_code == 404, path
+    assert c.get("/webmail?folder=Nope").status_code == 404
+    assert c.get("/webmail?folder=" + "x" * 300).status_code == 400
+    assert c.get("/webmail?before=abc").status_code == 400
+    r = c.post("/webmail/login", data={"email": "a" * 400, "password": "x", "csrf": token})
+    assert r.status_code in (400, 403)
+    big = c.post(
+        "/webmail/login",
+        content=b"email=" + b"a" * 10_000,
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert big.status_code == 413  # the login body bound of the API (http.max_login_body)
+
+
+def test_admin_storage_verdicts_logins_and_audits(site: Site) -> None:
+    shared = payload(3, 50_000)
+    for n in range(3):
+        site.deliver(
+            letter(subject=f"r{n}", attachments=[("report.pdf", shared)]),
+            "alice@example.org",
+            "bob@example.org",
+        )
+    box = site.pochta.mailbox
+    box.deliver(PHISHING.read_bytes(), [box.user("alice@example.org")], scan=True)
+    for _ in range(site.pochta.settings.guard.login_account_max):
+        site.as_user({}).post("/v1/session", json={"email": "bob@example.org", "password": "no"})
+    site.pochta.history.flush()
+    site.pochta.history.sample()
+    root = site.login("root@example.org")
+    c = site.as_user(root)
+    storage = c.get("/admin/storage").text
+    stats = box.stats()
+    savings = re.search(r'id="savings">([0-9.]+) %', storage)
+    stored = stats["skeleton_bytes"] + stats["blob_bytes"]
+    expected = 100 * (stats["logical_bytes"] - stored) / stats["logical_bytes"]
+    assert savings is not None and float(savings.group(1)) == round(expected, 1) > 0
+    assert f'id="letters">{stats["letters"]}<' in storage and "<svg" in storage
+    verdicts = c.get("/admin/verdicts").text
+    assert 'id="total-phishing">1<' in verdicts
+    assert "PHISH_SENDER_LOOKALIKE" in verdicts
+    logins = c.get("/admin/logins")
+    row = LexborHTMLParser(logins.text).css_first('tr[data-subject="bob@example.org"]')
+    assert row is not None and "limited" in row.text()
+    token = site.csrf(root)
+    c.post(
+        "/admin/logins/reset", data={"csrf": token, "kind": "account", "subject": "bob@example.org"}
+    )
+    row = LexborHTMLParser(c.get("/admin/logins").text).css_first(
+        'tr[data-subject="bob@example.org"]'
+    )
+    assert row is not None and "attempts left" in row.text()
+    assert site.login("bob@example.org")
+
+
+def test_admin_sets_flags_and_evacuates_a_pair(fresh_site: Site, tmp_path: Path) -> None:
+    site = fresh_site
+    data = payload(4, 20_000)
+    site.deliver(letter(attachments=[("a.bin", data)]), "alice@example.org")
+    second = site.pochta.blobs.add_pair(
+        *[
+            type(site.pochta.blobs.pairs()[0].disks[0])("local", str(tmp_path / d))
+            for d in ("x0", "x1")
+        ]
+    )
+    root = site.login("root@example.org")
+    token = site.csrf(root)
+    c = site.as_user(root)
+    c.post("/admin/pairs/1/flags", data={"csrf": token, "readonly": "true", "locked": "true"})
+    pair = site.pochta.blobs.pairdb.get(1)
+    assert {f.name for f in pair.flags} == {"READONLY", "LOCKED"}  # type: ignore[union-attr]
+    c.post("/admin/pairs/1/flags", data={"csrf": token})
+    assert not site.pochta.blobs.pairdb.get(1).flags
+    r = c.post("/admin/pairs/1/evacuate", data={"csrf": token})
+    assert r.status_code == 200
+    deadline = time.monotonic() + 20
+    while (job := site.pochta.evacuations.status(1)) is not None and job.running:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert job is not None and job.report is not None and job.report.moved == 1
+    assert site.pochta.blobs.filedb.count_live(second.id) == 1
+    assert "moved 1, errors 0, left 0" in c.get("/admin/pairs").text
+    assert c.post("/admin/pairs/99/evacuate", data={"csrf": token}).status_code == 404
