@@ -457,3 +457,25 @@ def test_admin_sets_flags_and_evacuates_a_pair(fresh_site: Site, tmp_path: Path)
     assert site.pochta.blobs.filedb.count_live(second.id) == 1
     assert "moved 1, errors 0, left 0" in c.get("/admin/pairs").text
     assert c.post("/admin/pairs/99/evacuate", data={"csrf": token}).status_code == 404
+
+
+def test_the_banner_needs_a_sign_with_points_and_then_shows_every_sign(site: Site) -> None:
+    """A Received host of another domain (0 points: half of all legitimate mail shows it)
+    alone raises no banner; with a sign that carries points, the banner lists both."""
+    hop = b"Received: from mta.mailer.example (mta.mailer.example [198.51.100.7])\r\n"
+    plain = hop + letter(sender="news@shop.example", subject="Our autumn catalogue")
+    lure = hop + letter(
+        sender="news@shop.example",
+        subject="Your account has been suspended",
+        text="Dear customer, verify your account within 24 hours or it will be closed.",
+    )
+    quiet, loud = site.deliver(plain, "alice@example.org")[0], site.deliver(
+        lure, "alice@example.org"
+    )[0]
+    c = site.as_user(site.login("alice@example.org"))
+    page = c.get(f"/webmail/letters/{quiet}").text
+    assert 'id="phishing-banner"' not in page
+    page = c.get(f"/webmail/letters/{loud}").text
+    assert 'id="phishing-banner"' in page
+    assert 'data-symbol="PHISH_ALARMING_SUBJECT"' in page
+    assert 'data-symbol="PHISH_RECEIVED_MISMATCH"' in page

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from pochta import errors
 from pochta.antispam.shingles.registry import ShingleType
 from pochta.antispam.signs import checks as phishing
+from pochta.antispam.signs.registry import Sign
 from pochta.mailbox.reading import SPAM
 from pochta.mime.letter import Letter
 from pochta.server.web import security
@@ -187,7 +188,7 @@ def letter(
         folder=stored.folder,
         letter=stored,
         parsed=parsed,
-        signs=shown(phishing.check(parsed), v.lang),
+        signs=shown(_alarming(v, phishing.check(parsed)), v.lang),
         show_html=html is not None and not too_big,
         too_big=too_big,
         body_url=body_url,
@@ -264,3 +265,12 @@ def delete(v: PostedReader, letter_id: LetterId) -> Response:
     v.pochta.mailbox.delete(v.user.id, letter_id)
     v.pochta.deletions.wake()
     return redirect(_folder_url(folder, notice="deleted"))
+
+
+def _alarming(v: Viewer, signs: list[Sign]) -> list[Sign]:
+    """The signs the banner shows: none unless one of them carries points in the rules file
+    (a Received host or Return-Path of another domain alone is half of all legitimate mail,
+    and a banner on every other letter teaches people to ignore it); then all of them, the
+    weak ones as supporting evidence."""
+    weights = v.pochta.scanner.rules.sign_scores
+    return signs if any(weights.get(s.symbol, 0.0) > 0 for s in signs) else []
