@@ -159,13 +159,21 @@ class _Held:
 # -- sync ---------------------------------------------------------------------------------------
 class Scripts:
     """Scripts and BLPOP on a sync client; ``unavailable``: the StorageError to raise when
-    Redis does not answer."""
+    Redis does not answer. ``direct=False`` sends every call through the client's own
+    command path even on a ``redis.Redis`` (the benchmarks compare the two)."""
 
-    def __init__(self, client: SyncClient, unavailable: type[StorageError] = StorageError) -> None:
+    def __init__(
+        self,
+        client: SyncClient,
+        unavailable: type[StorageError] = StorageError,
+        *,
+        direct: bool = True,
+    ) -> None:
         self.client = client
         self.unavailable = unavailable
         self.max_block = max_block(client)
-        self._pool = client.connection_pool if isinstance(client, redis.Redis) else None
+        plain = isinstance(client, redis.Redis)
+        self._pool = client.connection_pool if plain and direct else None
         self._local = threading.local()
         self._held: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._held_lock = threading.Lock()
