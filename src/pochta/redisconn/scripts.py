@@ -172,8 +172,9 @@ class Scripts:
         self.client = client
         self.unavailable = unavailable
         self.max_block = max_block(client)
-        plain = isinstance(client, redis.Redis)
-        self._pool = client.connection_pool if plain and direct else None
+        self._pool = (
+            client.connection_pool if isinstance(client, redis.Redis) and direct else None
+        )
         self._local = threading.local()
         self._held: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._held_lock = threading.Lock()
