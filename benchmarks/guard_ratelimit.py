@@ -1,6 +1,8 @@
-"""Rate-limit checks per second on one Redis, side by side (issue 7): pochta's rolling limit
-(one Lua script, server clock) against the ``limits`` library's moving window on the same
-redis-server (started here on a loopback port), in the same run.
+"""Rate-limit checks per second on one Redis, side by side (issue 7, issue 19): pochta's
+rolling limit (one Lua script, server clock) against the ``limits`` library's moving window on
+the same redis-server (started here on a loopback port), in the same run. Both use clients
+built the way pochta builds one from ``[redis]`` (``pochta.redisconn.connect``: 2 s socket
+timeout, one retry); ``limits`` gets that client's connection pool.
 
 1. one limit: ``--subjects`` IP addresses drawn at random, 100 attempts per hour each (almost
    every check allowed, as in normal traffic). Contestants run in turns (``--rounds`` rounds
@@ -32,12 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.servers
 import limits
 import redis
 from limits import RateLimitItemPerHour, storage, strategies
+from redis.utils import HIREDIS_AVAILABLE
 from tests.servers import HOST, RedisServer
 
 from _common import emit, machine, note
+from pochta.config import RedisSettings
 from pochta.guard.backends.redisrate import RedisRateLimitBackend
 from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
 from pochta.guard.ratelimit import MemoryRateLimitBackend, RateLimiter
+from pochta.redisconn import connect
 from pochta.types import Limit
 
 GOAL = 1.0  # x limits' moving window
@@ -46,13 +51,27 @@ SECRET = b"benchmark-secret-0123456789abcdef"
 Check = Callable[[str, str], bool]
 
 
+def client(port: int) -> redis.Redis:
+    """A client as pochta builds one from ``[redis] nodes = ["127.0.0.1:PORT"]``."""
+    made = connect(RedisSettings(nodes=[f"{HOST}:{port}"]))
+    assert isinstance(made, redis.Redis)
+    return made
+
+
+def moving_window(port: int) -> strategies.MovingWindowRateLimiter:
+    pool = client(port).connection_pool
+    return strategies.MovingWindowRateLimiter(
+        storage.RedisStorage(f"redis://{HOST}:{port}", connection_pool=pool)
+    )
+
+
 def contestants(port: int, where: Path) -> dict[str, Check]:
     """name -> check(ip, email) for ONE limit on the ip (email unused)."""
     per_ip = Limit("ip", 100, 3600.0)
-    ours = RateLimiter(RedisRateLimitBackend(redis.Redis(host=HOST, port=port)), SECRET)
+    ours = RateLimiter(RedisRateLimitBackend(client(port)), SECRET)
     embedded = RateLimiter(SqliteRateLimitBackend(where / "guard.sqlite3"), SECRET)
     memory = RateLimiter(MemoryRateLimitBackend(), SECRET)
-    moving = strategies.MovingWindowRateLimiter(storage.RedisStorage(f"redis://{HOST}:{port}"))
+    moving = moving_window(port)
     item = RateLimitItemPerHour(100)
     return {
         "pochta": lambda ip, _: ours.hit((per_ip, ip)).allowed,
@@ -64,8 +83,8 @@ def contestants(port: int, where: Path) -> dict[str, Check]:
 
 def two_limits(port: int) -> dict[str, Check]:
     per_ip, per_account = Limit("ip", 100, 3600.0), Limit("account", 100, 3600.0)
-    ours = RateLimiter(RedisRateLimitBackend(redis.Redis(host=HOST, port=port)), SECRET)
-    moving = strategies.MovingWindowRateLimiter(storage.RedisStorage(f"redis://{HOST}:{port}"))
+    ours = RateLimiter(RedisRateLimitBackend(client(port)), SECRET)
+    moving = moving_window(port)
     ip_item, account_item = RateLimitItemPerHour(100), RateLimitItemPerHour(100)
 
     def theirs(ip: str, email: str) -> bool:
@@ -145,15 +164,15 @@ def threaded(checks: dict[str, Check], people: list[tuple[str, str]], threads: i
 
 
 def memory(port: int) -> dict[str, Any]:
-    client = redis.Redis(host=HOST, port=port)
-    client.flushall()
-    ours = RateLimiter(RedisRateLimitBackend(client), SECRET)
-    moving = strategies.MovingWindowRateLimiter(storage.RedisStorage(f"redis://{HOST}:{port}"))
+    made = client(port)
+    made.flushall()
+    ours = RateLimiter(RedisRateLimitBackend(made), SECRET)
+    moving = moving_window(port)
     limit, item = Limit("ip", 1000, 3600.0), RateLimitItemPerHour(1000)
     for _ in range(1000):
         ours.hit((limit, "203.0.113.5"))
         moving.hit(item, "ip", "203.0.113.5")
-    sizes = {key.decode(): client.memory_usage(key) for key in client.keys("*")}
+    sizes = {key.decode(): made.memory_usage(key) for key in made.keys("*")}
     return {
         "pochta_bytes": sum(v for k, v in sizes.items() if k.startswith("pochta:")),
         "limits_bytes": sum(v for k, v in sizes.items() if not k.startswith("pochta:")),
@@ -170,7 +189,11 @@ def main(args: argparse.Namespace) -> None:
             "command": " ".join(["python", *sys.argv]),
             "machine": machine(where),
             "redis": server.client().info("server")["redis_version"],
-            "libraries": {"redis-py": redis.__version__, "limits": limits.__version__},
+            "libraries": {
+                "redis-py": redis.__version__,
+                "limits": limits.__version__,
+                "hiredis": HIREDIS_AVAILABLE,
+            },
             "params": vars(args),
         }
         note("one limit ...")
