@@ -85,6 +85,29 @@ def _hosts(settings: RedisSettings) -> list[tuple[str, int]]:
     return [a for a in settings.addresses() if isinstance(a, tuple)]
 
 
+class _SentinelMaster(redis.Redis):
+    """The master a Sentinel names (``master_for(redis_class=...)``); closing it also closes
+    the connections to the sentinels, which redis-py leaves open."""
+
+    def close(self) -> None:
+        super().close()
+        pool = self.connection_pool
+        if isinstance(pool, redis.sentinel.SentinelConnectionPool):
+            for sentinel in pool.sentinel_manager.sentinels:
+                sentinel.close()
+
+
+class _AsyncSentinelMaster(redis.asyncio.Redis):
+    """``_SentinelMaster`` for asyncio."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        pool = self.connection_pool
+        if isinstance(pool, redis.asyncio.sentinel.SentinelConnectionPool):
+            for sentinel in pool.sentinel_manager.sentinels:
+                await sentinel.aclose()
+
+
 def connect(settings: RedisSettings, *, ping: bool = False) -> SyncClient:
     """A sync client for ``settings``. With ``ping``, Redis is reached once (PING) so that
     wrong settings stop pochta at start. Either way, a client that cannot be made (a Cluster
@@ -111,7 +134,7 @@ def _sync(settings: RedisSettings) -> SyncClient:
             _hosts(settings), sentinel_kwargs=_sentinel_options(settings), **options
         )
         master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
-            settings.service, db=settings.db
+            settings.service, redis_class=_SentinelMaster, db=settings.db
         )
         return master
     (address,) = settings.addresses()
@@ -131,7 +154,9 @@ def connect_async(settings: RedisSettings) -> AsyncClient:
         sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
             _hosts(settings), sentinel_kwargs=_sentinel_options(settings), **options
         )
-        master: redis.asyncio.Redis = sentinel.master_for(settings.service, db=settings.db)
+        master: redis.asyncio.Redis = sentinel.master_for(
+            settings.service, redis_class=_AsyncSentinelMaster, db=settings.db
+        )
         return master
     (address,) = settings.addresses()
     if isinstance(address, str):
