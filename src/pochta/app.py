@@ -120,6 +120,7 @@ def build(settings: Settings) -> Pochta:
         data.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create data directory {data}: {exc.strerror}") from exc
+    redis_client = _redis(settings)  # first: wrong [redis] settings stop us before any open
     sync = settings.blobs.sync
     filedb = SQLiteFileDB(data / "filedb.sqlite3", synchronous=sync)
     pairdb = SQLitePairDB(data / "pairdb.sqlite3", synchronous=sync)
@@ -134,7 +135,6 @@ def build(settings: Settings) -> Pochta:
         specs = (DiskSpec("local", str(disks / "0")), DiskSpec("local", str(disks / "1")))
         with contextlib.suppress(InvalidInput):  # another process made it at the same moment
             blobs.add_pair(*specs)
-    redis_client = _redis(settings)
     locks, limits = _guard_backends(settings, redis_client)
     g = settings.guard
     pochta_locks = Locks(locks, ttl=g.lock_ttl)

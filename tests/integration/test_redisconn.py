@@ -22,7 +22,8 @@ from pochta.antispam.shingles.counters import Ref
 from pochta.antispam.shingles.counters.buckets import parse_window
 from pochta.antispam.shingles.counters.redis import RedisStore
 from pochta.antispam.shingles.counters.service import Counters
-from pochta.config import RedisSettings
+from pochta.app import build
+from pochta.config import RedisSettings, load_settings
 from pochta.errors import ConfigError, GuardUnavailable, StorageError
 from pochta.guard.alock import AsyncLocks
 from pochta.guard.backends.redislock import AsyncRedisLockBackend, RedisLockBackend
@@ -328,3 +329,37 @@ def test_a_dead_server_is_the_callers_error(redis_factory: Callable[..., RedisSe
     server._spawn()  # back (empty): the next call reconnects
     assert scripts.run(BUMP, ["k"], [1]) == 1
     client.close()
+
+
+# -- app.py --------------------------------------------------------------------------------------
+def test_the_app_builds_one_client_for_guard_and_shingles(
+    redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no pochta.toml
+    data = tmp_path / "data"
+    settings = load_settings(
+        data_dir=data,
+        guard={"backend": "redis"},
+        shingles={"backend": "redis", "key_prefix": "app"},
+        redis={"nodes": [f"{HOST}:{redis_server.port}"]},
+        antispam={"workers": 0},
+    )
+    pochta = build(settings)
+    try:
+        assert pochta.redis is not None
+        backend = pochta.locks.backend
+        assert isinstance(backend, RedisLockBackend) and backend.io.client is pochta.redis
+        store = pochta.shingles.counters.store
+        assert isinstance(store, RedisStore) and store.client is pochta.redis
+        with pochta.locks.acquire("app-job", timeout=1) as lease:
+            assert pochta.redis.exists("pochta:lock:{app-job}") == 1
+        assert lease.token > 0
+    finally:
+        pochta.close()
+    gone = {"nodes": [f"{HOST}:{free_port()}"], "timeout": 0.5}
+    for where in ("guard", "shingles"):
+        with pytest.raises(ConfigError, match=r"cannot use Redis at .* \(\[redis\] settings\)"):
+            build(load_settings(data_dir=data, redis=gone, **{where: {"backend": "redis"}}))
+    unused = build(load_settings(data_dir=data, redis=gone))  # nobody uses Redis: not reached
+    assert unused.redis is None
+    unused.close()
