@@ -363,3 +363,33 @@ def test_the_app_builds_one_client_for_guard_and_shingles(
     unused = build(load_settings(data_dir=data, redis=gone))  # nobody uses Redis: not reached
     assert unused.redis is None
     unused.close()
+
+
+def test_closing_gives_back_every_threads_connection(redis_client: redis.Redis) -> None:
+    """After close() (from any thread) a thread that calls again gets a connection of its
+    own, never the one the pool has since handed to another thread."""
+    scripts = Scripts(redis_client)
+    go = threading.Event()
+    seen: list[tuple[object, float]] = []
+
+    def worker() -> None:
+        seen.append((scripts.run(BUMP, ["w"], [1]), 0.0))
+        go.wait(10)
+        started = time.monotonic()
+        seen.append((scripts.run(BUMP, ["w"], [1]), time.monotonic() - started))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    while not seen:
+        time.sleep(0.01)
+    scripts.close()  # the worker's connection goes back to the pool...
+    woken: list[bool] = []
+    waiter = threading.Thread(target=lambda: woken.append(scripts.blpop("nobody", 1.0)))
+    waiter.start()  # ...and this thread takes it from there, blocked in BLPOP on it
+    time.sleep(0.2)
+    go.set()
+    thread.join(10)
+    waiter.join(10)
+    (first, _), (second, took) = seen
+    assert (first, second) == (1, 2) and took < 0.5  # not queued behind the BLPOP
+    assert woken == [False]

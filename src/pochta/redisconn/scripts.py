@@ -195,8 +195,8 @@ class Scripts:
     # -- redis.Redis: this thread's connection ------------------------------------------------
     def _mine(self) -> _Held:
         held: _Held | None = getattr(self._local, "held", None)
-        if held is None or held.generation != _Forks.generation:
-            assert self._pool is not None
+        if held is None or not held.give_back.alive or held.generation != _Forks.generation:
+            assert self._pool is not None  # (given back: by close(), which another thread ran)
             held = self._local.held = _Held(self._pool)
             with self._held_lock:
                 self._held.add(held)
