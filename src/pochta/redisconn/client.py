@@ -8,7 +8,7 @@ declared lost) in seconds, not after redis-py's default retries with backoff.
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import redis
 import redis.asyncio
@@ -21,8 +21,10 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from pochta.config import RedisSettings
 from pochta.errors import ConfigError
+
+if TYPE_CHECKING:  # pochta.config pulls in pydantic: not for a process that only takes locks
+    from pochta.config import RedisSettings
 
 SyncClient: TypeAlias = "redis.Redis | redis.RedisCluster"
 AsyncClient: TypeAlias = "redis.asyncio.Redis | redis.asyncio.RedisCluster"

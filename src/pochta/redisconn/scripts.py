@@ -182,7 +182,7 @@ class Scripts:
         self._refresh_lock = threading.Lock()
 
     def _fail(self, exc: BaseException) -> StorageError:
-        return self.unavailable(f"redis: {exc!r}")
+        return self.unavailable(f"redis: {type(exc).__name__}: {exc}")
 
     def _checked(self, replies: list[Any]) -> list[Any]:
         for reply in replies:
@@ -205,7 +205,7 @@ class Scripts:
     def _drop(self) -> None:
         held: _Held | None = getattr(self._local, "held", None)
         self._local.held = None
-        if held is not None:
+        if held is not None and held.give_back.alive:  # not already someone else's
             held.conn.disconnect()
             held.give_back()
 
@@ -278,14 +278,18 @@ class Scripts:
                 return self.client.blpop([key], float(seconds)) is not None
             except UNAVAILABLE as exc:
                 raise self._fail(exc) from exc
-        try:
-            conn = self._mine().conn
-            conn.send_command("BLPOP", key, seconds)
-            (reply,) = self._checked(_read(conn, 1))
-        except UNAVAILABLE as exc:
-            self._drop()
-            raise self._fail(exc) from exc
-        return reply is not None
+        for attempt in (0, 1):
+            try:
+                conn = self._mine().conn
+                conn.send_command("BLPOP", key, seconds)
+                (reply,) = self._checked(_read(conn, 1))
+            except UNAVAILABLE as exc:
+                self._drop()
+                if attempt or isinstance(exc, (rx.TimeoutError, TimeoutError)):
+                    raise self._fail(exc) from exc
+                continue
+            return reply is not None
+        raise AssertionError("unreachable")
 
     # -- scripts sent to chosen nodes ----------------------------------------------------------
     def nodes(self, slots: Sequence[int]) -> list[tuple[redis.Redis, list[int]]]:
@@ -322,7 +326,7 @@ class Scripts:
             with self._refresh_lock:
                 try:
                     self.client.nodes_manager.initialize()
-                except (rx.RedisError, OSError):
+                except UNAVAILABLE:
                     return
 
     @staticmethod
@@ -364,7 +368,8 @@ class Scripts:
         return out
 
     def close(self) -> None:
-        """Give back the connections threads keep (the client itself is the caller's)."""
+        """Give back the connections threads keep (the client itself is the caller's); for
+        when no call is under way. A thread that calls again takes a new connection."""
         with self._held_lock:
             held = list(self._held)
             self._held.clear()
@@ -391,7 +396,7 @@ class AsyncScripts:
         self._lock: asyncio.Lock | None = None
 
     def _fail(self, exc: BaseException) -> StorageError:
-        return self.unavailable(f"redis: {exc!r}")
+        return self.unavailable(f"redis: {type(exc).__name__}: {exc}")
 
     async def _initialized(self) -> None:
         if self._ready:
