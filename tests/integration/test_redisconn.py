@@ -183,7 +183,7 @@ def test_a_sentinel_watched_master_through_a_failover(sentinels: RedisSentinelSe
     client = connect(settings, ping=True)
     works(client)
     lost = threading.Event()
-    locks = Locks(RedisLockBackend(client), ttl=3.0)
+    locks = Locks(RedisLockBackend(client), ttl=6.0)  # longer than a failover on a busy host
     lease = locks.acquire("pair-7", on_lost=lambda _: lost.set())
     scripts = Scripts(client, StorageError)
     assert scripts.run(BUMP, ["n"], [1]) == 1
@@ -192,7 +192,11 @@ def test_a_sentinel_watched_master_through_a_failover(sentinels: RedisSentinelSe
     sentinels.failover()  # the old master now answers writes with READONLY
     assert sentinels.master_port() == sentinels.replica.port
     assert scripts.run(BUMP, ["n"], [1]) == 2  # this thread's connection moved to the new master
-    time.sleep(1.5)  # the renewer (every ttl / 3) also moved
+    moved = time.monotonic()
+    deadline = moved + 5.0
+    while lease.valid_until < moved + 5.9 and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the renewer (every ttl / 3) extended it on the new master
+    assert lease.valid_until > moved + 5.9  # renewed after the failover
     assert lease.is_held() and not lost.is_set()
     lease.release()
     with locks.acquire("pair-7", timeout=2) as again:
