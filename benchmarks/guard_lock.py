@@ -5,8 +5,9 @@ client built the way pochta builds one from ``[redis]`` (``pochta.redisconn.conn
 socket timeout, one retry); pochta talks to Redis only through redis-py's public API.
 
 1. sequential: one client, one name, uncontended. Contestants run in turns (``--rounds``
-   rounds of ``--trial`` seconds each) so a noisy machine slows all of them alike; the ratio
-   is the median of the per-round ratios. "pochta, redis-py command path" is the same Locks
+   short rounds of ``--trial`` seconds each, pochta next to redis-py's Lock, the order
+   reversed every other round) so a noisy machine slows all of them alike; the ratio is the
+   median of the per-round ratios. "pochta, redis-py command path" is the same Locks
    with every script call sent through ``execute_command`` (``Scripts(direct=False)``), to
    show where the difference comes from. Also the client's CPU time per cycle (user +
    system), which a busy machine disturbs less than wall time.
@@ -81,8 +82,8 @@ def contestants(port: int, where: Path) -> dict[str, Callable[[str], AbstractCon
     embedded = Locks(SqliteLockBackend(where / "guard.sqlite3"))
     return {
         "pochta": lambda name: ours.acquire(name, timeout=10),
-        "pochta, redis-py command path": lambda name: ours_slow.acquire(name, timeout=10),
         "redis-py Lock": lambda name: theirs.lock(name, timeout=10, blocking_timeout=10),
+        "pochta, redis-py command path": lambda name: ours_slow.acquire(name, timeout=10),
         "python-redis-lock": lambda name: redis_lock.Lock(theirs, name, expire=10),
         "pochta embedded (SQLite)": lambda name: embedded.acquire(name, timeout=10),
     }
@@ -100,8 +101,9 @@ def sequential(
         for _ in range(50):
             with hold("seq:" + name.replace(" ", "-")):
                 pass
-    for _ in range(rounds):
-        for name, hold in locks.items():
+    for turn in range(rounds):  # neighbours in time share the machine's mood: pair them
+        order = list(locks.items())
+        for name, hold in order if turn % 2 else reversed(order):
             key = "seq:" + name.replace(" ", "-")
             n, start, cpu_start = 0, time.perf_counter(), time.process_time()
             while (elapsed := time.perf_counter() - start) < trial:
@@ -347,8 +349,8 @@ def main(args: argparse.Namespace) -> None:
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few seconds: check the script works")
-    p.add_argument("--rounds", type=int, default=9, help="sequential rounds")
-    p.add_argument("--trial", type=float, default=0.5, help="seconds per contestant per round")
+    p.add_argument("--rounds", type=int, default=41, help="sequential rounds")
+    p.add_argument("--trial", type=float, default=0.1, help="seconds per contestant per round")
     p.add_argument("--threads", type=int, default=8, help="threads, each on its own lock")
     p.add_argument("--clients", type=int, default=4, help="processes contending on one lock")
     p.add_argument("--seconds", type=float, default=3.0, help="threaded / contention phases")
