@@ -9,8 +9,11 @@ socket timeout, one retry); pochta talks to Redis only through redis-py's public
    reversed every other round) so a noisy machine slows all of them alike; the ratio is the
    median of the per-round ratios. "pochta, redis-py command path" is the same Locks
    with every script call sent through ``execute_command`` (``Scripts(direct=False)``), to
-   show where the difference comes from. Also the client's CPU time per cycle (user +
-   system), which a busy machine disturbs less than wall time.
+   show where the difference comes from; "pochta, no socket timeout" on a client without
+   one (not for production: a Redis that hangs would hang the lock), to show what the poll
+   CPython makes before every send and receive on a socket with a timeout costs. Also the
+   client's CPU time per cycle (user + system), which a busy machine disturbs less than wall
+   time.
 2. parser: the sequential pochta / redis-py figures again in a child process that cannot
    import hiredis (redis-py then parses replies in Python).
 3. threads: ``--threads`` threads, each on its own name (throughput, GIL-bound).
@@ -76,6 +79,7 @@ def contestants(port: int, where: Path) -> dict[str, Callable[[str], AbstractCon
     """name -> (lock name -> a context manager that holds that lock)."""
     theirs = client(port)
     ours = Locks(RedisLockBackend(client(port)))
+    untimed = Locks(RedisLockBackend(redis.Redis(host=HOST, port=port)))
     command_path = RedisLockBackend(client(port))
     command_path.io = Scripts(command_path.io.client, GuardUnavailable, direct=False)
     ours_slow = Locks(command_path)
@@ -84,6 +88,7 @@ def contestants(port: int, where: Path) -> dict[str, Callable[[str], AbstractCon
         "pochta": lambda name: ours.acquire(name, timeout=10),
         "redis-py Lock": lambda name: theirs.lock(name, timeout=10, blocking_timeout=10),
         "pochta, redis-py command path": lambda name: ours_slow.acquire(name, timeout=10),
+        "pochta, no socket timeout": lambda name: untimed.acquire(name, timeout=10),
         "python-redis-lock": lambda name: redis_lock.Lock(theirs, name, expire=10),
         "pochta embedded (SQLite)": lambda name: embedded.acquire(name, timeout=10),
     }
