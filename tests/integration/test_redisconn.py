@@ -30,7 +30,7 @@ from pochta.guard.backends.redislock import AsyncRedisLockBackend, RedisLockBack
 from pochta.guard.backends.redisrate import RedisRateLimitBackend
 from pochta.guard.lock import Locks
 from pochta.guard.ratelimit import RateLimiter
-from pochta.redisconn import AsyncScripts, Script, Scripts, connect, connect_async
+from pochta.redisconn import AsyncScripts, Nodes, Script, Scripts, connect, connect_async
 from pochta.types import Limit
 from tests.servers import HOST, RedisCluster, RedisSentinelSet, RedisServer, free_port
 
@@ -241,7 +241,7 @@ def test_scripts_are_sent_again_after_a_flush(redis_client: redis.Redis) -> None
         redis_client.script_flush()
         assert scripts.run_many([(BUMP, ["b"], [1]), (BUMP, ["b"], [2])])[1] in (3, 6)
     redis_client.script_flush()
-    ((reply,),) = Scripts.scatter([(redis_client, [(BUMP, ["c"], [5])])])
+    ((reply,),) = Nodes.scatter([(redis_client, [(BUMP, ["c"], [5])])])
     assert reply == 5
 
     async def main() -> None:

@@ -43,7 +43,7 @@ from pochta.antispam.shingles.counters.buckets import (
     tag,
 )
 from pochta.errors import ConfigError, StorageError
-from pochta.redisconn import Call, Script, Scripts, SyncClient
+from pochta.redisconn import Call, Nodes, Script, SyncClient
 
 CALL_CELLS = 4096
 """Cells per APPLY call at most (a call blocks its node while it runs: ~1-2 ms)."""
@@ -122,7 +122,7 @@ return table.concat(out, '\\n')
         if not prefix or any(c in prefix for c in " {}\n"):
             raise ConfigError(f"shingle key prefix {prefix!r}: no spaces or braces")
         self.client = client
-        self.scripts = Scripts(client, StorageError)
+        self.nodes = Nodes(client)
         self.prefix = prefix
         self.retries = retries
         self._tags = [f"{prefix}{{{tag(s)}}}" for s in range(SHARDS)]
@@ -133,7 +133,7 @@ return table.concat(out, '\\n')
         """The node client serving each shard, grouped: (client, shards)."""
         return [
             (node, [shards[i] for i in where])
-            for node, where in self.scripts.nodes([self._slots[s] for s in shards])
+            for node, where in self.nodes.nodes([self._slots[s] for s in shards])
         ]
 
     # -- writes ---------------------------------------------------------------------------
@@ -161,7 +161,7 @@ return table.concat(out, '\\n')
         try:
             by_node = self._nodes(sorted({shard for shard, _ in batches}))
         except Exception as exc:
-            self.scripts.refresh()
+            self.nodes.refresh()
             err = StorageError(f"shingle counters: Redis cluster map unavailable: {exc}")
             return [err] * len(batches)
         index: dict[int, list[int]] = {}
@@ -187,7 +187,7 @@ return table.concat(out, '\\n')
                 args = (" ".join(tags), self._life, plain_lines, pair_lines)
                 calls.append((self.APPLY, (tags[0],), args))
             plan.append((conn, groups, calls))
-        replies = self.scripts.scatter([(conn, calls) for conn, _, calls in plan])
+        replies = self.nodes.scatter([(conn, calls) for conn, _, calls in plan])
         failed = False
         for (_, groups, _), node_replies in zip(plan, replies, strict=True):
             for group, reply in zip(groups, node_replies, strict=True):
@@ -200,7 +200,7 @@ return table.concat(out, '\\n')
                 for i in group:
                     results[i] = error
         if failed:
-            self.scripts.refresh()
+            self.nodes.refresh()
         return results
 
     # -- reads ----------------------------------------------------------------------------
@@ -216,7 +216,7 @@ return table.concat(out, '\\n')
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             if attempt:
-                self.scripts.refresh()
+                self.nodes.refresh()
                 time.sleep(min(1.0, 0.05 * 4**attempt))
             try:
                 by_shard: dict[int, list[int]] = {}
@@ -227,7 +227,7 @@ return table.concat(out, '\\n')
                     idx = [i for s in shards for i in by_shard[s]]
                     stems = [stem(prefix, refs[i].shard, refs[i].hash, refs[i].type) for i in idx]
                     plan.append((conn, idx, (self.READ, (), (*head, " ".join(stems)))))
-                replies = self.scripts.scatter([(conn, [call]) for conn, _, call in plan])
+                replies = self.nodes.scatter([(conn, [call]) for conn, _, call in plan])
                 for (_, idx, _), (reply,) in zip(plan, replies, strict=True):
                     if isinstance(reply, Exception):
                         raise reply
@@ -279,11 +279,11 @@ return table.concat(out, '\\n')
     def memory(self) -> dict[str, int]:
         """used_memory and keys, summed over the masters (for the benchmark)."""
         used = keys = 0
-        for conn in self.scripts.primaries():
+        for conn in self.nodes.primaries():
             info = conn.info("memory")
             used += int(info["used_memory"])
             keys += int(conn.dbsize())
         return {"used_memory": used, "keys": keys}
 
     def close(self) -> None:
-        self.scripts.close()  # the client is the caller's (app.py closes what it built)
+        pass  # the client is the caller's (app.py closes the one it built)
