@@ -1,10 +1,13 @@
-"""Rate-limit checks per second on one Redis, side by side (issue 7): pochta's rolling limit
-(one Lua script, server clock) against the ``limits`` library's moving window on the same
-redis-server (started here on a loopback port), in the same run.
+"""Rate-limit checks per second on one Redis, side by side (issue 7, issue 19): pochta's
+rolling limit (one Lua script, server clock) against the ``limits`` library's moving window on
+the same redis-server (started here on a loopback port), in the same run. Both use clients
+built the way pochta builds one from ``[redis]`` (``pochta.redisconn.connect``: 2 s socket
+timeout, one retry); ``limits`` gets that client's connection pool.
 
 1. one limit: ``--subjects`` IP addresses drawn at random, 100 attempts per hour each (almost
-   every check allowed, as in normal traffic). Contestants run in turns (``--rounds`` rounds
-   of ``--trial`` seconds); the ratio is the median of the per-round ratios.
+   every check allowed, as in normal traffic). Contestants run in turns (``--rounds`` short
+   rounds of ``--trial`` seconds, the order reversed every other round); the ratio is the
+   median of the per-round ratios. Also the client's CPU time per check.
 2. two limits per check (per IP and per account): pochta charges both in one atomic script
    call; ``limits`` needs two calls, and the first is charged even when the second refuses.
 3. threads: ``--threads`` threads, one limit.
@@ -32,12 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.servers
 import limits
 import redis
 from limits import RateLimitItemPerHour, storage, strategies
+from redis.utils import HIREDIS_AVAILABLE
 from tests.servers import HOST, RedisServer
 
 from _common import emit, machine, note
+from pochta.config import RedisSettings
 from pochta.guard.backends.redisrate import RedisRateLimitBackend
 from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
 from pochta.guard.ratelimit import MemoryRateLimitBackend, RateLimiter
+from pochta.redisconn import connect
 from pochta.types import Limit
 
 GOAL = 1.0  # x limits' moving window
@@ -46,13 +52,27 @@ SECRET = b"benchmark-secret-0123456789abcdef"
 Check = Callable[[str, str], bool]
 
 
+def client(port: int) -> redis.Redis:
+    """A client as pochta builds one from ``[redis] nodes = ["127.0.0.1:PORT"]``."""
+    made = connect(RedisSettings(nodes=[f"{HOST}:{port}"]))
+    assert isinstance(made, redis.Redis)
+    return made
+
+
+def moving_window(port: int) -> strategies.MovingWindowRateLimiter:
+    pool = client(port).connection_pool
+    return strategies.MovingWindowRateLimiter(
+        storage.RedisStorage(f"redis://{HOST}:{port}", connection_pool=pool)
+    )
+
+
 def contestants(port: int, where: Path) -> dict[str, Check]:
     """name -> check(ip, email) for ONE limit on the ip (email unused)."""
     per_ip = Limit("ip", 100, 3600.0)
-    ours = RateLimiter(RedisRateLimitBackend(redis.Redis(host=HOST, port=port)), SECRET)
+    ours = RateLimiter(RedisRateLimitBackend(client(port)), SECRET)
     embedded = RateLimiter(SqliteRateLimitBackend(where / "guard.sqlite3"), SECRET)
     memory = RateLimiter(MemoryRateLimitBackend(), SECRET)
-    moving = strategies.MovingWindowRateLimiter(storage.RedisStorage(f"redis://{HOST}:{port}"))
+    moving = moving_window(port)
     item = RateLimitItemPerHour(100)
     return {
         "pochta": lambda ip, _: ours.hit((per_ip, ip)).allowed,
@@ -64,8 +84,8 @@ def contestants(port: int, where: Path) -> dict[str, Check]:
 
 def two_limits(port: int) -> dict[str, Check]:
     per_ip, per_account = Limit("ip", 100, 3600.0), Limit("account", 100, 3600.0)
-    ours = RateLimiter(RedisRateLimitBackend(redis.Redis(host=HOST, port=port)), SECRET)
-    moving = strategies.MovingWindowRateLimiter(storage.RedisStorage(f"redis://{HOST}:{port}"))
+    ours = RateLimiter(RedisRateLimitBackend(client(port)), SECRET)
+    moving = moving_window(port)
     ip_item, account_item = RateLimitItemPerHour(100), RateLimitItemPerHour(100)
 
     def theirs(ip: str, email: str) -> bool:
@@ -91,16 +111,23 @@ def in_turns(checks: dict[str, Check], people: list[tuple[str, str]], rounds: in
     for check in checks.values():  # warm up
         for ip, email in people[:50]:
             check(ip, email)
-    for _ in range(rounds):
-        for name, check in checks.items():
-            n, start = 0, time.perf_counter()
+    cpu: dict[str, list[float]] = {name: [] for name in checks}  # client CPU s per check
+    for turn in range(rounds):  # neighbours in time share the machine's mood: pair them
+        order = list(checks.items())
+        for name, check in order if turn % 2 else reversed(order):
+            n, start, cpu_start = 0, time.perf_counter(), time.process_time()
             while (elapsed := time.perf_counter() - start) < trial:
                 ip, email = people[rng.randrange(len(people))]
                 check(ip, email)
                 n += 1
             rates[name].append(n / elapsed)
+            cpu[name].append((time.process_time() - cpu_start) / n)
     out: dict[str, Any] = {
-        name: {"checks_per_s": round(statistics.median(r)), "rounds": [round(x) for x in r]}
+        name: {
+            "checks_per_s": round(statistics.median(r)),
+            "client_cpu_us_per_check": round(statistics.median(cpu[name]) * 1e6),
+            "rounds": [round(x) for x in r],
+        }
         for name, r in rates.items()
     }
     ratios = [a / b for a, b in zip(rates["pochta"], rates["limits moving window"], strict=True)]
@@ -145,15 +172,15 @@ def threaded(checks: dict[str, Check], people: list[tuple[str, str]], threads: i
 
 
 def memory(port: int) -> dict[str, Any]:
-    client = redis.Redis(host=HOST, port=port)
-    client.flushall()
-    ours = RateLimiter(RedisRateLimitBackend(client), SECRET)
-    moving = strategies.MovingWindowRateLimiter(storage.RedisStorage(f"redis://{HOST}:{port}"))
+    made = client(port)
+    made.flushall()
+    ours = RateLimiter(RedisRateLimitBackend(made), SECRET)
+    moving = moving_window(port)
     limit, item = Limit("ip", 1000, 3600.0), RateLimitItemPerHour(1000)
     for _ in range(1000):
         ours.hit((limit, "203.0.113.5"))
         moving.hit(item, "ip", "203.0.113.5")
-    sizes = {key.decode(): client.memory_usage(key) for key in client.keys("*")}
+    sizes = {key.decode(): made.memory_usage(key) for key in made.keys("*")}
     return {
         "pochta_bytes": sum(v for k, v in sizes.items() if k.startswith("pochta:")),
         "limits_bytes": sum(v for k, v in sizes.items() if not k.startswith("pochta:")),
@@ -170,7 +197,11 @@ def main(args: argparse.Namespace) -> None:
             "command": " ".join(["python", *sys.argv]),
             "machine": machine(where),
             "redis": server.client().info("server")["redis_version"],
-            "libraries": {"redis-py": redis.__version__, "limits": limits.__version__},
+            "libraries": {
+                "redis-py": redis.__version__,
+                "limits": limits.__version__,
+                "hiredis": HIREDIS_AVAILABLE,
+            },
             "params": vars(args),
         }
         note("one limit ...")
@@ -193,8 +224,8 @@ def main(args: argparse.Namespace) -> None:
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few seconds: check the script works")
-    p.add_argument("--rounds", type=int, default=9, help="rounds of turns")
-    p.add_argument("--trial", type=float, default=0.5, help="seconds per contestant per round")
+    p.add_argument("--rounds", type=int, default=41, help="rounds of turns")
+    p.add_argument("--trial", type=float, default=0.1, help="seconds per contestant per round")
     p.add_argument("--subjects", type=int, default=10_000, help="distinct IPs / accounts")
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--seconds", type=float, default=3.0, help="threaded phase")

@@ -51,6 +51,8 @@ from pochta.antispam.shingles.counters.buckets import parse_window
 from pochta.antispam.shingles.counters.redis import RedisStore
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.counters.sqlite import SQLiteStore
+from pochta.config import RedisSettings
+from pochta.redisconn import connect
 
 GOAL_UPDATES = 220_000
 GOAL_QUERY_LETTERS = 2_000
@@ -87,7 +89,8 @@ def letters(workload: str, count: int, seed: int) -> list[list[Ref]]:
 # -- stores -------------------------------------------------------------------------------------
 def open_store(spec: dict[str, Any]) -> CounterStore:
     if spec["kind"] == "redis-cluster":
-        return RedisStore.connect(cluster_nodes=spec["nodes"], prefix="bench", timeout=5.0)
+        settings = RedisSettings(mode="cluster", nodes=spec["nodes"], timeout=5.0)
+        return RedisStore(connect(settings), prefix="bench")
     if spec["kind"] == "sqlite":
         return SQLiteStore(Path(spec["path"]), synchronous="normal")
     raise ValueError(spec["kind"])

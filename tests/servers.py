@@ -56,7 +56,8 @@ def _ping(port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((HOST, port), timeout=timeout) as s:
             s.sendall(b"PING\r\n")
-            return s.recv(64).startswith(b"+PONG")
+            reply = s.recv(64)  # +PONG, or -NOAUTH from a server that wants a password
+            return reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH")
     except OSError:
         return False
 
@@ -77,14 +78,22 @@ class RedisServer:
     dir: Path
     extra: tuple[str, ...] = ()
     proc: subprocess.Popen[bytes] | None = None
+    conf: Path | None = None  # a config file (it comes first on redis-server's command line)
 
     @classmethod
-    def start(cls, dir: Path, *, extra: Sequence[str] = (), port: int | None = None) -> RedisServer:
+    def start(
+        cls,
+        dir: Path,
+        *,
+        extra: Sequence[str] = (),
+        port: int | None = None,
+        conf: Path | None = None,
+    ) -> RedisServer:
         if REDIS_SERVER is None:
             raise RuntimeError("redis-server is not on PATH")
         dir.mkdir(parents=True, exist_ok=True)
         for attempt in range(3):  # a free port can be taken before redis binds it
-            server = cls(port or free_port(), dir, tuple(extra))
+            server = cls(port or free_port(), dir, tuple(extra), conf=conf)
             try:
                 server._spawn()
                 return server
@@ -105,6 +114,7 @@ class RedisServer:
         assert REDIS_SERVER is not None
         args = [
             REDIS_SERVER,
+            *([str(self.conf)] if self.conf is not None else []),
             "--port", str(self.port),
             "--bind", HOST,
             "--dir", str(self.dir),
@@ -314,6 +324,103 @@ class RedisCluster:
             node.stop(signal.SIGKILL)
 
     def __enter__(self) -> RedisCluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+@dataclass
+class RedisSentinelSet:
+    """A master, one replica and one sentinel (quorum 1) watching them as ``service``."""
+
+    dir: Path
+    master: RedisServer
+    replica: RedisServer
+    sentinel: RedisServer
+    service: str = "pochta"
+
+    @classmethod
+    def start(cls, dir: Path, service: str = "pochta") -> RedisSentinelSet:
+        master = RedisServer.start(dir / "master", extra=("--repl-diskless-sync-delay", "0"))
+        servers = [master]
+        try:
+            replica = RedisServer.start(
+                dir / "replica", extra=("--replicaof", HOST, str(master.port))
+            )
+            servers.append(replica)
+
+            def in_sync() -> bool:
+                try:
+                    with replica.client(socket_timeout=2, decode_responses=True) as node:
+                        return node.info("replication").get("master_link_status") == "up"
+                except (redis.RedisError, OSError):
+                    return False
+
+            wait_until(in_sync, 30, "the replica to sync")  # the sentinel's first look finds it
+            port = free_port()
+            (dir / "sentinel").mkdir(parents=True, exist_ok=True)
+            conf = dir / "sentinel" / "sentinel.conf"  # the sentinel rewrites it
+            conf.write_text(
+                f"sentinel monitor {service} {HOST} {master.port} 1\n"
+                f"sentinel down-after-milliseconds {service} 1000\n"
+                f"sentinel failover-timeout {service} 10000\n"
+            )
+            sentinel = RedisServer.start(
+                dir / "sentinel", port=port, conf=conf, extra=("--sentinel",)
+            )
+            servers.append(sentinel)
+            found = cls(dir, master, replica, sentinel, service)
+            wait_until(found.replica_known, 30, "the sentinel to know the replica")
+        except BaseException:
+            for server in servers:
+                server.stop(signal.SIGKILL)
+            raise
+        return found
+
+    def _sentinel(self) -> redis.Redis:
+        return self.sentinel.client(socket_timeout=2, decode_responses=True)
+
+    def master_port(self) -> int:
+        """The master's port as clients learn it (SENTINEL MASTER: it changes once the
+        failover is over, a little after GET-MASTER-ADDR-BY-NAME does)."""
+        with self._sentinel() as admin:
+            state = admin.execute_command("SENTINEL", "MASTER", self.service)
+            if isinstance(state, list):
+                state = dict(zip(state[::2], state[1::2], strict=True))
+            return int(state["port"])
+
+    def replica_known(self) -> bool:
+        """The sentinel sees a replica in sync, so a failover can pick it."""
+        try:
+            with self._sentinel() as admin:
+                replicas = admin.execute_command("SENTINEL", "REPLICAS", self.service)
+        except (redis.RedisError, OSError):
+            return False
+        for replica in replicas:
+            if isinstance(replica, list):
+                replica = dict(zip(replica[::2], replica[1::2], strict=True))
+            info: dict[str, str] = replica
+            if "s_down" not in info.get("flags", "") and info.get("master-link-status") == "ok":
+                return True
+        return False
+
+    def failover(self, timeout: float = 30.0) -> None:
+        """Promote the replica (SENTINEL FAILOVER); return once the sentinel names it and the
+        old master follows it, answering writes with READONLY. (The sentinel would turn the
+        old master into a replica on its next look, up to 10 s later; this does it at once.)"""
+        old = self.master_port()
+        with self._sentinel() as admin:
+            admin.execute_command("SENTINEL", "FAILOVER", self.service)
+        wait_until(lambda: self.master_port() != old, timeout, "the sentinel's failover")
+        with self.master.client(socket_timeout=2) as node:
+            node.execute_command("REPLICAOF", HOST, str(self.master_port()))
+
+    def stop(self) -> None:
+        for server in (self.sentinel, self.replica, self.master):
+            server.stop(signal.SIGKILL)
+
+    def __enter__(self) -> RedisSentinelSet:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

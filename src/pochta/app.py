@@ -36,7 +36,6 @@ from pochta.blobs.store import BlobStore
 from pochta.blobs.valkyrie import Valkyrie, ValkyrieConfig, ValkyrieRunner
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
-from pochta.guard.backends import redis_client
 from pochta.guard.backends.redislock import RedisLockBackend
 from pochta.guard.backends.redisrate import RedisRateLimitBackend
 from pochta.guard.backends.sqlitelock import SqliteLockBackend
@@ -49,6 +48,7 @@ from pochta.mailbox.intake import Intake, init_worker, make_analyzer
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
+from pochta.redisconn import SyncClient, connect
 from pochta.types import DiskSpec, Limit, LockBackend, RateLimitBackend, StorageSample
 from pochta.workers import WorkerPool, cores
 
@@ -65,6 +65,7 @@ class Pochta:
     deletions: DeletionWorker
     history: Recorder
     evacuations: Evacuations
+    redis: SyncClient | None = None  # the one Redis client of guard and shingles, if they use it
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -123,6 +124,8 @@ class Pochta:
         self.locks.close()
         self.mailbox.close()
         self.blobs.close()
+        if self.redis is not None:
+            self.redis.close()
 
 
 def build(settings: Settings) -> Pochta:
@@ -131,6 +134,7 @@ def build(settings: Settings) -> Pochta:
         data.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create data directory {data}: {exc.strerror}") from exc
+    redis_client = _redis(settings)  # first: wrong [redis] settings stop us before any open
     sync = settings.blobs.sync
     filedb = SQLiteFileDB(data / "filedb.sqlite3", synchronous=sync)
     pairdb = SQLitePairDB(data / "pairdb.sqlite3", synchronous=sync)
@@ -145,7 +149,7 @@ def build(settings: Settings) -> Pochta:
         specs = (DiskSpec("local", str(disks / "0")), DiskSpec("local", str(disks / "1")))
         with contextlib.suppress(InvalidInput):  # another process made it at the same moment
             blobs.add_pair(*specs)
-    locks, limits = _guard_backends(settings)
+    locks, limits = _guard_backends(settings, redis_client)
     g = settings.guard
     pochta_locks = Locks(locks, ttl=g.lock_ttl)
     logins = LoginGuard(
@@ -154,7 +158,7 @@ def build(settings: Settings) -> Pochta:
         per_account=Limit("login-account", g.login_account_max, g.login_account_period),
         per_ip_success=Limit("login-ip-ok", g.login_ip_success_max, g.login_ip_success_period),
     )
-    shingler = _shingler(settings, data)
+    shingler = _shingler(settings, data, redis_client)
     scanner = _scanner(settings, shingler, data)
     index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
     history = Recorder(
@@ -187,6 +191,7 @@ def build(settings: Settings) -> Pochta:
         deletions=DeletionWorker(mailbox.deletions),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
+        redis=redis_client,
     )
 
 
@@ -202,13 +207,20 @@ def storage_sample(mailbox: Mailbox) -> StorageSample:
     )
 
 
-def _shingler(settings: Settings, data: Path) -> Shingler:
+def _redis(settings: Settings) -> SyncClient | None:
+    """The one Redis client, from ``[redis]``, when guard or the shingle counters use Redis
+    (they share it); reached once here, so that wrong settings stop pochta at start."""
+    if "redis" not in (settings.guard.backend, settings.shingles.backend):
+        return None
+    return connect(settings.redis, ping=True)
+
+
+def _shingler(settings: Settings, data: Path, redis_client: SyncClient | None) -> Shingler:
     s = settings.shingles
     store: CounterStore
     if s.backend == "redis":
-        store = RedisStore.connect(
-            s.redis_url, s.cluster_nodes, prefix=s.key_prefix, timeout=s.timeout
-        )
+        assert redis_client is not None
+        store = RedisStore(redis_client, prefix=s.key_prefix)
     else:
         store = SQLiteStore(data / "shingles.sqlite3", synchronous="normal")
     return Shingler(
@@ -284,11 +296,12 @@ def _intake(settings: Settings, analyzer: Analyzer) -> Intake:
     )
 
 
-def _guard_backends(settings: Settings) -> tuple[LockBackend, RateLimitBackend]:
-    g = settings.guard
-    if g.backend == "redis":
-        client = redis_client(g.redis_url, cluster=g.redis_cluster, timeout=g.redis_timeout)
-        return RedisLockBackend(client), RedisRateLimitBackend(client)
+def _guard_backends(
+    settings: Settings, redis_client: SyncClient | None
+) -> tuple[LockBackend, RateLimitBackend]:
+    if settings.guard.backend == "redis":
+        assert redis_client is not None
+        return RedisLockBackend(redis_client), RedisRateLimitBackend(redis_client)
     data = settings.data_dir.resolve()
     return SqliteLockBackend(data / "guard-locks.sqlite3"), SqliteRateLimitBackend(
         data / "guard-limits.sqlite3"

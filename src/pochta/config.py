@@ -14,7 +14,15 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
@@ -144,15 +152,7 @@ class GuardSettings(Section):
     backend: Literal["embedded", "redis"] = Field(
         "embedded",
         description="where locks and rate limits live: embedded = <data_dir>/guard.sqlite3"
-        " (the processes of one host); redis = redis_url (one Redis or a Redis Cluster)",
-    )
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    redis_cluster: bool = False
-    redis_timeout: float = Field(
-        2.0,
-        gt=0,
-        description="seconds; a Redis that is gone is"
-        " reported (and leases declared lost) this fast",
+        " (the processes of one host); redis = the [redis] section",
     )
     lock_ttl: float = Field(10.0, gt=0, description="lease length of pochta's own locks")
     key_secret: SecretStr | None = Field(
@@ -182,11 +182,8 @@ class GuardSettings(Section):
 
 class ShingleSettings(Section):
     backend: Literal["embedded", "redis"] = Field(
-        "embedded", description="embedded: SQLite <data_dir>/shingles.sqlite3"
-    )
-    redis_url: str | None = Field(None, description="standalone Redis, redis://host:port/db")
-    cluster_nodes: list[str] = Field(
-        default_factory=list, description="Redis Cluster: any of its nodes, host:port"
+        "embedded",
+        description="embedded: SQLite <data_dir>/shingles.sqlite3; redis: the [redis] section",
     )
     key_prefix: str = Field("sh", description="prefix of every key (one per service)")
     flush_interval: float = Field(
@@ -199,7 +196,93 @@ class ShingleSettings(Section):
     wait_timeout: float = Field(5.0, gt=0)
     cache_size: int = Field(100_000, ge=0)
     cache_ttl: float = Field(2.0, ge=0)
-    timeout: float = Field(2.0, gt=0, description="Redis socket timeout")
+
+
+def redis_address(node: str) -> tuple[str, int] | str:
+    """A ``[redis] nodes`` entry as (host, port), or the path of a unix socket (``/...``).
+    ValueError, naming the entry, when it is neither."""
+    if node.startswith("/"):
+        return node
+    host, sep, port = node.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]  # [::1]:6379
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{node!r} is not host:port (nor the path of a unix socket)")
+    return host, int(port)
+
+
+class RedisSettings(Section):
+    """``[redis]``: the Redis that guard (``guard.backend = "redis"``) and the shingle counters
+    (``shingles.backend = "redis"``) use: one server, a master watched by Sentinel, or a
+    Cluster. Every combination that does not fit the mode is refused, never guessed at."""
+
+    mode: Literal["standalone", "sentinel", "cluster"] = Field(
+        "standalone",
+        description="standalone: one server; sentinel: the master that the sentinels in"
+        " nodes name; cluster: a Redis Cluster reached through any of nodes",
+    )
+    nodes: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:6379"],
+        description="standalone: the server, host:port or a unix socket's path; sentinel:"
+        " the sentinels, host:port; cluster: any of its nodes, host:port",
+    )
+    service: str = Field("", description="sentinel: the name the sentinels know the master by")
+    db: int = Field(
+        0, ge=0, description="database number (standalone and sentinel; a Cluster has only 0)"
+    )
+    username: str = Field("", description="ACL user (Redis 6+); empty: the default user")
+    password: SecretStr | None = Field(
+        None, description="password of the Redis servers (never logged); unset: none"
+    )
+    sentinel_password: SecretStr | None = Field(
+        None, description="sentinel: the sentinels' own password, if they require one"
+    )
+    tls: bool = Field(False, description="TLS to every node (and to the sentinels)")
+    tls_ca_file: Path | None = Field(
+        None, description="CA certificates that sign the servers' certificates; unset: the system's"
+    )
+    timeout: float = Field(
+        2.0,
+        gt=0,
+        description="seconds a connection attempt or a command may take: a Redis that is gone"
+        " is reported (and guard's leases declared lost) this fast",
+    )
+
+    @field_validator("nodes")
+    @classmethod
+    def _addresses(cls, nodes: list[str]) -> list[str]:
+        if not nodes:
+            raise ValueError("name at least one node")
+        for node in nodes:
+            redis_address(node)
+        return nodes
+
+    @model_validator(mode="after")
+    def _fits_mode(self) -> RedisSettings:
+        addresses = self.addresses()
+        if self.mode == "standalone" and len(self.nodes) != 1:
+            raise ValueError(
+                "nodes: standalone mode takes exactly one server; for several set mode ="
+                ' "cluster" (a Redis Cluster) or "sentinel" (the sentinels)'
+            )
+        if self.mode != "standalone" and any(isinstance(a, str) for a in addresses):
+            raise ValueError(f"nodes: a unix socket is for standalone mode only, not {self.mode}")
+        if self.tls and any(isinstance(a, str) for a in addresses):
+            raise ValueError("tls: not over a unix socket")
+        if self.mode == "sentinel" and not self.service:
+            raise ValueError("service: sentinel mode needs the master's name")
+        if self.mode != "sentinel" and (self.service or self.sentinel_password is not None):
+            raise ValueError(
+                f"service, sentinel_password: for mode = sentinel only, not {self.mode}"
+            )
+        if self.mode == "cluster" and self.db:
+            raise ValueError("db: a Redis Cluster has only database 0")
+        if self.tls_ca_file is not None and not self.tls:
+            raise ValueError("tls_ca_file: set tls = true too (or drop tls_ca_file)")
+        return self
+
+    def addresses(self) -> list[tuple[str, int] | str]:
+        return [redis_address(node) for node in self.nodes]
 
 
 class AntispamSettings(Section):
@@ -339,6 +422,7 @@ class Settings(BaseSettings):
     mailbox: MailboxSettings = MailboxSettings()
     guard: GuardSettings = GuardSettings()
     shingles: ShingleSettings = ShingleSettings()
+    redis: RedisSettings = RedisSettings()
     antispam: AntispamSettings = AntispamSettings()
     valkyrie: ValkyrieSettings = ValkyrieSettings()
     web: WebSettings = WebSettings()
@@ -358,6 +442,22 @@ class Settings(BaseSettings):
 NOT_SETTINGS = frozenset({"POCHTA_CONFIG", "POCHTA_CORPUS_CACHE"})
 """``POCHTA_*`` variables that are not settings: the settings file's path, and where the test
 corpus is cached. Every other ``POCHTA_*`` variable must name a setting."""
+
+MOVED = {
+    "guard.redis_url": "[redis] nodes, db, username, password, tls",
+    "guard.redis_cluster": '[redis] mode = "cluster"',
+    "guard.redis_timeout": "[redis] timeout",
+    "shingles.redis_url": "[redis] nodes, db, username, password, tls",
+    "shingles.cluster_nodes": '[redis] nodes with mode = "cluster"',
+    "shingles.timeout": "[redis] timeout",
+}
+"""Settings that moved: refused with the name of their new place (guard and the shingle
+counters share one [redis] section since 0.2), never read under the old name."""
+
+
+def _moved(dotted: str) -> str:
+    return f"moved to {MOVED[dotted]}, shared by guard and shingles (see README, Configuration)"
+
 
 Loc = tuple[str | int, ...]
 
@@ -385,6 +485,9 @@ def _refuse_unknown_env() -> None:
     for name in sorted(_environ()):
         if name in known or name in NOT_SETTINGS:
             continue
+        dotted = name.removeprefix("POCHTA_").lower().replace("__", ".")
+        if dotted in MOVED:
+            raise ConfigError(f"environment variable {name} names no setting: {_moved(dotted)}")
         close = difflib.get_close_matches(name, [*known, *NOT_SETTINGS], n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
         raise ConfigError(f"environment variable {name} names no setting{hint}")
@@ -433,6 +536,8 @@ def _problem(err: ErrorDetails, config: Path | None, overrides: dict[str, Any]) 
     loc: Loc = tuple(err["loc"])
     key = ".".join(str(p) for p in loc)
     what = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]
+    if err["type"] == "extra_forbidden" and key in MOVED:
+        what = _moved(key)
     return f"{key}: {what} (from {source_of(loc, config, overrides)})"
 
 

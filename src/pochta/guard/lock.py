@@ -167,8 +167,12 @@ class Lease:
 class _Renewer:
     """The one thread of a ``Locks`` that extends its leases."""
 
-    def __init__(self, backend: LockBackend) -> None:
+    def __init__(self, backend: LockBackend, idle: float) -> None:
         self._backend = backend
+        # With no lease due sooner, the thread wakes every ``idle`` seconds anyway (the
+        # default ttl's renewal interval), so a lease of the default ttl never has to wake it:
+        # waking a sleeping thread costs about as much as the lock's own work on loopback.
+        self._idle = idle
         self._reset()
         # a forked child must not renew (or even know of) its parent's leases
         ref = weakref.ref(self)
@@ -230,10 +234,10 @@ class _Renewer:
                         self._next_wake = float("-inf")  # busy: add() need not notify
                         break
                     self._next_wake = min(
-                        (lease.renew_at for lease in self._leases.values()), default=float("inf")
+                        (lease.renew_at for lease in self._leases.values()),
+                        default=now + self._idle,
                     )
-                    wait = None if self._next_wake == float("inf") else self._next_wake - now
-                    self._cond.wait(wait)
+                    self._cond.wait(self._next_wake - now)
             self._renew(due)
 
     def _renew(self, due: list[Lease]) -> None:
@@ -291,7 +295,7 @@ class Locks:
             raise InvalidInput("a lease lasts more than 10 ms")
         self.backend = backend
         self.ttl = ttl
-        self._renewer = _Renewer(backend)
+        self._renewer = _Renewer(backend, idle=ttl * RENEW_EVERY)
 
     def try_acquire(
         self,

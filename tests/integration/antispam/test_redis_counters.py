@@ -23,7 +23,9 @@ from pochta.antispam.shingles.counters.buckets import (
 )
 from pochta.antispam.shingles.counters.redis import RedisStore
 from pochta.antispam.shingles.counters.service import Counters
+from pochta.config import RedisSettings
 from pochta.errors import StorageError
+from pochta.redisconn import connect
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +107,8 @@ def test_cluster_failover_reads_and_writes_go_on(redis_cluster: RedisCluster) ->
     redis_cluster.wait_healthy()
     redis_cluster.flush()
     nodes = [f"127.0.0.1:{n.port}" for n in redis_cluster.live()]
-    store = RedisStore.connect(cluster_nodes=nodes, prefix="fo", timeout=1.0)
+    client = connect(RedisSettings(mode="cluster", nodes=nodes, timeout=1.0))
+    store = RedisStore(client, prefix="fo")
     counters = Counters(store, flush_interval=0.05, cache_size=0)
     counters.start()
     rng = random.Random(5)
@@ -168,7 +171,9 @@ def test_cluster_failover_reads_and_writes_go_on(redis_cluster: RedisCluster) ->
         # not yet sent to its replica (asynchronous replication): only its shards may lack some
         live = [f"127.0.0.1:{n.port}" for n in redis_cluster.live()]
         fresh = Counters(
-            RedisStore.connect(cluster_nodes=live, prefix="fo"), buffered=False, cache_size=0
+            RedisStore(connect(RedisSettings(mode="cluster", nodes=live)), prefix="fo"),
+            buffered=False,
+            cache_size=0,
         )
         got = ham(fresh, refs)
         for r, value in zip(refs, got, strict=True):

@@ -18,10 +18,12 @@ import pytest
 import redis
 from tests.servers import RedisServer
 
+from pochta.config import RedisSettings
 from pochta.errors import LeaseLost
 from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
 from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
 from pochta.guard.lock import Lease, Locks
+from pochta.redisconn import connect
 from pochta.types import Fence, LockBackend
 
 pytestmark = pytest.mark.integration
@@ -123,7 +125,10 @@ def test_redis_restarted_during_a_hold(lone_redis: RedisServer) -> None:
 
 def test_redis_gone_longer_than_the_lease(lone_redis: RedisServer) -> None:
     lost: list[Lease] = []
-    with Locks(RedisLockBackend(lone_redis.client()), ttl=0.5) as locks:
+    # built as pochta builds it: one retry, no backoff (redis-py's default client retries a
+    # refused connection for seconds, with backoff, before it gives up)
+    client = connect(RedisSettings(nodes=[f"127.0.0.1:{lone_redis.port}"], timeout=1.0))
+    with Locks(RedisLockBackend(client), ttl=0.5) as locks:
         lease = locks.acquire("job", on_lost=lost.append)
         lone_redis.stop()
         time.sleep(0.8)

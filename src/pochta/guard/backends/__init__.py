@@ -1,13 +1,10 @@
 """Where locks, fences and rate limits live.
 
-- ``redislock`` / ``redisrate``: Redis or Redis Cluster (sync and asyncio), every step one Lua
-  script using the server's clock;
+- ``redislock`` / ``redisrate``: Redis (one server, a Sentinel-watched master, or a Cluster;
+  sync and asyncio), every step one Lua script using the server's clock, run through
+  ``pochta.redisconn``;
 - ``sqlitelock`` / ``sqliterate``: embedded, one SQLite file shared by the threads and
   processes of one host (FIFOs wake lock waiters);
 - ``pochta.guard.ratelimit.MemoryRateLimitBackend`` and ``pochta.guard.fence.MemoryFence``:
   one process, for tests and single-process tools.
 """
-
-from pochta.guard.backends._redisio import async_redis_client, redis_client
-
-__all__ = ["async_redis_client", "redis_client"]

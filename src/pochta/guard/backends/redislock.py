@@ -1,4 +1,4 @@
-"""Locks and fences on Redis or Redis Cluster.
+"""Locks and fences on Redis (one server, Sentinel, Cluster; through ``pochta.redisconn``).
 
 The keys of lock NAME share the hash tag ``{NAME}``, so on a Cluster they live in one slot and
 each script touches one node:
@@ -31,21 +31,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pochta.errors import StaleToken
-from pochta.guard.backends._redisio import (
-    AsyncClient,
-    AsyncRedis,
-    Lua,
-    SyncClient,
-    SyncRedis,
-    text,
-)
+from pochta.errors import GuardUnavailable, StaleToken
 from pochta.guard.names import check_name
+from pochta.redisconn import AsyncClient, AsyncScripts, Script, Scripts, SyncClient, text
 from pochta.types import Grant
 
 WAKE_TTL_MS = 5000  # a wake-up nobody took is dropped after this
-# A waiter is refused again at least every MAX_BLOCK (2 s: its BLPOP ends), which renews its
-# place among the waiters; the place outlives that gap. One that gave up keeps it this long.
+# A waiter is refused again at least every pochta.redisconn.scripts.MAX_BLOCK (2 s: its BLPOP
+# ends), which renews its place among the waiters; the place outlives that gap. One that gave
+# up keeps it this long.
 WAITING_MS = 3000
 HANDOFF_MS = 50
 
@@ -58,7 +52,7 @@ class _LockScripts:
     # ARGV[4] '1' if a refused owner will wait (it joins the waiters)
     # returns {token, 0} when taken (or already held by ARGV[1]: a retried call), else
     # {0, ms until the holder's lease or the hand-off ends (-1: never)}
-    ACQUIRE = Lua(
+    ACQUIRE = Script(
         """
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -98,7 +92,7 @@ return {token, 0}
 
     # KEYS[1] the lease; ARGV[1] owner, ARGV[2] ttl (ms)
     # returns 1 when extended, 0 when ARGV[1] does not hold it
-    EXTEND = Lua(
+    EXTEND = Script(
         """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -110,7 +104,7 @@ return 0
     # KEYS[1] the lease, KEYS[2] the wake list, KEYS[3] the waiters, KEYS[4] the hand-off
     # (the release's time, ms); ARGV[1] owner, ARGV[2] wake list ttl (ms), ARGV[3] hand-off (ms)
     # returns 1 when released (and a waiter woken, if any), 0 when ARGV[1] did not hold it
-    RELEASE = Lua(
+    RELEASE = Script(
         """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
@@ -158,7 +152,7 @@ class RedisLockBackend(_LockScripts):
 
     def __init__(self, client: SyncClient, *, prefix: str = "pochta:lock") -> None:
         self.prefix = prefix
-        self.io = SyncRedis(client)
+        self.io = Scripts(client, GuardUnavailable)
 
     def try_acquire(self, name: str, owner: str, ttl: float, queue: bool = False) -> Grant:
         return self._grant(self.io.run(self.ACQUIRE, *self._acquire(name, owner, ttl, queue)))
@@ -180,7 +174,7 @@ class RedisLockBackend(_LockScripts):
 
 
 class _Listener:
-    def __init__(self, io: SyncRedis, key: str) -> None:
+    def __init__(self, io: Scripts, key: str) -> None:
         self._io = io
         self._key = key
 
@@ -196,17 +190,17 @@ class AsyncRedisLockBackend(_LockScripts):
 
     def __init__(self, client: AsyncClient, *, prefix: str = "pochta:lock") -> None:
         self.prefix = prefix
-        self.io = AsyncRedis(client)
+        self.io = AsyncScripts(client, GuardUnavailable)
 
     async def try_acquire(self, name: str, owner: str, ttl: float, queue: bool = False) -> Grant:
         reply = await self.io.run(self.ACQUIRE, *self._acquire(name, owner, ttl, queue))
         return self._grant(reply)
 
     async def extend(self, leases: Sequence[tuple[str, str, float]]) -> list[bool]:
-        return [
-            bool(int(await self.io.run(self.EXTEND, (self._lease(n),), (owner, _ms(ttl)))))
-            for n, owner, ttl in leases
-        ]
+        replies = await self.io.run_many(
+            [(self.EXTEND, (self._lease(n),), (owner, _ms(ttl))) for n, owner, ttl in leases]
+        )
+        return [bool(int(r)) for r in replies]
 
     async def release(self, name: str, owner: str) -> bool:
         return bool(int(await self.io.run(self.RELEASE, *self._release(name, owner))))
@@ -219,7 +213,7 @@ class AsyncRedisLockBackend(_LockScripts):
 
 
 class _AsyncListener:
-    def __init__(self, io: AsyncRedis, key: str) -> None:
+    def __init__(self, io: AsyncScripts, key: str) -> None:
         self._io = io
         self._key = key
 
@@ -237,7 +231,7 @@ class RedisFence:
     # KEYS[1] the fence hash {t = highest token, v = value}
     # ARGV[1] token, ARGV[2] '1' to store ARGV[3] as the value ('0': only admit)
     # returns 1 when admitted (and stored), 0 when the token is older than one seen
-    WRITE = Lua(
+    WRITE = Script(
         """
 local top = tonumber(redis.call('HGET', KEYS[1], 't') or '0')
 if tonumber(ARGV[1]) < top then
@@ -252,11 +246,11 @@ return 1
     )
 
     # KEYS[1] the fence hash; returns {highest token or nil, value or nil}
-    READ = Lua("return redis.call('HMGET', KEYS[1], 't', 'v')")
+    READ = Script("return redis.call('HMGET', KEYS[1], 't', 'v')")
 
     def __init__(self, client: SyncClient, *, prefix: str = "pochta:fence") -> None:
         self.prefix = prefix
-        self.io = SyncRedis(client)
+        self.io = Scripts(client, GuardUnavailable)
         self.client = client
 
     def _key(self, resource: str) -> str:

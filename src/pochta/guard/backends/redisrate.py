@@ -1,5 +1,6 @@
-"""Rolling rate limits on Redis or Redis Cluster: one Lua script per check, on the server's
-clock (TIME), all the limits of one check charged together or not at all.
+"""Rolling rate limits on Redis (one server, Sentinel, Cluster; through ``pochta.redisconn``):
+one Lua script per check, on the server's clock (TIME), all the limits of one check charged
+together or not at all.
 
 Each (limit, subject) is a hash ``{u: used, t: at}`` that expires when the limit has refilled
 (a missing key is a full limit). All keys of one call must be in one hash slot on a Cluster:
@@ -10,14 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pochta.guard.backends._redisio import (
-    AsyncClient,
-    AsyncRedis,
-    Lua,
-    SyncClient,
-    SyncRedis,
-    text,
-)
+from pochta.errors import GuardUnavailable
+from pochta.redisconn import AsyncClient, AsyncScripts, Script, Scripts, SyncClient, text
 from pochta.types import Limit, RateDecision
 
 
@@ -27,7 +22,7 @@ class _RateScripts:
     # ARGV[1] cost, ARGV[2] '1' to charge ('0': only look),
     # ARGV[1 + 2i] max and ARGV[2 + 2i] period (seconds) of limit i
     # returns {allowed 1/0, remaining, retry_after (seconds), 'i,j' the refusing limits}
-    HIT = Lua(
+    HIT = Script(
         """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -75,7 +70,7 @@ return {1, string.format('%.17g', low), '0', ''}
     )
 
     # KEYS[1] a usage hash; returns how many keys were deleted
-    RESET = Lua("return redis.call('DEL', KEYS[1])")
+    RESET = Script("return redis.call('DEL', KEYS[1])")
 
     @staticmethod
     def _args(checks: Sequence[tuple[str, Limit]], cost: float, commit: bool) -> list[str]:
@@ -95,7 +90,7 @@ class RedisRateLimitBackend(_RateScripts):
     """``RateLimitBackend`` on a sync ``redis.Redis`` or ``redis.RedisCluster``."""
 
     def __init__(self, client: SyncClient) -> None:
-        self.io = SyncRedis(client)
+        self.io = Scripts(client, GuardUnavailable)
 
     def hit(
         self, checks: Sequence[tuple[str, Limit]], cost: float, commit: bool = True
@@ -105,8 +100,7 @@ class RedisRateLimitBackend(_RateScripts):
         return self._decision(checks, reply)
 
     def reset(self, keys: Sequence[str]) -> None:
-        for key in keys:
-            self.io.run(self.RESET, (key,), ())
+        self.io.run_many([(self.RESET, (key,), ()) for key in keys])
 
     def close(self) -> None:
         self.io.close()
@@ -116,7 +110,7 @@ class AsyncRedisRateLimitBackend(_RateScripts):
     """``AsyncRateLimitBackend`` on ``redis.asyncio.Redis`` or ``RedisCluster``."""
 
     def __init__(self, client: AsyncClient) -> None:
-        self.io = AsyncRedis(client)
+        self.io = AsyncScripts(client, GuardUnavailable)
 
     async def hit(
         self, checks: Sequence[tuple[str, Limit]], cost: float, commit: bool = True
@@ -126,8 +120,7 @@ class AsyncRedisRateLimitBackend(_RateScripts):
         return self._decision(checks, reply)
 
     async def reset(self, keys: Sequence[str]) -> None:
-        for key in keys:
-            await self.io.run(self.RESET, (key,), ())
+        await self.io.run_many([(self.RESET, (key,), ()) for key in keys])
 
     async def close(self) -> None:
         pass

@@ -7,7 +7,7 @@
       └── CounterStore              this Protocol; one atomic step per shard batch
             ├── MemoryStore (memory.py)   in-process dicts: tests, and the reference model
             ├── SQLiteStore (sqlite.py)   embedded: one file, one writer (pochta.sqlitedb)
-            └── RedisStore (redis.py)     Redis or Redis Cluster: Lua, hash tag per shard
+            └── RedisStore (redis.py)     Redis (server, Sentinel, Cluster): Lua, tag per shard
 
 Time buckets, windows and key names are pure functions in ``buckets.py``.
 """

@@ -1,4 +1,5 @@
-"""Counters on Redis or Redis Cluster (7.0+): Lua scripts, one hash tag per shard.
+"""Counters on Redis 7.0+ (one server, Sentinel, Cluster; through ``pochta.redisconn``): Lua
+scripts, one hash tag per shard.
 
 Layout (see ``buckets``): per (shingle, type) and day, one hash
 ``sh{1a3}_<hex>_<type>_1d_<day>`` with the day totals (fields = kind codes) and the day's
@@ -21,16 +22,12 @@ the service write that batch again (at least once).
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import redis
-from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from pochta.antispam.shingles.counters import Batch, Ref
 from pochta.antispam.shingles.counters.buckets import (
@@ -46,13 +43,15 @@ from pochta.antispam.shingles.counters.buckets import (
     tag,
 )
 from pochta.errors import ConfigError, StorageError
+from pochta.redisconn import Call, Nodes, Script, SyncClient
 
 CALL_CELLS = 4096
 """Cells per APPLY call at most (a call blocks its node while it runs: ~1-2 ms)."""
 
 
 class RedisStore:
-    APPLY = """#!lua flags=allow-cross-slot-keys
+    APPLY = Script(
+        """#!lua flags=allow-cross-slot-keys
 -- Add batches of increments.
 -- KEYS[1]: the tag key of the call's first shard (a moved slot answers MOVED before running)
 -- ARGV[1]: the tag keys of every shard in the call, space-separated: touched before any
@@ -96,8 +95,10 @@ for st, day, code, off, n, ust in
 end
 return count
 """
+    )
 
-    READ = """#!lua flags=no-writes,allow-cross-slot-keys
+    READ = Script(
+        """#!lua flags=no-writes,allow-cross-slot-keys
 -- Read the day keys of shingles that live on this node.
 -- KEYS: none (the keys are built from ARGV; every one must be on this node)
 -- ARGV[1], ARGV[2]: first and last day to read
@@ -115,134 +116,25 @@ for st in string.gmatch(ARGV[3], '%S+') do
 end
 return table.concat(out, '\\n')
 """
+    )
 
-    def __init__(
-        self,
-        client: redis.Redis | RedisCluster,
-        *,
-        prefix: str = "sh",
-        retries: int = 3,
-    ) -> None:
+    def __init__(self, client: SyncClient, *, prefix: str = "sh", retries: int = 3) -> None:
         if not prefix or any(c in prefix for c in " {}\n"):
             raise ConfigError(f"shingle key prefix {prefix!r}: no spaces or braces")
         self.client = client
+        self.nodes = Nodes(client)
         self.prefix = prefix
         self.retries = retries
-        self._apply_sha = self._sha(self.APPLY)
-        self._read_sha = self._sha(self.READ)
         self._tags = [f"{prefix}{{{tag(s)}}}" for s in range(SHARDS)]
         self._slots = [key_slot(tag(s).encode()) for s in range(SHARDS)]
         self._life = str(DAY_KEY_DAYS * DAY + EXPIRY_MARGIN)
-        self._refresh_lock = threading.Lock()
 
-    @classmethod
-    def connect(
-        cls,
-        url: str | None = None,
-        cluster_nodes: Sequence[str] = (),
-        *,
-        prefix: str = "sh",
-        timeout: float = 2.0,
-    ) -> RedisStore:
-        """A standalone Redis at ``url`` (``redis://host:port/db``), or a Cluster reached
-        through any of ``cluster_nodes`` (``host:port``)."""
-        try:
-            client: redis.Redis | RedisCluster
-            if cluster_nodes:
-                nodes = []
-                for spec in cluster_nodes:
-                    host, _, port = spec.rpartition(":")
-                    nodes.append(
-                        ClusterNode(  # type: ignore[no-untyped-call]
-                            host.strip("[]") or "127.0.0.1", int(port)
-                        )
-                    )
-                client = RedisCluster(
-                    startup_nodes=nodes,
-                    socket_timeout=timeout,
-                    socket_connect_timeout=timeout,
-                )
-            elif url:
-                client = redis.Redis.from_url(
-                    url, socket_timeout=timeout, socket_connect_timeout=timeout
-                )
-                client.ping()
-            else:
-                raise ConfigError("shingle counters on Redis need a url or cluster nodes")
-        except (RedisError, ValueError) as exc:
-            raise ConfigError(f"cannot reach Redis for shingle counters: {exc}") from exc
-        return cls(client, prefix=prefix)
-
-    @staticmethod
-    def _sha(script: str) -> str:
-        return hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()
-
-    # -- routing ---------------------------------------------------------------------------
-    def _nodes(self, shards: Sequence[int]) -> dict[str, tuple[redis.Redis, list[int]]]:
-        """The node client serving each shard, grouped: name -> (client, shards)."""
-        client = self.client
-        if not isinstance(client, RedisCluster):
-            return {"": (client, list(shards))}
-        out: dict[str, tuple[redis.Redis, list[int]]] = {}
-        manager = client.nodes_manager
-        for s in shards:
-            node = manager.get_node_from_slot(self._slots[s])
-            entry = out.get(node.name)
-            if entry is None:
-                conn = node.redis_connection or client.get_redis_connection(node)
-                entry = out[node.name] = (conn, [])
-            entry[1].append(s)
-        return out
-
-    def _refresh(self) -> None:
-        """After an error: learn the cluster's current masters (failover, resharding)."""
-        if isinstance(self.client, RedisCluster):
-            with self._refresh_lock:
-                try:
-                    self.client.nodes_manager.initialize()
-                except Exception:  # the cluster is still electing: the next try refreshes again
-                    return
-
-    def _scatter(self, calls: list[tuple[redis.Redis, list[tuple[Any, ...]]]]) -> list[list[Any]]:
-        """Send every node its commands first, then read every reply: the nodes work at once
-        without a thread per node. Errors stay with their node: a reply that is an error, or
-        a node that could not be reached or stopped answering, gives the exception in place of
-        each of its replies (after a send, the commands may have run: at least once)."""
-        taken: list[tuple[Any, Any] | None] = []
-        out: list[list[Any]] = []
-        for client, cmds in calls:
-            pool = client.connection_pool
-            conn: Any = None
-            try:
-                conn = pool.get_connection()
-                conn.send_packed_command(conn.pack_commands(cmds))
-                taken.append((pool, conn))
-                out.append([])
-            except RedisError as exc:
-                if conn is not None:
-                    conn.disconnect()
-                    pool.release(conn)
-                taken.append(None)
-                out.append([exc] * len(cmds))
-        for held, (_, cmds), replies in zip(taken, calls, out, strict=True):
-            if held is None:
-                continue
-            pool, conn = held
-            try:
-                for _ in cmds:
-                    try:
-                        replies.append(conn.read_response())
-                    except ResponseError as exc:
-                        replies.append(exc)
-            except RedisError as exc:
-                conn.disconnect()  # replies may be left unread: never reuse it
-                replies.extend([exc] * (len(cmds) - len(replies)))
-            except BaseException:
-                conn.disconnect()
-                raise
-            finally:
-                pool.release(conn)
-        return out
+    def _nodes(self, shards: Sequence[int]) -> list[tuple[redis.Redis, list[int]]]:
+        """The node client serving each shard, grouped: (client, shards)."""
+        return [
+            (node, [shards[i] for i in where])
+            for node, where in self.nodes.nodes([self._slots[s] for s in shards])
+        ]
 
     # -- writes ---------------------------------------------------------------------------
     def apply(self, batches: Sequence[Batch]) -> list[Exception | None]:
@@ -267,64 +159,48 @@ return table.concat(out, '\\n')
         if not batches:
             return results
         try:
-            by_node = self._nodes([shard for shard, _ in batches])
+            by_node = self._nodes(sorted({shard for shard, _ in batches}))
         except Exception as exc:
-            self._refresh()
+            self.nodes.refresh()
             err = StorageError(f"shingle counters: Redis cluster map unavailable: {exc}")
             return [err] * len(batches)
         index: dict[int, list[int]] = {}
         for i, (shard, _) in enumerate(batches):
             index.setdefault(shard, []).append(i)
-        plan: list[tuple[redis.Redis, list[list[int]], list[tuple[Any, ...]]]] = []
-        for conn, shards in by_node.values():
-            calls: list[list[int]] = [[]]
+        plan: list[tuple[redis.Redis, list[list[int]], list[Call]]] = []
+        for conn, shards in by_node:
+            groups: list[list[int]] = [[]]
             size = 0
             for shard in shards:
                 for i in index[shard]:
                     n = len(batches[i][1])
-                    if calls[-1] and size + n > CALL_CELLS:
-                        calls.append([])
+                    if groups[-1] and size + n > CALL_CELLS:
+                        groups.append([])
                         size = 0
-                    calls[-1].append(i)
+                    groups[-1].append(i)
                     size += n
-            cmds = []
-            for call in calls:
-                tags = [self._tags[packed[i][0]] for i in call]
-                plain_lines = "\n".join(packed[i][1] for i in call)
-                pair_lines = "\n".join(packed[i][2] for i in call)
-                cmds.append(
-                    (
-                        "EVALSHA",
-                        self._apply_sha,
-                        1,
-                        tags[0],
-                        " ".join(tags),
-                        self._life,
-                        plain_lines,
-                        pair_lines,
-                    )
-                )
-            plan.append((conn, calls, cmds))
-        replies = self._scatter([(conn, cmds) for conn, _, cmds in plan])
+            calls: list[Call] = []
+            for group in groups:
+                tags = [self._tags[packed[i][0]] for i in group]
+                plain_lines = "\n".join(packed[i][1] for i in group)
+                pair_lines = "\n".join(packed[i][2] for i in group)
+                args = (" ".join(tags), self._life, plain_lines, pair_lines)
+                calls.append((self.APPLY, (tags[0],), args))
+            plan.append((conn, groups, calls))
+        replies = self.nodes.scatter([(conn, calls) for conn, _, calls in plan])
         failed = False
-        for (conn, calls, cmds), node_replies in zip(plan, replies, strict=True):
-            for call, cmd, reply in zip(calls, cmds, node_replies, strict=True):
-                if isinstance(reply, NoScriptError):  # a new master: registered once more
-                    try:
-                        conn.script_load(self.APPLY)
-                        reply = _execute(conn, cmd)
-                    except RedisError as exc:
-                        reply = exc
+        for (_, groups, _), node_replies in zip(plan, replies, strict=True):
+            for group, reply in zip(groups, node_replies, strict=True):
                 error = (
                     StorageError(f"shingle counters: Redis did not take a batch: {reply}")
                     if isinstance(reply, Exception)
                     else None
                 )
                 failed = failed or error is not None
-                for i in call:
+                for i in group:
                     results[i] = error
         if failed:
-            self._refresh()
+            self.nodes.refresh()
         return results
 
     # -- reads ----------------------------------------------------------------------------
@@ -340,22 +216,19 @@ return table.concat(out, '\\n')
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             if attempt:
-                self._refresh()
+                self.nodes.refresh()
                 time.sleep(min(1.0, 0.05 * 4**attempt))
             try:
                 by_shard: dict[int, list[int]] = {}
                 for i, ref in enumerate(refs):
                     by_shard.setdefault(ref.shard, []).append(i)
-                plan = []
-                for conn, shards in self._nodes(list(by_shard)).values():
+                plan: list[tuple[redis.Redis, list[int], Call]] = []
+                for conn, shards in self._nodes(list(by_shard)):
                     idx = [i for s in shards for i in by_shard[s]]
                     stems = [stem(prefix, refs[i].shard, refs[i].hash, refs[i].type) for i in idx]
-                    plan.append((conn, idx, ("EVALSHA", self._read_sha, 0, *head, " ".join(stems))))
-                replies = self._scatter([(conn, [cmd]) for conn, _, cmd in plan])
-                for (conn, idx, cmd), (reply,) in zip(plan, replies, strict=True):
-                    if isinstance(reply, NoScriptError):
-                        conn.script_load(self.READ)
-                        reply = _execute(conn, cmd)
+                    plan.append((conn, idx, (self.READ, (), (*head, " ".join(stems)))))
+                replies = self.nodes.scatter([(conn, [call]) for conn, _, call in plan])
+                for (_, idx, _), (reply,) in zip(plan, replies, strict=True):
                     if isinstance(reply, Exception):
                         raise reply
                     self._parse(reply, idx, out, span)
@@ -405,26 +278,12 @@ return table.concat(out, '\\n')
 
     def memory(self) -> dict[str, int]:
         """used_memory and keys, summed over the masters (for the benchmark)."""
-        client = self.client
-        conns: list[redis.Redis] = (
-            [
-                client.get_redis_connection(n)
-                for n in client.get_primaries()  # type: ignore[no-untyped-call]
-            ]
-            if isinstance(client, RedisCluster)
-            else [client]
-        )
         used = keys = 0
-        for conn in conns:
+        for conn in self.nodes.primaries():
             info = conn.info("memory")
             used += int(info["used_memory"])
             keys += int(conn.dbsize())
         return {"used_memory": used, "keys": keys}
 
     def close(self) -> None:
-        self.client.close()
-
-
-def _execute(conn: redis.Redis, cmd: tuple[Any, ...]) -> Any:
-    run: Any = conn.execute_command  # untyped in redis-py
-    return run(*cmd)
+        pass  # the client is the caller's (app.py closes the one it built)
