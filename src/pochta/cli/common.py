@@ -20,8 +20,9 @@ from pochta.config import Settings, load_settings, source_of
 P = ParamSpec("P")
 R = TypeVar("R")
 
-out = Console(highlight=False)
-# errors are never wrapped: a path or a setting in them stays one piece to copy (and to grep)
+# lines of text are never wrapped (tables still fit the terminal): a path or a setting in a
+# message stays one piece to copy and to grep
+out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DataOpt = Annotated[
