@@ -53,6 +53,7 @@ def bindir() -> Path | None:
             ).stdout.strip()
             if out and Path(out, "initdb").is_file() and Path(out, "pg_ctl").is_file():
                 return Path(out)
+
     def version(initdb: str) -> int:
         name = Path(initdb).parent.parent.name
         return int(name) if name.isdigit() else 0
@@ -175,9 +176,7 @@ class PostgresServer:
     def _spawn(self, timeout: float = 30.0) -> None:
         args = [str(self.bin / "postgres"), "-D", str(self.data), *self._options()]
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                args, user=self.user, stdout=log, stderr=subprocess.STDOUT
-            )
+            self.proc = subprocess.Popen(args, user=self.user, stdout=log, stderr=subprocess.STDOUT)
         _running.add(self.proc)
         deadline = time.monotonic() + timeout
         while not self._ready():

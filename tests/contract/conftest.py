@@ -78,7 +78,13 @@ def postgres(request: pytest.FixtureRequest) -> Postgres:
     return db
 
 
-PG_TABLES = ("pochta.filedb_live", "pochta.filedb_deleted", "pochta.filedb_ops", "pochta.pairs")
+PG_TABLES = (
+    "pochta.filedb_live",
+    "pochta.filedb_deleted",
+    "pochta.filedb_ops",
+    "pochta.pairs",
+    "pochta.valkyrie_disks",
+)
 _PG_USED = pytest.StashKey[list[Postgres]]()
 
 

@@ -59,9 +59,7 @@ def head() -> int:
 
 
 def _applied(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute(
-        "SELECT to_regclass('pochta.schema_version') IS NOT NULL"
-    ).fetchone()
+    row = conn.execute("SELECT to_regclass('pochta.schema_version') IS NOT NULL").fetchone()
     if row is None or not row[0]:
         return 0
     got = conn.execute("SELECT coalesce(max(version), 0) FROM pochta.schema_version").fetchone()

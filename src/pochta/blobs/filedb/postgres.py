@@ -222,8 +222,7 @@ class PostgresFileDB:
     def live_keys(self, pair_id: int, after: Key | None = None, limit: int = 1000) -> list[Key]:
         start = bytes.fromhex(parse_key(after)) if after is not None else b""
         rows = self._db.query(
-            "SELECT key FROM pochta.filedb_live WHERE pair = %s AND key > %s"
-            " ORDER BY key LIMIT %s",
+            "SELECT key FROM pochta.filedb_live WHERE pair = %s AND key > %s ORDER BY key LIMIT %s",
             (pair_id, start, limit),
         )
         return [bytes(r[0]).hex() for r in rows]
