@@ -26,10 +26,20 @@ from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
+from pochta.blobs.filedb.postgres import PostgresFileDB
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.pairs import SQLitePairDB
+from pochta.blobs.pairs_postgres import PostgresPairDB
 from pochta.blobs.store import BlobStore
-from pochta.blobs.valkyrie import Valkyrie, ValkyrieConfig, ValkyrieRunner
+from pochta.blobs.valkyrie import (
+    STATE_FILE,
+    StateStore,
+    Valkyrie,
+    ValkyrieConfig,
+    ValkyrieRunner,
+    ValkyrieState,
+)
+from pochta.blobs.valkyrie_postgres import PostgresValkyrieState
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
 from pochta.guard.backends import redis_client
@@ -41,10 +51,13 @@ from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
 from pochta.guard.ratelimit import RateLimiter
 from pochta.mailbox.intake import Intake, init_worker, make_analyzer
+from pochta.mailbox.postgres import PostgresIndex
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
-from pochta.types import DiskSpec, Limit, LockBackend, RateLimitBackend
+from pochta.postgres import migrate
+from pochta.postgres.database import PoolSettings, Postgres
+from pochta.types import DiskSpec, FileDB, Limit, LockBackend, MailIndex, PairDB, RateLimitBackend
 from pochta.workers import WorkerPool, cores
 
 
@@ -58,6 +71,7 @@ class Pochta:
     scanner: Scanner
     intake: Intake
     deletions: DeletionWorker
+    postgres: Postgres | None = None  # the [postgres] pool, when a store lives there
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -68,9 +82,15 @@ class Pochta:
         """The disks' scrubber, opened on first use (its state is a SQLite file that most
         commands never need)."""
         if self._valkyrie is None:
-            self._valkyrie = Valkyrie.open(
+            state: StateStore
+            if self.settings.valkyrie.backend == "postgres":
+                assert self.postgres is not None
+                state = PostgresValkyrieState(self.postgres.share())
+            else:
+                state = ValkyrieState(self.settings.data_dir.resolve() / STATE_FILE)
+            self._valkyrie = Valkyrie(
                 self.blobs,
-                self.settings.data_dir.resolve(),
+                state,
                 ValkyrieConfig.from_settings(self.settings.valkyrie),
                 locks=self.locks,
             )
@@ -109,6 +129,8 @@ class Pochta:
         self.locks.close()
         self.mailbox.close()
         self.blobs.close()
+        if self.postgres is not None:
+            self.postgres.close()
 
 
 def build(settings: Settings) -> Pochta:
@@ -118,8 +140,16 @@ def build(settings: Settings) -> Pochta:
     except OSError as exc:
         raise ConfigError(f"cannot create data directory {data}: {exc.strerror}") from exc
     sync = settings.blobs.sync
-    filedb = SQLiteFileDB(data / "filedb.sqlite3", synchronous=sync)
-    pairdb = SQLitePairDB(data / "pairdb.sqlite3", synchronous=sync)
+    pg = _postgres(settings)
+    filedb: FileDB
+    pairdb: PairDB
+    if pg is not None and settings.blobs.backend == "postgres":
+        p = settings.postgres
+        filedb = PostgresFileDB(pg.share(), batch_max=p.batch_max, leaders=p.batch_leaders)
+        pairdb = PostgresPairDB(pg.share())
+    else:
+        filedb = SQLiteFileDB(data / "filedb.sqlite3", synchronous=sync)
+        pairdb = SQLitePairDB(data / "pairdb.sqlite3", synchronous=sync)
     blobs = BlobStore(
         filedb,
         pairdb,
@@ -142,7 +172,11 @@ def build(settings: Settings) -> Pochta:
     )
     shingler = _shingler(settings, data)
     scanner = _scanner(settings, shingler)
-    index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
+    index: MailIndex
+    if pg is not None and settings.mailbox.backend == "postgres":
+        index = PostgresIndex(pg.share())
+    else:
+        index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
     mailbox = Mailbox(
         index,
         blobs,
@@ -164,7 +198,58 @@ def build(settings: Settings) -> Pochta:
         scanner=scanner,
         intake=_intake(settings, scanner.analyzer),
         deletions=DeletionWorker(mailbox.deletions),
+        postgres=pg,
     )
+
+
+def postgres_pool(settings: Settings) -> Postgres:
+    """A pool on the ``[postgres]`` database (``pochta db``); ConfigError without a dsn."""
+    p = settings.postgres
+    if p.dsn is None:
+        raise ConfigError(
+            "postgres.dsn is not set: give the database as [postgres] dsn in the settings file"
+            " or POCHTA_POSTGRES__DSN"
+        )
+    pool = PoolSettings(
+        min_size=p.pool_min,
+        max_size=p.pool_max,
+        connect_timeout=p.connect_timeout,
+        pool_timeout=p.pool_timeout,
+        statement_timeout=p.statement_timeout,
+        synchronous_commit=p.synchronous_commit,
+    )
+    return Postgres.connect(p.dsn.get_secret_value(), pool)
+
+
+def _postgres(settings: Settings) -> Postgres | None:
+    """The pool every store kept in PostgreSQL shares, when one is (its schema migrated on
+    start when ``postgres.migrate_on_start``, else checked); None when none is."""
+    users = [
+        name
+        for name, backend in (
+            ("mailbox", settings.mailbox.backend),
+            ("blobs", settings.blobs.backend),
+            ("valkyrie", settings.valkyrie.backend),
+        )
+        if backend == "postgres"
+    ]
+    if not users:
+        return None
+    if settings.postgres.dsn is None:
+        raise ConfigError(
+            f"postgres.dsn is not set, and {', '.join(f'{u}.backend' for u in users)} ="
+            " postgres: give the database as [postgres] dsn or POCHTA_POSTGRES__DSN"
+        )
+    pg = postgres_pool(settings)
+    try:
+        if settings.postgres.migrate_on_start:
+            migrate.upgrade(pg)
+        else:
+            migrate.check(pg)
+    except BaseException:
+        pg.close()
+        raise
+    return pg
 
 
 def _shingler(settings: Settings, data: Path) -> Shingler:

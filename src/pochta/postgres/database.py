@@ -160,6 +160,12 @@ class Postgres:
             raise ConfigError(
                 f"{self.where}: {_reason(exc)}: the schema is missing; run `pochta db upgrade`"
             ) from None
+        except psycopg.OperationalError as exc:
+            # the server went away (a restart, a crash): the pool drops this connection; test
+            # the idle ones too, so that the next callers get live connections, not errors
+            with contextlib.suppress(psycopg.Error, PoolClosed):
+                self._pool.check()
+            raise StorageError(f"{self.where}: {_reason(exc)}") from exc
         except psycopg.Error as exc:
             raise StorageError(f"{self.where}: {_reason(exc)}") from exc
 
