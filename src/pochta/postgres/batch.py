@@ -1,11 +1,12 @@
 """Group commit for steps sent to a server: concurrent callers' steps go out together.
 
-``GroupCommit(run, max_batch, leaders)``: ``submit(step)`` queues a step and returns its
-result (or raises its error). Up to ``leaders`` callers at a time hold a slot; a slot holder
-takes the oldest queued steps (at most ``max_batch``), hands them to ``run`` (one round
-trip, one transaction on the server), gives every caller of the group its result and wakes
-it, and keeps taking groups until its own step is done; then it passes the slot to the
-oldest caller still waiting, or frees it. One caller alone pays one round trip per step;
+``GroupCommit(run, max_batch, leaders)``: ``submit(step)`` returns the step's result (or
+raises its error). Up to ``leaders`` callers at a time hold a slot; a caller that finds a
+slot free takes it, else it waits in the queue. A slot holder sends its own step and the
+oldest waiting ones (at most ``max_batch``) to ``run`` (one round trip, one transaction on
+the server), gives every caller of the group its result, hands its slot to the oldest
+caller still waiting (whose step leads the next group) or frees it, and wakes the callers
+of its group. One caller alone pays one round trip per step;
 under load the groups grow by themselves (the steps that arrive during one round trip form
 the next group), and ``leaders`` groups can be on the wire at once, so the server's own
 WAL group commit can merge their flushes. Each caller is woken once per reason: its step
@@ -27,15 +28,18 @@ R = TypeVar("R")
 
 
 class _Waiter(Generic[S, R]):
-    __slots__ = ("done", "error", "lead", "step", "value", "wake")
+    """One caller's step. ``wake`` is held from birth and released exactly once: when the
+    step is done, or when the caller is handed a slot (its step then leads the next group)."""
+
+    __slots__ = ("done", "error", "step", "value", "wake")
 
     def __init__(self, step: S) -> None:
         self.step = step
         self.done = False
-        self.lead = False  # handed a slot while waiting
         self.value: R | None = None
         self.error: BaseException | None = None
-        self.wake = threading.Semaphore(0)
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
 
 class GroupCommit(Generic[S, R]):
@@ -52,9 +56,9 @@ class GroupCommit(Generic[S, R]):
             raise ValueError("max_batch and leaders must be at least 1")
         self._run = run
         self._max = max_batch
-        self._mutex = threading.Lock()
-        self._queue: deque[_Waiter[S, R]] = deque()
-        self._free = leaders
+        self._mutex = threading.Lock()  # guards _queue, _free, _closed
+        self._queue: deque[_Waiter[S, R]] = deque()  # waiting, not yet in a group
+        self._free = leaders  # free slots; while any is free, nobody waits in _queue
         self._closed = False
 
     def submit(self, step: S) -> R:
@@ -62,42 +66,25 @@ class GroupCommit(Generic[S, R]):
         with self._mutex:
             if self._closed:
                 raise StorageError("the database is closed")
-            self._queue.append(me)
-            leading = self._free > 0
-            if leading:
+            lead = self._free > 0
+            if lead:
                 self._free -= 1
-        while True:
-            if leading:
-                batch: list[_Waiter[S, R]] = []
-                heir = None
-                with self._mutex:
-                    if me.done or not self._queue:
-                        leading = False  # pass the slot on, or free it
-                        if self._queue:
-                            heir = self._queue[0]
-                            heir.lead = True
-                        else:
-                            self._free += 1
-                    else:
-                        for _ in range(min(len(self._queue), self._max)):
-                            batch.append(self._queue.popleft())
-                if heir is not None:
-                    heir.wake.release()
-                if batch:
-                    self._group(batch, me)
-                continue
-            if me.done:
-                break
-            me.wake.acquire()  # done, or handed a slot
-            with self._mutex:
-                if me.lead:
-                    me.lead = False
-                    leading = True
+            else:
+                self._queue.append(me)
+        if not lead:
+            me.wake.acquire()  # done by a slot holder, or handed a slot (then not done)
+        if not me.done:
+            self._lead(me)
         if me.error is not None:
             raise me.error
         return me.value  # type: ignore[return-value]
 
-    def _group(self, batch: list[_Waiter[S, R]], me: _Waiter[S, R]) -> None:
+    def _lead(self, me: _Waiter[S, R]) -> None:
+        """Send one group: this caller's step first, then the oldest waiting ones; then
+        hand the slot to the oldest caller still waiting, or free it."""
+        with self._mutex:
+            n = min(len(self._queue), self._max - 1)
+            batch = [me, *(self._queue.popleft() for _ in range(n))]
         try:
             outcomes: Sequence[R | BaseException] = self._run([w.step for w in batch])
             if len(outcomes) != len(batch):
@@ -110,8 +97,14 @@ class GroupCommit(Generic[S, R]):
             else:
                 waiter.value = outcome
             waiter.done = True
-            if waiter is not me:
-                waiter.wake.release()
+        with self._mutex:
+            heir = self._queue.popleft() if self._queue else None
+            if heir is None:
+                self._free += 1
+        if heir is not None:
+            heir.wake.release()  # it leads the next group, its own step first
+        for waiter in batch[1:]:
+            waiter.wake.release()
 
     def close(self) -> None:
         """Refuse new steps; steps already queued still run."""

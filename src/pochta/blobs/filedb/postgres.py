@@ -7,12 +7,12 @@ Tables and functions are in ``pochta/postgres/migrations/0001_filedb.sql``:
     pochta.filedb_ops     (op bytea PK)                                 -- the journal
 
 Every counting step (inc, upsert, dec with the move to space1 and DO_NOT_DELETE, each with
-its journal entry) is one call of the PL/pgSQL function ``pochta.filedb_step``: one atomic
-server-side step, serialized per key by a transaction-scoped advisory lock. Concurrent
-callers in one process share round trips and commits (``pochta.postgres.batch``): the steps
-waiting while a group is on the wire go out together as one ``pochta.filedb_steps`` call
-(arrays in, one row per step out), ordered by lock number so that groups never deadlock.
-``batch_max = 1`` sends every step alone.
+its journal entry) is one call of the PL/pgSQL function ``pochta.filedb_steps``: one atomic
+server-side step (see the migration for how each is atomic). Concurrent callers in one
+process share round trips and commits (``pochta.postgres.batch``): the steps waiting while
+a group is on the wire go out together in one call (arrays in, one row per step out),
+ordered by lock number so that groups never deadlock. ``batch_max = 1`` sends every step
+alone.
 """
 
 from __future__ import annotations
@@ -29,17 +29,9 @@ from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
 
 RETRIES = 5
 
-_STEP = """
-SELECT r.status, r.counter, r.magic, r.flags, r.pair, r.space, r.moved_at
-FROM pochta.filedb_step(%s::"char", %s::bytea, %s::bigint, %s::bigint, %s::integer,
-                        %s::bytea, %s::float8) r
-"""
 _STEPS = """
-SELECT (s.r).status, (s.r).counter, (s.r).magic, (s.r).flags, (s.r).pair, (s.r).space,
-       (s.r).moved_at
-FROM pochta.filedb_steps(%s::"char"[], %s::bytea[], %s::bigint[], %s::bigint[],
-                         %s::integer[], %s::bytea[], %s::float8[]) s
-ORDER BY s.i
+SELECT * FROM pochta.filedb_steps(%s::"char"[], %s::bytea[], %s::bigint[], %s::bigint[],
+                                  %s::integer[], %s::bytea[], %s::float8[])
 """
 _GET = """
 SELECT counter, magic, flags, pair, 0, NULL::float8 FROM pochta.filedb_live WHERE key = %s
@@ -114,41 +106,26 @@ class PostgresFileDB:
     def _run(self, steps: list[Step]) -> list[FileRecord | BaseException]:
         """One round trip: one step alone, or a group in lock order (one transaction)."""
         order = sorted(range(len(steps)), key=lambda i: steps[i].lock)
+        ordered = [steps[i] for i in order]
+        params = (
+            [s.kind for s in ordered],
+            [bytes.fromhex(s.key) for s in ordered],
+            [s.lock for s in ordered],
+            [s.magic for s in ordered],
+            [s.pair for s in ordered],
+            [s.op for s in ordered],
+            [s.now for s in ordered],
+        )
         for attempt in range(RETRIES):
             try:
                 with self._db.connection() as conn:
-                    if len(steps) == 1:
-                        s = steps[0]
-                        row = conn.execute(
-                            _STEP,
-                            (s.kind, bytes.fromhex(s.key), s.lock, s.magic, s.pair, s.op, s.now),
-                            prepare=True,
-                        ).fetchone()
-                        assert row is not None
-                        return [_outcome(s, row)]
-                    ordered = [steps[i] for i in order]
-                    rows = conn.execute(
-                        _STEPS,
-                        (
-                            [s.kind for s in ordered],
-                            [bytes.fromhex(s.key) for s in ordered],
-                            [s.lock for s in ordered],
-                            [s.magic for s in ordered],
-                            [s.pair for s in ordered],
-                            [s.op for s in ordered],
-                            [s.now for s in ordered],
-                        ),
-                        prepare=True,
-                    ).fetchall()
+                    rows = conn.execute(_STEPS, params, prepare=True).fetchall()
+                break
             except StorageError as exc:
                 if not retryable(exc.__cause__) or attempt == RETRIES - 1:
                     raise
-                continue
-            out: list[FileRecord | BaseException] = [StorageError("lost")] * len(steps)
-            for i, row in zip(order, rows, strict=True):
-                out[i] = _outcome(steps[i], row)
-            return out
-        raise AssertionError("unreachable")
+        row_of = dict(zip(order, rows, strict=True))
+        return [_outcome(step, row_of[i]) for i, step in enumerate(steps)]
 
     def inc(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         return self._step("i", key, magic, op)
