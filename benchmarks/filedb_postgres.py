@@ -102,13 +102,13 @@ def _summary(ops: int, elapsed: float, lat: list[float]) -> dict[str, Any]:
 
 
 def measure_pochta(
-    dsn: str, keys: list[bytes], mode: str, threads: int, seconds: float, sync: str
+    dsn: str, keys: list[bytes], mode: str, threads: int, seconds: float, sync: str, leaders: int
 ) -> dict[str, Any]:
     _load(dsn, keys)
     hexkeys = [k.hex() for k in keys]
     pool = PoolSettings(min_size=2, max_size=max(4, threads + 2), synchronous_commit=sync)  # type: ignore[arg-type]
     db = PostgresFileDB(
-        Postgres.connect(dsn, pool), batch_max=1 if mode == "single" else 256, leaders=2
+        Postgres.connect(dsn, pool), batch_max=1 if mode == "single" else 256, leaders=leaders
     )
     done: list[list[tuple[str, int]]] = [[] for _ in range(threads)]
     try:
@@ -193,6 +193,7 @@ def main() -> None:
             "seconds_per_phase": ARGS.seconds,
             "threads": ARGS.threads,
             "synchronous_commit": ARGS.sync,
+            "batch_leaders": ARGS.leaders,
         },
         "results": [],
         "anchors": [],
@@ -217,7 +218,7 @@ def main() -> None:
             for mode in ARGS.modes:
                 for threads in ARGS.threads:
                     note(f"pochta {mode}, synchronous_commit={sync}, {threads} thread(s) ...")
-                    got = measure_pochta(dsn, keys, mode, threads, ARGS.seconds, sync)
+                    got = measure_pochta(dsn, keys, mode, threads, ARGS.seconds, sync, ARGS.leaders)
                     row = {"mode": mode, "synchronous_commit": sync, "threads": threads, **got}
                     note(
                         f"  inc {got['inc']['ops_per_s']:>9,} ops/s"
@@ -235,6 +236,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, nargs="+", default=[1, 8, 64], help="client threads")
     p.add_argument("--modes", nargs="+", default=["single", "batched"], help="single, batched")
     p.add_argument("--sync", nargs="+", default=["on"], help="synchronous_commit: on, off")
+    p.add_argument("--leaders", type=int, default=4, help="postgres.batch_leaders (batched)")
     p.add_argument("--dir", default=None, help="where the cluster goes (default: TMPDIR)")
     args = p.parse_args()
     if args.quick:
