@@ -79,6 +79,29 @@ def _run_as() -> str | None:
 _running: set[subprocess.Popen[bytes]] = set()
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux /proc)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, ValueError):
+            for line in status.read_text().splitlines():
+                if line.startswith("PPid:") and int(line.split()[1]) == pid:
+                    found.append(int(status.parent.name))
+                    break
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped holds nothing any more)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("State:"):
+                return "Z" not in line.split()[1]
+    except OSError:
+        return False
+    return False
+
+
 @atexit.register
 def _kill_leftovers() -> None:
     for proc in list(_running):
@@ -218,6 +241,7 @@ class PostgresServer:
         proc, self.proc = self.proc, None
         if proc is None:
             return
+        backends = _children(proc.pid)
         if proc.poll() is None:
             with contextlib.suppress(OSError):
                 proc.send_signal(sig)
@@ -227,24 +251,9 @@ class PostgresServer:
                 proc.kill()
                 proc.wait()
         _running.discard(proc)
-        if sig == signal.SIGKILL:  # the postmaster's children go with it, as in a crash
-            self._kill_children()
-
-    def _kill_children(self) -> None:
-        """The backends notice their postmaster's death and exit; a new postmaster cannot
-        start while they hold the shared memory."""
-
-        def gone() -> bool:
-            try:
-                out = subprocess.run(
-                    ["pgrep", "-f", f"-D {self.data}"], capture_output=True, text=True
-                ).stdout
-            except OSError:
-                return True
-            return not out.strip()
-
-        with contextlib.suppress(TimeoutError):
-            wait_until(gone, 10, "postgres children to exit")
+        # the backends notice their postmaster's death and exit; a new postmaster cannot
+        # start while they still hold the old shared memory
+        wait_until(lambda: not any(_alive(pid) for pid in backends), 30, "postgres backends")
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
