@@ -100,6 +100,7 @@ def upgrade(db: Postgres) -> list[Migration]:
     done: list[Migration] = []
     for migration in shipped():
         with db.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL statement_timeout = 0")  # an index on a big table
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK,))
             conn.execute(BOOTSTRAP)
             version = _applied(conn)
