@@ -43,6 +43,7 @@ SELECT 0, 0, 0, pair, 1, moved_at FROM pochta.filedb_deleted WHERE key = %s
 class Step(NamedTuple):
     kind: str  # 'i' inc, 'u' upsert, 'd' dec
     key: Key
+    raw: bytes  # the key's 32 bytes
     lock: int  # the advisory lock number of the key
     magic: Magic
     pair: int | None
@@ -95,7 +96,8 @@ class PostgresFileDB:
         key, magic = parse_key(key), parse_magic(magic)
         op = None if op is None else parse_op(op)
         now = self._clock() if kind == "d" else None
-        step = Step(kind, key, lock_number(bytes.fromhex(key)), magic, pair, op, now)
+        raw = bytes.fromhex(key)
+        step = Step(kind, key, raw, lock_number(raw), magic, pair, op, now)
         if self._group is None:
             outcome = self._run([step])[0]
             if isinstance(outcome, BaseException):
@@ -109,7 +111,7 @@ class PostgresFileDB:
         ordered = [steps[i] for i in order]
         params = (
             [s.kind for s in ordered],
-            [bytes.fromhex(s.key) for s in ordered],
+            [s.raw for s in ordered],
             [s.lock for s in ordered],
             [s.magic for s in ordered],
             [s.pair for s in ordered],
