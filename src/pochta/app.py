@@ -14,6 +14,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
@@ -26,10 +27,8 @@ from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
-from pochta.blobs.filedb.postgres import PostgresFileDB
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.pairs import SQLitePairDB
-from pochta.blobs.pairs_postgres import PostgresPairDB
 from pochta.blobs.store import BlobStore
 from pochta.blobs.valkyrie import (
     STATE_FILE,
@@ -39,7 +38,6 @@ from pochta.blobs.valkyrie import (
     ValkyrieRunner,
     ValkyrieState,
 )
-from pochta.blobs.valkyrie_postgres import PostgresValkyrieState
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
 from pochta.guard.backends import redis_client
@@ -51,14 +49,17 @@ from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
 from pochta.guard.ratelimit import RateLimiter
 from pochta.mailbox.intake import Intake, init_worker, make_analyzer
-from pochta.mailbox.postgres import PostgresIndex
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
-from pochta.postgres import migrate
-from pochta.postgres.database import PoolSettings, Postgres
 from pochta.types import DiskSpec, FileDB, Limit, LockBackend, MailIndex, PairDB, RateLimitBackend
 from pochta.workers import WorkerPool, cores
+
+if TYPE_CHECKING:
+    from pochta.postgres.database import Postgres
+
+# The PostgreSQL stores (and psycopg) are imported where a setting asks for them: every
+# `pochta` command builds the services, and most installations never load psycopg.
 
 
 @dataclass
@@ -84,6 +85,8 @@ class Pochta:
         if self._valkyrie is None:
             state: StateStore
             if self.settings.valkyrie.backend == "postgres":
+                from pochta.blobs.valkyrie_postgres import PostgresValkyrieState
+
                 assert self.postgres is not None
                 state = PostgresValkyrieState(self.postgres.share())
             else:
@@ -144,6 +147,9 @@ def build(settings: Settings) -> Pochta:
     filedb: FileDB
     pairdb: PairDB
     if pg is not None and settings.blobs.backend == "postgres":
+        from pochta.blobs.filedb.postgres import PostgresFileDB
+        from pochta.blobs.pairs_postgres import PostgresPairDB
+
         p = settings.postgres
         filedb = PostgresFileDB(pg.share(), batch_max=p.batch_max, leaders=p.batch_leaders)
         pairdb = PostgresPairDB(pg.share())
@@ -174,6 +180,8 @@ def build(settings: Settings) -> Pochta:
     scanner = _scanner(settings, shingler)
     index: MailIndex
     if pg is not None and settings.mailbox.backend == "postgres":
+        from pochta.mailbox.postgres import PostgresIndex
+
         index = PostgresIndex(pg.share())
     else:
         index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
@@ -204,6 +212,8 @@ def build(settings: Settings) -> Pochta:
 
 def postgres_pool(settings: Settings) -> Postgres:
     """A pool on the ``[postgres]`` database (``pochta db``); ConfigError without a dsn."""
+    from pochta.postgres.database import PoolSettings, Postgres
+
     p = settings.postgres
     if p.dsn is None:
         raise ConfigError(
@@ -240,6 +250,8 @@ def _postgres(settings: Settings) -> Postgres | None:
             f"postgres.dsn is not set, and {', '.join(f'{u}.backend' for u in users)} ="
             " postgres: give the database as [postgres] dsn or POCHTA_POSTGRES__DSN"
         )
+    from pochta.postgres import migrate
+
     pg = postgres_pool(settings)
     try:
         if settings.postgres.migrate_on_start:

@@ -6,7 +6,6 @@ import typer
 
 from pochta.app import postgres_pool
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, out, settings
-from pochta.postgres import migrate
 
 app = typer.Typer(help="The PostgreSQL database: schema version, upgrade.", no_args_is_help=True)
 
@@ -17,6 +16,8 @@ def upgrade(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt
     """Apply the schema migrations the PostgreSQL database lacks, in order, each in one
     transaction; safe to run from several machines at once. Refuses (exit 6) a database
     upgraded by a newer pochta."""
+    from pochta.postgres import migrate  # psycopg only for the commands that need it
+
     pg = postgres_pool(settings(data, config))
     try:
         before = migrate.current(pg)
@@ -45,6 +46,8 @@ def upgrade(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt
 @handles_errors
 def status(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt = False) -> None:
     """The database's schema version and this pochta's. Exit 6 when they differ."""
+    from pochta.postgres import migrate
+
     pg = postgres_pool(settings(data, config))
     try:
         version = migrate.current(pg)
