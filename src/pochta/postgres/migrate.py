@@ -10,7 +10,6 @@ whose newest version is above what this pochta ships was upgraded by a newer poc
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -21,7 +20,6 @@ from pochta.errors import ConfigError
 from pochta.postgres.database import Postgres
 
 LOCK = 0x706F6368_74610001  # pg_advisory_xact_lock number of the migrations ("pochta" + 1)
-_NAME = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 
 BOOTSTRAP = """
 CREATE SCHEMA IF NOT EXISTS pochta;
@@ -44,9 +42,10 @@ def shipped() -> list[Migration]:
     """The migrations in this package, by version (versions are 1, 2, ... without gaps)."""
     found = []
     for entry in resources.files("pochta.postgres.migrations").iterdir():
-        m = _NAME.fullmatch(entry.name)
-        if m:
-            found.append(Migration(int(m[1]), m[2], entry.read_text(encoding="utf-8")))
+        number, _, rest = entry.name.partition("_")
+        if len(number) == 4 and number.isdigit() and rest.endswith(".sql"):
+            name = rest.removesuffix(".sql")
+            found.append(Migration(int(number), name, entry.read_text(encoding="utf-8")))
     found.sort(key=lambda x: x.version)
     if [x.version for x in found] != list(range(1, len(found) + 1)):
         raise AssertionError(f"migrations are not numbered 1..N: {[x.version for x in found]}")
