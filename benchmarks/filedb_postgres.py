@@ -236,7 +236,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, nargs="+", default=[1, 8, 64], help="client threads")
     p.add_argument("--modes", nargs="+", default=["single", "batched"], help="single, batched")
     p.add_argument("--sync", nargs="+", default=["on"], help="synchronous_commit: on, off")
-    p.add_argument("--leaders", type=int, default=4, help="postgres.batch_leaders (batched)")
+    p.add_argument("--leaders", type=int, default=8, help="postgres.batch_leaders (batched)")
     p.add_argument("--dir", default=None, help="where the cluster goes (default: TMPDIR)")
     args = p.parse_args()
     if args.quick:

@@ -309,7 +309,7 @@ class PostgresSettings(Section):
         " (group commit); 1: every step alone",
     )
     batch_leaders: int = Field(
-        4,
+        8,
         ge=1,
         description="FileDB groups one process has on the wire at once (each on its own"
         " connection; keep it below pool_max)",

@@ -48,7 +48,7 @@ class GroupCommit(Generic[S, R]):
         run: Callable[[list[S]], Sequence[R | BaseException]],
         *,
         max_batch: int = 256,
-        leaders: int = 4,
+        leaders: int = 8,
     ) -> None:
         """``run(steps)`` returns one outcome per step, in order: a result, or the error
         that step's caller must see. An exception from ``run`` itself fails every step."""

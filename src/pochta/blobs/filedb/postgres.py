@@ -79,7 +79,7 @@ class PostgresFileDB:
         *,
         clock: Clock = time.time,
         batch_max: int = 256,
-        leaders: int = 4,
+        leaders: int = 8,
     ) -> None:
         """``db`` is this FileDB's: it closes it (``db.share()`` to keep using it)."""
         self._db = db
