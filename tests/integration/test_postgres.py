@@ -171,6 +171,17 @@ def test_the_password_is_never_shown(
     assert describe(postgres_dsn) == describe(wrong)
 
 
+def test_a_malformed_dsn_is_a_settings_error_that_never_quotes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libpq's own message for a bad URI quotes the offending part: here, the password."""
+    monkeypatch.setenv("POCHTA_POSTGRES__DSN", "postgresql://pochta:s3%zzcret@db/pochta")
+    code, out, err = pochta_cli("db", "status", "--data", str(tmp_path))
+    assert code == 6
+    assert "not a valid libpq connection string" in err
+    assert "s3%zzcret" not in out + err and "zzcret" not in out + err
+
+
 def test_an_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
     from tests.servers import free_port
 

@@ -59,8 +59,8 @@ def describe(dsn: str) -> str:
 
 
 def _reason(exc: BaseException) -> str:
-    """psycopg's message without the DSN (psycopg never puts the password in it; the
-    first line is what matters)."""
+    """The first line of psycopg's message (``Postgres._reason`` also masks the password,
+    should a message ever quote it)."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
@@ -70,6 +70,13 @@ class Postgres:
     the server answers (a wrong password or an unreachable server is one clear error)."""
 
     def __init__(self, dsn: str, settings: PoolSettings | None = None) -> None:
+        try:
+            parts = conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError:  # its message may quote the password: not shown
+            raise ConfigError(
+                "postgres.dsn is not a valid libpq connection string or postgresql:// URI"
+            ) from None
+        self._secret = str(parts.get("password") or "")
         self.settings = settings or PoolSettings()
         self.where = describe(dsn)
         self._users = 1
@@ -102,8 +109,13 @@ class Postgres:
                 self._dsn, connect_timeout=max(1, round(self.settings.connect_timeout))
             )
         except psycopg.Error as exc:
-            raise StorageError(f"cannot connect to {self.where}: {_reason(exc)}") from None
+            raise StorageError(f"cannot connect to {self.where}: {self._reason(exc)}") from None
         conn.close()
+
+    def _reason(self, exc: BaseException) -> str:
+        """``_reason``, and should a message ever quote the password, without it."""
+        text = _reason(exc)
+        return text.replace(self._secret, "***") if self._secret else text
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         s = self.settings
@@ -158,16 +170,16 @@ class Postgres:
             raise StorageError(f"{self.where}: the pool is closed") from None
         except psycopg.errors.UndefinedTable as exc:
             raise ConfigError(
-                f"{self.where}: {_reason(exc)}: the schema is missing; run `pochta db upgrade`"
+                f"{self.where}: {self._reason(exc)}: the schema is missing; run `pochta db upgrade`"
             ) from None
         except psycopg.OperationalError as exc:
             # the server went away (a restart, a crash): the pool drops this connection; test
             # the idle ones too, so that the next callers get live connections, not errors
             with contextlib.suppress(psycopg.Error, PoolClosed):
                 self._pool.check()
-            raise StorageError(f"{self.where}: {_reason(exc)}") from exc
+            raise StorageError(f"{self.where}: {self._reason(exc)}") from exc
         except psycopg.Error as exc:
-            raise StorageError(f"{self.where}: {_reason(exc)}") from exc
+            raise StorageError(f"{self.where}: {self._reason(exc)}") from exc
 
     def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
         with self.connection() as conn:
