@@ -37,7 +37,8 @@ _GET = """
 SELECT counter, magic, flags, pair, 0, NULL::float8 FROM pochta.filedb_live WHERE key = %s
 UNION ALL
 SELECT 0, 0, 0, pair, 1, moved_at FROM pochta.filedb_deleted WHERE key = %s
-"""
+ORDER BY 5
+"""  # live first: both come from one snapshot, so a record moving between them is never lost
 
 
 class Step(NamedTuple):
