@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
+import ctypes.util
 import glob
 import itertools
 import os
@@ -100,6 +102,17 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return False
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL it when the thread that started it dies, so that
+    a test run cut short (pytest-timeout ends the process without atexit) leaves no server
+    behind. Loaded before the fork; nothing is allocated here."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @atexit.register
@@ -199,7 +212,13 @@ class PostgresServer:
     def _spawn(self, timeout: float = 30.0) -> None:
         args = [str(self.bin / "postgres"), "-D", str(self.data), *self._options()]
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(args, user=self.user, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                args,
+                user=self.user,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,  # started from the main thread
+            )
         _running.add(self.proc)
         deadline = time.monotonic() + timeout
         while not self._ready():
