@@ -1,5 +1,10 @@
 """Fixtures shared by every test directory."""
 
+from tests.pgserver import (  # noqa: F401  (fixtures)
+    new_postgres_db,
+    postgres_dsn,
+    postgres_server,
+)
 from tests.servers import (  # noqa: F401  (fixtures)
     redis_client,
     redis_cluster,

@@ -15,6 +15,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
@@ -33,7 +34,14 @@ from pochta.blobs.evacuations import Evacuations
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
-from pochta.blobs.valkyrie import Valkyrie, ValkyrieConfig, ValkyrieRunner
+from pochta.blobs.valkyrie import (
+    STATE_FILE,
+    StateStore,
+    Valkyrie,
+    ValkyrieConfig,
+    ValkyrieRunner,
+    ValkyrieState,
+)
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
 from pochta.guard.backends.redislock import RedisLockBackend
@@ -49,8 +57,23 @@ from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
 from pochta.redisconn import SyncClient, connect
-from pochta.types import DiskSpec, Limit, LockBackend, RateLimitBackend, StorageSample
+from pochta.types import (
+    DiskSpec,
+    FileDB,
+    Limit,
+    LockBackend,
+    MailIndex,
+    PairDB,
+    RateLimitBackend,
+    StorageSample,
+)
 from pochta.workers import WorkerPool, cores
+
+if TYPE_CHECKING:
+    from pochta.postgres.database import Postgres
+
+# The PostgreSQL stores (and psycopg) are imported where a setting asks for them: every
+# `pochta` command builds the services, and most installations never load psycopg.
 
 
 @dataclass
@@ -66,6 +89,7 @@ class Pochta:
     history: Recorder
     evacuations: Evacuations
     redis: SyncClient | None = None  # the one Redis client of guard and shingles, if they use it
+    postgres: Postgres | None = None  # the [postgres] pool, when a store lives there
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -76,9 +100,17 @@ class Pochta:
         """The disks' scrubber, opened on first use (its state is a SQLite file that most
         commands never need)."""
         if self._valkyrie is None:
-            self._valkyrie = Valkyrie.open(
+            state: StateStore
+            if self.settings.valkyrie.backend == "postgres":
+                from pochta.blobs.valkyrie_postgres import PostgresValkyrieState
+
+                assert self.postgres is not None
+                state = PostgresValkyrieState(self.postgres.share())
+            else:
+                state = ValkyrieState(self.settings.data_dir.resolve() / STATE_FILE)
+            self._valkyrie = Valkyrie(
                 self.blobs,
-                self.settings.data_dir.resolve(),
+                state,
                 ValkyrieConfig.from_settings(self.settings.valkyrie),
                 locks=self.locks,
             )
@@ -126,6 +158,8 @@ class Pochta:
         self.blobs.close()
         if self.redis is not None:
             self.redis.close()
+        if self.postgres is not None:
+            self.postgres.close()
 
 
 def build(settings: Settings) -> Pochta:
@@ -136,8 +170,19 @@ def build(settings: Settings) -> Pochta:
         raise ConfigError(f"cannot create data directory {data}: {exc.strerror}") from exc
     redis_client = _redis(settings)  # first: wrong [redis] settings stop us before any open
     sync = settings.blobs.sync
-    filedb = SQLiteFileDB(data / "filedb.sqlite3", synchronous=sync)
-    pairdb = SQLitePairDB(data / "pairdb.sqlite3", synchronous=sync)
+    pg = _postgres(settings)
+    filedb: FileDB
+    pairdb: PairDB
+    if pg is not None and settings.blobs.backend == "postgres":
+        from pochta.blobs.filedb.postgres import PostgresFileDB
+        from pochta.blobs.pairs_postgres import PostgresPairDB
+
+        p = settings.postgres
+        filedb = PostgresFileDB(pg.share(), batch_max=p.batch_max, leaders=p.batch_leaders)
+        pairdb = PostgresPairDB(pg.share())
+    else:
+        filedb = SQLiteFileDB(data / "filedb.sqlite3", synchronous=sync)
+        pairdb = SQLitePairDB(data / "pairdb.sqlite3", synchronous=sync)
     blobs = BlobStore(
         filedb,
         pairdb,
@@ -160,7 +205,13 @@ def build(settings: Settings) -> Pochta:
     )
     shingler = _shingler(settings, data, redis_client)
     scanner = _scanner(settings, shingler, data)
-    index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
+    index: MailIndex
+    if pg is not None and settings.mailbox.backend == "postgres":
+        from pochta.mailbox.postgres import PostgresIndex
+
+        index = PostgresIndex(pg.share())
+    else:
+        index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
     history = Recorder(
         SQLiteHistory(data / "history.sqlite3"),
         sample_seconds=settings.web.sample_seconds,
@@ -192,6 +243,7 @@ def build(settings: Settings) -> Pochta:
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
         redis=redis_client,
+        postgres=pg,
     )
 
 
@@ -213,6 +265,60 @@ def _redis(settings: Settings) -> SyncClient | None:
     if "redis" not in (settings.guard.backend, settings.shingles.backend):
         return None
     return connect(settings.redis, ping=True)
+
+
+def postgres_pool(settings: Settings) -> Postgres:
+    """A pool on the ``[postgres]`` database (``pochta db``); ConfigError without a dsn."""
+    from pochta.postgres.database import PoolSettings, Postgres
+
+    p = settings.postgres
+    if p.dsn is None:
+        raise ConfigError(
+            "postgres.dsn is not set: give the database as [postgres] dsn in the settings file"
+            " or POCHTA_POSTGRES__DSN"
+        )
+    pool = PoolSettings(
+        min_size=p.pool_min,
+        max_size=p.pool_max,
+        connect_timeout=p.connect_timeout,
+        pool_timeout=p.pool_timeout,
+        statement_timeout=p.statement_timeout,
+        synchronous_commit=p.synchronous_commit,
+    )
+    return Postgres.connect(p.dsn.get_secret_value(), pool)
+
+
+def _postgres(settings: Settings) -> Postgres | None:
+    """The pool every store kept in PostgreSQL shares, when one is (its schema migrated on
+    start when ``postgres.migrate_on_start``, else checked); None when none is."""
+    users = [
+        name
+        for name, backend in (
+            ("mailbox", settings.mailbox.backend),
+            ("blobs", settings.blobs.backend),
+            ("valkyrie", settings.valkyrie.backend),
+        )
+        if backend == "postgres"
+    ]
+    if not users:
+        return None
+    if settings.postgres.dsn is None:
+        raise ConfigError(
+            f"postgres.dsn is not set, and {', '.join(f'{u}.backend' for u in users)} ="
+            " postgres: give the database as [postgres] dsn or POCHTA_POSTGRES__DSN"
+        )
+    from pochta.postgres import migrate
+
+    pg = postgres_pool(settings)
+    try:
+        if settings.postgres.migrate_on_start:
+            migrate.upgrade(pg)
+        else:
+            migrate.check(pg)
+    except BaseException:
+        pg.close()
+        raise
+    return pg
 
 
 def _shingler(settings: Settings, data: Path, redis_client: SyncClient | None) -> Shingler:

@@ -63,6 +63,11 @@ class HttpSettings(Section):
 
 
 class BlobSettings(Section):
+    backend: Literal["sqlite", "postgres"] = Field(
+        "sqlite",
+        description="where FileDB and PairDB live: sqlite = <data_dir>/filedb.sqlite3 and"
+        " pairdb.sqlite3 (one machine); postgres = the [postgres] database (several loaders)",
+    )
     placement_root: float = Field(
         2.0, gt=0, description="N in the placement weight free^(1/N) (seed 004)"
     )
@@ -131,6 +136,11 @@ class SmtpSettings(Section):
 
 
 class MailboxSettings(Section):
+    backend: Literal["sqlite", "postgres"] = Field(
+        "sqlite",
+        description="where the mailbox index lives: sqlite = <data_dir>/mailbox.sqlite3;"
+        " postgres = the [postgres] database (several pochta serve processes)",
+    )
     inline_limit: int = Field(
         4096,
         ge=0,
@@ -364,6 +374,11 @@ class AntispamSettings(Section):
 
 class ValkyrieSettings(Section):
     enabled: bool = Field(True, description="run Valkyrie inside pochta serve")
+    backend: Literal["sqlite", "postgres"] = Field(
+        "sqlite",
+        description="where each disk's position and totals live: sqlite ="
+        " <data_dir>/valkyrie.sqlite3; postgres = the [postgres] database",
+    )
     budget_mb_per_s: float | None = Field(
         20.0, gt=0, description="disk reads per scrubber, MB/s; unset: unthrottled"
     )
@@ -404,6 +419,48 @@ class WebSettings(Section):
     )
 
 
+class PostgresSettings(Section):
+    dsn: SecretStr | None = Field(
+        None,
+        description="libpq connection string or URI of the database (a secret: never logged;"
+        " messages name user@host:port/dbname only), e.g. postgresql://pochta:PW@db:5432/pochta",
+    )
+    pool_min: int = Field(1, ge=0, description="connections each process keeps open")
+    pool_max: int = Field(
+        10, ge=1, description="connections each process opens at most (shared by its stores)"
+    )
+    connect_timeout: float = Field(10.0, gt=0, description="seconds to open one connection")
+    pool_timeout: float = Field(
+        30.0, gt=0, description="seconds a request waits for a free connection; then 503"
+    )
+    statement_timeout: float = Field(
+        30.0, ge=0, description="seconds one statement may run on the server; 0: no limit"
+    )
+    synchronous_commit: Literal["on", "off"] = Field(
+        "on",
+        description="on: a step is acknowledged once its commit is on the server's disk; off:"
+        " a crash of PostgreSQL may lose the last ~0.6 s of acknowledged steps (never"
+        " corrupts): counts lost so can delete a file too early - keep on",
+    )
+    migrate_on_start: bool = Field(
+        False,
+        description="apply missing schema migrations when pochta starts; false: a database"
+        " behind this pochta's schema stops it (run `pochta db upgrade`)",
+    )
+    batch_max: int = Field(
+        256,
+        ge=1,
+        description="FileDB steps of concurrent callers sent as one statement and one commit"
+        " (group commit); 1: every step alone",
+    )
+    batch_leaders: int = Field(
+        8,
+        ge=1,
+        description="FileDB groups one process has on the wire at once (each on its own"
+        " connection; keep it below pool_max)",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="POCHTA_", env_nested_delimiter="__", extra="forbid"
@@ -426,6 +483,7 @@ class Settings(BaseSettings):
     antispam: AntispamSettings = AntispamSettings()
     valkyrie: ValkyrieSettings = ValkyrieSettings()
     web: WebSettings = WebSettings()
+    postgres: PostgresSettings = PostgresSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -15,14 +15,18 @@ from pathlib import Path
 import pytest
 
 from pochta.blobs.filedb.memory import MemoryFileDB
+from pochta.blobs.filedb.postgres import PostgresFileDB
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.nodes.local import LocalDisk
 from pochta.blobs.pairs import MemoryPairDB, SQLitePairDB
+from pochta.blobs.pairs_postgres import PostgresPairDB
+from pochta.postgres.database import PoolSettings, Postgres
 from pochta.types import Clock, Disk, FileDB, PairDB
+from tests.pgserver import NewDatabase
 
-FILEDB_KINDS = ["memory", "sqlite"]
-SHARED_FILEDB_KINDS = ["sqlite"]  # several processes can use one store (see workers.py)
-PAIRDB_KINDS = ["memory", "sqlite"]
+FILEDB_KINDS = ["memory", "sqlite", "postgres"]
+SHARED_FILEDB_KINDS = ["sqlite", "postgres"]  # several processes share one (workers.py)
+PAIRDB_KINDS = ["memory", "sqlite", "postgres"]
 DISK_KINDS = ["local"]
 BROKEN_DISK_KINDS = ["local-root-is-a-file", "local-tmp-is-a-file"]
 
@@ -55,13 +59,45 @@ def busy_switching() -> Iterator[None]:
     sys.setswitchinterval(before)
 
 
+def postgres(request: pytest.FixtureRequest) -> Postgres:
+    """A pool on an empty, migrated database of the session's PostgreSQL server: a fresh
+    one, or one whose earlier pool this test closed, emptied (a property test makes one
+    store per example; TRUNCATE is much faster than CREATE DATABASE)."""
+    new_db: NewDatabase = request.getfixturevalue("new_postgres_db")
+    used: list[Postgres] = request.node.stash.setdefault(_PG_USED, [])
+    dsn = None
+    for i, old in enumerate(used):
+        if old.closed:
+            dsn = old.dsn
+            del used[i]
+            break
+    db = Postgres.connect(dsn or new_db(), PoolSettings(min_size=1, max_size=8))
+    if dsn is not None:
+        db.execute(f"TRUNCATE {', '.join(PG_TABLES)}")
+    used.append(db)
+    return db
+
+
+PG_TABLES = (
+    "pochta.filedb_live",
+    "pochta.filedb_deleted",
+    "pochta.filedb_ops",
+    "pochta.pairs",
+    "pochta.valkyrie_disks",
+)
+_PG_USED = pytest.StashKey[list[Postgres]]()
+
+
 # -- FileDB ---------------------------------------------------------------------------------
-def open_filedb(kind: str, where: Path, clock: Clock) -> FileDB:
-    """A new, empty FileDB of ``kind`` keeping its data under ``where``."""
+def open_filedb(kind: str, where: Path, clock: Clock, request: pytest.FixtureRequest) -> FileDB:
+    """A new, empty FileDB of ``kind`` keeping its data under ``where`` (or, for a server,
+    in a fresh database of its own)."""
     if kind == "memory":
         return MemoryFileDB(clock=clock)
     if kind == "sqlite":
         return SQLiteFileDB(where / "filedb.sqlite3", clock=clock)
+    if kind == "postgres":
+        return PostgresFileDB(postgres(request), clock=clock)
     raise ValueError(kind)
 
 
@@ -80,7 +116,7 @@ def new_filedb(
     def make() -> FileDB:
         where = tmp_path / f"filedb-{next(serial)}"
         where.mkdir()
-        db = open_filedb(request.param, where, clock)
+        db = open_filedb(request.param, where, clock, request)
         opened.append(db)
         return db
 
@@ -106,21 +142,26 @@ class SharedFileDB:
 def shared_filedb(request: pytest.FixtureRequest, tmp_path: Path) -> SharedFileDB:
     if request.param == "sqlite":
         return SharedFileDB("sqlite", str(tmp_path / "shared-filedb.sqlite3"))
+    if request.param == "postgres":
+        new_db: NewDatabase = request.getfixturevalue("new_postgres_db")
+        return SharedFileDB("postgres", new_db())
     raise ValueError(request.param)
 
 
 # -- PairDB ---------------------------------------------------------------------------------
-def open_pairdb(kind: str, where: Path) -> PairDB:
+def open_pairdb(kind: str, where: Path, request: pytest.FixtureRequest) -> PairDB:
     if kind == "memory":
         return MemoryPairDB()
     if kind == "sqlite":
         return SQLitePairDB(where / "pairdb.sqlite3")
+    if kind == "postgres":
+        return PostgresPairDB(postgres(request))
     raise ValueError(kind)
 
 
 @pytest.fixture(params=PAIRDB_KINDS)
 def pairdb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PairDB]:
-    db = open_pairdb(request.param, tmp_path)
+    db = open_pairdb(request.param, tmp_path, request)
     yield db
     db.close()
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
+from pochta.mailbox.postgres import PostgresIndex
 from pochta.mailbox.sqlite import SQLiteIndex
+from pochta.postgres.database import PoolSettings, Postgres
 from pochta.types import AttachmentRef, LetterMeta, LetterState, MailIndex, NewStoredLetter
 
 KEY_A = hashlib.sha256(b"a").hexdigest()
@@ -29,11 +31,14 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture(params=["sqlite", "postgres"])
 def index(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[MailIndex]:
     idx: MailIndex
     if request.param == "sqlite":
         idx = SQLiteIndex(tmp_path / "mailbox.sqlite3", clock=clock)
+    elif request.param == "postgres":
+        dsn = request.getfixturevalue("postgres_dsn")
+        idx = PostgresIndex(Postgres.connect(dsn, PoolSettings(max_size=4)), clock=clock)
     else:  # pragma: no cover - a new backend adds its branch here
         raise AssertionError(request.param)
     yield idx

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pochta.blobs.filedb.postgres import PostgresFileDB
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.keys import MAGIC_MOD, random_magic
 from pochta.types import FileDB, Key, Magic
@@ -18,9 +19,14 @@ from pochta.types import FileDB, Key, Magic
 
 def open_filedb(kind: str, location: str) -> FileDB:
     """Open a client of a shared FileDB in this process. Backends that several processes can
-    share (SQLite now; Tarantool, PostgreSQL later) are listed here."""
+    share (SQLite, PostgreSQL; Tarantool later) are listed here. For PostgreSQL,
+    ``location`` is the DSN of a migrated database."""
     if kind == "sqlite":
         return SQLiteFileDB(Path(location))
+    if kind == "postgres":
+        from pochta.postgres.database import PoolSettings, Postgres
+
+        return PostgresFileDB(Postgres.connect(location, PoolSettings(min_size=1, max_size=4)))
     raise ValueError(f"FileDB kind {kind!r} cannot be opened from another process")
 
 

@@ -30,10 +30,10 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pochta.blobs.keys import blob_path, master_index
 from pochta.blobs.store import BlobStore
@@ -271,6 +271,37 @@ CREATE TABLE IF NOT EXISTS disks (
 """
 
 
+class StateStore(Protocol):
+    """Where Valkyrie keeps each disk's position and running totals: ``ValkyrieState``
+    (SQLite, embedded) or ``pochta.blobs.valkyrie_postgres.PostgresValkyrieState``."""
+
+    def position(self, disk: str) -> str:
+        """The name the last pass stopped after ("" for a pass from the start)."""
+
+    def save(self, disk: str, position: str, delta: Counts, *, finished_at: float | None) -> None:
+        """Store the position ("" after a finished pass) and add ``delta`` to the totals;
+        ``finished_at``: the pass ended then (passes + 1, last_pass)."""
+
+    def summary(self) -> dict[str, Any]:
+        """Totals over every disk, and each disk's own (for ``pochta stats``)."""
+
+    def close(self) -> None: ...
+
+
+def summarize(rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """Rows of (disk, position, passes, last_pass, *COUNT_NAMES) as ``StateStore.summary``."""
+    disks = []
+    totals = dict.fromkeys(COUNT_NAMES, 0)
+    for row in rows:
+        counts = dict(zip(COUNT_NAMES, row[4:], strict=True))
+        for n, v in counts.items():
+            totals[n] += v
+        disks.append(
+            {"disk": row[0], "position": row[1], "passes": row[2], "last_pass": row[3]} | counts
+        )
+    return {**totals, "disks": disks}
+
+
 class ValkyrieState:
     """Each disk's position and running totals, in a small SQLite file (``valkyrie.sqlite3``
     in the data directory). Writes are short; nothing is held open during a scan."""
@@ -307,16 +338,7 @@ class ValkyrieState:
             f"SELECT disk, position, passes, last_pass, {', '.join(COUNT_NAMES)}"  # noqa: S608
             " FROM disks ORDER BY disk"
         )
-        disks = []
-        totals = dict.fromkeys(COUNT_NAMES, 0)
-        for row in rows:
-            counts = dict(zip(COUNT_NAMES, row[4:], strict=True))
-            for n, v in counts.items():
-                totals[n] += v
-            disks.append(
-                {"disk": row[0], "position": row[1], "passes": row[2], "last_pass": row[3]} | counts
-            )
-        return {**totals, "disks": disks}
+        return summarize(rows)
 
     def close(self) -> None:
         self._db.close()
@@ -338,7 +360,7 @@ class Valkyrie:
     def __init__(
         self,
         store: BlobStore,
-        state: ValkyrieState,
+        state: StateStore,
         config: ValkyrieConfig | None = None,
         *,
         locks: Locks | None = None,

@@ -7,6 +7,7 @@ import typer
 from pochta.cli import (
     antispam,
     blob,
+    db,
     guard,
     init,
     leaks,
@@ -35,6 +36,7 @@ app.add_typer(leaks.app, name="leaks")
 app.add_typer(guard.app, name="guard")
 app.add_typer(shingles.app, name="shingles")
 app.add_typer(valkyrie.app, name="valkyrie")
+app.add_typer(db.app, name="db")
 app.add_typer(antispam.model_app, name="model")
 app.command("scan")(antispam.scan)
 app.command("import")(mail.import_)

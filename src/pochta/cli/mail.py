@@ -10,7 +10,6 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from pochta.blobs.valkyrie import summary as valkyrie_summary
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.cli.message import find_user
 from pochta.mailbox.importer import ImportReport, import_letters, sources, total_bytes
@@ -125,7 +124,7 @@ def stats(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt =
     both disks), the dedup ratio, letters, attachments."""
     with opened(data, config) as pochta:
         s = pochta.mailbox.stats()
-        s["valkyrie"] = valkyrie_summary(pochta.settings.data_dir.resolve())
+        s["valkyrie"] = pochta.valkyrie.state.summary()
     emit(json_output, s, lambda: _show_stats(s))
 
 

@@ -1,0 +1,7 @@
+"""PostgreSQL for pochta's metadata: a connection pool (``database``), schema migrations
+(``migrate`` and the numbered files in ``migrations/``) and group commit (``batch``).
+
+The stores kept there live beside their embedded twins: ``pochta.blobs.filedb.postgres``,
+``pochta.blobs.pairs_postgres``, ``pochta.blobs.valkyrie_postgres``, ``pochta.mailbox.postgres``.
+Every table is in the ``pochta`` schema of the configured database.
+"""

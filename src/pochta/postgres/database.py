@@ -1,0 +1,209 @@
+"""One PostgreSQL database behind a psycopg_pool connection pool, shared by pochta's stores.
+
+Connections are in autocommit mode: a single statement (a FileDB step is one function call)
+is its own transaction; ``transaction`` runs several statements as one, retried when the
+server rolled it back for a deadlock or a serialization failure (nothing of it was written,
+so running it again is safe). Any other failure is a ``StorageError`` naming the server
+(host, port, database, user) and never the DSN itself, which may hold a password.
+
+Several stores share one pool: each ``share()`` is matched by one ``close()``, and the last
+close closes the pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import psycopg
+import psycopg.errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from pochta.errors import ConfigError, StorageError
+
+log = logging.getLogger("pochta.postgres")
+
+T = TypeVar("T")
+SynchronousCommit = Literal["on", "remote_apply", "remote_write", "local", "off"]
+
+RETRIES = 5  # a transaction the server rolled back (deadlock, serialization) runs again
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    min_size: int = 1
+    max_size: int = 10
+    connect_timeout: float = 10.0  # seconds to open one connection
+    pool_timeout: float = 30.0  # seconds to wait for a free connection
+    statement_timeout: float = 30.0  # seconds one statement may run; 0: no limit
+    synchronous_commit: SynchronousCommit = "on"
+
+
+def describe(dsn: str) -> str:
+    """The server a DSN names, fit for messages and logs: ``user@host:port/dbname``,
+    without the password or any other parameter."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "postgres (unparsable dsn)"
+    host = str(parts.get("host") or parts.get("hostaddr") or "localhost")
+    port = str(parts.get("port") or "5432")
+    user = str(parts.get("user") or "")
+    db = str(parts.get("dbname") or user or "")
+    return f"postgres {user + '@' if user else ''}{host}:{port}/{db}"
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of psycopg's message (``Postgres._reason`` also masks the password,
+    should a message ever quote it)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class Postgres:
+    """A pool of connections to one database. ``Postgres.connect`` opens it and checks that
+    the server answers (a wrong password or an unreachable server is one clear error)."""
+
+    def __init__(self, dsn: str, settings: PoolSettings | None = None) -> None:
+        try:
+            parts = conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError:  # its message may quote the password: not shown
+            raise ConfigError(
+                "postgres.dsn is not a valid libpq connection string or postgresql:// URI"
+            ) from None
+        self._secret = str(parts.get("password") or "")
+        self.settings = settings or PoolSettings()
+        self.where = describe(dsn)
+        self._users = 1
+        self._users_lock = threading.Lock()
+        s = self.settings
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            dsn,
+            min_size=s.min_size,
+            max_size=max(s.max_size, s.min_size),
+            timeout=s.pool_timeout,
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(s.connect_timeout))},
+            configure=self._configure,
+            open=False,
+            name="pochta",
+        )
+        self._dsn = dsn
+
+    @classmethod
+    def connect(cls, dsn: str, settings: PoolSettings | None = None) -> Postgres:
+        db = cls(dsn, settings)
+        db.check()
+        db._pool.open(wait=True, timeout=db.settings.connect_timeout)
+        return db
+
+    def check(self) -> None:
+        """Open one connection by hand: its error (refused, wrong password, no such
+        database) says more than the pool's timeout would."""
+        try:
+            conn = psycopg.connect(
+                self._dsn, connect_timeout=max(1, round(self.settings.connect_timeout))
+            )
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot connect to {self.where}: {self._reason(exc)}") from None
+        conn.close()
+
+    def _reason(self, exc: BaseException) -> str:
+        """``_reason``, and should a message ever quote the password, without it."""
+        text = _reason(exc)
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        s = self.settings
+        conn.execute(
+            "SELECT set_config('statement_timeout', %s, false),"
+            " set_config('synchronous_commit', %s, false),"
+            " set_config('application_name', 'pochta', false)",
+            (f"{round(s.statement_timeout * 1000)}", s.synchronous_commit),
+        )
+
+    # -- sharing -------------------------------------------------------------------------
+    def share(self) -> Postgres:
+        """One more user of this pool; each user calls ``close`` once."""
+        with self._users_lock:
+            if self._users == 0:
+                raise StorageError(f"{self.where}: the pool is closed")
+            self._users += 1
+        return self
+
+    @property
+    def dsn(self) -> str:
+        """The DSN as given (it may hold a password: never log it)."""
+        return self._dsn
+
+    @property
+    def closed(self) -> bool:
+        with self._users_lock:
+            return self._users == 0
+
+    def close(self) -> None:
+        with self._users_lock:
+            if self._users == 0:
+                return
+            self._users -= 1
+            last = self._users == 0
+        if last:
+            self._pool.close()
+
+    # -- use -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection (autocommit). psycopg's errors become StorageError; pochta's
+        own errors raised inside pass through."""
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout:
+            raise StorageError(
+                f"{self.where}: no connection within {self.settings.pool_timeout:g} s"
+            ) from None
+        except PoolClosed:
+            raise StorageError(f"{self.where}: the pool is closed") from None
+        except psycopg.errors.UndefinedTable as exc:
+            raise ConfigError(
+                f"{self.where}: {self._reason(exc)}: the schema is missing; run `pochta db upgrade`"
+            ) from None
+        except psycopg.OperationalError as exc:
+            # the server went away (a restart, a crash): the pool drops this connection; test
+            # the idle ones too, so that the next callers get live connections, not errors
+            with contextlib.suppress(psycopg.Error, PoolClosed):
+                self._pool.check()
+            raise StorageError(f"{self.where}: {self._reason(exc)}") from exc
+        except psycopg.Error as exc:
+            raise StorageError(f"{self.where}: {self._reason(exc)}") from exc
+
+    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.connection() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> int:
+        """One statement on its own (autocommit); how many rows it changed."""
+        with self.connection() as conn:
+            return conn.execute(sql, params).rowcount
+
+    def transaction(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run ``fn`` in one transaction; again (up to RETRIES times) when the server rolled
+        it back for a deadlock or a serialization failure."""
+        for attempt in range(RETRIES):
+            try:
+                with self.connection() as conn, conn.transaction():
+                    return fn(conn)
+            except StorageError as exc:
+                if not retryable(exc.__cause__) or attempt == RETRIES - 1:
+                    raise
+                log.debug("%s: retrying a transaction: %s", self.where, exc.message)
+        raise AssertionError("unreachable")
+
+
+def retryable(exc: BaseException | None) -> bool:
+    """The server rolled the whole transaction back and asks for it to be run again."""
+    return isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)

@@ -1,0 +1,280 @@
+"""pochta on PostgreSQL: the stores chosen in settings, schema migrations (``pochta db``),
+the DSN kept secret, two processes' worth of pochta sharing one mailbox, and a crash of the
+server (SIGKILL) losing no acknowledged step.
+
+Each test gets its own empty database (``new_postgres_db`` copies a migrated template; the
+tests of migrations drop the schema first) on the session's server; the crash test starts a
+server of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from pochta.app import build
+from pochta.blobs.filedb.postgres import PostgresFileDB
+from pochta.blobs.keys import key_of
+from pochta.cli import app as cli
+from pochta.config import Settings, load_settings
+from pochta.errors import ConfigError, StorageError
+from pochta.postgres import migrate
+from pochta.postgres.database import PoolSettings, Postgres, describe
+from tests.mailtools import letter, payload
+from tests.pgserver import PASSWORD, NewDatabase, PostgresServer, migrated_template
+
+pytestmark = pytest.mark.integration
+
+ALL_POSTGRES = {
+    "mailbox": {"backend": "postgres"},
+    "blobs": {"backend": "postgres"},
+    "valkyrie": {"backend": "postgres", "enabled": False},
+    "antispam": {"workers": 0},
+}
+
+
+def empty(dsn: str) -> str:
+    """The database without pochta's schema (as a new one an operator creates)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA pochta CASCADE")
+    return dsn
+
+
+def pg_settings(data: Path, dsn: str, **postgres: Any) -> Settings:
+    return load_settings(data_dir=data, postgres={"dsn": dsn, **postgres}, **ALL_POSTGRES)
+
+
+runner = CliRunner()
+
+
+def pochta_cli(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(cli, list(args))
+    assert "Traceback" not in result.output
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def dsn_env(new_postgres_db: NewDatabase, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An empty database named in POCHTA_POSTGRES__DSN, as an operator would give it."""
+    dsn = empty(new_postgres_db())
+    monkeypatch.setenv("POCHTA_POSTGRES__DSN", dsn)
+    return dsn
+
+
+# -- migrations -----------------------------------------------------------------------------
+def test_db_upgrade_applies_every_migration_once(dsn_env: str, tmp_path: Path) -> None:
+    code, out, err = pochta_cli("db", "status", "--data", str(tmp_path))
+    assert code == 6 and "version 0" in out and "pochta db upgrade" in err
+    code, out, _ = pochta_cli("db", "upgrade", "--data", str(tmp_path))
+    assert code == 0, out
+    assert [line.split()[1] for line in out.splitlines()[:-1]] == [
+        f"{m.version:04d}_{m.name}" for m in migrate.shipped()
+    ]
+    code, out, _ = pochta_cli("db", "upgrade", "--json", "--data", str(tmp_path))
+    assert code == 0 and '"applied": []' in out
+    assert pochta_cli("db", "status", "--data", str(tmp_path))[0] == 0
+    with psycopg.connect(dsn_env) as conn:
+        rows = conn.execute("SELECT version FROM pochta.schema_version ORDER BY 1").fetchall()
+    assert [r[0] for r in rows] == list(range(1, migrate.head() + 1))
+
+
+def test_a_database_newer_than_the_code_is_refused(dsn_env: str, tmp_path: Path) -> None:
+    assert pochta_cli("db", "upgrade", "--data", str(tmp_path))[0] == 0
+    with psycopg.connect(dsn_env) as conn:
+        conn.execute(
+            "INSERT INTO pochta.schema_version (version, name) VALUES (%s, 'from_the_future')",
+            (migrate.head() + 1,),
+        )
+    code, _, err = pochta_cli("db", "upgrade", "--data", str(tmp_path))
+    assert code == 6
+    assert f"version {migrate.head() + 1}, newer than this pochta" in " ".join(err.split())
+    with pytest.raises(ConfigError, match="newer than this pochta"):
+        build(pg_settings(tmp_path / "data", dsn_env, migrate_on_start=True))
+
+
+def test_start_refuses_an_old_schema_unless_told_to_migrate(dsn_env: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="run `pochta db upgrade`"):
+        build(pg_settings(tmp_path / "data", dsn_env))
+    pochta = build(pg_settings(tmp_path / "data", dsn_env, migrate_on_start=True))
+    pochta.close()
+    build(pg_settings(tmp_path / "data", dsn_env)).close()  # now at the code's version
+
+
+def test_a_failing_migration_leaves_nothing(
+    dsn_env: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    real = migrate.shipped()
+    broken = migrate.Migration(
+        len(real) + 1, "broken", "CREATE TABLE pochta.half_done (x int); SELECT 1/0;"
+    )
+    monkeypatch.setattr(migrate, "shipped", lambda: [*real, broken])
+    code, _, err = pochta_cli("db", "upgrade", "--data", str(tmp_path))
+    assert code == 5 and "division by zero" in err
+    with psycopg.connect(dsn_env) as conn:
+        assert conn.execute("SELECT max(version) FROM pochta.schema_version").fetchone() == (
+            len(real),
+        )
+        assert conn.execute("SELECT to_regclass('pochta.half_done')").fetchone() == (None,)
+
+
+def test_concurrent_upgrades_apply_each_migration_once(dsn_env: str) -> None:
+    errors: list[BaseException] = []
+    applied: list[int] = []
+    start = threading.Barrier(4)
+
+    def upgrade() -> None:
+        db = Postgres.connect(dsn_env, PoolSettings(max_size=1))
+        try:
+            start.wait()
+            applied.extend(m.version for m in migrate.upgrade(db))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            db.close()
+
+    threads = [threading.Thread(target=upgrade) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(applied) == list(range(1, migrate.head() + 1))
+
+
+# -- the DSN is a secret --------------------------------------------------------------------
+def test_the_password_is_never_shown(
+    postgres_dsn: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    wrong = postgres_dsn.replace(PASSWORD, "not-the-password-1234")
+    monkeypatch.setenv("POCHTA_POSTGRES__DSN", wrong)
+    code, out, err = pochta_cli("db", "status", "--data", str(tmp_path))
+    assert code == 5
+    assert "password authentication failed" in err
+    assert "pochta@127.0.0.1" in err  # the server is named ...
+    monkeypatch.setenv("POCHTA_POSTGRES__DSN", postgres_dsn)
+    pochta = build(pg_settings(tmp_path / "data", postgres_dsn))
+    pochta.mailbox.add_user("ann@example.org", "a long enough password")
+    shown = f"{pochta.settings!r} {pochta.settings.postgres} {out} {err} {caplog.text}"
+    pochta.close()
+    assert "not-the-password" not in shown and PASSWORD not in shown  # ... never the password
+    assert describe(postgres_dsn) == describe(wrong)
+
+
+def test_a_malformed_dsn_is_a_settings_error_that_never_quotes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libpq's own message for a bad URI quotes the offending part: here, the password."""
+    monkeypatch.setenv("POCHTA_POSTGRES__DSN", "postgresql://pochta:s3%zzcret@db/pochta")
+    code, out, err = pochta_cli("db", "status", "--data", str(tmp_path))
+    assert code == 6
+    assert "not a valid libpq connection string" in err
+    assert "s3%zzcret" not in out + err and "zzcret" not in out + err
+
+
+def test_an_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
+    from tests.servers import free_port
+
+    dsn = f"postgresql://pochta:{PASSWORD}@127.0.0.1:{free_port()}/pochta?connect_timeout=2"
+    with pytest.raises(StorageError, match=r"cannot connect to postgres pochta@127\.0\.0\.1"):
+        build(pg_settings(tmp_path / "data", dsn))
+
+
+# -- the whole of pochta on PostgreSQL --------------------------------------------------------
+def test_two_pochtas_share_one_mailbox_and_fsck_is_clean(postgres_dsn: str, tmp_path: Path) -> None:
+    """Two instances (two loaders' worth: each its own data directory and pool) on one
+    database: a letter delivered through one is read, deleted and finished through the
+    other; the attachment is counted once per letter and released exactly once."""
+    one = build(pg_settings(tmp_path / "one", postgres_dsn))
+    two = build(pg_settings(tmp_path / "two", postgres_dsn))
+    try:
+        ann = one.mailbox.add_user("ann@example.org", "a long enough password")
+        bob = two.mailbox.add_user("bob@example.org", "another long password")
+        att = payload(7, 30_000)
+        raw = letter(attachments=[("report.pdf", att)])
+        done = one.mailbox.deliver(raw, [ann, bob])
+        again = two.mailbox.deliver(raw, [bob])
+        key = key_of(att)
+        record = two.blobs.filedb.get(key)
+        assert record is not None and record.counter == 3
+        assert two.mailbox.raw(ann.id, done.ids[0]) == raw
+        assert one.mailbox.raw(bob.id, again.ids[0]) == raw
+        assert one.mailbox.fsck().ok and two.mailbox.fsck().ok
+        for letter_id in done.ids:
+            user = ann if letter_id == done.ids[0] else bob
+            two.mailbox.delete(user.id, letter_id)
+        assert one.mailbox.process_deletions() == 2
+        assert two.mailbox.process_deletions() == 0  # nothing left for the other one
+        record = one.blobs.filedb.get(key)
+        assert record is not None and (record.counter, record.flags) == (1, 0)
+        report = two.mailbox.fsck()
+        assert report.ok and report.letters == 1 and not report.leaks
+        assert one.mailbox.stats()["letters"] == 1
+        assert two.valkyrie.state.summary()["disks"] == []
+    finally:
+        one.close()
+        two.close()
+
+
+# -- a crash of PostgreSQL ----------------------------------------------------------------------
+def test_a_killed_server_loses_no_acknowledged_step(tmp_path: Path) -> None:
+    """SIGKILL the server while four threads count with operation ids; after its crash
+    recovery every acknowledged count is there exactly once (journaled), a count whose
+    answer was lost is there once or not at all (the journal tells which), and the
+    record's counter equals the journaled counts."""
+    with PostgresServer.start() as server:
+        dsn = server.dsn(migrated_template(server, "crash"))
+        db = Postgres.connect(dsn, PoolSettings(max_size=4, connect_timeout=2, pool_timeout=3))
+        filedb = PostgresFileDB(db)
+        key = key_of(b"crash")
+        filedb.upsert(key, 1, 1)
+        acked: list[bytes] = []
+        failed: list[bytes] = []
+        ops_done = threading.Semaphore(0)
+        stop = threading.Event()
+
+        def count(worker: int) -> None:
+            rng = random.Random(worker)
+            for i in range(100_000):
+                if stop.is_set():
+                    return
+                op = f"w{worker}-{i}".encode()
+                try:
+                    filedb.inc(key, rng.randrange(1, 2**32), op)
+                    acked.append(op)
+                    ops_done.release()
+                except StorageError:
+                    failed.append(op)
+                    return
+
+        threads = [threading.Thread(target=count, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for _ in range(300):  # some counts acknowledged before the crash
+            ops_done.acquire()
+        server.kill()
+        stop.set()
+        for t in threads:
+            t.join(30)
+        server.start_again()
+        for _ in range(20):  # the pool reconnects (with its backoff) after the restart
+            try:
+                filedb.get(key)
+                break
+            except StorageError:
+                continue
+        journaled = filedb.applied(acked + failed)
+        assert set(acked) <= journaled
+        record = filedb.get(key)
+        assert record is not None and record.counter == 1 + len(journaled)
+        filedb.close()
