@@ -52,7 +52,7 @@ from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
 from pochta.guard.ratelimit import RateLimiter
 from pochta.history import Recorder, SQLiteHistory
-from pochta.mailbox.intake import Intake, init_worker, make_analyzer
+from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker, make_analyzer
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
@@ -204,7 +204,7 @@ def build(settings: Settings) -> Pochta:
         per_ip_success=Limit("login-ip-ok", g.login_ip_success_max, g.login_ip_success_period),
     )
     shingler = _shingler(settings, data, redis_client)
-    scanner = _scanner(settings, shingler, data)
+    scanner, analysis = _scanner(settings, shingler, data)
     index: MailIndex
     if pg is not None and settings.mailbox.backend == "postgres":
         from pochta.mailbox.postgres import PostgresIndex
@@ -238,7 +238,7 @@ def build(settings: Settings) -> Pochta:
         locks=pochta_locks,
         shingles=shingler,
         scanner=scanner,
-        intake=_intake(settings, scanner.analyzer),
+        intake=_intake(settings, scanner.analyzer, analysis),
         deletions=DeletionWorker(mailbox.deletions),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
@@ -342,41 +342,57 @@ def _shingler(settings: Settings, data: Path, redis_client: SyncClient | None) -
     )
 
 
-def _scanner(settings: Settings, shingler: Shingler, data: Path) -> Scanner:
+def _scanner(
+    settings: Settings, shingler: Shingler, data: Path
+) -> tuple[Scanner, AnalysisSettings]:
+    """The scanner, and what each worker's analyzer is built from (the same as its own)."""
     a = settings.antispam
     rules_ = rules.load(a.rules_file) if a.rules_file is not None else rules.default()
     model_ = model.load(a.model_dir) if a.use_model else None
     if a.use_model and a.model_dir is not None and model_ is None:
         raise ConfigError(f"antispam.model_dir {a.model_dir} holds no model.cbm + model.json")
+    tokens = model_.tokens if model_ is not None else None
     words = None
-    if a.learn_words and model_ is not None and model_.tokens is not None:
+    key = b""
+    if a.learn_words and tokens is not None:
+        key = _secret(settings, None, "words-key").encode()[:64]  # blake2b keys: <= 64 bytes
         words = Words(
             SQLiteWordStore(data / "words.sqlite3"),
-            shipped=model_.tokens,
+            shipped=tokens,
+            key=key,
             flush_interval=a.learned_words_flush_seconds,
             max_words=a.learned_words_max,
         )
-    return Scanner(
+    config = analysis_settings(settings, tokens, key)
+    scanner = Scanner(
         words=words,
         learn_from_verdicts=a.learn_words_from_verdicts,
         rules_=rules_,
         model=model_,
         counters=shingler.counters,
-        analyzer=analyzer(settings, model_.tokens if model_ is not None else None),
+        analyzer=make_analyzer(config),
         authserv_id=a.authserv_id or settings.smtp.fqdn(),
+    )
+    return scanner, config
+
+
+def analysis_settings(
+    settings: Settings, tokens: TokenTable | None = None, word_key: bytes = b""
+) -> AnalysisSettings:
+    """What each process's analyzer is built from; ``tokens``: the model's token table (the
+    words' statistic the model reads); ``word_key``: the learned words' hash key."""
+    a = settings.antispam
+    return AnalysisSettings(
+        a.dns, a.budget_seconds, tokens, a.dns_server, a.dns_timeout, a.dns_lifetime, word_key
     )
 
 
 def analyzer(settings: Settings, tokens: TokenTable | None = None) -> Analyzer:
-    """The analysis half of the verdict, as each worker process builds it; ``tokens``: the
-    model's token table (the words' statistic the model reads)."""
-    a = settings.antispam
-    return make_analyzer(
-        a.dns, a.budget_seconds, tokens, a.dns_server, a.dns_timeout, a.dns_lifetime
-    )
+    """An analyzer built as the workers build theirs (without the learned words' key)."""
+    return make_analyzer(analysis_settings(settings, tokens))
 
 
-def _intake(settings: Settings, analyzer: Analyzer) -> Intake:
+def _intake(settings: Settings, analyzer: Analyzer, analysis: AnalysisSettings) -> Intake:
     """Parsing and analysis in ``antispam.workers`` processes (default: one per core; 0: in
     the server's own threads). Nothing starts before ``Pochta.start``."""
     a = settings.antispam
@@ -386,14 +402,7 @@ def _intake(settings: Settings, analyzer: Analyzer) -> Intake:
         pool = WorkerPool(
             processes,
             initializer=init_worker,
-            initargs=(
-                a.dns,
-                a.budget_seconds,
-                analyzer.tokens,
-                a.dns_server,
-                a.dns_timeout,
-                a.dns_lifetime,
-            ),
+            initargs=(analysis,),
             max_pending=max(64, 8 * processes),
             name="pochta-letters",
         )

@@ -318,11 +318,11 @@ class AntispamSettings(Section):
     )
     dns_timeout: float = Field(2.0, gt=0, description="seconds one DNS question may take")
     dns_lifetime: float = Field(
-        8.0,
+        7.0,
         gt=0,
         description="seconds all DNS questions of one letter (SPF, DKIM, DMARC) may take;"
-        " past it the check is temperror (RFC 7208 4.6.4 suggests allowing 20 s: raise it"
-        " together with deadline_seconds)",
+        " past it the check is temperror. With dns_timeout and 1 s for the rest it must fit in"
+        " deadline_seconds (RFC 7208 4.6.4 suggests allowing 20 s: raise both)",
     )
     workers: int | None = Field(
         None,
@@ -370,6 +370,21 @@ class AntispamSettings(Section):
 
             parse_server(value)  # ValueError: a clear message for the settings error
         return value
+
+    @model_validator(mode="after")
+    def _dns_within_deadline(self) -> AntispamSettings:
+        """The last question may start just before dns_lifetime ends and take dns_timeout; a
+        worker killed at the deadline would deliver the letter unscored, so a sender with a
+        slow DNS server could skip scoring. So the two, with a second for the rest, must fit."""
+        if self.dns == "system" and (
+            self.dns_lifetime + self.dns_timeout + 1.0 > self.deadline_seconds
+        ):
+            raise ValueError(
+                f"dns_lifetime ({self.dns_lifetime:g}) + dns_timeout ({self.dns_timeout:g}) + 1 s"
+                f" must not exceed deadline_seconds ({self.deadline_seconds:g}): a letter whose"
+                " DNS is slow would be delivered unscored"
+            )
+        return self
 
 
 class ValkyrieSettings(Section):

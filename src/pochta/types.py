@@ -298,6 +298,14 @@ class StoredLetter:
 
 
 @dataclass(frozen=True, slots=True)
+class Updated:
+    """A letter before and after one change (``MailIndex.update``)."""
+
+    before: StoredLetter
+    after: StoredLetter
+
+
+@dataclass(frozen=True, slots=True)
 class IndexStats:
     users: int
     letters: int
@@ -395,7 +403,10 @@ class MailIndex(Protocol):
         seen: bool | None = None,
         flagged: bool | None = None,
         folder: str | None = None,
-    ) -> StoredLetter | None: ...
+    ) -> Updated | None:
+        """Change a letter of this user in one atomic step; the letter before and after it
+        (two concurrent moves see different befores, so only one of them is a move); None
+        for anyone else's letter."""
 
     # deletion
     def delete(self, user_id: int, letter_id: int) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -145,9 +147,11 @@ def test_flags_and_folders(index: MailIndex) -> None:
     a = index.add_user("a@example.org", "h")
     letter_id = deliver(index, a.id)
     updated = index.update(a.id, letter_id, seen=True, flagged=True)
-    assert updated is not None and updated.seen and updated.flagged
+    assert updated is not None and updated.after.seen and updated.after.flagged
+    assert not updated.before.seen and not updated.before.flagged
     moved = index.update(a.id, letter_id, folder="Spam")
-    assert moved is not None and moved.folder == "Spam"
+    assert moved is not None and moved.after.folder == "Spam"
+    assert moved.before.folder == "Inbox" and moved.before.seen
     assert index.letters(a.id, "Inbox", 10) == []
     counts = {f.name: (f.total, f.unseen) for f in index.folders(a.id)}
     assert counts == {"Inbox": (0, 0), "Spam": (1, 0)}
@@ -157,6 +161,24 @@ def test_flags_and_folders(index: MailIndex) -> None:
     with pytest.raises(AlreadyExists):
         index.add_folder(a.id, "Archive")
     assert index.update(a.id, letter_id, folder="Archive") is not None
+
+
+def test_concurrent_moves_see_one_another(index: MailIndex) -> None:
+    """Each update says what the letter was just before it, in the same atomic step: of
+    several concurrent moves into Spam (a double click), exactly one sees it in the Inbox."""
+    a = index.add_user("a@example.org", "h")
+    letter_id = deliver(index, a.id)
+    barrier = threading.Barrier(6)
+
+    def move() -> str:
+        barrier.wait()
+        got = index.update(a.id, letter_id, folder="Spam")
+        assert got is not None
+        return got.before.folder
+
+    with ThreadPoolExecutor(6) as pool:
+        befores = list(pool.map(lambda _: move(), range(6)))
+    assert sorted(befores) == ["Inbox"] + ["Spam"] * 5
 
 
 def test_deletion_is_recorded_then_finished_ref_by_ref(index: MailIndex) -> None:

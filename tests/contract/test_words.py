@@ -3,13 +3,15 @@ SQLite, through the ``WordStore`` protocol and through the ``Words`` service in 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pochta.antispam import tokens
 from pochta.antispam.words import Words, WordStore
 from pochta.antispam.words.memory import MemoryWordStore
 from pochta.antispam.words.sqlite import SQLiteWordStore
@@ -170,3 +172,38 @@ def test_the_table_stays_within_max_words() -> None:
     assert store.size() <= 1000 + 600  # pruned at each flush once past the limit
     words.prune()
     assert store.size() == 1000
+
+
+class Slow(MemoryWordStore):
+    """Writes, then waits: a reader comes between the store's commit and the flush's end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = threading.Event()
+        self.go_on = threading.Event()
+
+    def add(self, words: Mapping[int, tuple[int, int]], letters: tuple[int, int], day: int) -> None:
+        super().add(words, letters, day)
+        self.written.set()
+        self.go_on.wait(10)
+
+
+def test_a_read_during_a_flush_counts_each_learned_letter_once() -> None:
+    """Found in review: a read between the store's commit and the flush clearing its batch
+    counted that batch twice."""
+    store = Slow()
+    words = Words(store)
+    words.learn([1, 2], "spam", weight=2)
+    flusher = threading.Thread(target=words.flush)
+    flusher.start()
+    assert store.written.wait(10)
+    got: list[tokens.TokenTable] = []
+    reader = threading.Thread(target=lambda: got.append(words.table(["a", "b"], [1, 2])))
+    reader.start()
+    reader.join(0.3)
+    assert reader.is_alive()  # it waits for the flush to end rather than count it twice
+    store.go_on.set()
+    flusher.join(10)
+    reader.join(10)
+    assert dict(got[0].counts) == {"a": (2, 0), "b": (2, 0)}
+    assert (got[0].spam_letters, got[0].ham_letters) == (2, 0)

@@ -152,3 +152,12 @@ def test_every_setting_is_in_the_readme() -> None:
     names = {".".join(str(p) for p in loc) for loc in env_names().values()}
     leaves = {n for n in names if not any(o.startswith(n + ".") for o in names)}
     assert sorted(leaves - documented) == []
+
+
+def test_dns_must_fit_within_the_workers_deadline() -> None:
+    """Found in review: dns_lifetime 8 + dns_timeout 2 = deadline 10, so a sender's slow DNS
+    server could get its letter's worker killed and the letter delivered unscored."""
+    load_settings(antispam={"dns": "system"})  # the defaults fit: 7 + 2 + 1 <= 10
+    with pytest.raises(ConfigError, match="deadline_seconds"):
+        load_settings(antispam={"dns": "system", "dns_lifetime": 8.0})
+    load_settings(antispam={"dns": "system", "dns_lifetime": 18.0, "deadline_seconds": 21.0})

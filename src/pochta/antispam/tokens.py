@@ -69,19 +69,21 @@ def tokenize(letter: Letter) -> frozenset[str]:
     return frozenset(out)
 
 
-def token_hash(token: str) -> int:
+def token_hash(token: str, key: bytes = b"") -> int:
     """A word's 64-bit name in the learned table (:mod:`pochta.antispam.words`): the table
-    keeps hashes, never the words of people's letters."""
+    keeps hashes, never the words of people's letters, and with the installation's ``key``
+    (at most 64 bytes) a short word (a code, a password) cannot be found again by hashing
+    every candidate."""
     digest = hashlib.blake2b(
-        token.encode("utf-8", "surrogatepass"), digest_size=8, person=b"pochta-word"
+        token.encode("utf-8", "surrogatepass"), digest_size=8, key=key, person=b"pochta-word"
     ).digest()
     return int.from_bytes(digest, "big")
 
 
-def hashed(tokens: Iterable[str]) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """The tokens, and their hashes in the same order."""
+def hashed(tokens: Iterable[str], key: bytes = b"") -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The tokens, and their hashes (with ``key``) in the same order."""
     ordered = tuple(tokens)
-    return ordered, tuple(token_hash(t) for t in ordered)
+    return ordered, tuple(token_hash(t, key) for t in ordered)
 
 
 def _chi2q(x2: float, freedom: int) -> float:
@@ -103,9 +105,16 @@ class TokenTable:
     ham_letters: int
 
     @cached_property
-    def by_hash(self) -> dict[int, tuple[int, int]]:
-        """The counts keyed by :func:`token_hash` (to add a learned table's to them)."""
-        return {token_hash(t): c for t, c in self.counts.items()}
+    def _by_key(self) -> dict[bytes, dict[int, tuple[int, int]]]:
+        return {}
+
+    def by_hash(self, key: bytes = b"") -> dict[int, tuple[int, int]]:
+        """The counts keyed by :func:`token_hash` with ``key`` (to add a learned table's to
+        them; computed once per key)."""
+        table = self._by_key.get(key)
+        if table is None:
+            table = self._by_key[key] = {token_hash(t, key): c for t, c in self.counts.items()}
+        return table
 
     def probability(self, token: str) -> float | None:
         """Robinson's f(w); None for a token never seen."""

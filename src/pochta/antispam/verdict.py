@@ -68,9 +68,9 @@ WORDS_SHOWN = 5
 """Words an explanation of ``tokens.score`` names."""
 LEAN_PRIOR = 2.0
 """Pseudo-letters in :func:`spam_lean`: one letter seen moves the lean to +-1/3, ten to +-0.83."""
-FEEDBACK_WEIGHT = 3.0
-"""How many letters one person's "spam" / "not spam" stands for in :func:`spam_lean`: an
-assumption (about a third of the people who see a misfiled letter say so), not a measurement."""
+FEEDBACK_WEIGHT = words_mod.FEEDBACK_WEIGHT
+"""How many letters one person's "spam" / "not spam" stands for, in :func:`spam_lean` and in
+the learned words."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,10 @@ class Analyzer:
         budget: float | None = None,
         tokens: tokens_mod.TokenTable | None = None,
         dns_lifetime: float = auth_mod.DNS_LIFETIME,
+        word_key: bytes = b"",
     ) -> None:
         self.resolver = resolver
+        self.word_key = word_key  # the learned words' hash key (pochta.antispam.words)
         self.dns_lifetime = dns_lifetime
         self.tokens = tokens
         self.protected = protected
@@ -174,7 +176,7 @@ class Analyzer:
                     letter, protected=self.protected, shorteners=self.shorteners, envelope=envelope
                 )
             )
-            tokens, hashes = tokens_mod.hashed(tokens_mod.tokenize(letter))
+            tokens, hashes = tokens_mod.hashed(tokens_mod.tokenize(letter), self.word_key)
             if self.tokens is not None:
                 f[tokens_mod.FEATURE], words = self.tokens.judge(tokens, shown=WORDS_SHOWN)
         lap("features")
@@ -498,14 +500,22 @@ class Scanner:
             return None
         return kind
 
-    def feedback(self, letter: Letter, kind: str) -> None:
-        """A person's word on a stored letter ("spam" or "not_spam"): its words count as
-        :data:`pochta.antispam.words.FEEDBACK_WEIGHT` letters of that class. Never raises."""
+    def feedback(self, letter: Letter, kind: str, verdict: str | None = None) -> None:
+        """A person moved a stored letter into Spam (``kind`` "spam") or out of it
+        ("not_spam"); ``verdict``: what pochta said of it at delivery. Moving it against the
+        verdict teaches its words as :data:`FEEDBACK_WEIGHT` letters of the person's class;
+        moving it back undoes exactly that (the same weight taken off), so a letter moved to
+        and fro any number of times teaches at most once. Never raises."""
         if self.words is None or kind not in ("spam", "not_spam"):
             return
+        said_spam = verdict in ("spam", "phishing")
+        taught: words_mod.Kind
+        if kind == "spam":  # into Spam: "spam", or undoing an earlier "not spam"
+            taught, weight = ("ham", -FEEDBACK_WEIGHT) if said_spam else ("spam", FEEDBACK_WEIGHT)
+        else:  # out of Spam: "not spam", or undoing an earlier "spam"
+            taught, weight = ("ham", FEEDBACK_WEIGHT) if said_spam else ("spam", -FEEDBACK_WEIGHT)
         try:
-            _, hashes = tokens_mod.hashed(tokens_mod.tokenize(letter))
-            self.words.learn(hashes, "spam" if kind == "spam" else "ham", words_mod.FEEDBACK_WEIGHT)
+            self.words.learn(self.words.hashes(tokens_mod.tokenize(letter)), taught, weight)
         except Exception:
             log.exception("learned words: a person's word on one letter dropped")
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from pochta.antispam.auth.resolver import DnsResolver
@@ -43,40 +44,46 @@ log = logging.getLogger("pochta.intake")
 SMALL = 512 << 10  # bytes: a letter this small is taken by a worker before bigger ones
 
 
-def make_analyzer(
-    dns: str,
-    budget: float | None,
-    tokens: TokenTable | None = None,
-    dns_server: str | None = None,
-    dns_timeout: float = 2.0,
-    dns_lifetime: float = 8.0,
-) -> Analyzer:
-    """The analysis half of the verdict, as each worker (or the server itself) builds it.
-    ``dns = "system"``: SPF/DKIM/DMARC through dnspython, asking ``dns_server``
-    ("address[:port]") or, unset, the host's resolvers."""
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """What every process's analyzer is built from (picklable: it is a worker's one
+    initializer argument). ``dns = "system"``: SPF/DKIM/DMARC through dnspython, asking
+    ``dns_server`` ("address[:port]") or, unset, the host's resolvers; ``word_key``: the
+    installation's key of the learned words' hashes (:func:`pochta.antispam.tokens.token_hash`)."""
+
+    dns: str = "off"
+    budget: float | None = None
+    tokens: TokenTable | None = None
+    dns_server: str | None = None
+    dns_timeout: float = 2.0
+    dns_lifetime: float = 7.0
+    word_key: bytes = b""
+
+
+def make_analyzer(settings: AnalysisSettings) -> Analyzer:
+    """The analysis half of the verdict, as each worker (or the server itself) builds it."""
     resolver = None
-    if dns == "system":
-        servers = [dns_server] if dns_server else None
-        resolver = DnsResolver(timeout=dns_timeout, nameservers=servers)
-    return Analyzer(resolver=resolver, budget=budget, tokens=tokens, dns_lifetime=dns_lifetime)
+    if settings.dns == "system":
+        servers = [settings.dns_server] if settings.dns_server else None
+        resolver = DnsResolver(timeout=settings.dns_timeout, nameservers=servers)
+    return Analyzer(
+        resolver=resolver,
+        budget=settings.budget,
+        tokens=settings.tokens,
+        dns_lifetime=settings.dns_lifetime,
+        word_key=settings.word_key,
+    )
 
 
 # -- in a worker process -------------------------------------------------------------------
 _analyzer: Analyzer | None = None
 
 
-def init_worker(
-    dns: str,
-    budget: float | None,
-    tokens: TokenTable | None = None,
-    dns_server: str | None = None,
-    dns_timeout: float = 2.0,
-    dns_lifetime: float = 8.0,
-) -> None:
+def init_worker(settings: AnalysisSettings) -> None:
     """The pool's initializer: build this process's analyzer and load what it reads (the
     protected organizations, the public suffix list) before the first letter."""
     global _analyzer
-    _analyzer = make_analyzer(dns, budget, tokens, dns_server, dns_timeout, dns_lifetime)
+    _analyzer = make_analyzer(settings)
     _analyzer.analyze(parse(b"From: a@example.org\r\nSubject: warm\r\n\r\nhttp://example.org/\r\n"))
 
 

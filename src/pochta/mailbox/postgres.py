@@ -29,6 +29,7 @@ from pochta.types import (
     LetterState,
     NewStoredLetter,
     StoredLetter,
+    Updated,
     User,
 )
 
@@ -395,11 +396,10 @@ class PostgresIndex:
         seen: bool | None = None,
         flagged: bool | None = None,
         folder: str | None = None,
-    ) -> StoredLetter | None:
-        def op(conn: Conn) -> StoredLetter | None:
+    ) -> Updated | None:
+        def op(conn: Conn) -> Updated | None:
             row = conn.execute(
-                "SELECT 1 FROM pochta.letters WHERE id = %s AND user_id = %s AND state = 1"
-                " FOR UPDATE",
+                _LETTER + "WHERE l.id = %s AND l.user_id = %s AND l.state = 1 FOR UPDATE OF l",
                 (letter_id, user_id),
             ).fetchone()
             if row is None:
@@ -413,7 +413,7 @@ class PostgresIndex:
             )
             got = conn.execute(_LETTER + "WHERE l.id = %s", (letter_id,)).fetchone()
             assert got is not None
-            return _letter(got)
+            return Updated(_letter(row), _letter(got))
 
         return self._db.transaction(op)
 

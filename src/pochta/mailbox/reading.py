@@ -84,14 +84,18 @@ class Reading:
         seen: bool | None = None,
         flagged: bool | None = None,
         folder: str | None = None,
+        parsed: Letter | None = None,
     ) -> StoredLetter:
         """Change flags or the folder. The user's word feeds the shingles' counters: moved
         into Spam = a complaint, out of Spam = "not spam", seen for the first time = read;
-        and a move into or out of Spam teaches the learned words (``Scanner.feedback``)."""
-        before = self.letter(user_id, letter_id)
-        letter = self.index.update(user_id, letter_id, seen=seen, flagged=flagged, folder=folder)
-        if letter is None:
+        and a move into or out of Spam teaches the learned words (``Scanner.feedback``).
+        The index says what the letter was just before this change, in the same atomic step,
+        so two concurrent moves (a double click) count once. ``parsed``: the letter already
+        parsed by the caller (it is parsed here only when some feedback needs it)."""
+        changed = self.index.update(user_id, letter_id, seen=seen, flagged=flagged, folder=folder)
+        if changed is None:
             raise MessageNotFound(f"no message {letter_id}")
+        before, letter = changed.before, changed.after
         if self.shingler is not None:
             feedback = []
             if letter.folder != before.folder and SPAM in (letter.folder, before.folder):
@@ -99,11 +103,12 @@ class Reading:
             if letter.seen and not before.seen:
                 feedback.append("read")
             if feedback:
-                parsed = parse(self._raw(letter_id), inline_limit=self.inline_limit)
+                if parsed is None:
+                    parsed = parse(self._raw(letter_id), inline_limit=self.inline_limit)
                 for kind in feedback:
                     shingles = self.shingler.feedback(parsed, kind)
                     if self.scanner is not None:
-                        self.scanner.feedback(parsed, kind)
+                        self.scanner.feedback(parsed, kind, letter.verdict)
                     if self.activity is not None and kind != "read":
                         self.activity.feedback(
                             "complaint" if kind == "spam" else "unspam",

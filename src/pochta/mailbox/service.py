@@ -180,8 +180,11 @@ class Mailbox:
         seen: bool | None = None,
         flagged: bool | None = None,
         folder: str | None = None,
+        parsed: Letter | None = None,
     ) -> StoredLetter:
-        return self.reading.update(user_id, letter_id, seen=seen, flagged=flagged, folder=folder)
+        return self.reading.update(
+            user_id, letter_id, seen=seen, flagged=flagged, folder=folder, parsed=parsed
+        )
 
     # -- deletion ----------------------------------------------------------------------------
     def delete(self, user_id: int, letter_id: int) -> None:

@@ -23,6 +23,7 @@ from pochta.types import (
     LetterState,
     NewStoredLetter,
     StoredLetter,
+    Updated,
     User,
 )
 
@@ -459,11 +460,10 @@ class SQLiteIndex:
         seen: bool | None = None,
         flagged: bool | None = None,
         folder: str | None = None,
-    ) -> StoredLetter | None:
-        def op(conn: sqlite3.Connection) -> StoredLetter | None:
+    ) -> Updated | None:
+        def op(conn: sqlite3.Connection) -> Updated | None:
             row = conn.execute(
-                "SELECT 1 FROM letters WHERE id = ? AND user_id = ? AND state = 1",
-                (letter_id, user_id),
+                _LETTER + "WHERE l.id = ? AND l.user_id = ? AND l.state = 1", (letter_id, user_id)
             ).fetchone()
             if row is None:
                 return None
@@ -479,7 +479,7 @@ class SQLiteIndex:
                     "UPDATE letters SET folder_id = ? WHERE id = ?", (folder_id, letter_id)
                 )
             got = conn.execute(_LETTER + "WHERE l.id = ?", (letter_id,)).fetchone()
-            return _letter(got)
+            return Updated(_letter(row), _letter(got))
 
         return self._db.write(op)
 

@@ -195,20 +195,42 @@ def _param_text(value: object) -> str | None:
 
 def decode_bytes(data: bytes, charset: str | None) -> str:
     """Bytes to text, best effort: the declared charset if it decodes cleanly, else UTF-8,
-    else the declared charset with replacement characters, else Latin-1."""
+    else the declared charset with replacement characters, else Latin-1. Never a lone
+    surrogate (UTF-7's ``+2D0-`` decodes to one, and no encoder, SQLite's included, takes
+    it): each becomes U+FFFD."""
     known = _codec(charset)
     if known is not None:
         try:
-            return data.decode(known)
-        except UnicodeDecodeError:
+            return no_surrogates(data.decode(known))
+        except (UnicodeError, LookupError):  # LookupError: base64, zlib... are no charsets
             pass
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
     if known is not None:
-        return data.decode(known, "replace")
+        try:
+            return no_surrogates(data.decode(known, "replace"))
+        except (UnicodeError, LookupError):
+            pass
     return data.decode("latin-1")
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+PYTHON_CODECS = frozenset(
+    {"unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined", "mbcs", "oem"}
+)
+"""Codecs Python has that are no charset of mail (they read escapes, host names, or fail)."""
+
+
+def no_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (one pass in C when there is
+    none)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def _codec(charset: str | None) -> str | None:
@@ -221,7 +243,7 @@ def _codec(charset: str | None) -> str | None:
         info = codecs.lookup(name)
     except (LookupError, ValueError):
         return None
-    if not getattr(info, "_is_text_encoding", True):
+    if info.name in PYTHON_CODECS:
         return None
     return info.name
 
@@ -233,7 +255,7 @@ def clean_text(value: str, charset: str | None = None) -> str:
         value = decode_bytes(value.encode("ascii", "surrogateescape"), charset)
     if "=?" in value:
         try:
-            value = str(make_header(decode_header(value)))
+            value = no_surrogates(str(make_header(decode_header(value))))
         except Exception:  # any malformed encoded word: keep the text as it stands
             return _unfold(value)
     return _unfold(value)

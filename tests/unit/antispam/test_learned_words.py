@@ -107,11 +107,36 @@ def test_learn_teaches_the_store_as_the_policy_says(model: booster.Model) -> Non
 def test_a_persons_word_counts_as_several_letters(model: booster.Model) -> None:
     store = MemoryWordStore()
     s, _ = scanner(model, store)
-    s.feedback(parse(NEWSLETTER), "spam")
-    s.feedback(parse(NEWSLETTER), "read")  # not a word on spam: nothing
+    s.feedback(parse(NEWSLETTER), "spam", verdict="ham")  # "spam" on a letter pochta let in
+    s.feedback(parse(NEWSLETTER), "read", verdict="ham")  # not a word on spam: nothing
     assert store.totals() == (FEEDBACK_WEIGHT, 0)
-    s.feedback(parse(NEWSLETTER), "not_spam")
+    s.feedback(parse(NEWSLETTER), "not_spam", verdict="spam")  # "not spam" on a filed one
     assert store.totals() == (FEEDBACK_WEIGHT, FEEDBACK_WEIGHT)
+
+
+@pytest.mark.parametrize("verdict", ["ham", "spam", "phishing", None])
+def test_moving_a_letter_to_and_fro_teaches_at_most_once(
+    model: booster.Model, verdict: str | None
+) -> None:
+    """Found in review: every move taught anew, so toggling one letter between Spam and the
+    Inbox a thousand times pulled every letter's score toward neutral."""
+    store = MemoryWordStore()
+    s, words = scanner(model, store)
+    letter = parse(NEWSLETTER)
+    into_spam_first = verdict not in ("spam", "phishing")  # where the letter is not yet
+    moves = ["spam", "not_spam"] if into_spam_first else ["not_spam", "spam"]
+    s.feedback(letter, moves[0], verdict)
+    once = store.totals()
+    assert sum(once) == FEEDBACK_WEIGHT
+    h = words.hashes(tokens.tokenize(letter))
+    counts_once = store.counts(list(h))
+    for _ in range(200):
+        s.feedback(letter, moves[1], verdict)
+        s.feedback(letter, moves[0], verdict)
+    assert store.totals() == once
+    assert store.counts(list(h)) == counts_once
+    s.feedback(letter, moves[1], verdict)  # and back where pochta put it: nothing taught
+    assert store.totals() == (0, 0)
 
 
 def test_the_store_keeps_hashes_never_the_words(tmp_path: Path, model: booster.Model) -> None:
@@ -119,6 +144,7 @@ def test_the_store_keeps_hashes_never_the_words(tmp_path: Path, model: booster.M
     s, words = scanner(model)
     words.store = store
     s.feedback(parse(letter(subject="x", text="zanzibarquokka personalsecret 491827")), "spam")
+    assert store.totals() == (FEEDBACK_WEIGHT, 0)
     store.close()
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     for word in (b"zanzibarquokka", b"personalsecret", b"491827"):
@@ -138,9 +164,10 @@ def test_merged_is_the_table_of_the_summed_counts(
     words: list[str], learned: dict[str, tuple[int, int]], totals: tuple[int, int]
 ) -> None:
     shipped = tokens.TokenTable({"alpha": (5, 1), "beta": (0, 9), "s:offer": (7, 0)}, 10, 20)
-    toks, hashes = tokens.hashed(words)
-    by_hash = {tokens.token_hash(w): c for w, c in learned.items()}
-    got = merged_table(toks, hashes, shipped, by_hash, totals)
+    key = b"installation key"
+    toks, hashes = tokens.hashed(words, key)
+    by_hash = {tokens.token_hash(w, key): c for w, c in learned.items()}
+    got = merged_table(toks, hashes, shipped, by_hash, totals, key)
     want: dict[str, tuple[int, int]] = {}
     for w in words:
         a, b = shipped.counts.get(w, (0, 0)), learned.get(w, (0, 0))
@@ -148,3 +175,11 @@ def test_merged_is_the_table_of_the_summed_counts(
             want[w] = (a[0] + b[0], a[1] + b[1])
     assert dict(got.counts) == want
     assert (got.spam_letters, got.ham_letters) == (10 + totals[0], 20 + totals[1])
+
+
+def test_the_hash_needs_the_installations_key() -> None:
+    """Unkeyed, a short word (a code) is found again by hashing every candidate."""
+    assert tokens.token_hash("491827", b"k1") != tokens.token_hash("491827", b"k2")
+    assert tokens.token_hash("491827", b"k1") != tokens.token_hash("491827")
+    shipped = tokens.TokenTable({"offer": (5, 1)}, 10, 20)
+    assert shipped.by_hash(b"k1") == {tokens.token_hash("offer", b"k1"): (5, 1)}

@@ -98,7 +98,7 @@ def test_spf_on_any_records_ends_within_the_limits(
     assert r.result in spf.SPF_CODES
     # the record, 10 terms each with up to 10 names to resolve, an exp= per record
     assert zone.queries <= 1 + spf.MAX_LOOKUPS * 11 + 1 + spf.MAX_LOOKUPS
-    assert time.process_time() - t0 < 1.0
+    assert time.process_time() - t0 < 3.0  # a runaway evaluation, not a slow machine
 
 
 def test_one_letter_never_asks_more_than_max_queries(key: Key) -> None:

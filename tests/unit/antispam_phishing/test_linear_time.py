@@ -18,15 +18,18 @@ from pochta.mime.normalize import known_suffix
 from pochta.types import Envelope
 
 N = 100_000
-BUDGET = 0.05  # seconds
+BUDGET = 0.5
+"""CPU seconds for 100 KB of crafted input: the patterns these checks replaced took seconds
+on 10 KB (minutes on 100 KB); a bounded prefix takes milliseconds. A bound far from both, in
+CPU time, so that a loaded machine cannot fail it (it did at 50 ms of wall time)."""
 
 
 def _ms(fn: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(2):  # the better of two runs: a first call warms caches
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
     return best
 
 
@@ -122,7 +125,7 @@ def test_long_headers(kind: str) -> None:
         assert _ms(lambda fn=fn: fn(ctx)) < BUDGET, fn.__name__
 
 
-BODY_BUDGET = 0.1  # seconds for 100 KB of text read whole; a quadratic pattern takes minutes
+BODY_BUDGET = 1.0  # CPU seconds for 100 KB of text read whole; a quadratic pattern takes minutes
 
 
 @pytest.mark.parametrize("kind", list(EVIL))

@@ -271,7 +271,10 @@ def test_a_huge_term_is_permerror_at_once(n: int) -> None:
     t0 = time.process_time()
     r = check(zone)
     assert r.result == "permerror" and "longer than" in r.reason
-    assert time.process_time() - t0 < 0.05 + n / 1e6
+    # refused before pyspf reads it: milliseconds; read by pyspf: 2 s at 16,000 characters,
+    # about 28 s at 60,000. A bound far above the first and far below the second, so that a
+    # loaded machine cannot fail it and the quadratic regex cannot pass it
+    assert time.process_time() - t0 < 1.0
 
 
 def test_many_long_terms_stay_cheap() -> None:
@@ -279,7 +282,7 @@ def test_many_long_terms_stay_cheap() -> None:
     zone = own("v=spf1 " + " ".join([term] * 100) + " -all")
     t0 = time.process_time()
     assert check(zone).result == "permerror"
-    assert time.process_time() - t0 < 0.5
+    assert time.process_time() - t0 < 2.0  # 100 terms of 508 characters by pyspf: ~2 s each
 
 
 # -- the seam -----------------------------------------------------------------------------------

@@ -41,7 +41,13 @@ from pochta.antispam.shingles.counters import Ref
 from pochta.antispam.shingles.counters.memory import MemoryStore
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.registry import update_refs
-from pochta.antispam.verdict import Counting, Scanner, model_columns, rule_features
+from pochta.antispam.verdict import (
+    FEEDBACK_WEIGHT,
+    Counting,
+    Scanner,
+    model_columns,
+    rule_features,
+)
 from pochta.antispam.words import Words
 from pochta.antispam.words.memory import MemoryWordStore
 from pochta.mime.letter import parse
@@ -210,7 +216,7 @@ def replay(
                     counters.update(refs, kind, at=at)
                 if scanner.words is not None and words:
                     taught: words_mod.Kind = "spam" if kind == "complaint" else "ham"
-                    scanner.words.learn(words, taught, words_mod.FEEDBACK_WEIGHT)
+                    scanner.words.learn(words, taught, FEEDBACK_WEIGHT)
         letter = parse(s.raw)
         analysis = scanner.analyzer.analyze(letter, s.envelope)
         if learn_truth:

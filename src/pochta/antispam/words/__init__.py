@@ -49,8 +49,9 @@ log = logging.getLogger("pochta.antispam")
 
 Kind = Literal["spam", "ham"]
 FEEDBACK_WEIGHT = 3
-"""Letters one person's "spam" / "not spam" counts for (as for the shingles' counters:
-:data:`pochta.antispam.verdict.FEEDBACK_WEIGHT`)."""
+"""Letters one person's "spam" / "not spam" counts for, here and in the shingles' counters
+(:func:`pochta.antispam.verdict.spam_lean`): an assumption (about a third of the people who
+see a misfiled letter say so), not a measurement."""
 DAY = 86400.0
 MAX_HASHES = tokens_mod.MAX_TOKENS + 64
 """Words of one letter a store is asked about or told (tokenize gives at most MAX_TOKENS)."""
@@ -97,10 +98,11 @@ def merged_table(
     shipped: tokens_mod.TokenTable | None,
     learned: Mapping[int, tuple[int, int]],
     totals: tuple[int, int],
+    key: bytes = b"",
 ) -> tokens_mod.TokenTable:
     """The table of one letter's words: shipped counts plus learned ones, over the shipped
-    plus learned letters (pure)."""
-    by_hash = shipped.by_hash if shipped is not None else {}
+    plus learned letters (pure). ``hashes``: the tokens' hashes with ``key``."""
+    by_hash = shipped.by_hash(key) if shipped is not None else {}
     counts: dict[str, tuple[int, int]] = {}
     for token, h in zip(tokens, hashes, strict=True):
         a = by_hash.get(h)
@@ -125,6 +127,7 @@ class Words:
         store: WordStore,
         *,
         shipped: tokens_mod.TokenTable | None = None,
+        key: bytes = b"",
         clock: Clock = time.time,
         buffered: bool = True,
         flush_interval: float = 2.0,
@@ -134,6 +137,7 @@ class Words:
     ) -> None:
         self.store = store
         self.shipped = shipped
+        self.key = key
         self.clock = clock
         self.buffered = buffered
         self.flush_interval = flush_interval
@@ -149,6 +153,8 @@ class Words:
         self._dropped = 0
         self._failures = 0
         self._last_error: str | None = None
+        self._flushes = 0  # flushes ended: a read that saw one begin or end reads again
+        self._writing = False  # a flush is writing to the store
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_prune = time.monotonic() + prune_interval
@@ -156,27 +162,51 @@ class Words:
     # reading
 
     def table(self, tokens: Sequence[str], hashes: Sequence[int]) -> tokens_mod.TokenTable:
-        """One letter's table: shipped + stored + buffered (StorageError when the store does
-        not answer)."""
+        """One letter's table: shipped + stored + buffered, each learned letter counted once
+        (a flush that writes between reading the store and the buffers is seen and the read
+        is made again); StorageError when the store does not answer."""
         hashes = list(hashes)[:MAX_HASHES]
         tokens = list(tokens)[: len(hashes)]
-        learned = self.store.counts(hashes)
-        totals = self.store.totals()
-        with self._lock:
-            extra = [self._pending, self._in_flight]
-            letters = (
-                totals[0] + self._letters[0] + self._flight_letters[0],
-                totals[1] + self._letters[1] + self._flight_letters[1],
-            )
-            if self._pending or self._in_flight:
-                learned = dict(learned)
-                for h in hashes:
-                    for buf in extra:
-                        d = buf.get(h)
-                        if d is not None:
-                            s, m = learned.get(h, (0, 0))
-                            learned[h] = (max(0, s + d[0]), max(0, m + d[1]))
-        return merged_table(tokens, hashes, self.shipped, learned, letters)
+        for _ in range(3):
+            with self._lock:
+                seen = self._flushes
+            learned = self.store.counts(hashes)
+            totals = self.store.totals()
+            with self._lock:
+                if self._flushes != seen or self._writing:
+                    continue
+                return self._merged(tokens, hashes, learned, totals)
+        with self._round:  # flushes kept coming: read between two of them
+            learned = self.store.counts(hashes)
+            totals = self.store.totals()
+            with self._lock:
+                return self._merged(tokens, hashes, learned, totals)
+
+    def _merged(
+        self,
+        tokens: list[str],
+        hashes: list[int],
+        learned: dict[int, tuple[int, int]],
+        totals: tuple[int, int],
+    ) -> tokens_mod.TokenTable:
+        """Under ``_lock``: the stored counts plus what is buffered or being written."""
+        letters = (
+            totals[0] + self._letters[0] + self._flight_letters[0],
+            totals[1] + self._letters[1] + self._flight_letters[1],
+        )
+        if self._pending or self._in_flight:
+            learned = dict(learned)
+            for h in hashes:
+                for buf in (self._pending, self._in_flight):
+                    d = buf.get(h)
+                    if d is not None:
+                        s, m = learned.get(h, (0, 0))
+                        learned[h] = (max(0, s + d[0]), max(0, m + d[1]))
+        return merged_table(tokens, hashes, self.shipped, learned, letters, self.key)
+
+    def hashes(self, tokens: Iterable[str]) -> tuple[int, ...]:
+        """The tokens' hashes with this table's key."""
+        return tokens_mod.hashed(tokens, self.key)[1]
 
     # writing
 
@@ -212,6 +242,7 @@ class Words:
                 self._flight_letters, self._letters = self._letters, [0, 0]
                 batch = {h: (d[0], d[1]) for h, d in self._in_flight.items()}
                 letters = (self._flight_letters[0], self._flight_letters[1])
+                self._writing = True
             try:
                 self.store.add(batch, letters, int(self.clock() // DAY))
             except StorageError as exc:
@@ -225,9 +256,13 @@ class Words:
                     self._in_flight, self._flight_letters = {}, [0, 0]
                     self._failures += 1
                     self._last_error = str(exc)
+                    self._writing = False
+                    self._flushes += 1
                 raise
             with self._lock:
                 self._in_flight, self._flight_letters = {}, [0, 0]
+                self._writing = False
+                self._flushes += 1
             if time.monotonic() >= self._next_prune:
                 self._next_prune = time.monotonic() + self.prune_interval
                 self.prune()
