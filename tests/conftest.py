@@ -1,5 +1,6 @@
 """Fixtures shared by every test directory."""
 
+from tests.nginx import nginx_factory  # noqa: F401  (fixture)
 from tests.servers import (  # noqa: F401  (fixtures)
     redis_client,
     redis_cluster,
