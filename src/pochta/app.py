@@ -27,6 +27,8 @@ from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
+from pochta.blobs.nodes import DiskFactory
+from pochta.blobs.nodes.client import NodeTimeouts
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
 from pochta.blobs.valkyrie import Valkyrie, ValkyrieConfig, ValkyrieRunner
@@ -123,6 +125,7 @@ def build(settings: Settings) -> Pochta:
     blobs = BlobStore(
         filedb,
         pairdb,
+        disk_factory=disk_factory(settings),
         placement_root=settings.blobs.placement_root,
         free_refresh_seconds=settings.blobs.free_refresh_seconds,
     )
@@ -165,6 +168,14 @@ def build(settings: Settings) -> Pochta:
         intake=_intake(settings, scanner.analyzer),
         deletions=DeletionWorker(mailbox.deletions),
     )
+
+
+def disk_factory(settings: Settings) -> DiskFactory:
+    """Opens the disks of the pairs: local directories, and WebDAV nodes with the timeouts
+    and pool size of ``[blobs]`` (the BlobStore closes it)."""
+    b = settings.blobs
+    timeouts = NodeTimeouts(b.node_connect_timeout, b.node_read_timeout, b.node_pool_size)
+    return DiskFactory(timeouts, free_max_age=b.node_free_max_age)
 
 
 def _shingler(settings: Settings, data: Path) -> Shingler:
