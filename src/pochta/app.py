@@ -35,9 +35,9 @@ from pochta.blobs.valkyrie import Valkyrie, ValkyrieConfig, ValkyrieRunner
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
 from pochta.guard.backends import redis_client
-from pochta.guard.backends.redislock import RedisLockBackend
+from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
 from pochta.guard.backends.redisrate import RedisRateLimitBackend
-from pochta.guard.backends.sqlitelock import SqliteLockBackend
+from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
 from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
 from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
@@ -46,7 +46,7 @@ from pochta.mailbox.intake import Intake, init_worker, make_analyzer
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
-from pochta.types import DiskSpec, Limit, LockBackend, RateLimitBackend
+from pochta.types import DiskSpec, Fence, Limit, LockBackend, RateLimitBackend
 from pochta.workers import WorkerPool, cores
 
 
@@ -60,6 +60,7 @@ class Pochta:
     scanner: Scanner
     intake: Intake
     deletions: DeletionWorker
+    fence: Fence | None = None  # where the single-run jobs' leaders admit their tokens
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -90,7 +91,7 @@ class Pochta:
         self.shingles.start()
         self.deletions.start()
         if self.settings.valkyrie.enabled:
-            self._scrubbers = ValkyrieRunner(self.valkyrie)
+            self._scrubbers = ValkyrieRunner(self.valkyrie, fence=self.fence)
             self._scrubbers.start()
 
     def close(self) -> None:
@@ -109,6 +110,8 @@ class Pochta:
             self._valkyrie.close()
         self.shingles.close()  # writes what is buffered
         self.locks.close()
+        if isinstance(self.fence, SqliteFence):
+            self.fence.close()
         self.mailbox.close()
         self.blobs.close()
 
@@ -134,7 +137,7 @@ def build(settings: Settings) -> Pochta:
         specs = (DiskSpec("local", str(disks / "0")), DiskSpec("local", str(disks / "1")))
         with contextlib.suppress(InvalidInput):  # another process made it at the same moment
             blobs.add_pair(*specs)
-    locks, limits = _guard_backends(settings)
+    locks, limits, fence = _guard_backends(settings)
     g = settings.guard
     pochta_locks = Locks(locks, ttl=g.lock_ttl)
     logins = LoginGuard(
@@ -166,7 +169,8 @@ def build(settings: Settings) -> Pochta:
         shingles=shingler,
         scanner=scanner,
         intake=_intake(settings, scanner.analyzer),
-        deletions=DeletionWorker(mailbox.deletions),
+        deletions=DeletionWorker(mailbox.deletions, pochta_locks, fence=fence),
+        fence=fence,
     )
 
 
@@ -240,14 +244,16 @@ def _intake(settings: Settings, analyzer: Analyzer) -> Intake:
     )
 
 
-def _guard_backends(settings: Settings) -> tuple[LockBackend, RateLimitBackend]:
+def _guard_backends(settings: Settings) -> tuple[LockBackend, RateLimitBackend, Fence]:
     g = settings.guard
     if g.backend == "redis":
         client = redis_client(g.redis_url, cluster=g.redis_cluster, timeout=g.redis_timeout)
-        return RedisLockBackend(client), RedisRateLimitBackend(client)
+        return RedisLockBackend(client), RedisRateLimitBackend(client), RedisFence(client)
     data = settings.data_dir.resolve()
-    return SqliteLockBackend(data / "guard-locks.sqlite3"), SqliteRateLimitBackend(
-        data / "guard-limits.sqlite3"
+    return (
+        SqliteLockBackend(data / "guard-locks.sqlite3"),
+        SqliteRateLimitBackend(data / "guard-limits.sqlite3"),
+        SqliteFence(data / "guard-locks.sqlite3"),
     )
 
 
