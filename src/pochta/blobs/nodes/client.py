@@ -20,7 +20,7 @@ from urllib.parse import quote, urlsplit
 
 import urllib3
 from urllib3.exceptions import HTTPError
-from urllib3.util import Retry, Timeout
+from urllib3.util import Timeout
 
 from pochta.errors import DiskError, InvalidInput
 from pochta.types import DiskSpec
@@ -73,9 +73,9 @@ class NodeClient:
             maxsize=t.pool_size,
             block=False,  # a burst opens extra connections rather than waiting for one
             timeout=Timeout(connect=t.connect, read=t.read),
-            # a request that never reached the node (refused, or a pooled connection the
-            # node had closed) is tried once more; nothing is retried once sent
-            retries=Retry(total=1, connect=1, read=0, status=0, other=0, redirect=0),
+            # no retries: a node that refuses or stalls is another pair's or the sibling's
+            # turn at once (a pooled connection the node has closed is noticed before use)
+            retries=False,
         )
 
     def url(self, path: str) -> str:
@@ -93,8 +93,8 @@ class NodeClient:
         what: str = "",
     ) -> urllib3.BaseHTTPResponse:
         """One request; with ``stream`` the answer's body is left to read (``release``).
-        A body that is an iterable goes chunked and is never retried. DiskError when the node
-        cannot be reached or fails on the way; the status is the caller's to judge."""
+        A body that is an iterable goes chunked. DiskError when the node cannot be reached or
+        fails on the way; the status is the caller's to judge."""
         chunked = body is not None and not isinstance(body, bytes)
         try:
             return self._pool.urlopen(
@@ -103,7 +103,6 @@ class NodeClient:
                 body=body,
                 headers=dict(headers or {}),
                 chunked=chunked,
-                retries=False if chunked else None,
                 preload_content=not stream,
                 redirect=False,
             )

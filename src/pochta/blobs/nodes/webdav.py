@@ -162,7 +162,7 @@ class WebDAVWriter:
         self._closed = True
         self._buffer = bytearray()
         try:
-            if self._stream is not None and not self._stream.response:
+            if self._stream is not None and self._stream.response is None:
                 self._stream.cancel()
             if self._sent or (self._stream is not None and self._stream.response is not None):
                 self._disk.delete(self._name)
@@ -187,6 +187,7 @@ class WebDAVReader:
         self._response = response
         self._skip = skip
         self._left = left
+        self._drained = False  # the whole answer was read: its connection can be reused
 
     def __iter__(self) -> Iterator[bytes]:
         response = self._response
@@ -201,8 +202,7 @@ class WebDAVReader:
                 if data:
                     self._left -= len(data)
                     yield data
-                if self._left <= 0:
-                    break
+            self._drained = True
             if self._left > 0:
                 raise DiskError(f"disk {self._disk.spec}: the node's answer ended early")
         except (HTTPError, OSError) as exc:
@@ -214,7 +214,7 @@ class WebDAVReader:
         response, self._response = self._response, None
         if response is None:
             return
-        if self._left > 0 or self._skip:
+        if not self._drained:
             response.close()  # unread bytes on the connection: drop it, not back in the pool
         response.release_conn()
 
