@@ -83,7 +83,8 @@ class Pochta:
         """Start the background work of a server (once): the worker processes that parse and
         analyze letters; the shingle counters' flusher; the deletion worker, which first
         recovers what a crash left; and, when ``valkyrie.enabled``, Valkyrie, one thread per
-        disk."""
+        local disk. The deletion worker and Valkyrie are single-run jobs: among every process
+        sharing the locks one leads each (``pochta.guard.singleton``)."""
         if self._started:
             return
         self._started = True
