@@ -139,3 +139,19 @@ def test_inherited_descriptors_are_checked(tmp_path: Path) -> None:
             timeout=120,
         )
     assert out.returncode == 2 and "not a listening socket" in out.stderr, out.stderr
+
+
+def test_workers_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
+    server = start_server(
+        tmp_path / "data",
+        tmp_path / "serve.log",
+        settings={"POCHTA_ANTISPAM__WORKERS": "0"},
+        args=("--workers", "2"),
+        timeout=120,
+    )
+    try:
+        wait_for(lambda: len(children(server.proc.pid)) == 2, "two workers")
+        workers = children(server.proc.pid)
+    finally:
+        server.stop(signal.SIGKILL)
+    wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), "no orphans")

@@ -28,6 +28,7 @@ times in a row) stops everything with its exit code.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -95,15 +96,20 @@ def bind_all(addresses: Sequence[Address], workers: int) -> list[dict[str, socke
 
 def fds_arg(sockets: Mapping[str, socket.socket]) -> str:
     """``http=3,smtp=4``: what a worker's ``--listen-fds`` says."""
-    return ",".join(f"{name}={sock.fileno()}" for name, sock in sockets.items())
+    return ",".join(
+        [f"parent={os.getpid()}", *(f"{name}={sock.fileno()}" for name, sock in sockets.items())]
+    )
 
 
 def inherited(text: str) -> dict[str, socket.socket]:
-    """The listening sockets a worker was handed (``--listen-fds``); InvalidInput when the
-    text or a descriptor is not one."""
+    """The listening sockets a worker was handed (``--listen-fds``), after arranging to stop
+    with the parent it names; InvalidInput when the text or a descriptor is not one."""
     sockets: dict[str, socket.socket] = {}
     for part in filter(None, text.split(",")):
         name, _, fd = part.partition("=")
+        if name == "parent" and fd.isdigit():
+            die_with_parent(int(fd))
+            continue
         if not fd.isdigit() or name not in ("http", "smtp", "lmtp"):
             raise InvalidInput(f"--listen-fds: {part!r} is not name=fd (http, smtp, lmtp)")
         try:
@@ -117,6 +123,20 @@ def inherited(text: str) -> dict[str, socket.socket]:
     if "http" not in sockets:
         raise InvalidInput("--listen-fds: an http socket is required")
     return sockets
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """In a worker: SIGTERM when the supervising parent dies, even by SIGKILL (Linux's
+    PR_SET_PDEATHSIG), so that no worker outlives it holding the ports; a parent already
+    gone means stopping now."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 @dataclass
