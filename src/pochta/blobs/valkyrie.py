@@ -667,7 +667,9 @@ class ValkyrieRunner:
         if self._supervisor is not None:
             self._supervisor.join(timeout)
         for job in list(self.jobs.values()):
-            job.stop(timeout)
+            job.cancel()
+        for job in list(self.jobs.values()):
+            job.join(timeout)
         for thread in list(self._threads.values()):
             thread.join(timeout)
 

@@ -36,7 +36,7 @@ from pochta.types import Fence
 
 log = logging.getLogger(__name__)
 
-WAIT_STEP = 2.0  # seconds one acquire waits before the thread looks at ``stop`` again
+WAIT_STEP = 1.0  # seconds one acquire waits before the thread looks at ``stop`` again
 RETRY_AFTER = 1.0  # seconds before trying again when the lock backend did not answer
 
 Round = Callable[[Lease], object]
@@ -96,8 +96,15 @@ class Singleton:
     def stop(self, timeout: float | None = None) -> None:
         """Stop after the round in progress, release the lock (the next process takes over
         at once), join the thread."""
+        self.cancel()
+        self.join(timeout)
+
+    def cancel(self) -> None:
+        """Ask the thread to stop (``join`` waits for it): stopping many jobs at once."""
         self._stop.set()
         self._wake.set()
+
+    def join(self, timeout: float | None = None) -> None:
         if self._thread.is_alive():
             self._thread.join(timeout)
 
