@@ -12,8 +12,9 @@ this machine's filesystem. Measured, for 64 KB and 10 MB files of random bytes:
   default), for reference;
 - ``nginx_put_wrk``: the anchor: wrk PUTting the same size to one node, 1 and 4
   connections (nginx's own rate for one copy: no probe, no MOVE, no second node);
-- ``nginx_put_urllib3`` / ``nginx_put_httpx``: one Python thread PUTting straight to one node
-  with each client (why urllib3: see pochta/blobs/nodes/client.py).
+- ``nginx_put_urllib3`` / ``nginx_put_httpx``: one Python thread PUTting straight to one node,
+  then GETting (streamed, 1 MiB reads), with each client (why urllib3: see
+  pochta/blobs/nodes/client.py).
 
 Each pochta upload is 4 requests to each of 2 nodes (probe PUT + DELETE, PUT, MOVE); the
 ratio to nginx is per stored file (a file = two copies).
@@ -124,23 +125,39 @@ def wrk_rate(
 
 
 def client_rate(kind: str, url: str, size: int, seconds: float) -> dict[str, Any]:
+    """PUTs, then streamed GETs (1 MiB reads) of the same files, from one thread."""
     body = os.urandom(size)
-    n = 0
-    stop = time.monotonic() + seconds
-    t0 = time.perf_counter()
-    if kind == "urllib3":
-        pool = urllib3.PoolManager(maxsize=4)
-        while time.monotonic() < stop:
-            assert pool.request("PUT", f"{url}/c{n % 64}", body=body).status in (201, 204)
-            n += 1
-        pool.clear()
-    else:
-        with httpx.Client() as client:
+    rates: dict[str, Any] = {}
+    for method in ("PUT", "GET"):
+        n = 0
+        stop = time.monotonic() + seconds / 2
+        t0 = time.perf_counter()
+        if kind == "urllib3":
+            pool = urllib3.PoolManager(maxsize=4)
             while time.monotonic() < stop:
-                assert client.put(f"{url}/c{n % 64}", content=body).status_code in (201, 204)
+                target = f"{url}/c{n % 64 if method == 'PUT' else 0}"
+                if method == "PUT":
+                    assert pool.request("PUT", target, body=body).status in (201, 204)
+                else:
+                    r = pool.request("GET", target, preload_content=False)
+                    assert sum(len(c) for c in r.stream(1 << 20)) == size
+                    r.release_conn()
                 n += 1
-    elapsed = time.perf_counter() - t0
-    return {"puts_per_s": round(n / elapsed, 1), "mb_per_s": round(n * size / elapsed / 1e6, 1)}
+            pool.clear()
+        else:
+            with httpx.Client() as client:
+                while time.monotonic() < stop:
+                    target = f"{url}/c{n % 64 if method == 'PUT' else 0}"
+                    if method == "PUT":
+                        assert client.put(target, content=body).status_code in (201, 204)
+                    else:
+                        with client.stream("GET", target) as r:
+                            assert sum(len(c) for c in r.iter_bytes(1 << 20)) == size
+                    n += 1
+        elapsed = time.perf_counter() - t0
+        rates[f"{method.lower()}s_per_s"] = round(n / elapsed, 1)
+        rates[f"{method.lower()}_mb_per_s"] = round(n * size / elapsed / 1e6, 1)
+    return rates
 
 
 def store_on(workdir: Path, name: str, disks: tuple[DiskSpec, DiskSpec]) -> BlobStore:
