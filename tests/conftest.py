@@ -1,5 +1,6 @@
 """Fixtures shared by every test directory."""
 
+from tests.nginx import nginx_factory  # noqa: F401  (fixture)
 from tests.pgserver import (  # noqa: F401  (fixtures)
     new_postgres_db,
     postgres_dsn,

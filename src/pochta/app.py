@@ -32,6 +32,8 @@ from pochta.antispam.words import Words
 from pochta.antispam.words.sqlite import SQLiteWordStore
 from pochta.blobs.evacuations import Evacuations
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
+from pochta.blobs.nodes import DiskFactory
+from pochta.blobs.nodes.client import NodeTimeouts
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
 from pochta.blobs.valkyrie import (
@@ -44,9 +46,9 @@ from pochta.blobs.valkyrie import (
 )
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
-from pochta.guard.backends.redislock import RedisLockBackend
+from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
 from pochta.guard.backends.redisrate import RedisRateLimitBackend
-from pochta.guard.backends.sqlitelock import SqliteLockBackend
+from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
 from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
 from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
@@ -59,6 +61,7 @@ from pochta.mailbox.worker import DeletionWorker
 from pochta.redisconn import SyncClient, connect
 from pochta.types import (
     DiskSpec,
+    Fence,
     FileDB,
     Limit,
     LockBackend,
@@ -90,6 +93,7 @@ class Pochta:
     evacuations: Evacuations
     redis: SyncClient | None = None  # the one Redis client of guard and shingles, if they use it
     postgres: Postgres | None = None  # the [postgres] pool, when a store lives there
+    fence: Fence | None = None  # where the single-run jobs' leaders admit their tokens
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -120,7 +124,8 @@ class Pochta:
         """Start the background work of a server (once): the worker processes that parse and
         analyze letters; the shingle counters' flusher; the deletion worker, which first
         recovers what a crash left; and, when ``valkyrie.enabled``, Valkyrie, one thread per
-        disk."""
+        local disk. The deletion worker and Valkyrie are single-run jobs: among every process
+        sharing the locks one leads each (``pochta.guard.singleton``)."""
         if self._started:
             return
         self._started = True
@@ -131,7 +136,7 @@ class Pochta:
         self.deletions.start()
         self.history.start()  # samples the store's size, writes the hourly tallies
         if self.settings.valkyrie.enabled:
-            self._scrubbers = ValkyrieRunner(self.valkyrie)
+            self._scrubbers = ValkyrieRunner(self.valkyrie, fence=self.fence)
             self._scrubbers.start()
 
     def close(self) -> None:
@@ -154,6 +159,8 @@ class Pochta:
             self.scanner.words.close()  # writes what is buffered
         self.history.close()  # writes the tallies buffered
         self.locks.close()
+        if isinstance(self.fence, SqliteFence):
+            self.fence.close()
         self.mailbox.close()
         self.blobs.close()
         if self.redis is not None:
@@ -186,6 +193,7 @@ def build(settings: Settings) -> Pochta:
     blobs = BlobStore(
         filedb,
         pairdb,
+        disk_factory=disk_factory(settings),
         placement_root=settings.blobs.placement_root,
         free_refresh_seconds=settings.blobs.free_refresh_seconds,
     )
@@ -194,7 +202,7 @@ def build(settings: Settings) -> Pochta:
         specs = (DiskSpec("local", str(disks / "0")), DiskSpec("local", str(disks / "1")))
         with contextlib.suppress(InvalidInput):  # another process made it at the same moment
             blobs.add_pair(*specs)
-    locks, limits = _guard_backends(settings, redis_client)
+    locks, limits, fence = _guard_backends(settings, redis_client)
     g = settings.guard
     pochta_locks = Locks(locks, ttl=g.lock_ttl)
     logins = LoginGuard(
@@ -239,11 +247,12 @@ def build(settings: Settings) -> Pochta:
         shingles=shingler,
         scanner=scanner,
         intake=_intake(settings, scanner.analyzer, analysis),
-        deletions=DeletionWorker(mailbox.deletions),
+        deletions=DeletionWorker(mailbox.deletions, pochta_locks, fence=fence),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
         redis=redis_client,
         postgres=pg,
+        fence=fence,
     )
 
 
@@ -319,6 +328,14 @@ def _postgres(settings: Settings) -> Postgres | None:
         pg.close()
         raise
     return pg
+
+
+def disk_factory(settings: Settings) -> DiskFactory:
+    """Opens the disks of the pairs: local directories, and WebDAV nodes with the timeouts
+    and pool size of ``[blobs]`` (the BlobStore closes it)."""
+    b = settings.blobs
+    timeouts = NodeTimeouts(b.node_connect_timeout, b.node_read_timeout, b.node_pool_size)
+    return DiskFactory(timeouts, free_max_age=b.node_free_max_age)
 
 
 def _shingler(settings: Settings, data: Path, redis_client: SyncClient | None) -> Shingler:
@@ -413,13 +430,19 @@ def _intake(settings: Settings, analyzer: Analyzer, analysis: AnalysisSettings) 
 
 def _guard_backends(
     settings: Settings, redis_client: SyncClient | None
-) -> tuple[LockBackend, RateLimitBackend]:
+) -> tuple[LockBackend, RateLimitBackend, Fence]:
     if settings.guard.backend == "redis":
         assert redis_client is not None
-        return RedisLockBackend(redis_client), RedisRateLimitBackend(redis_client)
+        return (
+            RedisLockBackend(redis_client),
+            RedisRateLimitBackend(redis_client),
+            RedisFence(redis_client),
+        )
     data = settings.data_dir.resolve()
-    return SqliteLockBackend(data / "guard-locks.sqlite3"), SqliteRateLimitBackend(
-        data / "guard-limits.sqlite3"
+    return (
+        SqliteLockBackend(data / "guard-locks.sqlite3"),
+        SqliteRateLimitBackend(data / "guard-limits.sqlite3"),
+        SqliteFence(data / "guard-locks.sqlite3"),
     )
 
 

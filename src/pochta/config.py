@@ -83,6 +83,21 @@ class BlobSettings(Section):
     max_upload_size: int = Field(
         1 << 30, gt=0, description="bytes of one PUT /v1/blobs/{key}; larger gets 413"
     )
+    node_connect_timeout: float = Field(
+        2.0, gt=0, description="seconds a WebDAV storage node may take to accept a connection"
+    )
+    node_read_timeout: float = Field(
+        30.0, gt=0, description="seconds a WebDAV node may stay silent within a request"
+    )
+    node_pool_size: int = Field(
+        16, ge=1, description="keep-alive connections kept open to each WebDAV node"
+    )
+    node_free_max_age: float = Field(
+        300.0,
+        gt=0,
+        description="a WebDAV disk's free-space report older than this counts as none (the"
+        " disk takes no new files until its storage host reports again)",
+    )
 
 
 class SmtpSettings(Section):

@@ -6,6 +6,7 @@ list and a branch to the matching ``open_*`` function; the suites then run again
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 from collections.abc import Callable, Iterator
@@ -17,18 +18,26 @@ import pytest
 from pochta.blobs.filedb.memory import MemoryFileDB
 from pochta.blobs.filedb.postgres import PostgresFileDB
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
+from pochta.blobs.nodes import DiskFactory
+from pochta.blobs.nodes.client import NodeTimeouts
 from pochta.blobs.nodes.local import LocalDisk
+from pochta.blobs.nodes.report import write_report
 from pochta.blobs.pairs import MemoryPairDB, SQLitePairDB
 from pochta.blobs.pairs_postgres import PostgresPairDB
 from pochta.postgres.database import PoolSettings, Postgres
-from pochta.types import Clock, Disk, FileDB, PairDB
+from pochta.types import Clock, Disk, DiskSpec, FileDB, PairDB
 from tests.pgserver import NewDatabase
 
 FILEDB_KINDS = ["memory", "sqlite", "postgres"]
 SHARED_FILEDB_KINDS = ["sqlite", "postgres"]  # several processes share one (workers.py)
 PAIRDB_KINDS = ["memory", "sqlite", "postgres"]
-DISK_KINDS = ["local"]
-BROKEN_DISK_KINDS = ["local-root-is-a-file", "local-tmp-is-a-file"]
+DISK_KINDS = ["local", "webdav"]
+BROKEN_DISK_KINDS = [
+    "local-root-is-a-file",
+    "local-tmp-is-a-file",
+    "webdav-root-is-a-file",
+    "webdav-node-stopped",
+]
 
 
 class FakeClock:
@@ -167,19 +176,46 @@ def pairdb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PairDB]:
 
 
 # -- Disk -----------------------------------------------------------------------------------
+@pytest.fixture
+def disk_factory() -> Iterator[DiskFactory]:
+    """Opens WebDAV disks with short timeouts; their connections are closed at teardown."""
+    with contextlib.closing(DiskFactory(NodeTimeouts(connect=2.0, read=10.0))) as factory:
+        yield factory
+
+
 @pytest.fixture(params=DISK_KINDS)
-def disk(request: pytest.FixtureRequest, tmp_path: Path) -> Disk:
+def disk(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    disk_factory: DiskFactory,
+) -> Disk:
+    """An empty disk at ``tmp_path/disk``: the directory itself, or the same directory behind
+    a real nginx WebDAV node (its free-space report written once, as its host would)."""
+    (tmp_path / "disk").mkdir()
     if request.param == "local":
-        (tmp_path / "disk").mkdir()
         return LocalDisk(tmp_path / "disk")
+    if request.param == "webdav":
+        node = request.getfixturevalue("nginx_factory")(served=tmp_path)
+        write_report(tmp_path / "disk")
+        return disk_factory(node.disk("disk"))
     raise ValueError(request.param)
 
 
 @pytest.fixture(params=BROKEN_DISK_KINDS)
-def broken_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Disk:
+def broken_disk(
+    request: pytest.FixtureRequest, tmp_path: Path, disk_factory: DiskFactory
+) -> Disk:
     """A disk that cannot take writes. Root ignores permissions, so the local variants put a
-    regular file where a directory must be."""
+    regular file where a directory must be; a WebDAV node can also be stopped."""
     root = tmp_path / "disk"
+    if request.param.startswith("webdav-"):
+        node = request.getfixturevalue("nginx_factory")(served=tmp_path)
+        if request.param == "webdav-root-is-a-file":
+            root.write_bytes(b"not a directory\n")
+        else:
+            node.disk("disk")
+            node.stop()
+        return disk_factory(node.disk("disk") if root.is_dir() else DiskSpec(node.url, "disk"))
     if request.param == "local-root-is-a-file":
         root.write_bytes(b"not a directory\n")
         return LocalDisk(root)

@@ -137,12 +137,15 @@ def test_delete(disk: Disk) -> None:
     disk.delete(NAME)  # deleting what is not there is not an error
 
 
-def test_abort_removes_the_temporary_file(disk: Disk) -> None:
+@pytest.mark.parametrize("size", [len(DATA), 2_500_000])  # held back, and being streamed
+def test_abort_before_commit_leaves_nothing(disk: Disk, size: int) -> None:
+    """A local disk has the bytes in its temporary file by now, a WebDAV node in the PUT
+    being sent; either way an abort leaves no trace of them."""
     writer = disk.create("tmp/aborted.part")
-    writer.write(DATA)
-    assert disk.size("tmp/aborted.part") == len(DATA)
+    writer.write(os.urandom(size))
     writer.abort()
     assert disk.size("tmp/aborted.part") is None
+    assert [e.name for e in disk.walk()] == []
     writer.abort()  # never raises, even twice
 
 
@@ -163,15 +166,25 @@ def test_abort_after_publish_keeps_the_published_file(disk: Disk) -> None:
     assert read(disk, NAME) == DATA
 
 
-def test_create_refuses_an_existing_temporary_name(disk: Disk) -> None:
-    """Temporary names carry a random part; a clash must not mix two uploads."""
+@pytest.mark.parametrize("size", [5_000, 2_500_000])
+def test_a_clash_of_temporary_names_never_mixes_two_uploads(disk: Disk, size: int) -> None:
+    """Temporary names carry 128 random bits, so two uploads never share one; were they to,
+    the disk refuses the second writer (a local disk, at create) or keeps one writer's bytes
+    whole (a WebDAV node: each PUT lands whole), never a mix of the two."""
+    first, second = os.urandom(size), os.urandom(size)
     writer = disk.create("tmp/same.part")
-    writer.write(b"first")
-    with pytest.raises(DiskError):
-        disk.create("tmp/same.part")
+    writer.write(first)
+    try:
+        other = disk.create("tmp/same.part")
+    except DiskError:
+        other = None
+    if other is not None:
+        other.write(second)
     writer.commit()
+    if other is not None:
+        other.commit()
     disk.publish("tmp/same.part", NAME)
-    assert read(disk, NAME) == b"first"
+    assert read(disk, NAME) in (first, second)
 
 
 def test_free_bytes(disk: Disk) -> None:
@@ -190,8 +203,16 @@ def test_probe_repeats_and_the_disk_stays_usable(disk: Disk) -> None:
 def test_an_unwritable_disk_fails_the_probe(broken_disk: Disk) -> None:
     with pytest.raises(DiskError):
         broken_disk.probe()
+
+    def store_one() -> None:
+        writer = broken_disk.create("tmp/x.part")
+        writer.write(b"x")
+        writer.commit()
+
+    with pytest.raises(DiskError):  # at create (a local disk), by commit at the latest (a node)
+        store_one()
     with pytest.raises(DiskError):
-        broken_disk.create("tmp/x.part")
+        broken_disk.open(NAME)
 
 
 def test_walk_lists_every_file_in_name_order(disk: Disk) -> None:
@@ -225,3 +246,13 @@ def test_walk_of_a_disk_whose_root_is_gone_fails(disk: Disk, tmp_path: Path) -> 
     shutil.rmtree(tmp_path / "disk")
     with pytest.raises(DiskError):
         list(disk.walk())
+
+
+def test_walk_skips_the_nodes_own_dot_names_at_the_root(disk: Disk, tmp_path: Path) -> None:
+    """A storage host keeps its own files beside the blobs (nginx's temporary bodies, the
+    free-space report): names at the root that begin with a dot are not the disk's files."""
+    (tmp_path / "disk" / ".nginx-body").mkdir(exist_ok=True)
+    (tmp_path / "disk" / ".nginx-body" / "0000000001").write_bytes(b"half a body")
+    (tmp_path / "disk" / ".pochta-free").write_text('{"free": 1, "total": 2}')
+    store(disk, NAME, DATA)
+    assert [e.name for e in disk.walk()] == [NAME]

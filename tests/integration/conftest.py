@@ -52,6 +52,8 @@ def start_server(
     smtp_port: int | None = None,
     lmtp_port: int | None = None,
     settings: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+    timeout: float = 20.0,
 ) -> Server:
     """``pochta serve`` with HTTP, SMTP and LMTP on free loopback ports (or the ports given:
     a restart keeps its ports); ``settings``: more POCHTA_* environment variables."""
@@ -69,13 +71,16 @@ def start_server(
     }
     with log.open("ab") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pochta", "serve", "--port", str(port), "--data", str(data)],
+            [
+                *(sys.executable, "-m", "pochta", "serve", "--port", str(port)),
+                *("--data", str(data), *args),
+            ],
             stdout=sink,
             stderr=subprocess.STDOUT,
             env=env,
         )
     server = Server(f"http://127.0.0.1:{port}", port, smtp_port, lmtp_port, data, proc, log)
-    deadline = time.monotonic() + 120  # a loaded 2-core machine starts slowly
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"pochta serve exited early:\n{log.read_text()}")

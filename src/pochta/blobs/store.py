@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from pochta.blobs.keys import blob_path, master_index, parse_key, parse_magic
-from pochta.blobs.nodes import open_disk
+from pochta.blobs.nodes import DiskFactory
 from pochta.blobs.placement import choose_pair
 from pochta.errors import (
     BlobNotFound,
@@ -183,7 +183,7 @@ class BlobStore:
         filedb: FileDB,
         pairdb: PairDB,
         *,
-        disk_factory: Callable[[DiskSpec], Disk] = open_disk,
+        disk_factory: Callable[[DiskSpec], Disk] | None = None,
         placement_root: float = 2.0,
         free_refresh_seconds: float = 10.0,
         rng: random.Random | None = None,
@@ -191,7 +191,7 @@ class BlobStore:
     ) -> None:
         self.filedb = filedb
         self.pairdb = pairdb
-        self._disk_factory = disk_factory
+        self._disk_factory = disk_factory or DiskFactory()
         self._disks: dict[DiskSpec, Disk] = {}
         self._placement_root = placement_root
         self._free_refresh = free_refresh_seconds
@@ -208,6 +208,12 @@ class BlobStore:
             if disk is None:
                 disk = self._disks[spec] = self._disk_factory(spec)
             return disk
+
+    def mount(self, spec: DiskSpec, disk: Disk) -> None:
+        """Use ``disk`` for ``spec`` from now on: a storage host reaches its own WebDAV disk
+        as the local directory behind its nginx."""
+        with self._lock:
+            self._disks[spec] = disk
 
     def disks(self, pair: Pair) -> tuple[Disk, Disk]:
         return self.disk(pair.disks[0]), self.disk(pair.disks[1])
@@ -500,5 +506,7 @@ class BlobStore:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        if isinstance(self._disk_factory, DiskFactory):
+            self._disk_factory.close()  # the nodes' connection pools
         self.filedb.close()
         self.pairdb.close()

@@ -39,8 +39,9 @@ from pochta.blobs.keys import blob_path, master_index
 from pochta.blobs.store import BlobStore
 from pochta.errors import DiskError, InvalidInput, LeaseLost, MissingFile, PochtaError
 from pochta.guard.lock import Lease, Locks
+from pochta.guard.singleton import Singleton
 from pochta.sqlitedb import SQLiteDatabase
-from pochta.types import Disk, DiskSpec, FileRecord, Key, Pair, PairFlag
+from pochta.types import Disk, DiskSpec, Fence, FileRecord, Key, Pair, PairFlag
 
 log = logging.getLogger(__name__)
 
@@ -646,19 +647,34 @@ class Valkyrie:
 
 # -- in ``pochta serve`` -------------------------------------------------------------------------
 class ValkyrieRunner:
-    """Valkyrie in background threads, one per disk, for ``pochta serve``.
+    """Valkyrie in background threads, one per local disk, for ``pochta serve``.
 
-        runner = ValkyrieRunner(valkyrie); runner.start(); ...; runner.stop()
+        runner = ValkyrieRunner(valkyrie, fence=fence); runner.start(); ...; runner.stop()
 
-    Each thread runs a pass over its disk, then waits ``pass_interval_seconds``; new pairs are
-    picked up every ``rescan_seconds``. ``stop`` saves every position and joins the threads.
+    With locks (as ``pochta serve`` has them), each disk is a ``Singleton`` job: among every
+    process that shares the locks, one leads it and runs a pass every
+    ``pass_interval_seconds``; when that process dies, another takes the disk over after one
+    lease length. Without locks (one process), each disk is a plain thread. New pairs are
+    picked up every ``rescan_seconds``, retired ones dropped. ``stop`` saves every position
+    and joins the threads.
+
+    Disks on WebDAV nodes are scrubbed on their storage hosts (``pochta valkyrie run --disk
+    <dir>``), where the bytes are local, not from here over HTTP.
     """
 
-    def __init__(self, valkyrie: Valkyrie, *, rescan_seconds: float = 60.0) -> None:
+    def __init__(
+        self,
+        valkyrie: Valkyrie,
+        *,
+        rescan_seconds: float = 60.0,
+        fence: Fence | None = None,
+    ) -> None:
         self.valkyrie = valkyrie
+        self.fence = fence
         self._rescan = rescan_seconds
         self._stop = threading.Event()
         self._threads: dict[DiskSpec, threading.Thread] = {}
+        self.jobs: dict[DiskSpec, Singleton] = {}
         self._supervisor: threading.Thread | None = None
 
     def start(self) -> None:
@@ -672,34 +688,63 @@ class ValkyrieRunner:
         self._stop.set()
         if self._supervisor is not None:
             self._supervisor.join(timeout)
+        for job in list(self.jobs.values()):
+            job.cancel()
+        for job in list(self.jobs.values()):
+            job.join(timeout)
         for thread in list(self._threads.values()):
             thread.join(timeout)
 
     def _supervise(self) -> None:
         while not self._stop.is_set():
             try:
-                for pair, index in self.valkyrie.disks():
-                    spec = pair.disks[index]
-                    if spec not in self._threads or not self._threads[spec].is_alive():
-                        thread = threading.Thread(
-                            target=self._disk_loop,
-                            args=(pair.id, index),
-                            name=f"pochta-valkyrie-{pair.id}.{index}",
-                            daemon=True,
-                        )
-                        self._threads[spec] = thread
-                        thread.start()
+                disks = {
+                    pair.disks[index]: (pair.id, index)
+                    for pair, index in self.valkyrie.disks()
+                    if pair.disks[index].node == "local"
+                }
+                for spec, (pair_id, index) in disks.items():
+                    self._ensure(spec, pair_id, index)
+                for spec in [s for s in self.jobs if s not in disks]:  # a retired pair
+                    self.jobs.pop(spec).stop()
             except PochtaError as exc:
                 log.error("valkyrie: %s", exc.message)
             self._stop.wait(self._rescan)
 
+    def _ensure(self, spec: DiskSpec, pair_id: int, index: int) -> None:
+        name = f"pochta-valkyrie-{pair_id}.{index}"
+        locks = self.valkyrie.locks
+        if locks is not None:
+            if spec not in self.jobs:
+                job = Singleton(
+                    locks,
+                    lock_name(spec),
+                    lambda _lease: self._pass(pair_id, index, job.stopping),
+                    interval=self.valkyrie.config.pass_interval_seconds,
+                    fence=self.fence,
+                    thread_name=name,
+                )
+                self.jobs[spec] = job
+                if not self._stop.is_set():
+                    job.start()
+            return
+        if spec not in self._threads or not self._threads[spec].is_alive():
+            thread = threading.Thread(
+                target=self._disk_loop, args=(pair_id, index), name=name, daemon=True
+            )
+            self._threads[spec] = thread
+            thread.start()
+
+    def _pass(self, pair_id: int, index: int, stop: threading.Event) -> None:
+        pair = self.valkyrie.store.pairdb.get(pair_id)  # fresh flags every pass
+        report = self.valkyrie.run_disk(pair, index, stop=stop)
+        if report.complete:
+            log.info("valkyrie %s: pass done: %s", report.disk, report.counts.as_dict())
+
     def _disk_loop(self, pair_id: int, index: int) -> None:
         while not self._stop.is_set():
             try:
-                pair = self.valkyrie.store.pairdb.get(pair_id)  # fresh flags every pass
-                report = self.valkyrie.run_disk(pair, index, stop=self._stop)
-                if report.complete:
-                    log.info("valkyrie %s: pass done: %s", report.disk, report.counts.as_dict())
+                self._pass(pair_id, index, self._stop)
             except LeaseLost:
                 pass
             except PochtaError as exc:

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from rich.table import Table
 
 from pochta.blobs.evacuate import EvacuationReport, evacuate, retire
+from pochta.blobs.nodes.client import parse_node_url
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import InvalidInput
 from pochta.types import DiskSpec, Pair, PairFlag
@@ -55,8 +56,8 @@ def _table(pairs: list[Pair]) -> None:
 
 
 def _disk(text: str) -> DiskSpec:
-    if text.startswith(("http://", "https://")):
-        return DiskSpec(text, "")
+    if "://" in text:  # a node's URL (http, https); any other scheme is refused
+        return parse_node_url(text)
     path = Path(text).expanduser().resolve()
     if path.exists() and not path.is_dir():
         raise InvalidInput(f"{text} is not a directory")
@@ -72,16 +73,20 @@ def list_(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt =
     emit(json_output, [pair_dict(p) for p in pairs], lambda: _table(pairs))
 
 
+_DISK_HELP = "a directory, or a WebDAV node's http://node:port/root"
+
+
 @app.command()
 @handles_errors
 def add(
-    dir_a: Annotated[str, typer.Argument(help="first disk (a directory)", show_default=False)],
-    dir_b: Annotated[str, typer.Argument(help="second disk (a directory)", show_default=False)],
+    dir_a: Annotated[str, typer.Argument(help=f"first disk: {_DISK_HELP}", show_default=False)],
+    dir_b: Annotated[str, typer.Argument(help=f"second disk: {_DISK_HELP}", show_default=False)],
     data: DataOpt = None,
     config: ConfigOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Add a pair of two disks; both must take a probe write."""
+    """Add a pair of two disks (local directories or WebDAV nodes: http://node:port/root);
+    both must take a probe write."""
     with opened(data, config) as pochta:
         pair = pochta.blobs.add_pair(_disk(dir_a), _disk(dir_b))
     emit(json_output, pair_dict(pair), lambda: out.print(f"added pair {pair.id}"))

@@ -7,8 +7,10 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,6 +21,8 @@ from pochta.cli.common import ConfigOpt, DataOpt, err, handles_errors, settings
 from pochta.config import Settings
 from pochta.errors import ConfigError
 from pochta.server.http import create_app
+from pochta.server.supervisor import Address, Supervisor, bind_all, fds_arg, inherited
+from pochta.workers import cores
 
 
 class _Server(uvicorn.Server):
@@ -71,6 +75,16 @@ def serve(
     port: Annotated[int | None, typer.Option(help="HTTP port (default 8025)")] = None,
     data: DataOpt = None,
     config: ConfigOpt = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=64,
+            help="server processes behind the same ports (one per core delivers on every core)",
+        ),
+    ] = 1,
+    listen_fds: Annotated[str | None, typer.Option("--listen-fds", hidden=True)] = None,
 ) -> None:
     """Run the HTTP API and the SMTP/LMTP listeners until SIGTERM or Ctrl-C; stops cleanly."""
     s = settings(data, config)
@@ -83,6 +97,13 @@ def serve(
     except OSError as exc:
         raise ConfigError(f"cannot create data directory {s.data_dir}: {exc.strerror}") from None
     service_token(s)
+    if listen_fds is not None:  # one worker of `serve --workers N`: its sockets are handed over
+        handed = inherited(listen_fds)
+        logging.basicConfig(level=s.log_level.upper(), format=WORKER_LOG_FORMAT)
+        _run(s, handed.pop("http"), handed)
+        return
+    if workers > 1:
+        raise typer.Exit(_supervise(s, config, workers))
     check_smtp_ports(s)
     sock = listen(http.host, http.port, "HTTP", "http.port or --port")
     logging.basicConfig(
@@ -94,8 +115,14 @@ def serve(
     if s.smtp.enabled:
         lmtp = f", LMTP {s.smtp.host}:{s.smtp.lmtp_port}" if s.smtp.lmtp_port else ""
         err.print(f"        SMTP {s.smtp.host}:{s.smtp.port}{lmtp}")
+    _run(s, sock)
+
+
+def _run(s: Settings, sock: socket.socket, sockets: dict[str, socket.socket] | None = None) -> None:
+    """uvicorn on ``sock`` until SIGTERM; the SMTP/LMTP listeners on ``sockets`` if given."""
+    http = s.http
     uv_config = uvicorn.Config(
-        create_app(s),
+        create_app(s, sockets),
         host=http.host,
         port=http.port,
         log_level=s.log_level,
@@ -107,3 +134,30 @@ def serve(
     )
     with sock:
         _Server(uv_config).run(sockets=[sock])
+
+
+WORKER_LOG_FORMAT = "%(asctime)s [%(process)d] %(levelname)s %(name)s %(message)s"
+
+
+def _supervise(s: Settings, config: Path | None, workers: int) -> int:
+    """``serve --workers N``: bind every listener N times, start N workers, supervise them
+    (see ``pochta.server.supervisor``). The exit code."""
+    http = s.http
+    addresses = [Address("http", http.host, http.port, "http.port or --port")]
+    if s.smtp.enabled:
+        addresses.append(Address("smtp", s.smtp.host, s.smtp.port, "smtp.port"))
+        if s.smtp.lmtp_port:
+            addresses.append(Address("lmtp", s.smtp.host, s.smtp.lmtp_port, "smtp.lmtp_port"))
+    sets = bind_all(addresses, workers)
+    logging.basicConfig(level=s.log_level.upper(), format=WORKER_LOG_FORMAT)
+    if s.service_token is None:
+        err.print(f"service token: in {token_file(s)}")
+    ports = ", ".join(f"{a.name.upper()} {a.host}:{a.port}" for a in addresses)
+    err.print(f"pochta: {workers} workers on {ports}  data: {s.data_dir.resolve()}")
+    if s.antispam.workers is None:  # the cores are shared: each server gets its part
+        os.environ["POCHTA_ANTISPAM__WORKERS"] = str(max(1, cores() // workers))
+    base = [sys.executable, "-m", "pochta", "serve", "--data", str(s.data_dir)]
+    base += ["--host", http.host, "--port", str(http.port)]
+    if config is not None:
+        base += ["--config", str(config)]
+    return Supervisor(sets, lambda sockets: [*base, "--listen-fds", fds_arg(sockets)]).run()

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 from rich.table import Table
 
+from pochta.app import Pochta
 from pochta.blobs import valkyrie as vk
+from pochta.blobs.nodes.host import served_disk
+from pochta.blobs.nodes.local import LocalDisk
+from pochta.blobs.nodes.report import Reporter
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
+from pochta.errors import InvalidInput
+from pochta.types import Pair
 
 app = typer.Typer(help="Valkyrie: the per-disk scrubber.", no_args_is_help=True)
 
@@ -30,7 +38,12 @@ def _table(rows: list[dict[str, Any]]) -> None:
 @handles_errors
 def run(
     disk: Annotated[
-        str | None, typer.Option("--disk", help="one disk: its index (0-based) or its root")
+        str | None,
+        typer.Option(
+            "--disk",
+            help="one disk: its index (0-based), its root or URL, or on a storage host the"
+            " directory behind its WebDAV disk",
+        ),
     ] = None,
     once: Annotated[
         bool, typer.Option("--once", help="one pass over each disk, then exit")
@@ -52,7 +65,7 @@ def run(
 ) -> None:
     """Scrub disks: a pass resumes where the last one stopped. Without --once, runs passes
     forever (every pass_interval_seconds)."""
-    with opened(data, config) as pochta:  # in the foreground: no background threads
+    with opened(data, config) as pochta, contextlib.ExitStack() as stack:
         valkyrie = pochta.valkyrie
         overrides: dict[str, float | None] = {}
         if budget is not None:
@@ -63,7 +76,7 @@ def run(
             overrides["orphan_min_age_seconds"] = orphan_min_age
         cfg = dataclasses.replace(valkyrie.config, **overrides)  # type: ignore[arg-type]
         valkyrie.config = cfg
-        targets = [valkyrie.find_disk(disk)] if disk is not None else valkyrie.disks()
+        targets = [_target(pochta, disk, stack)] if disk is not None else valkyrie.disks()
         reports: list[vk.PassReport] = []
         while True:
             reports = []
@@ -86,6 +99,34 @@ def run(
     emit(json_output, {"disks": rows, "errors": errors}, human)
     if errors:
         raise typer.Exit(1)
+
+
+def _target(pochta: Pochta, disk: str, stack: contextlib.ExitStack) -> tuple[Pair, int]:
+    """A disk by index, root or URL; or, on a storage host, the directory behind a WebDAV
+    disk: then it is read here, not over HTTP, and its free-space report is kept up to date
+    (a thread writes it every few seconds while this command runs)."""
+    try:
+        return pochta.valkyrie.find_disk(disk)
+    except InvalidInput:
+        directory = Path(disk).expanduser()
+        if not directory.is_dir():
+            raise
+    directory = directory.resolve()
+    specs = [d for p in pochta.blobs.pairs() for d in p.disks]
+    try:
+        spec = served_disk(directory, specs, pochta.blobs.disk)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write into {directory}: {exc.strerror or exc}") from None
+    if spec is None:
+        raise InvalidInput(
+            f"no disk of a pair is {directory}: neither a local disk nor the directory behind"
+            " a WebDAV disk whose node answers (`pochta pairs add http://node:port/root` first)"
+        )
+    pochta.blobs.mount(spec, LocalDisk(directory, spec=spec))
+    reporter = Reporter(directory)
+    reporter.start()
+    stack.callback(reporter.stop)
+    return pochta.valkyrie.find_disk(str(spec))
 
 
 def _one(valkyrie: vk.Valkyrie, pair: Any, index: int, json_output: bool) -> vk.PassReport:

@@ -1,60 +1,69 @@
-"""The background step that finishes recorded deletions (one thread, woken on demand)."""
+"""The background job that finishes recorded deletions: one process at a time.
+
+Every ``pochta serve`` starts a ``DeletionWorker``; among all the processes that share the
+locks (the ``--workers`` of one machine, the loaders of many), one leads the job
+(``pochta.guard.singleton``). When it becomes the leader it first recovers what a crash left
+(``Deletions.recover``: deliveries cut short, then the journal sweep), then every ``interval``
+seconds, or at once when woken in this process, undoes the deliveries cut short since and
+finishes the recorded deletions. A leader that dies hands the job over one lease length
+later; the next leader's recovery finishes what it left halfway (every dec carries its
+operation id, so a dec replayed is counted once).
+"""
 
 from __future__ import annotations
 
 import logging
-import threading
 
-from pochta.errors import PochtaError
+from pochta.guard.lock import Lease, Locks
+from pochta.guard.singleton import Singleton
 from pochta.mailbox.deletion import Deletions
+from pochta.types import Fence
 
 log = logging.getLogger("pochta.mailbox")
 
+JOB = "mailbox-deletions"
+
 
 class DeletionWorker:
-    """Runs ``Deletions.process`` when woken and every ``interval`` seconds (so that a
-    deletion left by a crash or a failed dec is retried). ``start`` first recovers what a
-    crash left (``Deletions.recover``); nothing runs before it."""
-
-    def __init__(self, deletions: Deletions, interval: float = 30.0) -> None:
+    def __init__(
+        self,
+        deletions: Deletions,
+        locks: Locks,
+        interval: float = 30.0,
+        *,
+        fence: Fence | None = None,
+    ) -> None:
         self.deletions = deletions
         self.interval = interval
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pochta-deletions", daemon=True)
+        self.job = Singleton(
+            locks,
+            JOB,
+            self._round,
+            interval=interval,
+            fence=fence,
+            on_lead=self._recover,
+            thread_name="pochta-deletions",
+        )
 
     def start(self) -> None:
+        self.job.start()
+
+    def wake(self) -> None:
+        self.job.wake()
+
+    def stop(self) -> None:
+        self.job.stop()
+
+    def _recover(self, lease: Lease) -> None:
         recovered = self.deletions.recover()
         if recovered:
             log.info("%d delivery(ies) cut short by a crash will be undone", recovered)
-        self._thread.start()
-        self._wake.set()
 
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.interval)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                undone = self.deletions.undo_stale()
-                if undone:
-                    log.info("%d delivery(ies) cut short will be undone", undone)
-                done = self.deletions.process()
-            except PochtaError as exc:
-                log.warning("deletions paused: %s", exc.message)
-                continue
-            except Exception:
-                log.exception("deletion worker failed; retrying later")
-                continue
-            if done:
-                log.info("finished %d deletion(s)", done)
+    def _round(self, lease: Lease) -> None:
+        undone = self.deletions.undo_stale()
+        if undone:
+            log.info("%d delivery(ies) cut short will be undone", undone)
+        lease.check()
+        done = self.deletions.process()
+        if done:
+            log.info("finished %d deletion(s)", done)

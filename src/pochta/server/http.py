@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import socket
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Literal
 
@@ -44,7 +45,11 @@ def bound_of(settings: Settings) -> Callable[[str, str], Bound]:
     return bound
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(
+    settings: Settings, sockets: Mapping[str, socket.socket] | None = None
+) -> FastAPI:
+    """The application; ``sockets``: listening sockets bound beforehand, by listener name
+    (``smtp``, ``lmtp``), used instead of binding their ports (``serve --workers``)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pochta = build(settings)
@@ -56,7 +61,11 @@ def create_app(settings: Settings) -> FastAPI:
             pochta.start()  # the deletion worker, Valkyrie, the shingle counters' flusher
             if settings.smtp.enabled:
                 listeners = await smtp.start(
-                    pochta.mailbox, pochta.intake, settings.smtp, settings.data_dir / "spool"
+                    pochta.mailbox,
+                    pochta.intake,
+                    settings.smtp,
+                    settings.data_dir / "spool",
+                    sockets=sockets,
                 )
             yield
         finally:

@@ -32,7 +32,9 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -339,10 +341,16 @@ def clear_spool(spool_dir: Path, older_than: float) -> None:
 
 
 async def start(
-    mailbox: Mailbox, intake: Intake, settings: SmtpSettings, spool_dir: Path
+    mailbox: Mailbox,
+    intake: Intake,
+    settings: SmtpSettings,
+    spool_dir: Path,
+    *,
+    sockets: Mapping[str, socket.socket] | None = None,
 ) -> list[asyncio.Server]:
     """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them.
-    Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes."""
+    Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes.
+    ``sockets``: listening sockets bound beforehand (``smtp``, ``lmtp``), used as they are."""
     loop = asyncio.get_running_loop()
     hostname = settings.fqdn()
     clear_spool(spool_dir, older_than=2 * settings.command_timeout + 600)
@@ -369,7 +377,11 @@ async def start(
             )
 
         try:
-            servers.append(await loop.create_server(factory, settings.host, port))
+            sock = (sockets or {}).get("lmtp" if lmtp else "smtp")
+            if sock is not None:
+                servers.append(await loop.create_server(factory, sock=sock))
+            else:
+                servers.append(await loop.create_server(factory, settings.host, port))
         except OSError as exc:
             for server in servers:
                 server.close()

@@ -202,6 +202,8 @@ def _walk(spec: DiskSpec, directory: Path, prefix: str, after: str) -> Iterator[
         raise _disk_error(spec, "listing", exc) from exc
     for entry in entries:
         name = prefix + entry.name
+        if not prefix and entry.name.startswith("."):
+            continue  # the storage host's own (nginx's temporary bodies, the free report)
         try:
             if entry.is_dir(follow_symlinks=False):
                 if name < after and not after.startswith(name + "/"):

@@ -1,0 +1,246 @@
+"""The blob store on WebDAV storage nodes: real nginx processes (one per node), pairs of disks
+on two nodes each, the loader's PUT + MOVE, reads with the sibling as fallback; a node that
+is stopped or stalls is a DiskError, so placement picks another pair and a read goes to the
+other copy; ``pochta pairs add http://...``; Valkyrie on the storage host against the
+directory behind its nginx, repairing the sibling's copy over WebDAV.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pochta.blobs.filedb.memory import MemoryFileDB
+from pochta.blobs.keys import blob_path, key_of, master_index
+from pochta.blobs.nodes import DiskFactory
+from pochta.blobs.nodes.client import NodeTimeouts, parse_node_url
+from pochta.blobs.nodes.report import REPORT_NAME, write_report
+from pochta.blobs.pairs import MemoryPairDB
+from pochta.blobs.store import BlobStore
+from pochta.cli import app as pochta_app
+from pochta.errors import DiskError, InvalidInput, NoWritablePair
+from pochta.types import DiskSpec, Pair
+from tests.nginx import NginxNode
+
+pytestmark = pytest.mark.integration
+
+runner = CliRunner()
+
+
+@dataclass
+class Rig:
+    nodes: list[NginxNode]
+    store: BlobStore
+    pairs: list[Pair]
+
+    def directory(self, spec: DiskSpec) -> Path:
+        node = next(n for n in self.nodes if n.url == spec.node)
+        return node.served / spec.root
+
+
+def _report(node: NginxNode, name: str) -> None:
+    write_report(node.served / name)
+
+
+@pytest.fixture
+def rig(nginx_factory: Callable[..., NginxNode]) -> Iterator[Rig]:
+    """Four nodes A B C D; pair 1 = (A/d, B/d), pair 2 = (C/d, D/d); short timeouts."""
+    nodes = [nginx_factory() for _ in range(4)]
+    specs = [node.disk("d") for node in nodes]
+    for node in nodes:
+        _report(node, "d")
+    factory = DiskFactory(NodeTimeouts(connect=1.0, read=1.0))
+    store = BlobStore(
+        MemoryFileDB(), MemoryPairDB(), disk_factory=factory, free_refresh_seconds=0,
+        rng=random.Random(7),
+    )  # fmt: skip
+    pairs = [store.add_pair(specs[0], specs[1]), store.add_pair(specs[2], specs[3])]
+    try:
+        yield Rig(nodes, store, pairs)
+    finally:
+        store.close()
+
+
+def test_upload_writes_both_copies_and_reads_them_back(rig: Rig) -> None:
+    for size in (0, 65_536, 3_000_000):  # empty, one PUT, streamed in chunks
+        data = os.urandom(size)
+        chunks = [data[i : i + 700_000] for i in range(0, len(data), 700_000)] or [b""]
+        stored = rig.store.upload(None, 12345, chunks)
+        key = stored.record.key
+        assert key == key_of(data) and stored.uploaded and stored.size == size
+        pair = rig.store.pairdb.get(stored.record.pair_id)
+        for spec in pair.disks:  # the files, as the storage hosts see them
+            assert (rig.directory(spec) / blob_path(key)).read_bytes() == data
+            assert list((rig.directory(spec) / "tmp").iterdir()) == []  # no temporary left
+        assert rig.store.read(key, size, zlib.crc32(data)) == data
+        opened = rig.store.open(key, start=size // 3, end=size // 2)
+        assert opened.size == size
+        assert b"".join(opened) == data[size // 3 : size // 2]
+        assert rig.store.check_copies(key, size, zlib.crc32(data)) == []
+    assert [p.free[0] > 0 for p in rig.store.refresh_free(force=True)] == [True, True]
+
+
+def test_a_stopped_node_sends_uploads_to_another_pair_and_reads_to_the_sibling(
+    rig: Rig,
+) -> None:
+    before = [rig.store.upload(None, 1, [os.urandom(50_000)]) for _ in range(12)]
+    on_pair1 = [s for s in before if s.record.pair_id == rig.pairs[0].id]
+    assert on_pair1, "placement put nothing on pair 1 (seeded: it does)"
+    rig.nodes[0].stop()  # A: the first disk of pair 1
+    for _ in range(10):
+        stored = rig.store.upload(None, 2, [os.urandom(80_000)])
+        assert stored.record.pair_id == rig.pairs[1].id
+    assert not list((rig.nodes[1].served / "d" / "tmp").iterdir())  # nothing half-written
+    for s in on_pair1:  # master or not, every file of pair 1 is read from B
+        key = s.record.key
+        opened = rig.store.open(key)
+        assert opened.disk == rig.pairs[0].disks[1]
+        assert len(b"".join(opened)) == s.size
+        assert rig.store.read(key, s.size, s.crc32)
+    masters = {master_index(s.record.key) for s in on_pair1}
+    assert masters  # some were A's to serve first
+    problems = rig.store.check_copies(on_pair1[0].record.key)
+    assert len(problems) == 1 and "refused" in problems[0].lower(), problems
+    rig.nodes[0].start_again()
+    stored = rig.store.upload(None, 3, [os.urandom(10_000)])
+    assert stored.uploaded
+
+
+def test_a_node_that_stalls_times_out_and_is_passed_over(rig: Rig) -> None:
+    data = os.urandom(30_000)
+    stored = rig.store.upload(None, 1, [data])
+    pair = rig.store.pairdb.get(stored.record.pair_id)
+    master = master_index(stored.record.key)
+    stalled = next(n for n in rig.nodes if n.url == pair.disks[master].node)
+    stalled.pause()  # the kernel accepts connections; nobody answers
+    try:
+        assert rig.store.read(stored.record.key, len(data), zlib.crc32(data)) == data
+        for _ in range(3):
+            other = rig.store.upload(None, 2, [os.urandom(20_000)])
+            assert other.record.pair_id != pair.id
+    finally:
+        stalled.resume()
+
+
+def test_every_node_down_is_no_writable_pair(rig: Rig) -> None:
+    for node in rig.nodes[::2]:
+        node.stop()
+    with pytest.raises(NoWritablePair):
+        rig.store.upload(None, 1, [b"nowhere to go"])
+    for node in rig.nodes[1::2]:
+        assert not list((node.served / "d" / "tmp").iterdir())
+
+
+def test_free_space_comes_from_the_hosts_report(rig: Rig) -> None:
+    disk = rig.store.disk(rig.pairs[0].disks[0])
+    assert disk.free_bytes() > 0
+    (rig.nodes[0].served / "d" / REPORT_NAME).unlink()
+    with pytest.raises(DiskError, match="no free-space report"):
+        disk.free_bytes()
+    write_report(rig.nodes[0].served / "d")
+    old = rig.nodes[0].served / "d" / REPORT_NAME
+    os.utime(old, (1_600_000_000, 1_600_000_000))
+    with pytest.raises(DiskError, match="old"):
+        disk.free_bytes()
+    # a pair whose free space is unknown takes no new files
+    fresh = rig.store.refresh_free(force=True)
+    assert fresh[0].free[0] == 0
+    for _ in range(5):
+        assert rig.store.upload(None, 1, [os.urandom(1000)]).record.pair_id == rig.pairs[1].id
+
+
+def test_node_urls() -> None:
+    assert parse_node_url("http://node7:8080/disk1") == DiskSpec("http://node7:8080", "disk1")
+    assert parse_node_url("http://node7/a/b/") == DiskSpec("http://node7", "a/b")
+    assert parse_node_url("https://[::1]:81/x") == DiskSpec("https://[::1]:81", "x")
+    assert str(parse_node_url("http://n:1/d")) == "http://n:1/d"
+    for bad in (
+        "ftp://node/x", "http://node:8080", "http://node:8080/", "http:///x",
+        "http://node/x?y=1", "http://u:p@node/x", "http://node/../x", "http://node:99999/x",
+    ):  # fmt: skip
+        with pytest.raises(InvalidInput):
+            parse_node_url(bad)
+
+
+# -- the command line: pairs add, valkyrie on the storage host ----------------------------------
+def cli(data: Path, *args: str, expect: int = 0) -> str:
+    result = runner.invoke(pochta_app, [*args, "--data", str(data)])
+    assert "Traceback" not in result.output, result.output
+    assert result.exit_code == expect, (args, result.exit_code, result.output)
+    return result.stdout
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    cli(data, "init")
+    return data
+
+
+def test_pairs_add_takes_node_urls(data: Path, nginx_factory: Callable[..., NginxNode]) -> None:
+    a, b = nginx_factory(), nginx_factory()
+    a.disk("disk1"), b.disk("disk1")
+    added = json.loads(cli(data, "pairs", "add", f"{a.url}/disk1", f"{b.url}/disk1/", "--json"))
+    assert [d["node"] for d in added["disks"]] == [a.url, b.url]
+    assert [d["root"] for d in added["disks"]] == ["disk1", "disk1"]
+    listed = json.loads(cli(data, "pairs", "list", "--json"))
+    assert [str(d["node"]) + "/" + d["root"] for d in listed[-1]["disks"]] == [
+        f"{a.url}/disk1",
+        f"{b.url}/disk1",
+    ]
+    out = runner.invoke(
+        pochta_app, ["pairs", "add", "ftp://x/y", str(data / "z"), "--data", str(data)]
+    )
+    assert out.exit_code == 2 and "WebDAV disk URL" in out.output
+    a.stop()  # a node that does not answer cannot join a pair
+    out = runner.invoke(
+        pochta_app, ["pairs", "add", f"{a.url}/disk2", f"{b.url}/disk2", "--data", str(data)]
+    )
+    assert out.exit_code == 5 and "refused" in out.output.lower(), out.output
+
+
+def test_valkyrie_on_the_storage_host_repairs_the_sibling_over_webdav(
+    data: Path, nginx_factory: Callable[..., NginxNode], tmp_path: Path
+) -> None:
+    a, b = nginx_factory(), nginx_factory()
+    a.disk("disk1"), b.disk("disk1")
+    pair = json.loads(cli(data, "pairs", "add", f"{a.url}/disk1", f"{b.url}/disk1", "--json"))
+    cli(data, "pairs", "set-flags", "1", "readonly")  # the default local pair takes nothing
+    write_report(a.served / "disk1")
+    write_report(b.served / "disk1")
+    content = tmp_path / "file.bin"
+    content.write_bytes(os.urandom(200_000))
+    put = json.loads(cli(data, "blob", "put", str(content), "--json"))
+    assert put["pair"] == pair["id"]
+    key = put["key"]
+    lost = b.served / "disk1" / blob_path(key)
+    lost.unlink()  # node B lost its copy
+    (b.served / "disk1" / REPORT_NAME).unlink()
+    # on host A: the directory behind http://A/disk1, scrubbed locally
+    report = json.loads(
+        cli(data, "valkyrie", "run", "--disk", str(a.served / "disk1"), "--once", "--json")
+    )
+    [disk] = report["disks"]
+    assert disk["disk"] == f"{a.url}/disk1"
+    assert (disk["verified"], disk["repaired"], disk["errors"]) == (1, 1, 0)
+    assert lost.read_bytes() == content.read_bytes()  # recreated on B over WebDAV
+    assert (a.served / "disk1" / REPORT_NAME).is_file()  # A's host reported its free space
+    assert not list((a.served / "disk1" / "tmp").iterdir())  # the marker file is gone
+    # a directory that no registered disk serves is refused before anything runs
+    stray = tmp_path / "elsewhere"
+    stray.mkdir()
+    out = runner.invoke(
+        pochta_app, ["valkyrie", "run", "--disk", str(stray), "--once", "--data", str(data)]
+    )
+    assert out.exit_code == 2 and "no disk of a pair" in out.output, out.output
+    with contextlib.suppress(FileNotFoundError):
+        assert not list((stray / "tmp").iterdir())

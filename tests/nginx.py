@@ -1,0 +1,223 @@
+"""Real nginx WebDAV storage nodes for tests and benchmarks: Debian's nginx with its dav module,
+a config generated here, on a free loopback port, run as the current user with its pid, logs
+and temporary files in its own directory; stopped afterwards.
+
+    with NginxNode.start(tmp / "node-a", served=tmp / "a") as node:
+        spec = node.disk("disk")            # DiskSpec("http://127.0.0.1:PORT", "disk")
+        node.stop(); node.start_again()     # same port, same files
+
+The helpers work outside pytest too (the benchmarks use them); the fixtures at the bottom are
+registered in ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import grp
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pochta.types import DiskSpec
+
+HOST = "127.0.0.1"
+NGINX = shutil.which("nginx") or next(
+    (p for p in ("/usr/sbin/nginx", "/sbin/nginx") if os.access(p, os.X_OK)), None
+)
+
+_running: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for proc in list(_running):
+        with contextlib.suppress(OSError):
+            proc.kill()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def node_config(*, port: int, served: Path, home: Path, workers: int = 1) -> str:
+    """An nginx config for one storage node: every directory under ``served`` is a disk at
+    ``http://127.0.0.1:port/<name>``. The same directives as README's example, with every
+    path of nginx's own inside ``home``."""
+    user = ""
+    if os.geteuid() == 0:  # root's workers would become "nobody": stay the current user
+        user = f"user {pwd.getpwuid(os.getuid()).pw_name} {grp.getgrgid(os.getgid()).gr_name};"
+    return f"""
+daemon off;
+master_process on;
+worker_processes {workers};
+{user}
+pid {home}/nginx.pid;
+error_log {home}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    types {{ }}
+    default_type application/octet-stream;
+    client_body_temp_path {served}/.nginx-body;
+    proxy_temp_path {home}/proxy;
+    fastcgi_temp_path {home}/fastcgi;
+    uwsgi_temp_path {home}/uwsgi;
+    scgi_temp_path {home}/scgi;
+    keepalive_requests 100000;
+    keepalive_timeout 75s;
+    server {{
+        listen {HOST}:{port};
+        root {served};
+        location / {{
+            dav_methods PUT DELETE MOVE;
+            create_full_put_path on;
+            dav_access user:rw;
+            client_max_body_size 0;
+            client_body_buffer_size 1m;
+            autoindex on;
+            autoindex_format json;
+        }}
+    }}
+}}
+"""
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class NginxNode:
+    """One nginx on ``127.0.0.1:port`` serving the directories under ``served``."""
+
+    port: int
+    served: Path
+    home: Path
+    workers: int = 1
+    proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def start(cls, home: Path, *, served: Path | None = None, workers: int = 1) -> NginxNode:
+        if NGINX is None:
+            raise RuntimeError("nginx is not installed")
+        home.mkdir(parents=True, exist_ok=True)
+        served = served or home / "served"
+        served.mkdir(parents=True, exist_ok=True)
+        for attempt in range(3):  # a free port can be taken before nginx binds it
+            node = cls(free_port(), served, home, workers)
+            try:
+                node._spawn()
+                return node
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def disk(self, name: str) -> DiskSpec:
+        """The disk ``served/name`` (created here) as pochta names it."""
+        (self.served / name).mkdir(parents=True, exist_ok=True)
+        return DiskSpec(self.url, name)
+
+    def _spawn(self, timeout: float = 10.0) -> None:
+        assert NGINX is not None
+        conf = self.home / "nginx.conf"
+        conf.write_text(
+            node_config(port=self.port, served=self.served, home=self.home, workers=self.workers)
+        )
+        log = self.home / "error.log"
+        args = [NGINX, "-c", str(conf), "-p", str(self.home), "-e", str(log)]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _running.add(self.proc)
+        deadline = time.monotonic() + timeout
+        while not _answers(self.port):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop(signal.SIGKILL)
+                tail = log.read_text()[-2000:] if log.exists() else ""
+                raise RuntimeError(f"nginx on port {self.port} did not start:\n{tail}")
+            time.sleep(0.01)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        """Stop nginx (SIGTERM: a fast shutdown); its port then refuses connections."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(sig)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+        _running.discard(proc)
+
+    def start_again(self) -> None:
+        self._spawn()
+
+    def pause(self) -> None:
+        """SIGSTOP master and workers: connections are accepted by the kernel, never answered."""
+        for pid in self._pids():
+            os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        for pid in self._pids():
+            os.kill(pid, signal.SIGCONT)
+
+    def _pids(self) -> list[int]:
+        assert self.proc is not None
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        return [self.proc.pid, *(int(p) for p in children.read_text().split())]
+
+    def __enter__(self) -> NginxNode:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+# -- pytest fixtures (registered in tests/conftest.py) ------------------------------------------
+@pytest.fixture
+def nginx_factory(tmp_path: Path) -> Iterator[Callable[..., NginxNode]]:
+    """Starts nginx storage nodes (``served``: the directory whose subdirectories are its
+    disks; default ``tmp_path/node-N/served``), stopped at teardown."""
+    if NGINX is None:
+        pytest.skip("nginx is not installed (Debian: apt-get install nginx)")
+    started: list[NginxNode] = []
+
+    def start(served: Path | None = None, workers: int = 1) -> NginxNode:
+        node = NginxNode.start(
+            tmp_path / f"node-{len(started)}", served=served, workers=workers
+        )
+        started.append(node)
+        return node
+
+    yield start
+    for node in started:
+        node.stop(signal.SIGKILL)

@@ -1,0 +1,103 @@
+"""``Singleton``: one leader among the processes sharing the locks (here: two ``Locks`` on one
+SQLite file, as two processes have them), rounds only while leading, a handover on stop, and a
+leader whose token is older than the fence's steps down."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
+from pochta.guard.lock import Lease, Locks
+from pochta.guard.singleton import Singleton, job_lock
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def make(tmp_path: Path) -> Iterator[Callable[..., Singleton]]:
+    made: list[tuple[Singleton, Locks, SqliteFence]] = []
+
+    def new(
+        round_: Callable[[Lease], object],
+        interval: float = 0.02,
+        on_lead: Callable[[Lease], object] | None = None,
+    ) -> Singleton:
+        locks = Locks(SqliteLockBackend(tmp_path / "locks.sqlite3"), ttl=0.5)
+        fence = SqliteFence(tmp_path / "locks.sqlite3")
+        job = Singleton(locks, "x", round_, interval=interval, fence=fence, on_lead=on_lead)
+        made.append((job, locks, fence))
+        return job
+
+    yield new
+    for job, locks, fence in made:
+        job.stop()
+        locks.close()
+        locks.backend.close()
+        fence.close()
+
+
+def test_one_leads_and_the_other_takes_over_when_it_stops(make: Callable[..., Singleton]) -> None:
+    ran: list[tuple[str, int]] = []
+    busy = threading.Lock()
+
+    def work(who: str) -> Callable[[Lease], None]:
+        def round_(lease: Lease) -> None:
+            assert busy.acquire(blocking=False), "two rounds at once"
+            try:
+                ran.append((who, lease.token))
+                time.sleep(0.005)
+            finally:
+                busy.release()
+
+        return round_
+
+    a, b = make(work("a")), make(work("b"))
+    a.start()
+    wait_for(lambda: a.leading and len(ran) >= 2)
+    b.start()
+    time.sleep(0.3)
+    assert not b.leading and {who for who, _ in ran} == {"a"}
+    a.stop()
+    stopped = time.monotonic()
+    wait_for(lambda: b.leading and ran[-1][0] == "b")
+    assert time.monotonic() - stopped < 0.5  # the release woke it, not the lease's expiry
+    tokens = [t for _, t in ran]
+    assert tokens == sorted(tokens) and ran[0][1] < ran[-1][1]
+    assert (a.terms, b.terms) == (1, 1)
+
+
+def test_wake_runs_a_round_now_and_on_lead_comes_first(make: Callable[..., Singleton]) -> None:
+    events: list[str] = []
+    job = make(
+        lambda _lease: events.append("round"),
+        interval=3600,
+        on_lead=lambda _lease: events.append("lead"),
+    )
+    job.start()
+    wait_for(lambda: events == ["lead", "round"])
+    job.wake()
+    wait_for(lambda: events == ["lead", "round", "round"])
+
+
+def test_a_leader_older_than_the_fence_steps_down(
+    make: Callable[..., Singleton], tmp_path: Path
+) -> None:
+    fence = SqliteFence(tmp_path / "locks.sqlite3")
+    fence.admit(job_lock("x"), 2**62)  # a newer leader's token is already in the fence
+    fence.close()
+    ran: list[int] = []
+    job = make(lambda lease: ran.append(lease.token))
+    job.start()
+    wait_for(lambda: job.terms >= 1)
+    time.sleep(0.2)
+    assert ran == [] and not job.leading
