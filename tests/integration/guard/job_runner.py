@@ -17,12 +17,12 @@ import threading
 import time
 from pathlib import Path
 
-import redis
-
+from pochta.config import RedisSettings
 from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
 from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
 from pochta.guard.lock import Lease, Locks
 from pochta.guard.singleton import Singleton
+from pochta.redisconn import connect
 from pochta.types import Fence, LockBackend
 
 
@@ -30,7 +30,7 @@ def main(kind: str, where: str, ledger: str) -> None:
     backend: LockBackend
     fence: Fence
     if kind == "redis":
-        client = redis.Redis(host="127.0.0.1", port=int(where))
+        client = connect(RedisSettings(nodes=[f"127.0.0.1:{int(where)}"]))
         backend, fence = RedisLockBackend(client), RedisFence(client)
     else:
         backend, fence = SqliteLockBackend(Path(where)), SqliteFence(Path(where))
