@@ -44,6 +44,7 @@ from pochta.mailbox.intake import Intake, init_worker, make_analyzer
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
+from pochta.server.tls import ServerTLS
 from pochta.types import DiskSpec, Limit, LockBackend, RateLimitBackend
 from pochta.workers import WorkerPool, cores
 
@@ -58,6 +59,7 @@ class Pochta:
     scanner: Scanner
     intake: Intake
     deletions: DeletionWorker
+    tls: ServerTLS | None = None  # the listeners' certificate; None when [tls] has none
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -111,7 +113,9 @@ class Pochta:
         self.blobs.close()
 
 
-def build(settings: Settings) -> Pochta:
+def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
+    """Open every service. ``tls``: the listeners' certificate (``server_tls``), for a server;
+    commands do without."""
     data = settings.data_dir.resolve()
     try:
         data.mkdir(parents=True, exist_ok=True)
@@ -164,7 +168,14 @@ def build(settings: Settings) -> Pochta:
         scanner=scanner,
         intake=_intake(settings, scanner.analyzer),
         deletions=DeletionWorker(mailbox.deletions),
+        tls=tls,
     )
+
+
+def server_tls(settings: Settings) -> ServerTLS | None:
+    """The listeners' certificate from ``[tls]`` (None: TLS is off); ConfigError when the
+    files cannot be used."""
+    return ServerTLS.from_settings(settings.tls)
 
 
 def _shingler(settings: Settings, data: Path) -> Shingler:

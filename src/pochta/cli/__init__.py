@@ -15,6 +15,7 @@ from pochta.cli import (
     pairs,
     serve,
     shingles,
+    tls,
     user,
     valkyrie,
 )
@@ -35,6 +36,7 @@ app.add_typer(leaks.app, name="leaks")
 app.add_typer(guard.app, name="guard")
 app.add_typer(shingles.app, name="shingles")
 app.add_typer(valkyrie.app, name="valkyrie")
+app.add_typer(tls.app, name="tls")
 app.add_typer(antispam.model_app, name="model")
 app.command("scan")(antispam.scan)
 app.command("import")(mail.import_)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import socket
@@ -14,7 +13,8 @@ from typing import Annotated
 import typer
 import uvicorn
 
-from pochta.app import service_token, token_file
+from pochta import logs
+from pochta.app import server_tls, service_token, token_file
 from pochta.cli.common import ConfigOpt, DataOpt, err, handles_errors, settings
 from pochta.config import Settings
 from pochta.errors import ConfigError
@@ -84,21 +84,27 @@ def serve(
         raise ConfigError(f"cannot create data directory {s.data_dir}: {exc.strerror}") from None
     service_token(s)
     check_smtp_ports(s)
+    tls = server_tls(s)
+    https = tls is not None and s.tls.https
     sock = listen(http.host, http.port, "HTTP", "http.port or --port")
-    logging.basicConfig(
-        level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    level = s.log.level or s.log_level
+    logs.configure(level, s.log.format)
+    logs.redact(service_token(s))
     if s.service_token is None:
         err.print(f"service token: in {token_file(s)}")
-    err.print(f"pochta: http://{http.host}:{http.port}  data: {s.data_dir.resolve()}")
+    scheme = "https" if https else "http"
+    err.print(f"pochta: {scheme}://{http.host}:{http.port}  data: {s.data_dir.resolve()}")
     if s.smtp.enabled:
         lmtp = f", LMTP {s.smtp.host}:{s.smtp.lmtp_port}" if s.smtp.lmtp_port else ""
         err.print(f"        SMTP {s.smtp.host}:{s.smtp.port}{lmtp}")
     uv_config = uvicorn.Config(
-        create_app(s),
+        create_app(s, tls=tls),
         host=http.host,
         port=http.port,
-        log_level=s.log_level,
+        log_level=level,
+        log_config=None,  # uvicorn's lines go through pochta's handler (pochta.logs)
+        # HTTPS with pochta's certificate, reloaded on SIGHUP like SMTP's (no restart)
+        ssl_context_factory=(lambda _config, _default: tls.context) if https and tls else None,
         lifespan="on",
         timeout_graceful_shutdown=10,
         # h11 bounds the request line and headers (httptools has no such limit)
