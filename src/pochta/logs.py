@@ -19,7 +19,8 @@ started its pool (``snapshot()`` travels with the process, ``restore`` applies i
 
 **Quiet by default.** aiosmtpd logs every command of every session at INFO, envelope addresses
 included (~15 lines per letter); its INFO lines are demoted to DEBUG here, so they show only
-with ``level = "debug"``. Its warnings (a client's bad commands) stay warnings.
+with ``level = "debug"``. Its warnings (a client's bad commands) stay warnings, but a line a
+client sent that is no SMTP command is logged as its length only (it may be a password).
 
 **Secrets.** No code logs a password, a token or a secret. As a second line of defence,
 ``redact(value, ...)`` registers secret values (the service token, the guard key secret) that
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import secrets
 import sys
 from collections.abc import Iterator, MutableMapping
@@ -85,17 +87,42 @@ def _event_text(logger: WrappedLogger, name: str, event: EventDict) -> EventDict
     return event
 
 
-class _DemoteInfo(logging.Filter):
-    """aiosmtpd's per-command INFO chatter becomes DEBUG (and shows only at that level)."""
+SMTP_VERBS = frozenset(
+    b"HELO EHLO LHLO MAIL RCPT DATA BDAT RSET NOOP QUIT VRFY EXPN HELP STARTTLS AUTH".split()
+)
+
+
+def _command_line(line: object) -> object:
+    """A line a client sent, as aiosmtpd logs it: kept when it is an SMTP command (aiosmtpd
+    masks AUTH's argument itself), else only its length: a client that goes on after its AUTH
+    was refused sends its password as the next line."""
+    if not isinstance(line, bytes | bytearray):
+        return line
+    verb = bytes(line).split(None, 1)[0].upper() if line.strip() else b""
+    return line if verb in SMTP_VERBS else f"<{len(line)} bytes that are no command>"
+
+
+_FROM_CLIENT = re.compile(r">>|readline")  # aiosmtpd's formats of a line a client sent
+
+
+class _Aiosmtpd(logging.Filter):
+    """aiosmtpd's lines: its per-command INFO chatter becomes DEBUG (and shows only at that
+    level); a line a client sent that is no SMTP command is never shown (see above)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and args:
+            if "unrecognised" in str(record.msg) and len(args) == 2:
+                record.args = (args[0], f"<a command of {len(str(args[1]))} characters>")
+            elif _FROM_CLIENT.search(str(record.msg)) and isinstance(args[-1], bytes | bytearray):
+                record.args = (*args[:-1], _command_line(args[-1]))
         if record.levelno == logging.INFO:
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             return logging.getLogger().isEnabledFor(logging.DEBUG)
         return True
 
 
-_DEMOTE = _DemoteInfo()
+_DEMOTE = _Aiosmtpd()
 CHATTY = ("mail.log",)
 """Loggers whose INFO lines are per-command chatter (aiosmtpd's)."""
 ROUTED = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "mail.log")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -15,10 +16,12 @@ import uvicorn
 
 from pochta import logs
 from pochta.app import server_tls, service_token, token_file
-from pochta.cli.common import ConfigOpt, DataOpt, err, handles_errors, settings
+from pochta.cli.common import ConfigOpt, DataOpt, handles_errors, settings
 from pochta.config import Settings
 from pochta.errors import ConfigError
 from pochta.server.http import create_app
+
+log = logging.getLogger("pochta.serve")
 
 
 class _Server(uvicorn.Server):
@@ -90,13 +93,15 @@ def serve(
     level = s.log.level or s.log_level
     logs.configure(level, s.log.format)
     logs.redact(service_token(s))
+    # in the log's format (a JSON line for shippers, like every other line)
     if s.service_token is None:
-        err.print(f"service token: in {token_file(s)}")
+        log.info("service token: in %s", token_file(s))
     scheme = "https" if https else "http"
-    err.print(f"pochta: {scheme}://{http.host}:{http.port}  data: {s.data_dir.resolve()}")
+    log.info("pochta: %s://%s:%d  data: %s", scheme, http.host, http.port, s.data_dir.resolve())
     if s.smtp.enabled:
         lmtp = f", LMTP {s.smtp.host}:{s.smtp.lmtp_port}" if s.smtp.lmtp_port else ""
-        err.print(f"        SMTP {s.smtp.host}:{s.smtp.port}{lmtp}")
+        starttls = " (STARTTLS)" if tls is not None and s.tls.smtp else ""
+        log.info("SMTP %s:%d%s%s", s.smtp.host, s.smtp.port, starttls, lmtp)
     uv_config = uvicorn.Config(
         create_app(s, tls=tls),
         host=http.host,

@@ -18,6 +18,7 @@ PENDING letters for ``Deletions.recover``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -42,6 +43,8 @@ from pochta.types import (
     NewStoredLetter,
     User,
 )
+
+log = logging.getLogger("pochta.delivery")
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +170,12 @@ class Delivery:
         elif self.shingler is not None and prepared.shingles:
             self.shingler.count(list(prepared.shingles), "ham")
         stored = len(parts.skeleton) + sum(p.size for p in parts.parts if p.key in uploaded)
-        return Delivered(ids, size, stored, len(parts.parts), len(uploaded), verdict)
+        done = Delivered(ids, size, stored, len(parts.parts), len(uploaded), verdict)
+        log.debug(
+            "stored letter(s) %s in %s: %d attachment(s), %d uploaded, %d bytes added",
+            ",".join(map(str, ids)), folder, done.attachments, done.uploaded, stored,
+        )  # fmt: skip
+        return done
 
     def _count(self, parts: Split, letters: list[NewStoredLetter], ids: list[int]) -> set[str]:
         """Count each attachment once per letter, in two concurrent rounds so that the
