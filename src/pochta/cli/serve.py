@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 import uvicorn
 
-from pochta import logs
+from pochta import logs, metrics
 from pochta.app import server_tls, service_token, token_file
 from pochta.cli.common import ConfigOpt, DataOpt, handles_errors, settings
 from pochta.config import Settings
@@ -87,6 +87,7 @@ def serve(
         raise ConfigError(f"cannot create data directory {s.data_dir}: {exc.strerror}") from None
     service_token(s)
     check_smtp_ports(s)
+    metrics.use_directory(s.data_dir)  # before any metric exists and any process starts
     tls = server_tls(s)
     https = tls is not None and s.tls.https
     sock = listen(http.host, http.port, "HTTP", "http.port or --port")

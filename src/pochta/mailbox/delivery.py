@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
+from pochta import metrics
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.verdict import Scanner, Verdict
 from pochta.blobs.keys import random_magic
@@ -171,6 +172,8 @@ class Delivery:
             self.shingler.count(list(prepared.shingles), "ham")
         stored = len(parts.skeleton) + sum(p.size for p in parts.parts if p.key in uploaded)
         done = Delivered(ids, size, stored, len(parts.parts), len(uploaded), verdict)
+        saved = sum(p.size for p in parts.parts) * len(ids) - (stored - len(parts.skeleton))
+        metrics.stored(len(ids), size, stored, done.attachments, done.uploaded, saved)
         log.debug(
             "stored letter(s) %s in %s: %d attachment(s), %d uploaded, %d bytes added",
             ",".join(map(str, ids)), folder, done.attachments, done.uploaded, stored,

@@ -19,6 +19,7 @@ from pochta import __version__, logs
 from pochta.app import Pochta, build, server_tls, service_token
 from pochta.config import Settings
 from pochta.server import blobs, errors, mailbox, scan, shingles, smtp
+from pochta.server import metrics as metrics_api
 from pochta.server.limits import Bound, RequestBounds
 from pochta.server.tls import ServerTLS
 
@@ -103,6 +104,8 @@ def create_app(settings: Settings, *, tls: ServerTLS | None = None) -> FastAPI:
     app.include_router(mailbox.router)
     app.include_router(scan.router)
     app.include_router(shingles.router)
+    if settings.metrics.enabled:
+        app.include_router(metrics_api.router)
 
     @app.get(
         "/healthz",

@@ -42,7 +42,7 @@ from typing import Any, AnyStr
 from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import SMTP, Envelope, Session, syntax
 
-from pochta import logs
+from pochta import logs, metrics
 from pochta.config import SmtpSettings
 from pochta.errors import ConfigError, InvalidInput, PochtaError, StorageError, TooLarge
 from pochta.mailbox.intake import Intake, Letter
@@ -306,6 +306,7 @@ class PochtaSMTP(SMTP):
             conn.reader = conn.ended = None
             spool.discard()
             self.envelope = Envelope()
+        metrics.delivery("lmtp" if isinstance(self, LMTP) else "smtp", status)
         await self.push(status)
 
 
