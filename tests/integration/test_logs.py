@@ -9,9 +9,11 @@ from __future__ import annotations
 import base64
 import json
 import re
+import signal
 import smtplib
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -152,3 +154,13 @@ def test_debug_json_ties_a_letter_together_and_leaks_no_secret(tmp_path: Path) -
     everything = text + "".join(outputs)
     for what, secret in secrets_of_run(token).items():
         assert secret not in everything, f"the {what} appears in the logs"
+
+
+def test_sighup_without_tls_is_logged_not_fatal(quiet: Server) -> None:
+    quiet.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "SIGHUP: no certificate to reload" not in quiet.log.read_text():
+        assert time.monotonic() < deadline, "no line about the SIGHUP"
+        time.sleep(0.05)
+    assert quiet.proc.poll() is None
+    httpx.get(f"{quiet.url}/healthz").raise_for_status()

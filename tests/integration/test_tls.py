@@ -258,3 +258,18 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def test_a_certificate_that_cannot_be_used_stops_serve_with_one_line(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "POCHTA_TLS__CERT_FILE": str(tmp_path / "missing.pem"),
+        "POCHTA_TLS__KEY_FILE": str(tmp_path / "missing.key"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pochta", "serve", "--port", str(free_port()), "--data",
+         str(tmp_path / "data")],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 6
+    assert "tls: cannot use" in done.stderr and "Traceback" not in done.stderr
