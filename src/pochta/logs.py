@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import secrets
 import sys
 from collections.abc import Iterator, MutableMapping
@@ -102,7 +101,7 @@ def _command_line(line: object) -> object:
     return line if verb in SMTP_VERBS else f"<{len(line)} bytes that are no command>"
 
 
-_FROM_CLIENT = re.compile(r">>|readline")  # aiosmtpd's formats of a line a client sent
+FROM_CLIENT = (">>", "readline")  # in aiosmtpd's formats of a line a client sent
 
 
 class _Aiosmtpd(logging.Filter):
@@ -114,7 +113,9 @@ class _Aiosmtpd(logging.Filter):
         if isinstance(args, tuple) and args:
             if "unrecognised" in str(record.msg) and len(args) == 2:
                 record.args = (args[0], f"<a command of {len(str(args[1]))} characters>")
-            elif _FROM_CLIENT.search(str(record.msg)) and isinstance(args[-1], bytes | bytearray):
+            elif isinstance(args[-1], bytes | bytearray) and any(
+                mark in str(record.msg) for mark in FROM_CLIENT
+            ):
                 record.args = (*args[:-1], _command_line(args[-1]))
         if record.levelno == logging.INFO:
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
