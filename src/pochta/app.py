@@ -59,6 +59,7 @@ from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
 from pochta.redisconn import SyncClient, connect
+from pochta.server.tls import ServerTLS
 from pochta.types import (
     DiskSpec,
     Fence,
@@ -94,6 +95,7 @@ class Pochta:
     redis: SyncClient | None = None  # the one Redis client of guard and shingles, if they use it
     postgres: Postgres | None = None  # the [postgres] pool, when a store lives there
     fence: Fence | None = None  # where the single-run jobs' leaders admit their tokens
+    tls: ServerTLS | None = None  # the listeners' certificate; None when [tls] has none
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -169,7 +171,9 @@ class Pochta:
             self.postgres.close()
 
 
-def build(settings: Settings) -> Pochta:
+def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
+    """Open every service. ``tls``: the listeners' certificate (``server_tls``), for a server;
+    commands do without."""
     data = settings.data_dir.resolve()
     try:
         data.mkdir(parents=True, exist_ok=True)
@@ -253,6 +257,7 @@ def build(settings: Settings) -> Pochta:
         redis=redis_client,
         postgres=pg,
         fence=fence,
+        tls=tls,
     )
 
 
@@ -336,6 +341,12 @@ def disk_factory(settings: Settings) -> DiskFactory:
     b = settings.blobs
     timeouts = NodeTimeouts(b.node_connect_timeout, b.node_read_timeout, b.node_pool_size)
     return DiskFactory(timeouts, free_max_age=b.node_free_max_age)
+
+
+def server_tls(settings: Settings) -> ServerTLS | None:
+    """The listeners' certificate from ``[tls]`` (None: TLS is off); ConfigError when the
+    files cannot be used."""
+    return ServerTLS.from_settings(settings.tls)
 
 
 def _shingler(settings: Settings, data: Path, redis_client: SyncClient | None) -> Shingler:

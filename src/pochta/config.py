@@ -491,6 +491,60 @@ class PostgresSettings(Section):
     )
 
 
+class LogSettings(Section):
+    format: Literal["text", "json"] = Field(
+        "text",
+        description="text: a human line per record; json: one JSON object per line (for log"
+        " shippers). pochta's, uvicorn's and aiosmtpd's lines alike",
+    )
+    level: Literal["debug", "info", "warning", "error"] | None = Field(
+        None,
+        description="the lowest level logged (default: log_level); aiosmtpd's per-command"
+        " lines show at debug only",
+    )
+
+
+class TlsSettings(Section):
+    cert_file: Path | None = Field(
+        None,
+        description="PEM certificate chain (the server's certificate first); with key_file it"
+        " turns TLS on. Both files are read again on SIGHUP",
+    )
+    key_file: Path | None = Field(None, description="PEM private key of cert_file")
+    min_version: Literal["TLSv1.2", "TLSv1.3"] = Field(
+        "TLSv1.2", description="the oldest TLS version a client may use"
+    )
+    smtp: bool = Field(True, description="offer STARTTLS on the SMTP port (when TLS is on)")
+    lmtp: bool = Field(False, description="offer STARTTLS on the LMTP port (when TLS is on)")
+    https: bool = Field(
+        False, description="serve the HTTP API over HTTPS on http.port (when TLS is on)"
+    )
+    require_starttls: bool = Field(
+        True,
+        description="IMAP: LOGIN and AUTHENTICATE only over TLS (STARTTLS first, or IMAPS) when"
+        " TLS is on. SMTP never requires it: a public MX must take mail in clear (RFC 3207)",
+    )
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> TlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file are set together (or neither)")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None and self.key_file is not None
+
+
+class MetricsSettings(Section):
+    enabled: bool = Field(True, description="serve /metrics (Prometheus text format)")
+    token: SecretStr | None = Field(
+        None,
+        description="when set, /metrics answers only requests with Authorization: Bearer"
+        " <token> (401 otherwise); unset: only clients on a loopback address (403 otherwise)",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="POCHTA_", env_nested_delimiter="__", extra="forbid"
@@ -514,6 +568,9 @@ class Settings(BaseSettings):
     valkyrie: ValkyrieSettings = ValkyrieSettings()
     web: WebSettings = WebSettings()
     postgres: PostgresSettings = PostgresSettings()
+    log: LogSettings = LogSettings()
+    tls: TlsSettings = TlsSettings()
+    metrics: MetricsSettings = MetricsSettings()
 
     @classmethod
     def settings_customise_sources(

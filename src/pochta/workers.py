@@ -91,6 +91,7 @@ from multiprocessing.process import BaseProcess
 from types import TracebackType
 from typing import Any, Final, TypeVar, TypeVarTuple
 
+from pochta import logs
 from pochta.errors import WorkerDied, WorkersUnavailable, WorkerTimeout
 
 log = logging.getLogger("pochta.workers")
@@ -137,6 +138,7 @@ class _Job:
     args: tuple[Any, ...]
     deadline: float | None
     future: Future[Any]
+    ids: dict[str, Any]  # the log ids bound by the caller (``pochta.logs``), bound in the worker
 
 
 @dataclass(eq=False, slots=True)
@@ -306,7 +308,7 @@ class WorkerPool:
     ) -> Future[Any]:
         if deadline is not None and not deadline > 0:
             raise ValueError("deadline must be a positive number of seconds")
-        job = _Job(fn, args, deadline, Future())
+        job = _Job(fn, args, deadline, Future(), logs.context())
         with self._lock:
             if self._closed or not self._started:
                 raise WorkersUnavailable("the worker pool is not running")
@@ -375,7 +377,7 @@ class WorkerPool:
         """Run one task and answer its caller; False when the worker has to go."""
         what = getattr(job.fn, "__qualname__", repr(job.fn))
         try:
-            worker.conn.send((job.fn, job.args))
+            worker.conn.send((job.fn, job.args, job.ids))
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
             self._done(job, exc)  # nothing was written: the worker is fine
             return True
@@ -452,7 +454,7 @@ class WorkerPool:
 
     def _launch(self, slot: int) -> _Worker:
         ours, theirs = self._ctx.Pipe()
-        args = (theirs, self._initializer, self._initargs)
+        args = (theirs, self._initializer, self._initargs, logs.snapshot())
         process = self._ctx.Process(target=_worker_main, args=args, name=f"{self.name}-{slot}")
         process.daemon = True  # multiprocessing's atexit ends it if close() was never called
         try:
@@ -490,10 +492,15 @@ def _fail(future: Future[Any], exc: BaseException) -> None:
 
 
 def _worker_main(
-    conn: Connection, initializer: Callable[..., object] | None, initargs: tuple[object, ...]
+    conn: Connection,
+    initializer: Callable[..., object] | None,
+    initargs: tuple[object, ...],
+    log: logs.Snapshot | None = None,
 ) -> None:
-    """A worker's whole life: the initializer once, then tasks until the pipe closes."""
+    """A worker's whole life: the initializer once, then tasks until the pipe closes. It logs
+    as the server does (``log``), each task's lines with the ids its caller had bound."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the server to handle
+    logs.restore(log)
     if initializer is not None:
         try:
             initializer(*initargs)
@@ -504,14 +511,15 @@ def _worker_main(
     while True:
         reply: tuple[object, ...]
         try:
-            fn, args = conn.recv()
+            fn, args, ids = conn.recv()
         except (EOFError, OSError):
             return  # the pool closed our pipe, or the server is gone
         except BaseException as exc:  # fn's module would not import here
             reply = _raised(exc)
         else:
             try:
-                reply = (_OK, fn(*args))
+                with logs.bound(**ids):
+                    reply = (_OK, fn(*args))
             except BaseException as exc:
                 reply = _raised(exc)
         try:

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pochta import metrics
 from pochta.antispam import features as feats_mod
 from pochta.antispam import tokens as tokens_mod
 from pochta.antispam import words as words_mod
@@ -414,6 +415,13 @@ class Scanner:
         return f
 
     def decide(self, analysis: Analysis, now: float | None = None) -> Verdict:
+        started = time.perf_counter()
+        verdict = self._decide(analysis, now)
+        spent = sum(analysis.seconds.values()) + time.perf_counter() - started
+        metrics.verdict(verdict.label, bool(verdict.partial), spent)
+        return verdict
+
+    def _decide(self, analysis: Analysis, now: float | None) -> Verdict:
         if TIMEOUT in analysis.partial:  # nothing was analyzed: no grounds for any verdict
             return Verdict("ham", None, 0.0, [], [], analysis.auth, {}, [], analysis.partial)
         f = self.statistics(analysis, now)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from pochta import metrics
 from pochta.blobs.keys import blob_path, master_index, parse_key, parse_magic
 from pochta.blobs.nodes import DiskFactory
 from pochta.blobs.placement import choose_pair
@@ -130,6 +131,7 @@ class Upload:
         for writer in self._writers:
             writer.write(chunk)
 
+    @metrics.blob_op("store")
     def finish(self) -> Stored:
         try:
             key = self._sha.hexdigest()
@@ -303,6 +305,7 @@ class BlobStore:
             raise errors[0]
 
     # -- the API of seed 004 ------------------------------------------------------------
+    @metrics.blob_op("inc")
     def inc(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         return self.filedb.inc(key, magic, op)
 
@@ -363,6 +366,7 @@ class BlobStore:
         with path.open("rb") as f:
             return self.upload(key, magic, _chunks(f.read, progress), size_hint=size)
 
+    @metrics.blob_op("dec")
     def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         return self.filedb.dec(key, magic, op)
 
@@ -389,6 +393,7 @@ class BlobStore:
         """Journaled ops greater than ``after``, in ascending byte order, at most ``limit``."""
         return self.filedb.journal(after=after, limit=limit)
 
+    @metrics.blob_op("open")
     def open(
         self,
         key: Key,
@@ -445,6 +450,7 @@ class BlobStore:
         if crc != crc32:
             raise IntegrityError(f"{disk.spec}: crc32 {crc:08x}, expected {crc32:08x}")
 
+    @metrics.blob_op("read")
     def read(self, key: Key, size: int, crc32: int) -> bytes:
         """A whole blob that a letter expects to have ``size`` bytes and ``crc32``: the master
         copy read once and checked, the other copy when it differs or fails."""

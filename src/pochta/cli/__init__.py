@@ -16,6 +16,7 @@ from pochta.cli import (
     pairs,
     serve,
     shingles,
+    tls,
     user,
     valkyrie,
 )
@@ -37,6 +38,7 @@ app.add_typer(guard.app, name="guard")
 app.add_typer(shingles.app, name="shingles")
 app.add_typer(valkyrie.app, name="valkyrie")
 app.add_typer(db.app, name="db")
+app.add_typer(tls.app, name="tls")
 app.add_typer(antispam.model_app, name="model")
 app.command("scan")(antispam.scan)
 app.command("import")(mail.import_)

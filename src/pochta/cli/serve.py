@@ -16,13 +16,17 @@ from typing import Annotated
 import typer
 import uvicorn
 
-from pochta.app import service_token, token_file
-from pochta.cli.common import ConfigOpt, DataOpt, err, handles_errors, settings
+from pochta import logs, metrics
+from pochta.app import server_tls, service_token, token_file
+from pochta.cli.common import ConfigOpt, DataOpt, handles_errors, settings
 from pochta.config import Settings
 from pochta.errors import ConfigError
 from pochta.server.http import create_app
 from pochta.server.supervisor import Address, Supervisor, bind_all, fds_arg, inherited
+from pochta.server.tls import ServerTLS
 from pochta.workers import cores
+
+log = logging.getLogger("pochta.serve")
 
 
 class _Server(uvicorn.Server):
@@ -97,35 +101,53 @@ def serve(
     except OSError as exc:
         raise ConfigError(f"cannot create data directory {s.data_dir}: {exc.strerror}") from None
     service_token(s)
+    level = s.log.level or s.log_level
     if listen_fds is not None:  # one worker of `serve --workers N`: its sockets are handed over
+        # the metrics directory is the supervisor's (inherited in the environment)
+        logs.configure(level, s.log.format)
+        logs.redact(service_token(s))
         handed = inherited(listen_fds)
-        logging.basicConfig(level=s.log_level.upper(), format=WORKER_LOG_FORMAT)
-        _run(s, handed.pop("http"), handed)
+        _run(s, handed.pop("http"), handed, server_tls(s), level)
         return
     if workers > 1:
-        raise typer.Exit(_supervise(s, config, workers))
+        raise typer.Exit(_supervise(s, config, workers, level))
     check_smtp_ports(s)
+    metrics.use_directory(s.data_dir)  # before any metric exists and any process starts
+    tls = server_tls(s)
+    https = tls is not None and s.tls.https
     sock = listen(http.host, http.port, "HTTP", "http.port or --port")
-    logging.basicConfig(
-        level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    logs.configure(level, s.log.format)
+    logs.redact(service_token(s))
+    # in the log's format (a JSON line for shippers, like every other line)
     if s.service_token is None:
-        err.print(f"service token: in {token_file(s)}")
-    err.print(f"pochta: http://{http.host}:{http.port}  data: {s.data_dir.resolve()}")
+        log.info("service token: in %s", token_file(s))
+    scheme = "https" if https else "http"
+    log.info("pochta: %s://%s:%d  data: %s", scheme, http.host, http.port, s.data_dir.resolve())
     if s.smtp.enabled:
         lmtp = f", LMTP {s.smtp.host}:{s.smtp.lmtp_port}" if s.smtp.lmtp_port else ""
-        err.print(f"        SMTP {s.smtp.host}:{s.smtp.port}{lmtp}")
-    _run(s, sock)
+        starttls = " (STARTTLS)" if tls is not None and s.tls.smtp else ""
+        log.info("SMTP %s:%d%s%s", s.smtp.host, s.smtp.port, starttls, lmtp)
+    _run(s, sock, None, tls, level)
 
 
-def _run(s: Settings, sock: socket.socket, sockets: dict[str, socket.socket] | None = None) -> None:
+def _run(
+    s: Settings,
+    sock: socket.socket,
+    sockets: dict[str, socket.socket] | None,
+    tls: ServerTLS | None,
+    level: str,
+) -> None:
     """uvicorn on ``sock`` until SIGTERM; the SMTP/LMTP listeners on ``sockets`` if given."""
     http = s.http
+    https = tls is not None and s.tls.https
     uv_config = uvicorn.Config(
-        create_app(s, sockets),
+        create_app(s, sockets, tls=tls),
         host=http.host,
         port=http.port,
-        log_level=s.log_level,
+        log_level=level,
+        log_config=None,  # uvicorn's lines go through pochta's handler (pochta.logs)
+        # HTTPS with pochta's certificate, reloaded on SIGHUP like SMTP's (no restart)
+        ssl_context_factory=(lambda _config, _default: tls.context) if https and tls else None,
         lifespan="on",
         timeout_graceful_shutdown=10,
         # h11 bounds the request line and headers (httptools has no such limit)
@@ -136,10 +158,7 @@ def _run(s: Settings, sock: socket.socket, sockets: dict[str, socket.socket] | N
         _Server(uv_config).run(sockets=[sock])
 
 
-WORKER_LOG_FORMAT = "%(asctime)s [%(process)d] %(levelname)s %(name)s %(message)s"
-
-
-def _supervise(s: Settings, config: Path | None, workers: int) -> int:
+def _supervise(s: Settings, config: Path | None, workers: int, level: str) -> int:
     """``serve --workers N``: bind every listener N times, start N workers, supervise them
     (see ``pochta.server.supervisor``). The exit code."""
     http = s.http
@@ -149,15 +168,22 @@ def _supervise(s: Settings, config: Path | None, workers: int) -> int:
         if s.smtp.lmtp_port:
             addresses.append(Address("lmtp", s.smtp.host, s.smtp.lmtp_port, "smtp.lmtp_port"))
     sets = bind_all(addresses, workers)
-    logging.basicConfig(level=s.log_level.upper(), format=WORKER_LOG_FORMAT)
+    server_tls(s)  # a certificate that cannot be used stops the parent, not N workers
+    metrics.use_directory(s.data_dir)  # the workers inherit it: one scrape adds them all up
+    logs.configure(level, s.log.format)
+    logs.redact(service_token(s))
     if s.service_token is None:
-        err.print(f"service token: in {token_file(s)}")
+        log.info("service token: in %s", token_file(s))
     ports = ", ".join(f"{a.name.upper()} {a.host}:{a.port}" for a in addresses)
-    err.print(f"pochta: {workers} workers on {ports}  data: {s.data_dir.resolve()}")
+    log.info("pochta: %d workers on %s  data: %s", workers, ports, s.data_dir.resolve())
     if s.antispam.workers is None:  # the cores are shared: each server gets its part
         os.environ["POCHTA_ANTISPAM__WORKERS"] = str(max(1, cores() // workers))
     base = [sys.executable, "-m", "pochta", "serve", "--data", str(s.data_dir)]
     base += ["--host", http.host, "--port", str(http.port)]
     if config is not None:
         base += ["--config", str(config)]
-    return Supervisor(sets, lambda sockets: [*base, "--listen-fds", fds_arg(sockets)]).run()
+    return Supervisor(
+        sets,
+        lambda sockets: [*base, "--listen-fds", fds_arg(sockets)],
+        on_exit=metrics.process_exited,
+    ).run()

@@ -40,6 +40,7 @@ import weakref
 from collections.abc import Callable
 from types import TracebackType
 
+from pochta import metrics
 from pochta.errors import GuardUnavailable, InvalidInput, LeaseLost, LockTimeout
 from pochta.guard._proc import new_owner, pid
 from pochta.guard.names import check_name
@@ -154,6 +155,7 @@ class Lease:
             self.state = State.LOST
             self.lost_reason = reason
         log.warning("lease on %r (token %d) lost: %s", self.name, self.token, reason)
+        metrics.lease_lost(self.name)
         if self._on_lost is not None:
             try:
                 self._on_lost(self)
@@ -334,16 +336,19 @@ class Locks:
             return self._held(name, owner, grant.token, ttl, sent, on_lost)
         if not queue:
             raise LockTimeout(f"lock {name!r} is held")
+        waiting = time.monotonic()
         with contextlib.closing(self.backend.listen(name)) as listener:
             while True:
                 sent = time.monotonic()
                 grant = self.backend.try_acquire(name, owner, ttl, queue=True)
                 if grant.token is not None:
+                    metrics.lock_waited(name, time.monotonic() - waiting, acquired=True)
                     return self._held(name, owner, grant.token, ttl, sent, on_lost)
                 wait = grant.holder_ttl + SLACK
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
+                        metrics.lock_waited(name, time.monotonic() - waiting, acquired=False)
                         raise LockTimeout(f"lock {name!r} stayed held for {timeout} s")
                     wait = min(wait, left)
                 listener.wait(wait)

@@ -22,6 +22,7 @@ the address. :meth:`reset` lifts the limits of an IP or an account (``pochta gua
 
 from __future__ import annotations
 
+from pochta import metrics
 from pochta.errors import RateLimited
 from pochta.guard.ratelimit import RateLimiter
 from pochta.types import Limit
@@ -47,6 +48,7 @@ class LoginGuard:
             checks.append((self.per_ip_success, ip))
         decision = self.limiter.peek(*checks)
         if not decision.allowed:
+            metrics.rate_limited("login")
             raise RateLimited(
                 "too many login attempts; try again later", retry_after=decision.retry_after
             )

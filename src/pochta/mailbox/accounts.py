@@ -10,7 +10,8 @@ import time
 from collections.abc import Collection
 from dataclasses import replace
 
-from pochta.errors import InvalidCredentials, InvalidInput, ResetRequired
+from pochta import metrics
+from pochta.errors import InvalidCredentials, InvalidInput, RateLimited, ResetRequired
 from pochta.guard.logins import LoginGuard
 from pochta.guard.passwords import hash_password, verify_password
 from pochta.types import Activity, Clock, MailIndex, User
@@ -76,17 +77,23 @@ class Users:
         """A session token; RateLimited when this IP or this account failed too often, or
         this IP logged in too often (checked before the password is looked at; a failure is
         charged to the IP and the account, a success to the IP's much larger allowance)."""
-        if self.logins is not None:
-            self.logins.check(ip, email)
+        try:
+            if self.logins is not None:
+                self.logins.check(ip, email)
+        except RateLimited:
+            metrics.login_failed("rate_limited")
+            raise
         try:
             user = self.check_password(email, password)
         except InvalidCredentials:
+            metrics.login_failed("invalid_credentials")
             if self.logins is not None:
                 self.logins.failed(ip, email)
             if self.activity is not None:
                 self.activity.login_failed(ip, email)
             raise
         except ResetRequired:  # a right (leaked) password: what credential stuffing finds
+            metrics.login_failed("password_reset_required")
             if self.logins is not None:
                 self.logins.succeeded(ip)
             raise

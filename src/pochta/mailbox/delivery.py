@@ -18,11 +18,13 @@ PENDING letters for ``Deletions.recover``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
+from pochta import metrics
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.verdict import Scanner, Verdict
 from pochta.blobs.keys import random_magic
@@ -43,6 +45,8 @@ from pochta.types import (
     NewStoredLetter,
     User,
 )
+
+log = logging.getLogger("pochta.delivery")
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +176,14 @@ class Delivery:
         elif self.shingler is not None and prepared.shingles:
             self.shingler.count(list(prepared.shingles), "ham")
         stored = len(parts.skeleton) + sum(p.size for p in parts.parts if p.key in uploaded)
-        return Delivered(ids, size, stored, len(parts.parts), len(uploaded), verdict)
+        done = Delivered(ids, size, stored, len(parts.parts), len(uploaded), verdict)
+        saved = sum(p.size for p in parts.parts) * len(ids) - (stored - len(parts.skeleton))
+        metrics.stored(len(ids), size, stored, done.attachments, done.uploaded, saved)
+        log.debug(
+            "stored letter(s) %s in %s: %d attachment(s), %d uploaded, %d bytes added",
+            ",".join(map(str, ids)), folder, done.attachments, done.uploaded, stored,
+        )  # fmt: skip
+        return done
 
     def _count(self, parts: Split, letters: list[NewStoredLetter], ids: list[int]) -> set[str]:
         """Count each attachment once per letter, in two concurrent rounds so that the

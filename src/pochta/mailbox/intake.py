@@ -119,13 +119,29 @@ def prepare_in_worker(
     prefix: bytes = b"",
 ) -> Prepared:
     analyzer = _worker_analyzer() if analyze else None
-    return prepare(
+    prepared = prepare(
         load(raw, prefix),
         envelope,
         helo,
         inline_limit=inline_limit,
         analyzer=analyzer,
         shingles=shingles,
+    )
+    if log.isEnabledFor(logging.DEBUG):
+        _log_prepared(prepared)
+    return prepared
+
+
+def _log_prepared(prepared: Prepared) -> None:
+    a = prepared.analysis
+    cpu = ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in a.seconds.items()) if a else "-"
+    log.debug(
+        "prepared %d bytes: %d part(s) split off, %d shingle(s), analysis CPU: %s%s",
+        prepared.size,
+        len(prepared.split.parts),
+        len(prepared.shingles),
+        cpu,
+        f", partial: {','.join(a.partial)}" if a is not None and a.partial else "",
     )
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -13,11 +16,15 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel
 
-from pochta import __version__
-from pochta.app import Pochta, build, service_token, web_secret
+from pochta import __version__, logs
+from pochta.app import Pochta, build, server_tls, service_token, web_secret
 from pochta.config import Settings
 from pochta.server import blobs, errors, mailbox, scan, shingles, smtp, web
+from pochta.server import metrics as metrics_api
 from pochta.server.limits import Bound, RequestBounds
+from pochta.server.tls import ServerTLS
+
+log = logging.getLogger("pochta.http")
 
 
 class HealthOut(BaseModel):
@@ -46,29 +53,43 @@ def bound_of(settings: Settings) -> Callable[[str, str], Bound]:
 
 
 def create_app(
-    settings: Settings, sockets: Mapping[str, socket.socket] | None = None
+    settings: Settings,
+    sockets: Mapping[str, socket.socket] | None = None,
+    *,
+    tls: ServerTLS | None = None,
 ) -> FastAPI:
-    """The application; ``sockets``: listening sockets bound beforehand, by listener name
-    (``smtp``, ``lmtp``), used instead of binding their ports (``serve --workers``)."""
+    """The application. ``sockets``: listening sockets bound beforehand, by listener name
+    (``smtp``, ``lmtp``), used instead of binding their ports (``serve --workers``);
+    ``tls``: the certificate this process already loaded (``pochta serve``, for HTTPS);
+    default: loaded from ``[tls]`` at startup."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pochta = build(settings)
+        pochta = build(settings, tls=tls if tls is not None else server_tls(settings))
         app.state.pochta = pochta
         listeners: list[asyncio.Server] = []
+        hangup = False
         try:
             app.state.service_token = service_token(settings)
             app.state.web_secret = web_secret(settings)
+            logs.redact(app.state.service_token)
             pochta.start()  # the deletion worker, Valkyrie, the shingle counters' flusher
             if settings.smtp.enabled:
+                ctx = pochta.tls.context if pochta.tls is not None else None
                 listeners = await smtp.start(
                     pochta.mailbox,
                     pochta.intake,
                     settings.smtp,
                     settings.data_dir / "spool",
                     sockets=sockets,
+                    tls_context=ctx if settings.tls.smtp else None,
+                    lmtp_tls_context=ctx if settings.tls.lmtp else None,
                 )
+            hangup = _on_sighup(pochta)
             yield
         finally:
+            if hangup:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
             for server in listeners:
                 server.close()
             for server in listeners:
@@ -90,12 +111,15 @@ def create_app(
         max_depth=settings.http.max_json_depth,
         max_header_size=settings.http.max_header_size,
     )
+    app.add_middleware(logs.RequestIds)  # outermost: every line of a request has its id
     app.include_router(blobs.router)
     app.include_router(mailbox.router)
     app.include_router(scan.router)
     app.include_router(shingles.router)
     if settings.web.enabled:
         web.install(app)  # /webmail, /admin: HTML pages, not in the OpenAPI document
+    if settings.metrics.enabled:
+        app.include_router(metrics_api.router)
 
     @app.get(
         "/healthz",
@@ -112,3 +136,20 @@ def create_app(
         return JSONResponse(health.model_dump(), status_code=200 if writable else 503)
 
     return app
+
+
+def _on_sighup(pochta: Pochta) -> bool:
+    """SIGHUP reloads the certificate (new handshakes use it; connections stay up). Without
+    TLS it is logged and ignored rather than ending the server. False when this is not the
+    main thread (a test client), where signals cannot be handled."""
+
+    def hangup() -> None:
+        if pochta.tls is None:
+            log.info("SIGHUP: no certificate to reload ([tls] is not configured)")
+        else:
+            pochta.tls.reload()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, hangup)
+        return True
+    return False

@@ -33,6 +33,7 @@ import contextlib
 import logging
 import secrets
 import socket
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from typing import Any, AnyStr
 from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import SMTP, Envelope, Session, syntax
 
+from pochta import logs, metrics
 from pochta.config import SmtpSettings
 from pochta.errors import ConfigError, InvalidInput, PochtaError, StorageError, TooLarge
 from pochta.mailbox.intake import Intake, Letter
@@ -105,18 +107,26 @@ class DeliveryHandler:
     ) -> str:
         """The reply to a letter received whole (``letter``: its bytes or its spooled file;
         ``eol``: its line ending, for the trace header)."""
+        queue_id = secrets.token_hex(6)
+        with logs.bound(queue_id=queue_id):  # ties this letter's lines together
+            return await self._letter(session, envelope, letter, eol, queue_id)
+
+    async def _letter(
+        self, session: Session, envelope: Envelope, letter: Letter, eol: bytes, queue_id: str
+    ) -> str:
         users: list[User] = []
         for address in envelope.rcpt_tos:
             user = await asyncio.to_thread(self.mailbox.user, address)
             if user is not None:
                 users.append(user)
-        queue_id = secrets.token_hex(6)
         if self.lmtp:
             protocol = "LMTP"
         elif "SMTPUTF8" in envelope.mail_options:
             protocol = "UTF8SMTP"
         else:
             protocol = "ESMTP" if session.extended_smtp else "SMTP"
+        if session.ssl is not None:
+            protocol += "S"  # ESMTPS, LMTPS: received over TLS (RFC 3848)
         peer: Any = session.peer
         trace = received(
             helo=session.host_name or "",
@@ -221,6 +231,10 @@ class PochtaSMTP(SMTP):
         super().__init__(handler, **kwargs)
         self.pochta = _Connection(CommandWatch(self.line_length_limit))
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        logs.bind(session=logs.new_id())  # the session's task (made now) inherits it
+        super().connection_made(transport)
+
     def data_received(self, data: bytes) -> None:
         conn = self.pochta
         if conn.reader is not None:
@@ -306,6 +320,7 @@ class PochtaSMTP(SMTP):
             conn.reader = conn.ended = None
             spool.discard()
             self.envelope = Envelope()
+        metrics.delivery("lmtp" if isinstance(self, LMTP) else "smtp", status)
         await self.push(status)
 
 
@@ -347,10 +362,14 @@ async def start(
     spool_dir: Path,
     *,
     sockets: Mapping[str, socket.socket] | None = None,
+    tls_context: ssl.SSLContext | None = None,
+    lmtp_tls_context: ssl.SSLContext | None = None,
 ) -> list[asyncio.Server]:
     """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them.
     Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes.
-    ``sockets``: listening sockets bound beforehand (``smtp``, ``lmtp``), used as they are."""
+    ``sockets``: listening sockets bound beforehand (``smtp``, ``lmtp``), used as they are.
+    ``tls_context`` / ``lmtp_tls_context``: STARTTLS is offered with it (aiosmtpd's own
+    support; never required: a public MX takes mail in clear too, RFC 3207)."""
     loop = asyncio.get_running_loop()
     hostname = settings.fqdn()
     clear_spool(spool_dir, older_than=2 * settings.command_timeout + 600)
@@ -364,7 +383,11 @@ async def start(
             mailbox, intake, hostname, lmtp, recipient_limit=settings.recipient_limit
         )
 
-        def factory(cls: type[PochtaSMTP] = cls, handler: DeliveryHandler = handler) -> SMTP:
+        def factory(
+            cls: type[PochtaSMTP] = cls,
+            handler: DeliveryHandler = handler,
+            tls: ssl.SSLContext | None = lmtp_tls_context if lmtp else tls_context,
+        ) -> SMTP:
             return cls(
                 handler,
                 data_size_limit=settings.max_message_size,
@@ -374,6 +397,7 @@ async def start(
                 ident="pochta",
                 timeout=settings.command_timeout,
                 loop=loop,
+                tls_context=tls,
             )
 
         try:

@@ -158,10 +158,12 @@ class Supervisor:
         command: Callable[[dict[str, socket.socket]], list[str]],
         *,
         poll: float = 0.2,
+        on_exit: Callable[[int], None] | None = None,
     ) -> None:
         self.workers = [_Worker(i, sockets) for i, sockets in enumerate(sets)]
         self._command = command
         self._poll = poll
+        self._on_exit = on_exit  # called with the pid of a worker that exited
         self._stop = threading.Event()
         self.exit_code = 0
 
@@ -177,8 +179,16 @@ class Supervisor:
     def stop(self, *_: object) -> None:
         self._stop.set()
 
+    def hangup(self, *_: object) -> None:
+        """SIGHUP goes on to every worker (each reloads its certificate)."""
+        for worker in self.workers:
+            if worker.proc is not None and worker.proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    worker.proc.send_signal(signal.SIGHUP)
+
     def run(self) -> int:
         previous = {sig: signal.signal(sig, self.stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self.hangup)
         try:
             for worker in self.workers:
                 self._start(worker)
@@ -202,6 +212,8 @@ class Supervisor:
         quick = time.monotonic() - worker.started < QUICK_DEATH
         worker.quick_deaths = worker.quick_deaths + 1 if quick else 0
         log.warning("worker %d (pid %d) exited with %d", worker.index, worker.proc.pid, code)
+        if self._on_exit is not None:
+            self._on_exit(worker.proc.pid)
         if worker.quick_deaths >= GIVE_UP_AFTER:
             log.error("worker %d keeps dying at start; stopping every worker", worker.index)
             self.exit_code = code if code > 0 else 1

@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pochta import metrics
 from pochta.antispam.shingles.counters import Batch, Cell, CounterStore, Ref
 from pochta.antispam.shingles.counters.buckets import (
     MAX_VALUE,
@@ -158,11 +159,13 @@ class Counters:
                 while self._cells >= self.max_cells:
                     left = deadline - time.monotonic()
                     if left <= 0 or self._closed:
+                        metrics.shingle_backpressure("dropped")
                         raise StorageError(
                             "shingle counters: the write buffer is full and the store is not"
                             f" taking writes ({self._last_error or 'slow'})"
                         )
                     self._room.wait(left)
+                metrics.shingle_backpressure("waited")
             added, full = self._add(refs, code, slot, n)
             self._cells += added
             self._updates += len(refs)
@@ -274,11 +277,14 @@ class Counters:
                 if not taken:
                     break
                 batches: list[Batch] = [(s, buf.drain()) for s, buf in taken]
+                started = time.perf_counter()
                 try:
                     results: list[Exception | None] = self.store.apply(batches)
                 except Exception as exc:  # a store bug must not lose the batch
                     log.exception("shingle counter store failed")
                     results = [exc] * len(batches)
+                failed = sum(len(c) for (_, c), e in zip(batches, results, strict=True) if e)
+                metrics.shingle_flush(time.perf_counter() - started, cells - failed, failed)
                 errors.extend(self._settle(taken, batches, results))
         return errors
 
@@ -324,6 +330,7 @@ class Counters:
             self._wake.clear()
             if self._stop.is_set():
                 return
+            metrics.shingle_buffer(self._cells, self.max_cells)  # sampled once per tick
             if time.monotonic() < self._retry_at:
                 continue
             try:

@@ -1,0 +1,90 @@
+"""pochta.logs: the two formats, ids bound, secrets redacted, aiosmtpd's chatter."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from pochta import logs
+
+
+@pytest.fixture
+def root() -> Iterator[io.StringIO]:
+    """``logs.configure`` into a string; the root logger's state is restored afterwards."""
+    saved = logging.getLogger()
+    handlers, level = saved.handlers[:], saved.level
+    stream = io.StringIO()
+    yield stream
+    saved.handlers[:] = handlers
+    saved.setLevel(level)
+    logs._secrets.clear()
+
+
+def test_json_lines_carry_bound_ids_and_exceptions(root: io.StringIO) -> None:
+    logs.configure("info", "json", stream=root)
+    log = logging.getLogger("pochta.test")
+    with logs.bound(queue_id="abc123"):
+        log.info("delivered %s: %d bytes", "abc123", 42)
+    log.info("after")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("failed")
+    first, second, third = (json.loads(line) for line in root.getvalue().splitlines())
+    assert first["event"] == "delivered abc123: 42 bytes"
+    assert first["queue_id"] == "abc123" and first["level"] == "info"
+    assert first["logger"] == "pochta.test" and first["timestamp"].endswith("Z")
+    assert "queue_id" not in second  # leaving the block unbinds
+    assert "ValueError: boom" in third["exception"] and third["level"] == "error"
+
+
+def test_text_lines_are_plain_and_tracebacks_show_no_locals(root: io.StringIO) -> None:
+    logs.configure("debug", "text", stream=root)
+    password = "a-local-variable-secret"  # noqa: F841 (a local a rich traceback would print)
+    try:
+        raise RuntimeError("x")
+    except RuntimeError:
+        logging.getLogger("pochta.test").exception("it failed")
+    out = root.getvalue()
+    assert "[error" in out and "it failed" in out and "Traceback" in out
+    assert "a-local-variable-secret" not in out
+    assert "\x1b[" not in out  # no colours when the stream is not a terminal
+
+
+def test_registered_secrets_are_redacted_and_short_ones_ignored(root: io.StringIO) -> None:
+    logs.configure("info", "json", stream=root)
+    logs.redact("service-token-1234567890", "short")
+    logging.getLogger("x").info("token service-token-1234567890 in a short line")
+    (line,) = root.getvalue().splitlines()
+    assert json.loads(line)["event"] == "token [redacted] in a short line"
+
+
+def test_aiosmtpd_chatter_is_debug_and_non_commands_are_hidden(root: io.StringIO) -> None:
+    logs.configure("info", "json", stream=root)
+    mail = logging.getLogger("mail.log")
+    peer = ("127.0.0.1", 1)
+    mail.info("%r >> %r", peer, b"MAIL FROM:<a@example.org>")
+    mail.warning("%r unrecognised: %s", peer, "AW50ZWDYYXRPB24GCGFZC3DVCMQ=")
+    assert [json.loads(x)["level"] for x in root.getvalue().splitlines()] == ["warning"]
+    assert "AW50ZWDY" not in root.getvalue()
+    logging.getLogger().setLevel(logging.DEBUG)
+    mail.info("%r >> %r", peer, b"MAIL FROM:<a@example.org>")
+    mail.debug("_handle_client readline: %r", b"cGFzc3dvcmQ=\r\n")
+    mail.debug("%r << %r", peer, b"250 OK")
+    lines = [json.loads(x) for x in root.getvalue().splitlines()[1:]]
+    assert [r["level"] for r in lines] == ["debug", "debug", "debug"]
+    assert "MAIL FROM:<a@example.org>" in lines[0]["event"]
+    assert "cGFzc3dvcmQ" not in lines[1]["event"] and "14 bytes" in lines[1]["event"]
+    assert "250 OK" in lines[2]["event"]
+
+
+def test_a_snapshot_restores_the_format_and_the_secrets(root: io.StringIO) -> None:
+    logs.configure("warning", "json", stream=root)
+    logs.redact("another-secret-value")
+    snap = logs.snapshot()
+    assert snap is not None and snap.fmt == "json" and snap.level == logging.WARNING
+    assert "another-secret-value" in snap.secrets
