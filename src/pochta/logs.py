@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import secrets
 import sys
 from collections.abc import Iterator, MutableMapping
@@ -131,6 +132,12 @@ ROUTED = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "mail.lo
 records go to the root logger's handler like pochta's."""
 
 
+def _add_pid(_logger: object, _method: str, event: EventDict) -> EventDict:
+    """The process's id on every line: ``serve --workers`` runs several servers on one log."""
+    event["pid"] = os.getpid()
+    return event
+
+
 def formatter(fmt: Format, *, colors: bool = False) -> logging.Formatter:
     """The formatter of every line: ``fmt`` is ``text`` (people) or ``json`` (shippers)."""
     shared: list[Processor] = [
@@ -138,6 +145,7 @@ def formatter(fmt: Format, *, colors: bool = False) -> logging.Formatter:
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _add_pid,
     ]
     renderer: Processor
     tail: list[Processor]

@@ -24,8 +24,8 @@ from tests.integration.conftest import Server, free_port, start_server
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 LEADS = re.compile(
-    r"\[(\d+)\] INFO pochta\.guard\.singleton"
-    r" job mailbox-deletions: this process leads \(token (\d+)\)"
+    r"job mailbox-deletions: this process leads \(token (\d+)\) \[pochta\.guard\.singleton\]"
+    r" pid=(\d+)"
 )
 
 
@@ -35,7 +35,7 @@ def children(pid: int) -> set[int]:
 
 
 def leaders(log: Path) -> list[tuple[int, int]]:
-    return [(int(m[1]), int(m[2])) for m in LEADS.finditer(log.read_text())]
+    return [(int(m[2]), int(m[1])) for m in LEADS.finditer(log.read_text())]  # (pid, token)
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:

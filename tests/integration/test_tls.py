@@ -6,6 +6,7 @@ files changes nothing)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import smtplib
@@ -37,6 +38,11 @@ def write_cert(directory: Path, hosts: list[str] = HOSTS) -> tuple[Path, Path, b
     (directory / "key.pem").write_bytes(key)
     (directory / "cert.pem").write_bytes(cert)
     return directory / "cert.pem", directory / "key.pem", ssl.PEM_cert_to_DER_cert(cert.decode())
+
+
+def unfolded(raw: bytes) -> bytes:
+    """The letter with its header lines unfolded (pochta folds the Received line it adds)."""
+    return re.sub(rb"\r?\n[ \t]+", b" ", raw)
 
 
 def trusting(*certs: Path) -> ssl.SSLContext:
@@ -109,7 +115,7 @@ def test_smtplib_starttls_delivers_byte_exact(tls_mx: tuple[Server, Path]) -> No
         client.sendmail("s@example.net", ["alice@example.org"], raw)
     got = delivered(srv, b"over TLS")
     assert strip_trace(got) == raw
-    assert b"with ESMTPS" in got  # RFC 3848: the Received header says it came over TLS
+    assert b"with ESMTPS" in unfolded(got)  # RFC 3848: the Received header says it came over TLS
 
 
 def test_lmtp_offers_starttls_when_configured(tls_mx: tuple[Server, Path]) -> None:
@@ -121,7 +127,7 @@ def test_lmtp_offers_starttls_when_configured(tls_mx: tuple[Server, Path]) -> No
         client.ehlo()
         client.sendmail("s@example.net", ["alice@example.org"], raw)
     got = delivered(srv, b"over LMTP and TLS")
-    assert strip_trace(got) == raw and b"with LMTPS" in got
+    assert strip_trace(got) == raw and b"with LMTPS" in unfolded(got)
 
 
 def test_a_client_that_does_not_trust_the_certificate_fails_the_handshake(
@@ -147,7 +153,7 @@ def test_swaks_tls_delivers(tls_mx: tuple[Server, Path]) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "STARTTLS" in done.stdout and "220 Ready to start TLS" in done.stdout
     assert "250 2.0.0 OK queued as" in done.stdout
-    assert b"with ESMTPS" in delivered(srv, b"from swaks over TLS")
+    assert b"with ESMTPS" in unfolded(delivered(srv, b"from swaks over TLS"))
 
 
 def test_sighup_reloads_the_certificate_without_dropping_connections(tmp_path: Path) -> None:
