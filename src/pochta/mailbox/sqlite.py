@@ -143,9 +143,7 @@ def _to_db(magic: int) -> int:
 
 
 def _letter(row: tuple[object, ...]) -> StoredLetter:
-    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[
-        :11
-    ]
+    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[:11]
     return StoredLetter(
         id=int(id_),  # type: ignore[call-overload]
         user_id=int(user_id),  # type: ignore[call-overload]
