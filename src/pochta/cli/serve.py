@@ -65,6 +65,12 @@ def check_smtp_ports(s: Settings) -> None:
             listen(s.smtp.host, port, what, setting).close()
 
 
+def check_imap_ports(s: Settings) -> None:
+    """The same for the IMAP port."""
+    if s.imap.enabled and s.imap.port:
+        listen(s.imap.host, s.imap.port, "IMAP", "imap.port").close()
+
+
 @handles_errors
 def serve(
     host: Annotated[str | None, typer.Option(help="HTTP address (default 127.0.0.1)")] = None,
@@ -84,6 +90,7 @@ def serve(
         raise ConfigError(f"cannot create data directory {s.data_dir}: {exc.strerror}") from None
     service_token(s)
     check_smtp_ports(s)
+    check_imap_ports(s)
     sock = listen(http.host, http.port, "HTTP", "http.port or --port")
     logging.basicConfig(
         level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -94,6 +101,8 @@ def serve(
     if s.smtp.enabled:
         lmtp = f", LMTP {s.smtp.host}:{s.smtp.lmtp_port}" if s.smtp.lmtp_port else ""
         err.print(f"        SMTP {s.smtp.host}:{s.smtp.port}{lmtp}")
+    if s.imap.enabled:
+        err.print(f"        IMAP {s.imap.host}:{s.imap.port}")
     uv_config = uvicorn.Config(
         create_app(s),
         host=http.host,

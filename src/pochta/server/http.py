@@ -15,7 +15,8 @@ from pydantic import BaseModel
 from pochta import __version__
 from pochta.app import Pochta, build, service_token
 from pochta.config import Settings
-from pochta.server import blobs, errors, mailbox, scan, shingles, smtp
+from pochta.server import blobs, errors, imap, mailbox, scan, shingles, smtp
+from pochta.server.imapstore import ImapStore
 from pochta.server.limits import Bound, RequestBounds
 
 
@@ -48,6 +49,7 @@ def create_app(settings: Settings) -> FastAPI:
         pochta = build(settings)
         app.state.pochta = pochta
         listeners: list[asyncio.Server] = []
+        imap_server: imap.ImapServer | None = None
         try:
             app.state.service_token = service_token(settings)
             pochta.start()  # the deletion worker, Valkyrie, the shingle counters' flusher
@@ -55,10 +57,19 @@ def create_app(settings: Settings) -> FastAPI:
                 listeners = await smtp.start(
                     pochta.mailbox, pochta.intake, settings.smtp, settings.data_dir / "spool"
                 )
+            if settings.imap.enabled:
+                store = ImapStore(pochta.mailbox, wake_deletions=pochta.deletions.wake)
+                # tls: the [tls] settings' context provider plugs in here (STARTTLS, IMAPS)
+                imap_server, imap_listeners = await imap.start(
+                    store, settings.imap, settings.smtp.max_message_size
+                )
+                listeners += imap_listeners
             yield
         finally:
             for server in listeners:
                 server.close()
+            if imap_server is not None:
+                await imap_server.close()  # BYE to the sessions still open
             for server in listeners:
                 await server.wait_closed()
             await asyncio.to_thread(pochta.close)  # joins the threads; flushes the counters
