@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from pymap.parsing import Params
 from pymap.parsing.command import Command
-from pymap.parsing.commands import Commands
+from pymap.parsing.commands import Commands, InvalidCommand
 from pymap.parsing.exceptions import NotParseable
 from pymap.parsing.modutf7 import modutf7_encode
 from pymap.parsing.specials.sequenceset import MaxValue, SequenceSet
@@ -76,6 +76,9 @@ def parse(command: bytes) -> Command | Simple:
         raise Unparsed(tag_of(command), f"cannot read the command: {exc}") from None
     except (ValueError, TypeError, UnicodeDecodeError, OverflowError) as exc:
         raise Unparsed(tag_of(command), f"cannot read the command: {exc}") from None
+    if isinstance(cmd, InvalidCommand):
+        what = cmd.message.decode("utf-8", "replace")
+        raise Unparsed(tag_of(command), what or "cannot read the command")
     return cmd
 
 
