@@ -7,8 +7,10 @@ from __future__ import annotations
 import hashlib
 import imaplib
 import re
+import shutil
 import smtplib
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -321,3 +323,95 @@ def test_a_literal_over_the_limit_is_refused_before_it_is_read(mx: Server) -> No
         f.flush()
         assert f.readline().startswith(b"* BYE [TOOBIG]")
         assert f.readline() == b""  # closed
+
+
+MBSYNCRC = """\
+IMAPAccount pochta
+Host 127.0.0.1
+Port {port}
+User {user}
+Pass "{password}"
+SSLType None
+AuthMechs LOGIN
+
+IMAPStore far
+Account pochta
+
+MaildirStore near
+Path {maildir}/
+Inbox {maildir}/INBOX
+SubFolders Verbatim
+
+Channel box
+Far :far:
+Near :near:
+Patterns *
+Create Near
+Expunge Both
+SyncState {state}/
+"""
+
+
+def undo_mbsync(data: bytes) -> bytes:
+    """The letter mbsync was given: its one X-TUID header out, CRLF line ends back."""
+    data, count = re.subn(rb"(?m)^X-TUID: [^\n]*\n", b"", data, count=1)
+    assert count == 1
+    return data.replace(b"\n", b"\r\n")
+
+
+@pytest.mark.skipif(shutil.which("mbsync") is None, reason="mbsync (Debian isync) is not here")
+def test_mbsync_pulls_every_letter_byte_exact_and_converges(
+    mx: Server, alice: str, tmp_path: Path
+) -> None:
+    sent = [
+        letter(to=alice, subject=f"letter {n}", attachments=[("a.bin", payload(n, 20_000))])
+        for n in range(4)
+    ]
+    for raw in sent:
+        send(mx, raw, alice)
+    maildir, state = tmp_path / "mail", tmp_path / "state"
+    state.mkdir()
+    maildir.mkdir()
+    rc = tmp_path / "mbsyncrc"
+    rc.write_text(
+        MBSYNCRC.format(
+            port=mx.imap_port, user=alice, password=PASSWORD, maildir=maildir, state=state
+        )
+    )
+
+    def sync() -> dict[str, bytes]:
+        done = subprocess.run(
+            ["mbsync", "-c", str(rc), "-a"], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return {
+            str(p.relative_to(maildir)): p.read_bytes()
+            for p in maildir.glob("*/*/*")
+            if p.parent.name in ("cur", "new")
+        }
+
+    files = sync()
+    assert len(files) == len(sent)
+    assert sorted(strip_trace(undo_mbsync(f)) for f in files.values()) == sorted(sent)
+    c = imap(mx, alice)
+    folder = folder_of(c)
+    c.select(folder)
+    uids = c.uid("SEARCH", "ALL")[1][0].split()  # type: ignore[union-attr]
+    c.uid("STORE", uids[0].decode(), "+FLAGS", "(\\Flagged)")
+    c.uid("STORE", uids[1].decode(), "+FLAGS", "(\\Deleted)")
+    c.expunge()
+    files = sync()
+    assert len(files) == len(sent) - 1
+    first = uids[0].decode()
+    flagged = [name for name in files if re.search(rf",U={first}:2,[A-Z]*F", name)]
+    assert len(flagged) == 1
+    assert not [name for name in files if f",U={uids[1].decode()}:" in name]
+    assert sync() == files  # converged: a third sync changes nothing
+    assert (
+        sorted(undo_mbsync(f) for f in files.values())
+        == sorted(
+            c.uid("FETCH", u.decode(), "(BODY.PEEK[])")[1][0][1]  # type: ignore[index]
+            for u in [uids[0], *uids[2:]]
+        )
+    )
+    c.logout()
