@@ -204,6 +204,7 @@ class ImapServer:
         return b" ".join(caps)
 
 
+_UID = FetchAttribute(b"UID")
 _FLAG_OPS = {FlagOp.REPLACE: "replace", FlagOp.ADD: "add", FlagOp.DELETE: "delete"}
 _SETS_SEEN = frozenset({b"BODY", b"RFC822", b"RFC822.TEXT", b"BINARY"})
 
@@ -243,7 +244,7 @@ class Session:
             except Bye as exc:
                 self.send(b"* BYE %s\r\n" % str(exc).encode())
                 return
-            await self.wire.drain()
+            await self.wire.writable()  # sent at once, or when the next read would wait
             if done:
                 return
 
@@ -334,6 +335,9 @@ class Session:
                 self.selected = None
                 self.tagged(tag, b"OK", "UNSELECT completed")
             return False
+        if isinstance(cmd, select_cmd.FetchCommand):  # the most frequent first
+            await self.fetch(tag, cmd)
+            return False
         if isinstance(cmd, any_cmd.CapabilityCommand):
             self.send(b"* CAPABILITY %s\r\n" % self.server.capabilities(self))
             self.tagged(tag, b"OK", "CAPABILITY completed")
@@ -370,8 +374,6 @@ class Session:
             uid_set = getattr(cmd, "uid_set", None)
             await self.expunge(uid_set, silent=False)
             self.tagged(tag, b"OK", "EXPUNGE completed")
-        elif isinstance(cmd, select_cmd.FetchCommand):
-            await self.fetch(tag, cmd)
         elif isinstance(cmd, select_cmd.StoreCommand):
             await self.store_flags(tag, cmd)
         elif isinstance(cmd, select_cmd.SearchCommand):
@@ -618,9 +620,9 @@ class Session:
         selected = self.need_selected()
         by_uid = isinstance(cmd, select_cmd.UidFetchCommand)
         positions = imapproto.resolve(cmd.sequence_set, selected.uids, self.limits.ranges)
-        attrs = list(cmd.attributes)
-        if by_uid and not any(a.value == b"UID" for a in attrs):
-            attrs.insert(0, FetchAttribute(b"UID"))
+        attrs = [a for a in cmd.attributes if a.value != b"UID"]  # pymap adds one for UID FETCH
+        if by_uid or len(attrs) < len(cmd.attributes):
+            attrs.insert(0, _UID)
         sets_seen = not selected.readonly and any(
             a.value in _SETS_SEEN and a.section is not None for a in attrs
         )
@@ -669,7 +671,7 @@ class Session:
                     await self._stream(chunks)
         out.append(b")\r\n")
         self.send(b"".join(out))
-        await self.wire.drain()
+        await self.wire.writable()
 
     async def _stream(self, chunks: Iterator[bytes]) -> None:
         while True:

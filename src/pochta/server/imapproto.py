@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pymap.parsing import Params
 from pymap.parsing.command import Command
+from pymap.parsing.command.select import FetchCommand, UidFetchCommand
 from pymap.parsing.commands import Commands, InvalidCommand
 from pymap.parsing.exceptions import NotParseable
 from pymap.parsing.modutf7 import modutf7_encode
+from pymap.parsing.specials.fetchattr import FetchAttribute
 from pymap.parsing.specials.sequenceset import MaxValue, SequenceSet
 from pymap.parsing.state import ParsingInterrupt, ParsingState
 
@@ -63,11 +66,31 @@ def tag_of(line: bytes) -> bytes:
     return m.group(0) if m else b"*"
 
 
+_FETCH = re.compile(rb"(\S{1,64}) (UID )?FETCH ([0-9:*,]+) ([^\r\n{}]{1,1000})\r?\n\Z", re.I)
+_ATTRIBUTES: OrderedDict[tuple[bool, bytes], Sequence[FetchAttribute]] = OrderedDict()
+_CACHED = 256
+
+
 def parse(command: bytes) -> Command | Simple:
-    """One whole command (its literals inline as ``{n+}``), or Unparsed."""
+    """One whole command (its literals inline as ``{n+}``), or Unparsed.
+
+    A FETCH whose attribute list was parsed before (a client fetching letter after letter)
+    reuses that parse and has pymap read only its sequence set (a small cache)."""
     m = _NO_ARGS.match(command)
     if m:
         return Simple(m.group(1), m.group(2).upper())
+    fetch = _FETCH.match(command)
+    if fetch is not None:
+        by_uid = fetch.group(2) is not None
+        attrs = _ATTRIBUTES.get((by_uid, fetch.group(4)))
+        if attrs is not None:
+            try:
+                seqset, rest = SequenceSet.parse(memoryview(fetch.group(3)), Params(uid=by_uid))
+            except NotParseable:
+                rest = memoryview(b"?")
+            if not rest:
+                kind = UidFetchCommand if by_uid else FetchCommand
+                return kind(fetch.group(1), seqset, attrs)
     try:
         cmd, _ = _COMMANDS.parse(memoryview(command), Params(state=ParsingState()))
     except ParsingInterrupt:  # a literal without its bytes: the reader inlines them all
@@ -79,6 +102,10 @@ def parse(command: bytes) -> Command | Simple:
     if isinstance(cmd, InvalidCommand):
         what = cmd.message.decode("utf-8", "replace")
         raise Unparsed(tag_of(command), what or "cannot read the command")
+    if fetch is not None and isinstance(cmd, FetchCommand):
+        _ATTRIBUTES[(fetch.group(2) is not None, fetch.group(4))] = cmd.attributes
+        if len(_ATTRIBUTES) > _CACHED:
+            _ATTRIBUTES.popitem(last=False)
     return cmd
 
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
-from pochta.errors import MessageNotFound
+from pochta.errors import InvalidInput, MessageNotFound
 from pochta.mailbox.service import Mailbox
 from pochta.mime import ranges
 from pochta.mime.letter import parse
@@ -28,22 +27,25 @@ from pochta.types import Folder, FolderEntry, LetterFlag, StoredLetter, User
 WHOLE_READ = 1 << 20  # blobs up to this size are read whole (one read, checked)
 
 
-@dataclass(frozen=True, slots=True)
 class Opened:
-    """A letter opened for FETCH: its index row and its layout (skeleton segments)."""
+    """A letter opened for FETCH: its index row and layout (skeleton segments); its MIME tree
+    is read on first use."""
 
-    letter: StoredLetter
-    layout: ranges.Layout
-    _tree: list[Entity]
+    __slots__ = ("_tree", "layout", "letter")
+
+    def __init__(self, letter: StoredLetter, lay: ranges.Layout) -> None:
+        self.letter = letter
+        self.layout = lay
+        self._tree: Entity | None = None
 
     @property
     def size(self) -> int:
         return self.layout.size
 
     def tree(self) -> Entity:
-        if not self._tree:
-            self._tree.append(ranges.tree(self.layout))
-        return self._tree[0]
+        if self._tree is None:
+            self._tree = ranges.tree(self.layout)
+        return self._tree
 
 
 class ImapStore:
@@ -75,12 +77,17 @@ class ImapStore:
 
     # -- reading --------------------------------------------------------------------------
     def open(self, user_id: int, letter_id: int) -> Opened | None:
-        """A letter of this user, None when it is gone (expunged meanwhile)."""
+        """A letter of this user, None when it is gone (expunged meanwhile). Its owner is
+        checked every time: a letter id the session listed may, once the letter is deleted,
+        be given to someone else's new letter."""
         letter = self.index.letter(user_id, letter_id)
         if letter is None:
             return None
-        skeleton, _ = self.index.content(letter_id)
-        return Opened(letter, ranges.layout(skeleton), [])
+        try:
+            skeleton, _ = self.index.content(letter_id)
+        except InvalidInput:
+            return None
+        return Opened(letter, ranges.layout(skeleton))
 
     def content(self, ref: Ref) -> Iterator[bytes]:
         """An extracted part's decoded content, checked against the letter's size and CRC-32

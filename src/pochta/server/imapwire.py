@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import cast
 
 HIGH_WATER = 1 << 20  # buffered input past which the socket is not read
+FLUSH_AT = 1 << 16  # queued output past which it is sent at once
 
 
 class LineTooLong(Exception):
@@ -39,6 +40,8 @@ class Wire(asyncio.Protocol):
         self._writable = asyncio.Event()
         self._writable.set()
         self._paused = False
+        self._out: list[bytes] = []
+        self._queued = 0
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -81,6 +84,7 @@ class Wire(asyncio.Protocol):
     async def _more(self) -> None:
         if self._eof:
             raise Closed("the client closed the connection")
+        self.flush()  # about to wait for the client: it must have every answer first
         self._data.clear()
         await self._data.wait()
 
@@ -125,10 +129,30 @@ class Wire(asyncio.Protocol):
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
+        """Queue bytes; they go out together (one send) at ``flush``, at ``drain``, when
+        ``FLUSH_AT`` bytes are queued, or before the next wait for the client."""
+        self._out.append(data)
+        self._queued += len(data)
+        if self._queued >= FLUSH_AT:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._out:
+            return
+        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        self._queued = 0
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
 
+    async def writable(self) -> None:
+        """Wait while the socket's send buffer is full (flow control; queued bytes stay)."""
+        if self.transport is None or self.transport.is_closing():
+            raise Closed("the connection is closed")
+        await self._writable.wait()
+
     async def drain(self) -> None:
+        self.flush()
         if self.transport is None or self.transport.is_closing():
             raise Closed("the connection is closed")
         await self._writable.wait()
@@ -139,11 +163,13 @@ class Wire(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None:
+            self.flush()
             self.transport.close()
 
     async def start_tls(self, context: ssl.SSLContext, timeout: float) -> None:
         """TLS from here on, server side; what the client sent before is thrown away."""
         assert self.transport is not None
+        self.flush()
         self.discard()
         loop = asyncio.get_running_loop()
         transport = await loop.start_tls(
