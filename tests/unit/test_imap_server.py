@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import hashlib
 import imaplib
 import ipaddress
 import re
 import socket
 import ssl
 import threading
+import tracemalloc
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -389,3 +391,41 @@ def test_implicit_tls(imaps: Running, cert: tuple[Path, Path]) -> None:
     uid = data[0].split()[-1]  # type: ignore[union-attr]
     assert c.uid("FETCH", uid.decode(), "(BODY.PEEK[])")[1][0][1] == raw  # type: ignore[index]
     c.logout()
+
+
+def test_a_big_letter_is_streamed_not_held_whole(imap: Running, pochta: Pochta) -> None:
+    """FETCH of a letter with a 24 MB attachment: the server's Python allocations stay far
+    below the letter's size (the client here reads and hashes as the bytes come)."""
+    attachment = payload(11, 24 << 20)
+    raw = letter(subject="big one", attachments=[("big.bin", attachment)])
+    user = pochta.mailbox.user(ALICE)
+    assert user is not None
+    pochta.mailbox.delivery.max_message_size = 64 << 20
+    pochta.mailbox.deliver(raw, [user], folder="Inbox")
+    want = hashlib.sha256(raw).hexdigest()
+    del raw, attachment
+    c = Raw(imap.port)
+    c.login()
+    c.send(b"s SELECT INBOX\r\n")
+    c.until(b"s")
+    c.send(b'u UID SEARCH SUBJECT "big one"\r\n')
+    uid = c.until(b"u")[0].split()[-1]
+    tracemalloc.start()
+    try:
+        c.send(b"f UID FETCH " + uid + b" (BODY.PEEK[])\r\n")
+        head = c.f.readline()
+        size = int(re.search(rb"\{(\d+)\}\r\n$", head).group(1))  # type: ignore[union-attr]
+        digest = hashlib.sha256()
+        left = size
+        while left:
+            chunk = c.f.read(min(left, 1 << 16))
+            digest.update(chunk)
+            left -= len(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert c.until(b"f")[-1].startswith(b"f OK")
+    assert digest.hexdigest() == want
+    assert size > 32 << 20  # base64 of 24 MB
+    assert peak < 8 << 20, peak
+    c.close()
