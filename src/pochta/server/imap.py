@@ -52,7 +52,7 @@ from pochta.errors import (
 )
 from pochta.server import imapfetch, imapproto
 from pochta.server.imapproto import SPAM, Simple, Unparsed, folder_name, pochta_folder
-from pochta.server.imapsearch import Facts, matches, needs_text
+from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
 from pochta.server.imapstore import ImapStore, Opened
 from pochta.server.imapwire import Closed, LineTooLong, Wire
 from pochta.types import FolderEntry, LetterFlag, User
@@ -163,6 +163,7 @@ class ImapServer:
             wire.write(b"* BYE [UNAVAILABLE] too many connections; try again later\r\n")
             wire.close()
             return
+        wire.write_timeout = limits.idle_timeout
         session = Session(self, wire, tls=False)
         self.sessions.add(session)
         self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
@@ -703,7 +704,7 @@ class Session:
                 name == b"BODYSTRUCTURE",
             )
             return name + b" " + structure
-        if name in (b"EMAILID", b"THREADID", b"BINARY.SIZE"):
+        if name in (b"EMAILID", b"THREADID", b"BINARY", b"BINARY.PEEK", b"BINARY.SIZE"):
             raise bad(f"{name.decode()} is not supported")
         section = attr.section
         assert section is not None
@@ -714,7 +715,7 @@ class Session:
             span = imapfetch.section(
                 opened.tree(), opened.size, parts, section.specifier, section.headers
             )
-        label = bytes(attr.for_response).replace(b"BINARY.PEEK", b"BINARY")
+        label = bytes(attr.for_response)
         if span.fields is not None:
             header = store.read_bytes(opened, span.start, span.end)
             data = imapfetch.filter_fields(header, span.fields, span.exclude)
@@ -768,9 +769,28 @@ class Session:
         store = self.store
         sets: dict[int, frozenset[int]] = {}
 
+        light = not needs_letter(keys)  # flags and sequence sets only: no letter is read
+
         def run() -> list[int]:
             found = []
             for pos, entry in enumerate(selected.entries):
+                if light:
+                    facts = Facts(
+                        pos + 1,
+                        entry.uid,
+                        entry.flags,
+                        0,
+                        0.0,
+                        None,
+                        selected.uids,
+                        bytes,
+                        str,
+                        self.limits.ranges,
+                        sets,
+                    )
+                    if matches(keys, facts):
+                        found.append(entry.uid if by_uid else pos + 1)
+                    continue
                 opened = store.open(user_id, entry.letter_id)
                 if opened is None:
                     continue

@@ -97,7 +97,7 @@ def parse(command: bytes) -> Command | Simple:
         raise Unparsed(tag_of(command), "incomplete command") from None
     except NotParseable as exc:
         raise Unparsed(tag_of(command), f"cannot read the command: {exc}") from None
-    except (ValueError, TypeError, UnicodeDecodeError, OverflowError) as exc:
+    except (ValueError, TypeError, LookupError, OverflowError) as exc:  # a bad charset too
         raise Unparsed(tag_of(command), f"cannot read the command: {exc}") from None
     if isinstance(cmd, InvalidCommand):
         what = cmd.message.decode("utf-8", "replace")

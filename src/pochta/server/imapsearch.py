@@ -141,3 +141,21 @@ def needs_text(keys: frozenset[SearchKey] | list[SearchKey]) -> bool:
         if key.value == b"OR" and needs_text(list(key.filter_key_or)):
             return True
     return False
+
+
+_LIGHT = {b"ALL", b"OLD", b"NEW", b"RECENT", b"KEYWORD", b"UNKEYWORD", b"SEQSET"}
+_LIGHT |= set(_FLAG_KEYS) | {b"UN" + k for k in _FLAG_KEYS}
+
+
+def needs_letter(keys: frozenset[SearchKey] | list[SearchKey]) -> bool:
+    """Whether any key reads more than the flags and the UIDs (sizes, dates, headers, text)."""
+    for key in keys:
+        if key.value == b"KEYSET":
+            if needs_letter(list(key.filter_key_set)):
+                return True
+        elif key.value == b"OR":
+            if needs_letter(list(key.filter_key_or)):
+                return True
+        elif key.value not in _LIGHT:
+            return True
+    return False

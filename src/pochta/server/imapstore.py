@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 
 from pochta.errors import InvalidInput, MessageNotFound
+from pochta.mailbox.reading import SPAM
 from pochta.mailbox.service import Mailbox
 from pochta.mime import ranges
 from pochta.mime.letter import parse
@@ -144,7 +145,8 @@ class ImapStore:
 
     def copy(self, user_id: int, letter_ids: Sequence[int], folder: str) -> list[tuple[int, int]]:
         """Store a copy of each letter in ``folder`` with its flags and internal date; (letter
-        id, UID of the copy) of each copied."""
+        id, UID of the copy) of each copied. A copy into Spam from another folder is the
+        user's "spam", out of Spam "not spam" (clients without MOVE copy, then expunge)."""
         user = self.index.user_by_id(user_id)
         if user is None:
             return []
@@ -163,6 +165,10 @@ class ImapStore:
             )
             copy = self.index.letter(user_id, done.ids[0])
             out.append((letter_id, copy.uid if copy is not None else 0))
+            shingler = self.mailbox.reading.shingler
+            source = opened.letter.folder
+            if shingler is not None and source != folder and SPAM in (source, folder):
+                shingler.feedback(raw, "spam" if folder == SPAM else "not_spam")
         return out
 
     def append(

@@ -42,6 +42,7 @@ class Wire(asyncio.Protocol):
         self._paused = False
         self._out: list[bytes] = []
         self._queued = 0
+        self.write_timeout = 300.0
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -146,16 +147,17 @@ class Wire(asyncio.Protocol):
             self.transport.write(data)
 
     async def writable(self) -> None:
-        """Wait while the socket's send buffer is full (flow control; queued bytes stay)."""
+        """Wait while the socket's send buffer is full (flow control; queued bytes stay);
+        TimeoutError when the client reads nothing for ``write_timeout`` seconds."""
         if self.transport is None or self.transport.is_closing():
             raise Closed("the connection is closed")
-        await self._writable.wait()
+        if not self._writable.is_set():
+            async with asyncio.timeout(self.write_timeout):
+                await self._writable.wait()
 
     async def drain(self) -> None:
         self.flush()
-        if self.transport is None or self.transport.is_closing():
-            raise Closed("the connection is closed")
-        await self._writable.wait()
+        await self.writable()
 
     @property
     def closing(self) -> bool:
