@@ -55,7 +55,7 @@ from pochta.server.imapproto import SPAM, Simple, Unparsed, folder_name, pochta_
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
 from pochta.server.imapstore import ImapStore, Opened
 from pochta.server.imapwire import Closed, LineTooLong, Wire
-from pochta.types import FolderEntry, LetterFlag, User
+from pochta.types import Folder, FolderEntry, LetterFlag, User
 
 log = logging.getLogger("pochta.imap")
 
@@ -89,6 +89,7 @@ class Selected:
     uidvalidity: int
     entries: list[FolderEntry]
     uids: list[int] = field(default_factory=list)
+    state: tuple[int, int, int] = (0, 0, 0)  # the folder's (total, unseen, UIDNEXT) last seen
 
     def __post_init__(self) -> None:
         self.uids = [e.uid for e in self.entries]
@@ -206,6 +207,12 @@ class ImapServer:
 
 
 _UID = FetchAttribute(b"UID")
+
+
+def _state(folder: Folder) -> tuple[int, int, int]:
+    return folder.total, folder.unseen, folder.uidnext
+
+
 _FLAG_OPS = {FlagOp.REPLACE: "replace", FlagOp.ADD: "add", FlagOp.DELETE: "delete"}
 _SETS_SEEN = frozenset({b"BODY", b"RFC822", b"RFC822.TEXT", b"BINARY"})
 
@@ -505,8 +512,9 @@ class Session:
         folder = self.store.folder(user.id, pochta_folder(name))
         if folder is None:
             raise no("[NONEXISTENT] no such folder")
-        entries = self.store.entries(user.id, folder.name)
+        entries = await asyncio.to_thread(self.store.entries, user.id, folder.name)
         self.selected = Selected(folder.name, readonly, folder.uidvalidity, entries)
+        self.selected.state = _state(folder)
         ALL = imapproto.ALL_FLAGS
         out = [
             b"* FLAGS %s\r\n" % ALL,
@@ -567,15 +575,30 @@ class Session:
         self.tagged(tag, b"OK", what + b" completed")
 
     # -- updates ---------------------------------------------------------------------------------
-    async def refresh(self) -> None:
-        """Tell the client what changed in the selected folder since it last heard."""
+    async def refresh(self, *, cheap: bool = False) -> None:
+        """Tell the client what changed in the selected folder since it last heard. ``cheap``
+        (IDLE's polls): list the folder again only when its counts or UIDNEXT moved (a flag
+        changed elsewhere other than \\Seen is then heard at the next NOOP)."""
         selected = self.selected
         if selected is None or self.user is None:
             return
+        user_id = self.user.id
+        if cheap:
+            folder = await asyncio.to_thread(self.store.folder, user_id, selected.name)
+            if folder is None:
+                raise Bye("the selected folder is gone")
+            if _state(folder) == selected.state:
+                return
         try:
-            entries = self.store.entries(self.user.id, selected.name)
+            entries = await asyncio.to_thread(self.store.entries, user_id, selected.name)
+            folder = await asyncio.to_thread(self.store.folder, user_id, selected.name)
         except FolderNotFound:
             raise Bye("the selected folder is gone") from None
+        if folder is None:
+            raise Bye("the selected folder is gone")
+        if self.selected is not selected:  # unselected meanwhile
+            return
+        selected.state = _state(folder)
         updates = imapproto.changes(selected.entries, entries)
         selected.replace(entries)
         if updates:
@@ -602,7 +625,7 @@ class Session:
                     )
                     if done:
                         break
-                    await self.refresh()
+                    await self.refresh(cheap=True)
                     await self.wire.drain()
             finally:
                 if not line_task.done():
@@ -828,7 +851,7 @@ class Session:
     async def expunge(self, uid_set: object, *, silent: bool) -> None:
         selected = self.need_writable()
         assert self.user is not None
-        fresh = self.store.entries(self.user.id, selected.name)
+        fresh = await asyncio.to_thread(self.store.entries, self.user.id, selected.name)
         updates = imapproto.changes(selected.entries, fresh)
         selected.replace(fresh)
         if updates and not silent:
