@@ -81,7 +81,7 @@ def start_server(
     server = Server(
         f"http://127.0.0.1:{port}", port, smtp_port, lmtp_port, data, proc, log, imap_port
     )
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # a loaded 2-core machine starts it slowly
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"pochta serve exited early:\n{log.read_text()}")
