@@ -14,6 +14,7 @@ import re
 import socket
 import ssl
 import threading
+import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -346,6 +347,13 @@ def test_folder_names_in_modified_utf7(imap: Running, pochta: Pochta) -> None:
     assert user is not None
     assert "Почта" in [f.name for f in pochta.mailbox.folders(user.id)]
     assert c.create("INBOX")[0] == "NO"
+    hostile = '"' + "*a" * 30 + '*b"'  # backtracking would take ages on a long name
+    c.create("a" * 190)
+    started = time.monotonic()
+    assert c.list('""', hostile) == ("OK", [None])
+    assert time.monotonic() - started < 2
+    with pytest.raises(imaplib.IMAP4.error, match="LIST pattern longer than 1000"):
+        c.list('""', '"' + "*" * 1001 + '"')
     c.logout()
 
 

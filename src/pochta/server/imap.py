@@ -29,7 +29,9 @@ import ssl
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import re2
 from pymap.flags import FlagOp
 from pymap.parsing.command import Command
 from pymap.parsing.command import any as any_cmd
@@ -62,6 +64,7 @@ log = logging.getLogger("pochta.imap")
 TlsContext = Callable[[], ssl.SSLContext]
 """Gives the current server-side TLS context (the ``[tls]`` settings' provider reloads it)."""
 
+MAX_PATTERN = 1000  # characters of a LIST pattern (folder names have at most 200)
 STREAM_OVER = 1 << 18  # letters bigger than this are sent block by block from a thread
 DELIMITER = b"/"
 
@@ -952,9 +955,12 @@ def _partial(data: bytes, attr: FetchAttribute) -> bytes:
     return data[start:end]
 
 
-def _pattern(pattern: str) -> re.Pattern[str]:
-    """A LIST pattern: ``*`` matches anything, ``%`` anything but the delimiter; INBOX in
-    any case."""
+def _pattern(pattern: str) -> Any:
+    """A LIST pattern as an RE2 pattern (linear time whatever the client sends: ``*a*a*a*b``
+    would make a backtracking matcher run for ages): ``*`` matches anything, ``%`` anything
+    but the delimiter; INBOX in any case. Patterns longer than ``MAX_PATTERN``: BAD."""
+    if len(pattern) > MAX_PATTERN:
+        raise bad(f"a LIST pattern longer than {MAX_PATTERN} characters")
     out = []
     for i, ch in enumerate(pattern):
         if ch == "*":
@@ -965,7 +971,9 @@ def _pattern(pattern: str) -> re.Pattern[str]:
             out.append(re.escape(ch))
         if i == 4 and pattern[:5].upper() == "INBOX":
             out = ["INBOX"]
-    return re.compile("".join(out))
+    options = re2.Options()
+    options.never_capture = True
+    return re2.compile("".join(out), options)
 
 
 def limits_of(settings: ImapSettings, max_message_size: int) -> ImapLimits:
