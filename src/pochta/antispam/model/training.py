@@ -297,6 +297,7 @@ def token_rows(
     return rows(train), rows(test)
 
 
+
 def out_of_fold(
     data: Replay, columns: list[str], *, iterations: int, seed: int, folds: int = FOLDS
 ) -> list[float]:

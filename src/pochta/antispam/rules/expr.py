@@ -328,9 +328,8 @@ def check(node: Node, schema: Schema) -> Type:
     if isinstance(node, Compare):
         lt, rt = check(node.left, schema), check(node.right, schema)
         if lt != rt:
-            raise ExprError(
-                f"cannot compare {_describe(node.left)} ({lt}) with {_describe(node.right)} ({rt})"
-            )
+            raise ExprError(f"cannot compare {_describe(node.left)} ({lt}) with "
+                            f"{_describe(node.right)} ({rt})")
         if lt != "num" and node.op not in ("==", "!="):
             raise ExprError(f"{node.op} needs numbers")
         if lt == "str":
