@@ -105,6 +105,7 @@ def main() -> None:
         **os.environ,
         "POCHTA_SMTP__PORT": str(smtp),
         "POCHTA_SMTP__LMTP_PORT": str(lmtp),
+        "POCHTA_IMAP__ENABLED": "false",
         "POCHTA_LOG_LEVEL": "warning",
         "POCHTA_VALKYRIE__ENABLED": "false",
     }

@@ -476,6 +476,18 @@ ROWS: list[Row] = [
             ("pochta/server/limits.py:JsonDepth._INSIDE", "a quote or a backslash in a string",
              "a JSON request body, piece by piece, up to its limit",
              "one character class, search from a position that only moves forward"),
+            ("pochta/server/imapproto.py:LITERAL", "a literal's {n} or {n+} at a line's end",
+             "an IMAP command line (at most imap.line_length_limit)",
+             "search; \\d{1,19} between literal braces, then \\r?\\n\\Z: one way to match"),
+            ("pochta/server/imapproto.py:_NO_ARGS", "UNSELECT / NAMESPACE with a tag",
+             "an IMAP command", "match; one character class, then a literal word"),
+            ("pochta/server/imapproto.py:_TAG", "a command's tag", "an IMAP command",
+             "match, {1,64} of one class"),
+            ("pochta/server/imapproto.py:_FETCH", "a FETCH's tag, UID, sequence set, attributes",
+             "an IMAP command",
+             "match; each class excludes the character that ends it (space, CR, LF): one way"),
+            ("pochta/server/imapproto.py:_QUOTABLE", "a string that can be quoted",
+             "header values and names sent to IMAP clients", "fullmatch, {0,1000} of one class"),
         ]
     ),
     *(

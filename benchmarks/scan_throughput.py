@@ -44,6 +44,7 @@ def serve(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     env = {
         **os.environ,
         "POCHTA_SMTP__ENABLED": "false",
+        "POCHTA_IMAP__ENABLED": "false",
         "POCHTA_LOG_LEVEL": "warning",
         "POCHTA_SERVICE_TOKEN": TOKEN,
     }

@@ -93,6 +93,7 @@ def serve(data: Path, log: Path, verdicts: bool) -> tuple[subprocess.Popen[bytes
         "POCHTA_ANTISPAM__ENABLED": "true" if verdicts else "false",
         "POCHTA_SMTP__PORT": str(smtp),
         "POCHTA_SMTP__LMTP_PORT": "0",
+        "POCHTA_IMAP__ENABLED": "false",
         "POCHTA_LOG_LEVEL": "warning",
         "POCHTA_SERVICE_TOKEN": "benchmark-service-token-0123456789",
     }

@@ -137,6 +137,7 @@ def main() -> None:
         **os.environ,
         "POCHTA_SMTP__PORT": str(smtp),
         "POCHTA_SMTP__LMTP_PORT": str(lmtp),
+        "POCHTA_IMAP__ENABLED": "false",
         "POCHTA_SMTP__HOSTNAME": "mx.bench.test",
         "POCHTA_LOG_LEVEL": "warning",
         "POCHTA_VALKYRIE__ENABLED": "false",

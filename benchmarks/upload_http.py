@@ -94,6 +94,7 @@ class Server:
             "POCHTA_LOG_LEVEL": log_level,
             "POCHTA_SMTP__PORT": str(free_port()),
             "POCHTA_SMTP__LMTP_PORT": str(free_port()),
+            "POCHTA_IMAP__ENABLED": "false",
         }
         with log.open("ab") as sink:
             argv = ["serve", "--port", str(self.port), "--data", str(data)]

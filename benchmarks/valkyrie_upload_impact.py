@@ -155,6 +155,7 @@ class Server:
             "POCHTA_LOG_LEVEL": "info",
             "POCHTA_SMTP__PORT": str(free_port()),
             "POCHTA_SMTP__LMTP_PORT": str(free_port()),
+            "POCHTA_IMAP__ENABLED": "false",
             "POCHTA_VALKYRIE": json.dumps(valkyrie),
         }
         with log.open("ab") as sink:

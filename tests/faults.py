@@ -175,6 +175,7 @@ def serve(data: Path, log: Path, http: int, smtp: int) -> subprocess.Popen[bytes
         "POCHTA_SERVICE_TOKEN": TOKEN,
         "POCHTA_SMTP__PORT": str(smtp),
         "POCHTA_SMTP__LMTP_PORT": str(free_port()),
+        "POCHTA_IMAP__PORT": str(free_port()),
         "POCHTA_SMTP__HOSTNAME": "mx.pochta.test",
         **SERVE_ENV,
     }

@@ -150,6 +150,48 @@ class SmtpSettings(Section):
         return self.hostname or socket.getfqdn()
 
 
+class ImapSettings(Section):
+    enabled: bool = Field(True, description="run the IMAP listener in `pochta serve`")
+    host: str = Field("127.0.0.1", description="address of the IMAP listeners")
+    port: int = Field(1143, ge=0, le=65535, description="IMAP port (STARTTLS when TLS is set up)")
+    tls_port: int = Field(
+        0, ge=0, le=65535, description="IMAPS port (TLS from the first byte); 0 turns it off"
+    )
+    line_length_limit: int = Field(
+        65536, ge=1024, description="bytes of one command line; a longer one gets BYE"
+    )
+    literal_limit: int = Field(
+        16, ge=1, description="literals in one command; more get NO (a LITERAL+ one, BYE)"
+    )
+    sequence_ranges_limit: int = Field(
+        10_000, ge=1, description="ranges in one sequence set (1,3:5,...); more get BAD"
+    )
+    max_connections: int = Field(1000, ge=1, description="IMAP connections at once; more get BYE")
+    max_connections_per_ip: int = Field(
+        50, ge=1, description="IMAP connections at once from one IP address; more get BYE"
+    )
+    max_idle_sessions: int = Field(
+        500, ge=0, description="sessions in IDLE at once; more get NO [LIMIT] (and poll instead)"
+    )
+    error_limit: int = Field(
+        10, ge=1, description="BAD replies and failed logins one session may get; then BYE"
+    )
+    login_timeout: float = Field(
+        60.0, gt=0, description="seconds a client may stay silent before it logs in; then BYE"
+    )
+    idle_timeout: float = Field(
+        1800.0,
+        gt=0,
+        description="seconds a logged-in client may stay silent, and the longest IDLE; then BYE",
+    )
+    idle_poll_seconds: float = Field(
+        2.0, gt=0, description="how often an IDLE session looks for new and expunged letters"
+    )
+    logins_at_once: int = Field(
+        4, ge=1, description="IMAP logins whose password hash is computed at the same time"
+    )
+
+
 class MailboxSettings(Section):
     backend: Literal["sqlite", "postgres"] = Field(
         "sqlite",
@@ -560,6 +602,7 @@ class Settings(BaseSettings):
     http: HttpSettings = HttpSettings()
     blobs: BlobSettings = BlobSettings()
     smtp: SmtpSettings = SmtpSettings()
+    imap: ImapSettings = ImapSettings()
     mailbox: MailboxSettings = MailboxSettings()
     guard: GuardSettings = GuardSettings()
     shingles: ShingleSettings = ShingleSettings()

@@ -234,6 +234,17 @@ class LetterState(enum.IntEnum):
     DELETING = 2  # deletion recorded; its attachments' decs are being finished
 
 
+class LetterFlag(enum.IntFlag):
+    """A letter's flags, as IMAP names them (\\Seen, \\Flagged, \\Answered, \\Deleted, \\Draft)."""
+
+    NONE = 0
+    SEEN = 1
+    FLAGGED = 2
+    ANSWERED = 4
+    DELETED = 8  # marked for EXPUNGE; the letter stays until then
+    DRAFT = 16
+
+
 @dataclass(frozen=True, slots=True)
 class User:
     id: int
@@ -245,10 +256,17 @@ class User:
 
 @dataclass(frozen=True, slots=True)
 class Folder:
+    """A folder with its counts. ``uidvalidity`` and ``uidnext`` (IMAP): every letter that
+    enters the folder (delivered, moved, copied, appended) gets the UID ``uidnext`` and
+    ``uidnext`` grows; a UID is never given twice in a folder, and ``uidvalidity`` (non-zero)
+    never changes for the folder's life."""
+
     id: int
     name: str
     total: int = 0
     unseen: int = 0
+    uidvalidity: int = 0
+    uidnext: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +298,7 @@ class NewStoredLetter:
     folder: str
     refs: tuple[AttachmentRef, ...]
     verdict: str | None = None
+    flags: LetterFlag = LetterFlag.NONE  # an IMAP APPEND gives some; a delivery none
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +314,17 @@ class StoredLetter:
     seen: bool
     flagged: bool
     verdict: str | None = None
+    uid: int = 0  # its UID in its folder (see ``Folder``)
+    flags: LetterFlag = LetterFlag.NONE  # all its flags (``seen`` and ``flagged`` among them)
+
+
+@dataclass(frozen=True, slots=True)
+class FolderEntry:
+    """A letter as IMAP lists a folder: its UID there, its id and its flags."""
+
+    uid: int
+    letter_id: int
+    flags: LetterFlag
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,7 +395,8 @@ class MailIndex(Protocol):
         *,
         delivered: bool = False,
     ) -> list[int]:
-        """Write the letters PENDING (one skeleton shared); their ids, in order.
+        """Write the letters PENDING (one skeleton shared), each with the next UID of its
+        folder and its ``flags``; their ids, in order.
         ``delivered``: write them DELIVERED at once (letters with no attachment to count: the
         delivery is then one write). InvalidInput for a folder the user does not have."""
 
@@ -407,6 +438,17 @@ class MailIndex(Protocol):
         """Change a letter of this user in one atomic step; the letter before and after it
         (two concurrent moves see different befores, so only one of them is a move); None
         for anyone else's letter."""
+
+    # IMAP: UIDs and flags
+    def entries(self, user_id: int, folder: str) -> list[FolderEntry]:
+        """The delivered letters of a folder in ascending UID order; FolderNotFound."""
+
+    def set_flags(
+        self, user_id: int, letter_ids: Sequence[int], add: LetterFlag, remove: LetterFlag
+    ) -> list[tuple[LetterFlag, FolderEntry]]:
+        """In one step, for each delivered letter of this user among ``letter_ids``: flags =
+        (flags | add) & ~remove. Returns (flags before, entry after) for each, in the order
+        given; letters that are not the user's (or not delivered) are left out."""
 
     # deletion
     def delete(self, user_id: int, letter_id: int) -> bool:

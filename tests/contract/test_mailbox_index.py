@@ -14,7 +14,15 @@ from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
 from pochta.mailbox.postgres import PostgresIndex
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.postgres.database import PoolSettings, Postgres
-from pochta.types import AttachmentRef, LetterMeta, LetterState, MailIndex, NewStoredLetter
+from pochta.types import (
+    AttachmentRef,
+    FolderEntry,
+    LetterFlag,
+    LetterMeta,
+    LetterState,
+    MailIndex,
+    NewStoredLetter,
+)
 
 KEY_A = hashlib.sha256(b"a").hexdigest()
 KEY_B = hashlib.sha256(b"b").hexdigest()
@@ -290,3 +298,97 @@ def test_admin_role_is_granted_and_revoked(index: MailIndex) -> None:
     assert not index.set_admin(10_000, True)  # no such user
     index.set_password(plain.id, "new")  # other changes keep the role
     assert index.user_by_id(plain.id).admin  # type: ignore[union-attr]
+
+
+# -- IMAP: UIDs, UIDVALIDITY and flags ----------------------------------------------------
+
+
+def folder_state(index: MailIndex, user_id: int, name: str) -> tuple[int, int]:
+    (folder,) = [f for f in index.folders(user_id) if f.name == name]
+    return folder.uidvalidity, folder.uidnext
+
+
+def test_uids_ascend_per_folder_and_are_never_given_twice(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    b = index.add_user("b@example.org", "h")
+    validity, uidnext = folder_state(index, a.id, "Inbox")
+    assert validity > 0 and uidnext == 1
+    first = deliver(index, a.id, "1")
+    deliver(index, b.id, "b")  # another user's folder has its own UIDs
+    second = deliver(index, a.id, "2")
+    assert [(e.uid, e.letter_id) for e in index.entries(a.id, "Inbox")] == [(1, first), (2, second)]
+    assert [e.uid for e in index.entries(b.id, "Inbox")] == [1]
+    # a move gives the next UID of the folder it enters; UIDs are not reused after it
+    moved = index.update(a.id, first, folder="Spam")
+    assert moved is not None and moved.after.uid == 1 and moved.after.folder == "Spam"
+    assert index.update(a.id, first, folder="Inbox") is not None
+    assert [(e.uid, e.letter_id) for e in index.entries(a.id, "Inbox")] == [(2, second), (3, first)]
+    assert index.update(a.id, first, folder="Inbox") is not None  # no move: same UID
+    assert index.letter(a.id, first).uid == 3  # type: ignore[union-attr]
+    index.delete(a.id, second)
+    third = deliver(index, a.id, "3")
+    assert [(e.uid, e.letter_id) for e in index.entries(a.id, "Inbox")] == [(3, first), (4, third)]
+    assert folder_state(index, a.id, "Inbox") == (validity, 5)
+    assert folder_state(index, a.id, "Spam")[1] == 2
+    # a delivery cut short takes a UID too, and nobody gets it again
+    (cut,) = index.begin_delivery(b"s", meta(), [NewStoredLetter(a.id, "Inbox", refs(3))])
+    index.abandon([cut], [(cut, 0)])
+    fourth = deliver(index, a.id, "4")
+    assert index.entries(a.id, "Inbox")[-1] == FolderEntry(6, fourth, LetterFlag.NONE)
+    with pytest.raises(FolderNotFound):
+        index.entries(a.id, "Nope")
+
+
+def test_a_new_folder_starts_its_own_uids(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    folder = index.add_folder(a.id, "Archive")
+    assert folder.uidvalidity > 0 and folder.uidnext == 1
+    assert folder_state(index, a.id, "Archive") == (folder.uidvalidity, 1)
+    assert index.entries(a.id, "Archive") == []
+
+
+def test_pending_letters_are_not_listed(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    ids = index.begin_delivery(b"s", meta(), [NewStoredLetter(a.id, "Inbox", refs(3))])
+    assert index.entries(a.id, "Inbox") == []
+    index.finish_delivery(ids)
+    assert [e.letter_id for e in index.entries(a.id, "Inbox")] == ids
+
+
+def test_set_flags_adds_and_removes_every_flag(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    b = index.add_user("b@example.org", "h")
+    one, two = deliver(index, a.id, "1"), deliver(index, a.id, "2")
+    others = deliver(index, b.id, "b")
+    every = LetterFlag.SEEN | LetterFlag.FLAGGED | LetterFlag.ANSWERED | LetterFlag.DELETED
+    every |= LetterFlag.DRAFT
+    got = index.set_flags(a.id, [two, others, one], every, LetterFlag.NONE)
+    assert got == [
+        (LetterFlag.NONE, FolderEntry(2, two, every)),
+        (LetterFlag.NONE, FolderEntry(1, one, every)),
+    ]
+    letter = index.letter(a.id, one)
+    assert letter is not None and letter.seen and letter.flagged and letter.flags == every
+    got = index.set_flags(a.id, [one], LetterFlag.NONE, LetterFlag.SEEN | LetterFlag.DELETED)
+    assert got == [(every, FolderEntry(1, one, every & ~(LetterFlag.SEEN | LetterFlag.DELETED)))]
+    assert index.letter(a.id, one).seen is False  # type: ignore[union-attr]
+    assert index.folders(a.id)[0].unseen == 1
+    assert index.entries(b.id, "Inbox") == [FolderEntry(1, others, LetterFlag.NONE)]
+    # update() and set_flags() see the same flags
+    index.update(a.id, one, seen=True, flagged=False)
+    assert index.entries(a.id, "Inbox")[0].flags == (
+        LetterFlag.SEEN | LetterFlag.ANSWERED | LetterFlag.DRAFT
+    )
+    index.delete(a.id, two)
+    assert index.set_flags(a.id, [two], LetterFlag.SEEN, LetterFlag.NONE) == []
+
+
+def test_a_letter_is_written_with_the_flags_it_is_given(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    flags = LetterFlag.SEEN | LetterFlag.DRAFT
+    ids = index.begin_delivery(
+        b"s", meta(), [NewStoredLetter(a.id, "Inbox", (), flags=flags)], delivered=True
+    )
+    assert index.entries(a.id, "Inbox") == [FolderEntry(1, ids[0], flags)]
+    letter = index.letter(a.id, ids[0])
+    assert letter is not None and letter.seen and not letter.flagged and letter.uid == 1

@@ -34,6 +34,7 @@ class Server:
     data: Path
     proc: subprocess.Popen[bytes]
     log: Path
+    imap_port: int = 0
 
     @property
     def auth(self) -> dict[str, str]:
@@ -53,13 +54,15 @@ def start_server(
     lmtp_port: int | None = None,
     settings: dict[str, str] | None = None,
     args: tuple[str, ...] = (),
-    timeout: float = 20.0,
+    timeout: float = 120.0,  # a loaded 2-core machine starts it slowly
+    imap_port: int | None = None,
 ) -> Server:
     """``pochta serve`` with HTTP, SMTP and LMTP on free loopback ports (or the ports given:
     a restart keeps its ports); ``settings``: more POCHTA_* environment variables."""
     port = free_port()
     smtp_port = smtp_port or free_port()
     lmtp_port = lmtp_port or free_port()
+    imap_port = imap_port or free_port()
     env = {
         **os.environ,
         "POCHTA_SERVICE_TOKEN": TOKEN,
@@ -67,6 +70,7 @@ def start_server(
         "POCHTA_SMTP__PORT": str(smtp_port),
         "POCHTA_SMTP__LMTP_PORT": str(lmtp_port),
         "POCHTA_SMTP__HOSTNAME": "mx.pochta.test",
+        "POCHTA_IMAP__PORT": str(imap_port),
         **(settings or {}),
     }
     with log.open("ab") as sink:
@@ -79,7 +83,9 @@ def start_server(
             stderr=subprocess.STDOUT,
             env=env,
         )
-    server = Server(f"http://127.0.0.1:{port}", port, smtp_port, lmtp_port, data, proc, log)
+    server = Server(
+        f"http://127.0.0.1:{port}", port, smtp_port, lmtp_port, data, proc, log, imap_port
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

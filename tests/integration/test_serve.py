@@ -146,12 +146,18 @@ def test_cli_and_server_share_one_store(server: Server, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("which", "setting"), [("HTTP", "http.port"), ("SMTP", "smtp.port"), ("LMTP", "smtp.lmtp_port")]
+    ("which", "setting"),
+    [
+        ("HTTP", "http.port"),
+        ("SMTP", "smtp.port"),
+        ("LMTP", "smtp.lmtp_port"),
+        ("IMAP", "imap.port"),
+    ],
 )
 def test_a_port_in_use_is_one_line_and_a_non_zero_exit(
     tmp_path: Path, which: str, setting: str
 ) -> None:
-    ports = {"HTTP": free_port(), "SMTP": free_port(), "LMTP": free_port()}
+    ports = {"HTTP": free_port(), "SMTP": free_port(), "LMTP": free_port(), "IMAP": free_port()}
     with socket.create_server(("127.0.0.1", 0)) as taken:
         ports[which] = taken.getsockname()[1]
         done = subprocess.run(
@@ -163,6 +169,7 @@ def test_a_port_in_use_is_one_line_and_a_non_zero_exit(
                 **os.environ,
                 "POCHTA_SMTP__PORT": str(ports["SMTP"]),
                 "POCHTA_SMTP__LMTP_PORT": str(ports["LMTP"]),
+                "POCHTA_IMAP__PORT": str(ports["IMAP"]),
             },
             capture_output=True,
             text=True,

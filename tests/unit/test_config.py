@@ -75,7 +75,7 @@ def test_missing_named_config_file(tmp_path: Path) -> None:
         load_settings(tmp_path / "nope.toml")
 
 
-SECTIONS = ["http", "blobs", "smtp", "mailbox", "guard", "shingles", "antispam", "valkyrie"]
+SECTIONS = ["http", "blobs", "smtp", "imap", "mailbox", "guard", "shingles", "antispam", "valkyrie"]
 
 
 @pytest.mark.parametrize("section", SECTIONS)

@@ -20,7 +20,10 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
     settings = load_settings(
-        data_dir=tmp_path / "data", service_token=TOKEN, smtp={"enabled": False}
+        data_dir=tmp_path / "data",
+        service_token=TOKEN,
+        smtp={"enabled": False},
+        imap={"enabled": False},
     )
     with TestClient(create_app(settings)) as c:
         yield c
@@ -178,7 +181,9 @@ def test_openapi_describes_the_blob_api(client: TestClient) -> None:
 
 
 def test_generated_token_is_kept_in_data_dir(tmp_path: Path) -> None:
-    settings = load_settings(data_dir=tmp_path / "d", smtp={"enabled": False})
+    settings = load_settings(
+        data_dir=tmp_path / "d", smtp={"enabled": False}, imap={"enabled": False}
+    )
     with TestClient(create_app(settings)) as c:
         token_file = tmp_path / "d" / "service-token"
         token = token_file.read_text().strip()

@@ -17,7 +17,9 @@ PASSWORD = "a long enough password"
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    settings = load_settings(data_dir=tmp_path / "data", smtp={"enabled": False})
+    settings = load_settings(
+        data_dir=tmp_path / "data", smtp={"enabled": False}, imap={"enabled": False}
+    )
     with TestClient(create_app(settings)) as c:
         box = c.app.state.pochta.mailbox  # type: ignore[attr-defined]
         for name in ("alice", "bob"):
@@ -132,6 +134,7 @@ def test_logins_are_limited_per_ip_with_retry_after(tmp_path: Path) -> None:
     settings = load_settings(
         data_dir=tmp_path / "data",
         smtp={"enabled": False},
+        imap={"enabled": False},
         guard={"login_ip_max": 3, "login_account_max": 100},
     )
     with TestClient(create_app(settings)) as c:

@@ -60,7 +60,12 @@ def test_scan_cli_explains_a_phishing_letter(tmp_path: Path) -> None:
 
 
 def test_scan_api_needs_the_service_token_and_a_body(tmp_path: Path) -> None:
-    settings = load_settings(data_dir=tmp_path / "d", service_token=TOKEN, smtp={"enabled": False})
+    settings = load_settings(
+        data_dir=tmp_path / "d",
+        service_token=TOKEN,
+        smtp={"enabled": False},
+        imap={"enabled": False},
+    )
     raw = (PHISHING / "en01_paypal_confusable.eml").read_bytes()
     with TestClient(create_app(settings)) as c:
         assert c.post("/v1/scan", content=raw).status_code == 401
@@ -113,7 +118,9 @@ def test_feedback_feeds_the_shingle_counters(pochta: Pochta) -> None:
 
 
 def test_a_letter_shows_its_phishing_warnings(tmp_path: Path) -> None:
-    settings = load_settings(data_dir=tmp_path / "d", smtp={"enabled": False})
+    settings = load_settings(
+        data_dir=tmp_path / "d", smtp={"enabled": False}, imap={"enabled": False}
+    )
     with TestClient(create_app(settings)) as c:
         box = c.app.state.pochta.mailbox  # type: ignore[attr-defined]
         user = box.add_user("ivan@pochta.test", "a long password")
@@ -186,7 +193,12 @@ def test_scan_cli_explains_in_words(tmp_path: Path) -> None:
 
 
 def test_scan_api_explains_on_request(tmp_path: Path) -> None:
-    settings = load_settings(data_dir=tmp_path / "d", service_token=TOKEN, smtp={"enabled": False})
+    settings = load_settings(
+        data_dir=tmp_path / "d",
+        service_token=TOKEN,
+        smtp={"enabled": False},
+        imap={"enabled": False},
+    )
     auth = {"Authorization": f"Bearer {TOKEN}"}
     ham = letter(subject="Lunch tomorrow?", text="Shall we meet at noon, Anna?\n")
     phishing = (PHISHING / "ru01_nalog_foreign_tld.eml").read_bytes()

@@ -73,6 +73,12 @@ def check_smtp_ports(s: Settings) -> None:
             listen(s.smtp.host, port, what, setting).close()
 
 
+def check_imap_ports(s: Settings) -> None:
+    """The same for the IMAP port."""
+    if s.imap.enabled and s.imap.port:
+        listen(s.imap.host, s.imap.port, "IMAP", "imap.port").close()
+
+
 @handles_errors
 def serve(
     host: Annotated[str | None, typer.Option(help="HTTP address (default 127.0.0.1)")] = None,
@@ -112,6 +118,7 @@ def serve(
     if workers > 1:
         raise typer.Exit(_supervise(s, config, workers, level))
     check_smtp_ports(s)
+    check_imap_ports(s)
     metrics.use_directory(s.data_dir)  # before any metric exists and any process starts
     tls = server_tls(s)
     https = tls is not None and s.tls.https
@@ -127,6 +134,11 @@ def serve(
         lmtp = f", LMTP {s.smtp.host}:{s.smtp.lmtp_port}" if s.smtp.lmtp_port else ""
         starttls = " (STARTTLS)" if tls is not None and s.tls.smtp else ""
         log.info("SMTP %s:%d%s%s", s.smtp.host, s.smtp.port, starttls, lmtp)
+    if s.imap.enabled:
+        secure = ""
+        if tls is not None:
+            secure = " (STARTTLS" + (f", IMAPS {s.imap.tls_port}" if s.imap.tls_port else "") + ")"
+        log.info("IMAP %s:%d%s", s.imap.host, s.imap.port, secure)
     _run(s, sock, None, tls, level)
 
 
@@ -167,6 +179,10 @@ def _supervise(s: Settings, config: Path | None, workers: int, level: str) -> in
         addresses.append(Address("smtp", s.smtp.host, s.smtp.port, "smtp.port"))
         if s.smtp.lmtp_port:
             addresses.append(Address("lmtp", s.smtp.host, s.smtp.lmtp_port, "smtp.lmtp_port"))
+    if s.imap.enabled:
+        addresses.append(Address("imap", s.imap.host, s.imap.port, "imap.port"))
+        if s.imap.tls_port and s.tls.enabled:
+            addresses.append(Address("imaps", s.imap.host, s.imap.tls_port, "imap.tls_port"))
     sets = bind_all(addresses, workers)
     server_tls(s)  # a certificate that cannot be used stops the parent, not N workers
     metrics.use_directory(s.data_dir)  # the workers inherit it: one scrape adds them all up

@@ -77,6 +77,14 @@ class Users:
         """A session token; RateLimited when this IP or this account failed too often, or
         this IP logged in too often (checked before the password is looked at; a failure is
         charged to the IP and the account, a success to the IP's much larger allowance)."""
+        user = self.verify(email, password, ip)
+        token = secrets.token_urlsafe(32)
+        self.index.add_session(_token_hash(token), user.id, self._clock() + self.session_ttl)
+        return user, token
+
+    def verify(self, email: str, password: str, ip: str = "local") -> User:
+        """The user, under the same login limits as ``login`` but with no session (IMAP
+        logs in once per connection)."""
         try:
             if self.logins is not None:
                 self.logins.check(ip, email)
@@ -99,9 +107,7 @@ class Users:
             raise
         if self.logins is not None:
             self.logins.succeeded(ip)
-        token = secrets.token_urlsafe(32)
-        self.index.add_session(_token_hash(token), user.id, self._clock() + self.session_ttl)
-        return user, token
+        return user
 
     def authenticate(self, token: str) -> int:
         user_id = self.index.session_user(_token_hash(token), self._clock())

@@ -40,6 +40,7 @@ from pochta.types import (
     AttachmentRef,
     Clock,
     Envelope,
+    LetterFlag,
     LetterMeta,
     MailIndex,
     NewStoredLetter,
@@ -101,11 +102,14 @@ class Delivery:
         envelope: Envelope | None = None,
         helo: str | None = None,
         scan: bool = False,
+        flags: LetterFlag = LetterFlag.NONE,
+        received: float | None = None,
     ) -> Delivered:
         """Store one letter for its recipients. With ``scan`` (the SMTP path) the letter is
         scored first: it goes to Spam unless the verdict is ham, and gets ``X-Pochta-Spam``
         and ``Authentication-Results`` headers; its shingles are counted with the verdict once
-        it is delivered. Without, it goes to ``folder`` (default Inbox) as it is (import)."""
+        it is delivered. Without, it goes to ``folder`` (default Inbox) as it is (import, IMAP
+        APPEND). ``flags`` and ``received`` (default: now): what the letters start with."""
         self.check_size(len(raw))
         prepared = prepare(
             raw,
@@ -115,14 +119,22 @@ class Delivery:
             analyzer=self.scanner.analyzer if scan and self.scanner is not None else None,
             shingles=scan and self.shingler is not None,
         )
-        return self.deliver_prepared(prepared, recipients, folder=folder)
+        return self.deliver_prepared(
+            prepared, recipients, folder=folder, flags=flags, received=received
+        )
 
     def check_size(self, size: int) -> None:
         if size > self.max_message_size:
             raise TooLarge(f"the letter has {size} bytes; the limit is {self.max_message_size}")
 
     def deliver_prepared(
-        self, prepared: Prepared, recipients: Sequence[User], *, folder: str | None = None
+        self,
+        prepared: Prepared,
+        recipients: Sequence[User],
+        *,
+        folder: str | None = None,
+        flags: LetterFlag = LetterFlag.NONE,
+        received: float | None = None,
     ) -> Delivered:
         """Steps 1 to 5, once the letter is prepared (in a worker, or by ``deliver``)."""
         self.check_size(prepared.size)
@@ -138,7 +150,8 @@ class Delivery:
             folder = folder or verdict.folder
         folder = folder or "Inbox"
         size = prepared.size + len(parts.skeleton) - len(prepared.split.skeleton)
-        meta = LetterMeta(size, self._clock(), prepared.date, prepared.sender, prepared.subject)
+        when = self._clock() if received is None else received
+        meta = LetterMeta(size, when, prepared.date, prepared.sender, prepared.subject)
         letters = [
             NewStoredLetter(
                 user.id,
@@ -148,6 +161,7 @@ class Delivery:
                     for p in parts.parts
                 ),
                 verdict.label if verdict is not None else None,
+                flags,
             )
             for user in unique
         ]

@@ -36,7 +36,16 @@ from pochta.mailbox.journal import Journal
 from pochta.mailbox.prepare import Prepared
 from pochta.mailbox.reading import Reading
 from pochta.mime.letter import Letter
-from pochta.types import Activity, Clock, Envelope, Folder, MailIndex, StoredLetter, User
+from pochta.types import (
+    Activity,
+    Clock,
+    Envelope,
+    Folder,
+    LetterFlag,
+    MailIndex,
+    StoredLetter,
+    User,
+)
 
 __all__ = ["Delivered", "FsckReport", "Mailbox"]
 
@@ -130,9 +139,18 @@ class Mailbox:
         envelope: Envelope | None = None,
         helo: str | None = None,
         scan: bool = False,
+        flags: LetterFlag = LetterFlag.NONE,
+        received: float | None = None,
     ) -> Delivered:
         return self.delivery.deliver(
-            raw, recipients, folder=folder, envelope=envelope, helo=helo, scan=scan
+            raw,
+            recipients,
+            folder=folder,
+            envelope=envelope,
+            helo=helo,
+            scan=scan,
+            flags=flags,
+            received=received,
         )
 
     def deliver_prepared(self, prepared: Prepared, recipients: Sequence[User]) -> Delivered:

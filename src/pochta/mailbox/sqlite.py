@@ -18,7 +18,9 @@ from pochta.types import (
     AttachmentRef,
     Clock,
     Folder,
+    FolderEntry,
     IndexStats,
+    LetterFlag,
     LetterMeta,
     LetterState,
     NewStoredLetter,
@@ -47,6 +49,8 @@ CREATE TABLE IF NOT EXISTS folders (
     id INTEGER PRIMARY KEY,
     user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     name TEXT NOT NULL,
+    uidvalidity INTEGER NOT NULL DEFAULT 0,
+    uidnext INTEGER NOT NULL DEFAULT 1,
     UNIQUE (user_id, name)
 );
 CREATE TABLE IF NOT EXISTS skeletons (
@@ -67,7 +71,9 @@ CREATE TABLE IF NOT EXISTS letters (
     subject TEXT NOT NULL,
     seen INTEGER NOT NULL DEFAULT 0,
     flagged INTEGER NOT NULL DEFAULT 0,
-    verdict TEXT
+    verdict TEXT,
+    uid INTEGER NOT NULL DEFAULT 0,
+    flags INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS letters_by_folder ON letters (folder_id, id);
 CREATE INDEX IF NOT EXISTS letters_unfinished ON letters (state) WHERE state != 1;
@@ -84,9 +90,54 @@ CREATE TABLE IF NOT EXISTS refs (
 
 _LETTER = """
 SELECT l.id, l.user_id, f.name, l.size, l.received, l.date, l.sender, l.subject, l.seen,
-       l.flagged, l.verdict
+       l.flagged, l.verdict, l.uid, l.flags
 FROM letters l JOIN folders f ON f.id = l.folder_id
 """
+
+# letters.flags keeps the flags that have no column of their own; seen and flagged keep theirs
+_OTHER_FLAGS = LetterFlag.ANSWERED | LetterFlag.DELETED | LetterFlag.DRAFT
+
+
+def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
+    flags = LetterFlag(int(other) & _OTHER_FLAGS)  # type: ignore[call-overload]
+    if seen:
+        flags |= LetterFlag.SEEN
+    if flagged:
+        flags |= LetterFlag.FLAGGED
+    return flags
+
+
+def _migrate(now: float) -> Callable[[sqlite3.Connection], None]:
+    """Bring a database made before IMAP up to date (UIDs, UIDVALIDITY, more flags): the
+    letters of each folder get UIDs 1, 2, ... in the order they arrived."""
+
+    def op(conn: sqlite3.Connection) -> None:
+        letters = {r[1] for r in conn.execute("PRAGMA table_info(letters)")}
+        if "uid" not in letters:
+            conn.execute("ALTER TABLE letters ADD COLUMN uid INTEGER NOT NULL DEFAULT 0")
+            conn.execute("ALTER TABLE letters ADD COLUMN flags INTEGER NOT NULL DEFAULT 0")
+            conn.execute(
+                "UPDATE letters SET uid = r.n FROM (SELECT id, row_number() OVER"
+                " (PARTITION BY folder_id ORDER BY id) AS n FROM letters) AS r"
+                " WHERE letters.id = r.id"
+            )
+        folders = {r[1] for r in conn.execute("PRAGMA table_info(folders)")}
+        if "uidnext" not in folders:
+            conn.execute("ALTER TABLE folders ADD COLUMN uidvalidity INTEGER NOT NULL DEFAULT 0")
+            conn.execute("ALTER TABLE folders ADD COLUMN uidnext INTEGER NOT NULL DEFAULT 1")
+            conn.execute(
+                "UPDATE folders SET uidvalidity = ?, uidnext = 1 + coalesce("
+                "(SELECT max(uid) FROM letters WHERE folder_id = folders.id), 0)",
+                (_uidvalidity(now),),
+            )
+        conn.execute("CREATE INDEX IF NOT EXISTS letters_by_uid ON letters (folder_id, uid)")
+
+    return op
+
+
+def _uidvalidity(now: float) -> int:
+    """A folder's UIDVALIDITY: the time it was made, in seconds (as Dovecot does), non-zero."""
+    return max(1, int(now) % 2**32)
 
 
 def _to_db(magic: int) -> int:
@@ -94,7 +145,7 @@ def _to_db(magic: int) -> int:
 
 
 def _letter(row: tuple[object, ...]) -> StoredLetter:
-    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row
+    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[:11]
     return StoredLetter(
         id=int(id_),  # type: ignore[call-overload]
         user_id=int(user_id),  # type: ignore[call-overload]
@@ -107,6 +158,8 @@ def _letter(row: tuple[object, ...]) -> StoredLetter:
         seen=bool(seen),
         flagged=bool(flagged),
         verdict=None if verdict is None else str(verdict),
+        uid=int(row[11]),  # type: ignore[call-overload]
+        flags=_flags(seen, flagged, row[12]),
     )
 
 
@@ -122,7 +175,7 @@ def _user(row: tuple[int, str, str, int, int]) -> User:
     return User(row[0], row[1], row[2], bool(row[3]), bool(row[4]))
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
+def _migrate_admin(conn: sqlite3.Connection) -> None:
     """Bring a database made by an older pochta up to this schema (each step checks first,
     so two processes opening one old file at once both succeed)."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(users)")}
@@ -165,8 +218,13 @@ class SQLiteIndex:
     ) -> None:
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
         self._clock = clock
-        if _outdated(self._db):
-            self._db.write(_migrate)
+        try:
+            if _outdated(self._db):
+                self._db.write(_migrate_admin)
+            self._db.write(_migrate(clock()))
+        except BaseException:
+            self._db.close()
+            raise
 
     # -- users and sessions ----------------------------------------------------------------
     def add_user(self, email: str, password_hash: str, *, admin: bool = False) -> User:
@@ -182,8 +240,8 @@ class SQLiteIndex:
                 raise AlreadyExists(f"user {email} already exists") from None
             user_id = int(cur.lastrowid or 0)
             conn.executemany(
-                "INSERT INTO folders (user_id, name) VALUES (?, ?)",
-                [(user_id, name) for name in DEFAULT_FOLDERS],
+                "INSERT INTO folders (user_id, name, uidvalidity) VALUES (?, ?, ?)",
+                [(user_id, name, _uidvalidity(self._clock())) for name in DEFAULT_FOLDERS],
             )
             return User(user_id, email, password_hash, admin=admin)
 
@@ -265,26 +323,28 @@ class SQLiteIndex:
         rows = self._db.query(
             """
             SELECT f.id, f.name,
-                   count(l.id), coalesce(sum(l.seen = 0), 0)
+                   count(l.id), coalesce(sum(l.seen = 0), 0), f.uidvalidity, f.uidnext
             FROM folders f LEFT JOIN letters l ON l.folder_id = f.id AND l.state = 1
             WHERE f.user_id = ?
             GROUP BY f.id ORDER BY f.id
             """,
             (user_id,),
         )
-        return [Folder(r[0], r[1], r[2], r[3]) for r in rows]
+        return [Folder(*r) for r in rows]
 
     def add_folder(self, user_id: int, name: str) -> Folder:
         name = _folder_name(name)
 
         def op(conn: sqlite3.Connection) -> Folder:
+            uidvalidity = _uidvalidity(self._clock())
             try:
                 cur = conn.execute(
-                    "INSERT INTO folders (user_id, name) VALUES (?, ?)", (user_id, name)
+                    "INSERT INTO folders (user_id, name, uidvalidity) VALUES (?, ?, ?)",
+                    (user_id, name, uidvalidity),
                 )
             except sqlite3.IntegrityError:
                 raise AlreadyExists(f"folder {name!r} already exists") from None
-            return Folder(int(cur.lastrowid or 0), name)
+            return Folder(int(cur.lastrowid or 0), name, 0, 0, uidvalidity, 1)
 
         return self._db.write(op)
 
@@ -296,6 +356,14 @@ class SQLiteIndex:
         if row is None:
             raise FolderNotFound(f"no folder {name!r}")
         return int(row[0])
+
+    @staticmethod
+    def _next_uid(conn: sqlite3.Connection, folder_id: int) -> int:
+        (uid,) = conn.execute(
+            "UPDATE folders SET uidnext = uidnext + 1 WHERE id = ? RETURNING uidnext - 1",
+            (folder_id,),
+        ).fetchone()
+        return int(uid)
 
     # -- delivery --------------------------------------------------------------------------
     def begin_delivery(
@@ -319,8 +387,9 @@ class SQLiteIndex:
                 cur = conn.execute(
                     """
                     INSERT INTO letters (user_id, folder_id, skeleton_id, state, size, received,
-                                         date, sender, subject, verdict)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                         date, sender, subject, verdict, uid, seen, flagged,
+                                         flags)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     (
                         new.user_id,
@@ -333,6 +402,10 @@ class SQLiteIndex:
                         meta.sender,
                         meta.subject,
                         new.verdict,
+                        self._next_uid(conn, folder_id),
+                        int(LetterFlag.SEEN in new.flags),
+                        int(LetterFlag.FLAGGED in new.flags),
+                        int(new.flags & _OTHER_FLAGS),
                     ),
                 )
                 letter_id = int(cur.lastrowid or 0)
@@ -467,6 +540,9 @@ class SQLiteIndex:
             ).fetchone()
             if row is None:
                 return None
+            (current,) = conn.execute(
+                "SELECT folder_id FROM letters WHERE id = ?", (letter_id,)
+            ).fetchone()
             if seen is not None:
                 conn.execute("UPDATE letters SET seen = ? WHERE id = ?", (int(seen), letter_id))
             if flagged is not None:
@@ -475,11 +551,60 @@ class SQLiteIndex:
                 )
             if folder is not None:
                 folder_id = self._folder_id(conn, user_id, folder)
-                conn.execute(
-                    "UPDATE letters SET folder_id = ? WHERE id = ?", (folder_id, letter_id)
-                )
+                if folder_id != current:
+                    conn.execute(
+                        "UPDATE letters SET folder_id = ?, uid = ? WHERE id = ?",
+                        (folder_id, self._next_uid(conn, folder_id), letter_id),
+                    )
             got = conn.execute(_LETTER + "WHERE l.id = ?", (letter_id,)).fetchone()
             return Updated(_letter(row), _letter(got))
+
+        return self._db.write(op)
+
+    # -- IMAP: UIDs and flags ----------------------------------------------------------------
+    def entries(self, user_id: int, folder: str) -> list[FolderEntry]:
+        conn = self._db.reader()
+        with conn:
+            conn.execute("BEGIN")
+            row = conn.execute(
+                "SELECT id FROM folders WHERE user_id = ? AND name = ?", (user_id, folder)
+            ).fetchone()
+            if row is None:
+                raise FolderNotFound(f"no folder {folder!r}")
+            rows = conn.execute(
+                "SELECT uid, id, seen, flagged, flags FROM letters"
+                " WHERE folder_id = ? AND state = 1 ORDER BY uid",
+                (row[0],),
+            ).fetchall()
+        return [FolderEntry(r[0], r[1], _flags(r[2], r[3], r[4])) for r in rows]
+
+    def set_flags(
+        self, user_id: int, letter_ids: Sequence[int], add: LetterFlag, remove: LetterFlag
+    ) -> list[tuple[LetterFlag, FolderEntry]]:
+        def op(conn: sqlite3.Connection) -> list[tuple[LetterFlag, FolderEntry]]:
+            out = []
+            for letter_id in letter_ids:
+                row = conn.execute(
+                    "SELECT uid, seen, flagged, flags FROM letters"
+                    " WHERE id = ? AND user_id = ? AND state = 1",
+                    (letter_id, user_id),
+                ).fetchone()
+                if row is None:
+                    continue
+                before = _flags(row[1], row[2], row[3])
+                after = (before | add) & ~remove
+                if after != before:
+                    conn.execute(
+                        "UPDATE letters SET seen = ?, flagged = ?, flags = ? WHERE id = ?",
+                        (
+                            int(LetterFlag.SEEN in after),
+                            int(LetterFlag.FLAGGED in after),
+                            int(after & _OTHER_FLAGS),
+                            letter_id,
+                        ),
+                    )
+                out.append((before, FolderEntry(row[0], letter_id, after)))
+            return out
 
         return self._db.write(op)
 

@@ -19,8 +19,9 @@ from pydantic import BaseModel
 from pochta import __version__, logs
 from pochta.app import Pochta, build, server_tls, service_token, web_secret
 from pochta.config import Settings
-from pochta.server import blobs, errors, mailbox, scan, shingles, smtp, web
+from pochta.server import blobs, errors, imap, mailbox, scan, shingles, smtp, web
 from pochta.server import metrics as metrics_api
+from pochta.server.imapstore import ImapStore
 from pochta.server.limits import Bound, RequestBounds
 from pochta.server.tls import ServerTLS
 
@@ -69,6 +70,7 @@ def create_app(
         app.state.pochta = pochta
         listeners: list[asyncio.Server] = []
         hangup = False
+        imap_server: imap.ImapServer | None = None
         try:
             app.state.service_token = service_token(settings)
             app.state.web_secret = web_secret(settings)
@@ -85,6 +87,19 @@ def create_app(
                     tls_context=ctx if settings.tls.smtp else None,
                     lmtp_tls_context=ctx if settings.tls.lmtp else None,
                 )
+            if settings.imap.enabled:
+                store = ImapStore(pochta.mailbox, wake_deletions=pochta.deletions.wake)
+                server_tls_ = pochta.tls
+                imap_server, imap_listeners = await imap.start(
+                    store,
+                    settings.imap,
+                    settings.smtp.max_message_size,
+                    # the context as it is at each handshake: a SIGHUP reload applies at once
+                    tls=(lambda: server_tls_.context) if server_tls_ is not None else None,
+                    require_tls=settings.tls.require_starttls,
+                    sockets=sockets,
+                )
+                listeners += imap_listeners
             hangup = _on_sighup(pochta)
             yield
         finally:
@@ -92,6 +107,8 @@ def create_app(
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
             for server in listeners:
                 server.close()
+            if imap_server is not None:
+                await imap_server.close()  # BYE to the sessions still open
             for server in listeners:
                 await server.wait_closed()
             await asyncio.to_thread(pochta.close)  # joins the threads; flushes the counters

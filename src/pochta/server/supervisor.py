@@ -59,6 +59,10 @@ class Address:
     setting: str
 
 
+LISTENERS = ("http", "smtp", "lmtp", "imap", "imaps")
+"""The listeners a worker of ``serve --workers`` may be handed."""
+
+
 def bind(address: Address, *, reuse_port: bool) -> socket.socket:
     """A listening socket (SO_REUSEADDR, and SO_REUSEPORT when asked), or a ConfigError in
     one line when the address is taken or cannot be had."""
@@ -110,8 +114,8 @@ def inherited(text: str) -> dict[str, socket.socket]:
         if name == "parent" and fd.isdigit():
             die_with_parent(int(fd))
             continue
-        if not fd.isdigit() or name not in ("http", "smtp", "lmtp"):
-            raise InvalidInput(f"--listen-fds: {part!r} is not name=fd (http, smtp, lmtp)")
+        if not fd.isdigit() or name not in LISTENERS:
+            raise InvalidInput(f"--listen-fds: {part!r} is not name=fd ({', '.join(LISTENERS)})")
         try:
             sock = socket.socket(fileno=int(fd))
         except OSError as exc:

@@ -1,0 +1,1038 @@
+"""The IMAP4rev1 server (RFC 3501) over pochta's mailbox, with LITERAL+, IDLE, MOVE, UIDPLUS,
+UNSELECT, NAMESPACE and SPECIAL-USE (Spam is \\Junk), STARTTLS and implicit TLS.
+
+The edge only translates: commands are parsed by :mod:`pochta.server.imapproto` (pymap's
+parser), answered from :class:`pochta.server.imapstore.ImapStore`, and errors become NO/BAD
+with their reason. Everything a client controls is bounded (:class:`ImapLimits`): the length
+of a command line, the size of a literal (at most the message size limit, refused before it
+is read), the literals of one command, the ranges of a sequence set, connections in all and
+per IP, idling sessions, errors per session (then BYE), silence (then BYE).
+
+FETCH streams: a letter's bytes come from its skeleton and its parts in blocks
+(:mod:`pochta.mime.ranges`), the socket's flow control paces them, and a big letter is never
+whole in memory. Small reads (the index, a small letter) run on the event loop; logins
+(argon2), writes and big letters run in threads.
+
+A selected folder is a list of (UID, letter, flags) read from the index at SELECT; NOOP, CHECK
+and IDLE (which polls the index every ``idle_poll`` seconds) send what changed since.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import logging
+import re
+import socket
+import ssl
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import re2
+from pymap.flags import FlagOp
+from pymap.parsing.command import Command
+from pymap.parsing.command import any as any_cmd
+from pymap.parsing.command import auth as auth_cmd
+from pymap.parsing.command import nonauth as nonauth_cmd
+from pymap.parsing.command import select as select_cmd
+from pymap.parsing.specials.fetchattr import FetchAttribute
+
+from pochta.config import ImapSettings
+from pochta.errors import (
+    AlreadyExists,
+    ConfigError,
+    FolderNotFound,
+    InvalidCredentials,
+    InvalidInput,
+    PochtaError,
+    RateLimited,
+    ResetRequired,
+    TooLarge,
+)
+from pochta.server import imapfetch, imapproto
+from pochta.server.imapproto import SPAM, Simple, Unparsed, folder_name, pochta_folder
+from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
+from pochta.server.imapstore import ImapStore, Opened
+from pochta.server.imapwire import Closed, LineTooLong, Wire
+from pochta.types import Folder, FolderEntry, LetterFlag, User
+
+log = logging.getLogger("pochta.imap")
+
+TlsContext = Callable[[], ssl.SSLContext]
+"""Gives the current server-side TLS context (the ``[tls]`` settings' provider reloads it)."""
+
+MAX_PATTERN = 1000  # characters of a LIST pattern (folder names have at most 200)
+STREAM_OVER = 1 << 18  # letters bigger than this are sent block by block from a thread
+DELIMITER = b"/"
+
+
+@dataclass(frozen=True, slots=True)
+class ImapLimits:
+    line_length: int = 65536
+    literal_size: int = 50 << 20
+    literals: int = 16  # per command
+    ranges: int = 10_000  # elements of one sequence set
+    connections: int = 1000
+    connections_per_ip: int = 50
+    idle_sessions: int = 500
+    error_limit: int = 10
+    login_timeout: float = 60.0  # silence before a login
+    idle_timeout: float = 1800.0  # silence after it (and the longest IDLE)
+    idle_poll: float = 2.0
+    logins_at_once: int = 4  # argon2 hashes computed at once
+
+
+@dataclass
+class Selected:
+    name: str
+    readonly: bool
+    uidvalidity: int
+    entries: list[FolderEntry]
+    uids: list[int] = field(default_factory=list)
+    state: tuple[int, int, int] = (0, 0, 0)  # the folder's (total, unseen, UIDNEXT) last seen
+
+    def __post_init__(self) -> None:
+        self.uids = [e.uid for e in self.entries]
+
+    def replace(self, entries: list[FolderEntry]) -> None:
+        self.entries = entries
+        self.uids = [e.uid for e in entries]
+
+
+class Reply(Exception):
+    """Ends a command with a tagged NO or BAD."""
+
+    def __init__(self, kind: bytes, text: str) -> None:
+        super().__init__(text)
+        self.kind = kind
+        self.text = text
+
+
+def no(text: str) -> Reply:
+    return Reply(b"NO", text)
+
+
+def bad(text: str) -> Reply:
+    return Reply(b"BAD", text)
+
+
+class Bye(Exception):
+    """Ends the connection with an untagged BYE."""
+
+
+class ImapServer:
+    def __init__(
+        self,
+        store: ImapStore,
+        limits: ImapLimits | None = None,
+        *,
+        tls: TlsContext | None = None,
+        require_tls: bool = True,
+    ) -> None:
+        self.store = store
+        self.limits = limits or ImapLimits()
+        self.tls = tls
+        self.require_tls = require_tls and tls is not None
+        self.sessions: set[Session] = set()
+        self.per_ip: dict[str, int] = {}
+        self.idling = 0
+        self.logins = asyncio.Semaphore(self.limits.logins_at_once)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(
+        self,
+        host: str,
+        port: int,
+        *,
+        implicit_tls: bool = False,
+        sock: socket.socket | None = None,
+    ) -> asyncio.Server:
+        """Listen on host:port, or on ``sock`` when given (IMAPS when ``implicit_tls``: TLS
+        from the first byte)."""
+        if implicit_tls and self.tls is None:
+            raise ValueError("implicit TLS needs a TLS context")
+        loop = asyncio.get_running_loop()
+
+        def factory() -> Wire:
+            return Wire(lambda wire: self._accept(wire, implicit_tls))
+
+        if sock is not None:
+            return await loop.create_server(factory, sock=sock, backlog=1024)
+        return await loop.create_server(factory, host, port, backlog=1024)
+
+    def _accept(self, wire: Wire, implicit_tls: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self._serve(wire, implicit_tls))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, wire: Wire, implicit_tls: bool) -> None:
+        ip = wire.peer
+        limits = self.limits
+        if len(self.sessions) >= limits.connections or self.per_ip.get(ip, 0) >= (
+            limits.connections_per_ip
+        ):
+            wire.write(b"* BYE [UNAVAILABLE] too many connections; try again later\r\n")
+            wire.close()
+            return
+        wire.write_timeout = limits.idle_timeout
+        session = Session(self, wire, tls=False)
+        self.sessions.add(session)
+        self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
+        try:
+            if implicit_tls:
+                assert self.tls is not None
+                await wire.start_tls(self.tls(), limits.login_timeout)
+                session.tls = True
+            await session.run()
+        except (Closed, ConnectionError, ssl.SSLError, TimeoutError):
+            pass
+        except Exception:
+            log.exception("IMAP session from %s failed", ip)
+        finally:
+            self.sessions.discard(session)
+            self.per_ip[ip] -= 1
+            if not self.per_ip[ip]:
+                del self.per_ip[ip]
+            wire.close()
+
+    async def close(self) -> None:
+        """Say BYE to every session and wait for them to end."""
+        for session in list(self.sessions):
+            session.wire.write(b"* BYE [UNAVAILABLE] the server is shutting down\r\n")
+            session.wire.close()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
+
+    def capabilities(self, session: Session) -> bytes:
+        caps = [b"IMAP4rev1", b"LITERAL+", b"IDLE", b"MOVE", b"UIDPLUS", b"UNSELECT"]
+        caps += [b"NAMESPACE", b"SPECIAL-USE", b"ID", b"APPENDLIMIT=%d" % self.limits.literal_size]
+        if session.user is None:
+            if self.tls is not None and not session.tls:
+                caps.append(b"STARTTLS")
+            if self.require_tls and not session.tls:
+                caps.append(b"LOGINDISABLED")
+            else:
+                caps.append(b"AUTH=PLAIN")
+        return b" ".join(caps)
+
+
+_UID = FetchAttribute(b"UID")
+
+
+def _state(folder: Folder) -> tuple[int, int, int]:
+    return folder.total, folder.unseen, folder.uidnext
+
+
+_FLAG_OPS = {FlagOp.REPLACE: "replace", FlagOp.ADD: "add", FlagOp.DELETE: "delete"}
+_SETS_SEEN = frozenset({b"BODY", b"RFC822", b"RFC822.TEXT", b"BINARY"})
+
+
+class Session:
+    def __init__(self, server: ImapServer, wire: Wire, *, tls: bool) -> None:
+        self.server = server
+        self.store = server.store
+        self.limits = server.limits
+        self.wire = wire
+        self.tls = tls
+        self.user: User | None = None
+        self.selected: Selected | None = None
+        self.errors = 0
+
+    # -- the command loop -----------------------------------------------------------------------
+    async def run(self) -> None:
+        self.send(b"* OK [CAPABILITY %s] pochta IMAP ready\r\n" % self.server.capabilities(self))
+        while not self.wire.closing:
+            timeout = self.limits.idle_timeout if self.user else self.limits.login_timeout
+            try:
+                async with asyncio.timeout(timeout):
+                    command = await self.read_command()
+            except TimeoutError:
+                self.send(b"* BYE autologout: idle for too long\r\n")
+                return
+            except LineTooLong as exc:
+                self.send(b"* BYE [TOOBIG] %s\r\n" % str(exc).encode())
+                return
+            except Bye as exc:
+                self.send(b"* BYE %s\r\n" % str(exc).encode())
+                return
+            if command is None:
+                continue
+            try:
+                done = await self.execute(command)
+            except Bye as exc:
+                self.send(b"* BYE %s\r\n" % str(exc).encode())
+                return
+            await self.wire.writable()  # sent at once, or when the next read would wait
+            if done:
+                return
+
+    def send(self, data: bytes) -> None:
+        self.wire.write(data)
+
+    def tagged(self, tag: bytes, kind: bytes, text: str | bytes) -> None:
+        body = text.encode("utf-8", "replace") if isinstance(text, str) else text
+        self.send(b"%s %s %s\r\n" % (tag, kind, body.replace(b"\r", b" ").replace(b"\n", b" ")))
+        if kind == b"BAD":
+            self.error()
+
+    def error(self) -> None:
+        self.errors += 1
+        if self.errors >= self.limits.error_limit:
+            raise Bye("too many errors")
+
+    async def read_command(self) -> Command | Simple | None:
+        """One whole command, its literals read (each bounded) and inlined as ``{n+}``;
+        None when it could not be read (the client was told why)."""
+        limits = self.limits
+        line = await self.wire.readline(limits.line_length)
+        parts = [line]
+        total = len(line)
+        count = 0
+        while m := imapproto.LITERAL.search(line):
+            size, plus = int(m.group(1)), m.group(2)
+            count += 1
+            tag = imapproto.tag_of(parts[0])
+            if size > limits.literal_size or count > limits.literals:
+                why = (
+                    f"a literal of {size} bytes is over the limit of {limits.literal_size}"
+                    if size > limits.literal_size
+                    else f"more than {limits.literals} literals in one command"
+                )
+                if plus:  # the client sends it anyway: the connection cannot go on
+                    raise Bye(f"[TOOBIG] {why}")
+                self.send(b"%s NO [TOOBIG] %s\r\n" % (tag, why.encode()))
+                self.error()
+                return None
+            if not plus:
+                self.send(b"+ go ahead\r\n")
+                await self.wire.drain()
+            parts[-1] = line[: m.start()] + b"{%d+}\r\n" % size
+            parts.append(await self.wire.readexactly(size))
+            line = await self.wire.readline(limits.line_length)
+            parts.append(line)
+            total += size + len(line)
+        command = b"".join(parts)
+        try:
+            return imapproto.parse(command)
+        except Unparsed as exc:
+            self.tagged(exc.tag, b"BAD", exc.reason)
+            return None
+
+    async def execute(self, command: Command | Simple) -> bool:
+        """Run one command; True when the connection is to end (LOGOUT)."""
+        tag = command.tag
+        try:
+            return await self._dispatch(command)
+        except Reply as reply:
+            self.tagged(tag, reply.kind, reply.text)
+        except imapproto.TooManyRanges as exc:
+            self.tagged(tag, b"BAD", str(exc))
+        except TooLarge as exc:
+            self.tagged(tag, b"NO", b"[TOOBIG] " + exc.message.encode())
+        except FolderNotFound as exc:
+            self.tagged(tag, b"NO", b"[NONEXISTENT] " + exc.message.encode())
+        except PochtaError as exc:
+            log.warning("IMAP %s: %s", type(command).__name__, exc.message)
+            self.tagged(tag, b"NO", exc.message)
+        except (Bye, Closed, ConnectionError):
+            raise
+        except Exception:
+            log.exception("IMAP command %s failed", type(command).__name__)
+            self.tagged(tag, b"NO", b"[SERVERBUG] the command failed; see the server's log")
+        return False
+
+    async def _dispatch(self, cmd: Command | Simple) -> bool:
+        tag = cmd.tag
+        if isinstance(cmd, Simple):
+            if cmd.name == b"NAMESPACE":
+                self.need_auth()
+                self.send(b'* NAMESPACE (("" "/")) NIL NIL\r\n')
+                self.tagged(tag, b"OK", "NAMESPACE completed")
+            else:
+                self.need_selected()
+                self.selected = None
+                self.tagged(tag, b"OK", "UNSELECT completed")
+            return False
+        if isinstance(cmd, select_cmd.FetchCommand):  # the most frequent first
+            await self.fetch(tag, cmd)
+            return False
+        if isinstance(cmd, any_cmd.CapabilityCommand):
+            self.send(b"* CAPABILITY %s\r\n" % self.server.capabilities(self))
+            self.tagged(tag, b"OK", "CAPABILITY completed")
+        elif isinstance(cmd, any_cmd.NoOpCommand):
+            await self.refresh()
+            self.tagged(tag, b"OK", "NOOP completed")
+        elif isinstance(cmd, any_cmd.LogoutCommand):
+            self.send(b"* BYE logging out\r\n")
+            self.tagged(tag, b"OK", "LOGOUT completed")
+            return True
+        elif isinstance(cmd, any_cmd.IdCommand):
+            self.send(b'* ID ("name" "pochta")\r\n')
+            self.tagged(tag, b"OK", "ID completed")
+        elif isinstance(cmd, nonauth_cmd.StartTLSCommand):
+            await self.starttls(tag)
+        elif isinstance(cmd, nonauth_cmd.LoginCommand):
+            await self.login(tag, cmd.userid, cmd.password)
+        elif isinstance(cmd, nonauth_cmd.AuthenticateCommand):
+            await self.authenticate(tag, cmd.mech_name)
+        elif isinstance(cmd, select_cmd.IdleCommand):
+            await self.idle(tag)
+        elif isinstance(cmd, select_cmd.CheckCommand):
+            self.need_selected()
+            await self.refresh()
+            self.tagged(tag, b"OK", "CHECK completed")
+        elif isinstance(cmd, select_cmd.CloseCommand):
+            selected = self.need_selected()
+            if not selected.readonly:
+                await self.expunge(None, silent=True)
+            self.selected = None
+            self.tagged(tag, b"OK", "CLOSE completed")
+        elif isinstance(cmd, select_cmd.ExpungeCommand):  # and UID EXPUNGE
+            self.need_writable()
+            uid_set = getattr(cmd, "uid_set", None)
+            await self.expunge(uid_set, silent=False)
+            self.tagged(tag, b"OK", "EXPUNGE completed")
+        elif isinstance(cmd, select_cmd.StoreCommand):
+            await self.store_flags(tag, cmd)
+        elif isinstance(cmd, select_cmd.SearchCommand):
+            await self.search(tag, cmd)
+        elif isinstance(cmd, select_cmd.MoveCommand):
+            await self.copy(tag, cmd.sequence_set, cmd.mailbox_obj.value, move=True)
+        elif isinstance(cmd, select_cmd.CopyCommand):
+            await self.copy(tag, cmd.sequence_set, cmd.mailbox_obj.value, move=False)
+        elif isinstance(cmd, auth_cmd.ExamineCommand):
+            await self.select(tag, cmd.mailbox_obj.value, readonly=True)
+        elif isinstance(cmd, auth_cmd.SelectCommand):
+            await self.select(tag, cmd.mailbox_obj.value, readonly=False)
+        elif isinstance(cmd, auth_cmd.StatusCommand):
+            self.status(tag, cmd.mailbox_obj.value, [a.value for a in cmd.status_list])
+        elif isinstance(cmd, auth_cmd.ListCommand):  # and LSUB: every folder is subscribed
+            self.list_folders(
+                tag, cmd.ref_name, cmd.filter, lsub=isinstance(cmd, auth_cmd.LSubCommand)
+            )
+        elif isinstance(cmd, auth_cmd.CreateCommand):
+            user = self.need_auth()
+            name = pochta_folder(cmd.mailbox_obj.value.rstrip("/"))
+            try:
+                await asyncio.to_thread(self.store.add_folder, user.id, name)
+            except AlreadyExists:
+                raise no("[ALREADYEXISTS] the folder exists") from None
+            except InvalidInput as exc:
+                raise no(f"[CANNOT] {exc.message}") from None
+            self.tagged(tag, b"OK", "CREATE completed")
+        elif isinstance(cmd, auth_cmd.DeleteCommand | auth_cmd.RenameCommand):
+            self.need_auth()
+            raise no("[CANNOT] pochta does not delete or rename folders")
+        elif isinstance(cmd, auth_cmd.SubscribeCommand | auth_cmd.UnsubscribeCommand):
+            self.need_auth()
+            self.tagged(tag, b"OK", "every folder is subscribed")
+        elif isinstance(cmd, auth_cmd.AppendCommand):
+            await self.append(tag, cmd)
+        else:
+            raise bad(f"{type(cmd).__name__.removesuffix('Command').upper()} is not supported")
+        return False
+
+    # -- states ----------------------------------------------------------------------------------
+    def need_auth(self) -> User:
+        if self.user is None:
+            raise bad("log in first")
+        return self.user
+
+    def need_selected(self) -> Selected:
+        self.need_auth()
+        if self.selected is None:
+            raise bad("select a folder first")
+        return self.selected
+
+    def need_writable(self) -> Selected:
+        selected = self.need_selected()
+        if selected.readonly:
+            raise no("[READ-ONLY] the folder was opened with EXAMINE")
+        return selected
+
+    # -- TLS and login ---------------------------------------------------------------------------
+    async def starttls(self, tag: bytes) -> None:
+        if self.server.tls is None:
+            raise bad("STARTTLS is not offered here")
+        if self.tls or self.user is not None:
+            raise bad("TLS is on already" if self.tls else "STARTTLS comes before the login")
+        context = self.server.tls()
+        self.tagged(tag, b"OK", "begin TLS negotiation now")
+        await self.wire.drain()
+        await self.wire.start_tls(context, self.limits.login_timeout)
+        self.tls = True
+
+    def _check_login_allowed(self) -> None:
+        if self.user is not None:
+            raise bad("logged in already")
+        if self.server.require_tls and not self.tls:
+            self.error()
+            raise no("[PRIVACYREQUIRED] log in over TLS (STARTTLS first)")
+
+    async def login(self, tag: bytes, userid: bytes, password: bytes) -> None:
+        self._check_login_allowed()
+        await self._verify(tag, userid, password)
+
+    async def authenticate(self, tag: bytes, mechanism: bytes) -> None:
+        self._check_login_allowed()
+        if mechanism.upper() != b"PLAIN":
+            raise no(f"[CANNOT] AUTHENTICATE {mechanism.decode('ascii', 'replace')} is not offered")
+        self.send(b"+ \r\n")
+        await self.wire.drain()
+        line = await self.wire.readline(self.limits.line_length)
+        if line.strip() == b"*":
+            raise bad("AUTHENTICATE cancelled")
+        try:
+            decoded = base64.b64decode(line.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise bad("AUTHENTICATE PLAIN wants base64") from None
+        fields = decoded.split(b"\0")
+        if len(fields) != 3 or (fields[0] and fields[0] != fields[1]):
+            raise bad("AUTHENTICATE PLAIN wants [authzid] NUL user NUL password")
+        await self._verify(tag, fields[1], fields[2])
+
+    async def _verify(self, tag: bytes, userid: bytes, password: bytes) -> None:
+        try:
+            email, secret = userid.decode("utf-8"), password.decode("utf-8")
+        except UnicodeDecodeError:
+            self.error()
+            raise no("[AUTHENTICATIONFAILED] wrong e-mail or password") from None
+        try:
+            async with self.server.logins:
+                user = await asyncio.to_thread(self.store.login, email, secret, self.wire.peer)
+        except InvalidCredentials:
+            self.error()
+            raise no("[AUTHENTICATIONFAILED] wrong e-mail or password") from None
+        except ResetRequired as exc:
+            self.error()
+            raise no(f"[EXPIRED] {exc.message}") from None
+        except RateLimited as exc:
+            self.error()
+            raise no(
+                f"[UNAVAILABLE] too many login attempts; try again in {exc.retry_after:.0f} s"
+            ) from None
+        self.user = user
+        log.info("IMAP login of user %d from %s", user.id, self.wire.peer)
+        self.tagged(tag, b"OK", b"[CAPABILITY %s] logged in" % self.server.capabilities(self))
+
+    # -- folders ---------------------------------------------------------------------------------
+    async def select(self, tag: bytes, name: str, *, readonly: bool) -> None:
+        user = self.need_auth()
+        self.selected = None
+        folder = self.store.folder(user.id, pochta_folder(name))
+        if folder is None:
+            raise no("[NONEXISTENT] no such folder")
+        entries = await asyncio.to_thread(self.store.entries, user.id, folder.name)
+        self.selected = Selected(folder.name, readonly, folder.uidvalidity, entries)
+        self.selected.state = _state(folder)
+        ALL = imapproto.ALL_FLAGS
+        out = [
+            b"* FLAGS %s\r\n" % ALL,
+            b"* OK [PERMANENTFLAGS %s] flags kept\r\n"
+            % (b"()" if readonly else imapproto.ALL_FLAGS),
+            b"* %d EXISTS\r\n" % len(entries),
+            b"* 0 RECENT\r\n",
+        ]
+        unseen = next((i for i, e in enumerate(entries, 1) if LetterFlag.SEEN not in e.flags), 0)
+        if unseen:
+            out.append(b"* OK [UNSEEN %d] first unseen\r\n" % unseen)
+        out.append(b"* OK [UIDVALIDITY %d] UIDs valid\r\n" % folder.uidvalidity)
+        out.append(b"* OK [UIDNEXT %d] predicted next UID\r\n" % folder.uidnext)
+        self.send(b"".join(out))
+        mode = b"READ-ONLY" if readonly else b"READ-WRITE"
+        self.tagged(
+            tag, b"OK", b"[%s] %s completed" % (mode, b"EXAMINE" if readonly else b"SELECT")
+        )
+
+    def status(self, tag: bytes, name: str, items: Sequence[bytes]) -> None:
+        user = self.need_auth()
+        folder = self.store.folder(user.id, pochta_folder(name))
+        if folder is None:
+            raise no("[NONEXISTENT] no such folder")
+        values = {
+            b"MESSAGES": folder.total,
+            b"RECENT": 0,
+            b"UIDNEXT": folder.uidnext,
+            b"UIDVALIDITY": folder.uidvalidity,
+            b"UNSEEN": folder.unseen,
+        }
+        out = []
+        for item in items:
+            if item.upper() not in values:
+                raise bad(f"unknown STATUS item {item.decode('ascii', 'replace')}")
+            out.append(b"%s %d" % (item.upper(), values[item.upper()]))
+        self.send(b"* STATUS %s (%s)\r\n" % (folder_name(folder.name), b" ".join(out)))
+        self.tagged(tag, b"OK", "STATUS completed")
+
+    def list_folders(self, tag: bytes, reference: str, pattern: str, *, lsub: bool) -> None:
+        user = self.need_auth()
+        what = b"LSUB" if lsub else b"LIST"
+        if not pattern:
+            if not lsub:
+                self.send(b'* LIST (\\Noselect) "/" ""\r\n')
+            self.tagged(tag, b"OK", what + b" completed")
+            return
+        matcher = _pattern(reference + pattern)
+        for folder in self.store.folders(user.id):
+            shown = "INBOX" if folder.name == imapproto.INBOX else folder.name
+            if matcher.fullmatch(shown):
+                attrs = [b"\\HasNoChildren"]
+                if folder.name == SPAM and not lsub:
+                    attrs.append(b"\\Junk")
+                self.send(
+                    b'* %s (%s) "/" %s\r\n' % (what, b" ".join(attrs), folder_name(folder.name))
+                )
+        self.tagged(tag, b"OK", what + b" completed")
+
+    # -- updates ---------------------------------------------------------------------------------
+    async def refresh(self, *, cheap: bool = False) -> None:
+        """Tell the client what changed in the selected folder since it last heard. ``cheap``
+        (IDLE's polls): list the folder again only when its counts or UIDNEXT moved (a flag
+        changed elsewhere other than \\Seen is then heard at the next NOOP)."""
+        selected = self.selected
+        if selected is None or self.user is None:
+            return
+        user_id = self.user.id
+        if cheap:
+            folder = await asyncio.to_thread(self.store.folder, user_id, selected.name)
+            if folder is None:
+                raise Bye("the selected folder is gone")
+            if _state(folder) == selected.state:
+                return
+        try:
+            entries = await asyncio.to_thread(self.store.entries, user_id, selected.name)
+            folder = await asyncio.to_thread(self.store.folder, user_id, selected.name)
+        except FolderNotFound:
+            raise Bye("the selected folder is gone") from None
+        if folder is None:
+            raise Bye("the selected folder is gone")
+        if self.selected is not selected:  # unselected meanwhile
+            return
+        selected.state = _state(folder)
+        updates = imapproto.changes(selected.entries, entries)
+        selected.replace(entries)
+        if updates:
+            self.send(b"".join(updates))
+
+    async def idle(self, tag: bytes) -> None:
+        self.need_auth()
+        server = self.server
+        if server.idling >= self.limits.idle_sessions:
+            raise no("[LIMIT] too many idling sessions; poll with NOOP")
+        server.idling += 1
+        try:
+            self.send(b"+ idling\r\n")
+            await self.wire.drain()
+            deadline = time.monotonic() + self.limits.idle_timeout
+            line_task = asyncio.ensure_future(self.wire.readline(self.limits.line_length))
+            try:
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise Bye("IDLE for too long")
+                    done, _ = await asyncio.wait(
+                        [line_task], timeout=min(self.limits.idle_poll, left)
+                    )
+                    if done:
+                        break
+                    await self.refresh(cheap=True)
+                    await self.wire.drain()
+            finally:
+                if not line_task.done():
+                    line_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Closed):
+                        await line_task
+            line = line_task.result()
+        finally:
+            server.idling -= 1
+        if line.strip().upper() != b"DONE":
+            raise bad("IDLE ends with DONE")
+        self.tagged(tag, b"OK", "IDLE terminated")
+
+    # -- FETCH -----------------------------------------------------------------------------------
+    async def fetch(self, tag: bytes, cmd: select_cmd.FetchCommand) -> None:
+        selected = self.need_selected()
+        by_uid = isinstance(cmd, select_cmd.UidFetchCommand)
+        positions = imapproto.resolve(cmd.sequence_set, selected.uids, self.limits.ranges)
+        attrs = [a for a in cmd.attributes if a.value != b"UID"]  # pymap adds one for UID FETCH
+        if by_uid or len(attrs) < len(cmd.attributes):
+            attrs.insert(0, _UID)
+        sets_seen = not selected.readonly and any(
+            a.value in _SETS_SEEN and a.section is not None for a in attrs
+        )
+        for pos in positions:
+            entry = selected.entries[pos]
+            if sets_seen and LetterFlag.SEEN not in entry.flags:
+                entry = await self._mark_seen(selected, pos, entry)
+            await self._fetch_one(pos + 1, entry, attrs)
+        self.tagged(tag, b"OK", b"UID FETCH completed" if by_uid else b"FETCH completed")
+
+    async def _mark_seen(self, selected: Selected, pos: int, entry: FolderEntry) -> FolderEntry:
+        assert self.user is not None
+        changed = await asyncio.to_thread(
+            self.store.set_flags, self.user.id, [entry.letter_id], LetterFlag.SEEN, LetterFlag.NONE
+        )
+        if changed:
+            entry = changed[0][1]
+            selected.entries[pos] = entry
+        return entry
+
+    async def _fetch_one(self, seq: int, entry: FolderEntry, attrs: list[FetchAttribute]) -> None:
+        assert self.user is not None
+        opened: Opened | None = None
+        if any(a.value not in (b"UID", b"FLAGS") for a in attrs):
+            opened = self.store.open(self.user.id, entry.letter_id)
+            if opened is None:  # expunged meanwhile: nothing to say about it
+                return
+        out = [b"* %d FETCH (" % seq]
+        for i, attr in enumerate(attrs):
+            sep = b" " if i else b""
+            name = attr.value
+            if name == b"UID":
+                out.append(sep + b"UID %d" % entry.uid)
+            elif name == b"FLAGS":
+                out.append(sep + b"FLAGS " + imapproto.flags(entry.flags))
+            else:
+                assert opened is not None
+                value = await self._attribute(opened, attr)
+                if isinstance(value, bytes):
+                    out.append(sep + value)
+                else:  # a big body: sent block by block
+                    head, size, chunks = value
+                    out.append(sep + head + b"{%d}\r\n" % size)
+                    self.send(b"".join(out))
+                    out = []
+                    await self._stream(chunks)
+        out.append(b")\r\n")
+        self.send(b"".join(out))
+        await self.wire.writable()
+
+    async def _stream(self, chunks: Iterator[bytes]) -> None:
+        while True:
+            chunk = await asyncio.to_thread(next, chunks, None)
+            if chunk is None:
+                return
+            self.send(chunk)
+            await self.wire.drain()
+
+    async def _attribute(
+        self, opened: Opened, attr: FetchAttribute
+    ) -> bytes | tuple[bytes, int, Iterator[bytes]]:
+        name = attr.value
+        store = self.store
+        if name == b"RFC822.SIZE":
+            return b"RFC822.SIZE %d" % opened.size
+        if name == b"INTERNALDATE":
+            return b"INTERNALDATE " + imapproto.internal_date(opened.letter.received)
+        if name == b"ENVELOPE":
+            root = opened.tree()
+            header = store.read_bytes(opened, root.block.start, root.body_start)
+            return b"ENVELOPE " + imapfetch.envelope(header)
+        if name in (b"BODYSTRUCTURE", b"BODY") and attr.section is None:
+            structure = await asyncio.to_thread(
+                imapfetch.bodystructure,
+                opened.tree(),
+                lambda a, b: store.read_bytes(opened, a, b),
+                lambda a, b: store.lines(opened, a, b),
+                name == b"BODYSTRUCTURE",
+            )
+            return name + b" " + structure
+        if name in (b"EMAILID", b"THREADID", b"BINARY", b"BINARY.PEEK", b"BINARY.SIZE"):
+            raise bad(f"{name.decode()} is not supported")
+        section = attr.section
+        assert section is not None
+        parts = list(section.parts)
+        if not parts and not section.specifier:
+            span = imapfetch.Section(0, opened.size)
+        else:
+            span = imapfetch.section(
+                opened.tree(), opened.size, parts, section.specifier, section.headers
+            )
+        label = bytes(attr.for_response)
+        if span.fields is not None:
+            header = store.read_bytes(opened, span.start, span.end)
+            data = imapfetch.filter_fields(header, span.fields, span.exclude)
+            return label + b" " + _literal(_partial(data, attr))
+        start, end = span.start, span.end
+        if attr.partial is not None:
+            start = min(end, start + attr.partial.start)
+            if attr.partial.length is not None:
+                end = min(end, start + attr.partial.length)
+        size = end - start
+        if size <= STREAM_OVER:
+            return label + b" " + _literal(store.read_bytes(opened, start, end))
+        return label + b" ", size, store.read(opened, start, end)
+
+    # -- STORE, SEARCH ---------------------------------------------------------------------------
+    async def store_flags(self, tag: bytes, cmd: select_cmd.StoreCommand) -> None:
+        selected = self.need_writable()
+        assert self.user is not None
+        by_uid = isinstance(cmd, select_cmd.UidStoreCommand)
+        positions = imapproto.resolve(cmd.sequence_set, selected.uids, self.limits.ranges)
+        given, _ = imapproto.letter_flags([f.value for f in cmd.flag_set])
+        mode = _FLAG_OPS.get(cmd.mode, "replace")
+        add = given if mode in ("add", "replace") else LetterFlag.NONE
+        remove = given if mode == "delete" else LetterFlag.NONE
+        if mode == "replace":
+            remove = ~given & _EVERY
+        ids = [selected.entries[p].letter_id for p in positions]
+        changed = await asyncio.to_thread(self.store.set_flags, self.user.id, ids, add, remove)
+        after = {e.letter_id: e for _, e in changed}
+        out = []
+        for pos in positions:
+            entry = after.get(selected.entries[pos].letter_id)
+            if entry is None:
+                continue
+            selected.entries[pos] = entry
+            if not cmd.silent:
+                uid = b" UID %d" % entry.uid if by_uid else b""
+                out.append(
+                    b"* %d FETCH (FLAGS %s%s)\r\n" % (pos + 1, imapproto.flags(entry.flags), uid)
+                )
+        self.send(b"".join(out))
+        self.tagged(tag, b"OK", b"UID STORE completed" if by_uid else b"STORE completed")
+
+    async def search(self, tag: bytes, cmd: select_cmd.SearchCommand) -> None:
+        selected = self.need_selected()
+        assert self.user is not None
+        user_id = self.user.id
+        by_uid = isinstance(cmd, select_cmd.UidSearchCommand)
+        keys = cmd.keys
+        text = needs_text(keys)
+        store = self.store
+        sets: dict[int, frozenset[int]] = {}
+
+        light = not needs_letter(keys)  # flags and sequence sets only: no letter is read
+
+        def run() -> list[int]:
+            found = []
+            for pos, entry in enumerate(selected.entries):
+                if light:
+                    facts = Facts(
+                        pos + 1,
+                        entry.uid,
+                        entry.flags,
+                        0,
+                        0.0,
+                        None,
+                        selected.uids,
+                        bytes,
+                        str,
+                        self.limits.ranges,
+                        sets,
+                    )
+                    if matches(keys, facts):
+                        found.append(entry.uid if by_uid else pos + 1)
+                    continue
+                opened = store.open(user_id, entry.letter_id)
+                if opened is None:
+                    continue
+                letter = opened.letter
+
+                def header(o: Opened = opened) -> bytes:
+                    root = o.tree()
+                    return store.read_bytes(o, root.block.start, root.body_start)
+
+                def body(o: Opened = opened) -> str:
+                    return store.text(o) if text else ""
+
+                facts = Facts(
+                    seq=pos + 1,
+                    uid=entry.uid,
+                    flags=entry.flags,
+                    size=opened.size,
+                    received=letter.received,
+                    sent=letter.date,
+                    uids=selected.uids,
+                    read_header=header,
+                    read_text=body,
+                    max_ranges=self.limits.ranges,
+                    sets=sets,
+                )
+                if matches(keys, facts):
+                    found.append(entry.uid if by_uid else pos + 1)
+            return found
+
+        found = await asyncio.to_thread(run)
+        self.send(b"* SEARCH%s\r\n" % b"".join(b" %d" % n for n in found))
+        self.tagged(tag, b"OK", b"UID SEARCH completed" if by_uid else b"SEARCH completed")
+
+    # -- EXPUNGE, COPY, MOVE, APPEND ---------------------------------------------------------------
+    async def expunge(self, uid_set: object, *, silent: bool) -> None:
+        selected = self.need_writable()
+        assert self.user is not None
+        fresh = await asyncio.to_thread(self.store.entries, self.user.id, selected.name)
+        updates = imapproto.changes(selected.entries, fresh)
+        selected.replace(fresh)
+        if updates and not silent:
+            self.send(b"".join(updates))
+        allowed: set[int] | None = None
+        if uid_set is not None:
+            allowed = {
+                selected.uids[p]
+                for p in imapproto.resolve(uid_set, selected.uids, self.limits.ranges)  # type: ignore[arg-type]
+            }
+        doomed = [
+            e.letter_id
+            for e in selected.entries
+            if LetterFlag.DELETED in e.flags and (allowed is None or e.uid in allowed)
+        ]
+        if not doomed:
+            return
+        gone = set(await asyncio.to_thread(self.store.expunge, self.user.id, doomed))
+        out = []
+        for pos in range(len(selected.entries), 0, -1):
+            if selected.entries[pos - 1].letter_id in gone:
+                out.append(b"* %d EXPUNGE\r\n" % pos)
+        selected.replace([e for e in selected.entries if e.letter_id not in gone])
+        if not silent:
+            self.send(b"".join(out))
+
+    async def copy(self, tag: bytes, seqset: object, target: str, *, move: bool) -> None:
+        selected = self.need_writable() if move else self.need_selected()
+        user = self.need_auth()
+        what = b"MOVE" if move else b"COPY"
+        name = pochta_folder(target)
+        folder = self.store.folder(user.id, name)
+        if folder is None:
+            raise no("[TRYCREATE] no such folder")
+        if move and name == selected.name:
+            raise no("[CANNOT] the letters are in that folder already")
+        positions = imapproto.resolve(seqset, selected.uids, self.limits.ranges)  # type: ignore[arg-type]
+        ids = [selected.entries[p].letter_id for p in positions]
+        act = self.store.move if move else self.store.copy
+        done = await asyncio.to_thread(act, user.id, ids, name)
+        uid_of = {e.letter_id: e.uid for e in selected.entries}
+        pairs = sorted((uid_of[i], new) for i, new in done if i in uid_of)
+        code = b""
+        if pairs:
+            code = b"[COPYUID %d %s %s] " % (
+                folder.uidvalidity,
+                imapproto.uid_set([a for a, _ in pairs]),
+                b",".join(b"%d" % b for _, b in pairs),
+            )
+        if move:
+            if code:
+                self.send(b"* OK " + code + b"moved\r\n")
+            gone = {i for i, _ in done}
+            out = []
+            for pos in range(len(selected.entries), 0, -1):
+                if selected.entries[pos - 1].letter_id in gone:
+                    out.append(b"* %d EXPUNGE\r\n" % pos)
+            selected.replace([e for e in selected.entries if e.letter_id not in gone])
+            self.send(b"".join(out))
+            self.tagged(tag, b"OK", what + b" completed")
+        else:
+            self.tagged(tag, b"OK", code + what + b" completed")
+
+    async def append(self, tag: bytes, cmd: auth_cmd.AppendCommand) -> None:
+        user = self.need_auth()
+        if cmd.error is not None or len(cmd.messages) != 1:
+            raise bad("APPEND takes one letter")
+        name = pochta_folder(cmd.mailbox_obj.value)
+        folder = self.store.folder(user.id, name)
+        if folder is None:
+            raise no("[TRYCREATE] no such folder")
+        message = cmd.messages[0]
+        given, _ = imapproto.letter_flags([f.value for f in message.flag_set])
+        when = message.when.timestamp() if message.when is not None else None
+        if not message.literal:
+            raise bad("an empty letter")
+        uid = await asyncio.to_thread(
+            self.store.append, user, name, bytes(message.literal), given, when
+        )
+        if self.selected is not None and self.selected.name == name:
+            await self.refresh()
+        self.tagged(tag, b"OK", b"[APPENDUID %d %d] APPEND completed" % (folder.uidvalidity, uid))
+
+
+_EVERY = LetterFlag.SEEN | LetterFlag.FLAGGED | LetterFlag.ANSWERED | LetterFlag.DELETED
+_EVERY |= LetterFlag.DRAFT
+
+
+def _literal(data: bytes) -> bytes:
+    return b"{%d}\r\n" % len(data) + data
+
+
+def _partial(data: bytes, attr: FetchAttribute) -> bytes:
+    if attr.partial is None:
+        return data
+    start = attr.partial.start
+    end = None if attr.partial.length is None else start + attr.partial.length
+    return data[start:end]
+
+
+def _pattern(pattern: str) -> Any:
+    """A LIST pattern as an RE2 pattern (linear time whatever the client sends: ``*a*a*a*b``
+    would make a backtracking matcher run for ages): ``*`` matches anything, ``%`` anything
+    but the delimiter; INBOX in any case. Patterns longer than ``MAX_PATTERN``: BAD."""
+    if len(pattern) > MAX_PATTERN:
+        raise bad(f"a LIST pattern longer than {MAX_PATTERN} characters")
+    out = []
+    for i, ch in enumerate(pattern):
+        if ch == "*":
+            out.append(".*")
+        elif ch == "%":
+            out.append("[^/]*")
+        else:
+            out.append(re.escape(ch))
+        if i == 4 and pattern[:5].upper() == "INBOX":
+            out = ["INBOX"]
+    options = re2.Options()
+    options.never_capture = True
+    return re2.compile("".join(out), options)
+
+
+def limits_of(settings: ImapSettings, max_message_size: int) -> ImapLimits:
+    return ImapLimits(
+        line_length=settings.line_length_limit,
+        literal_size=max_message_size,
+        literals=settings.literal_limit,
+        ranges=settings.sequence_ranges_limit,
+        connections=settings.max_connections,
+        connections_per_ip=settings.max_connections_per_ip,
+        idle_sessions=settings.max_idle_sessions,
+        error_limit=settings.error_limit,
+        login_timeout=settings.login_timeout,
+        idle_timeout=settings.idle_timeout,
+        idle_poll=settings.idle_poll_seconds,
+        logins_at_once=settings.logins_at_once,
+    )
+
+
+async def start(
+    store: ImapStore,
+    settings: ImapSettings,
+    max_message_size: int,
+    *,
+    tls: TlsContext | None = None,
+    require_tls: bool = True,
+    sockets: Mapping[str, socket.socket] | None = None,
+) -> tuple[ImapServer, list[asyncio.Server]]:
+    """Start the IMAP listener (and IMAPS, when ``tls_port`` and a TLS context are given)
+    on the running loop; the caller closes them. ``require_tls``: LOGIN / AUTHENTICATE only
+    over TLS (``tls.require_starttls``); ``sockets``: listening sockets bound beforehand
+    (``imap``, ``imaps``: ``serve --workers``), used instead of binding the ports."""
+    server = ImapServer(
+        store, limits_of(settings, max_message_size), tls=tls, require_tls=require_tls
+    )
+    listeners = []
+    ports = [(settings.port, False)]
+    if settings.tls_port and tls is not None:
+        ports.append((settings.tls_port, True))
+    for port, implicit in ports:
+        sock = (sockets or {}).get("imaps" if implicit else "imap")
+        try:
+            listeners.append(
+                await server.start(settings.host, port, implicit_tls=implicit, sock=sock)
+            )
+        except OSError as exc:
+            for listener in listeners:
+                listener.close()
+            what = "IMAPS" if implicit else "IMAP"
+            raise ConfigError(f"cannot listen for {what} on {settings.host}:{port}: {exc}") from exc
+    return server, listeners

@@ -1,0 +1,187 @@
+"""What the IMAP server asks of pochta's mailbox, in blocking calls (the server runs the slow
+ones in threads): logins under the HTTP API's limits, folders and their UIDs, letters read
+in pieces from the skeleton and the blob store, and changes made the way the HTTP API makes
+them, so that IMAP and HTTP give the same feedback:
+
+- \\Seen set on a letter for the first time feeds the read counters of its shingles;
+- a move into Spam is a "spam" complaint, out of Spam "not spam" (``Reading.update``);
+- EXPUNGE is the journaled deletion (``Deletions.delete``; the deletion worker decs the
+  attachments);
+- APPEND and COPY store a letter as an import does (parsed once, split, attachments counted,
+  no verdict): the user put it there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+from pochta.errors import InvalidInput, MessageNotFound
+from pochta.mailbox.reading import SPAM
+from pochta.mailbox.service import Mailbox
+from pochta.mime import ranges
+from pochta.mime.letter import parse
+from pochta.mime.skeleton import Ref
+from pochta.mime.tree import Entity
+from pochta.types import Folder, FolderEntry, LetterFlag, StoredLetter, User
+
+WHOLE_READ = 1 << 20  # blobs up to this size are read whole (one read, checked)
+
+
+class Opened:
+    """A letter opened for FETCH: its index row and layout (skeleton segments); its MIME tree
+    is read on first use."""
+
+    __slots__ = ("_tree", "layout", "letter")
+
+    def __init__(self, letter: StoredLetter, lay: ranges.Layout) -> None:
+        self.letter = letter
+        self.layout = lay
+        self._tree: Entity | None = None
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    def tree(self) -> Entity:
+        if self._tree is None:
+            self._tree = ranges.tree(self.layout)
+        return self._tree
+
+
+class ImapStore:
+    def __init__(self, mailbox: Mailbox, *, wake_deletions: Callable[[], None] | None = None):
+        self.mailbox = mailbox
+        self.index = mailbox.index
+        self.blobs = mailbox.blobs
+        self._wake = wake_deletions
+
+    # -- accounts and folders ------------------------------------------------------------
+    def login(self, email: str, password: str, ip: str) -> User:
+        """The user; InvalidCredentials, ResetRequired or RateLimited as for the HTTP API."""
+        return self.mailbox.users.verify(email, password, ip)
+
+    def folders(self, user_id: int) -> list[Folder]:
+        return self.index.folders(user_id)
+
+    def folder(self, user_id: int, name: str) -> Folder | None:
+        for folder in self.index.folders(user_id):
+            if folder.name == name:
+                return folder
+        return None
+
+    def add_folder(self, user_id: int, name: str) -> Folder:
+        return self.index.add_folder(user_id, name)
+
+    def entries(self, user_id: int, folder: str) -> list[FolderEntry]:
+        return self.index.entries(user_id, folder)
+
+    # -- reading --------------------------------------------------------------------------
+    def open(self, user_id: int, letter_id: int) -> Opened | None:
+        """A letter of this user, None when it is gone (expunged meanwhile). Its owner is
+        checked every time: a letter id the session listed may, once the letter is deleted,
+        be given to someone else's new letter."""
+        letter = self.index.letter(user_id, letter_id)
+        if letter is None:
+            return None
+        try:
+            skeleton, _ = self.index.content(letter_id)
+        except InvalidInput:
+            return None
+        return Opened(letter, ranges.layout(skeleton))
+
+    def content(self, ref: Ref) -> Iterator[bytes]:
+        """An extracted part's decoded content, checked against the letter's size and CRC-32
+        before its first byte is given (the other copy when the first differs)."""
+        if ref.size <= WHOLE_READ:
+            yield self.blobs.read(ref.key, ref.size, ref.crc32)
+            return
+        opened = self.blobs.open(ref.key, expect_size=ref.size, expect_crc32=ref.crc32)
+        try:
+            yield from opened
+        finally:
+            opened.reader.close()
+
+    def read(self, opened: Opened, start: int, end: int) -> Iterator[bytes]:
+        return ranges.read_range(opened.layout, start, end, self.content)
+
+    def read_bytes(self, opened: Opened, start: int, end: int) -> bytes:
+        return b"".join(self.read(opened, start, end))
+
+    def lines(self, opened: Opened, start: int, end: int) -> int:
+        return sum(chunk.count(b"\n") for chunk in self.read(opened, start, end))
+
+    def text(self, opened: Opened) -> str:
+        """The letter's decoded text and HTML parts (for SEARCH BODY / TEXT)."""
+        letter = parse(self.read_bytes(opened, 0, opened.size), inline_limit=1 << 62)
+        return "\n".join(t for t in (letter.body_text, letter.body_html) if t)
+
+    # -- changes --------------------------------------------------------------------------
+    def set_flags(
+        self, user_id: int, letter_ids: Sequence[int], add: LetterFlag, remove: LetterFlag
+    ) -> list[tuple[LetterFlag, FolderEntry]]:
+        changed = self.index.set_flags(user_id, letter_ids, add, remove)
+        shingler = self.mailbox.reading.shingler
+        if shingler is not None:
+            for before, entry in changed:
+                if LetterFlag.SEEN in entry.flags and LetterFlag.SEEN not in before:
+                    with contextlib.suppress(MessageNotFound):
+                        shingler.feedback(
+                            self.mailbox.reading.raw(user_id, entry.letter_id), "read"
+                        )
+        return changed
+
+    def move(self, user_id: int, letter_ids: Sequence[int], folder: str) -> list[tuple[int, int]]:
+        """Move letters (the HTTP API's move, with its spam feedback); (letter id, new UID)
+        of each moved, in order."""
+        out = []
+        for letter_id in letter_ids:
+            try:
+                moved = self.mailbox.reading.update(user_id, letter_id, folder=folder)
+            except MessageNotFound:
+                continue
+            out.append((letter_id, moved.uid))
+        return out
+
+    def copy(self, user_id: int, letter_ids: Sequence[int], folder: str) -> list[tuple[int, int]]:
+        """Store a copy of each letter in ``folder`` with its flags and internal date; (letter
+        id, UID of the copy) of each copied. A copy into Spam from another folder is the
+        user's "spam", out of Spam "not spam" (clients without MOVE copy, then expunge)."""
+        user = self.index.user_by_id(user_id)
+        if user is None:
+            return []
+        out = []
+        for letter_id in letter_ids:
+            opened = self.open(user_id, letter_id)
+            if opened is None:
+                continue
+            raw = self.read_bytes(opened, 0, opened.size)
+            done = self.mailbox.deliver(
+                raw,
+                [user],
+                folder=folder,
+                flags=opened.letter.flags,
+                received=opened.letter.received,
+            )
+            copy = self.index.letter(user_id, done.ids[0])
+            out.append((letter_id, copy.uid if copy is not None else 0))
+            shingler = self.mailbox.reading.shingler
+            source = opened.letter.folder
+            if shingler is not None and source != folder and SPAM in (source, folder):
+                shingler.feedback(raw, "spam" if folder == SPAM else "not_spam")
+        return out
+
+    def append(
+        self, user: User, folder: str, raw: bytes, flags: LetterFlag, received: float | None
+    ) -> int:
+        """Store a letter the client gives; its UID."""
+        done = self.mailbox.deliver(raw, [user], folder=folder, flags=flags, received=received)
+        letter = self.index.letter(user.id, done.ids[0])
+        return letter.uid if letter is not None else 0
+
+    def expunge(self, user_id: int, letter_ids: Sequence[int]) -> list[int]:
+        """Delete letters (journaled; the deletion worker finishes them); the ids deleted."""
+        gone = [i for i in letter_ids if self.index.delete(user_id, i)]
+        if gone and self._wake is not None:
+            self._wake()
+        return gone

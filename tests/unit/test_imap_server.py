@@ -1,0 +1,439 @@
+"""The IMAP server in-process (a real socket, a real mailbox; no `pochta serve`): its limits on
+what a client controls, its login limits, STARTTLS and IMAPS with a certificate made here,
+APPEND, UID EXPUNGE and folder names."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import hashlib
+import imaplib
+import ipaddress
+import re
+import socket
+import ssl
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from tests.mailtools import letter, payload
+
+from pochta.app import Pochta, build
+from pochta.config import load_settings
+from pochta.errors import RateLimited
+from pochta.server.imap import ImapLimits, ImapServer
+from pochta.server.imapstore import ImapStore
+
+PASSWORD = "correct horse battery"
+ALICE = "alice@example.org"
+
+
+@pytest.fixture(scope="module")
+def pochta(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pochta]:
+    data = tmp_path_factory.mktemp("imap") / "data"
+    p = build(
+        load_settings(
+            data_dir=data,
+            smtp={"max_message_size": 1 << 20},
+            guard={"login_ip_max": 1000, "login_account_max": 1000},
+            antispam={"enabled": False, "workers": 0},
+        )
+    )
+    p.mailbox.add_user(ALICE, PASSWORD)
+    yield p
+    p.close()
+
+
+@dataclass
+class Running:
+    port: int
+    tls_port: int
+    server: ImapServer
+    loop: asyncio.AbstractEventLoop
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        done: Future[Any] = Future()
+        self.loop.call_soon_threadsafe(lambda: done.set_result(fn()))
+        return done.result(5)
+
+
+def certificate(where: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost, and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = where / "cert.pem", where / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return certificate(tmp_path_factory.mktemp("tls"))
+
+
+def client_context(cert: tuple[Path, Path]) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(cert[0]))
+    return ctx
+
+
+def start(
+    pochta: Pochta, limits: ImapLimits, cert: tuple[Path, Path] | None = None
+) -> Iterator[Running]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    tls = None
+    if cert is not None:
+
+        def tls() -> ssl.SSLContext:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+            return ctx
+
+    async def up() -> tuple[ImapServer, list[asyncio.Server]]:
+        server = ImapServer(ImapStore(pochta.mailbox), limits, tls=tls)
+        listeners = [await server.start("127.0.0.1", 0)]
+        if tls is not None:
+            listeners.append(await server.start("127.0.0.1", 0, implicit_tls=True))
+        return server, listeners
+
+    server, listeners = asyncio.run_coroutine_threadsafe(up(), loop).result(10)
+    ports = [s.sockets[0].getsockname()[1] for s in listeners]
+    yield Running(ports[0], ports[-1], server, loop)
+
+    async def down() -> None:
+        for s in listeners:
+            s.close()
+        await server.close()
+
+    asyncio.run_coroutine_threadsafe(down(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+
+
+LIMITS = ImapLimits(
+    line_length=2048,
+    literal_size=1 << 20,
+    literals=3,
+    ranges=50,
+    connections=20,
+    connections_per_ip=4,
+    idle_sessions=1,
+    error_limit=4,
+    login_timeout=20.0,
+    idle_timeout=30.0,
+    idle_poll=0.1,
+)
+
+
+@pytest.fixture(scope="module")
+def imap(pochta: Pochta) -> Iterator[Running]:
+    yield from start(pochta, LIMITS)
+
+
+@pytest.fixture(scope="module")
+def imaps(pochta: Pochta, cert: tuple[Path, Path]) -> Iterator[Running]:
+    yield from start(pochta, LIMITS, cert)
+
+
+class Raw:
+    """A client that speaks bytes, for what imaplib will not send."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.f = self.sock.makefile("rwb")
+        self.greeting = self.f.readline()
+
+    def send(self, data: bytes) -> None:
+        self.f.write(data)
+        self.f.flush()
+
+    def until(self, tag: bytes) -> list[bytes]:
+        lines = []
+        while True:
+            line = self.f.readline()
+            lines.append(line)
+            if not line or line.startswith(tag + b" ") or line.startswith(b"* BYE"):
+                return lines
+
+    def login(self) -> None:
+        self.send(
+            b"l LOGIN %s {%d+}\r\n%s\r\n" % (ALICE.encode(), len(PASSWORD), PASSWORD.encode())
+        )
+        assert self.until(b"l")[-1].startswith(b"l OK")
+
+    def close(self) -> None:
+        self.f.close()
+        self.sock.close()
+
+
+def test_a_line_over_the_limit_ends_the_session(imap: Running) -> None:
+    c = Raw(imap.port)
+    c.send(b"a NOOP " + b"x" * 3000 + b"\r\n")
+    assert c.f.readline().startswith(b"* BYE [TOOBIG]")
+    assert c.f.readline() == b""
+    c.close()
+
+
+def test_too_many_literals_or_ranges_are_refused(imap: Running) -> None:
+    c = Raw(imap.port)
+    c.login()
+    c.send(b"s SELECT INBOX\r\n")
+    c.until(b"s")
+    ranges = ",".join(str(n) for n in range(1, 120, 2)).encode()
+    c.send(b"f FETCH " + ranges + b" (FLAGS)\r\n")
+    assert c.until(b"f")[-1].startswith(b"f BAD more than 50 ranges")
+    c.send(b"g SEARCH SUBJECT {1}\r\n")
+    assert c.f.readline().startswith(b"+")
+    c.send(b"a OR SUBJECT {1}\r\n")
+    c.f.readline()
+    c.send(b"b SUBJECT {1}\r\n")
+    c.f.readline()
+    c.send(b"c SUBJECT {1}\r\n")
+    assert c.f.readline().startswith(b"g NO [TOOBIG] more than 3 literals")
+    c.close()
+
+
+def test_connections_per_ip_are_limited(imap: Running) -> None:
+    open_ = [Raw(imap.port) for _ in range(4)]
+    assert all(c.greeting.startswith(b"* OK") for c in open_)
+    extra = Raw(imap.port)
+    assert extra.greeting.startswith(b"* BYE [UNAVAILABLE] too many connections")
+    for c in [*open_, extra]:
+        c.close()
+
+
+def test_errors_end_the_session_and_silence_too(imap: Running, pochta: Pochta) -> None:
+    c = Raw(imap.port)
+    for n in range(3):
+        c.send(b"x%d BLAH\r\n" % n)
+        assert c.f.readline().startswith(b"x%d BAD" % n)
+    c.send(b"x4 FETCH\r\n")
+    assert c.f.readline().startswith(b"x4 BAD")
+    assert c.f.readline().startswith(b"* BYE too many errors")
+    c.close()
+    for running in start(pochta, dataclasses.replace(LIMITS, login_timeout=0.5)):
+        quiet = Raw(running.port)
+        assert quiet.f.readline().startswith(b"* BYE autologout")
+        quiet.close()
+
+
+def test_idle_sessions_are_limited(imap: Running) -> None:
+    first, second = Raw(imap.port), Raw(imap.port)
+    for c in (first, second):
+        c.login()
+        c.send(b"s SELECT INBOX\r\n")
+        c.until(b"s")
+    first.send(b"i IDLE\r\n")
+    assert first.f.readline().startswith(b"+")
+    second.send(b"i IDLE\r\n")
+    assert second.f.readline().startswith(b"i NO [LIMIT]")
+    first.send(b"DONE\r\n")
+    assert first.until(b"i")[-1].startswith(b"i OK")
+    second.send(b"j IDLE\r\n")
+    assert second.f.readline().startswith(b"+")
+    second.send(b"DONE\r\n")
+    assert second.until(b"j")[-1].startswith(b"j OK")
+    first.close()
+    second.close()
+
+
+def test_imap_logins_count_toward_the_http_apis_limits(pochta: Pochta, tmp_path: Path) -> None:
+    p = build(
+        load_settings(
+            data_dir=tmp_path / "data",
+            guard={"login_ip_max": 2, "login_ip_period": 3600},
+            antispam={"enabled": False, "workers": 0},
+        )
+    )
+    try:
+        p.mailbox.add_user(ALICE, PASSWORD)
+        for running in start(p, LIMITS):
+            for _ in range(2):
+                c = imaplib.IMAP4("127.0.0.1", running.port)
+                with pytest.raises(imaplib.IMAP4.error, match="AUTHENTICATIONFAILED"):
+                    c.login(ALICE, "wrong")
+                c.shutdown()
+            c = imaplib.IMAP4("127.0.0.1", running.port)
+            with pytest.raises(imaplib.IMAP4.error, match=r"UNAVAILABLE\] too many login"):
+                c.login(ALICE, PASSWORD)  # the right password, but the IP used its tries
+            c.shutdown()
+            with pytest.raises(RateLimited):  # the HTTP API's login sees the same limit
+                p.mailbox.login(ALICE, PASSWORD, ip="127.0.0.1")
+    finally:
+        p.close()
+
+
+def test_append_stores_the_letter_with_its_flags_and_date(imap: Running, pochta: Pochta) -> None:
+    raw = letter(subject="Draft of the report", attachments=[("a.bin", payload(3, 30_000))])
+    c = imaplib.IMAP4("127.0.0.1", imap.port)
+    c.login(ALICE, PASSWORD)
+    c.create("Drafts")
+    when = imaplib.Time2Internaldate(1_700_000_000)
+    typ, data = c.append("Drafts", "(\\Draft \\Seen)", when, raw)
+    assert typ == "OK"
+    m = re.search(rb"APPENDUID (\d+) (\d+)", data[0])  # type: ignore[arg-type]
+    assert m is not None
+    c.select("Drafts")
+    typ, data = c.uid("FETCH", m.group(2).decode(), "(FLAGS INTERNALDATE BODY.PEEK[])")
+    head, body = data[0]  # type: ignore[misc]
+    assert body == raw
+    assert b"\\Draft" in head and b"\\Seen" in head
+    assert b'INTERNALDATE "14-Nov-2023 22:13:20 +0000"' in head
+    typ, data = c.append("Nowhere", None, None, raw)
+    assert typ == "NO" and b"TRYCREATE" in data[0]  # type: ignore[operator]
+    c.logout()
+
+
+def test_uid_expunge_removes_only_the_letters_named(imap: Running, pochta: Pochta) -> None:
+    c = imaplib.IMAP4("127.0.0.1", imap.port)
+    c.login(ALICE, PASSWORD)
+    c.create("Trash")
+    for n in range(3):
+        c.append("Trash", "(\\Deleted)", None, letter(subject=f"old {n}"))
+    c.select("Trash")
+    uids = c.uid("SEARCH", "ALL")[1][0].split()  # type: ignore[union-attr]
+    assert c.uid("EXPUNGE", uids[1].decode())[0] == "OK"
+    assert c.response("EXPUNGE") == ("EXPUNGE", [b"2"])
+    assert c.uid("SEARCH", "ALL")[1][0].split() == [uids[0], uids[2]]  # type: ignore[union-attr]
+    c.close()  # CLOSE expunges the rest
+    c.select("Trash")
+    assert c.uid("SEARCH", "ALL")[1] == [b""]
+    c.logout()
+
+
+def test_folder_names_in_modified_utf7(imap: Running, pochta: Pochta) -> None:
+    c = imaplib.IMAP4("127.0.0.1", imap.port)
+    c.login(ALICE, PASSWORD)
+    assert c.create('"&BB8EPgRHBEIEMA-"')[0] == "OK"  # Почта
+    assert any(b'"&BB8EPgRHBEIEMA-"' in line for line in c.list()[1])  # type: ignore[operator, union-attr]
+    user = pochta.mailbox.user(ALICE)
+    assert user is not None
+    assert "Почта" in [f.name for f in pochta.mailbox.folders(user.id)]
+    assert c.create("INBOX")[0] == "NO"
+    hostile = '"' + "*a" * 30 + '*b"'  # backtracking would take ages on a long name
+    c.create("a" * 190)
+    started = time.monotonic()
+    assert c.list('""', hostile) == ("OK", [None])
+    assert time.monotonic() - started < 2
+    with pytest.raises(imaplib.IMAP4.error, match="LIST pattern longer than 1000"):
+        c.list('""', '"' + "*" * 1001 + '"')
+    c.logout()
+
+
+def test_starttls_comes_before_the_login(imaps: Running, cert: tuple[Path, Path]) -> None:
+    c = imaplib.IMAP4("127.0.0.1", imaps.port)
+    assert "STARTTLS" in c.capabilities and "LOGINDISABLED" in c.capabilities
+    with pytest.raises(imaplib.IMAP4.error, match="PRIVACYREQUIRED"):
+        c.login(ALICE, PASSWORD)
+    c.starttls(client_context(cert))
+    typ, _ = c.login(ALICE, PASSWORD)
+    assert typ == "OK"
+    assert c.select("INBOX")[0] == "OK"
+    c.logout()
+
+
+def test_what_was_sent_before_the_handshake_is_never_read(
+    imaps: Running, cert: tuple[Path, Path]
+) -> None:
+    raw = socket.create_connection(("127.0.0.1", imaps.port), timeout=10)
+    f = raw.makefile("rwb")
+    f.readline()
+    f.write(b"a STARTTLS\r\nb CAPABILITY\r\n")  # b is injected before the handshake
+    f.flush()
+    assert f.readline().startswith(b"a OK")
+    tls = client_context(cert).wrap_socket(raw, server_hostname="localhost")
+    tf = tls.makefile("rwb")
+    tf.write(b"c NOOP\r\n")
+    tf.flush()
+    assert tf.readline().startswith(b"c OK")  # b was thrown away: no answer to it
+    tf.close()
+    f.close()
+    tls.close()
+
+
+def test_implicit_tls(imaps: Running, cert: tuple[Path, Path]) -> None:
+    c = imaplib.IMAP4_SSL("127.0.0.1", imaps.tls_port, ssl_context=client_context(cert))
+    assert "STARTTLS" not in c.capabilities and "AUTH=PLAIN" in c.capabilities
+    assert c.login(ALICE, PASSWORD)[0] == "OK"
+    raw = letter(subject="over TLS")
+    c.append("INBOX", None, None, raw)
+    c.select("INBOX")
+    _, data = c.uid("SEARCH", "SUBJECT", '"over TLS"')
+    uid = data[0].split()[-1]  # type: ignore[union-attr]
+    assert c.uid("FETCH", uid.decode(), "(BODY.PEEK[])")[1][0][1] == raw  # type: ignore[index]
+    c.logout()
+
+
+def test_a_big_letter_is_streamed_not_held_whole(imap: Running, pochta: Pochta) -> None:
+    """FETCH of a letter with a 24 MB attachment: the server's Python allocations stay far
+    below the letter's size (the client here reads and hashes as the bytes come)."""
+    attachment = payload(11, 24 << 20)
+    raw = letter(subject="big one", attachments=[("big.bin", attachment)])
+    user = pochta.mailbox.user(ALICE)
+    assert user is not None
+    pochta.mailbox.delivery.max_message_size = 64 << 20
+    pochta.mailbox.deliver(raw, [user], folder="Inbox")
+    want = hashlib.sha256(raw).hexdigest()
+    del raw, attachment
+    c = Raw(imap.port)
+    c.login()
+    c.send(b"s SELECT INBOX\r\n")
+    c.until(b"s")
+    c.send(b'u UID SEARCH SUBJECT "big one"\r\n')
+    uid = c.until(b"u")[0].split()[-1]
+    tracemalloc.start()
+    try:
+        c.send(b"f UID FETCH " + uid + b" (BODY.PEEK[])\r\n")
+        head = c.f.readline()
+        size = int(re.search(rb"\{(\d+)\}\r\n$", head).group(1))  # type: ignore[union-attr]
+        digest = hashlib.sha256()
+        left = size
+        while left:
+            chunk = c.f.read(min(left, 1 << 16))
+            digest.update(chunk)
+            left -= len(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert c.until(b"f")[-1].startswith(b"f OK")
+    assert digest.hexdigest() == want
+    assert size > 32 << 20  # base64 of 24 MB
+    assert peak < 8 << 20, peak
+    c.close()
