@@ -24,7 +24,9 @@ from pochta.types import (
     AttachmentRef,
     Clock,
     Folder,
+    FolderEntry,
     IndexStats,
+    LetterFlag,
     LetterMeta,
     LetterState,
     NewStoredLetter,
@@ -38,15 +40,33 @@ Conn = psycopg.Connection[Any]
 
 _LETTER = """
 SELECT l.id, l.user_id, f.name, l.size, l.received, l.date, l.sender, l.subject, l.seen,
-       l.flagged, l.verdict
+       l.flagged, l.verdict, l.uid, l.flags
 FROM pochta.letters l JOIN pochta.folders f ON f.id = l.folder_id
 """
+# letters.flags keeps the flags that have no column of their own; seen and flagged keep theirs
+_OTHER_FLAGS = LetterFlag.ANSWERED | LetterFlag.DELETED | LetterFlag.DRAFT
+
+
+def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
+    flags = LetterFlag(int(other) & _OTHER_FLAGS)  # type: ignore[call-overload]
+    if seen:
+        flags |= LetterFlag.SEEN
+    if flagged:
+        flags |= LetterFlag.FLAGGED
+    return flags
+
+
+def _uidvalidity(now: float) -> int:
+    """A folder's UIDVALIDITY: the time it was made, in seconds (as Dovecot does), non-zero."""
+    return max(1, int(now) % 2**32)
 _USER = "SELECT id, email, password_hash, reset_required, admin FROM pochta.users"
 _REFS = "r.n, r.key, r.size, r.crc32, r.magic"
 
 
 def _letter(row: Sequence[Any]) -> StoredLetter:
-    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row
+    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[
+        :11
+    ]
     return StoredLetter(
         id=int(id_),
         user_id=int(user_id),
@@ -59,6 +79,8 @@ def _letter(row: Sequence[Any]) -> StoredLetter:
         seen=bool(seen),
         flagged=bool(flagged),
         verdict=None if verdict is None else str(verdict),
+        uid=int(row[11]),
+        flags=_flags(seen, flagged, row[12]),
     )
 
 
@@ -107,10 +129,10 @@ class PostgresIndex:
             if row is None:
                 raise AlreadyExists(f"user {email} already exists")
             conn.execute(
-                "INSERT INTO pochta.folders (user_id, name)"
-                " SELECT %s, t.name FROM unnest(%s::text[]) WITH ORDINALITY AS t(name, i)"
+                "INSERT INTO pochta.folders (user_id, name, uidvalidity)"
+                " SELECT %s, t.name, %s FROM unnest(%s::text[]) WITH ORDINALITY AS t(name, i)"
                 " ORDER BY t.i",
-                (row[0], list(DEFAULT_FOLDERS)),
+                (row[0], _uidvalidity(self._clock()), list(DEFAULT_FOLDERS)),
             )
             return User(int(row[0]), email, password_hash, admin=admin)
 
@@ -190,7 +212,8 @@ class PostgresIndex:
     def folders(self, user_id: int) -> list[Folder]:
         rows = self._db.query(
             """
-            SELECT f.id, f.name, count(l.id), count(l.id) FILTER (WHERE NOT l.seen)
+            SELECT f.id, f.name, count(l.id), count(l.id) FILTER (WHERE NOT l.seen),
+                   f.uidvalidity, f.uidnext
             FROM pochta.folders f
             LEFT JOIN pochta.letters l ON l.folder_id = f.id AND l.state = 1
             WHERE f.user_id = %s
@@ -198,18 +221,21 @@ class PostgresIndex:
             """,
             (user_id,),
         )
-        return [Folder(int(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
+        return [
+            Folder(int(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows
+        ]
 
     def add_folder(self, user_id: int, name: str) -> Folder:
         name = _folder_name(name)
+        uidvalidity = _uidvalidity(self._clock())
         rows = self._db.query(
-            "INSERT INTO pochta.folders (user_id, name) VALUES (%s, %s)"
+            "INSERT INTO pochta.folders (user_id, name, uidvalidity) VALUES (%s, %s, %s)"
             " ON CONFLICT (user_id, name) DO NOTHING RETURNING id",
-            (user_id, name),
+            (user_id, name, uidvalidity),
         )
         if not rows:
             raise AlreadyExists(f"folder {name!r} already exists")
-        return Folder(int(rows[0][0]), name)
+        return Folder(int(rows[0][0]), name, 0, 0, uidvalidity, 1)
 
     @staticmethod
     def _folder_id(conn: Conn, user_id: int, name: str) -> int:
@@ -219,6 +245,27 @@ class PostgresIndex:
         if row is None:
             raise FolderNotFound(f"no folder {name!r}")
         return int(row[0])
+
+    @staticmethod
+    def _next_uids(conn: Conn, folder_ids: Sequence[int]) -> list[int]:
+        """One new UID of each folder in ``folder_ids`` (a folder named n times gets n UIDs,
+        in order); the folders' rows stay locked to the end of the transaction."""
+        counts: dict[int, int] = {}
+        for f in folder_ids:
+            counts[f] = counts.get(f, 0) + 1
+        firsts: dict[int, int] = {}
+        for f in sorted(counts):  # in id order: two deliveries never wait on each other
+            (first,) = conn.execute(
+                "UPDATE pochta.folders SET uidnext = uidnext + %s WHERE id = %s"
+                " RETURNING uidnext - %s",
+                (counts[f], f, counts[f]),
+            ).fetchone() or (0,)
+            firsts[f] = int(first)
+        out = []
+        for f in folder_ids:
+            out.append(firsts[f])
+            firsts[f] += 1
+        return out
 
     # -- delivery --------------------------------------------------------------------------
     def begin_delivery(
@@ -257,13 +304,17 @@ class PostgresIndex:
                     (len(letters),),
                 ).fetchall()
             )
+            folder_ids = [folders[(new.user_id, new.folder)] for new in letters]
             conn.execute(
                 """
                 INSERT INTO pochta.letters (id, user_id, folder_id, skeleton_id, state, size,
-                                            received, date, sender, subject, verdict)
-                SELECT t.id, t.user_id, t.folder_id, %s, %s, %s, %s, %s, %s, %s, t.verdict
-                FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[])
-                     AS t(id, user_id, folder_id, verdict)
+                                            received, date, sender, subject, verdict, uid,
+                                            seen, flagged, flags)
+                SELECT t.id, t.user_id, t.folder_id, %s, %s, %s, %s, %s, %s, %s, t.verdict,
+                       t.uid, t.seen, t.flagged, t.flags
+                FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[],
+                            %s::boolean[], %s::boolean[], %s::integer[])
+                     AS t(id, user_id, folder_id, verdict, uid, seen, flagged, flags)
                 """,
                 (
                     skeleton_id,
@@ -275,8 +326,12 @@ class PostgresIndex:
                     meta.subject,
                     ids,
                     [new.user_id for new in letters],
-                    [folders[(new.user_id, new.folder)] for new in letters],
+                    folder_ids,
                     [new.verdict for new in letters],
+                    self._next_uids(conn, folder_ids),
+                    [LetterFlag.SEEN in new.flags for new in letters],
+                    [LetterFlag.FLAGGED in new.flags for new in letters],
+                    [int(new.flags & _OTHER_FLAGS) for new in letters],
                 ),
             )
             refs = [(i, r) for i, new in zip(ids, letters, strict=True) for r in new.refs]
@@ -405,15 +460,71 @@ class PostgresIndex:
             if row is None:
                 return None
             folder_id = None if folder is None else self._folder_id(conn, user_id, folder)
+            (current,) = conn.execute(
+                "SELECT folder_id FROM pochta.letters WHERE id = %s", (letter_id,)
+            ).fetchone() or (None,)
+            uid = None
+            if folder_id is not None and folder_id != current:  # a move: the folder's next UID
+                (uid,) = self._next_uids(conn, [folder_id])
+            else:
+                folder_id = None
             conn.execute(
                 "UPDATE pochta.letters SET seen = coalesce(%s, seen),"
-                " flagged = coalesce(%s, flagged), folder_id = coalesce(%s, folder_id)"
-                " WHERE id = %s",
-                (seen, flagged, folder_id, letter_id),
+                " flagged = coalesce(%s, flagged), folder_id = coalesce(%s, folder_id),"
+                " uid = coalesce(%s, uid) WHERE id = %s",
+                (seen, flagged, folder_id, uid, letter_id),
             )
             got = conn.execute(_LETTER + "WHERE l.id = %s", (letter_id,)).fetchone()
             assert got is not None
             return Updated(_letter(row), _letter(got))
+
+        return self._db.transaction(op)
+
+    # -- IMAP: UIDs and flags ----------------------------------------------------------------
+    def entries(self, user_id: int, folder: str) -> list[FolderEntry]:
+        def read(conn: Conn) -> list[FolderEntry]:
+            folder_id = self._folder_id(conn, user_id, folder)
+            rows = conn.execute(
+                "SELECT uid, id, seen, flagged, flags FROM pochta.letters"
+                " WHERE folder_id = %s AND state = 1 ORDER BY uid",
+                (folder_id,),
+            ).fetchall()
+            return [FolderEntry(int(r[0]), int(r[1]), _flags(r[2], r[3], r[4])) for r in rows]
+
+        return self._snapshot(read)
+
+    def set_flags(
+        self, user_id: int, letter_ids: Sequence[int], add: LetterFlag, remove: LetterFlag
+    ) -> list[tuple[LetterFlag, FolderEntry]]:
+        def op(conn: Conn) -> list[tuple[LetterFlag, FolderEntry]]:
+            rows = conn.execute(
+                "SELECT id, uid, seen, flagged, flags FROM pochta.letters"
+                " WHERE id = ANY(%s::bigint[]) AND user_id = %s AND state = 1"
+                " ORDER BY id FOR UPDATE",
+                (list(letter_ids), user_id),
+            ).fetchall()
+            uids = {int(r[0]): int(r[1]) for r in rows}
+            now = {int(r[0]): _flags(r[2], r[3], r[4]) for r in rows}
+            out = []
+            for letter_id in letter_ids:
+                if letter_id not in now:
+                    continue
+                before = now[letter_id]
+                after = (before | add) & ~remove
+                if after != before:
+                    conn.execute(
+                        "UPDATE pochta.letters SET seen = %s, flagged = %s, flags = %s"
+                        " WHERE id = %s",
+                        (
+                            LetterFlag.SEEN in after,
+                            LetterFlag.FLAGGED in after,
+                            int(after & _OTHER_FLAGS),
+                            letter_id,
+                        ),
+                    )
+                    now[letter_id] = after
+                out.append((before, FolderEntry(uids[letter_id], letter_id, after)))
+            return out
 
         return self._db.transaction(op)
 
