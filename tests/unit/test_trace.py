@@ -109,7 +109,8 @@ def test_whatever_a_client_says_gives_one_well_formed_field(
     )
     lines = got.split(b"\r\n")
     assert lines[-1] == b"" and all(b"\r" not in x and b"\n" not in x for x in lines)
-    assert lines[0].startswith(b"Received: from ")
+    # a HELO name too long for the first line goes on the next one (folding, not a new field)
+    assert got.replace(b"\r\n ", b" ").startswith(b"Received: from ")
     assert all(x.startswith(b" ") for x in lines[1:-1])  # continuation lines only
     assert all(len(x) <= MAX_LINE or b" " not in x.strip() for x in lines[:-1])
     assert max(len(x) for x in lines) <= 998  # RFC 5322's hard limit

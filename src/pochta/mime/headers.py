@@ -216,7 +216,7 @@ def decode_bytes(data: bytes, charset: str | None) -> str:
     return data.decode("latin-1")
 
 
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 PYTHON_CODECS = frozenset(
     {"unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined", "mbcs", "oem"}
 )
@@ -229,7 +229,7 @@ def no_surrogates(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
+        return _LONE_SURROGATE.sub("\ufffd", text)
     return text
 
 
