@@ -628,5 +628,6 @@ class Activity(Protocol):
         """A user's "spam" (``complaint``) or "not spam" (``unspam``) on a letter whose
         shingles are (type, hash, normalized value)."""
 
-    def login_failed(self, ip: str, email: str) -> None:
-        """A wrong password or an unknown account."""
+    def login_failed(self, ip: str, account: str | None) -> None:
+        """A wrong password (``account``: the existing user's e-mail) or an unknown account
+        (``account`` None: what was typed is never passed on, people paste passwords there)."""

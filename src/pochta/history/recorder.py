@@ -2,8 +2,12 @@
 batches, and a background thread that also samples the store's size.
 
 Memory is bounded: at most ``max_buffered`` distinct (hour, series, name) cells wait for a
-flush; events past that are dropped and counted in ``dropped`` (an attacker failing logins
-under a million made-up e-mails costs the history, never the server).
+flush; events past that are dropped and counted in ``dropped``. The history on disk is
+bounded too: a series takes at most ``max_names`` distinct names an hour (per process start);
+the events of any further name are added to the name ``OTHERS``, so totals stay right while an
+attacker failing logins from a million addresses, or complaining about a million made-up
+letters, grows the store by one cell an hour. A failed login records the account only when it
+names an existing user (``Activity.login_failed``): what was typed is never kept.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pochta.types import AuditRecord, Clock, HistoryStore, StorageSample, Tally
 log = logging.getLogger("pochta.history")
 
 MAX_NAME = 200  # characters of a tally's name (a shingle's value, an e-mail) kept
+OTHERS = "*"  # the name that adds up a series' names past ``max_names`` in one hour
 
 
 def shingle_name(type_: int, hash_: int, value: str) -> str:
@@ -42,6 +47,7 @@ class Recorder:
         flush_seconds: float = 5.0,
         keep_seconds: float = 90 * 86400,
         max_buffered: int = 100_000,
+        max_names: int = 1000,
         clock: Clock = time.time,
     ) -> None:
         self.store = store
@@ -50,9 +56,11 @@ class Recorder:
         self.flush_seconds = flush_seconds
         self.keep_seconds = keep_seconds
         self.max_buffered = max_buffered
+        self.max_names = max_names
         self._clock = clock
         self._lock = threading.Lock()
         self._buffer: dict[tuple[int, str, str], int] = {}
+        self._names: dict[tuple[int, str], set[str]] = {}  # this hour's names of each series
         self.dropped = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -66,16 +74,27 @@ class Recorder:
     def feedback(self, kind: str, shingles: Sequence[tuple[int, int, str]]) -> None:
         self._add(kind, [shingle_name(t, h, v) for t, h, v in shingles], 1)
 
-    def login_failed(self, ip: str, email: str) -> None:
+    def login_failed(self, ip: str, account: str | None) -> None:
         self._add("login_ip", [ip[:64]], 1)
-        self._add("login_account", [email.strip().lower()[:MAX_NAME]], 1)
+        if account is not None:
+            self._add("login_account", [account[:MAX_NAME]], 1)
 
     def _add(self, series: str, names: Sequence[str], n: int) -> None:
         if n <= 0 or not names:
             return
         hour = int(self._clock() // 3600)
         with self._lock:
+            known = self._names.get((hour, series))
+            if known is None:
+                for old in [k for k in self._names if k[0] < hour - 1]:
+                    del self._names[old]  # a late event of the last hour still finds its set
+                known = self._names[(hour, series)] = set()
             for name in names:
+                if name not in known:
+                    if len(known) < self.max_names:
+                        known.add(name)
+                    else:
+                        name = OTHERS
                 key = (hour, series, name)
                 if key in self._buffer:
                     self._buffer[key] += n

@@ -389,6 +389,23 @@ def test_bad_input_gets_a_clear_page_never_a_500(site: Site) -> None:
     assert big.status_code == 413  # the login body bound of the API (http.max_login_body)
 
 
+def test_a_failed_login_keeps_the_account_only_when_it_is_a_user(fresh_site: Site) -> None:
+    site = fresh_site
+    c = site.as_user({})
+    token = site.csrf({}, "/webmail/login")
+    pasted = "Tr0ub4dor&3-my-real-password"  # typed into the e-mail field
+    for email in (pasted, "nobody@example.org", "Bob@Example.org"):
+        r = c.post("/webmail/login", data={"email": email, "password": "wrong!", "csrf": token})
+        assert r.status_code == 401
+    site.pochta.history.flush()
+    store = site.pochta.history.store
+    assert [(t.name, t.n) for t in store.tallies("login_account", 0)] == [("bob@example.org", 1)]
+    assert [(t.name, t.n) for t in store.tallies("login_ip", 0)] == [("testclient", 3)]
+    logins = site.as_user(site.login("root@example.org")).get("/admin/logins").text
+    assert "bob@example.org" in logins and "testclient" in logins
+    assert pasted not in logins and "nobody@example.org" not in logins
+
+
 def test_admin_storage_verdicts_logins_and_audits(site: Site) -> None:
     shared = payload(3, 50_000)
     for n in range(3):
@@ -469,9 +486,10 @@ def test_the_banner_needs_a_sign_with_points_and_then_shows_every_sign(site: Sit
         subject="Your account has been suspended",
         text="Dear customer, verify your account within 24 hours or it will be closed.",
     )
-    quiet, loud = site.deliver(plain, "alice@example.org")[0], site.deliver(
-        lure, "alice@example.org"
-    )[0]
+    quiet, loud = (
+        site.deliver(plain, "alice@example.org")[0],
+        site.deliver(lure, "alice@example.org")[0],
+    )
     c = site.as_user(site.login("alice@example.org"))
     page = c.get(f"/webmail/letters/{quiet}").text
     assert 'id="phishing-banner"' not in page

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from pochta.errors import StorageError
 from pochta.history import MemoryHistory, Recorder
-from pochta.history.recorder import parse_shingle_name, shingle_name
+from pochta.history.recorder import OTHERS, parse_shingle_name, shingle_name
 from pochta.types import StorageSample, Tally
 
 
@@ -34,7 +34,8 @@ def test_events_are_added_up_by_hour_and_written_on_flush() -> None:
     rec.delivered("phishing", ["PHISH_URGENCY"], copies=1)
     clock.now += 3600
     rec.delivered("ham", [], copies=2)
-    rec.login_failed("192.0.2.7", " Bob@Example.ORG ")
+    rec.login_failed("192.0.2.7", "bob@example.org")
+    rec.login_failed("192.0.2.7", None)  # an e-mail that names no user: only the IP
     rec.feedback("complaint", [(14, 0xABC, "spammer@example.net")])
     assert store.tallies("verdict", 0) == []  # nothing written before a flush
     assert rec.flush() == 7
@@ -47,7 +48,7 @@ def test_events_are_added_up_by_hour_and_written_on_flush() -> None:
         "PHISH_LINK_IP": 3,
     }
     assert [t.name for t in store.tallies("login_account", 0)] == ["bob@example.org"]
-    assert [t.name for t in store.tallies("login_ip", 0)] == ["192.0.2.7"]
+    assert [(t.name, t.n) for t in store.tallies("login_ip", 0)] == [("192.0.2.7", 2)]
     (complaint,) = store.tallies("complaint", 0)
     assert parse_shingle_name(complaint.name) == (14, 0xABC, "spammer@example.net")
     assert rec.flush() == 0
@@ -67,6 +68,27 @@ def test_memory_is_bounded_and_drops_are_counted() -> None:
         rec.login_failed("192.0.2.1", f"user{i}@example.org")
     assert rec.flush() == 10  # one IP cell and nine accounts
     assert rec.dropped == 91
+
+
+def test_a_series_keeps_at_most_max_names_an_hour_and_adds_the_rest_up() -> None:
+    store, clock = MemoryHistory(), Clock()
+    rec = Recorder(store, max_names=50, clock=clock)
+    for i in range(5000):  # an attacker's addresses (IPv6 gives any number of them)
+        rec.login_failed(f"2001:db8::{i:x}", None)
+        rec.feedback("complaint", [(8, i, f"made-up subject {i}")])
+    rec.login_failed("2001:db8::1", None)  # a name already kept this hour is still its own
+    rec.flush()
+    for series in ("login_ip", "complaint"):
+        cells = {t.name: t.n for t in store.tallies(series, 0)}
+        assert len(cells) == 51 and sum(cells.values()) == 5000 + (series == "login_ip")
+        assert cells[OTHERS] == 4950
+    assert cells["8:0000000000000031:made-up subject 49"] == 1
+    assert {t.name: t.n for t in store.tallies("login_ip", 0)}["2001:db8::1"] == 2
+    assert rec.dropped == 0
+    clock.now += 3600  # a new hour: new names again
+    rec.login_failed("198.51.100.1", None)
+    rec.flush()
+    assert [t.name for t in store.tallies("login_ip", 1001)] == ["198.51.100.1"]
 
 
 class Failing(MemoryHistory):

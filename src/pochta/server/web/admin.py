@@ -20,7 +20,7 @@ from pochta.antispam.shingles.registry import ShingleType
 from pochta.antispam.signs.registry import SPECS
 from pochta.blobs import valkyrie as vk
 from pochta.errors import InvalidInput, PochtaError
-from pochta.history.recorder import parse_shingle_name
+from pochta.history.recorder import OTHERS, parse_shingle_name
 from pochta.server.web.charts import PALETTE, Series, hbars, human_bytes, line_chart, stacked_bars
 from pochta.server.web.pages import Admin, PageRoute, PostedAdmin, Viewer, redirect, render
 from pochta.types import PairFlag, RateDecision, StorageSample
@@ -247,10 +247,12 @@ def logins(v: Admin) -> Response:
     history = v.pochta.history.store
     since = _hour() - 23
     rows: list[LoginRow] = []
+    others: dict[str, int] = {}
     for series, kind in (("login_ip", "ip"), ("login_account", "account")):
         failures: Counter[str] = Counter()
         for t in history.tallies(series, since, limit=100_000):
             failures[t.name] += t.n
+        others[kind] = failures.pop(OTHERS, 0)
         for subject, n in failures.most_common(200):
             state = None
             if guard is not None:
@@ -261,7 +263,7 @@ def logins(v: Admin) -> Response:
                     state = None
             rows.append(LoginRow(kind, subject, n, state))
     rows.sort(key=lambda r: (not r.limited, -r.failures))
-    return _page(v, "logins", rows=rows, guard=guard)
+    return _page(v, "logins", rows=rows, guard=guard, others=others)
 
 
 @router.post("/logins/reset")
