@@ -15,6 +15,7 @@ from tests.mailtools import letter, payload
 from tests.unit.web.conftest import PASSWORD, Site, make_site
 
 from pochta.antispam.shingles.registry import ShingleType
+from pochta.types import Tally
 
 PHISHING = Path(__file__).parents[2] / "data" / "phishing" / "en01_paypal_confusable.eml"
 
@@ -404,6 +405,24 @@ def test_a_failed_login_keeps_the_account_only_when_it_is_a_user(fresh_site: Sit
     logins = site.as_user(site.login("root@example.org")).get("/admin/logins").text
     assert "bob@example.org" in logins and "testclient" in logins
     assert pasted not in logins and "nobody@example.org" not in logins
+
+
+def test_admin_top_lists_show_the_newest_under_many_older_cells(fresh_site: Site) -> None:
+    site = fresh_site
+    store = site.pochta.history.store
+    old = int(time.time() // 3600) - 14 * 24 + 2  # two weeks ago, still within the window
+    store.add_tallies([Tally(old, "complaint", f"8:{i:016x}:old {i}", 1) for i in range(100_001)])
+    store.add_tallies(
+        [Tally(old, "login_ip", f"198.51.{i // 256}.{i % 256}", 1) for i in range(100_001)]
+    )
+    site.pochta.history.feedback("complaint", [(14, 0xABC, "newest@spammer.example")])
+    site.pochta.history.feedback("complaint", [(14, 0xABC, "newest@spammer.example")])
+    site.pochta.history.login_failed("203.0.113.77", None)
+    site.pochta.history.login_failed("203.0.113.77", None)
+    site.pochta.history.flush()
+    c = site.as_user(site.login("root@example.org"))
+    assert "newest@spammer.example" in c.get("/admin/verdicts").text
+    assert 'data-subject="203.0.113.77"' in c.get("/admin/logins").text
 
 
 def test_admin_storage_verdicts_logins_and_audits(site: Site) -> None:
