@@ -23,6 +23,7 @@ from pochta.types import AuditRecord, Clock, HistoryStore, StorageSample, Tally
 log = logging.getLogger("pochta.history")
 
 MAX_NAME = 200  # characters of a tally's name (a shingle's value, an e-mail) kept
+MAX_BACKOFF = 300.0  # seconds between the thread's tries while the store keeps failing
 OTHERS = "*"  # the name that adds up a series' names past ``max_names`` in one hour
 
 
@@ -113,14 +114,16 @@ class Recorder:
             return 0
         try:
             self.store.add_tallies([Tally(h, s, name, n) for (h, s, name), n in cells.items()])
-        except PochtaError as exc:
-            log.warning("history: %d tallies not written yet: %s", len(cells), exc.message)
+        except Exception as exc:
             with self._lock:
                 for key, n in cells.items():
                     if key in self._buffer or len(self._buffer) < self.max_buffered:
                         self._buffer[key] = self._buffer.get(key, 0) + n
                     else:
                         self.dropped += n
+            if not isinstance(exc, PochtaError):
+                raise  # a bug, not the store being down: the thread logs it with its traceback
+            log.warning("history: %d tallies not written yet: %s", len(cells), exc.message)
             return 0
         return len(cells)
 
@@ -144,13 +147,15 @@ class Recorder:
         self._thread.start()
 
     def _run(self) -> None:
-        next_sample = 0.0
-        if self.sampler is not None:  # a restart does not sample again before it is due
-            last = self.store.samples(self._clock() - self.sample_seconds, limit=1)
-            next_sample = last[-1].at + self.sample_seconds if last else 0.0
+        """Flush, sample when due, prune hourly; never dies: any error is logged and the next
+        round waits longer (doubling up to ``MAX_BACKOFF``), then tries again."""
+        next_sample: float | None = None  # asked of the store in the first good round
         next_prune = 0.0
+        failures = 0
         while not self._stop.is_set():
             try:
+                if next_sample is None:
+                    next_sample = self._first_sample()
                 self.flush()
                 now = self._clock()
                 if self.sampler is not None and now >= next_sample:
@@ -159,10 +164,25 @@ class Recorder:
                 if now >= next_prune:
                     self.store.prune(now - self.keep_seconds)
                     next_prune = now + 3600
+                failures = 0
             except PochtaError as exc:
-                log.warning("history: %s", exc.message)
-            self._wake.wait(self.flush_seconds)
+                failures += 1
+                log.warning("history: %s (try %d)", exc.message, failures)
+            except Exception:
+                failures += 1
+                log.exception("history: unexpected error (try %d)", failures)
+            delay = self.flush_seconds
+            if failures:
+                delay = min(delay * 2 ** min(failures, 20), max(delay, MAX_BACKOFF))
+            self._wake.wait(delay)
             self._wake.clear()
+
+    def _first_sample(self) -> float:
+        """When the first sample is due: a restart does not sample again before it is."""
+        if self.sampler is None:
+            return 0.0
+        last = self.store.samples(self._clock() - self.sample_seconds, limit=1)
+        return last[-1].at + self.sample_seconds if last else 0.0
 
     def wake(self) -> None:
         """Flush (and sample, when due) now rather than at the next tick."""

@@ -6,6 +6,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+import pytest
+
 from pochta.errors import StorageError
 from pochta.history import MemoryHistory, Recorder
 from pochta.history.recorder import OTHERS, parse_shingle_name, shingle_name
@@ -150,3 +152,52 @@ def test_a_restart_does_not_sample_again_before_it_is_due() -> None:
     rec.start()
     wait_until(lambda: len(calls) == 1)
     rec.close()
+
+
+class Flaky(MemoryHistory):
+    """A store that fails its first reads and writes, with the store's error and with a bug's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = {"samples": 2, "add_tallies": 2, "prune": 1}
+
+    def _fail(self, what: str) -> None:
+        if self.failures[what] > 0:
+            self.failures[what] -= 1
+            if what == "add_tallies":
+                raise RuntimeError("a bug")
+            raise StorageError("database is locked")
+
+    def samples(self, since: float, limit: int = 10_000) -> list[StorageSample]:
+        self._fail("samples")
+        return super().samples(since, limit)
+
+    def add_tallies(self, tallies: Sequence[Tally]) -> None:
+        self._fail("add_tallies")
+        super().add_tallies(tallies)
+
+    def prune(self, before: float) -> int:
+        self._fail("prune")
+        return super().prune(before)
+
+
+def test_the_thread_outlives_any_error_and_tries_again(caplog: pytest.LogCaptureFixture) -> None:
+    store, clock = Flaky(), Clock()
+    rec = Recorder(
+        store,
+        sample=lambda: StorageSample(clock(), 1, 1, 1, 1),
+        flush_seconds=0.001,
+        clock=clock,
+    )
+    rec.delivered("spam", [], copies=1)
+    rec.start()
+    wait_until(lambda: bool(store.tallies("verdict", 0)) and bool(store.samples(0)))
+    rec.delivered("spam", [], copies=1)  # still flushing, after five failures
+    rec.wake()
+    wait_until(lambda: store.tallies("verdict", 0)[0].n == 2)
+    rec.close()
+    assert store.failures == {"samples": 0, "add_tallies": 0, "prune": 0}
+    assert rec.dropped == 0  # the cells of the failed writes were kept for the next
+    messages = [r.getMessage() for r in caplog.records if r.name == "pochta.history"]
+    assert sum("database is locked" in m for m in messages) == 3
+    assert sum("unexpected error" in m for m in messages) == 2
