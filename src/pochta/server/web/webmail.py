@@ -6,6 +6,7 @@ counters behave the same. Plain HTML forms, no script."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import quote, urlencode
 
@@ -39,7 +40,9 @@ router = APIRouter(route_class=PageRoute, include_in_schema=False)
 LetterId = Annotated[int, Path(ge=1, le=2**53 - 1)]
 FolderField = Annotated[str, Form(min_length=1, max_length=200)]
 NOTICES = frozenset({"moved", "deleted"})
-COUNTER_KINDS = ("ham", "spam", "complaint", "unspam", "read")
+SENDER_MIN_LETTERS = 20
+"""Letters from one address over 14 days before its letters' pages say anything of them: with
+fewer, a share could tell a reader what one other reader did."""
 
 
 def _folder_url(folder: str, **more: str | int) -> str:
@@ -150,8 +153,28 @@ def folder(
     )
 
 
-def _sender_counts(v: Viewer, parsed: Letter) -> dict[str, int] | None:
-    """The counters of the letter's From address over 14 days (the shingle "14 From")."""
+@dataclass(frozen=True, slots=True)
+class Share:
+    """A share of the sender's letters, as the page says it: ``none``, ``under`` 10 % or
+    ``about`` ``percent`` (rounded to 10)."""
+
+    kind: str  # spam: judged spam by pochta; complaint: marked as spam by readers
+    say: str  # none | under | about
+    percent: int
+
+
+def share(kind: str, part: int, whole: int) -> Share:
+    if part <= 0:
+        return Share(kind, "none", 0)
+    percent = min(100, (100 * part + 5 * whole) // (10 * whole) * 10)  # to 10, half up
+    return Share(kind, "about", percent) if percent >= 10 else Share(kind, "under", 10)
+
+
+def _sender_shares(v: Viewer, parsed: Letter) -> list[Share] | None:
+    """What the counters of the letter's From address (the shingle "14 From") say over 14 days,
+    as shares of the sender's letters and only for a sender of ``SENDER_MIN_LETTERS`` or more:
+    how many were judged spam and how many readers marked as spam. Never a count of what other
+    readers did (opened, complained), which would tell one reader about another."""
     shingler = v.pochta.shingles
     found = [s for s in shingler.shingles(parsed) if s.type == ShingleType.FROM_ADDRESS]
     if not found:
@@ -160,7 +183,11 @@ def _sender_counts(v: Viewer, parsed: Letter) -> dict[str, int] | None:
         (counts,) = shingler.query([found[0].ref], ["14d"])
     except errors.PochtaError:
         return None  # the counters' store is down: the page still shows the letter
-    return {kind: int(counts["14d"].get(kind, 0)) for kind in COUNTER_KINDS}
+    c = counts["14d"]
+    letters = int(c.get("ham", 0)) + int(c.get("spam", 0))
+    if letters < SENDER_MIN_LETTERS:
+        return None
+    return [share(kind, int(c.get(kind, 0)), letters) for kind in ("spam", "complaint")]
 
 
 @router.get("/webmail/letters/{letter_id}")
@@ -196,7 +223,7 @@ def letter(
         blocked=blocked,
         images_url=_letter_url(letter_id, images=1),
         plain_url=_letter_url(letter_id),
-        counts=_sender_counts(v, parsed),
+        shares=_sender_shares(v, parsed),
         notice=notice if notice in NOTICES else "",
         in_spam=stored.folder == SPAM,
         folder_url=_folder_url,
