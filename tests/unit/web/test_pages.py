@@ -15,6 +15,8 @@ from tests.mailtools import letter, payload
 from tests.unit.web.conftest import PASSWORD, Site, make_site
 
 from pochta.antispam.shingles.registry import ShingleType
+from pochta.antispam.shingles.shingler import Shingler
+from pochta.server.web import webmail
 from pochta.types import Tally
 
 PHISHING = Path(__file__).parents[2] / "data" / "phishing" / "en01_paypal_confusable.eml"
@@ -339,6 +341,24 @@ width: expression(alert(3))">hello</p><img src="http://evil.test/pixel.gif" oner
 <iframe src="http://evil.test/frame"></iframe><form action="http://evil.test/f">
 <input name="password"></form><object data="http://evil.test/o"></object>
 <table background="http://evil.test/t.png"><tr><td>cell</td></tr></table></body></html>"""
+
+
+def test_the_letter_page_neither_sanitizes_nor_extracts_every_shingle(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page only counts the remote images (the frame's request sanitizes) and reads only
+    the From address's counters (no body words, links, attachments' shingles)."""
+    (letter_id,) = site.deliver(letter(html=HOSTILE), "alice@example.org")
+    c = site.as_user(site.login("alice@example.org"))
+
+    def not_here(*args: object, **kwargs: object) -> None:
+        raise AssertionError("not on the letter page")
+
+    monkeypatch.setattr(webmail, "sanitize", not_here)
+    monkeypatch.setattr(Shingler, "shingles", not_here)
+    page = c.get(f"/webmail/letters/{letter_id}")
+    assert page.status_code == 200 and "1 remote image(s) blocked" in page.text
+    assert c.get(f"/webmail/letters/{letter_id}?images=1").status_code == 200
 
 
 def test_hostile_html_reaches_the_frame_sanitized(site: Site) -> None:

@@ -14,10 +14,11 @@ from fastapi import APIRouter, Form, Path, Query, Request
 from starlette.responses import Response
 
 from pochta import errors
-from pochta.antispam.shingles.registry import ShingleType
+from pochta.antispam.shingles.registry import Shingle, ShingleType
 from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs.registry import Sign
 from pochta.mailbox.reading import SPAM
+from pochta.mime import normalize
 from pochta.mime.letter import Letter
 from pochta.server.web import security
 from pochta.server.web.evidence import shown
@@ -32,7 +33,7 @@ from pochta.server.web.pages import (
     redirect,
     render,
 )
-from pochta.server.web.sanitize import sanitize
+from pochta.server.web.sanitize import count_remote_images, sanitize
 from pochta.types import Folder
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -170,17 +171,23 @@ def share(kind: str, part: int, whole: int) -> Share:
     return Share(kind, "about", percent) if percent >= 10 else Share(kind, "under", 10)
 
 
+def from_shingle(parsed: Letter) -> Shingle | None:
+    """The letter's "14 From" shingle, as ``extract`` makes it, without extracting the rest
+    (the body's words, links, attachments: a test keeps the two the same)."""
+    address = normalize.address(parsed.from_address) if parsed.from_address else None
+    return Shingle.of(ShingleType.FROM_ADDRESS, address) if address else None
+
+
 def _sender_shares(v: Viewer, parsed: Letter) -> list[Share] | None:
     """What the counters of the letter's From address (the shingle "14 From") say over 14 days,
     as shares of the sender's letters and only for a sender of ``SENDER_MIN_LETTERS`` or more:
     how many were judged spam and how many readers marked as spam. Never a count of what other
     readers did (opened, complained), which would tell one reader about another."""
-    shingler = v.pochta.shingles
-    found = [s for s in shingler.shingles(parsed) if s.type == ShingleType.FROM_ADDRESS]
-    if not found:
+    from_ = from_shingle(parsed)
+    if from_ is None:
         return None
     try:
-        (counts,) = shingler.query([found[0].ref], ["14d"])
+        (counts,) = v.pochta.shingles.query([from_.ref], ["14d"])
     except errors.PochtaError:
         return None  # the counters' store is down: the page still shows the letter
     c = counts["14d"]
@@ -204,9 +211,9 @@ def letter(
         stored = box.update(v.user.id, letter_id, seen=True)
     html = parsed.body_html
     too_big = html is not None and len(html) > v.pochta.settings.web.max_html_bytes
-    blocked = 0
-    if html is not None and not too_big:
-        blocked = sanitize(html, remote_images=images).blocked_images
+    blocked = 0  # the frame's own request sanitizes; here only the count the page says
+    if html is not None and not too_big and not images:
+        blocked = count_remote_images(html)
     body_url = f"/webmail/letters/{letter_id}/body" + ("?images=1" if images else "")
     return render(
         v,
