@@ -343,6 +343,50 @@ width: expression(alert(3))">hello</p><img src="http://evil.test/pixel.gif" oner
 <table background="http://evil.test/t.png"><tr><td>cell</td></tr></table></body></html>"""
 
 
+def test_an_error_page_looks_the_session_up_once(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = site.pochta.mailbox
+    c = site.as_user(site.login("bob@example.org"))
+    calls: list[str] = []
+    real = box.authenticate
+
+    def counted(token: str) -> int:
+        calls.append(token)
+        return real(token)
+
+    monkeypatch.setattr(box, "authenticate", counted)
+    for path, status in (("/admin/storage", 403), ("/webmail/letters/999999", 404)):
+        calls.clear()
+        r = c.get(path)
+        assert r.status_code == status and "<h1>" in r.text and len(calls) == 1, (path, calls)
+    calls.clear()
+    r = c.post("/webmail/letters/999999/delete", data={"csrf": "0" * 64})
+    assert r.status_code == 403 and len(calls) == 1
+
+
+def test_any_unexpected_error_is_the_html_500_page_logged_once(
+    site: Site, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    box = site.pochta.mailbox
+    c = site.as_user(site.login("alice@example.org"))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the bug's own words /secret/path")
+
+    for where in ("folders", "authenticate"):  # in the page, and in who is looking
+        with monkeypatch.context() as m:
+            m.setattr(box, where, broken)
+            caplog.clear()
+            r = c.get("/webmail")
+        assert r.status_code == 500 and r.headers["content-type"].startswith("text/html"), where
+        assert "Something went wrong" in r.text and "could not answer" in r.text
+        assert "the bug's own words" not in r.text and "Traceback" not in r.text
+        assert "content-security-policy" in r.headers
+        logged = [rec for rec in caplog.records if rec.exc_info is not None]
+        assert len(logged) == 1 and "RuntimeError" in caplog.text, where
+
+
 def test_the_letter_page_neither_sanitizes_nor_extracts_every_shingle(
     site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:

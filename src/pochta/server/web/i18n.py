@@ -117,6 +117,10 @@ WORDS: dict[str, tuple[str, str]] = {  # key: (en, ru)
         "There is no such page or letter here.",
         "Такой страницы или письма здесь нет.",
     ),
+    "server_error": (
+        "The server could not answer; the error is in its log. Try again in a moment.",
+        "Сервер не смог ответить; ошибка записана в его журнал. Попробуйте чуть позже.",
+    ),
     "forbidden": ("Forbidden", "Доступ запрещён"),
     "forbidden_admin": (
         "These pages are for administrators.",
