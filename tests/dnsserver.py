@@ -10,22 +10,20 @@ Names outside the zones get REFUSED. Nothing here listens on or contacts anythin
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-import signal
 import socket
 import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import dns.exception
 import dns.message
 import dns.query
 import dns.rcode
 
-from tests.servers import HOST, _running, free_port
+from tests.servers import HOST, LoopbackServer, on_free_port
 
 NSD = shutil.which("nsd") or ("/usr/sbin/nsd" if Path("/usr/sbin/nsd").exists() else None)
 
@@ -72,7 +70,8 @@ def txt_rdata(value: str) -> str:
 
 
 @dataclass
-class NsdServer:
+class NsdServer(LoopbackServer):
+    what: ClassVar[str] = "nsd"
     port: int
     dir: Path
     proc: subprocess.Popen[bytes] | None = None
@@ -84,20 +83,22 @@ class NsdServer:
         if NSD is None:
             raise RuntimeError("nsd is not installed (apt-get install nsd)")
         dir.mkdir(parents=True, exist_ok=True)
-        for attempt in range(3):  # a free port can be taken before nsd binds it
-            server = cls(free_port(), dir)
-            conf = _CONF.format(host=HOST, port=server.port, dir=dir)
+
+        def make(port: int) -> NsdServer:
+            server = cls(port, dir)
+            conf = _CONF.format(host=HOST, port=port, dir=dir)
             for zone, body in zones.items():
                 (dir / f"{zone}.zone").write_text(_SOA.format(zone=zone) + body)
                 conf += f'zone:\n    name: "{zone}"\n    zonefile: "{zone}.zone"\n'
             (dir / "nsd.conf").write_text(conf)
-            try:
-                server._spawn(timeout, next(iter(zones)))
-                return server
-            except RuntimeError:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+            first = next(iter(zones))
+            assert NSD is not None
+            server._launch(
+                [NSD, "-d", "-c", str(dir / "nsd.conf")], lambda: server._answers(first), timeout
+            )
+            return server
+
+        return on_free_port(make)
 
     @property
     def address(self) -> str:
@@ -114,42 +115,6 @@ class NsdServer:
         except (dns.exception.Timeout, OSError):
             return False
         return reply.rcode() == dns.rcode.NOERROR and bool(reply.answer)
-
-    def _spawn(self, timeout: float, zone: str) -> None:
-        assert NSD is not None
-        self.proc = subprocess.Popen(
-            [NSD, "-d", "-c", str(self.dir / "nsd.conf")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        _running.add(self.proc)
-        deadline = time.monotonic() + timeout
-        while not self._answers(zone):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                tail = self.log.read_text()[-2000:] if self.log.exists() else ""
-                raise RuntimeError(f"nsd on port {self.port} did not start:\n{tail}")
-            time.sleep(0.05)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(OSError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        _running.discard(proc)
-
-    def __enter__(self) -> NsdServer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def silent_udp_port() -> tuple[socket.socket, int]:

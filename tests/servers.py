@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self, TypeVar
 
 import pytest
 import redis
@@ -70,9 +70,76 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
         time.sleep(0.05)
 
 
+T = TypeVar("T")
+
+
+def on_free_port(make: Callable[[int], T], port: int | None = None, attempts: int = 3) -> T:
+    """``make(port)`` on a free port (``port`` when given); tried again on another when the
+    server did not start (RuntimeError): a free port can be taken before the server binds it."""
+    for attempt in range(attempts):
+        try:
+            return make(port or free_port())
+        except RuntimeError:
+            if port is not None or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+class LoopbackServer:
+    """What a test server process shares: spawned, waited for until it answers (or its log's
+    tail in the error), stopped (SIGTERM, SIGKILL when it lingers), killed at exit if a test
+    did not stop it. Subclasses are dataclasses with ``port``, ``proc`` and a ``log`` path."""
+
+    what: ClassVar[str] = "server"
+    port: int
+    proc: subprocess.Popen[bytes] | None
+
+    @property
+    def log(self) -> Path:
+        raise NotImplementedError
+
+    def _launch(self, args: Sequence[str], ready: Callable[[], bool], timeout: float) -> None:
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _running.add(self.proc)
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop(signal.SIGKILL)
+                tail = self.log.read_text()[-2000:] if self.log.exists() else ""
+                raise RuntimeError(f"{self.what} on port {self.port} did not start:\n{tail}")
+            time.sleep(0.02)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                if sig == signal.SIGTERM:
+                    proc.send_signal(signal.SIGCONT)  # a paused server cannot exit
+                proc.send_signal(sig)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        _running.discard(proc)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
 @dataclass
-class RedisServer:
+class RedisServer(LoopbackServer):
     """One redis-server process on ``127.0.0.1:port`` with its files in ``dir``."""
+
+    what: ClassVar[str] = "redis-server"
 
     port: int
     dir: Path
@@ -92,15 +159,13 @@ class RedisServer:
         if REDIS_SERVER is None:
             raise RuntimeError("redis-server is not on PATH")
         dir.mkdir(parents=True, exist_ok=True)
-        for attempt in range(3):  # a free port can be taken before redis binds it
-            server = cls(port or free_port(), dir, tuple(extra), conf=conf)
-            try:
-                server._spawn()
-                return server
-            except RuntimeError:
-                if port is not None or attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+
+        def make(free: int) -> RedisServer:
+            server = cls(free, dir, tuple(extra), conf=conf)
+            server._spawn()
+            return server
+
+        return on_free_port(make, port)
 
     @property
     def url(self) -> str:
@@ -124,37 +189,10 @@ class RedisServer:
             "--logfile", str(self.log),
             *self.extra,
         ]  # fmt: skip
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _running.add(self.proc)
-        deadline = time.monotonic() + timeout
-        while not _ping(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop(signal.SIGKILL)
-                tail = self.log.read_text()[-2000:] if self.log.exists() else ""
-                raise RuntimeError(f"redis-server on port {self.port} did not start:\n{tail}")
-            time.sleep(0.02)
+        self._launch(args, lambda: _ping(self.port), timeout)
 
     def client(self, **kwargs: Any) -> redis.Redis:
         return redis.Redis(host=HOST, port=self.port, **kwargs)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(OSError):
-                if sig == signal.SIGTERM:
-                    proc.send_signal(signal.SIGCONT)  # a paused server cannot exit
-                proc.send_signal(sig)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        _running.discard(proc)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no save."""
@@ -173,12 +211,6 @@ class RedisServer:
     def resume(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGCONT)
-
-    def __enter__(self) -> RedisServer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def _cluster_node_args(dir: Path, port: int, bus: int, node_timeout_ms: int) -> list[str]:

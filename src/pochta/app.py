@@ -10,8 +10,6 @@ closes the services.
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
+from pochta import secretfile
 from pochta.antispam.model import booster as model
 from pochta.antispam.rules import ruleset as rules
 from pochta.antispam.shingles.counters import CounterStore
@@ -458,48 +457,22 @@ def _guard_backends(
 
 
 def _secret(settings: Settings, given: SecretStr | None, name: str) -> str:
-    """A secret from settings, else kept in ``<data_dir>/<name>`` (created once, mode 0600)."""
+    """A secret from settings, else kept in ``<data_dir>/<name>`` (made once, mode 0600, by
+    whichever process comes first: ``pochta.secretfile``)."""
     if given is not None:
         value = given.get_secret_value()
-        if len(value) < 16:
-            raise ConfigError(f"{name.replace('-', '_')} must be at least 16 characters long")
+        if len(value) < secretfile.MIN_LENGTH:
+            raise ConfigError(
+                f"{name.replace('-', '_')} must be at least {secretfile.MIN_LENGTH} characters long"
+            )
         return value
-    path = settings.data_dir / name
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    value = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text().strip()
-    with os.fdopen(fd, "w") as f:
-        f.write(value + "\n")
-    return value
+    return secretfile.read_or_create(settings.data_dir / name)
 
 
 def service_token(settings: Settings) -> str:
     """The blob API's bearer token: from settings, else kept in ``<data>/service-token``
     (created once, mode 0600)."""
-    if settings.service_token is not None:
-        token = settings.service_token.get_secret_value()
-        if len(token) < 16:
-            raise ConfigError("service_token must be at least 16 characters long")
-        return token
-    path = settings.data_dir / "service-token"
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    token = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text().strip()
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    return token
+    return _secret(settings, settings.service_token, "service-token")
 
 
 def web_secret(settings: Settings) -> str:

@@ -659,6 +659,11 @@ class HistoryStore(Protocol):
     def tallies(self, series: str, since_hour: int, limit: int = 10_000) -> list[Tally]:
         """A series' tallies from ``since_hour`` on, by hour then name; at most ``limit``."""
 
+    def top(self, series: str, since_hour: int, n: int = 10) -> list[tuple[str, int]]:
+        """The ``n`` names of a series with the most events from ``since_hour`` on, each with
+        its sum over those hours: most first, then by name (every hour counts, however many
+        cells there are)."""
+
     def add_audit(self, audit: AuditRecord) -> None: ...
 
     def audits(self, limit: int = 20) -> list[AuditRecord]:
@@ -681,5 +686,6 @@ class Activity(Protocol):
         """A user's "spam" (``complaint``) or "not spam" (``unspam``) on a letter whose
         shingles are (type, hash, normalized value)."""
 
-    def login_failed(self, ip: str, email: str) -> None:
-        """A wrong password or an unknown account."""
+    def login_failed(self, ip: str, account: str | None) -> None:
+        """A wrong password (``account``: the existing user's e-mail) or an unknown account
+        (``account`` None: what was typed is never passed on, people paste passwords there)."""

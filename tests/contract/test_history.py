@@ -55,6 +55,18 @@ def test_tallies_add_up_per_hour_series_and_name(history: HistoryStore) -> None:
     assert history.tallies("complaint", 0) == []
 
 
+def test_top_sums_every_hour_and_puts_the_most_first(history: HistoryStore) -> None:
+    history.add_tallies([Tally(1, "complaint", f"old {i:04d}", 2) for i in range(3000)])
+    history.add_tallies([Tally(5, "complaint", "newest", 3), Tally(5, "complaint", "old 0007", 1)])
+    history.add_tallies([Tally(6, "complaint", "newest", 4), Tally(6, "sign", "PHISH_URGENCY", 9)])
+    assert history.top("complaint", 0, 3) == [("newest", 7), ("old 0007", 3), ("old 0000", 2)]
+    assert history.top("complaint", 5, 10) == [("newest", 7), ("old 0007", 1)]
+    assert history.top("complaint", 6, 10) == [("newest", 4)]
+    assert len(history.top("complaint", 0, 5000)) == 3001
+    assert history.top("complaint", 0, 0) == [] and history.top("complaint", 7, 5) == []
+    assert history.top("sign", 0) == [("PHISH_URGENCY", 9)]
+
+
 def test_names_are_kept_as_given(history: HistoryStore) -> None:
     odd = "8:00ff00ff00ff00ff:Ваш счёт заблокирован: 'срочно' \"%_\\"
     history.add_tallies([Tally(1, "complaint", odd, 1)])

@@ -3,16 +3,22 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from tests.mailtools import letter, payload
 
 from pochta.antispam.shingles.counters import Ref
-from pochta.app import build
+from pochta.app import build, service_token, web_secret
 from pochta.cli.common import opened
 from pochta.config import Settings, load_settings
+from pochta.errors import ConfigError
 
 
 def settings(tmp_path: Path) -> Settings:
@@ -122,3 +128,77 @@ def test_learning_words_can_be_turned_off(tmp_path: Path) -> None:
         assert not (tmp_path / "data" / "words.sqlite3").exists()
     finally:
         pochta.close()
+
+
+def race(config: Settings, racers: int) -> list[str]:
+    """``web_secret`` in ``racers`` threads let go at once; what each got."""
+    got: list[str] = []
+    start = threading.Barrier(racers)
+
+    def take() -> None:
+        start.wait()
+        got.append(web_secret(config))
+
+    threads_ = [threading.Thread(target=take) for _ in range(racers)]
+    for t in threads_:
+        t.start()
+    for t in threads_:
+        t.join()
+    return got
+
+
+def test_threads_racing_for_a_new_secret_all_get_the_one_kept(tmp_path: Path) -> None:
+    for round_ in range(20):  # before the fix, most rounds of 8 threads had a loser with ""
+        data = tmp_path / str(round_)
+        data.mkdir()
+        got = race(load_settings(data_dir=data), 8)
+        kept = (data / "web-secret").read_text().strip()
+        assert len(kept) >= 16 and got == [kept] * 8
+        assert stat.S_IMODE((data / "web-secret").stat().st_mode) == 0o600
+        assert sorted(os.listdir(data)) == ["web-secret"]  # no temporary file left
+
+
+RACER = """
+import os, sys, time
+from pathlib import Path
+from pochta.secretfile import read_or_create
+go = Path(sys.argv[1]) / "go"
+while not go.exists():
+    time.sleep(0.001)
+print(read_or_create(Path(sys.argv[1]) / "service-token"))
+"""
+
+
+def test_processes_racing_for_a_new_secret_all_get_the_one_kept(tmp_path: Path) -> None:
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
+    ]
+    (tmp_path / "go").touch()
+    got = [r.communicate(timeout=60)[0].strip() for r in racers]
+    assert all(r.returncode == 0 for r in racers)
+    kept = service_token(load_settings(data_dir=tmp_path))
+    assert len(kept) >= 16 and got == [kept] * 6
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\n", b"s3cr3t\n", b"\xff\xfe" * 20],
+    ids=["empty", "blank", "short", "binary"],
+)
+def test_a_secret_file_without_a_usable_secret_is_refused_by_name(
+    tmp_path: Path, content: bytes
+) -> None:
+    (tmp_path / "web-secret").write_bytes(content)  # e.g. a crash between create and write
+    with pytest.raises(ConfigError) as caught:
+        web_secret(load_settings(data_dir=tmp_path))
+    assert str(tmp_path / "web-secret") in caught.value.message
+    assert "s3cr3t" not in caught.value.message  # never the content
+
+
+def test_a_crash_before_the_link_leaves_no_secret_behind(tmp_path: Path) -> None:
+    (tmp_path / ".web-secret.0123456789abcdef.tmp").write_text("half")  # a crashed writer's
+    value = web_secret(load_settings(data_dir=tmp_path))
+    assert len(value) >= 16 and web_secret(load_settings(data_dir=tmp_path)) == value

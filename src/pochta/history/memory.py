@@ -40,6 +40,14 @@ class MemoryHistory:
             )
         return [Tally(hour, series, name, n) for hour, name, n in found[:limit]]
 
+    def top(self, series: str, since_hour: int, n: int = 10) -> list[tuple[str, int]]:
+        sums: dict[str, int] = {}
+        with self._lock:
+            for (hour, s, name), count in self._tallies.items():
+                if s == series and hour >= since_hour:
+                    sums[name] = sums.get(name, 0) + count
+        return sorted(sums.items(), key=lambda item: (-item[1], item[0]))[: max(n, 0)]
+
     def add_audit(self, audit: AuditRecord) -> None:
         with self._lock:
             self._audits.append(audit)

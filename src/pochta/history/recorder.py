@@ -2,8 +2,12 @@
 batches, and a background thread that also samples the store's size.
 
 Memory is bounded: at most ``max_buffered`` distinct (hour, series, name) cells wait for a
-flush; events past that are dropped and counted in ``dropped`` (an attacker failing logins
-under a million made-up e-mails costs the history, never the server).
+flush; events past that are dropped and counted in ``dropped``. The history on disk is
+bounded too: a series takes at most ``max_names`` distinct names an hour (per process start);
+the events of any further name are added to the name ``OTHERS``, so totals stay right while an
+attacker failing logins from a million addresses, or complaining about a million made-up
+letters, grows the store by one cell an hour. A failed login records the account only when it
+names an existing user (``Activity.login_failed``): what was typed is never kept.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from pochta.types import AuditRecord, Clock, HistoryStore, StorageSample, Tally
 log = logging.getLogger("pochta.history")
 
 MAX_NAME = 200  # characters of a tally's name (a shingle's value, an e-mail) kept
+MAX_BACKOFF = 300.0  # seconds between the thread's tries while the store keeps failing
+OTHERS = "*"  # the name that adds up a series' names past ``max_names`` in one hour
 
 
 def shingle_name(type_: int, hash_: int, value: str) -> str:
@@ -42,6 +48,7 @@ class Recorder:
         flush_seconds: float = 5.0,
         keep_seconds: float = 90 * 86400,
         max_buffered: int = 100_000,
+        max_names: int = 1000,
         clock: Clock = time.time,
     ) -> None:
         self.store = store
@@ -50,9 +57,11 @@ class Recorder:
         self.flush_seconds = flush_seconds
         self.keep_seconds = keep_seconds
         self.max_buffered = max_buffered
+        self.max_names = max_names
         self._clock = clock
         self._lock = threading.Lock()
         self._buffer: dict[tuple[int, str, str], int] = {}
+        self._names: dict[tuple[int, str], set[str]] = {}  # this hour's names of each series
         self.dropped = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -66,16 +75,27 @@ class Recorder:
     def feedback(self, kind: str, shingles: Sequence[tuple[int, int, str]]) -> None:
         self._add(kind, [shingle_name(t, h, v) for t, h, v in shingles], 1)
 
-    def login_failed(self, ip: str, email: str) -> None:
+    def login_failed(self, ip: str, account: str | None) -> None:
         self._add("login_ip", [ip[:64]], 1)
-        self._add("login_account", [email.strip().lower()[:MAX_NAME]], 1)
+        if account is not None:
+            self._add("login_account", [account[:MAX_NAME]], 1)
 
     def _add(self, series: str, names: Sequence[str], n: int) -> None:
         if n <= 0 or not names:
             return
         hour = int(self._clock() // 3600)
         with self._lock:
+            known = self._names.get((hour, series))
+            if known is None:
+                for old in [k for k in self._names if k[0] < hour - 1]:
+                    del self._names[old]  # a late event of the last hour still finds its set
+                known = self._names[(hour, series)] = set()
             for name in names:
+                if name not in known:
+                    if len(known) < self.max_names:
+                        known.add(name)
+                    else:
+                        name = OTHERS
                 key = (hour, series, name)
                 if key in self._buffer:
                     self._buffer[key] += n
@@ -94,14 +114,16 @@ class Recorder:
             return 0
         try:
             self.store.add_tallies([Tally(h, s, name, n) for (h, s, name), n in cells.items()])
-        except PochtaError as exc:
-            log.warning("history: %d tallies not written yet: %s", len(cells), exc.message)
+        except Exception as exc:
             with self._lock:
                 for key, n in cells.items():
                     if key in self._buffer or len(self._buffer) < self.max_buffered:
                         self._buffer[key] = self._buffer.get(key, 0) + n
                     else:
                         self.dropped += n
+            if not isinstance(exc, PochtaError):
+                raise  # a bug, not the store being down: the thread logs it with its traceback
+            log.warning("history: %d tallies not written yet: %s", len(cells), exc.message)
             return 0
         return len(cells)
 
@@ -125,13 +147,15 @@ class Recorder:
         self._thread.start()
 
     def _run(self) -> None:
-        next_sample = 0.0
-        if self.sampler is not None:  # a restart does not sample again before it is due
-            last = self.store.samples(self._clock() - self.sample_seconds, limit=1)
-            next_sample = last[-1].at + self.sample_seconds if last else 0.0
+        """Flush, sample when due, prune hourly; never dies: any error is logged and the next
+        round waits longer (doubling up to ``MAX_BACKOFF``), then tries again."""
+        next_sample: float | None = None  # asked of the store in the first good round
         next_prune = 0.0
+        failures = 0
         while not self._stop.is_set():
             try:
+                if next_sample is None:
+                    next_sample = self._first_sample()
                 self.flush()
                 now = self._clock()
                 if self.sampler is not None and now >= next_sample:
@@ -140,10 +164,25 @@ class Recorder:
                 if now >= next_prune:
                     self.store.prune(now - self.keep_seconds)
                     next_prune = now + 3600
+                failures = 0
             except PochtaError as exc:
-                log.warning("history: %s", exc.message)
-            self._wake.wait(self.flush_seconds)
+                failures += 1
+                log.warning("history: %s (try %d)", exc.message, failures)
+            except Exception:
+                failures += 1
+                log.exception("history: unexpected error (try %d)", failures)
+            delay = self.flush_seconds
+            if failures:
+                delay = min(delay * 2 ** min(failures, 20), max(delay, MAX_BACKOFF))
+            self._wake.wait(delay)
             self._wake.clear()
+
+    def _first_sample(self) -> float:
+        """When the first sample is due: a restart does not sample again before it is."""
+        if self.sampler is None:
+            return 0.0
+        last = self.store.samples(self._clock() - self.sample_seconds, limit=1)
+        return last[-1].at + self.sample_seconds if last else 0.0
 
     def wake(self) -> None:
         """Flush (and sample, when due) now rather than at the next tick."""

@@ -90,6 +90,14 @@ class SQLiteHistory:
         )
         return [Tally(int(hour), series, str(name), int(n)) for hour, name, n in rows]
 
+    def top(self, series: str, since_hour: int, n: int = 10) -> list[tuple[str, int]]:
+        rows = self._db.query(
+            "SELECT name, SUM(n) AS total FROM tallies WHERE series = ? AND hour >= ?"
+            " GROUP BY name ORDER BY total DESC, name LIMIT ?",
+            (series, since_hour, max(n, 0)),
+        )
+        return [(str(name), int(total)) for name, total in rows]
+
     def add_audit(self, audit: AuditRecord) -> None:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(

@@ -61,7 +61,9 @@ class Users:
     def check_password(self, email: str, password: str) -> User:
         """The user whose password this is; the same InvalidCredentials for an unknown e-mail
         and a wrong password (an unknown e-mail costs one hash too, so timing tells nothing)."""
-        user = self.index.user(email)
+        return self._check(self.index.user(email), password)
+
+    def _check(self, user: User | None, password: str) -> User:
         if user is None:
             verify_password(_dummy_hash(), password)
             raise InvalidCredentials("wrong e-mail or password")
@@ -91,14 +93,15 @@ class Users:
         except RateLimited:
             metrics.login_failed("rate_limited")
             raise
+        found = self.index.user(email)
         try:
-            user = self.check_password(email, password)
+            user = self._check(found, password)
         except InvalidCredentials:
             metrics.login_failed("invalid_credentials")
             if self.logins is not None:
                 self.logins.failed(ip, email)
-            if self.activity is not None:
-                self.activity.login_failed(ip, email)
+            if self.activity is not None:  # what was typed is kept only when it is a user
+                self.activity.login_failed(ip, None if found is None else found.email)
             raise
         except ResetRequired:  # a right (leaked) password: what credential stuffing finds
             metrics.login_failed("password_reset_required")

@@ -222,7 +222,7 @@ def message(
 ) -> MessageDetailOut:
     letter, parsed = box.message(user, message_id)
     if not peek and not letter.seen:
-        letter = box.update(user, message_id, seen=True)
+        letter = box.update(user, message_id, seen=True, parsed=parsed)
     base: dict[str, Any] = MessageOut.of(letter).model_dump()
     signs = phishing.check(parsed)
     return MessageDetailOut(

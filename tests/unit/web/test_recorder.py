@@ -6,9 +6,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+import pytest
+
 from pochta.errors import StorageError
 from pochta.history import MemoryHistory, Recorder
-from pochta.history.recorder import parse_shingle_name, shingle_name
+from pochta.history.recorder import OTHERS, parse_shingle_name, shingle_name
 from pochta.types import StorageSample, Tally
 
 
@@ -34,7 +36,8 @@ def test_events_are_added_up_by_hour_and_written_on_flush() -> None:
     rec.delivered("phishing", ["PHISH_URGENCY"], copies=1)
     clock.now += 3600
     rec.delivered("ham", [], copies=2)
-    rec.login_failed("192.0.2.7", " Bob@Example.ORG ")
+    rec.login_failed("192.0.2.7", "bob@example.org")
+    rec.login_failed("192.0.2.7", None)  # an e-mail that names no user: only the IP
     rec.feedback("complaint", [(14, 0xABC, "spammer@example.net")])
     assert store.tallies("verdict", 0) == []  # nothing written before a flush
     assert rec.flush() == 7
@@ -47,7 +50,7 @@ def test_events_are_added_up_by_hour_and_written_on_flush() -> None:
         "PHISH_LINK_IP": 3,
     }
     assert [t.name for t in store.tallies("login_account", 0)] == ["bob@example.org"]
-    assert [t.name for t in store.tallies("login_ip", 0)] == ["192.0.2.7"]
+    assert [(t.name, t.n) for t in store.tallies("login_ip", 0)] == [("192.0.2.7", 2)]
     (complaint,) = store.tallies("complaint", 0)
     assert parse_shingle_name(complaint.name) == (14, 0xABC, "spammer@example.net")
     assert rec.flush() == 0
@@ -67,6 +70,27 @@ def test_memory_is_bounded_and_drops_are_counted() -> None:
         rec.login_failed("192.0.2.1", f"user{i}@example.org")
     assert rec.flush() == 10  # one IP cell and nine accounts
     assert rec.dropped == 91
+
+
+def test_a_series_keeps_at_most_max_names_an_hour_and_adds_the_rest_up() -> None:
+    store, clock = MemoryHistory(), Clock()
+    rec = Recorder(store, max_names=50, clock=clock)
+    for i in range(5000):  # an attacker's addresses (IPv6 gives any number of them)
+        rec.login_failed(f"2001:db8::{i:x}", None)
+        rec.feedback("complaint", [(8, i, f"made-up subject {i}")])
+    rec.login_failed("2001:db8::1", None)  # a name already kept this hour is still its own
+    rec.flush()
+    for series in ("login_ip", "complaint"):
+        cells = {t.name: t.n for t in store.tallies(series, 0)}
+        assert len(cells) == 51 and sum(cells.values()) == 5000 + (series == "login_ip")
+        assert cells[OTHERS] == 4950
+    assert cells["8:0000000000000031:made-up subject 49"] == 1
+    assert {t.name: t.n for t in store.tallies("login_ip", 0)}["2001:db8::1"] == 2
+    assert rec.dropped == 0
+    clock.now += 3600  # a new hour: new names again
+    rec.login_failed("198.51.100.1", None)
+    rec.flush()
+    assert [t.name for t in store.tallies("login_ip", 1001)] == ["198.51.100.1"]
 
 
 class Failing(MemoryHistory):
@@ -128,3 +152,52 @@ def test_a_restart_does_not_sample_again_before_it_is_due() -> None:
     rec.start()
     wait_until(lambda: len(calls) == 1)
     rec.close()
+
+
+class Flaky(MemoryHistory):
+    """A store that fails its first reads and writes, with the store's error and with a bug's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = {"samples": 2, "add_tallies": 2, "prune": 1}
+
+    def _fail(self, what: str) -> None:
+        if self.failures[what] > 0:
+            self.failures[what] -= 1
+            if what == "add_tallies":
+                raise RuntimeError("a bug")
+            raise StorageError("database is locked")
+
+    def samples(self, since: float, limit: int = 10_000) -> list[StorageSample]:
+        self._fail("samples")
+        return super().samples(since, limit)
+
+    def add_tallies(self, tallies: Sequence[Tally]) -> None:
+        self._fail("add_tallies")
+        super().add_tallies(tallies)
+
+    def prune(self, before: float) -> int:
+        self._fail("prune")
+        return super().prune(before)
+
+
+def test_the_thread_outlives_any_error_and_tries_again(caplog: pytest.LogCaptureFixture) -> None:
+    store, clock = Flaky(), Clock()
+    rec = Recorder(
+        store,
+        sample=lambda: StorageSample(clock(), 1, 1, 1, 1),
+        flush_seconds=0.001,
+        clock=clock,
+    )
+    rec.delivered("spam", [], copies=1)
+    rec.start()
+    wait_until(lambda: bool(store.tallies("verdict", 0)) and bool(store.samples(0)))
+    rec.delivered("spam", [], copies=1)  # still flushing, after five failures
+    rec.wake()
+    wait_until(lambda: store.tallies("verdict", 0)[0].n == 2)
+    rec.close()
+    assert store.failures == {"samples": 0, "add_tallies": 0, "prune": 0}
+    assert rec.dropped == 0  # the cells of the failed writes were kept for the next
+    messages = [r.getMessage() for r in caplog.records if r.name == "pochta.history"]
+    assert sum("database is locked" in m for m in messages) == 3
+    assert sum("unexpected error" in m for m in messages) == 2

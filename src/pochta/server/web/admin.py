@@ -7,7 +7,7 @@ leak audits. Charts are SVG drawn on the server (``charts``)."""
 from __future__ import annotations
 
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -20,7 +20,7 @@ from pochta.antispam.shingles.registry import ShingleType
 from pochta.antispam.signs.registry import SPECS
 from pochta.blobs import valkyrie as vk
 from pochta.errors import InvalidInput, PochtaError
-from pochta.history.recorder import parse_shingle_name
+from pochta.history.recorder import OTHERS, parse_shingle_name
 from pochta.server.web.charts import PALETTE, Series, hbars, human_bytes, line_chart, stacked_bars
 from pochta.server.web.pages import Admin, PageRoute, PostedAdmin, Viewer, redirect, render
 from pochta.types import PairFlag, RateDecision, StorageSample
@@ -32,6 +32,7 @@ FLAGS = {"readonly": PairFlag.READONLY, "service": PairFlag.SERVICE, "locked": P
 SECTIONS = ("storage", "pairs", "valkyrie", "verdicts", "logins", "audits")
 HOURS_SHOWN = 48
 TOP = 10
+LOGINS_LISTED = 200  # IPs and accounts each on /admin/logins
 
 
 def _page(v: Viewer, section: str, **context: Any) -> Response:
@@ -143,8 +144,7 @@ def _sign_name(v: Viewer, symbol: str) -> str:
     return text[: min((i for c in ":;.,(" if (i := text.find(c)) >= 0), default=len(text))]
 
 
-def _signs_chart(v: Viewer, counts: Counter[str], title: str) -> Markup:
-    top = counts.most_common(TOP)
+def _signs_chart(v: Viewer, top: list[tuple[str, int]], title: str) -> Markup:
     return hbars(
         [(_sign_name(v, s), n) for s, n in top],
         title=title,
@@ -169,22 +169,16 @@ def verdicts(v: Admin) -> Response:
         title="letters per hour by verdict",
     )
     totals = {label: sum(per[label].values()) for label in ("ham", "spam", "phishing")}
-    signs_day: Counter[str] = Counter()
-    for t in history.tallies("sign", now - 23):
-        signs_day[t.name] += t.n
-    signs_2w: Counter[str] = Counter()
-    for t in history.tallies("sign", now - 14 * 24 + 1, limit=100_000):
-        signs_2w[t.name] += t.n
-    complaints: Counter[str] = Counter()
-    for t in history.tallies("complaint", now - 14 * 24 + 1, limit=100_000):
-        complaints[t.name] += t.n
+    signs_day = history.top("sign", now - 23, TOP)
+    signs_2w = history.top("sign", now - 14 * 24 + 1, TOP)
     top = []
-    for name, n in complaints.most_common(TOP):
+    for name, n in history.top("complaint", now - 14 * 24 + 1, TOP + 1):  # + 1: OTHERS
         try:
             type_, hash_, value = parse_shingle_name(name)
         except ValueError:
             continue
         top.append(TopShingle(_type_name(type_), value, f"{hash_:016x}", n, Ref(type_, hash_)))
+    del top[TOP:]
     for row, counts in zip(top, _live_counts([row.ref for row in top], v), strict=True):
         row.counters = counts
     return _page(
@@ -247,11 +241,11 @@ def logins(v: Admin) -> Response:
     history = v.pochta.history.store
     since = _hour() - 23
     rows: list[LoginRow] = []
+    others: dict[str, int] = {}
     for series, kind in (("login_ip", "ip"), ("login_account", "account")):
-        failures: Counter[str] = Counter()
-        for t in history.tallies(series, since, limit=100_000):
-            failures[t.name] += t.n
-        for subject, n in failures.most_common(200):
+        failures = dict(history.top(series, since, LOGINS_LISTED + 1))  # + 1: OTHERS
+        others[kind] = failures.pop(OTHERS, 0)
+        for subject, n in list(failures.items())[:LOGINS_LISTED]:
             state = None
             if guard is not None:
                 limit = guard.per_ip if kind == "ip" else guard.per_account
@@ -261,7 +255,7 @@ def logins(v: Admin) -> Response:
                     state = None
             rows.append(LoginRow(kind, subject, n, state))
     rows.sort(key=lambda r: (not r.limited, -r.failures))
-    return _page(v, "logins", rows=rows, guard=guard)
+    return _page(v, "logins", rows=rows, guard=guard, others=others)
 
 
 @router.post("/logins/reset")

@@ -3,6 +3,7 @@ the route class that turns errors into HTML pages (the API's JSON errors stay th
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Coroutine
@@ -15,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from pochta import errors
 from pochta.app import Pochta
@@ -24,6 +25,8 @@ from pochta.server.web import security
 from pochta.server.web.charts import human_bytes
 from pochta.server.web.i18n import Lang, choose, word
 from pochta.types import User
+
+log = logging.getLogger("pochta.http")
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 templates.env.globals["word"] = word
@@ -50,6 +53,7 @@ class Viewer:
     user: User | None
     session: str | None  # the session token (from the cookie), when logged in
     csrf: str
+    binding: str | None = None  # what the forms' CSRF token is bound to: session or login nonce
 
     @property
     def pochta(self) -> Pochta:
@@ -65,9 +69,16 @@ def secret(request: Request) -> str:
     return value
 
 
+def _lang(request: Request) -> Lang:
+    return choose(request.cookies.get(security.LANG_COOKIE), request.headers.get("accept-language"))
+
+
 def viewer(request: Request) -> Viewer:
-    """Whoever is looking: a user when the session cookie is valid, else nobody."""
-    lang = choose(request.cookies.get(security.LANG_COOKIE), request.headers.get("accept-language"))
+    """Whoever is looking: a user when the session cookie is valid, else nobody. Worked out
+    once a request (kept on ``request.state``: an error page does not look again)."""
+    known: Viewer | None = getattr(request.state, "pochta_viewer", None)
+    if known is not None:
+        return known
     pochta: Pochta = request.app.state.pochta
     token = request.cookies.get(security.SESSION_COOKIE)
     user = None
@@ -76,54 +87,58 @@ def viewer(request: Request) -> Viewer:
             user = pochta.mailbox.index.user_by_id(pochta.mailbox.authenticate(token))
         except errors.InvalidCredentials:
             user = None
-    if user is None:
-        token = None
-        binding = request.cookies.get(security.LOGIN_COOKIE) or ""
+    if user is None or token is None:
+        session = None
+        binding = request.cookies.get(security.LOGIN_COOKIE) or None
     else:
-        binding = "session:" + token  # type: ignore[operator]
+        session = token
+        binding = "session:" + token
     csrf = security.csrf_token(secret(request), binding) if binding else ""
-    return Viewer(request, lang, user, token, csrf)
+    v = Viewer(request, _lang(request), user, session, csrf, binding)
+    request.state.pochta_viewer = v
+    return v
 
 
-def reader(v: Annotated[Viewer, Depends(viewer)]) -> Viewer:
-    """A logged-in reader, else off to the login form."""
+def _as_reader(v: Viewer) -> Viewer:
     if v.user is None:
         raise LoginRequired
     return v
 
 
-def admin(v: Annotated[Viewer, Depends(reader)]) -> Viewer:
-    """An administrator, else 403."""
+def _as_admin(v: Viewer) -> Viewer:
     if v.user is None or not v.user.admin:
         raise Forbidden("forbidden_admin")
     return v
 
 
 def checked(
-    request: Request,
     v: Annotated[Viewer, Depends(viewer)],
     csrf: Annotated[str, Form(max_length=128)] = "",
 ) -> Viewer:
     """A form post whose CSRF token belongs to this session (or login attempt), else 403."""
-    if v.user is not None and v.session is not None:
-        binding: str | None = "session:" + v.session
-    else:
-        binding = request.cookies.get(security.LOGIN_COOKIE)
-    if not security.csrf_ok(secret(request), binding, csrf):
+    if not security.csrf_ok(secret(v.request), v.binding, csrf):
         raise Forbidden("forbidden_csrf")
     return v
 
 
+def reader(v: Annotated[Viewer, Depends(viewer)]) -> Viewer:
+    """A logged-in reader, else off to the login form."""
+    return _as_reader(v)
+
+
+def admin(v: Annotated[Viewer, Depends(reader)]) -> Viewer:
+    """An administrator, else 403."""
+    return _as_admin(v)
+
+
 def posted_reader(v: Annotated[Viewer, Depends(checked)]) -> Viewer:
-    if v.user is None:
-        raise LoginRequired
-    return v
+    """``reader``, for a form post with a valid CSRF token."""
+    return _as_reader(v)
 
 
 def posted_admin(v: Annotated[Viewer, Depends(posted_reader)]) -> Viewer:
-    if v.user is None or not v.user.admin:
-        raise Forbidden("forbidden_admin")
-    return v
+    """``admin``, for a form post with a valid CSRF token."""
+    return _as_admin(v)
 
 
 Anyone = Annotated[Viewer, Depends(viewer)]
@@ -155,12 +170,17 @@ def redirect(url: str) -> Response:
     return security.protect(RedirectResponse(url, status_code=303))
 
 
-def _error_page(request: Request, status: int, title: str, text: str) -> Response:
-    v = viewer(request)
+def _error_page(request: Request, status: int, title: str, text: str | None = None) -> Response:
+    """The HTML page of an error; ``text`` None: the title's own explanation (``<title>_text``)."""
+    try:
+        v = viewer(request)
+    except Exception:  # the index itself is failing: the page still says so, as nobody
+        v = Viewer(request, _lang(request), None, None, "")
     headers = {}
     if status == 429:
         headers["Retry-After"] = "60"
-    return render(v, "error.html", status, headers, title=v.word(title), text=text)
+    body = v.word(f"{title}_text") if text is None else text
+    return render(v, "error.html", status, headers, title=v.word(title), text=body)
 
 
 def _problems(exc: RequestValidationError) -> str:
@@ -171,9 +191,21 @@ def _problems(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
+def _server_error(request: Request) -> Response:
+    """The 500 page, as HTML whatever failed (a plain one when even the template fails)."""
+    try:
+        return _error_page(request, 500, "error", word(_lang(request), "server_error"))
+    except Exception:
+        log.exception("the error page itself failed on %s", request.url.path)
+        return security.protect(
+            HTMLResponse("<!doctype html><title>500</title><h1>Something went wrong</h1>", 500)
+        )
+
+
 class PageRoute(APIRoute):
     """A page's route: no login sends to the login form; errors are HTML pages with the
-    status the API would give (someone else's letter: 404, like one that is not there)."""
+    status the API would give (someone else's letter: 404, like one that is not there); any
+    other exception is logged once and answered with the HTML 500 page."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -184,8 +216,7 @@ class PageRoute(APIRoute):
             except LoginRequired:
                 return redirect("/webmail/login")
             except Forbidden as exc:
-                v = viewer(request)
-                return _error_page(request, 403, "forbidden", v.word(exc.reason))
+                return _error_page(request, 403, "forbidden", word(_lang(request), exc.reason))
             except errors.RateLimited as exc:
                 response = _error_page(request, 429, "error", exc.message)
                 response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
@@ -193,15 +224,16 @@ class PageRoute(APIRoute):
             except errors.PochtaError as exc:
                 status = status_of(exc)
                 if status == 404:
-                    v = viewer(request)
-                    return _error_page(request, 404, "not_found", v.word("not_found_text"))
+                    return _error_page(request, 404, "not_found")
                 return _error_page(request, status, "error", exc.message)
             except RequestValidationError as exc:
-                v = viewer(request)
                 if any(err.get("loc", ("",))[0] == "path" for err in exc.errors()):
-                    return _error_page(request, 404, "not_found", v.word("not_found_text"))
+                    return _error_page(request, 404, "not_found")
                 return _error_page(request, 400, "error", _problems(exc))
             except HTTPException as exc:
                 return _error_page(request, exc.status_code, "error", str(exc.detail))
+            except Exception:
+                log.exception("unexpected error on %s %s", request.method, request.url.path)
+                return _server_error(request)
 
         return page

@@ -6,6 +6,7 @@ counters behave the same. Plain HTML forms, no script."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import quote, urlencode
 
@@ -13,10 +14,11 @@ from fastapi import APIRouter, Form, Path, Query, Request
 from starlette.responses import Response
 
 from pochta import errors
-from pochta.antispam.shingles.registry import ShingleType
+from pochta.antispam.shingles.registry import Shingle, ShingleType
 from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs.registry import Sign
 from pochta.mailbox.reading import SPAM
+from pochta.mime import normalize
 from pochta.mime.letter import Letter
 from pochta.server.web import security
 from pochta.server.web.evidence import shown
@@ -31,7 +33,7 @@ from pochta.server.web.pages import (
     redirect,
     render,
 )
-from pochta.server.web.sanitize import sanitize
+from pochta.server.web.sanitize import count_remote_images, sanitize
 from pochta.types import Folder
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -39,7 +41,9 @@ router = APIRouter(route_class=PageRoute, include_in_schema=False)
 LetterId = Annotated[int, Path(ge=1, le=2**53 - 1)]
 FolderField = Annotated[str, Form(min_length=1, max_length=200)]
 NOTICES = frozenset({"moved", "deleted"})
-COUNTER_KINDS = ("ham", "spam", "complaint", "unspam", "read")
+SENDER_MIN_LETTERS = 20
+"""Letters from one address over 14 days before its letters' pages say anything of them: with
+fewer, a share could tell a reader what one other reader did."""
 
 
 def _folder_url(folder: str, **more: str | int) -> str:
@@ -150,17 +154,47 @@ def folder(
     )
 
 
-def _sender_counts(v: Viewer, parsed: Letter) -> dict[str, int] | None:
-    """The counters of the letter's From address over 14 days (the shingle "14 From")."""
-    shingler = v.pochta.shingles
-    found = [s for s in shingler.shingles(parsed) if s.type == ShingleType.FROM_ADDRESS]
-    if not found:
+@dataclass(frozen=True, slots=True)
+class Share:
+    """A share of the sender's letters, as the page says it: ``none``, ``under`` 10 % or
+    ``about`` ``percent`` (rounded to 10)."""
+
+    kind: str  # spam: judged spam by pochta; complaint: marked as spam by readers
+    say: str  # none | under | about
+    percent: int
+
+
+def share(kind: str, part: int, whole: int) -> Share:
+    if part <= 0:
+        return Share(kind, "none", 0)
+    percent = min(100, (100 * part + 5 * whole) // (10 * whole) * 10)  # to 10, half up
+    return Share(kind, "about", percent) if percent >= 10 else Share(kind, "under", 10)
+
+
+def from_shingle(parsed: Letter) -> Shingle | None:
+    """The letter's "14 From" shingle, as ``extract`` makes it, without extracting the rest
+    (the body's words, links, attachments: a test keeps the two the same)."""
+    address = normalize.address(parsed.from_address) if parsed.from_address else None
+    return Shingle.of(ShingleType.FROM_ADDRESS, address) if address else None
+
+
+def _sender_shares(v: Viewer, parsed: Letter) -> list[Share] | None:
+    """What the counters of the letter's From address (the shingle "14 From") say over 14 days,
+    as shares of the sender's letters and only for a sender of ``SENDER_MIN_LETTERS`` or more:
+    how many were judged spam and how many readers marked as spam. Never a count of what other
+    readers did (opened, complained), which would tell one reader about another."""
+    from_ = from_shingle(parsed)
+    if from_ is None:
         return None
     try:
-        (counts,) = shingler.query([found[0].ref], ["14d"])
+        (counts,) = v.pochta.shingles.query([from_.ref], ["14d"])
     except errors.PochtaError:
         return None  # the counters' store is down: the page still shows the letter
-    return {kind: int(counts["14d"].get(kind, 0)) for kind in COUNTER_KINDS}
+    c = counts["14d"]
+    letters = int(c.get("ham", 0)) + int(c.get("spam", 0))
+    if letters < SENDER_MIN_LETTERS:
+        return None
+    return [share(kind, int(c.get(kind, 0)), letters) for kind in ("spam", "complaint")]
 
 
 @router.get("/webmail/letters/{letter_id}")
@@ -174,12 +208,12 @@ def letter(
     box = v.pochta.mailbox
     stored, parsed = box.message(v.user.id, letter_id)
     if not stored.seen:  # opening it counts as a read, as GET /v1/messages/{id} does
-        stored = box.update(v.user.id, letter_id, seen=True)
+        stored = box.update(v.user.id, letter_id, seen=True, parsed=parsed)
     html = parsed.body_html
     too_big = html is not None and len(html) > v.pochta.settings.web.max_html_bytes
-    blocked = 0
-    if html is not None and not too_big:
-        blocked = sanitize(html, remote_images=images).blocked_images
+    blocked = 0  # the frame's own request sanitizes; here only the count the page says
+    if html is not None and not too_big and not images:
+        blocked = count_remote_images(html)
     body_url = f"/webmail/letters/{letter_id}/body" + ("?images=1" if images else "")
     return render(
         v,
@@ -196,7 +230,7 @@ def letter(
         blocked=blocked,
         images_url=_letter_url(letter_id, images=1),
         plain_url=_letter_url(letter_id),
-        counts=_sender_counts(v, parsed),
+        shares=_sender_shares(v, parsed),
         notice=notice if notice in NOTICES else "",
         in_spam=stored.folder == SPAM,
         folder_url=_folder_url,
