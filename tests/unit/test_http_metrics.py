@@ -12,7 +12,10 @@ from pochta.config import load_settings
 from pochta.server.http import create_app
 
 QUICK: dict[str, Any] = {
-    "smtp": {"enabled": False}, "antispam": {"workers": 0}, "valkyrie": {"enabled": False}
+    "smtp": {"enabled": False},
+    "imap": {"enabled": False},
+    "antispam": {"workers": 0},
+    "valkyrie": {"enabled": False},
 }
 
 

@@ -46,7 +46,12 @@ LETTER = (
 def test_such_a_letter_is_delivered_and_opened(tmp_path: Path) -> None:
     parsed = parse(LETTER)
     assert parsed.subject == "a\ufffdb"
-    s = load_settings(data_dir=tmp_path / "data", smtp={"enabled": False}, antispam={"workers": 0})
+    s = load_settings(
+        data_dir=tmp_path / "data",
+        smtp={"enabled": False},
+        imap={"enabled": False},
+        antispam={"workers": 0},
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         client = TestClient(create_app(s))

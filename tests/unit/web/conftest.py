@@ -62,6 +62,7 @@ def make_site(tmp_path: Path, base_url: str = "http://testserver") -> Iterator[S
     settings = load_settings(
         data_dir=tmp_path / "data",
         smtp={"enabled": False},
+        imap={"enabled": False},
         valkyrie={"enabled": False},
         antispam={"workers": 0},
     )
