@@ -79,6 +79,12 @@ def slow_cases(name: str, rx: re.Pattern[str]) -> list[str]:
             t_small = max(cpu(lambda: run(small), 1.0), FLOOR)  # noqa: B023
             budget = GROWTH * t_small
             t_big = cpu(lambda: run(big), budget)  # noqa: B023
+            for _ in range(2):  # a loaded machine can slow one run; a super-linear pattern
+                if t_big <= budget:  # is over its budget every time
+                    break
+                t_small = max(t_small, cpu(lambda: run(small), 1.0))  # noqa: B023
+                budget = GROWTH * t_small
+                t_big = min(t_big, cpu(lambda: run(big), budget))  # noqa: B023
             if t_big > budget:
                 slow.append(f"{prefix!r} + {piece!r} x n: {t_small:.4f} s at {SMALL}, over "
                             f"{budget:.3f} s at {BIG}")  # fmt: skip
