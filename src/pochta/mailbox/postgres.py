@@ -453,16 +453,20 @@ class PostgresIndex:
         folder: str | None = None,
     ) -> Updated | None:
         def op(conn: Conn) -> Updated | None:
-            row = conn.execute(
-                _LETTER + "WHERE l.id = %s AND l.user_id = %s AND l.state = 1 FOR UPDATE OF l",
+            # the letter's row alone is locked first: a FOR UPDATE over the join with folders
+            # re-checks a row another transaction just moved against the folder it left
+            # (PostgreSQL's EvalPlanQual), and would not find it
+            locked = conn.execute(
+                "SELECT folder_id FROM pochta.letters"
+                " WHERE id = %s AND user_id = %s AND state = 1 FOR UPDATE",
                 (letter_id, user_id),
             ).fetchone()
-            if row is None:
+            if locked is None:
                 return None
+            current = locked[0]
+            row = conn.execute(_LETTER + "WHERE l.id = %s", (letter_id,)).fetchone()
+            assert row is not None
             folder_id = None if folder is None else self._folder_id(conn, user_id, folder)
-            (current,) = conn.execute(
-                "SELECT folder_id FROM pochta.letters WHERE id = %s", (letter_id,)
-            ).fetchone() or (None,)
             uid = None
             if folder_id is not None and folder_id != current:  # a move: the folder's next UID
                 (uid,) = self._next_uids(conn, [folder_id])
