@@ -9,6 +9,7 @@ server of its own.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -224,6 +225,37 @@ def test_two_pochtas_share_one_mailbox_and_fsck_is_clean(postgres_dsn: str, tmp_
     finally:
         one.close()
         two.close()
+
+
+def test_valkyrie_stats_read_the_state_in_postgres(
+    postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``valkyrie.backend = "postgres"``, a pass run by one machine is what ``pochta
+    valkyrie stats`` and ``pochta stats`` on another show (not that machine's own SQLite
+    file, which stays empty)."""
+    scrubber = build(pg_settings(tmp_path / "storage-host", postgres_dsn))
+    try:
+        ann = scrubber.mailbox.add_user("ann@example.org", "a long enough password")
+        scrubber.mailbox.deliver(letter(attachments=[("a.bin", payload(3, 20_000))]), [ann])
+        pair = scrubber.blobs.pairs()[0]
+        report = scrubber.valkyrie.run_disk(pair, 0)
+        assert report.counts.checked == 1
+    finally:
+        scrubber.close()
+    monkeypatch.setenv("POCHTA_POSTGRES__DSN", postgres_dsn)
+    for section, values in ALL_POSTGRES.items():
+        for key, value in values.items():
+            monkeypatch.setenv(f"POCHTA_{section.upper()}__{key.upper()}", str(value).lower())
+    other = str(tmp_path / "loader")
+    (tmp_path / "loader").mkdir()
+    code, out, err = pochta_cli("valkyrie", "stats", "--json", "--data", other)
+    assert code == 0, err
+    stats = json.loads(out)
+    assert stats["checked"] == 1 and [d["passes"] for d in stats["disks"]] == [1]
+    code, out, err = pochta_cli("stats", "--json", "--data", other)
+    assert code == 0, err
+    assert json.loads(out)["valkyrie"]["checked"] == 1
+    assert not (tmp_path / "loader" / "valkyrie.sqlite3").exists()
 
 
 # -- a crash of PostgreSQL ----------------------------------------------------------------------

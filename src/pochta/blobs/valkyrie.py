@@ -752,12 +752,3 @@ class ValkyrieRunner:
                 if exc.code == "not_found":  # the pair was retired
                     return
             self._stop.wait(self.valkyrie.config.pass_interval_seconds)
-
-
-def summary(data_dir: Path) -> dict[str, Any]:
-    """What every Valkyrie run against this data directory did (``pochta stats``)."""
-    state = ValkyrieState(data_dir / STATE_FILE)
-    try:
-        return state.summary()
-    finally:
-        state.close()

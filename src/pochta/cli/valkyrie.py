@@ -148,5 +148,5 @@ def _one(valkyrie: vk.Valkyrie, pair: Any, index: int, json_output: bool) -> vk.
 def stats(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt = False) -> None:
     """What Valkyrie has done so far, in total and per disk."""
     with opened(data, config) as pochta:
-        s = vk.summary(pochta.settings.data_dir)
+        s = pochta.valkyrie.state.summary()
     emit(json_output, s, lambda: _table(s["disks"]))

@@ -18,7 +18,6 @@ from starlette.responses import Response
 from pochta.antispam.shingles.counters import Ref
 from pochta.antispam.shingles.registry import ShingleType
 from pochta.antispam.signs.registry import SPECS
-from pochta.blobs import valkyrie as vk
 from pochta.errors import InvalidInput, PochtaError
 from pochta.history.recorder import OTHERS, parse_shingle_name
 from pochta.server.web.charts import PALETTE, Series, hbars, human_bytes, line_chart, stacked_bars
@@ -127,7 +126,7 @@ def evacuate(v: PostedAdmin, pair_id: PairId) -> Response:
 # -- valkyrie --------------------------------------------------------------------------------
 @router.get("/valkyrie")
 def valkyrie(v: Admin) -> Response:
-    summary = vk.summary(v.pochta.settings.data_dir)
+    summary = v.pochta.valkyrie.state.summary()
     where = {str(spec): (p.id, i) for p in v.pochta.blobs.pairs() for i, spec in enumerate(p.disks)}
     return _page(
         v, "valkyrie", summary=summary, where=where, enabled=v.pochta.settings.valkyrie.enabled
