@@ -276,7 +276,7 @@ class Machines:
         )  # fmt: skip
         pwfile.unlink()
         with (data / "pg_hba.conf").open("a") as hba:  # README: the subnet may connect
-            hba.write(f"host all all {SUBNET}.0/24 scram-sha-256\n")
+            hba.write(f"host all {SUPERUSER} {SUBNET}.0/24 scram-sha-256\n")
         host = self.hosts[DB]
         options = {
             "listen_addresses": host.address,
