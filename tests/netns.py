@@ -37,6 +37,7 @@ IP = shutil.which("ip") or next(
 )
 PREFIX = "pochta-"
 CLONE_NEWNET = 0x40000000
+_PR_SET_PDEATHSIG = 1
 NETNS_DIR = Path("/run/netns")
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -70,6 +71,11 @@ def unavailable() -> str | None:
     finally:
         _ip("netns", "del", probe, check=False)
     return None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the thread that started it dies."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _enter(name: str) -> None:
@@ -129,7 +135,11 @@ class Host:
         return [IP, "netns", "exec", self.name, *args]
 
     def popen(self, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        """Start ``args`` inside (``ip netns exec`` execs it: the pid is the program's)."""
+        """Start ``args`` inside (``ip netns exec`` execs it: the pid is the program's). It
+        is SIGKILLed if the thread that started it dies first (a run cut short without its
+        exit handlers; a program that changes its user, such as PostgreSQL's, loses this,
+        and is killed with its namespace by the next run)."""
+        kwargs.setdefault("preexec_fn", _die_with_parent)
         return subprocess.Popen(self.command(args), **kwargs)
 
     def run(self, args: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
