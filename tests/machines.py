@@ -417,7 +417,9 @@ class Machines:
             )
         self.valkyries.append(proc)
 
-    def _start_loader(self, name: str, *, wait: bool = True) -> None:
+    def _start_loader(
+        self, name: str, *, wait: bool = True, env: dict[str, str] | None = None
+    ) -> None:
         host = self.hosts[name]
         url = f"http://{host.address}:{HTTP_PORT}/healthz"
 
@@ -438,7 +440,7 @@ class Machines:
             ),
             self.dir / name / "serve.log",
             ready,
-            env=settings_env(),
+            env=settings_env(env),
         )
         self.loaders[name] = proc
         if wait:
@@ -449,8 +451,13 @@ class Machines:
                     proc.args, stdout=sink, stderr=subprocess.STDOUT, env=proc.env, cwd=ROOT
                 )
 
-    def restart_loader(self, name: str) -> None:
-        self._start_loader(name)
+    def restart_loaders(self, env: dict[str, str] | None = None) -> None:
+        """Stop both loaders (SIGTERM) and start them again, with more ``POCHTA_*``."""
+        for name in (NODE1, NODE2):
+            self.loaders[name].stop()
+            self._start_loader(name, wait=False, env=env)
+        for loader in self.loaders.values():
+            loader.wait_ready(180)
 
     # -- using it ---------------------------------------------------------------------------
     def pochta(
