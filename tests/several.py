@@ -116,6 +116,7 @@ class Delivery:
     via: Counter[str] = field(default_factory=Counter)
     retries: int = 0
     failures: Counter[str] = field(default_factory=Counter)  # what a failed try met
+    replies: list[tuple[float, int]] = field(default_factory=list)  # (monotonic, 4xx/5xx code)
     permanent: list[str] = field(default_factory=list)  # 5xx: must stay empty
 
 
@@ -239,6 +240,8 @@ class Sender:
     def _failed(self, what: str, job: Job, code: int) -> None:
         with self._lock:
             self.result.failures[what] += 1
+            if code:
+                self.result.replies.append((time.monotonic(), code))
             if 500 <= code < 600:
                 self.result.permanent.append(f"{job.letter.id}: {what}")
 
@@ -340,6 +343,7 @@ class Faults:
     stop_node_at: float = 0.5
     node_down_seconds: float = 3.0
     log: list[str] = field(default_factory=list)
+    node_stopped_at: float = float("inf")  # monotonic
 
 
 def deliver_with_faults(
@@ -360,6 +364,7 @@ def deliver_with_faults(
     machines.loaders[faults.kill_loader].stop(signal.SIGKILL)
     faults.log.append(f"{time.monotonic() - started:.1f}s: loader {faults.kill_loader} killed")
     at(faults.stop_node_at)
+    faults.node_stopped_at = time.monotonic()
     machines.stop_node(faults.stop_node)
     faults.log.append(f"{time.monotonic() - started:.1f}s: node {faults.stop_node} killed")
     time.sleep(faults.node_down_seconds)
@@ -440,6 +445,13 @@ def run(machines: Machines, n: int, mailboxes: int = 8, threads: int = 4) -> dic
     stored, problems = byte_exact(machines, survivor, letters, boxes)
     problems += check_letters(letters, delivery, stored)
     problems += delivery.permanent
+    # until the node is stopped nothing may be refused, even for a moment: a loader that
+    # answers 4xx with every server up has a bug (a loader killed breaks connections only)
+    problems += [
+        f"a {code} reply {faults.node_stopped_at - when:.1f} s before the node was stopped"
+        for when, code in delivery.replies
+        if when < faults.node_stopped_at
+    ]
     accepted_ids = {letter_id for letter_id, _ in delivery.accepted}
     contents = {c for m in letters if m.id in accepted_ids for c in m.attachments}
     problems += copies_on_both_nodes(machines, contents)
