@@ -41,7 +41,7 @@ import redis
 
 from tests import netns
 from tests.nginx import NGINX, node_config
-from tests.pgserver import PASSWORD, SUPERUSER, bindir
+from tests.pgserver import PASSWORD, SUPERUSER, _run_as, bindir
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -253,7 +253,7 @@ class Machines:
     def _start_postgres(self) -> None:
         pg = bindir()
         assert pg is not None
-        user = "postgres" if os.geteuid() == 0 else None
+        user = _run_as()  # root: postgres (or nobody); PostgreSQL refuses to run as root
         base = Path(tempfile.mkdtemp(prefix="pochta-pg-"))  # the server's user reaches it
         self.pg_dir = base
         base.chmod(0o755)
