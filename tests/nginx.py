@@ -52,10 +52,19 @@ def free_port() -> int:
         return port
 
 
-def node_config(*, port: int, served: Path, home: Path, workers: int = 1) -> str:
+def node_config(
+    *,
+    port: int,
+    served: Path,
+    home: Path,
+    workers: int = 1,
+    host: str = HOST,
+    allow: str | None = None,
+) -> str:
     """An nginx config for one storage node: every directory under ``served`` is a disk at
-    ``http://127.0.0.1:port/<name>``. The same directives as README's example, with every
-    path of nginx's own inside ``home``."""
+    ``http://host:port/<name>``. The same directives as README's example, with every path of
+    nginx's own inside ``home``; ``allow``: the only network that may connect (a CIDR)."""
+    access = f"allow {allow};\n        deny all;" if allow else ""
     user = ""
     if os.geteuid() == 0:  # root's workers would become "nobody": stay the current user
         user = f"user {pwd.getpwuid(os.getuid()).pw_name} {grp.getgrgid(os.getgid()).gr_name};"
@@ -79,7 +88,8 @@ http {{
     keepalive_requests 100000;
     keepalive_timeout 75s;
     server {{
-        listen {HOST}:{port};
+        listen {host}:{port};
+        {access}
         root {served};
         location / {{
             dav_methods PUT DELETE MOVE;

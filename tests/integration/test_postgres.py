@@ -310,3 +310,55 @@ def test_a_killed_server_loses_no_acknowledged_step(tmp_path: Path) -> None:
         record = filedb.get(key)
         assert record is not None and record.counter == 1 + len(journaled)
         filedb.close()
+
+
+# -- SMTP while PostgreSQL is down --------------------------------------------------------------
+def test_smtp_answers_451_while_the_database_is_down(tmp_path: Path) -> None:
+    """A recipient looked up while the index's database is unreachable is deferred (451), at
+    RCPT and at the end of DATA, never refused for good: aiosmtpd answers an exception with
+    500, which a sending MTA bounces (found on several machines, README's recipe)."""
+    import smtplib
+
+    from tests.integration.conftest import start_server
+
+    with PostgresServer.start() as server:
+        dsn = server.dsn(migrated_template(server, "smtp"))
+        data = tmp_path / "data"
+        pochta = build(pg_settings(data, dsn))
+        pochta.mailbox.add_user("ann@example.org", "a long enough password")
+        pochta.close()
+        env = {
+            "POCHTA_POSTGRES__DSN": dsn,
+            "POCHTA_POSTGRES__POOL_TIMEOUT": "2",
+            "POCHTA_POSTGRES__CONNECT_TIMEOUT": "2",
+            **{
+                f"POCHTA_{section.upper()}__{key.upper()}": str(value).lower()
+                for section, values in ALL_POSTGRES.items()
+                for key, value in values.items()
+            },
+        }
+        srv = start_server(data, tmp_path / "serve.log", settings=env)
+        try:
+            with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=60) as smtp:
+                assert smtp.sendmail("s@example.net", ["ann@example.org"], letter()) == {}
+                server.kill()
+                smtp.ehlo()
+                smtp.mail("s@example.net")
+                code, reply = smtp.rcpt("ann@example.org")
+                assert (code, reply[:5]) == (451, b"4.3.0"), reply
+                assert b"postgres" not in reply  # nothing of the server's is shown
+                smtp.rset()
+                server.start_again()
+                for _ in range(50):  # the pool reconnects with its backoff
+                    smtp.mail("s@example.net")
+                    code, reply = smtp.rcpt("ann@example.org")
+                    if code == 250:
+                        break
+                    smtp.rset()
+                assert code == 250, reply
+                server.kill()  # gone between RCPT and the end of DATA
+                code, reply = smtp.data(letter(subject="while the database is down"))
+                assert (code, reply[:5]) == (451, b"4.3.0"), reply
+        finally:
+            srv.stop()
+        assert "Traceback" not in srv.log.read_text()

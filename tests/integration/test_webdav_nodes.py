@@ -158,6 +158,40 @@ def test_free_space_comes_from_the_hosts_report(rig: Rig) -> None:
         assert rig.store.upload(None, 1, [os.urandom(1000)]).record.pair_id == rig.pairs[1].id
 
 
+def test_a_new_loader_waits_for_its_first_measure_of_free_space(
+    nginx_factory: Callable[..., NginxNode],
+) -> None:
+    """A pair added before its hosts reported free space is recorded with none (0, 0). A
+    loader's first uploads, arriving together while it measures, wait for that measurement
+    instead of taking the recorded zeros: they answered "no pair can take the file" (a 451
+    to the first letters after a loader started, on several machines)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    a, b = nginx_factory(), nginx_factory()
+    specs = [a.disk("d"), b.disk("d")]
+    pairdb = MemoryPairDB()  # shared, as PostgreSQL is between machines
+    factory = DiskFactory(NodeTimeouts(connect=1.0, read=10.0))
+    admin = BlobStore(MemoryFileDB(), pairdb, disk_factory=factory)
+    assert admin.add_pair(*specs).free == (0, 0)  # no report yet
+    for node in (a, b):
+        _report(node, "d")
+    loader = BlobStore(MemoryFileDB(), pairdb, disk_factory=factory, free_refresh_seconds=60)
+    a.pause()  # the first measurement takes a while: the others arrive meanwhile
+    resume = threading.Timer(0.5, a.resume)
+    resume.start()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            stored = list(pool.map(lambda i: loader.upload(None, 1, [os.urandom(2000)]), range(4)))
+    finally:
+        resume.join()
+        a.resume()
+        admin.close()
+        loader.close()
+    assert all(s.uploaded for s in stored)
+    assert min(pairdb.list()[0].free) > 0  # measured, and recorded for the other loaders
+
+
 def test_node_urls() -> None:
     assert parse_node_url("http://node7:8080/disk1") == DiskSpec("http://node7:8080", "disk1")
     assert parse_node_url("http://node7/a/b/") == DiskSpec("http://node7", "a/b")

@@ -200,6 +200,7 @@ class BlobStore:
         self._rng = rng or random.Random(secrets.randbits(64))
         self._monotonic = monotonic
         self._refreshed_at = -float("inf")
+        self._measuring = threading.Lock()  # one free-space measurement at a time
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pochta-fsync")
 
@@ -231,19 +232,32 @@ class BlobStore:
         return free[0], free[1]
 
     def refresh_free(self, *, force: bool = False) -> list[Pair]:
-        """Re-measure free space of every pair (at most every ``free_refresh_seconds``)."""
+        """Re-measure free space of every pair (at most every ``free_refresh_seconds``), one
+        measurement at a time. A caller that finds one in flight takes the PairDB's figures,
+        unless this store has measured nothing since it started or since a disk failed
+        (nor is it forced): then it waits for that measurement, because the recorded figures
+        may be none at all (a WebDAV pair added before its hosts reported free space is
+        recorded with 0) and would refuse the file for no reason."""
         pairs = self.pairdb.list()
-        now = self._monotonic()
-        if not force and now - self._refreshed_at < self._free_refresh:
+        if not force and self._monotonic() - self._refreshed_at < self._free_refresh:
             return pairs
-        self._refreshed_at = now
-        fresh = []
-        for pair in pairs:
-            free = self.measure_free(pair)
-            if free != pair.free:
-                self.pairdb.set_free(pair.id, free)
-            fresh.append(Pair(pair.id, pair.disks, pair.flags, free))
-        return fresh
+        unknown = self._refreshed_at == -float("inf")
+        if not self._measuring.acquire(blocking=force or unknown):
+            return pairs  # another thread is measuring; the last figures will do
+        try:
+            pairs = self.pairdb.list()
+            if not force and self._monotonic() - self._refreshed_at < self._free_refresh:
+                return pairs  # measured while this caller waited
+            fresh = []
+            for pair in pairs:
+                free = self.measure_free(pair)
+                if free != pair.free:
+                    self.pairdb.set_free(pair.id, free)
+                fresh.append(Pair(pair.id, pair.disks, pair.flags, free))
+            self._refreshed_at = self._monotonic()
+            return fresh
+        finally:
+            self._measuring.release()
 
     def pairs(self) -> list[Pair]:
         """Every registered pair, as the PairDB last recorded it (free space not re-measured)."""

@@ -11,8 +11,10 @@ dropped as it comes and answered 552 once it ends; a line longer than ``line_len
 a worker process (``mailbox.intake``, which reads the spooled file itself), and stored by
 ``Mailbox.deliver_prepared`` in a thread; 250 comes only after the delivery is durable. A
 storage failure, or workers too busy to take the letter, is temporary (451: the client keeps
-the letter and retries); a letter pochta cannot accept is refused for good (554). LMTP answers
-once per accepted recipient.
+the letter and retries); so is a recipient whose mailbox cannot be looked up because the
+index (its database) is unreachable, at RCPT or at the end of DATA: never aiosmtpd's 500 for
+an exception, which a sender would take as final. A letter pochta cannot accept is refused for
+good (554). LMTP answers once per accepted recipient.
 
 Per session: after ``smtp.error_limit`` error replies without a letter delivered, 421 and the
 connection is closed (Postfix's smtpd_hard_error_limit); ``smtp.command_timeout`` seconds of
@@ -95,7 +97,11 @@ class DeliveryHandler:
             return TOO_MANY_RECIPIENTS
         if not utf8(address):
             return "553 5.1.3 the recipient address is not valid UTF-8"
-        user = await asyncio.to_thread(self.mailbox.user, address)
+        try:
+            user = await asyncio.to_thread(self.mailbox.user, address)
+        except StorageError as exc:  # the index is unreachable: not the recipient's fault
+            log.warning("recipient <%s> deferred: %s", address, exc.message)
+            return STORAGE_UNAVAILABLE
         if user is None:
             return f"550 5.1.1 <{address}>: no such user here"
         envelope.rcpt_tos.append(address)
@@ -115,10 +121,14 @@ class DeliveryHandler:
         self, session: Session, envelope: Envelope, letter: Letter, eol: bytes, queue_id: str
     ) -> str:
         users: list[User] = []
-        for address in envelope.rcpt_tos:
-            user = await asyncio.to_thread(self.mailbox.user, address)
-            if user is not None:
-                users.append(user)
+        try:
+            for address in envelope.rcpt_tos:
+                user = await asyncio.to_thread(self.mailbox.user, address)
+                if user is not None:
+                    users.append(user)
+        except StorageError as exc:
+            log.warning("delivery %s deferred: %s", queue_id, exc.message)
+            return self._each(envelope, STORAGE_UNAVAILABLE)
         if self.lmtp:
             protocol = "LMTP"
         elif "SMTPUTF8" in envelope.mail_options:
@@ -144,6 +154,10 @@ class DeliveryHandler:
             recipients=tuple(envelope.rcpt_tos),
         )
         status = await self._deliver(trace, letter, users, queue_id, envelope_, session.host_name)
+        return self._each(envelope, status)
+
+    def _each(self, envelope: Envelope, status: str) -> str:
+        """The reply to the end of DATA: LMTP answers once per accepted recipient."""
         if self.lmtp:
             return "\r\n".join(status for _ in envelope.rcpt_tos)
         return status
@@ -175,7 +189,7 @@ class DeliveryHandler:
             return f"554 5.6.0 {exc.message}"
         except StorageError as exc:
             log.warning("delivery %s deferred: %s", queue_id, exc.message)
-            return "451 4.3.0 storage is unavailable; try again later"
+            return STORAGE_UNAVAILABLE
         except PochtaError as exc:
             log.warning("delivery %s failed: %s", queue_id, exc.message)
             return "451 4.3.0 temporary failure; try again later"
@@ -202,6 +216,7 @@ def _verdict(done: Delivered) -> str:
 
 
 TOO_MANY_RECIPIENTS = "452 4.5.3 Error: too many recipients"
+STORAGE_UNAVAILABLE = "451 4.3.0 storage is unavailable; try again later"
 NOT_ERRORS = ("421", TOO_MANY_RECIPIENTS[:9], "451")
 """Replies that do not count toward the error limit: the closing 421 itself, the recipient
 limit (a flow limit the client is right to run into) and pochta's own temporary failures."""

@@ -1,0 +1,72 @@
+"""README's "Several machines" recipe on real "machines": Linux network namespaces on this host
+(tests/netns.py), each with its own address on 10.77.0.0/24, joined by a bridge of their own.
+
+    db     10.77.0.1   PostgreSQL (listening on its address, pg_hba for the subnet),
+                       a Redis Cluster master
+    node1  10.77.0.2   nginx WebDAV node (disk1, disk2), `pochta valkyrie run --disk` per
+                       disk, a loader (`pochta serve`), a Redis Cluster master
+    node2  10.77.0.3   the same
+    admin  10.77.0.9   `pochta db upgrade / init / pairs add / fsck`, pg_dump, the SMTP client
+
+The loaders and storage hosts use README's TOML blocks as they are. Pairs join disk1 of one
+node to disk1 of the other (and disk2 the other way round). A corpus goes over SMTP through
+both loaders at once; one loader is SIGKILLed and one storage node killed and started again
+on the way, the client trying each letter that got no 250 again through the other loader.
+Then: every letter that got a 250 is read back byte for byte over the surviving loader's HTTP
+API, each attachment is on both nodes (the files in the directories behind the two nginx),
+`pochta fsck` finds nothing lost and every counter exact, and a pg_dump restored into a new
+database passes fsck too (README's backup recipe).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import netns, several
+from tests.machines import NODE1, NODE2, Machines
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+LETTERS = int(os.environ.get("POCHTA_SEVERAL_LETTERS", "400"))
+
+
+@pytest.fixture
+def machines(tmp_path: Path) -> Iterator[Machines]:
+    why = netns.unavailable()
+    if why is not None:
+        pytest.skip(f"no network namespaces here: {why}")
+    try:
+        started = Machines.start(tmp_path / "machines")
+    except RuntimeError as exc:
+        if "is not installed" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def test_the_recipe_survives_a_loader_and_a_node_killed(machines: Machines) -> None:
+    summary = several.run(machines, LETTERS)
+    shown = json.dumps({**summary, "problems": summary["problems"][:20]}, indent=1)
+    assert summary["problems"] == [], f"{shown}\n{machines.logs()}"
+    # both loaders delivered, and the faults were met: broken or refused connections to
+    # the killed loader, 451s while the node was down, then retried through the survivor
+    assert set(summary["accepted_via"]) == {
+        machines.address(NODE1),
+        machines.address(NODE2),
+    }, shown
+    assert summary["retried_jobs"] > 0 and summary["failed_tries"], shown
+    assert summary["deliveries_stored"] >= summary["deliveries_accepted"] > LETTERS, shown
+    assert summary["fsck"]["ok"] and summary["fsck"]["lost"] == 0, shown
+    assert summary["fsck"]["letters"] == summary["deliveries_stored"], shown
+    assert summary["fsck_restored"]["ok"], shown
+    assert summary["attachments_checked"] > 10, shown
+    assert not machines.loaders[NODE1].alive() and machines.loaders[NODE2].alive()
+    assert machines.nodes[NODE2].alive()

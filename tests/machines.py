@@ -1,0 +1,540 @@
+"""README's "Several machines" recipe, run on this machine: three hosts as network namespaces
+(tests/netns.py) plus an admin/client host, each process started with ``ip netns exec``.
+
+    db     10.77.0.1   PostgreSQL, a Redis Cluster master
+    node1  10.77.0.2   nginx WebDAV node (disk1, disk2), a Valkyrie per disk, a loader, a master
+    node2  10.77.0.3   the same
+    admin  10.77.0.9   the pochta commands (db upgrade, pairs add, fsck), pg_dump, the SMTP
+                       clients and HTTP readers (threads of this process that entered it)
+
+The loaders' and storage hosts' TOML files are README's own blocks (:func:`recipe`), with only
+the password filled in; the test's own settings (fewer analysis processes, short leases) are
+``POCHTA_*`` variables. Used by tests/integration/test_several_machines.py and
+scripts/several-machines.
+
+    with Machines.start(tmp_path) as m:
+        m.pochta("user", "add", ...)        # on the admin host
+        m.loaders["node1"].stop(signal.SIGKILL)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import redis
+
+from tests import netns
+from tests.nginx import NGINX, node_config
+from tests.pgserver import PASSWORD, SUPERUSER, _run_as, bindir
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+SUBNET = "10.77.0"
+DB, NODE1, NODE2, ADMIN = "db", "node1", "node2", "admin"
+ADDRESSES = {DB: 1, NODE1: 2, NODE2: 3, ADMIN: 9}
+PG_PORT, REDIS_PORT, NODE_PORT, HTTP_PORT, SMTP_PORT = 5432, 6379, 8080, 8025, 25
+DISKS = ("disk1", "disk2")
+SECRETS = {  # README: the same on every machine, in the environment
+    "POCHTA_SERVICE_TOKEN": "several-machines-service-token-0123",
+    "POCHTA_GUARD__KEY_SECRET": "several-machines-guard-secret-4567",
+    "POCHTA_WEB__SECRET": "several-machines-web-secret-89ab",
+}
+TEST_SETTINGS = {  # this machine has two cores and the test a few minutes
+    "POCHTA_ANTISPAM__WORKERS": "0",
+    "POCHTA_GUARD__LOCK_TTL": "3",
+    "POCHTA_MAILBOX__PENDING_GRACE_SECONDS": "20",
+    "POCHTA_LOG_LEVEL": "info",
+    "POCHTA_SMTP__HOSTNAME": "mx.pochta.test",
+    "POCHTA_BLOBS__FREE_REFRESH_SECONDS": "2",
+    "POCHTA_BLOBS__NODE_READ_TIMEOUT": "5",
+}
+
+
+# -- README's recipe ------------------------------------------------------------------------
+def recipe(readme: Path = README) -> dict[str, str]:
+    """The TOML blocks of README's "Several machines" section, by the host kind their first
+    line names: ``loader`` and ``storage``."""
+    text = readme.read_text()
+    start = text.index("\n## Several machines\n")
+    end = text.index("\n## ", start + 1)
+    blocks: dict[str, str] = {}
+    for block in re.findall(r"```toml\n(.*?)```", text[start:end], flags=re.S):
+        first = block.splitlines()[0]
+        kind = "loader" if "loader" in first else "storage" if "storage host" in first else ""
+        if not kind or kind in blocks:
+            raise AssertionError(f"README's Several machines: an unexpected TOML block {first!r}")
+        blocks[kind] = block
+    if set(blocks) != {"loader", "storage"}:
+        raise AssertionError(f"README's Several machines has TOML blocks for {sorted(blocks)}")
+    for block in blocks.values():
+        tomllib.loads(block)  # a syntax error is found here, with its line
+    return blocks
+
+
+def recipe_pairs(readme: Path = README) -> list[tuple[str, str]]:
+    """The ``pochta pairs add URL URL`` lines of README's "Several machines" section."""
+    text = readme.read_text()
+    start = text.index("\n## Several machines\n")
+    section = text[start : text.index("\n## ", start + 1)]
+    return [(a, b) for a, b in re.findall(r"^pochta pairs add (http\S+) (http\S+)$", section, re.M)]
+
+
+def settings_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, **SECRETS, **TEST_SETTINGS, **(extra or {})}
+
+
+def dsn(dbname: str = "pochta") -> str:
+    return f"postgresql://{SUPERUSER}:{PASSWORD}@{SUBNET}.1:{PG_PORT}/{dbname}?connect_timeout=10"
+
+
+# -- processes ------------------------------------------------------------------------------
+def _tcp_open(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    with contextlib.suppress(OSError):
+        return [int(p) for p in path.read_text().split()]
+    return []
+
+
+@dataclass(eq=False)
+class Process:
+    """A long-running program on ``host``, its output in ``log``; ``ready`` is asked until it
+    says yes (from the admin host's side: over the network)."""
+
+    name: str
+    host: netns.Host
+    args: list[str]
+    log: Path
+    ready: Callable[[], bool]
+    env: dict[str, str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 90.0) -> None:
+        with self.log.open("ab") as sink:
+            self.proc = self.host.popen(
+                self.args, stdout=sink, stderr=subprocess.STDOUT, env=self.env, cwd=ROOT
+            )
+        self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            assert self.proc is not None
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                tail = self.log.read_text(errors="replace")[-3000:]
+                self.stop(signal.SIGKILL)
+                raise RuntimeError(f"{self.name} on {self.host.address} did not start:\n{tail}")
+            time.sleep(0.1)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
+        """``sig`` to the program (SIGKILL: to its children too, as a crash would)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            children = _children(proc.pid) if sig == signal.SIGKILL else []
+            with contextlib.suppress(OSError):
+                proc.send_signal(sig)
+            for pid in children:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _pochta_args(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pochta", *args]
+
+
+@dataclass(eq=False)
+class Machines:
+    dir: Path
+    net: netns.Network
+    hosts: dict[str, netns.Host] = field(default_factory=dict)
+    postgres: Process | None = None
+    redis: list[Process] = field(default_factory=list)
+    nodes: dict[str, Process] = field(default_factory=dict)
+    valkyries: list[Process] = field(default_factory=list)
+    loaders: dict[str, Process] = field(default_factory=dict)
+    pg_dir: Path | None = None
+
+    # -- building it ------------------------------------------------------------------------
+    @classmethod
+    def start(cls, dir: Path) -> Machines:
+        """Every host and server of the recipe, ready to take mail (users not added yet)."""
+        for what, found in (("nginx", NGINX), ("redis-server", shutil.which("redis-server"))):
+            if found is None:
+                raise RuntimeError(f"{what} is not installed")
+        if bindir() is None:
+            raise RuntimeError("PostgreSQL's initdb is not installed (Debian: postgresql)")
+        dir.mkdir(parents=True, exist_ok=True)
+        machines = cls(dir, netns.Network.create(SUBNET))
+        try:
+            machines._build()
+        except BaseException:
+            machines.stop()
+            raise
+        return machines
+
+    def _build(self) -> None:
+        for name, octet in ADDRESSES.items():
+            self.hosts[name] = self.net.add_host(name, octet)
+        blocks = recipe()
+        self.loader_toml = self.dir / "loader.toml"
+        self.storage_toml = self.dir / "storage.toml"
+        self.loader_toml.write_text(blocks["loader"].replace("PASSWORD", PASSWORD))
+        self.storage_toml.write_text(blocks["storage"].replace("PASSWORD", PASSWORD))
+        self._start_postgres()
+        self._start_redis()
+        self.pochta("db", "upgrade")
+        self.pochta("init")  # the admin host's own data directory
+        for name in (NODE1, NODE2):
+            self._start_node(name)
+        for a, b in recipe_pairs():  # README's, as they are
+            self.pochta("pairs", "add", a, b)
+        for name in (NODE1, NODE2):
+            self.pochta("init", host=name)  # the storage host's own data directory
+            for disk in DISKS:
+                self._start_valkyrie(name, disk)
+        for v in self.valkyries:
+            v.wait_ready()
+        for name in (NODE1, NODE2):
+            self._start_loader(name, wait=False)
+        for loader in self.loaders.values():
+            loader.wait_ready(180)
+
+    def address(self, name: str) -> str:
+        return self.hosts[name].address
+
+    def node_url(self, name: str) -> str:
+        return f"http://{self.address(name)}:{NODE_PORT}"
+
+    def served(self, name: str) -> Path:
+        """The directory behind storage node ``name``'s nginx: one subdirectory per disk."""
+        return self.dir / name / "served"
+
+    def admin(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` on the admin host (its sockets are the admin host's)."""
+        return self.hosts[ADMIN].call(fn)
+
+    def _answers(self, address: str, port: int) -> Callable[[], bool]:
+        """Whether ``address:port`` takes a connection from the admin host."""
+        return lambda: bool(self.admin(lambda: _tcp_open(address, port)))
+
+    def _start_postgres(self) -> None:
+        pg = bindir()
+        assert pg is not None
+        user = _run_as()  # root: postgres (or nobody); PostgreSQL refuses to run as root
+        base = Path(tempfile.mkdtemp(prefix="pochta-pg-"))  # the server's user reaches it
+        self.pg_dir = base
+        base.chmod(0o755)
+        if user is not None:
+            import pwd
+
+            pw = pwd.getpwnam(user)
+            os.chown(base, pw.pw_uid, pw.pw_gid)
+        pwfile = base / "pw"
+        pwfile.write_text(PASSWORD + "\n")
+        if user is not None:
+            os.chown(pwfile, pw.pw_uid, -1)
+        data = base / "data"
+        subprocess.run(
+            [
+                str(pg / "initdb"), "-D", str(data), "-U", SUPERUSER, "--pwfile", str(pwfile),
+                "--auth", "scram-sha-256", "-E", "UTF8", "--locale", "C", "--no-sync",
+            ],
+            user=user, check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+        pwfile.unlink()
+        with (data / "pg_hba.conf").open("a") as hba:  # README: the subnet may connect
+            hba.write(f"host all {SUPERUSER} {SUBNET}.0/24 scram-sha-256\n")
+        host = self.hosts[DB]
+        options = {
+            "listen_addresses": host.address,
+            "port": str(PG_PORT),
+            "unix_socket_directories": "",
+            "max_connections": "200",
+            "fsync": "off",  # a test: a killed server still loses nothing, a power loss would
+            "full_page_writes": "off",
+        }
+        run_as = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"] if user else []
+        args = [*run_as, str(pg / "postgres"), "-D", str(data)]
+        args += [a for k, v in options.items() for a in ("-c", f"{k}={v}")]
+
+        def ready() -> bool:
+            def connect() -> bool:
+                try:
+                    with psycopg.connect(dsn("postgres"), connect_timeout=2):
+                        return True
+                except psycopg.OperationalError:
+                    return False
+
+            return bool(self.admin(connect))
+
+        self.postgres = Process("postgres", host, args, base / "server.log", ready)
+        self.postgres.start()
+        self.admin(lambda: self._sql("postgres", "CREATE DATABASE pochta"))
+
+    def _sql(self, dbname: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Runs on the calling thread: call it through :meth:`admin`."""
+        with psycopg.connect(dsn(dbname), autocommit=True) as conn:
+            cur = conn.execute(sql.encode(), params)
+            return cur.fetchall() if cur.description else []
+
+    def sql(self, sql: str, params: Sequence[Any] = (), dbname: str = "pochta") -> Any:
+        return self.admin(lambda: self._sql(dbname, sql, params))
+
+    def _start_redis(self) -> None:
+        home = self.dir / "redis"
+        home.mkdir(exist_ok=True)
+        for name in (DB, NODE1, NODE2):
+            host = self.hosts[name]
+            args = [
+                "redis-server",
+                "--port", str(REDIS_PORT),
+                "--bind", host.address,
+                "--protected-mode", "no",
+                "--cluster-enabled", "yes",
+                "--cluster-config-file", str(home / f"nodes-{name}.conf"),
+                "--cluster-node-timeout", "2000",
+                "--cluster-announce-ip", host.address,
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", str(home),
+                "--daemonize", "no",
+            ]  # fmt: skip
+            address = host.address
+            proc = Process(
+                f"redis {name}",
+                host,
+                args,
+                home / f"{name}.log",
+                self._answers(address, REDIS_PORT),
+            )
+            proc.start()
+            self.redis.append(proc)
+        nodes = [f"{self.address(n)}:{REDIS_PORT}" for n in (DB, NODE1, NODE2)]
+        self.hosts[DB].run(
+            ["redis-cli", "--cluster", "create", *nodes, "--cluster-replicas", "0",
+             "--cluster-yes"],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+
+        def healthy() -> bool:
+            for n in (DB, NODE1, NODE2):
+                try:
+                    with redis.Redis(self.address(n), REDIS_PORT, socket_timeout=2) as r:
+                        info = r.execute_command("CLUSTER INFO")
+                        if isinstance(info, dict):
+                            state = info.get("cluster_state", info.get(b"cluster_state"))
+                        else:
+                            text = info.decode() if isinstance(info, bytes) else str(info)
+                            state = "ok" if "cluster_state:ok" in text else "fail"
+                        if state not in ("ok", b"ok"):
+                            return False
+                except (redis.RedisError, OSError):
+                    return False
+            return True
+
+        deadline = time.monotonic() + 30
+        while not self.admin(healthy):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Redis Cluster did not become healthy")
+            time.sleep(0.2)
+
+    def _start_node(self, name: str) -> None:
+        host = self.hosts[name]
+        home = self.dir / name / "nginx"
+        home.mkdir(parents=True, exist_ok=True)
+        served = self.served(name)
+        for disk in DISKS:
+            (served / disk).mkdir(parents=True, exist_ok=True)
+        conf = home / "nginx.conf"
+        conf.write_text(
+            node_config(
+                port=NODE_PORT, served=served, home=home, host=host.address,
+                allow=f"{SUBNET}.0/24",
+            )
+        )  # fmt: skip
+        assert NGINX is not None
+        args = [NGINX, "-c", str(conf), "-p", str(home), "-e", str(home / "error.log")]
+        address = host.address
+        self.nodes[name] = Process(
+            f"nginx {name}",
+            host,
+            args,
+            home / "nginx.out",
+            self._answers(address, NODE_PORT),
+        )
+        self.nodes[name].start()
+
+    def _start_valkyrie(self, name: str, disk: str) -> None:
+        directory = self.served(name) / disk
+        report = directory / ".pochta-free"
+        proc = Process(
+            f"valkyrie {name}/{disk}",
+            self.hosts[name],
+            _pochta_args(
+                "valkyrie", "run", "--disk", str(directory),
+                "--config", str(self.storage_toml), "--data", str(self.dir / name / "valkyrie"),
+            ),
+            self.dir / name / f"valkyrie-{disk}.log",
+            report.is_file,
+            env=settings_env(),
+        )  # fmt: skip
+        with proc.log.open("ab") as sink:  # started now, waited for together
+            proc.proc = proc.host.popen(
+                proc.args, stdout=sink, stderr=subprocess.STDOUT, env=proc.env, cwd=ROOT
+            )
+        self.valkyries.append(proc)
+
+    def _start_loader(
+        self, name: str, *, wait: bool = True, env: dict[str, str] | None = None
+    ) -> None:
+        host = self.hosts[name]
+        url = f"http://{host.address}:{HTTP_PORT}/healthz"
+
+        def ready() -> bool:
+            def ask() -> bool:
+                try:
+                    return httpx.get(url, timeout=2).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            return bool(self.admin(ask))
+
+        proc = Process(
+            f"loader {name}",
+            host,
+            _pochta_args(
+                "serve", "--config", str(self.loader_toml), "--data", str(self.dir / name / "data")
+            ),
+            self.dir / name / "serve.log",
+            ready,
+            env=settings_env(env),
+        )
+        self.loaders[name] = proc
+        if wait:
+            proc.start(180)
+        else:
+            with proc.log.open("ab") as sink:
+                proc.proc = host.popen(
+                    proc.args, stdout=sink, stderr=subprocess.STDOUT, env=proc.env, cwd=ROOT
+                )
+
+    def restart_loaders(self, env: dict[str, str] | None = None) -> None:
+        """Stop both loaders (SIGTERM) and start them again, with more ``POCHTA_*``."""
+        for name in (NODE1, NODE2):
+            self.loaders[name].stop()
+            self._start_loader(name, wait=False, env=env)
+        for loader in self.loaders.values():
+            loader.wait_ready(180)
+
+    # -- using it ---------------------------------------------------------------------------
+    def pochta(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        input: bytes | None = None,
+        check: bool = True,
+        timeout: float = 300,
+        host: str = ADMIN,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """A ``pochta`` command on ``host`` (the admin host; a storage host gets the storage
+        hosts' file, any other the loaders')."""
+        toml = self.storage_toml if host in (NODE1, NODE2) else self.loader_toml
+        data = self.dir / host / ("valkyrie" if host in (NODE1, NODE2) else "data")
+        done = self.hosts[host].run(
+            _pochta_args(*args, "--config", str(toml), "--data", str(data)),
+            env=settings_env(env),
+            input=input,
+            capture_output=True,
+            cwd=ROOT,
+            timeout=timeout,
+        )
+        if check and done.returncode != 0:
+            raise RuntimeError(
+                f"pochta {' '.join(args)}: exit {done.returncode}\n"
+                f"{done.stdout.decode(errors='replace')}\n{done.stderr.decode(errors='replace')}"
+            )
+        return done
+
+    def pg_tool(self, tool: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+        """pg_dump / pg_restore on the admin host (a client of the db host)."""
+        pg = bindir()
+        assert pg is not None
+        done = self.hosts[ADMIN].run(
+            [str(pg / tool), *args], capture_output=True, timeout=300, cwd=self.dir
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{tool}: exit {done.returncode}\n{done.stderr.decode()}")
+        return done
+
+    def stop_node(self, name: str) -> None:
+        """A storage node's nginx killed (SIGKILL, master and workers): its port refuses."""
+        self.nodes[name].stop(signal.SIGKILL)
+
+    def start_node(self, name: str) -> None:
+        self.nodes[name].start()
+
+    def logs(self) -> str:
+        """The tail of every process's log, for a failure's message."""
+        parts = []
+        every = [
+            self.postgres, *self.redis, *self.nodes.values(), *self.valkyries,
+            *self.loaders.values(),
+        ]  # fmt: skip
+        for proc in every:
+            if proc is not None and proc.log.exists():
+                tail = proc.log.read_text(errors="replace")[-1500:]
+                parts.append(f"--- {proc.name} ---\n{tail}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """Stop everything and delete the namespaces (what lingers is killed with them)."""
+        for proc in [*self.loaders.values(), *self.valkyries]:
+            proc.stop(signal.SIGTERM, timeout=15)
+        for proc in self.nodes.values():
+            proc.stop(signal.SIGTERM, timeout=10)
+        for proc in self.redis:
+            proc.stop(signal.SIGKILL)
+        if self.postgres is not None:
+            self.postgres.stop(signal.SIGINT)
+        self.net.remove()
+        if self.pg_dir is not None:
+            shutil.rmtree(self.pg_dir, ignore_errors=True)
+
+    def __enter__(self) -> Machines:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

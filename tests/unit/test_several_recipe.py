@@ -1,0 +1,79 @@
+"""README's "Several machines" recipe cannot rot: its TOML files are valid pochta settings
+that put every store on PostgreSQL and the locks on the Redis Cluster, and its addresses,
+ports and pairs are the ones tests/integration/test_several_machines.py builds (which runs
+those very blocks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.machines import (
+    ADDRESSES,
+    DB,
+    DISKS,
+    NODE1,
+    NODE2,
+    NODE_PORT,
+    PG_PORT,
+    REDIS_PORT,
+    SUBNET,
+    recipe,
+    recipe_pairs,
+)
+
+from pochta.blobs.nodes.client import parse_node_url
+from pochta.config import Settings, load_settings
+
+
+@pytest.fixture
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Settings]:
+    monkeypatch.chdir(tmp_path)  # no pochta.toml of the working directory
+    out = {}
+    for kind, block in recipe().items():
+        path = tmp_path / f"{kind}.toml"
+        path.write_text(block)
+        out[kind] = load_settings(path)
+    return out
+
+
+def address(name: str) -> str:
+    return f"{SUBNET}.{ADDRESSES[name]}"
+
+
+def test_both_files_are_valid_and_share_the_stores(settings: dict[str, Settings]) -> None:
+    assert set(settings) == {"loader", "storage"}
+    redis_nodes = [f"{address(n)}:{REDIS_PORT}" for n in (DB, NODE1, NODE2)]
+    for s in settings.values():
+        assert (s.mailbox.backend, s.blobs.backend, s.valkyrie.backend) == ("postgres",) * 3
+        assert s.blobs.default_pair is False
+        assert s.guard.backend == "redis"
+        assert s.redis.mode == "cluster" and list(s.redis.nodes) == redis_nodes
+        assert s.postgres.dsn is not None
+        dsn = s.postgres.dsn.get_secret_value()
+        assert f"@{address(DB)}:{PG_PORT}/pochta" in dsn
+    loader = settings["loader"]
+    assert loader.shingles.backend == "redis"
+    assert loader.http.host == loader.smtp.host == loader.imap.host == "0.0.0.0"
+    assert settings["storage"].postgres.dsn == loader.postgres.dsn
+
+
+def test_pairs_join_a_disk_of_each_node() -> None:
+    pairs = recipe_pairs()
+    assert pairs
+    nodes = {f"http://{address(n)}:{NODE_PORT}" for n in (NODE1, NODE2)}
+    for a, b in pairs:
+        disk_a, disk_b = parse_node_url(a), parse_node_url(b)
+        assert {disk_a.node, disk_b.node} == nodes
+        assert disk_a.root in DISKS and disk_b.root in DISKS
+    assert {parse_node_url(a).root for a, _ in pairs} == set(DISKS)
+
+
+def test_a_setting_the_recipe_misspells_would_be_caught(tmp_path: Path) -> None:
+    """The check above has teeth: load_settings refuses a key no section has."""
+    from pochta.errors import ConfigError
+
+    path = tmp_path / "bad.toml"
+    path.write_text(recipe()["loader"].replace("[blobs]\n", "[blobs]\ndefault_pairs = false\n"))
+    with pytest.raises(ConfigError, match="default_pairs"):
+        load_settings(path)
