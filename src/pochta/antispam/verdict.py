@@ -363,6 +363,7 @@ class Learning:
 
 
 TIMEOUT = "timeout"
+COUNTERS = "counters"  # the shingles' counters could not be read (their store is down)
 
 
 def unanalyzed(reason: str = TIMEOUT) -> Analysis:
@@ -408,11 +409,23 @@ class Scanner:
 
     def statistics(self, analysis: Analysis, now: float | None = None) -> dict[str, float]:
         """The features of the analysis plus its shingles' counters."""
+        return self._statistics(analysis, now)[0]
+
+    def _statistics(self, analysis: Analysis, now: float | None) -> tuple[dict[str, float], bool]:
+        """The features, and whether the counters were read. Counters that cannot be read
+        (their store is down) are left out, as for a letter nothing is known about: the mail
+        flow never waits for nor fails with the counters, and the verdict says it is partial."""
         f = dict(analysis.features)
         if self.counters is not None and analysis.shingles:
-            counts = self.counters.query(query_refs(analysis.shingles), self._windows, now=now)
+            try:
+                counts = self.counters.query(
+                    query_refs(analysis.shingles), self._windows, now=now
+                )
+            except StorageError as exc:
+                log.warning("shingle counters: not read, the verdict goes without them: %s", exc)
+                return f, False
             f.update(shingle_features(analysis.shingles, counts))
-        return f
+        return f, True
 
     def decide(self, analysis: Analysis, now: float | None = None) -> Verdict:
         started = time.perf_counter()
@@ -424,7 +437,8 @@ class Scanner:
     def _decide(self, analysis: Analysis, now: float | None) -> Verdict:
         if TIMEOUT in analysis.partial:  # nothing was analyzed: no grounds for any verdict
             return Verdict("ham", None, 0.0, [], [], analysis.auth, {}, [], analysis.partial)
-        f = self.statistics(analysis, now)
+        f, counted = self._statistics(analysis, now)
+        partial = analysis.partial if counted else (*analysis.partial, COUNTERS)
         signs = list(analysis.signs)
         hits = rules.evaluate(self.rules, f, signs, analysis.auth)
         f.update(rule_features(hits))
@@ -444,7 +458,7 @@ class Scanner:
             label = "spam" if by_rules == "spam" else "ham"
         return Verdict(
             label, probability, score, hits, signs, analysis.auth, f,
-            list(analysis.shingles), analysis.partial, content, words, analysis.hashes,
+            list(analysis.shingles), partial, content, words, analysis.hashes,
         )  # fmt: skip
 
     def _learned_words(

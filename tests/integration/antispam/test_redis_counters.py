@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 import redis
+from tests.mailtools import letter
 from tests.servers import RedisCluster, RedisServer
 
 from pochta.antispam.shingles.counters import Ref
@@ -23,6 +24,7 @@ from pochta.antispam.shingles.counters.buckets import (
 )
 from pochta.antispam.shingles.counters.redis import RedisStore
 from pochta.antispam.shingles.counters.service import Counters
+from pochta.antispam.verdict import COUNTERS, Scanner
 from pochta.config import RedisSettings
 from pochta.errors import StorageError
 from pochta.redisconn import connect
@@ -98,6 +100,29 @@ def test_a_standalone_outage_is_buffered_and_written_after(
             time.sleep(0.05)
         assert waiting.buffered + waiting.in_flight == 0
         assert ham(counters, refs) == [3] * 50  # what was acknowledged while it was down
+    finally:
+        counters.close(timeout=2)
+
+
+def test_letters_are_scored_without_the_counters_while_redis_is_down(
+    redis_factory: Callable[..., RedisServer],
+) -> None:
+    """A Redis outage never stops the mail: the verdict goes without the counters
+    (``partial=counters``), counts nothing, and reads them again once Redis is back."""
+    server = redis_factory()
+    store = RedisStore(server.client(socket_timeout=1, socket_connect_timeout=1), retries=1)
+    counters = Counters(store, flush_interval=0.05, cache_size=0)
+    counters.start()
+    scanner = Scanner(counters=counters)
+    raw = letter(subject="Lunch tomorrow?", text="Shall we meet at noon?\n")
+    try:
+        assert scanner.scan(raw).partial == ()
+        server.kill()
+        down = scanner.scan(raw)
+        assert down.partial == (COUNTERS,) and "partial=counters" in down.header()
+        assert scanner.learn(down) is None
+        server.restart()
+        assert scanner.scan(raw).partial == ()
     finally:
         counters.close(timeout=2)
 

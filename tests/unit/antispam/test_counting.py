@@ -10,10 +10,11 @@ from tests.mailtools import letter
 from pochta.antispam.auth.results import NO_AUTH
 from pochta.antispam.model import training
 from pochta.antispam.shingles.counters import Ref
+from pochta.antispam.shingles.counters.buckets import Buckets
 from pochta.antispam.shingles.counters.memory import MemoryStore
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.registry import Shingle, ShingleType
-from pochta.antispam.verdict import Counting, Label, Scanner, Verdict
+from pochta.antispam.verdict import COUNTERS, Counting, Label, Scanner, Verdict
 from pochta.errors import StorageError
 
 SHINGLES = [Shingle.of(ShingleType.FROM_ADDRESS, "a@example.net")]
@@ -88,6 +89,30 @@ def test_learn_never_raises(error: Exception) -> None:
     v = scanner.scan(letter(subject="Lunch tomorrow?", text="Shall we meet at noon?\n"))
     assert v.label == "ham" and v.shingles
     assert scanner.learn(v) is None
+
+
+class Unreadable(MemoryStore):
+    """A counters store that is down: every read fails."""
+
+    def read(self, refs: Sequence[Ref], span: object) -> list[Buckets]:  # type: ignore[override]
+        raise StorageError("shingle counters: Redis unavailable: connection refused")
+
+
+def test_counters_that_cannot_be_read_leave_a_partial_verdict_not_a_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A letter scored while the counters' store is down: the verdict is given without
+    them (as for a letter nothing is known about), says so (partial=counters), and counts
+    nothing; the same letter with readable, empty counters gets the same label."""
+    raw = letter(subject="Lunch tomorrow?", text="Shall we meet at noon?\n")
+    down = Scanner(counters=Counters(Unreadable(), buffered=False))
+    v = down.scan(raw)
+    assert v.partial == (COUNTERS,) and v.shingles
+    assert "partial=counters" in v.header()
+    assert down.learn(v) is None
+    assert "not read" in caplog.text
+    up = Scanner(counters=Counters(MemoryStore(), buffered=False)).scan(raw)
+    assert up.partial == () and up.label == v.label
 
 
 def test_learn_counts_and_says_what() -> None:
