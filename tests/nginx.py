@@ -41,8 +41,34 @@ _running: set[subprocess.Popen[bytes]] = set()
 @atexit.register
 def _kill_leftovers() -> None:
     for proc in list(_running):
+        workers = _workers(proc.pid)
         with contextlib.suppress(OSError):
             proc.kill()
+        _kill_workers(proc.pid, workers)
+
+
+def _workers(master: int) -> list[int]:
+    """The worker processes of a running nginx master (none when it is gone)."""
+    try:
+        return [int(p) for p in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _kill_workers(master: int, pids: list[int]) -> None:
+    """SIGKILL to workers a master left behind: a master killed outright (SIGKILL) cannot stop
+    them, and they would keep serving its port (a host that crashes loses them too). Only
+    processes that are still this master's workers, now orphans (a pid may have been reused
+    once a worker ended)."""
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid not in (master, 1) or b"nginx" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
+            os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
 
 
 def free_port() -> int:
@@ -175,8 +201,11 @@ class NginxNode:
         proc, self.proc = self.proc, None
         if proc is None:
             return
+        workers = _workers(proc.pid) if proc.poll() is None else []
         if proc.poll() is None:
             with contextlib.suppress(OSError):
+                for pid in workers:  # paused ones must run to hear their master
+                    os.kill(pid, signal.SIGCONT)
                 proc.send_signal(signal.SIGCONT)
                 proc.send_signal(sig)
             try:
@@ -184,6 +213,7 @@ class NginxNode:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        _kill_workers(proc.pid, workers)
         if proc.stderr is not None:
             proc.stderr.close()
         _running.discard(proc)
@@ -202,8 +232,7 @@ class NginxNode:
 
     def _pids(self) -> list[int]:
         assert self.proc is not None
-        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
-        return [self.proc.pid, *(int(p) for p in children.read_text().split())]
+        return [self.proc.pid, *_workers(self.proc.pid)]
 
     def __enter__(self) -> NginxNode:
         return self
