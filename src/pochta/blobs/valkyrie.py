@@ -684,16 +684,20 @@ class ValkyrieRunner:
         )
         self._supervisor.start()
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop every disk's pass (each saves its position) within ``timeout`` in all; a
+        thread still running then is left to the process's exit (and logged)."""
+        deadline = time.monotonic() + timeout
         self._stop.set()
-        if self._supervisor is not None:
-            self._supervisor.join(timeout)
         for job in list(self.jobs.values()):
             job.cancel()
-        for job in list(self.jobs.values()):
-            job.join(timeout)
+        if self._supervisor is not None:
+            self._supervisor.join(max(0.0, deadline - time.monotonic()))
+        for job in list(self.jobs.values()):  # the supervisor may have added one meanwhile
+            job.cancel()
+            job.join(max(0.0, deadline - time.monotonic()))
         for thread in list(self._threads.values()):
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _supervise(self) -> None:
         while not self._stop.is_set():

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import threading
+import traceback
 from collections.abc import Callable
 
 from pochta.errors import GuardUnavailable, LeaseLost, LockTimeout, PochtaError, StaleToken
@@ -93,20 +95,31 @@ class Singleton:
         come every ``interval``)."""
         self._wake.set()
 
-    def stop(self, timeout: float | None = None) -> None:
+    def stop(self, timeout: float | None = None) -> bool:
         """Stop after the round in progress, release the lock (the next process takes over
-        at once), join the thread."""
+        at once), join the thread (False: still running after ``timeout``)."""
         self.cancel()
-        self.join(timeout)
+        return self.join(timeout)
 
     def cancel(self) -> None:
         """Ask the thread to stop (``join`` waits for it): stopping many jobs at once."""
         self._stop.set()
         self._wake.set()
 
-    def join(self, timeout: float | None = None) -> None:
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread; False (and an error line with where it is stuck) when it is
+        still running after ``timeout``: a stopping server goes on closing rather than be
+        killed for a job that does not end."""
         if self._thread.is_alive():
             self._thread.join(timeout)
+        if not self._thread.is_alive():
+            return True
+        frame = sys._current_frames().get(self._thread.ident or -1)
+        where = "".join(traceback.format_stack(frame)[-6:]) if frame is not None else "?"
+        log.error(
+            "job %s did not stop in %.0f s; left running, at:\n%s", self.name, timeout or 0, where
+        )
+        return False
 
     @property
     def stopping(self) -> threading.Event:

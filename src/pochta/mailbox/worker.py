@@ -22,6 +22,7 @@ from pochta.types import Fence
 log = logging.getLogger("pochta.mailbox")
 
 JOB = "mailbox-deletions"
+STOP_TIMEOUT = 10.0  # seconds a stopping server waits for the round in progress
 
 
 class DeletionWorker:
@@ -51,8 +52,10 @@ class DeletionWorker:
     def wake(self) -> None:
         self.job.wake()
 
-    def stop(self) -> None:
-        self.job.stop()
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Stop after the round in progress; a round still running after ``timeout`` is left
+        to the process's exit (its steps are journaled: the next leader finishes them)."""
+        self.job.stop(timeout)
 
     def _recover(self, lease: Lease) -> None:
         recovered = self.deletions.recover()

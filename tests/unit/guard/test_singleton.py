@@ -101,3 +101,26 @@ def test_a_leader_older_than_the_fence_steps_down(
     wait_for(lambda: job.terms >= 1)
     time.sleep(0.2)
     assert ran == [] and not job.leading
+
+
+def test_a_round_that_does_not_end_is_left_behind_and_said(
+    make: Callable[..., Singleton], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stopping server waits for the round in progress only so long: a round stuck
+    (here: on an event nobody sets) is left to the process's exit, with where it is stuck."""
+    stuck, release = threading.Event(), threading.Event()
+
+    def round_(_lease: Lease) -> None:
+        stuck.set()
+        release.wait(30)
+
+    job = make(round_)
+    job.start()
+    wait_for(stuck.is_set)
+    started = time.monotonic()
+    assert job.stop(timeout=0.3) is False
+    assert time.monotonic() - started < 5
+    assert "job x did not stop in 0 s; left running" in caplog.text
+    assert "release.wait(30)" in caplog.text  # the stuck line, from the thread's own stack
+    release.set()
+    assert job.join(5) is True
