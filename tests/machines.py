@@ -40,7 +40,7 @@ import psycopg
 import redis
 
 from tests import netns
-from tests.nginx import NGINX, node_config
+from tests.nginx import NGINX, children, node_config
 from tests.pgserver import PASSWORD, SUPERUSER, _run_as, bindir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,13 +112,6 @@ def _tcp_open(address: str, port: int) -> bool:
         return False
 
 
-def _children(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    with contextlib.suppress(OSError):
-        return [int(p) for p in path.read_text().split()]
-    return []
-
-
 @dataclass(eq=False)
 class Process:
     """A long-running program on ``host``, its output in ``log``; ``ready`` is asked until it
@@ -158,10 +151,10 @@ class Process:
         if proc is None:
             return
         if proc.poll() is None:
-            children = _children(proc.pid) if sig == signal.SIGKILL else []
+            kids = children(proc.pid) if sig == signal.SIGKILL else []
             with contextlib.suppress(OSError):
                 proc.send_signal(sig)
-            for pid in children:
+            for pid in kids:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             try:

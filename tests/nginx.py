@@ -41,16 +41,16 @@ _running: set[subprocess.Popen[bytes]] = set()
 @atexit.register
 def _kill_leftovers() -> None:
     for proc in list(_running):
-        workers = _workers(proc.pid)
+        workers = children(proc.pid)
         with contextlib.suppress(OSError):
             proc.kill()
         _kill_workers(proc.pid, workers)
 
 
-def _workers(master: int) -> list[int]:
-    """The worker processes of a running nginx master (none when it is gone)."""
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (an nginx master's workers; none when it is gone)."""
     try:
-        return [int(p) for p in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
 
@@ -201,7 +201,7 @@ class NginxNode:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        workers = _workers(proc.pid) if proc.poll() is None else []
+        workers = children(proc.pid) if proc.poll() is None else []
         if proc.poll() is None:
             with contextlib.suppress(OSError):
                 for pid in workers:  # paused ones must run to hear their master
@@ -232,7 +232,7 @@ class NginxNode:
 
     def _pids(self) -> list[int]:
         assert self.proc is not None
-        return [self.proc.pid, *_workers(self.proc.pid)]
+        return [self.proc.pid, *children(self.proc.pid)]
 
     def __enter__(self) -> NginxNode:
         return self
