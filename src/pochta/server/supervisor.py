@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import logging
 import os
 import signal
@@ -46,6 +47,10 @@ log = logging.getLogger("pochta.serve")
 QUICK_DEATH = 10.0  # seconds: a worker dying this soon after its start counts towards giving up
 GIVE_UP_AFTER = 3  # quick deaths in a row
 STOP_TIMEOUT = 30.0  # seconds the workers get to stop before they are killed
+DUMP_SIGNAL = signal.SIGUSR1
+"""Sent to a worker that did not stop in time, just before it is killed: the worker writes
+every thread's stack to its standard error (``faulthandler``), so the log says where it hung."""
+DUMP_WAIT = 1.0  # seconds the worker gets to write its stacks
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +140,9 @@ PR_SET_PDEATHSIG = 1
 def die_with_parent(parent: int) -> None:
     """In a worker: SIGTERM when the supervising parent dies, even by SIGKILL (Linux's
     PR_SET_PDEATHSIG), so that no worker outlives it holding the ports; a parent already
-    gone means stopping now."""
+    gone means stopping now. Also: :data:`DUMP_SIGNAL` writes every thread's stack to
+    standard error (what the parent asks of a worker it is about to kill)."""
+    faulthandler.register(DUMP_SIGNAL, all_threads=True)
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
@@ -235,7 +242,16 @@ class Supervisor:
             try:
                 code = proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                log.error("worker pid %d did not stop in %.0f s; killed", proc.pid, STOP_TIMEOUT)
+                log.error(
+                    "worker pid %d did not stop in %.0f s; its threads' stacks follow, then it "
+                    "is killed",
+                    proc.pid,
+                    STOP_TIMEOUT,
+                )
+                with contextlib.suppress(OSError):
+                    proc.send_signal(DUMP_SIGNAL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(DUMP_WAIT)
                 proc.kill()
                 code = proc.wait()
             if code != 0 and self.exit_code == 0:
