@@ -12,6 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pochta.app import build, service_token
+from pochta.config import load_settings
 from tests.integration.conftest import Server, start_server
 from tests.mailtools import letter, payload
 
@@ -21,29 +23,19 @@ PASSWORD = "integration password"
 
 
 def add_users(data: Path, *emails: str) -> None:
-    """``pochta init`` (when the data directory is new), then ``pochta user add`` each."""
-    subprocess.run(
-        [sys.executable, "-m", "pochta", "init", "--data", str(data)],
-        check=True,
-        capture_output=True,
-    )
-    for email in emails:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pochta",
-                "user",
-                "add",
-                email,
-                "--password-stdin",
-                "--data",
-                str(data),
-            ],
-            input=PASSWORD.encode() + b"\n",
-            check=True,
-            capture_output=True,
-        )
+    """The data directory as ``pochta init`` makes it (when it is new), then the users, in
+    this process with the functions those commands call. (Two ``pochta`` processes per user
+    cost 10-15 s of every server fixture on 2 cores; the commands themselves are tested in
+    tests/unit/test_cli.py and by the tests that run them.)"""
+    s = load_settings(None, data_dir=data)
+    data.mkdir(parents=True, exist_ok=True)
+    pochta = build(s)
+    try:
+        for email in emails:
+            pochta.mailbox.add_user(email, PASSWORD)
+    finally:
+        pochta.close()
+    service_token(s)
 
 
 def session(server: Server, email: str) -> dict[str, str]:
