@@ -13,8 +13,8 @@ elements cost) collects:
 - ``hidden_chars``: characters of text inside elements styled ``display:none``,
   ``visibility:hidden`` or ``font-size:0``.
 
-Limits: the first :data:`MAX_SOURCE` characters and :data:`MAX_TAGS` tags of the part are parsed
-(see :func:`bounded`), the walk stops after
+Limits: the first :data:`MAX_SOURCE` characters and :data:`MAX_TAGS` tags of the part are parsed,
+up to where elements nest :data:`MAX_DEPTH` deep (see :func:`bounded`), the walk stops after
 :data:`MAX_NODES` nodes, at most :data:`MAX_ANCHORS` anchors are kept (their text cut to
 :data:`MAX_ANCHOR_TEXT`), and a ``style`` attribute is read up to :data:`MAX_STYLE`
 characters. ``truncated`` says whether any limit was reached.
@@ -32,6 +32,13 @@ log = logging.getLogger("pochta.mime")
 
 MAX_SOURCE = 1 << 20  # characters of one HTML part that are parsed
 MAX_TAGS = 10_000
+MAX_DEPTH = 512
+"""Elements open at once; the source is cut where a tag would open one more. Blink's HTML
+parser stops nesting at the same depth (kMaximumHTMLParserDOMTreeDepth); a letter's layout
+tables nest a few dozen deep."""
+DEPTH_CHECK_TAGS = 2_000
+"""Below this many tags nesting costs little however it is done (2,000 nested ``<div>`` take
+12 ms), so the depth is only counted in a part with more tags."""
 MAX_TAG = 4096  # characters of one tag (its attributes); the rest of a longer tag is dropped
 MAX_NODES = 50_000
 MAX_ANCHORS = 1000
@@ -45,6 +52,11 @@ _BLOCK = frozenset(
      "ul", "ol", "blockquote", "pre", "hr", "section", "article", "header", "footer"}
 )  # fmt: skip
 _NOT_HIDING = frozenset({"br", "img", "input", "hr"})
+_NOT_NESTING = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+     "source", "track", "wbr", "keygen",  # void: never open
+     "p", "li", "dt", "dd", "td", "th", "tr", "option"}  # closed by the parser at the next one
+)  # fmt: skip
 _LONG_TAG = re.compile(rf"<[^<>]{{{MAX_TAG}}}")
 _LONG_TAG_REST = re.compile(rf"(<[^<>]{{{MAX_TAG}}})[^<>]*+")
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?![.\d])")
@@ -114,18 +126,46 @@ def bounded(source: str) -> tuple[str, bool]:
     """The part of ``source`` that is parsed: at most MAX_SOURCE characters and MAX_TAGS tags
     (an HTML5 parser checks the open elements' scope at each block element, so thousands of
     nested ones cost time quadratic in their number: 40,000 nested ``<div>`` take 1.9 s in
-    Lexbor, 10,000 take 0.1 s), each tag cut to MAX_TAG characters (a tag's attributes are
-    checked against each other for duplicates: 70,000 attributes in one tag took 7.5 s)."""
+    Lexbor, 10,000 take 0.1-0.35 s), cut before the tag that would nest elements deeper than
+    MAX_DEPTH (which makes nesting linear), each tag cut to MAX_TAG characters (a tag's
+    attributes are checked against each other for duplicates: 70,000 attributes in one tag took
+    7.5 s)."""
     truncated = len(source) > MAX_SOURCE
     source = source[:MAX_SOURCE]
-    if source.count("<") > MAX_TAGS:
+    tags = source.count("<")
+    if tags > MAX_TAGS:
         cut = -1
         for _ in range(MAX_TAGS + 1):
             cut = source.find("<", cut + 1)
         source, truncated = source[:cut], True
+    if tags > DEPTH_CHECK_TAGS:
+        deep = too_deep(source)
+        if deep >= 0:
+            source, truncated = source[:deep], True
     if _LONG_TAG.search(source):  # the parser checks each attribute against the tag's others
         source, truncated = _LONG_TAG_REST.sub(r"\1", source), True
     return source, truncated
+
+
+def too_deep(source: str) -> int:
+    """Where a tag would first open an element MAX_DEPTH deep (-1: never), counting as the
+    parser nests: a closing tag closes one, void elements and the ones the parser closes
+    implicitly (``p``, ``li``, ``td``...) open none. Linear: one look at each tag's name."""
+    depth = 0
+    at = source.find("<")
+    while at >= 0:
+        head = source[at + 1 : at + 18]
+        closing = head.startswith("/")
+        name = head[closing:].split(">", 1)[0].split("/", 1)[0]
+        name = name.split(None, 1)[0].lower() if name and name[0].isalpha() else ""
+        if name and closing:
+            depth = max(0, depth - 1)
+        elif name and name not in _NOT_NESTING:
+            depth += 1
+            if depth > MAX_DEPTH:
+                return at
+        at = source.find("<", at + 1)
+    return -1
 
 
 def _walk(root: LexborNode | None, truncated: bool) -> Html:
