@@ -118,6 +118,9 @@ def inherited(text: str) -> dict[str, socket.socket]:
         name, _, fd = part.partition("=")
         if name == "parent" and fd.isdigit():
             die_with_parent(int(fd))
+            # what the parent asks of a worker it is about to kill: every thread's stack on
+            # standard error, so the log says where the worker hung
+            faulthandler.register(DUMP_SIGNAL, all_threads=True)
             continue
         if not fd.isdigit() or name not in LISTENERS:
             raise InvalidInput(f"--listen-fds: {part!r} is not name=fd ({', '.join(LISTENERS)})")
@@ -140,9 +143,7 @@ PR_SET_PDEATHSIG = 1
 def die_with_parent(parent: int) -> None:
     """In a worker: SIGTERM when the supervising parent dies, even by SIGKILL (Linux's
     PR_SET_PDEATHSIG), so that no worker outlives it holding the ports; a parent already
-    gone means stopping now. Also: :data:`DUMP_SIGNAL` writes every thread's stack to
-    standard error (what the parent asks of a worker it is about to kill)."""
-    faulthandler.register(DUMP_SIGNAL, all_threads=True)
+    gone means stopping now."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
