@@ -249,7 +249,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         locks=pochta_locks,
         shingles=shingler,
         scanner=scanner,
-        intake=_intake(settings, scanner.analyzer, analysis),
+        intake=_intake(settings, scanner.analyzer, analysis, scanner.authserv_id),
         deletions=DeletionWorker(mailbox.deletions, pochta_locks, fence=fence),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
@@ -419,9 +419,12 @@ def analyzer(settings: Settings, tokens: TokenTable | None = None) -> Analyzer:
     return make_analyzer(analysis_settings(settings, tokens))
 
 
-def _intake(settings: Settings, analyzer: Analyzer, analysis: AnalysisSettings) -> Intake:
+def _intake(
+    settings: Settings, analyzer: Analyzer, analysis: AnalysisSettings, authserv_id: str
+) -> Intake:
     """Parsing and analysis in ``antispam.workers`` processes (default: one per core; 0: in
-    the server's own threads). Nothing starts before ``Pochta.start``."""
+    the server's own threads). Nothing starts before ``Pochta.start``. ``authserv_id``: the
+    letters delivered lose the Authentication-Results fields that carry it."""
     a = settings.antispam
     processes = cores() if a.workers is None else a.workers
     pool = None
@@ -434,7 +437,11 @@ def _intake(settings: Settings, analyzer: Analyzer, analysis: AnalysisSettings) 
             name="pochta-letters",
         )
     return Intake(
-        analyzer, pool, inline_limit=settings.mailbox.inline_limit, deadline=a.deadline_seconds
+        analyzer,
+        pool,
+        inline_limit=settings.mailbox.inline_limit,
+        deadline=a.deadline_seconds,
+        authserv_id=authserv_id,
     )
 
 

@@ -366,7 +366,9 @@ class AntispamSettings(Section):
         description="SPF/DKIM/DMARC need DNS: system = the host's resolver; off = no checks",
     )
     authserv_id: str = Field(
-        "", description="the name in Authentication-Results (default: smtp.hostname)"
+        "",
+        description="the name in Authentication-Results (default: smtp.hostname); arriving"
+        " Authentication-Results fields with it are removed (RFC 8601): the same on every loader",
     )
     dns_server: str | None = Field(
         None,

@@ -243,3 +243,26 @@ def test_odd_bytes_arrive_exactly_and_overlong_lines_are_refused(mx: Server) -> 
         assert refused.value.smtp_code == 500 and b"too long" in refused.value.smtp_error
     got = sorted(strip_trace(r) for r in raws(mx, "alice@example.org"))
     assert got == sorted([odd, long_ok])
+
+
+def test_fields_claiming_to_be_pochtas_are_removed(mx: Server) -> None:
+    """A sender cannot vouch for itself in pochta's name (RFC 8601 §5): the Authentication-
+    Results fields with pochta's authserv-id and every X-Pochta-* field it wrote are gone,
+    folded, repeated or in any case, and only pochta's own remain; the rest is byte-exact."""
+    forged = (
+        b"Authentication-Results: mx.pochta.test; spf=pass smtp.mailfrom=bank.example;\r\n"
+        b" dkim=pass header.d=bank.example; dmarc=pass header.from=bank.example\r\n"
+        b"X-Pochta-Spam: ham; probability=0.0001\r\n"
+        b"authentication-results: MX.POCHTA.TEST;\r\n\tdkim=pass\r\n"
+        b"x-pochta-spam: ham\r\n"
+    )
+    kept = b"Authentication-Results: relay.example; spf=fail smtp.mailfrom=bank.example\r\n"
+    raw = letter(subject="your account")
+    with smtplib.SMTP("127.0.0.1", mx.smtp_port, timeout=10) as smtp:
+        smtp.sendmail("sender@example.net", ["alice@example.org"], forged + kept + raw)
+    (got,) = raws(mx, "alice@example.org")
+    assert strip_trace(got) == kept + raw
+    head = got[: got.index(b"\r\n\r\n")].lower().replace(b"\r\n ", b" ").replace(b"\r\n\t", b" ")
+    assert head.count(b"x-pochta-spam:") == 1  # pochta's own
+    assert head.count(b"authentication-results: mx.pochta.test;") == 1
+    assert b"probability=0.0001" not in head

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pochta.antispam.auth.results import AuthResults, DkimResult, DmarcResult
 from pochta.antispam.auth.spf import SpfResult
-from pochta.mailbox.trace import MAX_LINE, field, received
+from pochta.mailbox.trace import MAX_LINE, field, received, without_claims
 
 WHEN = datetime(2025, 1, 14, 10, 0, tzinfo=UTC)
 
@@ -118,3 +118,98 @@ def test_whatever_a_client_says_gives_one_well_formed_field(
     assert value.startswith("from ") and value.endswith("Tue, 14 Jan 2025 10:00:00 +0000")
     assert (" for <" in value) == (recipient is not None)
     assert all(32 <= ord(c) < 127 for c in value)
+
+
+# -- fields that claim to be pochta's --------------------------------------------------------
+OURS = "mx.pochta.test"
+
+
+def test_forged_claims_are_removed_byte_exactly() -> None:
+    head = (
+        b"Received: from a by b; Tue, 14 Jan 2025 10:00:00 +0000\r\n"
+        b"Authentication-Results: mx.pochta.test; spf=pass smtp.mailfrom=bank.example;\r\n"
+        b" dkim=pass header.d=bank.example; dmarc=pass\r\n"
+        b"X-Pochta-Spam: ham; probability=0.0001\r\n"
+        b"Subject: hello\r\n"
+        b"authentication-results : (forged) MX.Pochta.Test 1;\r\n\tspf=pass\r\n"
+        b"x-pochta-SPAM: ham\r\n"
+        b'AUTHENTICATION-RESULTS: "mx.pochta.test"; dkim=pass\r\n'
+        b"Authentication-Results: relay.example; spf=fail smtp.mailfrom=x.example\r\n"
+        b"X-Pochta-Spam: ham\r\n"
+        b"X-Pochtamt: not ours (no hyphen)\r\n"
+        b"From: a@example.org\r\n"
+    )
+    body = (
+        b"\r\nX-Pochta-Spam: ham (in the body: text)\r\nAuthentication-Results: mx.pochta.test\r\n"
+    )
+    cleaned, removed = without_claims(head + body, OURS)
+    assert removed == 6
+    assert cleaned == (
+        b"Received: from a by b; Tue, 14 Jan 2025 10:00:00 +0000\r\n"
+        b"Subject: hello\r\n"
+        b"Authentication-Results: relay.example; spf=fail smtp.mailfrom=x.example\r\n"
+        b"X-Pochtamt: not ours (no hyphen)\r\n"
+        b"From: a@example.org\r\n" + body
+    )
+    assert without_claims(cleaned, OURS) == (cleaned, 0)
+
+
+def test_lf_letters_first_and_last_fields_and_no_body() -> None:
+    raw = b"X-Pochta-Spam: a\n b\nSubject: s\nX-Pochta-Verdict: c\n\nbody\n"
+    assert without_claims(raw, OURS) == (b"Subject: s\n\nbody\n", 2)
+    assert without_claims(b"X-Pochta-Spam: only", OURS) == (b"", 1)
+    assert without_claims(b"Subject: x\r\nX-Pochta-A: 1\r\n", OURS) == (b"Subject: x\r\n", 1)
+
+
+def test_other_authserv_ids_and_lookalikes_stay() -> None:
+    for value in (
+        b"mx.pochta.test.evil.example; spf=pass",
+        b"evil-mx.pochta.test; spf=pass",
+        b"(mx.pochta.test) other.example; spf=pass",
+        b"",
+    ):
+        raw = b"Authentication-Results: " + value + b"\r\nSubject: s\r\n\r\nbody"
+        assert without_claims(raw, OURS) == (raw, 0), value
+
+
+def test_an_attached_letters_header_is_its_content() -> None:
+    raw = (
+        b"Content-Type: message/rfc822\r\n\r\n"
+        b"X-Pochta-Spam: ham\r\nAuthentication-Results: mx.pochta.test; spf=pass\r\n\r\nhi\r\n"
+    )
+    assert without_claims(raw, OURS) == (raw, 0)
+
+
+_names = st.sampled_from(
+    [b"Subject", b"From", b"X-Pochta-Spam", b"x-pochta-verdict", b"Authentication-Results",
+     b"authentication-RESULTS", b"X-Other", b"Received"]
+)  # fmt: skip
+_value = st.text(alphabet='abc .;=()"', max_size=20).map(lambda t: t.encode())
+_authserv = st.sampled_from(
+    [b"mx.pochta.test", b"MX.POCHTA.TEST", b"other.example", b"(c) mx.pochta.test"]
+)
+
+
+@st.composite
+def _fields(draw: st.DrawFn) -> tuple[bytes, bool]:
+    """One field and whether it claims to be pochta's."""
+    name = draw(_names)
+    eol = draw(st.sampled_from([b"\r\n", b"\n"]))
+    lower = name.lower()
+    if lower == b"authentication-results":
+        serv = draw(_authserv)
+        value = serv + b"; " + draw(_value)
+        ours = serv.replace(b"(c) ", b"").lower() == OURS.encode()
+    else:
+        value, ours = draw(_value).strip(b" "), lower.startswith(b"x-pochta-")
+    folds = draw(st.lists(st.tuples(st.sampled_from([b" ", b"\t"]), _value), max_size=2))
+    text = name + draw(st.sampled_from([b":", b": ", b" :"])) + value + eol
+    return text + b"".join(wsp + v + eol for wsp, v in folds), ours
+
+
+@given(st.lists(_fields(), max_size=12), st.binary(max_size=60))
+@settings(max_examples=300)
+def test_exactly_the_claims_go(fields: list[tuple[bytes, bool]], body: bytes) -> None:
+    raw = b"".join(f for f, _ in fields) + b"\r\n" + body
+    expected = b"".join(f for f, ours in fields if not ours) + b"\r\n" + body
+    assert without_claims(raw, OURS) == (expected, sum(ours for _, ours in fields))

@@ -35,6 +35,7 @@ from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analysis, Analyzer, unanalyzed
 from pochta.errors import WorkerDied, WorkerTimeout
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
+from pochta.mailbox.trace import without_claims
 from pochta.mime.letter import parse
 from pochta.types import Envelope
 from pochta.workers import WorkerPool
@@ -97,12 +98,19 @@ Letter = bytes | Path
 """A letter as the intake takes it: its bytes, or a file holding them (read where it is used)."""
 
 
-def load(letter: Letter, prefix: bytes = b"") -> bytes:
-    """``prefix`` and the letter's bytes."""
+def load(letter: Letter, prefix: bytes = b"", authserv_id: str | None = None) -> bytes:
+    """``prefix`` and the letter's bytes; with ``authserv_id``, the letter without the header
+    fields that claim to be pochta's (:func:`pochta.mailbox.trace.without_claims`)."""
     if isinstance(letter, Path):
         with letter.open("rb") as f:
-            return prefix + f.read()
-    return prefix + letter
+            raw = f.read()
+    else:
+        raw = letter
+    if authserv_id is not None:
+        raw, removed = without_claims(raw, authserv_id)
+        if removed:
+            log.info("removed %d header field(s) that claimed to be pochta's", removed)
+    return prefix + raw
 
 
 def size_of(letter: Letter) -> int:
@@ -117,10 +125,11 @@ def prepare_in_worker(
     analyze: bool,
     shingles: bool,
     prefix: bytes = b"",
+    authserv_id: str | None = None,
 ) -> Prepared:
     analyzer = _worker_analyzer() if analyze else None
     prepared = prepare(
-        load(raw, prefix),
+        load(raw, prefix, authserv_id),
         envelope,
         helo,
         inline_limit=inline_limit,
@@ -151,7 +160,9 @@ def analyze_in_worker(raw: bytes, envelope: Envelope | None, helo: str | None) -
 
 # -- in the server -------------------------------------------------------------------------
 class Intake:
-    """Prepares and analyzes letters in ``pool`` (None: in a thread, with ``analyzer``)."""
+    """Prepares and analyzes letters in ``pool`` (None: in a thread, with ``analyzer``).
+    ``authserv_id``: pochta's name in Authentication-Results; a letter prepared for delivery
+    loses the fields that claim it (and every ``X-Pochta-*`` field) before it is parsed."""
 
     def __init__(
         self,
@@ -160,11 +171,13 @@ class Intake:
         *,
         inline_limit: int,
         deadline: float,
+        authserv_id: str,
     ) -> None:
         self.analyzer = analyzer
         self.pool = pool
         self.inline_limit = inline_limit
         self.deadline = deadline
+        self.authserv_id = authserv_id
 
     def start(self) -> None:
         if self.pool is not None:
@@ -184,14 +197,15 @@ class Intake:
         shingles: bool,
         prefix: bytes = b"",
     ) -> Prepared:
-        """``prefix + raw`` parsed, analyzed (``analyze``) or only shingled (``shingles``),
-        split. ``raw`` may be a file (read by the worker). Past the deadline: kept whole and
-        unscored. WorkersUnavailable when the queue is full."""
+        """``prefix + raw`` (``raw`` without the fields that claim to be pochta's) parsed,
+        analyzed (``analyze``) or only shingled (``shingles``), split. ``raw`` may be a file
+        (read by the worker). Past the deadline: kept whole and unscored. WorkersUnavailable
+        when the queue is full."""
         if self.pool is None:
             analyzer = self.analyzer if analyze else None
             return await asyncio.to_thread(
                 lambda: prepare(
-                    load(raw, prefix),
+                    load(raw, prefix, self.authserv_id),
                     envelope,
                     helo,
                     inline_limit=self.inline_limit,
@@ -210,12 +224,13 @@ class Intake:
                 analyze,
                 shingles,
                 prefix,
+                self.authserv_id,
                 deadline=self.deadline,
                 urgent=size <= SMALL,
             )
         except (WorkerTimeout, WorkerDied) as exc:
             log.warning("a letter of %d bytes is stored unscored: %s", size, exc.message)
-            whole = await asyncio.to_thread(load, raw, prefix)
+            whole = await asyncio.to_thread(load, raw, prefix, self.authserv_id)
             return unprepared(whole, unanalyzed() if analyze else None)
 
     async def analyze(self, raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:

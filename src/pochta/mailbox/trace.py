@@ -10,6 +10,11 @@ recipients stays one byte string and its skeleton is stored once.
 
 ``X-Pochta-Spam`` and ``Authentication-Results``, on a letter scored at delivery.
 
+And what pochta takes away before it adds its own (:func:`without_claims`): fields that arrive
+with a letter claiming to be pochta's, ``Authentication-Results`` with pochta's authserv-id (RFC
+8601 §5: an MTA must remove them) and every ``X-Pochta-*`` field, so that a sender cannot write
+``spf=pass`` or ``X-Pochta-Spam: ham`` for pochta; every other byte of the letter is kept.
+
 Every field is folded by :data:`email.policy.compat32` (the stdlib's ``email.header.Header``
 algorithm): lines of at most 78 characters where the value allows it, broken first after a
 ``;`` (so each result of Authentication-Results, and the date of Received, starts a line of its
@@ -76,3 +81,99 @@ def verdict_headers(verdict: Verdict, authserv_id: str, eol: bytes = b"\r\n") ->
     return field("X-Pochta-Spam", verdict.header(), eol) + field(
         "Authentication-Results", verdict.auth.header(authserv_id), eol
     )
+
+
+def header_end(raw: bytes) -> int:
+    """Where the letter's header block ends: the offset just after the empty line that ends it
+    (CRLF or LF), or the letter's length when it has none (all header)."""
+    if raw.startswith((b"\r\n", b"\n")):
+        return 2 if raw[:1] == b"\r" else 1
+    ends = [i for i in (raw.find(b"\n\r\n"), raw.find(b"\n\n")) if i >= 0]
+    if not ends:
+        return len(raw)
+    end = min(ends)
+    return end + (3 if raw[end + 1 : end + 2] == b"\r" else 2)
+
+
+_CLAIMS = (b"x-pochta-", b"authentication-results")
+_WSP = b" \t"
+
+
+def without_claims(raw: bytes, authserv_id: str) -> tuple[bytes, int]:
+    """``raw`` without the header fields that claim to be pochta's: every ``X-Pochta-*`` field
+    and every ``Authentication-Results`` whose authserv-id is ``authserv_id`` (compared without
+    case), whatever their case, folding or repetition; and how many were removed. Only the
+    letter's own header block is looked at (the fields of attached letters are their content);
+    everything else is returned byte for byte, the same object when nothing was removed. Linear
+    in the header's size: the header block is searched, not split into lines."""
+    end = header_end(raw)
+    lowered = b"\n" + raw[:end].lower()  # offset i here is offset i - 1 in raw
+    ours = authserv_id.strip().lower().encode("ascii", "replace")
+    cuts: list[tuple[int, int]] = []
+    for claim in _CLAIMS:
+        at = lowered.find(b"\n" + claim)
+        while at >= 0:
+            start = at  # the field starts at raw offset `start` (the byte after the LF)
+            stop = _field_end(raw, start, end)
+            name_end = raw.find(b":", start, stop)
+            if name_end > 0 and _claims(raw, start, name_end, stop, claim, ours):
+                cuts.append((start, stop))
+            at = lowered.find(b"\n" + claim, at + 1)
+    if not cuts:
+        return raw, 0
+    cuts.sort()
+    out, pos = [], 0
+    for start, stop in cuts:
+        out.append(raw[pos:start])
+        pos = stop
+    out.append(raw[pos:])
+    return b"".join(out), len(cuts)
+
+
+def _field_end(raw: bytes, start: int, end: int) -> int:
+    """The offset after the last line of the field that starts at ``start`` (its continuation
+    lines begin with a space or a tab), within the header block ending at ``end``."""
+    pos = start
+    while True:
+        lf = raw.find(b"\n", pos, end)
+        if lf < 0:
+            return end
+        pos = lf + 1
+        if pos >= end or raw[pos : pos + 1] not in (b" ", b"\t"):
+            return pos
+
+
+def _claims(raw: bytes, start: int, colon: int, stop: int, claim: bytes, ours: bytes) -> bool:
+    """Whether the field ``raw[start:stop]`` (its name ending at ``colon``) is one of pochta's."""
+    name = raw[start:colon].rstrip(_WSP).lower()  # "Name :" (obsolete syntax) counts too
+    if claim == b"x-pochta-":
+        return name.startswith(claim) and not any(c in name for c in b" \t\r\n")
+    if name != claim:
+        return False
+    return _authserv_id(raw[colon + 1 : stop]) == ours
+
+
+def _authserv_id(value: bytes) -> bytes:
+    """The authserv-id of an Authentication-Results value (RFC 8601 §2.2): its first token
+    after comments and folding whitespace (a quoted string unquoted), lower-cased."""
+    text = value.replace(b"\r", b" ").replace(b"\n", b" ")
+    pos, depth = 0, 0
+    while pos < len(text):  # skip CFWS: whitespace and (nested (comments))
+        c = text[pos : pos + 1]
+        if depth:
+            if c == b"\\":
+                pos += 1
+            depth += {b"(": 1, b")": -1}.get(c, 0)
+        elif c == b"(":
+            depth = 1
+        elif c not in (b" ", b"\t"):
+            break
+        pos += 1
+    rest = text[pos:]
+    if rest.startswith(b'"'):
+        close = rest.find(b'"', 1)
+        return rest[1 : close if close > 0 else len(rest)].strip().lower()
+    token = rest
+    for stop in (b";", b" ", b"\t", b"("):
+        token = token.split(stop, 1)[0]
+    return token.lower()
