@@ -60,6 +60,7 @@ from pochta.mailbox.worker import DeletionWorker
 from pochta.redisconn import SyncClient, connect
 from pochta.server.tls import ServerTLS
 from pochta.types import (
+    Activity,
     DiskSpec,
     Fence,
     FileDB,
@@ -249,7 +250,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         locks=pochta_locks,
         shingles=shingler,
         scanner=scanner,
-        intake=_intake(settings, scanner.analyzer, analysis, scanner.authserv_id),
+        intake=_intake(settings, scanner.analyzer, analysis, scanner.authserv_id, history),
         deletions=DeletionWorker(mailbox.deletions, pochta_locks, fence=fence),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
@@ -399,6 +400,7 @@ def _scanner(
         counters=shingler.counters,
         analyzer=make_analyzer(config),
         authserv_id=a.authserv_id or settings.smtp.fqdn(),
+        unscored="spam" if a.on_timeout == "spam" else "ham",
     )
     return scanner, config
 
@@ -420,7 +422,11 @@ def analyzer(settings: Settings, tokens: TokenTable | None = None) -> Analyzer:
 
 
 def _intake(
-    settings: Settings, analyzer: Analyzer, analysis: AnalysisSettings, authserv_id: str
+    settings: Settings,
+    analyzer: Analyzer,
+    analysis: AnalysisSettings,
+    authserv_id: str,
+    activity: Activity,
 ) -> Intake:
     """Parsing and analysis in ``antispam.workers`` processes (default: one per core; 0: in
     the server's own threads). Nothing starts before ``Pochta.start``. ``authserv_id``: the
@@ -442,6 +448,8 @@ def _intake(
         inline_limit=settings.mailbox.inline_limit,
         deadline=a.deadline_seconds,
         authserv_id=authserv_id,
+        on_timeout=a.on_timeout,
+        activity=activity,
     )
 
 

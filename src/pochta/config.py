@@ -399,7 +399,15 @@ class AntispamSettings(Section):
         10.0,
         gt=0,
         description="a worker still busy with one letter after this is stopped and replaced;"
-        " the letter is delivered unscored (partial=timeout)",
+        " the letter is then unscored (partial=timeout) and on_timeout says what it does",
+    )
+    on_timeout: Literal["inbox", "spam", "defer"] = Field(
+        "inbox",
+        description="what a letter that could not be scored (past deadline_seconds, or its"
+        " worker died) does: inbox = delivered as ham (no letter is lost or delayed for being"
+        " slow); spam = delivered to Spam; defer = answered 451 4.7.1 and left to the sender to"
+        " retry (Postfix's milter_default_action = tempfail: a letter that is always slow is"
+        " bounced by its sender after days)",
     )
     learn_words: bool = Field(
         True,

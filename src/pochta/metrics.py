@@ -187,6 +187,13 @@ class _Metrics:
         self.rate_limited: Counter = Counter(
             "pochta_rate_limit_refusals_total", "Requests refused by a rate limit", ["limit"]
         )
+        self.unscored: Counter = Counter(
+            "pochta_letters_unscored_total",
+            "Letters that could not be scored: the worker passed antispam.deadline_seconds"
+            " (timeout) or died; action is what antispam.on_timeout made of them (inbox, spam,"
+            " defer)",
+            ["reason", "action"],
+        )
         self.login_failures: Counter = Counter(
             "pochta_login_failures_total",
             "Failed logins, by reason (invalid_credentials, password_reset_required,"
@@ -215,6 +222,10 @@ def delivery(protocol: str, reply: str) -> None:
     code = reply[:3]
     result = {"2": "delivered", "4": "deferred"}.get(code[:1], "refused")
     m().deliveries.labels(protocol, result, code).inc()
+
+
+def unscored(reason: str, action: str) -> None:
+    m().unscored.labels(reason, action).inc()
 
 
 def verdict(label: str, partial: bool, seconds: float) -> None:

@@ -689,3 +689,7 @@ class Activity(Protocol):
     def login_failed(self, ip: str, account: str | None) -> None:
         """A wrong password (``account``: the existing user's e-mail) or an unknown account
         (``account`` None: what was typed is never passed on, people paste passwords there)."""
+
+    def unscored(self, action: str) -> None:
+        """A letter that could not be scored in time, and what ``antispam.on_timeout`` made of
+        it (``inbox``, ``spam``, ``defer``)."""

@@ -125,3 +125,31 @@ def test_a_letter_past_the_deadline_is_stored_whole_and_unscored(tmp_path: Path)
         assert "stored unscored" in srv.log.read_text()
     finally:
         srv.stop()
+
+
+def test_the_operator_can_defer_a_letter_that_could_not_be_scored(tmp_path: Path) -> None:
+    """antispam.on_timeout = "defer": a letter past the deadline is answered 451 4.7.1 and not
+    stored (the sender retries, as with Postfix's milter_default_action = tempfail); counted in
+    /metrics; the next letter is delivered as usual."""
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    settings = {
+        "POCHTA_ANTISPAM__WORKERS": "1",
+        "POCHTA_ANTISPAM__DEADLINE_SECONDS": "0.05",
+        "POCHTA_ANTISPAM__ON_TIMEOUT": "defer",
+    }
+    srv = start_server(data, tmp_path / "serve.log", settings=settings)
+    try:
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=60) as smtp:
+            smtp.ehlo()
+            smtp.mail("sender@example.net")
+            smtp.rcpt("alice@example.org")
+            code, reply = smtp.data(many_parts(30_000, 1))
+            assert (code, reply[:5]) == (451, b"4.7.1"), reply
+            smtp.sendmail("sender@example.net", ["alice@example.org"], letter(text="after it\n"))
+        (stored,) = raws(srv, "alice@example.org")
+        assert b"after it" in stored and b"partial=timeout" not in stored
+        exposed = httpx.get(f"{srv.url}/metrics", timeout=10).text
+        assert 'pochta_letters_unscored_total{action="defer",reason="timeout"} 1.0' in exposed
+    finally:
+        srv.stop()

@@ -374,7 +374,9 @@ def unanalyzed(reason: str = TIMEOUT) -> Analysis:
 class Scanner:
     """The decision half, and the whole path in one process (``scan``). ``counters`` feed
     the shingle features (and learn from verdicts via ``learn``); ``model`` gives the
-    probability; ``analyzer`` is used by ``scan`` (default: no DNS, no budget)."""
+    probability; ``analyzer`` is used by ``scan`` (default: no DNS, no budget). ``unscored``:
+    the label of a letter no worker could analyze in time (``antispam.on_timeout``: ham goes to
+    the Inbox, spam to Spam; either way the verdict says ``partial=timeout``)."""
 
     def __init__(
         self,
@@ -388,8 +390,10 @@ class Scanner:
         words: Words | None = None,
         learning: Learning | None = None,
         learn_from_verdicts: bool = False,
+        unscored: Label = "ham",
     ) -> None:
         self.rules = rules_ if rules_ is not None else rules.default()
+        self.unscored = unscored
         self.model = model
         self.counters = counters
         if analyzer is None:
@@ -435,8 +439,10 @@ class Scanner:
         return verdict
 
     def _decide(self, analysis: Analysis, now: float | None) -> Verdict:
-        if TIMEOUT in analysis.partial:  # nothing was analyzed: no grounds for any verdict
-            return Verdict("ham", None, 0.0, [], [], analysis.auth, {}, [], analysis.partial)
+        if TIMEOUT in analysis.partial:  # nothing was analyzed: the operator's choice decides
+            return Verdict(
+                self.unscored, None, 0.0, [], [], analysis.auth, {}, [], analysis.partial
+            )
         f, counted = self._statistics(analysis, now)
         partial = analysis.partial if counted else (*analysis.partial, COUNTERS)
         signs = list(analysis.signs)

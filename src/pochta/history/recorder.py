@@ -75,6 +75,9 @@ class Recorder:
     def feedback(self, kind: str, shingles: Sequence[tuple[int, int, str]]) -> None:
         self._add(kind, [shingle_name(t, h, v) for t, h, v in shingles], 1)
 
+    def unscored(self, action: str) -> None:
+        self._add("unscored", [action], 1)
+
     def login_failed(self, ip: str, account: str | None) -> None:
         self._add("login_ip", [ip[:64]], 1)
         if account is not None:

@@ -9,9 +9,11 @@ long to analyze delays no other client, and no letter is analyzed under the serv
 Two limits keep one letter from costing much: the analysis budget (``antispam.budget_seconds``:
 stages not started in time are skipped and the verdict says ``partial``) and the deadline
 (``antispam.deadline_seconds``): a worker still busy then is killed and replaced, and the
-letter is delivered unscored and unsplit, kept whole (``partial=timeout``), so a letter can
-never be refused or retried for being slow. A full queue (``WorkersUnavailable``) is the one
-refusal: the SMTP client is told to try again later (451).
+letter is unscored. ``antispam.on_timeout`` says what that means: delivered unsplit, kept whole
+(``partial=timeout``), as ham to the Inbox (``inbox``, the default: a letter is never refused
+or retried for being slow) or to Spam (``spam``); or not delivered but deferred (``defer``: the
+worker's error goes up and SMTP answers 451). A full queue (``WorkersUnavailable``) is always
+a refusal: the SMTP client is told to try again later (451).
 
 Letters of at most :data:`SMALL` bytes (most mail) are taken before bigger ones, so that a
 flood of big letters, each costing more to parse and split, cannot hold up everyone else's.
@@ -30,6 +32,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from pochta import metrics
 from pochta.antispam.auth.resolver import DnsResolver
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analysis, Analyzer, unanalyzed
@@ -37,7 +40,7 @@ from pochta.errors import WorkerDied, WorkerTimeout
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
 from pochta.mailbox.trace import without_claims
 from pochta.mime.letter import parse
-from pochta.types import Envelope
+from pochta.types import Activity, Envelope
 from pochta.workers import WorkerPool
 
 log = logging.getLogger("pochta.intake")
@@ -162,7 +165,9 @@ def analyze_in_worker(raw: bytes, envelope: Envelope | None, helo: str | None) -
 class Intake:
     """Prepares and analyzes letters in ``pool`` (None: in a thread, with ``analyzer``).
     ``authserv_id``: pochta's name in Authentication-Results; a letter prepared for delivery
-    loses the fields that claim it (and every ``X-Pochta-*`` field) before it is parsed."""
+    loses the fields that claim it (and every ``X-Pochta-*`` field) before it is parsed.
+    ``on_timeout``: what a letter to be scored that its worker could not finish does (see
+    the module); each such letter is counted in /metrics and told to ``activity``."""
 
     def __init__(
         self,
@@ -172,8 +177,12 @@ class Intake:
         inline_limit: int,
         deadline: float,
         authserv_id: str,
+        on_timeout: str = "inbox",
+        activity: Activity | None = None,
     ) -> None:
         self.analyzer = analyzer
+        self.on_timeout = on_timeout
+        self.activity = activity
         self.pool = pool
         self.inline_limit = inline_limit
         self.deadline = deadline
@@ -229,6 +238,14 @@ class Intake:
                 urgent=size <= SMALL,
             )
         except (WorkerTimeout, WorkerDied) as exc:
+            if analyze:
+                action = self.on_timeout
+                metrics.unscored("timeout" if isinstance(exc, WorkerTimeout) else "died", action)
+                if self.activity is not None:
+                    self.activity.unscored(action)
+                if action == "defer":
+                    log.warning("a letter of %d bytes is deferred unscored: %s", size, exc.message)
+                    raise
             log.warning("a letter of %d bytes is stored unscored: %s", size, exc.message)
             whole = await asyncio.to_thread(load, raw, prefix, self.authserv_id)
             return unprepared(whole, unanalyzed() if analyze else None)

@@ -48,7 +48,15 @@ from aiosmtpd.smtp import SMTP, Envelope, Session, syntax
 
 from pochta import logs, metrics
 from pochta.config import SmtpSettings
-from pochta.errors import ConfigError, InvalidInput, PochtaError, StorageError, TooLarge
+from pochta.errors import (
+    ConfigError,
+    InvalidInput,
+    PochtaError,
+    StorageError,
+    TooLarge,
+    WorkerDied,
+    WorkerTimeout,
+)
 from pochta.mailbox.intake import Intake, Letter
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
@@ -190,6 +198,8 @@ class DeliveryHandler:
         except StorageError as exc:
             log.warning("delivery %s deferred: %s", queue_id, exc.message)
             return STORAGE_UNAVAILABLE
+        except (WorkerTimeout, WorkerDied):  # antispam.on_timeout = "defer"
+            return UNSCORED
         except PochtaError as exc:
             log.warning("delivery %s failed: %s", queue_id, exc.message)
             return "451 4.3.0 temporary failure; try again later"
@@ -217,6 +227,7 @@ def _verdict(done: Delivered) -> str:
 
 TOO_MANY_RECIPIENTS = "452 4.5.3 Error: too many recipients"
 STORAGE_UNAVAILABLE = "451 4.3.0 storage is unavailable; try again later"
+UNSCORED = "451 4.7.1 the letter could not be scored in time; try again later"
 NOT_ERRORS = ("421", TOO_MANY_RECIPIENTS[:9], "451")
 """Replies that do not count toward the error limit: the closing 421 itself, the recipient
 limit (a flow limit the client is right to run into) and pochta's own temporary failures."""

@@ -168,6 +168,9 @@ def verdicts(v: Admin) -> Response:
         title="letters per hour by verdict",
     )
     totals = {label: sum(per[label].values()) for label in ("ham", "spam", "phishing")}
+    unscored = {action: 0 for action in ("inbox", "spam", "defer")}
+    for t in history.tallies("unscored", hours[0]):
+        unscored[t.name] = unscored.get(t.name, 0) + t.n
     signs_day = history.top("sign", now - 23, TOP)
     signs_2w = history.top("sign", now - 14 * 24 + 1, TOP)
     top = []
@@ -185,6 +188,8 @@ def verdicts(v: Admin) -> Response:
         "verdicts",
         bars=bars,
         totals=totals,
+        unscored=unscored,
+        on_timeout=v.pochta.settings.antispam.on_timeout,
         signs_day=_signs_chart(v, signs_day, "phishing signs, last 24 hours"),
         signs_2w=_signs_chart(v, signs_2w, "phishing signs, last 14 days"),
         top=top,

@@ -1,0 +1,106 @@
+"""The intake's two duties beyond preparing: a letter loses the fields that claim to be
+pochta's, and a letter its worker could not finish does what ``antispam.on_timeout`` says."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.mailtools import letter
+
+from pochta.antispam.verdict import TIMEOUT, Analyzer, Scanner, unanalyzed
+from pochta.errors import WorkerTimeout
+from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker
+from pochta.types import Envelope
+from pochta.workers import WorkerPool
+
+FORGED = b"X-Pochta-Spam: ham; probability=0.0001\r\nAuthentication-Results: mx.test; dkim=pass\r\n"
+
+
+class Told:
+    def __init__(self) -> None:
+        self.actions: list[str] = []
+
+    def delivered(self, label: str, signs: object, copies: int) -> None:
+        pass
+
+    def feedback(self, kind: str, shingles: object) -> None:
+        pass
+
+    def login_failed(self, ip: str, account: str | None) -> None:
+        pass
+
+    def unscored(self, action: str) -> None:
+        self.actions.append(action)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[WorkerPool]:
+    workers = WorkerPool(1, initializer=init_worker, initargs=(AnalysisSettings(),))
+    workers.start()
+    yield workers
+    workers.close()
+
+
+def slow_letter() -> bytes:
+    """Little to send, much to parse: 30,000 tiny parts."""
+    part = b"--b\r\nContent-Type: text/plain\r\n\r\nword 1 2 3\r\n"
+    head = b'Subject: parts\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n'
+    return head + part * 30_000 + b"--b--\r\n"
+
+
+def intake(pool: WorkerPool | None, on_timeout: str, told: Told, deadline: float) -> Intake:
+    return Intake(
+        Analyzer(),
+        pool,
+        inline_limit=4096,
+        deadline=deadline,
+        authserv_id="mx.test",
+        on_timeout=on_timeout,
+        activity=told,
+    )
+
+
+ENVELOPE = Envelope(ip="192.0.2.1", sender="s@example.net", recipients=("a@example.org",))
+
+
+def test_claims_go_in_the_worker_and_in_a_thread(pool: WorkerPool, tmp_path: Path) -> None:
+    raw = letter()
+    spooled = tmp_path / "x.letter"
+    spooled.write_bytes(FORGED + raw)
+    for where in (pool, None):
+        for given in (FORGED + raw, spooled):
+            prepared = asyncio.run(
+                intake(where, "inbox", Told(), 30.0).prepare(
+                    given, ENVELOPE, "helo", analyze=True, shingles=True, prefix=b"Received: x\r\n"
+                )
+            )
+            assert prepared.size == len(b"Received: x\r\n" + raw)
+            assert prepared.analysis is not None and not prepared.analysis.partial
+
+
+def test_a_letter_past_the_deadline_does_what_the_operator_chose(pool: WorkerPool) -> None:
+    raw = FORGED + slow_letter()
+    told = Told()
+
+    async def run(on_timeout: str) -> object:
+        return await intake(pool, on_timeout, told, 0.05).prepare(
+            raw, ENVELOPE, "helo", analyze=True, shingles=True
+        )
+
+    for on_timeout in ("inbox", "spam"):
+        prepared = asyncio.run(run(on_timeout))
+        assert prepared.analysis is not None and prepared.analysis.partial == (TIMEOUT,)
+        assert prepared.size == len(raw) - len(FORGED)  # kept whole, without the claims
+    with pytest.raises(WorkerTimeout):
+        asyncio.run(run("defer"))
+    assert told.actions == ["inbox", "spam", "defer"]
+
+
+def test_the_unscored_label_is_the_operators() -> None:
+    assert Scanner().decide(unanalyzed()).label == "ham"
+    verdict = Scanner(unscored="spam").decide(unanalyzed())
+    assert verdict.label == "spam" and verdict.partial == (TIMEOUT,)
+    assert verdict.folder == "Spam"
