@@ -8,6 +8,7 @@ in the working directory, or the path in ``POCHTA_CONFIG`` / ``--config``.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import socket
 import tomllib
@@ -60,6 +61,20 @@ class HttpSettings(Section):
     max_json_depth: int = Field(
         32, ge=2, description="nesting of arrays and objects in a JSON body; deeper gets 400"
     )
+    trusted_proxies: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1", "::1"],
+        description="addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For and"
+        " X-Forwarded-Proto are believed: the client's address (login limits, logs) and https"
+        " (Secure cookies) come from them. Default: a proxy on this host (uvicorn's default);"
+        " [] believes no one. Never a network that strangers can send from",
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, proxies: list[str]) -> list[str]:
+        for proxy in proxies:
+            ipaddress.ip_network(proxy, strict=False)  # ValueError names the bad entry
+        return proxies
 
 
 class BlobSettings(Section):

@@ -164,6 +164,9 @@ def _run(
         timeout_graceful_shutdown=10,
         # h11 bounds the request line and headers (httptools has no such limit)
         http="h11",
+        # X-Forwarded-For / -Proto believed from these only (the client's address, https)
+        proxy_headers=bool(http.trusted_proxies),
+        forwarded_allow_ips=http.trusted_proxies or None,
         h11_max_incomplete_event_size=s.http.max_header_size,
     )
     with sock:
