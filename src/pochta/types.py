@@ -592,7 +592,7 @@ class Slot:
 
     granted: bool
     wait: float  # granted: seconds from now until the slot (0 <= wait <= max_wait); else 0.0
-    retry_after: float  # refused: seconds until the subject's next slot; 0.0 when granted
+    retry_after: float  # refused: seconds until the next slot is within max_wait; 0.0 when granted
     checks: float  # the subject's counted checks (after this one when granted)
 
 

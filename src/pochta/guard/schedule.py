@@ -8,7 +8,13 @@ continuously, ``free`` per ``period`` (seed 003's refill, the other way round):
 
 A reservation at ``now`` takes the slot ``max(now, next)``. One no further than ``max_wait``
 away is given: the check counts, and the next slot moves on by an interval that depends on
-the checks counted (``over`` = checks - free):
+the checks counted (``over`` = checks - free). One further away is refused with the time
+until it comes within ``max_wait`` (``retry_after`` = slot - max_wait - now): a client that
+comes back when told has a chance at that slot, where one told "when it is due" would always
+find it taken by someone who asked up to ``max_wait`` earlier (against a flood of guesses
+the chance is still small: BENCHMARKS.md, Logins under attack).
+
+The interval:
 
     interval = 0                                                   when over <= 0
              = clamp(spacing * 2 ** (over - RAMP), max_wait / waiters, spacing)  otherwise
@@ -16,10 +22,9 @@ the checks counted (``over`` = checks - free):
 
 so the first ``free`` checks of a quiet account pass at once, the next ones are spaced by a
 delay that doubles with each (``spacing`` / 16, / 8, ... in the default), and past ``RAMP``
-of them every check waits for its own slot ``spacing`` apart. A slot further away is refused
-with the time until it, and nothing is counted: asking more often does not push the slots
-later. Counted checks stop at ``free + RAMP``, so the account is back to free checks an hour
-and a half after an attack ends.
+of them every check waits for its own slot ``spacing`` apart. A refusal counts nothing:
+asking more often does not push the slots later. Counted checks stop at ``free + RAMP``, so
+the account is back to free checks an hour and a half after an attack ends.
 
 Why at most ``checks_max`` pass in any ``period`` (``tests/unit/guard/test_schedule.py``
 checks it on arbitrary arrivals): a check passes with an interval under ``spacing`` only
@@ -41,6 +46,7 @@ from pochta.errors import InvalidInput
 from pochta.types import Schedule, Slot
 
 RAMP = 5  # checks over ``free`` before the interval reaches ``spacing``
+EPSILON = 1e-6  # seconds: a slot this little past max_wait is within it (float rounding)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +104,8 @@ def reserve(
     checks = counted(schedule, state, now)
     slot = now if state is None else max(now, state.next)
     wait = slot - now
-    if wait > schedule.max_wait:
-        return Slot(False, 0.0, wait, checks), state
+    if wait > schedule.max_wait + EPSILON:
+        return Slot(False, 0.0, wait - schedule.max_wait, checks), state
     checks = min(checks + 1.0, float(schedule.free + RAMP))
     at = now if state is None else max(now, state.at)
     new = SlotState(checks, at, slot + interval(schedule, checks))

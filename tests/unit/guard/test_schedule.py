@@ -27,7 +27,7 @@ def run(schedule: Schedule, arrivals: list[float]) -> list[float]:
             assert 0.0 <= slot.wait <= schedule.max_wait
             slots.append(now + slot.wait)
         else:
-            assert slot.retry_after > schedule.max_wait
+            assert slot.retry_after > 0.0
     return slots
 
 
@@ -67,8 +67,10 @@ def test_a_slot_within_max_wait_is_waited_for_a_later_one_refused_and_not_counte
     assert state is not None
     before = state
     refused, after = reserve(DEFAULT, state, 100.0)  # the next slot is 9 s away
-    assert not refused.granted and refused.retry_after == pytest.approx(9.0)
+    assert not refused.granted and refused.retry_after == pytest.approx(4.0)  # 9 - 5
     assert after == before  # a refusal counts nothing and moves no slot
+    back, _ = reserve(DEFAULT, after, 104.0)  # back when told: the slot, 5 s ahead
+    assert back.granted and back.wait == pytest.approx(5.0)
 
 
 def test_checks_drain_free_per_period_and_the_account_is_quiet_again() -> None:
@@ -169,3 +171,19 @@ def test_a_clock_running_backwards_drains_nothing(
 def test_a_schedule_that_makes_no_sense_is_refused(bad: Schedule) -> None:
     with pytest.raises(InvalidInput):
         check(bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(schedules, st.lists(st.floats(0.0, 2.0), min_size=1, max_size=60))
+def test_a_client_back_when_told_gets_the_slot_if_nobody_took_it(
+    schedule: Schedule, gaps: list[float]
+) -> None:
+    state: SlotState | None = None
+    now = 0.0
+    for gap in gaps:
+        now += gap * schedule.max_wait
+        slot, new = reserve(schedule, state, now)
+        if not slot.granted:
+            back, _ = reserve(schedule, state, now + slot.retry_after)
+            assert back.granted and back.wait == pytest.approx(schedule.max_wait, abs=1e-6)
+        state = new

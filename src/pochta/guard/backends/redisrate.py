@@ -74,7 +74,8 @@ return {1, string.format('%.17g', low), '0', ''}
     # The formula of pochta.guard.schedule.reserve, step for step.
     # KEYS[1] the schedule's hash {c = checks counted, t = at, n = next slot (server seconds)}
     # ARGV[1] free, ARGV[2] period, ARGV[3] spacing, ARGV[4] the least interval past free,
-    # ARGV[5] ramp, ARGV[6] max_wait (seconds), ARGV[7] '1' to reserve ('0': only look)
+    # ARGV[5] ramp, ARGV[6] max_wait (seconds), ARGV[7] '1' to reserve ('0': only look),
+    # ARGV[8] the rounding a wait may be past max_wait (seconds)
     # returns {granted 1/0, wait, retry_after, checks}
     RESERVE = Script(
         """
@@ -94,8 +95,8 @@ if s[1] then
   if nxt > now then slot = nxt end
 end
 local wait = slot - now
-if wait > maxwait then
-  return {0, '0', string.format('%.17g', wait), string.format('%.17g', checks)}
+if wait > maxwait + tonumber(ARGV[8]) then
+  return {0, '0', string.format('%.17g', wait - maxwait), string.format('%.17g', checks)}
 end
 checks = math.min(checks + 1, free + ramp)
 local over = checks - free
@@ -141,6 +142,7 @@ return {1, string.format('%.17g', wait), '0', string.format('%.17g', checks)}
             str(schedules.RAMP),
             repr(float(schedule.max_wait)),
             "1" if commit else "0",
+            repr(schedules.EPSILON),
         ]
 
     @staticmethod
