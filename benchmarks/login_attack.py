@@ -70,7 +70,7 @@ def guard(limits: Any, known: Any, scale: float, clock: Clock) -> LoginGuard:
         per_ip=Limit("login-ip", g.login_ip_max, g.login_ip_period / scale),
         per_client=Limit("login-client", g.login_client_max, g.login_client_period / scale),
         per_account=Schedule(
-            "login-account",
+            "login-account-slots",
             free=g.login_account_free,
             checks=g.login_account_checks,
             period=g.login_account_period / scale,

@@ -224,7 +224,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         per_ip=Limit("login-ip", g.login_ip_max, g.login_ip_period),
         per_client=Limit("login-client", g.login_client_max, g.login_client_period),
         per_account=Schedule(
-            "login-account",
+            "login-account-slots",
             free=g.login_account_free,
             checks=g.login_account_checks,
             period=g.login_account_period,

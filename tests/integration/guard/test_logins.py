@@ -103,10 +103,12 @@ def test_an_attack_on_alices_account_does_not_keep_her_out(server: Server) -> No
 
     assert http_login(server, USUAL, PASSWORD).status_code == 200  # on main: 429
     assert imap_login(server, USUAL, PASSWORD) == "OK"  # on main: NO [UNAVAILABLE]
-    start = time.monotonic()
+    start = time.monotonic()  # a new address in her network: each within 5 s
     assert http_login(server, NEARBY, PASSWORD).status_code == 200
-    assert imap_login(server, NEARBY, PASSWORD) == "OK"
-    assert time.monotonic() - start < 10.0  # two logins, each within 5 s
+    assert time.monotonic() - start < 5.0
+    start = time.monotonic()
+    assert imap_login(server, "127.0.0.78", PASSWORD) == "OK"
+    assert time.monotonic() - start < 5.0
     assert http_login(server, FAR_AWAY, PASSWORD, device).status_code == 200
 
     # a network alice never used is told when to come back (or let in at once when the
