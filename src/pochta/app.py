@@ -45,10 +45,14 @@ from pochta.blobs.valkyrie import (
 )
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
+from pochta.guard.backends.redisknown import RedisKnownClients
 from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
 from pochta.guard.backends.redisrate import RedisRateLimitBackend
+from pochta.guard.backends.sqliteknown import SqliteKnownClients
 from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
 from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
+from pochta.guard.devices import Devices
+from pochta.guard.known import KnownClients
 from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
 from pochta.guard.ratelimit import RateLimiter
@@ -64,11 +68,13 @@ from pochta.types import (
     DiskSpec,
     Fence,
     FileDB,
+    KnownClientsBackend,
     Limit,
     LockBackend,
     MailIndex,
     PairDB,
     RateLimitBackend,
+    Schedule,
     StorageSample,
 )
 from pochta.workers import WorkerPool, cores
@@ -163,6 +169,8 @@ class Pochta:
         self.locks.close()
         if isinstance(self.fence, SqliteFence):
             self.fence.close()
+        if self.mailbox.users.logins is not None:
+            self.mailbox.users.logins.close()
         self.mailbox.close()
         self.blobs.close()
         if self.redis is not None:
@@ -206,14 +214,25 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         specs = (DiskSpec("local", str(disks / "0")), DiskSpec("local", str(disks / "1")))
         with contextlib.suppress(InvalidInput):  # another process made it at the same moment
             blobs.add_pair(*specs)
-    locks, limits, fence = _guard_backends(settings, redis_client)
+    locks, limits, fence, known = _guard_backends(settings, redis_client)
     g = settings.guard
     pochta_locks = Locks(locks, ttl=g.lock_ttl)
+    guard_secret = _secret(settings, g.key_secret, "guard-secret")
+    remember_for = g.login_known_days * 86400
     logins = LoginGuard(
-        RateLimiter(limits, _secret(settings, g.key_secret, "guard-secret"), tag="login"),
+        RateLimiter(limits, guard_secret, tag="login"),
+        KnownClients(known, guard_secret, remember_for=remember_for, tag="login"),
         per_ip=Limit("login-ip", g.login_ip_max, g.login_ip_period),
-        per_account=Limit("login-account", g.login_account_max, g.login_account_period),
+        per_client=Limit("login-client", g.login_client_max, g.login_client_period),
+        per_account=Schedule(
+            "login-account-slots",
+            free=g.login_account_free,
+            checks=g.login_account_checks,
+            period=g.login_account_period,
+            max_wait=g.login_max_wait,
+        ),
         per_ip_success=Limit("login-ip-ok", g.login_ip_success_max, g.login_ip_success_period),
+        devices=Devices(guard_secret, remember_for),
     )
     shingler = _shingler(settings, data, redis_client)
     scanner, analysis = _scanner(settings, shingler, data)
@@ -455,19 +474,21 @@ def _intake(
 
 def _guard_backends(
     settings: Settings, redis_client: SyncClient | None
-) -> tuple[LockBackend, RateLimitBackend, Fence]:
+) -> tuple[LockBackend, RateLimitBackend, Fence, KnownClientsBackend]:
     if settings.guard.backend == "redis":
         assert redis_client is not None
         return (
             RedisLockBackend(redis_client),
             RedisRateLimitBackend(redis_client),
             RedisFence(redis_client),
+            RedisKnownClients(redis_client),
         )
     data = settings.data_dir.resolve()
     return (
         SqliteLockBackend(data / "guard-locks.sqlite3"),
         SqliteRateLimitBackend(data / "guard-limits.sqlite3"),
         SqliteFence(data / "guard-locks.sqlite3"),
+        SqliteKnownClients(data / "guard-known.sqlite3"),
     )
 
 

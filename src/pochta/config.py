@@ -245,21 +245,70 @@ class GuardSettings(Section):
     login_ip_max: int = Field(
         50,
         ge=1,
-        description="failed logins per IP per period (rolling): a guesser behind one address"
-        " runs out; correct passwords do not count, so a NAT of many users never does",
+        description="failed logins per IP per period (rolling), on accounts that do not know"
+        " that IP: a guesser or sprayer behind one address runs out; correct passwords do not"
+        " count, so a NAT of many users never does. An account's own addresses, networks and"
+        " devices are not refused by it",
     )
     login_ip_period: float = Field(3600.0, gt=0, description="seconds")
-    login_account_max: int = Field(
-        10, ge=1, description="failed logins per account per period, from any IP"
+    login_client_max: int = Field(
+        10,
+        ge=1,
+        description="failed logins per (account, client) per period (rolling); a client is a"
+        " device (web cookie or API device token), an address, or a network the account"
+        " logged in from: a phone with a stale password locks out itself, nobody else",
+    )
+    login_client_period: float = Field(3600.0, gt=0, description="seconds")
+    login_account_free: int = Field(
+        10,
+        ge=1,
+        description="password checks per period on one account by clients it does not know"
+        " that pass at once; past them those checks are spaced out by a growing delay (never"
+        " refused to everyone; the account's own devices and addresses are never slowed)",
+    )
+    login_account_checks: int = Field(
+        100,
+        ge=1,
+        description="password checks per period on one account by clients it does not know,"
+        " at most, however many addresses guess; more than 2 * login_account_free + 5",
     )
     login_account_period: float = Field(3600.0, gt=0, description="seconds")
+    login_max_wait: float = Field(
+        5.0,
+        ge=0,
+        le=30,
+        description="seconds a login slowed by login_account_* waits for its slot (the server"
+        " waits asynchronously); a slot further away is refused with 429 / NO [UNAVAILABLE]"
+        " and the time until it",
+    )
+    login_known_days: float = Field(
+        90.0,
+        gt=0,
+        description="days an address, its network (/24, /64) and a device stay known clients"
+        " of an account after its last successful login from them",
+    )
     login_ip_success_max: int = Field(
         1000,
         ge=1,
-        description="successful logins per IP per period: slows credential stuffing with a"
-        " leaked list, far above what an office behind one address needs",
+        description="successful logins per IP per period from addresses the accounts did not"
+        " know: slows credential stuffing with a leaked list, far above what an office behind"
+        " one address needs",
     )
     login_ip_success_period: float = Field(3600.0, gt=0, description="seconds")
+
+    @model_validator(mode="after")
+    def _schedule_fits(self) -> GuardSettings:
+        """The account's schedule needs room past its free checks and the ramp of growing
+        delays (``pochta.guard.schedule``)."""
+        from pochta.guard.schedule import RAMP
+
+        least = 2 * self.login_account_free + RAMP
+        if self.login_account_checks <= least:
+            raise ValueError(
+                f"login_account_checks ({self.login_account_checks}) must exceed"
+                f" 2 * login_account_free + {RAMP} ({least})"
+            )
+        return self
 
 
 class ShingleSettings(Section):
@@ -656,20 +705,25 @@ NOT_SETTINGS = frozenset({"POCHTA_CONFIG", "POCHTA_CORPUS_CACHE"})
 """``POCHTA_*`` variables that are not settings: the settings file's path, and where the test
 corpus is cached. Every other ``POCHTA_*`` variable must name a setting."""
 
+_SHARED = ", shared by guard and shingles (see README, Configuration)"
 MOVED = {
-    "guard.redis_url": "[redis] nodes, db, username, password, tls",
-    "guard.redis_cluster": '[redis] mode = "cluster"',
-    "guard.redis_timeout": "[redis] timeout",
-    "shingles.redis_url": "[redis] nodes, db, username, password, tls",
-    "shingles.cluster_nodes": '[redis] nodes with mode = "cluster"',
-    "shingles.timeout": "[redis] timeout",
+    "guard.redis_url": "[redis] nodes, db, username, password, tls" + _SHARED,
+    "guard.redis_cluster": '[redis] mode = "cluster"' + _SHARED,
+    "guard.redis_timeout": "[redis] timeout" + _SHARED,
+    "shingles.redis_url": "[redis] nodes, db, username, password, tls" + _SHARED,
+    "shingles.cluster_nodes": '[redis] nodes with mode = "cluster"' + _SHARED,
+    "shingles.timeout": "[redis] timeout" + _SHARED,
+    "guard.login_account_max": "guard.login_account_free and guard.login_account_checks:"
+    " failures on an account no longer refuse it to everyone, they slow down the clients it"
+    " does not know (see README, Locks and limits)",
 }
-"""Settings that moved: refused with the name of their new place (guard and the shingle
-counters share one [redis] section since 0.2), never read under the old name."""
+"""Settings that moved: refused with the name of their new place and why (guard and the
+shingle counters share one [redis] section since 0.2; an account's failures slow rather
+than refuse since issue 27), never read under the old name."""
 
 
 def _moved(dotted: str) -> str:
-    return f"moved to {MOVED[dotted]}, shared by guard and shingles (see README, Configuration)"
+    return f"moved to {MOVED[dotted]}"
 
 
 Loc = tuple[str | int, ...]

@@ -568,8 +568,36 @@ class RateDecision:
     denied: tuple[str, ...] = ()  # the names of the limits that refused
 
 
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Spaces out one subject's checks (an account's password checks by clients it does not
+    know) instead of refusing them: ``free`` per ``period`` pass at once; past them each check
+    reserves the subject's next slot, the interval growing with every check over ``free`` up
+    to a spacing that lets at most ``checks`` through in any ``period``, however many ask. A
+    slot at most ``max_wait`` seconds away is given (the caller waits for it), a later one is
+    refused with the time until it; at most ``waiters`` + 1 slots are given ahead at once.
+    The formula is ``pochta.guard.schedule``."""
+
+    name: str
+    free: int
+    checks: int
+    period: float
+    max_wait: float
+    waiters: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """What a reservation on a ``Schedule`` got."""
+
+    granted: bool
+    wait: float  # granted: seconds from now until the slot (0 <= wait <= max_wait); else 0.0
+    retry_after: float  # refused: seconds until the next slot is within max_wait; 0.0 when granted
+    checks: float  # the subject's counted checks (after this one when granted)
+
+
 class RateLimitBackend(Protocol):
-    """Rolling limits kept under opaque keys, on the backend's own clock."""
+    """Rolling limits and schedules kept under opaque keys, on the backend's own clock."""
 
     def hit(
         self, checks: Sequence[tuple[str, Limit]], cost: float, commit: bool = True
@@ -577,7 +605,12 @@ class RateLimitBackend(Protocol):
         """Charge ``cost`` to every (key, limit) or, if any would go below zero, to none.
         ``commit=False`` only looks."""
 
-    def reset(self, keys: Sequence[str]) -> None: ...
+    def reserve(self, key: str, schedule: Schedule, commit: bool = True) -> Slot:
+        """Reserve the next slot of ``key`` on ``schedule``, in one atomic step on the
+        backend's clock (``pochta.guard.schedule.reserve``). ``commit=False`` only looks."""
+
+    def reset(self, keys: Sequence[str]) -> None:
+        """Forget the keys' state, rolling limits and schedules alike."""
 
     def close(self) -> None: ...
 
@@ -587,9 +620,26 @@ class AsyncRateLimitBackend(Protocol):
         self, checks: Sequence[tuple[str, Limit]], cost: float, commit: bool = True
     ) -> RateDecision: ...
 
+    async def reserve(self, key: str, schedule: Schedule, commit: bool = True) -> Slot: ...
+
     async def reset(self, keys: Sequence[str]) -> None: ...
 
     async def close(self) -> None: ...
+
+
+class KnownClientsBackend(Protocol):
+    """Marks with an expiry under opaque keys (which clients logged into which account), on
+    the backend's own clock."""
+
+    def known(self, keys: Sequence[str]) -> list[bool]:
+        """For each key, whether it is marked and its mark has not expired."""
+
+    def remember(self, keys: Sequence[str], ttl: float) -> None:
+        """Mark each key for ``ttl`` seconds from now (a mark already there is renewed)."""
+
+    def forget(self, keys: Sequence[str]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Accounts(Protocol):

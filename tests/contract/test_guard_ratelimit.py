@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from pochta.guard.ratelimit import (
     RateLimiter,
     ThreadedRateLimitBackend,
 )
-from pochta.types import AsyncRateLimitBackend, Limit, RateLimitBackend
+from pochta.types import AsyncRateLimitBackend, Limit, RateLimitBackend, Schedule, Slot
 from tests.servers import HOST, RedisCluster, RedisServer
 
 RATE_KINDS = [
@@ -149,6 +150,77 @@ def test_async_limiter(kit: RateKit) -> None:
         assert not (await limiter.peek((per_ip, IP))).allowed
         await limiter.reset((per_ip, IP))
         assert (await limiter.hit((per_ip, IP))).allowed
+        await backend.close()
+        client = getattr(getattr(backend, "io", None), "client", None)
+        if client is not None:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
+# -- schedules (pochta.guard.schedule): every backend reserves in one atomic step -------------
+FAST = Schedule("slots", free=2, checks=20, period=30.0, max_wait=2.0, waiters=2)
+# spacing 30 / (20 - 2 * 2 - 5) = 2.7 s; past the free checks the intervals grow from
+# 2.7 / 16 but are at least max_wait / waiters = 1 s: 1, 1, 1, 1.4, 2.7 s
+
+
+def test_a_schedule_gives_free_slots_then_spaced_ones_and_refuses_far_ones(kit: RateKit) -> None:
+    limiter = kit.limiter()
+    first = [limiter.reserve(FAST, EMAIL) for _ in range(2)]
+    assert all(s.granted and s.wait == 0.0 for s in first)
+    assert first[1].checks == pytest.approx(2.0, abs=0.01)
+    spaced = limiter.reserve(FAST, EMAIL)  # the third: at once, the next slot 1 s later
+    assert spaced.granted and spaced.wait == 0.0
+    waiting = [limiter.reserve(FAST, EMAIL) for _ in range(2)]  # 1 s and 2 s away
+    assert all(s.granted for s in waiting)
+    assert [s.wait for s in waiting] == pytest.approx([1.0, 2.0], abs=0.4)
+    refused = limiter.reserve(FAST, EMAIL)  # 3 s away: within max_wait in 1 s
+    assert not refused.granted and refused.retry_after == pytest.approx(1.0, abs=0.4)
+    again = limiter.reserve(FAST, EMAIL)
+    assert not again.granted and again.retry_after <= refused.retry_after  # nothing moved
+    assert again.checks == pytest.approx(5.0, abs=0.1)  # refusals are not counted
+    assert kit.limiter().reserve(FAST, "bob@example.com").wait == 0.0  # another subject
+    assert kit.limiter(tag="other").reserve(FAST, EMAIL).wait == 0.0  # another limiter
+    for _ in range(3):  # looking counts nothing
+        looked = limiter.reserve(FAST, EMAIL, commit=False)
+        assert looked.checks == pytest.approx(5.0, abs=0.1) and not looked.granted
+    limiter.reset_slots(FAST, EMAIL)
+    fresh = limiter.reserve(FAST, EMAIL)
+    assert fresh.granted and fresh.wait == 0.0 and fresh.checks == pytest.approx(1.0)
+
+
+def test_slots_are_reserved_atomically_by_many_threads(kit: RateKit) -> None:
+    """50 threads ask at once: every slot granted is its own, spaced by the schedule."""
+    limiter = kit.limiter()
+    slow = Schedule("slow", free=3, checks=100, period=3600.0, max_wait=5.0, waiters=4)
+    start = threading.Barrier(50)
+    got: list[Slot] = []
+    lock = threading.Lock()
+
+    def ask() -> None:
+        start.wait()
+        slot = limiter.reserve(slow, EMAIL)
+        with lock:
+            got.append(slot)
+
+    threads = [threading.Thread(target=ask) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    granted = sorted(s.wait for s in got if s.granted)
+    # 3 free and the next at once; the interval after it is 40.4 s / 16 = 2.5 s, then 5 s
+    assert granted == pytest.approx([0.0, 0.0, 0.0, 0.0, 2.53], abs=0.3)
+    assert all(s.retry_after > 0.0 for s in got if not s.granted)
+
+
+def test_async_reserve(kit: RateKit) -> None:
+    async def main() -> None:
+        backend = kit.async_backend()
+        limiter = AsyncRateLimiter(backend, SECRET, tag="test")
+        slots = await asyncio.gather(*(limiter.reserve(FAST, EMAIL) for _ in range(8)))
+        assert sum(s.granted and s.wait == 0.0 for s in slots) >= 3
+        assert not all(s.granted for s in slots)
         await backend.close()
         client = getattr(getattr(backend, "io", None), "client", None)
         if client is not None:

@@ -29,7 +29,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             "POCHTA_VALKYRIE__ENABLED": "false",
             # every test logs in from 127.0.0.1, schemathesis with random passwords too
             "POCHTA_GUARD__LOGIN_IP_MAX": "100000",
-            "POCHTA_GUARD__LOGIN_ACCOUNT_MAX": "100000",
+            "POCHTA_GUARD__LOGIN_CLIENT_MAX": "100000",
+            "POCHTA_GUARD__LOGIN_ACCOUNT_FREE": "100000",
+            "POCHTA_GUARD__LOGIN_ACCOUNT_CHECKS": "300000",
         },
     )
     yield srv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from fastapi.testclient import TestClient
 from tests.mailtools import letter, payload
 
 from pochta.config import load_settings
+from pochta.errors import InvalidCredentials, RateLimited
 from pochta.server.http import create_app
 
 PASSWORD = "a long enough password"
@@ -135,7 +137,7 @@ def test_logins_are_limited_per_ip_with_retry_after(tmp_path: Path) -> None:
         data_dir=tmp_path / "data",
         smtp={"enabled": False},
         imap={"enabled": False},
-        guard={"login_ip_max": 3, "login_account_max": 100},
+        guard={"login_ip_max": 3},
     )
     with TestClient(create_app(settings)) as c:
         c.app.state.pochta.mailbox.add_user("ann@example.org", PASSWORD)  # type: ignore[attr-defined]
@@ -150,20 +152,56 @@ def test_logins_are_limited_per_ip_with_retry_after(tmp_path: Path) -> None:
         assert 1 <= int(refused.headers["retry-after"]) <= 1200  # one attempt per 20 minutes
 
 
-def test_logins_are_limited_per_account_across_ips(tmp_path: Path) -> None:
+def test_an_account_under_attack_slows_strangers_and_keeps_no_address(tmp_path: Path) -> None:
     from pochta.app import build
     from pochta.errors import InvalidCredentials, RateLimited
 
-    pochta = build(load_settings(data_dir=tmp_path / "data", guard={"login_account_max": 2}))
+    guard = {"login_account_free": 2, "login_max_wait": 0.0}
+    pochta = build(load_settings(data_dir=tmp_path / "data", guard=guard))
     try:
         pochta.mailbox.add_user("ann@example.org", PASSWORD)
-        for ip in ("10.0.0.1", "10.0.0.2"):  # failures count against the account
+        pochta.mailbox.login("ann@example.org", PASSWORD, "10.0.9.1")  # her address
+        for ip in ("10.0.0.1", "10.0.0.2"):  # guesses from strangers use the free checks
             with pytest.raises(InvalidCredentials):
                 pochta.mailbox.login("ann@example.org", "wrong password", ip)
-        with pytest.raises(RateLimited) as limited:
+        with pytest.raises(RateLimited) as limited:  # then they are spaced out
             pochta.mailbox.login("ann@example.org", PASSWORD, "10.0.0.3")
         assert limited.value.retry_after > 0
-        keys = (tmp_path / "data" / "guard-limits.sqlite3").read_bytes()
-        assert b"ann@example.org" not in keys and b"10.0.0.1" not in keys
+        pochta.mailbox.login("ann@example.org", PASSWORD, "10.0.9.1")  # never its owner
+        files = (tmp_path / "data").glob("guard-*.sqlite3*")  # the files and their WALs
+        stored = b"".join(f.read_bytes() for f in files if f.is_file())
+        assert b"ann@example.org" not in stored and b"10.0." not in stored
     finally:
         pochta.close()
+
+
+def test_a_device_token_lets_its_api_client_in_while_the_account_is_guessed_at(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        smtp={"enabled": False},
+        imap={"enabled": False},
+        guard={"login_account_free": 1, "login_max_wait": 0.0},
+    )
+    with TestClient(create_app(settings), client=("198.51.100.7", 5000)) as phone:
+        pochta = phone.app.state.pochta  # type: ignore[attr-defined]
+        pochta.mailbox.add_user("ann@example.org", PASSWORD)
+        first = phone.post("/v1/session", json={"email": "ann@example.org", "password": PASSWORD})
+        assert first.status_code == 200
+        device = first.json()["device"]
+        assert isinstance(device, str) and 40 < len(device) <= 128
+        users = pochta.mailbox.users
+        for i in range(3):  # strangers' guesses, until the account's next slot is far
+            with contextlib.suppress(InvalidCredentials, RateLimited):
+                users.verify_admitted(users.admit("ann@example.org", f"10.7.{i}.1"), "x")
+        away = TestClient(phone.app, client=("203.0.113.9", 5000))
+        body = {"email": "ann@example.org", "password": PASSWORD}
+        refused = away.post("/v1/session", json=body)
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+        again = away.post("/v1/session", json={**body, "device": device})
+        assert again.status_code == 200 and again.json()["device"].split(".")[0] == (
+            device.split(".")[0]  # the same device, its token renewed
+        )
+        too_long = away.post("/v1/session", json={**body, "device": "x" * 129})
+        assert too_long.status_code == 422

@@ -46,7 +46,12 @@ def pochta(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pochta]:
         load_settings(
             data_dir=data,
             smtp={"max_message_size": 1 << 20},
-            guard={"login_ip_max": 1000, "login_account_max": 1000},
+            guard={
+                "login_ip_max": 1000,
+                "login_client_max": 1000,
+                "login_account_free": 1000,
+                "login_account_checks": 3000,
+            },
             antispam={"enabled": False, "workers": 0},
         )
     )
@@ -296,6 +301,50 @@ def test_imap_logins_count_toward_the_http_apis_limits(pochta: Pochta, tmp_path:
             c.shutdown()
             with pytest.raises(RateLimited):  # the HTTP API's login sees the same limit
                 p.mailbox.login(ALICE, PASSWORD, ip="127.0.0.1")
+    finally:
+        p.close()
+
+
+def test_a_login_waits_for_its_slot_without_holding_up_other_logins(tmp_path: Path) -> None:
+    """An account under attack: a login from an address it does not know waits for the
+    account's next slot (asleep in the event loop), while a login to another account, under
+    the same one-at-a-time argon2 limit, goes through at once."""
+    p = build(
+        load_settings(
+            data_dir=tmp_path / "data",
+            guard={"login_account_free": 1, "login_max_wait": 5.0},  # then 2.4 s, 4.8 s...
+            antispam={"enabled": False, "workers": 0},
+        )
+    )
+    try:
+        p.mailbox.add_user(ALICE, PASSWORD)
+        p.mailbox.add_user("bob@example.org", PASSWORD)
+        for running in start(p, dataclasses.replace(LIMITS, logins_at_once=1)):
+            for _ in range(2):  # the free check, then one at once: the next slot is 2.4 s away
+                c = imaplib.IMAP4("127.0.0.1", running.port)
+                with pytest.raises(imaplib.IMAP4.error, match="AUTHENTICATIONFAILED"):
+                    c.login(ALICE, "guess")
+                c.shutdown()
+            waited: list[float] = []
+
+            def alice(port: int, waited: list[float]) -> None:
+                start = time.monotonic()
+                c = imaplib.IMAP4("127.0.0.1", port)
+                c.login(ALICE, PASSWORD)
+                waited.append(time.monotonic() - start)
+                c.logout()
+
+            thread = threading.Thread(target=alice, args=(running.port, waited))
+            thread.start()
+            time.sleep(0.5)  # alice is waiting for her slot now
+            start_bob = time.monotonic()
+            bob = imaplib.IMAP4("127.0.0.1", running.port)
+            bob.login("bob@example.org", PASSWORD)
+            bob_took = time.monotonic() - start_bob
+            bob.logout()
+            thread.join(30)
+            assert waited and 2.0 < waited[0] < 10.0
+            assert bob_took < waited[0] - 0.5  # bob was not queued behind alice's wait
     finally:
         p.close()
 

@@ -3,6 +3,9 @@
 lock.py / alock.py      Locks, AsyncLocks: leases renewed while their owner lives
 fence.py                MemoryFence; backends/ has RedisFence and SqliteFence
 ratelimit.py            the rolling-limit formula, RateLimiter, AsyncRateLimiter
+schedule.py             the account-wide schedule of password checks (slots, growing delay)
+logins.py               LoginGuard: known clients, their own limits, the schedule for the rest
+known.py / devices.py   which addresses, networks and device tokens an account logged in from
 leaks.py                audit(): which leaked email:password lines open an account
 passwords.py            argon2id hashing
 backends/               Redis (and Cluster) and embedded SQLite implementations

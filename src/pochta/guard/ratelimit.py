@@ -36,8 +36,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pochta.errors import InvalidInput
+from pochta.guard import schedule as schedules
 from pochta.guard.names import check_name, subject_digest
-from pochta.types import AsyncRateLimitBackend, Clock, Limit, RateDecision, RateLimitBackend
+from pochta.guard.schedule import SlotState
+from pochta.types import (
+    AsyncRateLimitBackend,
+    Clock,
+    Limit,
+    RateDecision,
+    RateLimitBackend,
+    Schedule,
+    Slot,
+)
 
 MIN_SECRET = 16
 
@@ -99,10 +109,16 @@ class _Keys:
         self.tag = check_name(tag, "rate-limit tag")
         self.prefix = prefix
 
-    def key(self, limit: Limit, subject: str) -> str:
-        """Where ``subject``'s usage of ``limit`` is kept; the subject itself is not in it."""
+    def key(self, limit: Limit | Schedule, subject: str) -> str:
+        """Where ``subject``'s usage of ``limit`` (or its slots on a schedule) is kept; the
+        subject itself is not in it."""
         digest = subject_digest(self._secret, limit.name, subject)
         return f"{self.prefix}:{{{self.tag}}}:{limit.name}:{digest}"
+
+    def slot_key(self, schedule: Schedule, subject: str) -> str:
+        check_name(schedule.name, "schedule name")
+        schedules.check(schedule)
+        return self.key(schedule, subject)
 
     def checks(self, pairs: Sequence[tuple[Limit, str]], cost: float) -> list[tuple[str, Limit]]:
         if not pairs:
@@ -142,9 +158,17 @@ class RateLimiter(_Keys):
         """What ``hit`` would answer, charging nothing."""
         return self.backend.hit(self.checks(checks, cost), cost, commit=False)
 
+    def reserve(self, schedule: Schedule, subject: str, *, commit: bool = True) -> Slot:
+        """The next slot of ``subject`` on ``schedule`` (``commit=False``: only look)."""
+        return self.backend.reserve(self.slot_key(schedule, subject), schedule, commit)
+
     def reset(self, *checks: tuple[Limit, str]) -> None:
         """Forget the subjects' usage (e.g. after a successful password reset)."""
         self.backend.reset([key for key, _ in self.checks(checks, 0.0)])
+
+    def reset_slots(self, schedule: Schedule, subject: str) -> None:
+        """Forget ``subject``'s checks and slots on ``schedule``."""
+        self.backend.reset([self.slot_key(schedule, subject)])
 
 
 class AsyncRateLimiter(_Keys):
@@ -167,6 +191,9 @@ class AsyncRateLimiter(_Keys):
     async def peek(self, *checks: tuple[Limit, str], cost: float = 1.0) -> RateDecision:
         return await self.backend.hit(self.checks(checks, cost), cost, commit=False)
 
+    async def reserve(self, schedule: Schedule, subject: str, *, commit: bool = True) -> Slot:
+        return await self.backend.reserve(self.slot_key(schedule, subject), schedule, commit)
+
     async def reset(self, *checks: tuple[Limit, str]) -> None:
         await self.backend.reset([key for key, _ in self.checks(checks, 0.0)])
 
@@ -181,6 +208,7 @@ class MemoryRateLimitBackend:
         self._clock = clock
         self._lock = threading.Lock()
         self._usage: dict[str, tuple[Usage, float]] = {}  # key -> usage, when it is full again
+        self._slots: dict[str, tuple[SlotState, float]] = {}  # key -> state, when it expires
         self._commits = 0
 
     def hit(
@@ -202,10 +230,24 @@ class MemoryRateLimitBackend:
                     self._usage = {k: v for k, v in self._usage.items() if v[1] > now}
             return decision
 
+    def reserve(self, key: str, schedule: Schedule, commit: bool = True) -> Slot:
+        with self._lock:
+            now = self._clock()
+            found = self._slots.get(key)
+            state = None if found is None or found[1] <= now else found[0]
+            slot, new = schedules.reserve(schedule, state, now)
+            if slot.granted and commit and new is not None:
+                self._slots[key] = (new, schedules.expires(schedule, new))
+                self._commits += 1
+                if self._commits % self.SWEEP_EVERY == 0:
+                    self._slots = {k: v for k, v in self._slots.items() if v[1] > now}
+            return slot
+
     def reset(self, keys: Sequence[str]) -> None:
         with self._lock:
             for key in keys:
                 self._usage.pop(key, None)
+                self._slots.pop(key, None)
 
     def close(self) -> None:
         pass
@@ -221,6 +263,9 @@ class ThreadedRateLimitBackend:
         self, checks: Sequence[tuple[str, Limit]], cost: float, commit: bool = True
     ) -> RateDecision:
         return await asyncio.to_thread(self.sync.hit, checks, cost, commit)
+
+    async def reserve(self, key: str, schedule: Schedule, commit: bool = True) -> Slot:
+        return await asyncio.to_thread(self.sync.reserve, key, schedule, commit)
 
     async def reset(self, keys: Sequence[str]) -> None:
         await asyncio.to_thread(self.sync.reset, keys)

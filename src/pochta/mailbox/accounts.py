@@ -8,15 +8,25 @@ import hashlib
 import secrets
 import time
 from collections.abc import Collection
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from pochta import metrics
 from pochta.errors import InvalidCredentials, InvalidInput, RateLimited, ResetRequired
-from pochta.guard.logins import LoginGuard
+from pochta.guard.logins import Admission, LoginGuard
 from pochta.guard.passwords import hash_password, verify_password
 from pochta.types import Activity, Clock, MailIndex, User
 
 MIN_PASSWORD = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A login: the user, a session token, and a device token for the next login (None
+    when login limits are off)."""
+
+    user: User
+    token: str = field(repr=False)
+    device: str | None = field(default=None, repr=False)
 
 
 class Users:
@@ -75,42 +85,80 @@ class Users:
             )
         return user
 
-    def login(self, email: str, password: str, ip: str = "local") -> tuple[User, str]:
-        """A session token; RateLimited when this IP or this account failed too often, or
-        this IP logged in too often (checked before the password is looked at; a failure is
-        charged to the IP and the account, a success to the IP's much larger allowance)."""
-        user = self.verify(email, password, ip)
-        token = secrets.token_urlsafe(32)
-        self.index.add_session(_token_hash(token), user.id, self._clock() + self.session_ttl)
-        return user, token
+    def login(
+        self, email: str, password: str, ip: str = "local", device: str | None = None
+    ) -> tuple[User, str]:
+        """A session token, under the login limits (``verify``)."""
+        user = self.verify(email, password, ip, device)
+        return user, self.open_session(user)
 
-    def verify(self, email: str, password: str, ip: str = "local") -> User:
-        """The user, under the same login limits as ``login`` but with no session (IMAP
-        logs in once per connection)."""
+    def verify(
+        self, email: str, password: str, ip: str = "local", device: str | None = None
+    ) -> User:
+        """The user, under the login limits but with no session: ``admit``, then (in this
+        thread: a server waits asynchronously instead) the wait the guard asks for, then
+        ``verify_admitted``."""
+        admission = self.admit(email, ip, device)
+        if admission.wait > 0:
+            time.sleep(admission.wait)
+        return self.verify_admitted(admission, password)
+
+    def admit(self, email: str, ip: str = "local", device: str | None = None) -> Admission:
+        """Before the password: who is asking and how long it waits (``LoginGuard.admit``);
+        RateLimited when this client may not try now. ``device``: the device token the
+        client sent, if any."""
+        if self.logins is None:
+            return Admission(email, ip, "", None)
+        user = self.index.user(email)
         try:
-            if self.logins is not None:
-                self.logins.check(ip, email)
+            return self.logins.admit(ip, email, binding=_binding(user), device=device)
         except RateLimited:
             metrics.login_failed("rate_limited")
             raise
-        found = self.index.user(email)
+
+    def verify_admitted(self, admission: Admission, password: str) -> User:
+        """The user whose password this is, once admitted (and waited); the outcome is
+        charged to the client (a failure) or remembered (a success)."""
+        found = self.index.user(admission.email)
         try:
             user = self._check(found, password)
         except InvalidCredentials:
             metrics.login_failed("invalid_credentials")
             if self.logins is not None:
-                self.logins.failed(ip, email)
+                self.logins.failed(admission)
             if self.activity is not None:  # what was typed is kept only when it is a user
-                self.activity.login_failed(ip, None if found is None else found.email)
+                self.activity.login_failed(admission.ip, None if found is None else found.email)
             raise
         except ResetRequired:  # a right (leaked) password: what credential stuffing finds
             metrics.login_failed("password_reset_required")
             if self.logins is not None:
-                self.logins.succeeded(ip)
+                self.logins.leaked(admission)
             raise
         if self.logins is not None:
-            self.logins.succeeded(ip)
+            self.logins.succeeded(replace(admission, binding=_binding(user)))
         return user
+
+    def enter(self, admission: Admission, password: str) -> Entry:
+        """``verify_admitted``, then a session and a device token for the next login."""
+        user = self.verify_admitted(admission, password)
+        device = None
+        if self.logins is not None:
+            device = self.logins.device_token(replace(admission, binding=_binding(user)))
+        return Entry(user, self.open_session(user), device)
+
+    def open_session(self, user: User) -> str:
+        token = secrets.token_urlsafe(32)
+        self.index.add_session(_token_hash(token), user.id, self._clock() + self.session_ttl)
+        return token
+
+    def trust(self, email: str, ip: str) -> None:
+        """Make ``ip`` a known client of the account (``pochta guard trust``)."""
+        user = self.index.user(email)
+        if user is None:
+            raise InvalidInput(f"no user {email}")
+        if self.logins is None:
+            raise InvalidInput("login limits are off")
+        self.logins.trust(email, _binding(user), ip)
 
     def authenticate(self, token: str) -> int:
         user_id = self.index.session_user(_token_hash(token), self._clock())
@@ -139,6 +187,14 @@ class IndexAccounts:
 
 def _token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
+
+
+def _binding(user: User | None) -> str:
+    """What binds an account's known clients and device tokens to its current password: a
+    fingerprint of the password hash ("" for no account). A new password, a new binding."""
+    if user is None:
+        return ""
+    return hashlib.sha256(b"pochta binding\0" + user.password_hash.encode()).hexdigest()[:32]
 
 
 @functools.cache

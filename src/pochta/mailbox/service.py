@@ -27,8 +27,8 @@ from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.verdict import Scanner
 from pochta.blobs.store import BlobStore
 from pochta.guard.lock import Locks
-from pochta.guard.logins import LoginGuard
-from pochta.mailbox.accounts import Users
+from pochta.guard.logins import Admission, LoginGuard
+from pochta.mailbox.accounts import Entry, Users
 from pochta.mailbox.checks import Checks, FsckReport
 from pochta.mailbox.deletion import Deletions
 from pochta.mailbox.delivery import Delivered, Delivery
@@ -119,6 +119,12 @@ class Mailbox:
 
     def login(self, email: str, password: str, ip: str = "local") -> tuple[User, str]:
         return self.users.login(email, password, ip)
+
+    def admit(self, email: str, ip: str = "local", device: str | None = None) -> Admission:
+        return self.users.admit(email, ip, device)
+
+    def enter(self, admission: Admission, password: str) -> Entry:
+        return self.users.enter(admission, password)
 
     def authenticate(self, token: str) -> int:
         return self.users.authenticate(token)

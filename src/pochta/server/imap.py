@@ -502,8 +502,13 @@ class Session:
             self.error()
             raise no("[AUTHENTICATIONFAILED] wrong e-mail or password") from None
         try:
+            # the guard's wait (a slot of an account under attack) is slept here, holding
+            # no thread, no argon2 slot and no connection to a store
+            admission = await asyncio.to_thread(self.store.admit, email, self.wire.peer)
+            if admission.wait > 0:
+                await asyncio.sleep(admission.wait)
             async with self.server.logins:
-                user = await asyncio.to_thread(self.store.login, email, secret, self.wire.peer)
+                user = await asyncio.to_thread(self.store.login, admission, secret)
         except InvalidCredentials:
             self.error()
             raise no("[AUTHENTICATIONFAILED] wrong e-mail or password") from None
@@ -513,7 +518,8 @@ class Session:
         except RateLimited as exc:
             self.error()
             raise no(
-                f"[UNAVAILABLE] too many login attempts; try again in {exc.retry_after:.0f} s"
+                "[UNAVAILABLE] too many login attempts;"
+                f" try again in {max(1, int(exc.retry_after + 0.999))} s"
             ) from None
         self.user = user
         log.info("IMAP login of user %d from %s", user.id, self.wire.peer)

@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 
 from pochta.errors import InvalidInput, MessageNotFound
+from pochta.guard.logins import Admission
 from pochta.mailbox.reading import SPAM
 from pochta.mailbox.service import Mailbox
 from pochta.mime import ranges
@@ -57,9 +58,14 @@ class ImapStore:
         self._wake = wake_deletions
 
     # -- accounts and folders ------------------------------------------------------------
-    def login(self, email: str, password: str, ip: str) -> User:
-        """The user; InvalidCredentials, ResetRequired or RateLimited as for the HTTP API."""
-        return self.mailbox.users.verify(email, password, ip)
+    def admit(self, email: str, ip: str) -> Admission:
+        """Before the password: how long this login waits (the server sleeps, asynchronously),
+        or RateLimited, as for the HTTP API (``Users.admit``)."""
+        return self.mailbox.users.admit(email, ip)
+
+    def login(self, admission: Admission, password: str) -> User:
+        """The user, once admitted; InvalidCredentials or ResetRequired as for the HTTP API."""
+        return self.mailbox.users.verify_admitted(admission, password)
 
     def folders(self, user_id: int) -> list[Folder]:
         return self.index.folders(user_id)

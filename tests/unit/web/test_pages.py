@@ -10,12 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
+from httpx import Response
 from selectolax.lexbor import LexborHTMLParser
 from tests.mailtools import letter, payload
-from tests.unit.web.conftest import PASSWORD, Site, make_site
+from tests.unit.web.conftest import CSRF, PASSWORD, Site, make_site
 
 from pochta.antispam.shingles.registry import ShingleType
 from pochta.antispam.shingles.shingler import Shingler
+from pochta.errors import InvalidCredentials, RateLimited
 from pochta.server.web import webmail
 from pochta.types import Tally
 
@@ -101,6 +104,49 @@ def test_pages_forbid_every_script_and_letters_get_their_own_policy(site: Site) 
     assert "img-src data: https: http:;" in shown.headers["content-security-policy"]
 
 
+def slow_down(site: Site, email: str) -> None:
+    """Guesses at ``email`` from strangers' addresses until the account's next slot is
+    further away than a login waits (each guess not waiting for its slot, as a test may)."""
+    users = site.pochta.mailbox.users
+    for i in range(50):
+        try:
+            admission = users.admit(email, f"198.18.7.{i}")
+        except RateLimited:
+            return
+        with pytest.raises(InvalidCredentials):
+            users.verify_admitted(admission, "no")
+    raise AssertionError("the account was never slowed")
+
+
+def test_a_browser_that_logged_in_before_is_let_in_during_an_attack(fresh_site: Site) -> None:
+    """Its device cookie makes it a known client of the account wherever it is; a browser
+    without one, at the same new address, waits for the account's slots."""
+    app = fresh_site.client.app
+
+    def browser(ip: str) -> TestClient:
+        return TestClient(app, client=(ip, 50000))
+
+    def post_login(c: TestClient) -> Response:
+        token = CSRF.search(c.get("/webmail/login").text)
+        assert token is not None
+        form = {"email": "alice@example.org", "password": PASSWORD, "csrf": token.group(1)}
+        r: Response = c.post("/webmail/login", data=form, follow_redirects=False)
+        return r
+
+    laptop = browser("198.51.100.7")
+    r = post_login(laptop)
+    assert r.status_code == 303
+    cookie = next(v for k, v in r.headers.multi_items() if v.startswith("pochta_device="))
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "Path=/webmail/login" in cookie and f"Max-Age={90 * 86400}" in cookie
+    slow_down(fresh_site, "alice@example.org")
+    travelling = browser("203.0.113.50")
+    travelling.cookies.set("pochta_device", laptop.cookies["pochta_device"], path="/webmail/login")
+    assert post_login(travelling).status_code == 303
+    stranger = post_login(browser("192.0.2.51"))  # (203.0.113.0/24 is hers now)
+    assert stranger.status_code == 429 and int(stranger.headers["retry-after"]) >= 1
+
+
 def state(site: Site, letter_id: int) -> tuple[str, bool]:
     stored = site.pochta.mailbox.index.letter(
         site.pochta.mailbox.user("alice@example.org").id, letter_id
@@ -118,9 +164,7 @@ def test_every_form_refuses_a_missing_or_wrong_csrf_token(site: Site) -> None:
     pages = ["/webmail", f"/webmail/letters/{letter_id}"] + [
         f"/admin/{s}" for s in ("pairs", "logins", "storage")
     ]
-    guard = site.pochta.mailbox.users.logins  # an account limited: its "lift" form shows
-    for _ in range(site.pochta.settings.guard.login_account_max):
-        guard.failed("192.0.2.9", "x@example.org")
+    slow_down(site, "x@example.org")  # an account slowed: its "lift" form shows
     site.pochta.mailbox.users.activity.login_failed("192.0.2.9", "x@example.org")
     site.pochta.history.flush()
     seen: set[str] = set()
@@ -230,7 +274,7 @@ def test_web_logins_share_the_apis_limits(site: Site) -> None:
     c = site.as_user({})
     page = c.get("/webmail/login")
     token = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
-    limit = site.pochta.settings.guard.login_account_max
+    limit = site.pochta.settings.guard.login_client_max  # this client's failures on alice
     for _ in range(limit):
         r = c.post(
             "/webmail/login",
@@ -243,7 +287,7 @@ def test_web_logins_share_the_apis_limits(site: Site) -> None:
     assert r.status_code == 429 and int(r.headers["retry-after"]) > 0
     api = c.post("/v1/session", json={"email": "alice@example.org", "password": PASSWORD})
     assert api.status_code == 429  # one limit for both doors
-    site.pochta.mailbox.users.logins.reset(email="alice@example.org")
+    site.pochta.mailbox.users.logins.reset(ip="testclient", email="alice@example.org")
     assert site.login("alice@example.org")
 
 
@@ -539,8 +583,7 @@ def test_admin_storage_verdicts_logins_and_audits(site: Site) -> None:
         )
     box = site.pochta.mailbox
     box.deliver(PHISHING.read_bytes(), [box.user("alice@example.org")], scan=True)
-    for _ in range(site.pochta.settings.guard.login_account_max):
-        site.as_user({}).post("/v1/session", json={"email": "bob@example.org", "password": "no"})
+    slow_down(site, "bob@example.org")
     site.pochta.history.unscored("spam")  # what the intake tells of a letter past its deadline
     site.pochta.history.flush()
     site.pochta.history.sample()
@@ -559,7 +602,7 @@ def test_admin_storage_verdicts_logins_and_audits(site: Site) -> None:
     assert 'id="unscored-total">1<' in verdicts and "1 to Spam" in verdicts
     logins = c.get("/admin/logins")
     row = LexborHTMLParser(logins.text).css_first('tr[data-subject="bob@example.org"]')
-    assert row is not None and "limited" in row.text()
+    assert row is not None and "slowed" in row.text() and "next check in" in row.text()
     token = site.csrf(root)
     c.post(
         "/admin/logins/reset", data={"csrf": token, "kind": "account", "subject": "bob@example.org"}
@@ -567,7 +610,7 @@ def test_admin_storage_verdicts_logins_and_audits(site: Site) -> None:
     row = LexborHTMLParser(c.get("/admin/logins").text).css_first(
         'tr[data-subject="bob@example.org"]'
     )
-    assert row is not None and "attempts left" in row.text()
+    assert row is not None and "0.0 checks counted" in row.text() and "not slowed" in row.text()
     assert site.login("bob@example.org")
 
 

@@ -1,9 +1,12 @@
-"""Embedded rolling rate limits: one SQLite file shared by the threads and processes of one host.
+"""Embedded rolling rate limits and schedules: one SQLite file shared by the threads and
+processes of one host.
 
 Each check is one ``BEGIN IMMEDIATE`` transaction that reads the usage of every limit, applies
 ``pochta.guard.ratelimit.decide`` and writes all or nothing, on the host's wall clock (read
-inside the transaction, so every process agrees; a clock stepping back refills nothing). Rows
-of limits that have refilled are swept now and then.
+inside the transaction, so every process agrees; a clock stepping back refills nothing). A
+reservation on a schedule is one such transaction too (``pochta.guard.schedule.reserve``).
+Rows of limits that have refilled, and of schedules that say nothing any more, are swept now
+and then.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pochta.errors import GuardUnavailable, StorageError
+from pochta.guard import schedule as schedules
 from pochta.guard.ratelimit import Usage, decide, refilled_in
+from pochta.guard.schedule import SlotState
 from pochta.sqlitedb import SQLiteDatabase
-from pochta.types import Clock, Limit, RateDecision
+from pochta.types import Clock, Limit, RateDecision, Schedule, Slot
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rate (
@@ -24,6 +29,13 @@ CREATE TABLE IF NOT EXISTS rate (
     used REAL NOT NULL,
     at REAL NOT NULL,
     full_at REAL NOT NULL      -- when the limit has refilled and the row can go
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS slots (
+    key TEXT PRIMARY KEY,
+    checks REAL NOT NULL,      -- checks counted at `at` (pochta.guard.schedule)
+    at REAL NOT NULL,
+    next REAL NOT NULL,        -- the next free slot
+    expires REAL NOT NULL      -- when the row says nothing any more and can go
 ) WITHOUT ROWID;
 """
 
@@ -71,9 +83,34 @@ class SqliteRateLimitBackend:
         except StorageError as exc:
             raise GuardUnavailable(f"rate-limit store {self.db.path}: {exc.message}") from exc
 
+    def reserve(self, key: str, schedule: Schedule, commit: bool = True) -> Slot:
+        def step(conn: sqlite3.Connection) -> Slot:
+            now = self._clock()
+            row = conn.execute(
+                "SELECT checks, at, next, expires FROM slots WHERE key = ?", (key,)
+            ).fetchone()
+            state = None if row is None or row[3] <= now else SlotState(row[0], row[1], row[2])
+            slot, new = schedules.reserve(schedule, state, now)
+            if slot.granted and commit and new is not None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO slots (key, checks, at, next, expires)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (key, new.checks, new.at, new.next, schedules.expires(schedule, new)),
+                )
+                self._commits += 1
+                if self._commits % SWEEP_EVERY == 0:
+                    conn.execute("DELETE FROM slots WHERE expires <= ?", (now,))
+            return slot
+
+        try:
+            return self.db.write(step)
+        except StorageError as exc:
+            raise GuardUnavailable(f"rate-limit store {self.db.path}: {exc.message}") from exc
+
     def reset(self, keys: Sequence[str]) -> None:
         def step(conn: sqlite3.Connection) -> None:
             conn.executemany("DELETE FROM rate WHERE key = ?", [(key,) for key in keys])
+            conn.executemany("DELETE FROM slots WHERE key = ?", [(key,) for key in keys])
 
         try:
             self.db.write(step)

@@ -6,9 +6,11 @@ leak audits. Charts are SVG drawn on the server (``charts``)."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Path
@@ -19,10 +21,11 @@ from pochta.antispam.shingles.counters import Ref
 from pochta.antispam.shingles.registry import ShingleType
 from pochta.antispam.signs.registry import SPECS
 from pochta.errors import InvalidInput, PochtaError
+from pochta.guard.logins import LoginGuard
 from pochta.history.recorder import OTHERS, parse_shingle_name
 from pochta.server.web.charts import PALETTE, Series, hbars, human_bytes, line_chart, stacked_bars
 from pochta.server.web.pages import Admin, PageRoute, PostedAdmin, Viewer, redirect, render
-from pochta.types import PairFlag, RateDecision, StorageSample
+from pochta.types import PairFlag, StorageSample
 
 router = APIRouter(prefix="/admin", route_class=PageRoute, include_in_schema=False)
 
@@ -211,11 +214,8 @@ class LoginRow:
     kind: str  # ip | account
     subject: str
     failures: int  # in the last 24 hours
-    state: RateDecision | None  # the limit as it stands; None when it cannot be read
-
-    @property
-    def limited(self) -> bool:
-        return self.state is not None and not self.state.allowed
+    state: str | None  # the limit as it stands, in words; None when it cannot be read
+    limited: bool = False  # an IP refused, or an account whose unknown clients are slowed
 
 
 def _type_name(type_: int) -> str:
@@ -250,16 +250,27 @@ def logins(v: Admin) -> Response:
         failures = dict(history.top(series, since, LOGINS_LISTED + 1))  # + 1: OTHERS
         others[kind] = failures.pop(OTHERS, 0)
         for subject, n in list(failures.items())[:LOGINS_LISTED]:
-            state = None
+            row = LoginRow(kind, subject, n, None)
             if guard is not None:
-                limit = guard.per_ip if kind == "ip" else guard.per_account
-                try:
-                    state = guard.limiter.peek((limit, subject))
-                except PochtaError:
-                    state = None
-            rows.append(LoginRow(kind, subject, n, state))
+                with contextlib.suppress(PochtaError):  # the store is down: "unknown"
+                    row = _login_state(guard, row)
+            rows.append(row)
     rows.sort(key=lambda r: (not r.limited, -r.failures))
     return _page(v, "logins", rows=rows, guard=guard, others=others)
+
+
+def _login_state(guard: LoginGuard, row: LoginRow) -> LoginRow:
+    if row.kind == "ip":
+        d = guard.ip_state(row.subject)
+        if d.allowed:
+            return replace(row, state=f"{d.remaining:.1f} attempts left")
+        return replace(row, state=f"retry in {math.ceil(d.retry_after)} s", limited=True)
+    slot = guard.account_state(row.subject)
+    counted = f"{slot.checks:.1f} checks counted by clients it does not know"
+    if not guard.slowed(slot):
+        return replace(row, state=f"{counted}; not slowed")
+    wait = slot.wait if slot.granted else slot.retry_after
+    return replace(row, state=f"{counted}; next check in {math.ceil(wait)} s", limited=True)
 
 
 @router.post("/logins/reset")

@@ -4,6 +4,10 @@
   cannot read (HttpOnly), sent only to this site (SameSite=Strict), only over TLS when the
   page came over TLS (Secure). Logging in goes through the same ``Users.login`` as the API,
   so the same login limits apply.
+- **Device**: a successful login also leaves a device token (``pochta.guard.devices``:
+  signed, bound to the account and its password, ``guard.login_known_days`` long) in a
+  cookie sent only to the login form: this browser stays a known client of the account, so
+  an attack on the account (guesses from many addresses) does not slow or stop its logins.
 - **CSRF**: every form carries a token that is an HMAC of the session token (before login:
   of a random nonce kept in its own cookie) under ``web.secret``. A POST whose token is
   missing or wrong gets 403; a token is worthless in another session or after a logout.
@@ -25,6 +29,8 @@ from starlette.responses import Response
 SESSION_COOKIE = "pochta_session"
 LOGIN_COOKIE = "pochta_login"  # the nonce the login form's CSRF token is bound to
 LANG_COOKIE = "pochta_lang"
+DEVICE_COOKIE = "pochta_device"  # this browser logged in before (pochta.guard.devices)
+DEVICE_PATH = "/webmail/login"  # the one place the device cookie is needed
 
 PAGE_CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self' data:; frame-src 'self'; "
@@ -82,13 +88,18 @@ def is_tls(request: Request) -> bool:
 
 
 def set_cookie(
-    response: Response, request: Request, name: str, value: str, max_age: int | None
+    response: Response,
+    request: Request,
+    name: str,
+    value: str,
+    max_age: int | None,
+    path: str = "/",
 ) -> None:
     response.set_cookie(
         name,
         value,
         max_age=max_age,
-        path="/",
+        path=path,
         httponly=True,
         secure=is_tls(request),
         samesite="strict",

@@ -6,11 +6,13 @@ counters behave the same. Plain HTML forms, no script."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Form, Path, Query, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from pochta import errors
@@ -75,15 +77,22 @@ def _login_page(request: Request, v: Viewer, status: int, error: str, email: str
 
 
 @router.post("/webmail/login")
-def login(
+async def login(
     request: Request,
     v: Posted,
     email: Annotated[str, Form(max_length=320)] = "",
     password: Annotated[str, Form(max_length=1024)] = "",
 ) -> Response:
+    """Async so that the wait a login guard may ask for (an account under attack) holds no
+    thread; the store and the password check run in the thread pool."""
     ip = request.client.host if request.client is not None else "unknown"
+    box = v.pochta.mailbox
     try:
-        _user, token = v.pochta.mailbox.login(email, password, ip)
+        device = request.cookies.get(security.DEVICE_COOKIE)
+        admission = await run_in_threadpool(box.admit, email, ip, device)
+        if admission.wait > 0:
+            await asyncio.sleep(admission.wait)
+        entry = await run_in_threadpool(box.enter, admission, password)
     except errors.InvalidCredentials:
         return _login_page(request, v, 401, v.word("wrong_login"), email)
     except errors.ResetRequired:
@@ -94,9 +103,19 @@ def login(
         response.headers["Retry-After"] = str(seconds)
         return response
     response = redirect("/webmail")
-    ttl = int(v.pochta.mailbox.session_ttl)
-    security.set_cookie(response, request, security.SESSION_COOKIE, token, max_age=ttl)
+    ttl = int(box.session_ttl)
+    security.set_cookie(response, request, security.SESSION_COOKIE, entry.token, max_age=ttl)
     security.drop_cookie(response, request, security.LOGIN_COOKIE)
+    if entry.device is not None:
+        days = v.pochta.settings.guard.login_known_days
+        security.set_cookie(
+            response,
+            request,
+            security.DEVICE_COOKIE,
+            entry.device,
+            max_age=int(days * 86400),
+            path=security.DEVICE_PATH,
+        )
     return response
 
 
