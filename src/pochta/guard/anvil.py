@@ -41,9 +41,10 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import math
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Any, Literal
 
 from pochta.types import Clock, ConnectionTable, ConnectionTally
 
@@ -83,10 +84,59 @@ def trusted_networks(values: Iterable[str]) -> tuple[Network, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Client:
-    """A client as the limits see it: its address and its network, in canonical text."""
+    """A client as the limits see it: its address and its network's, packed (4 or 16 bytes),
+    and the network's prefix length; as text on demand (refusals and the log need it)."""
 
-    address: str
-    network: str
+    packed: bytes
+    network_packed: bytes
+    prefix: int
+
+    @property
+    def address(self) -> str:
+        return str(ipaddress.ip_address(self.packed))
+
+    @property
+    def network(self) -> str:
+        return f"{ipaddress.ip_address(self.network_packed)}/{self.prefix}"
+
+
+Masks = tuple[tuple[int, int, int], ...]  # (bytes of the address, network, mask) per network
+MAPPED = bytes(10) + b"\xff\xff"  # ::ffff:a.b.c.d
+
+
+def masks(trusted: Sequence[Network]) -> Masks:
+    return tuple(
+        (net.max_prefixlen // 8, int(net.network_address), int(net.netmask)) for net in trusted
+    )
+
+
+def _packed(peer: str) -> bytes | None:
+    """The address as 4 or 16 bytes (an IPv4-mapped one as its IPv4 address); None for what
+    is not an IP address. socket.inet_pton parses (no I/O): 10x ipaddress's speed."""
+    try:
+        return socket.inet_pton(socket.AF_INET, peer)
+    except OSError:
+        pass
+    try:
+        packed = socket.inet_pton(socket.AF_INET6, peer.split("%", 1)[0])  # fe80::1%eth0
+    except OSError:
+        return None
+    return packed[12:] if packed[:12] == MAPPED else packed
+
+
+def _client(peer: str, trusted: Masks, ipv4_prefix: int, ipv6_prefix: int) -> Client | None:
+    packed = _packed(peer)
+    if packed is None:
+        return None
+    value = int.from_bytes(packed, "big")
+    size = len(packed)
+    for length, network, mask in trusted:
+        if length == size and value & mask == network:
+            return None
+    bits = size * 8
+    prefix = ipv4_prefix if size == 4 else ipv6_prefix
+    mask = ((1 << bits) - 1) ^ ((1 << (bits - prefix)) - 1)
+    return Client(packed, (value & mask).to_bytes(size, "big"), prefix)
 
 
 def client_of(
@@ -94,17 +144,7 @@ def client_of(
 ) -> Client | None:
     """The client behind ``peer`` (the address text a socket gives), or None when it is exempt:
     in a trusted network, or not an IP address (a unix socket)."""
-    try:
-        ip = ipaddress.ip_address(peer.split("%", 1)[0])  # fe80::1%eth0: the scope is not ours
-    except ValueError:
-        return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if any(ip in net for net in trusted):
-        return None
-    prefix = ipv4_prefix if ip.version == 4 else ipv6_prefix
-    network = ipaddress.ip_network((ip, prefix), strict=False)
-    return Client(str(ip), str(network))
+    return _client(peer, masks(trusted), ipv4_prefix, ipv6_prefix)
 
 
 # -- the window arithmetic --------------------------------------------------------------------
@@ -209,18 +249,22 @@ class Gate:
         self.ipv6_prefix = ipv6_prefix
         self._clock = clock
         self._secret = secret[:64]  # blake2b keys: at most 64 bytes
+        self._masks = masks(self.trusted)
+        self._hashes: dict[tuple[str, Scope], Any] = {}
 
-    def key(self, protocol: str, scope: Scope, text: str = "") -> int:
-        """The 64-bit table key of (protocol, scope, address or network); never 0."""
-        digest = hashlib.blake2b(
-            f"{protocol}\0{scope}\0{text}".encode(), digest_size=8, key=self._secret
-        ).digest()
-        return int.from_bytes(digest, "little") or 1
+    def key(self, protocol: str, scope: Scope, packed: bytes = b"") -> int:
+        """The 64-bit table key of (protocol, scope, packed address or network); never 0."""
+        base = self._hashes.get((protocol, scope))
+        if base is None:
+            base = hashlib.blake2b(digest_size=8, key=self._secret)
+            base.update(f"{protocol}\0{scope}\0".encode())
+            self._hashes[(protocol, scope)] = base
+        h = base.copy()
+        h.update(packed)
+        return int.from_bytes(h.digest(), "little") or 1
 
     def client(self, peer: str) -> Client | None:
-        return client_of(
-            peer, self.trusted, ipv4_prefix=self.ipv4_prefix, ipv6_prefix=self.ipv6_prefix
-        )
+        return _client(peer, self._masks, self.ipv4_prefix, self.ipv6_prefix)
 
     def admit(self, protocol: str, peer: str) -> Admission:
         """Whether a new ``protocol`` connection from ``peer`` may come in; counted when it
@@ -231,8 +275,8 @@ class Gate:
             return Admission(protocol, client)
         window, fraction = window_of(self._clock(), self.period)
         keys = (
-            (self.key(protocol, "ip", client.address), False),
-            (self.key(protocol, "network", client.network), False),
+            (self.key(protocol, "ip", client.packed), False),
+            (self.key(protocol, "network", client.network_packed), False),
             (self.key(protocol, "total"), True),
         )
         ip, network, total = (self.table.read(k, window, total=t) for k, t in keys)

@@ -430,6 +430,14 @@ def protocol_class(
     )
 
 
+BACKLOG = 2048
+"""Connections the kernel queues for the listener before it accepts them (as the sockets of
+``serve --workers`` and uvicorn's are bound). asyncio listens again with the backlog given to
+``create_server`` (100 by default), even on a socket bound beforehand: with 100, a burst of
+3,000 connections overflowed the queue, and ~500 of them, their handshake's last packet
+dropped by the kernel, waited a minute for a greeting or a refusal that never came."""
+
+
 def clear_spool(spool_dir: Path, older_than: float) -> None:
     """Remove letters a previous process left half-received (it stopped while reading them:
     none of them was answered 250). Only files untouched for ``older_than`` seconds: another
@@ -503,9 +511,11 @@ async def start(
         try:
             sock = (sockets or {}).get("lmtp" if lmtp else "smtp")
             if sock is not None:
-                servers.append(await loop.create_server(factory, sock=sock))
+                servers.append(await loop.create_server(factory, sock=sock, backlog=BACKLOG))
             else:
-                servers.append(await loop.create_server(factory, settings.host, port))
+                servers.append(
+                    await loop.create_server(factory, settings.host, port, backlog=BACKLOG)
+                )
         except OSError as exc:
             for server in servers:
                 server.close()

@@ -26,8 +26,8 @@ a server) costs a round trip between processes on every connection and its close
 every acceptance behind one process that must never stall; per-process limits of limit / N
 refuse a client early whenever the kernel's hash gives one worker more than its share (a
 client of 50 connections over 4 workers very often has 16 on one of them). Here a check is a
-few reads of local memory: about 12 us per admitted-and-closed connection with 2 workers
-(``benchmarks/connection_gate.py``; BENCHMARKS.md). The price: reads and writes are not one
+few reads of local memory: 16 us of CPU per connection admitted and closed with 2 workers, 21
+with 4, 13 on the in-memory table (``benchmarks/connection_gate.py``; BENCHMARKS.md). The price: reads and writes are not one
 atomic step across processes, so two workers accepting at the same instant can each miss the
 other's newest connection (a limit exceeded by at most N - 1 for a moment), and a reader may
 see an entry half-written (a count off by one for a moment). For limits against abuse that
@@ -46,6 +46,7 @@ import mmap
 import os
 import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from pochta.errors import ConfigError
@@ -71,23 +72,28 @@ def _size(capacity: int) -> int:
 class _Area:
     """Where a key's entry may be: the totals area or the addresses' one."""
 
-    __slots__ = ("base", "n")
+    __slots__ = ("base", "n", "probes")
 
     def __init__(self, base: int, n: int) -> None:
         self.base = base
         self.n = n
+        self.probes = min(MAX_PROBE, n)
 
-    def offsets(self, key: int) -> list[int]:
-        start = key % self.n
-        return [
-            self.base + ((start + step) % self.n) * ENTRY.size
-            for step in range(min(MAX_PROBE, self.n))
-        ]
+    def offsets(self, key: int) -> Iterator[int]:
+        """The entries to look at for ``key``, in order."""
+        n, base, size = self.n, self.base, ENTRY.size
+        index = key % n
+        for _ in range(self.probes):
+            yield base + index * size
+            index += 1
+            if index == n:
+                index = 0
 
 
 def _find(buf: mmap.mmap, area: _Area, key: int) -> int | None:
+    unpack = KEY.unpack_from
     for offset in area.offsets(key):
-        found = KEY.unpack_from(buf, offset)[0]
+        found = unpack(buf, offset)[0]
         if found == key:
             return offset
         if found == 0:
