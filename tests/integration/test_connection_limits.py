@@ -8,6 +8,7 @@ On main all 60 SMTP connections of one stranger were greeted, as were 3,000."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -120,6 +121,30 @@ def served_meanwhile(mx: Server, held: list[socket.socket]) -> None:
     lines = [line for line in text.splitlines() if "connection from 127.0.0.2 refused" in line]
     assert len(lines) == 1, lines
     assert "SMTP connection from 127.0.0.2 refused: over the per_ip limit (50)" in lines[0]
+
+
+def test_a_burst_of_600_connections_is_answered_every_one(mx: Server) -> None:
+    """All at once: 50 greeted, 550 refused, none left waiting in a kernel queue that
+    overflowed (asyncio listened with a backlog of 100: ~500 of 3,000 were lost that way)."""
+
+    async def one() -> bytes:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", mx.smtp_port, local_addr=("127.0.0.5", 0)
+        )
+        try:
+            await asyncio.sleep(1)  # all connected, then all read
+            return await asyncio.wait_for(reader.readline(), 20)
+        except TimeoutError:
+            return b"no answer in 20 s"
+        finally:
+            writer.close()
+
+    async def burst() -> list[bytes]:
+        return list(await asyncio.gather(*(one() for _ in range(600))))
+
+    lines = asyncio.run(burst())
+    assert sum(line.startswith(b"220 ") for line in lines) == 50
+    assert sum(line.startswith(b"421 4.7.0 ") for line in lines) == 550, set(lines)
 
 
 def test_a_stranger_gets_100_http_connections_then_503(mx: Server) -> None:

@@ -33,7 +33,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from pochta import metrics
 from pochta.guard.anvil import Admission, Gate, Limits
-from pochta.guard.backends.conntable import MemoryConnectionTable
+from pochta.guard.backends.conntable import CAPACITY, MemoryConnectionTable
 
 log = logging.getLogger("pochta.connections")
 
@@ -159,9 +159,10 @@ class Doorman:
 
 def local_doorman(protocol: str, limits: Limits) -> Doorman:
     """A doorman that counts in this process only and trusts no address (a server built
-    without the shared one: tests, embedding)."""
+    without the shared one: tests, embedding); it remembers as many addresses and networks
+    as one slot of the shared table."""
     gate = Gate(
-        MemoryConnectionTable(),
+        MemoryConnectionTable(capacity=CAPACITY),
         {protocol: limits},
         secret=secrets.token_bytes(16),
         trusted=(),

@@ -8,7 +8,7 @@ of a command line, the size of a literal (at most the message size limit, refuse
 is read), the literals of one command, the ranges of a sequence set, idling sessions, errors
 per session (then BYE), silence (then BYE). Connections per address, per network and in all
 are the ``Doorman``'s (:mod:`pochta.server.connections`): over a limit, ``* BYE
-[UNAVAILABLE]`` instead of the greeting.
+[UNAVAILABLE]`` instead of the greeting (on IMAPS, a close before the TLS handshake).
 
 FETCH streams: a letter's bytes come from its skeleton and its parts in blocks
 (:mod:`pochta.mime.ranges`), the socket's flow control paces them, and a big letter is never
@@ -183,7 +183,8 @@ class ImapServer:
         limits = self.limits
         admission = self.doorman.enter("imap", ip)
         if not admission.allowed:
-            wire.write(imap_refusal(admission))
+            if not implicit_tls:  # IMAPS: closed before a handshake it would cost to refuse
+                wire.write(imap_refusal(admission))
             wire.close()
             return
         wire.write_timeout = limits.idle_timeout
