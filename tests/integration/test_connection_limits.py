@@ -185,54 +185,53 @@ def test_a_stranger_gets_50_imap_connections_then_bye(mx: Server) -> None:
     assert metric(mx, "pochta_connections_refused_total", protocol="imap", limit="per_ip") == 1
 
 
-def test_a_network_is_limited_beside_its_addresses(tmp_path: Path) -> None:
-    """Three addresses of one /24, each under its own limit, together over the network's."""
-    data = tmp_path / "data"
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server with small SMTP connection limits, and a spool reserve larger than any disk."""
+    where = tmp_path_factory.mktemp("tight")
+    data = where / "data"
     add_users(data, "alice@example.org")
     env = {
         "POCHTA_SMTP__MAX_CONNECTIONS_PER_IP": "2",
         "POCHTA_SMTP__MAX_CONNECTIONS_PER_NETWORK": "5",
+        "POCHTA_SMTP__SPOOL_MIN_FREE": str(1 << 60),
     }
-    srv = start_server(data, tmp_path / "serve.log", settings=env)
+    srv = start_server(data, where / "serve.log", settings=env)
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()
+
+
+def test_a_network_is_limited_beside_its_addresses(tight: Server) -> None:
+    """Three addresses of one /24, each under its own limit, together over the network's."""
     held: list[socket.socket] = []
-    try:
+    with holding(held):
         replies = []
         for source in ("127.0.9.1", "127.0.9.2", "127.0.9.3"):
             for _ in range(2):
-                held.append(connect(srv.smtp_port, source))
+                held.append(connect(tight.smtp_port, source))
                 replies.append(first_line(held[-1]))
         assert [r[:4] for r in replies] == [b"220 "] * 5 + [b"421 "]
         assert replies[-1] == (
             b"421 4.7.0 mx.pochta.test Error: too many connections from 127.0.9.0/24\r\n"
         )
-        held.append(connect(srv.smtp_port, "127.0.10.1"))  # another network
+        held.append(connect(tight.smtp_port, "127.0.10.1"))  # another network
         assert first_line(held[-1]).startswith(b"220 ")
-        assert metric(srv, "pochta_connections_refused_total", limit="per_network") == 1
-    finally:
-        for sock in held:
-            sock.close()
-        srv.stop()
+        assert metric(tight, "pochta_connections_refused_total", limit="per_network") == 1
 
 
-def test_mail_from_gets_452_while_the_spool_disk_is_below_its_reserve(tmp_path: Path) -> None:
+def test_mail_from_gets_452_while_the_spool_disk_is_below_its_reserve(tight: Server) -> None:
     """Postfix refuses MAIL FROM when the queue's file system has less free space than 1.5 x
     message_size_limit (or queue_minfree); here the reserve is larger than any disk."""
-    data = tmp_path / "data"
-    add_users(data, "alice@example.org")
-    env = {"POCHTA_SMTP__SPOOL_MIN_FREE": str(1 << 60)}
-    srv = start_server(data, tmp_path / "serve.log", settings=env)
-    try:
-        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
-            smtp.ehlo("client.example")
-            code, text = smtp.mail("s@example.net")
-            assert (code, text) == (452, b"4.3.1 Insufficient system storage")
-            code, _ = smtp.mail("s@example.net")  # again: not an error toward the limit
-            assert code == 452
-        assert metric(srv, "pochta_mail_refused_total", reason="disk_reserve") == 2
-        lines = re.findall(r"spool's file system .* below its reserve", srv.log.read_text())
-        assert len(lines) == 1
-    finally:
-        srv.stop()
+    with smtplib.SMTP("127.0.0.1", tight.smtp_port, timeout=30) as smtp:
+        smtp.ehlo("client.example")
+        code, text = smtp.mail("s@example.net")
+        assert (code, text) == (452, b"4.3.1 Insufficient system storage")
+        code, _ = smtp.mail("s@example.net")  # again: not an error toward the limit
+        assert code == 452
+    assert metric(tight, "pochta_mail_refused_total", reason="disk_reserve") == 2
+    lines = re.findall(r"spool's file system .* below its reserve", tight.log.read_text())
+    assert len(lines) == 1
 
 
 def children(pid: int) -> set[int]:
