@@ -1,8 +1,11 @@
-"""Guard: leased locks with fencing, rolling rate limits, passwords, leaked-credential audit.
+"""Guard: leased locks with fencing, rolling rate limits, connection limits, passwords,
+leaked-credential audit.
 
 lock.py / alock.py      Locks, AsyncLocks: leases renewed while their owner lives
 fence.py                MemoryFence; backends/ has RedisFence and SqliteFence
 ratelimit.py            the rolling-limit formula, RateLimiter, AsyncRateLimiter
+anvil.py                connection limits per address, network and in all (Gate)
+reserve.py              the spool's disk reserve (DiskReserve)
 leaks.py                audit(): which leaked email:password lines open an account
 passwords.py            argon2id hashing
 backends/               Redis (and Cluster) and embedded SQLite implementations

@@ -291,6 +291,7 @@ class PochtaSMTP(SMTP):
         self.pochta = _Connection(CommandWatch(self.line_length_limit))
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        logs.bind(session=logs.new_id())  # the session's task (made now) inherits it
         if self.transport is None and self.doorman is not None:  # not again after STARTTLS
             peer = transport.get_extra_info("peername")
             admission = self.doorman.enter(self.listener, _address(peer))
@@ -300,7 +301,6 @@ class PochtaSMTP(SMTP):
                 refused.write(f"{smtp_refusal(self.hostname, admission)}\r\n".encode())
                 refused.close()
                 return
-        logs.bind(session=logs.new_id())  # the session's task (made now) inherits it
         super().connection_made(transport)
 
     def connection_lost(self, error: Exception | None) -> None:
