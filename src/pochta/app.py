@@ -43,8 +43,10 @@ from pochta.blobs.valkyrie import (
     ValkyrieRunner,
     ValkyrieState,
 )
-from pochta.config import Settings
+from pochta.config import HttpSettings, ImapSettings, Settings, SmtpSettings
 from pochta.errors import ConfigError, InvalidInput
+from pochta.guard.anvil import Gate, Limits, trusted_networks
+from pochta.guard.backends.conntable import MappedConnectionTable
 from pochta.guard.backends.redisknown import RedisKnownClients
 from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
 from pochta.guard.backends.redisrate import RedisRateLimitBackend
@@ -366,6 +368,37 @@ def server_tls(settings: Settings) -> ServerTLS | None:
     """The listeners' certificate from ``[tls]`` (None: TLS is off); ConfigError when the
     files cannot be used."""
     return ServerTLS.from_settings(settings.tls)
+
+
+def connection_gate(settings: Settings) -> Gate:
+    """The connection limits of a server (``[connections]`` and each protocol's
+    ``max_connection*`` settings; LMTP has SMTP's), counted in ``<data_dir>/connections``
+    with every other process of this server (``serve --workers``); the caller closes it."""
+    c = settings.connections
+
+    def limits(s: SmtpSettings | ImapSettings | HttpSettings) -> Limits:
+        return Limits(
+            per_ip=s.max_connections_per_ip,
+            rate_per_ip=s.max_connection_rate_per_ip,
+            per_network=s.max_connections_per_network,
+            rate_per_network=s.max_connection_rate_per_network,
+            total=s.max_connections,
+            rate_total=s.max_connection_rate,
+        )
+
+    secret = _secret(settings, settings.guard.key_secret, "guard-secret").encode()
+    table = MappedConnectionTable(settings.data_dir.resolve() / "connections")
+    smtp = limits(settings.smtp)
+    return Gate(
+        table,
+        {"smtp": smtp, "lmtp": smtp, "imap": limits(settings.imap), "http": limits(settings.http)},
+        secret=secret,
+        trusted=trusted_networks(c.trusted_networks),
+        period=c.rate_period,
+        ipv4_prefix=c.ipv4_prefix,
+        ipv6_prefix=c.ipv6_prefix,
+        clock=time.monotonic,  # the same in every process of the host (CLOCK_MONOTONIC)
+    )
 
 
 def _shingler(settings: Settings, data: Path, redis_client: SyncClient | None) -> Shingler:

@@ -61,6 +61,40 @@ class HttpSettings(Section):
     max_json_depth: int = Field(
         32, ge=2, description="nesting of arrays and objects in a JSON body; deeper gets 400"
     )
+    max_connections: int = Field(
+        1000,
+        ge=0,
+        description="HTTP connections at once from untrusted addresses (see [connections]);"
+        " more get 503 and are closed. 0: no limit. nginx's worker_connections is 512-1024",
+    )
+    max_connections_per_ip: int = Field(
+        100,
+        ge=0,
+        description="HTTP connections at once from one address; more get 503. A browser opens"
+        " at most 6 per host and httpx's pool holds 100, so an office behind one address and"
+        " a service with a full pool get in (nginx's limit_conn has no default)",
+    )
+    max_connections_per_network: int = Field(
+        400,
+        ge=0,
+        description="HTTP connections at once from one /24 (IPv4) or /64 (IPv6); more get 503",
+    )
+    max_connection_rate: int = Field(
+        0,
+        ge=0,
+        description="new HTTP connections per connections.rate_period from all untrusted"
+        " addresses; 0 (default): none, as a total rate limit turns a flood from many"
+        " addresses into a refusal of everyone, and max_connections already bounds the load",
+    )
+    max_connection_rate_per_ip: int = Field(
+        600,
+        ge=0,
+        description="new HTTP connections (attempts, refused ones included) per rate_period"
+        " from one address: 10 a second, for clients without keep-alive",
+    )
+    max_connection_rate_per_network: int = Field(
+        3000, ge=0, description="new HTTP connections per rate_period from one /24 or /64"
+    )
     trusted_proxies: list[str] = Field(
         default_factory=lambda: ["127.0.0.1", "::1"],
         description="addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For and"
@@ -159,6 +193,48 @@ class SmtpSettings(Section):
         description="a letter being received is kept in memory up to this many bytes, beyond"
         " in a file under <data_dir>/spool (removed once it is answered)",
     )
+    spool_min_free: int = Field(
+        0,
+        ge=0,
+        description="bytes the spool's file system must keep free; below, MAIL FROM gets 452"
+        " 4.3.1 (the sender keeps the letter and retries). The reserve is the larger of this"
+        " and 1.5 x max_message_size: Postfix's rule (queue_minfree)",
+    )
+    max_connections: int = Field(
+        1000,
+        ge=0,
+        description="SMTP connections at once from untrusted addresses (see [connections]),"
+        " and as many LMTP ones; more get 421 4.3.2 before the greeting. 0: no limit",
+    )
+    max_connections_per_ip: int = Field(
+        50,
+        ge=0,
+        description="SMTP (LMTP) connections at once from one address; more get 421 4.7.0"
+        " before the greeting (Postfix's smtpd_client_connection_count_limit)",
+    )
+    max_connections_per_network: int = Field(
+        200,
+        ge=0,
+        description="SMTP (LMTP) connections at once from one /24 (IPv4) or /64 (IPv6): a"
+        " large sender's MTAs share a network; a botnet's addresses mostly do not",
+    )
+    max_connection_rate: int = Field(
+        0,
+        ge=0,
+        description="new SMTP connections per connections.rate_period from all untrusted"
+        " addresses; 0 (default): none, as a total rate limit turns a flood from many"
+        " addresses into a refusal of everyone, and max_connections already bounds the load",
+    )
+    max_connection_rate_per_ip: int = Field(
+        100,
+        ge=0,
+        description="new SMTP (LMTP) connections (attempts, refused ones included) per"
+        " rate_period from one address (Postfix's smtpd_client_connection_rate_limit, off by"
+        " default there): a sending MTA reuses its connections and opens far fewer",
+    )
+    max_connection_rate_per_network: int = Field(
+        500, ge=0, description="new SMTP (LMTP) connections per rate_period from one /24 or /64"
+    )
 
     def fqdn(self) -> str:
         """The name pochta gives itself: ``hostname``, else this host's FQDN."""
@@ -181,9 +257,37 @@ class ImapSettings(Section):
     sequence_ranges_limit: int = Field(
         10_000, ge=1, description="ranges in one sequence set (1,3:5,...); more get BAD"
     )
-    max_connections: int = Field(1000, ge=1, description="IMAP connections at once; more get BYE")
+    max_connections: int = Field(
+        1000,
+        ge=0,
+        description="IMAP connections at once from untrusted addresses (see [connections]);"
+        " more get BYE [UNAVAILABLE]. 0: no limit. Dovecot's default_client_limit is 1000",
+    )
     max_connections_per_ip: int = Field(
-        50, ge=1, description="IMAP connections at once from one IP address; more get BYE"
+        50,
+        ge=0,
+        description="IMAP connections at once from one address; more get BYE [UNAVAILABLE]."
+        " Dovecot allows 10 per user and address (mail_max_userip_connections): 50 lets a"
+        " few people behind one address each run a client or two",
+    )
+    max_connections_per_network: int = Field(
+        200, ge=0, description="IMAP connections at once from one /24 (IPv4) or /64 (IPv6)"
+    )
+    max_connection_rate: int = Field(
+        0,
+        ge=0,
+        description="new IMAP connections per connections.rate_period from all untrusted"
+        " addresses; 0 (default): none, as a total rate limit turns a flood from many"
+        " addresses into a refusal of everyone, and max_connections already bounds the load",
+    )
+    max_connection_rate_per_ip: int = Field(
+        120,
+        ge=0,
+        description="new IMAP connections (attempts, refused ones included) per rate_period"
+        " from one address: two a second, far above a client that checks mail every minute",
+    )
+    max_connection_rate_per_network: int = Field(
+        600, ge=0, description="new IMAP connections per rate_period from one /24 or /64"
     )
     max_idle_sessions: int = Field(
         500, ge=0, description="sessions in IDLE at once; more get NO [LIMIT] (and poll instead)"
@@ -652,6 +756,40 @@ class TlsSettings(Section):
         return self.cert_file is not None and self.key_file is not None
 
 
+class ConnectionSettings(Section):
+    """``[connections]``: what the connection limits of [smtp], [imap] and [http] share."""
+
+    trusted_networks: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1", "::1"],
+        description="addresses and networks (CIDR) exempt from every connection limit; by"
+        " default exactly 127.0.0.1 and ::1, so that the rest of 127.0.0.0/8 plays strangers"
+        " in tests. Add a reverse proxy or an MTA that relays to pochta here",
+    )
+    rate_period: float = Field(
+        60.0,
+        gt=0,
+        description="seconds over which the max_connection_rate* limits count (Postfix's"
+        " anvil_rate_time_unit)",
+    )
+    ipv4_prefix: int = Field(
+        24, ge=8, le=32, description="an IPv4 client's network for the *_per_network limits"
+    )
+    ipv6_prefix: int = Field(
+        64,
+        ge=16,
+        le=128,
+        description="an IPv6 client's network: /64, the smallest a provider gives a site",
+    )
+
+    @field_validator("trusted_networks")
+    @classmethod
+    def _networks(cls, values: list[str]) -> list[str]:
+        from pochta.guard.anvil import trusted_networks
+
+        trusted_networks(values)  # ValueError: names the value
+        return values
+
+
 class MetricsSettings(Section):
     enabled: bool = Field(True, description="serve /metrics (Prometheus text format)")
     token: SecretStr | None = Field(
@@ -688,6 +826,7 @@ class Settings(BaseSettings):
     log: LogSettings = LogSettings()
     tls: TlsSettings = TlsSettings()
     metrics: MetricsSettings = MetricsSettings()
+    connections: ConnectionSettings = ConnectionSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -194,6 +194,24 @@ class _Metrics:
             " defer)",
             ["reason", "action"],
         )
+        self.connections_refused: Counter = Counter(
+            "pochta_connections_refused_total",
+            "Connections refused by a connection limit, by protocol and limit (per_ip,"
+            " rate_per_ip, per_network, rate_per_network, total, rate_total)",
+            ["protocol", "limit"],
+        )
+        self.connections_untracked: Counter = Counter(
+            "pochta_connections_untracked_total",
+            "Connections let in without some of their counts: the connection table had no"
+            " room for their address or network",
+            ["protocol"],
+        )
+        self.mail_refused: Counter = Counter(
+            "pochta_mail_refused_total",
+            "MAIL FROM commands refused before any letter, by reason (disk_reserve: the spool's"
+            " file system is below its reserve)",
+            ["reason"],
+        )
         self.login_failures: Counter = Counter(
             "pochta_login_failures_total",
             "Failed logins, by reason (invalid_credentials, password_reset_required,"
@@ -311,6 +329,18 @@ def lease_lost(name: str) -> None:
 
 def rate_limited(limit: str) -> None:
     m().rate_limited.labels(limit).inc()
+
+
+def connection_refused(protocol: str, limit: str) -> None:
+    m().connections_refused.labels(protocol, limit).inc()
+
+
+def connection_untracked(protocol: str) -> None:
+    m().connections_untracked.labels(protocol).inc()
+
+
+def mail_refused(reason: str) -> None:
+    m().mail_refused.labels(reason).inc()
 
 
 def login_failed(reason: str) -> None:

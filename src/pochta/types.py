@@ -642,6 +642,42 @@ class KnownClientsBackend(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionTally:
+    """One key's counts summed over every process of a server: connections open now, and
+    connection attempts in the current window and in the one before it."""
+
+    connections: int = 0
+    current: int = 0
+    previous: int = 0
+
+
+class ConnectionTable(Protocol):
+    """Connection counts under 64-bit keys (``pochta.guard.anvil``), shared by the processes
+    of one server: each process writes only its own counts, and a read sums every live
+    process's. Called from one thread (the event loop). ``total``: the key is one of the few
+    protocol totals, which always find room."""
+
+    def read(self, key: int, window: int, *, total: bool = False) -> ConnectionTally:
+        """The key's counts as of ``window`` (attempts move back one window per window passed;
+        older ones are gone)."""
+
+    def add(
+        self,
+        key: int,
+        window: int,
+        *,
+        connections: int = 0,
+        attempts: int = 0,
+        total: bool = False,
+    ) -> bool:
+        """Add to this process's counts of the key in ``window``; False when there was no
+        room for a key not counted yet (nothing is then counted)."""
+
+    def close(self) -> None:
+        """Stop counting: this process's counts no longer add to any read."""
+
+
 class Accounts(Protocol):
     """What the leaked-credential audit needs from the user store."""
 

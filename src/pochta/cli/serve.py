@@ -17,10 +17,11 @@ import typer
 import uvicorn
 
 from pochta import logs, metrics
-from pochta.app import server_tls, service_token, token_file
+from pochta.app import connection_gate, server_tls, service_token, token_file
 from pochta.cli.common import ConfigOpt, DataOpt, handles_errors, settings
 from pochta.config import Settings
 from pochta.errors import ConfigError
+from pochta.server.connections import Doorman, governed_h11
 from pochta.server.http import create_app
 from pochta.server.supervisor import Address, Supervisor, bind_all, fds_arg, inherited
 from pochta.server.tls import ServerTLS
@@ -149,11 +150,13 @@ def _run(
     tls: ServerTLS | None,
     level: str,
 ) -> None:
-    """uvicorn on ``sock`` until SIGTERM; the SMTP/LMTP listeners on ``sockets`` if given."""
+    """uvicorn on ``sock`` until SIGTERM; the SMTP/LMTP listeners on ``sockets`` if given.
+    Every listener asks one doorman (the connection limits) for each connection."""
     http = s.http
     https = tls is not None and s.tls.https
+    doorman = Doorman(connection_gate(s))
     uv_config = uvicorn.Config(
-        create_app(s, sockets, tls=tls),
+        create_app(s, sockets, tls=tls, doorman=doorman),
         host=http.host,
         port=http.port,
         log_level=level,
@@ -162,15 +165,19 @@ def _run(
         ssl_context_factory=(lambda _config, _default: tls.context) if https and tls else None,
         lifespan="on",
         timeout_graceful_shutdown=10,
-        # h11 bounds the request line and headers (httptools has no such limit)
-        http="h11",
+        # h11 bounds the request line and headers (httptools has no such limit); pochta's
+        # subclass of uvicorn's h11 protocol asks the doorman for each connection
+        http=governed_h11(doorman),
         # X-Forwarded-For / -Proto believed from these only (the client's address, https)
         proxy_headers=bool(http.trusted_proxies),
         forwarded_allow_ips=http.trusted_proxies or None,
         h11_max_incomplete_event_size=s.http.max_header_size,
     )
-    with sock:
-        _Server(uv_config).run(sockets=[sock])
+    try:
+        with sock:
+            _Server(uv_config).run(sockets=[sock])
+    finally:
+        doorman.close()
 
 
 def _supervise(s: Settings, config: Path | None, workers: int, level: str) -> int:

@@ -1,4 +1,5 @@
-"""Guard: leased locks with fencing, rolling rate limits, passwords, leaked-credential audit.
+"""Guard: leased locks with fencing, rolling rate limits, connection limits, passwords,
+leaked-credential audit.
 
 lock.py / alock.py      Locks, AsyncLocks: leases renewed while their owner lives
 fence.py                MemoryFence; backends/ has RedisFence and SqliteFence
@@ -6,6 +7,8 @@ ratelimit.py            the rolling-limit formula, RateLimiter, AsyncRateLimiter
 schedule.py             the account-wide schedule of password checks (slots, growing delay)
 logins.py               LoginGuard: known clients, their own limits, the schedule for the rest
 known.py / devices.py   which addresses, networks and device tokens an account logged in from
+anvil.py                connection limits per address, network and in all (Gate)
+reserve.py              the spool's disk reserve (DiskReserve)
 leaks.py                audit(): which leaked email:password lines open an account
 passwords.py            argon2id hashing
 backends/               Redis (and Cluster) and embedded SQLite implementations

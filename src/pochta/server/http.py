@@ -17,10 +17,11 @@ from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel
 
 from pochta import __version__, logs
-from pochta.app import Pochta, build, server_tls, service_token, web_secret
+from pochta.app import Pochta, build, connection_gate, server_tls, service_token, web_secret
 from pochta.config import Settings
 from pochta.server import blobs, errors, imap, mailbox, scan, shingles, smtp, web
 from pochta.server import metrics as metrics_api
+from pochta.server.connections import Doorman
 from pochta.server.imapstore import ImapStore
 from pochta.server.limits import Bound, RequestBounds
 from pochta.server.tls import ServerTLS
@@ -58,11 +59,14 @@ def create_app(
     sockets: Mapping[str, socket.socket] | None = None,
     *,
     tls: ServerTLS | None = None,
+    doorman: Doorman | None = None,
 ) -> FastAPI:
     """The application. ``sockets``: listening sockets bound beforehand, by listener name
     (``smtp``, ``lmtp``), used instead of binding their ports (``serve --workers``);
     ``tls``: the certificate this process already loaded (``pochta serve``, for HTTPS);
-    default: loaded from ``[tls]`` at startup."""
+    default: loaded from ``[tls]`` at startup; ``doorman``: the connection limits, shared
+    with the HTTP listener (``pochta serve``); default: made (and closed) here for SMTP
+    and IMAP."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -71,7 +75,11 @@ def create_app(
         listeners: list[asyncio.Server] = []
         hangup = False
         imap_server: imap.ImapServer | None = None
+        own_doorman: Doorman | None = None
         try:
+            door = doorman
+            if door is None and (settings.smtp.enabled or settings.imap.enabled):
+                door = own_doorman = Doorman(connection_gate(settings))
             app.state.service_token = service_token(settings)
             app.state.web_secret = web_secret(settings)
             logs.redact(app.state.service_token)
@@ -86,6 +94,7 @@ def create_app(
                     sockets=sockets,
                     tls_context=ctx if settings.tls.smtp else None,
                     lmtp_tls_context=ctx if settings.tls.lmtp else None,
+                    doorman=door,
                 )
             if settings.imap.enabled:
                 store = ImapStore(pochta.mailbox, wake_deletions=pochta.deletions.wake)
@@ -98,6 +107,7 @@ def create_app(
                     tls=(lambda: server_tls_.context) if server_tls_ is not None else None,
                     require_tls=settings.tls.require_starttls,
                     sockets=sockets,
+                    doorman=door,
                 )
                 listeners += imap_listeners
             hangup = _on_sighup(pochta)
@@ -111,6 +121,8 @@ def create_app(
                 await imap_server.close()  # BYE to the sessions still open
             for server in listeners:
                 await server.wait_closed()
+            if own_doorman is not None:
+                own_doorman.close()
             await asyncio.to_thread(pochta.close)  # joins the threads; flushes the counters
 
     # /docs and /redoc from the assets fastapi-offline ships: no CDN, they work offline

@@ -5,8 +5,10 @@ The edge only translates: commands are parsed by :mod:`pochta.server.imapproto` 
 parser), answered from :class:`pochta.server.imapstore.ImapStore`, and errors become NO/BAD
 with their reason. Everything a client controls is bounded (:class:`ImapLimits`): the length
 of a command line, the size of a literal (at most the message size limit, refused before it
-is read), the literals of one command, the ranges of a sequence set, connections in all and
-per IP, idling sessions, errors per session (then BYE), silence (then BYE).
+is read), the literals of one command, the ranges of a sequence set, idling sessions, errors
+per session (then BYE), silence (then BYE). Connections per address, per network and in all
+are the ``Doorman``'s (:mod:`pochta.server.connections`): over a limit, ``* BYE
+[UNAVAILABLE]`` instead of the greeting (on IMAPS, a close before the TLS handshake).
 
 FETCH streams: a letter's bytes come from its skeleton and its parts in blocks
 (:mod:`pochta.mime.ranges`), the socket's flow control paces them, and a big letter is never
@@ -53,7 +55,9 @@ from pochta.errors import (
     ResetRequired,
     TooLarge,
 )
+from pochta.guard.anvil import Limits
 from pochta.server import imapfetch, imapproto
+from pochta.server.connections import Doorman, imap_refusal, local_doorman
 from pochta.server.imapproto import SPAM, Simple, Unparsed, folder_name, pochta_folder
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
 from pochta.server.imapstore import ImapStore, Opened
@@ -132,13 +136,18 @@ class ImapServer:
         *,
         tls: TlsContext | None = None,
         require_tls: bool = True,
+        doorman: Doorman | None = None,
     ) -> None:
         self.store = store
         self.limits = limits or ImapLimits()
         self.tls = tls
         self.require_tls = require_tls and tls is not None
         self.sessions: set[Session] = set()
-        self.per_ip: dict[str, int] = {}
+        # without one: limits.connections in all and connections_per_ip per address, every
+        # address counted (none trusted), in this process only
+        self.doorman = doorman or local_doorman(
+            "imap", Limits(per_ip=self.limits.connections_per_ip, total=self.limits.connections)
+        )
         self.idling = 0
         self.logins = asyncio.Semaphore(self.limits.logins_at_once)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -172,16 +181,15 @@ class ImapServer:
     async def _serve(self, wire: Wire, implicit_tls: bool) -> None:
         ip = wire.peer
         limits = self.limits
-        if len(self.sessions) >= limits.connections or self.per_ip.get(ip, 0) >= (
-            limits.connections_per_ip
-        ):
-            wire.write(b"* BYE [UNAVAILABLE] too many connections; try again later\r\n")
+        admission = self.doorman.enter("imap", ip)
+        if not admission.allowed:
+            if not implicit_tls:  # IMAPS: closed before a handshake it would cost to refuse
+                wire.write(imap_refusal(admission))
             wire.close()
             return
         wire.write_timeout = limits.idle_timeout
         session = Session(self, wire, tls=False)
         self.sessions.add(session)
-        self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
         try:
             if implicit_tls:
                 assert self.tls is not None
@@ -194,9 +202,7 @@ class ImapServer:
             log.exception("IMAP session from %s failed", ip)
         finally:
             self.sessions.discard(session)
-            self.per_ip[ip] -= 1
-            if not self.per_ip[ip]:
-                del self.per_ip[ip]
+            admission.release()
             wire.close()
 
     async def close(self) -> None:
@@ -1018,13 +1024,20 @@ async def start(
     tls: TlsContext | None = None,
     require_tls: bool = True,
     sockets: Mapping[str, socket.socket] | None = None,
+    doorman: Doorman | None = None,
 ) -> tuple[ImapServer, list[asyncio.Server]]:
     """Start the IMAP listener (and IMAPS, when ``tls_port`` and a TLS context are given)
     on the running loop; the caller closes them. ``require_tls``: LOGIN / AUTHENTICATE only
     over TLS (``tls.require_starttls``); ``sockets``: listening sockets bound beforehand
-    (``imap``, ``imaps``: ``serve --workers``), used instead of binding the ports."""
+    (``imap``, ``imaps``: ``serve --workers``), used instead of binding the ports;
+    ``doorman``: the connection limits of every protocol (None: the server's own, from
+    ``settings``)."""
     server = ImapServer(
-        store, limits_of(settings, max_message_size), tls=tls, require_tls=require_tls
+        store,
+        limits_of(settings, max_message_size),
+        tls=tls,
+        require_tls=require_tls,
+        doorman=doorman,
     )
     listeners = []
     ports = [(settings.port, False)]

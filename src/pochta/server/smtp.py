@@ -16,6 +16,11 @@ index (its database) is unreachable, at RCPT or at the end of DATA: never aiosmt
 an exception, which a sender would take as final. A letter pochta cannot accept is refused for
 good (554). LMTP answers once per accepted recipient.
 
+Before the greeting, the connection limits (:mod:`pochta.server.connections`): a client over
+one gets ``421 4.7.0 <hostname> Error: too many connections from <address>`` and is
+disconnected. MAIL FROM gets ``452 4.3.1 Insufficient system storage`` while the spool's file
+system is below its reserve (:mod:`pochta.guard.reserve`, Postfix's rule).
+
 Per session: after ``smtp.error_limit`` error replies without a letter delivered, 421 and the
 connection is closed (Postfix's smtpd_hard_error_limit); ``smtp.command_timeout`` seconds of
 silence between commands, or for a whole DATA transfer and its delivery, close it too
@@ -41,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, AnyStr
+from typing import Any, AnyStr, cast
 
 from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import SMTP, Envelope, Session, syntax
@@ -57,9 +62,12 @@ from pochta.errors import (
     WorkerDied,
     WorkerTimeout,
 )
+from pochta.guard.anvil import Admission
+from pochta.guard.reserve import DiskReserve, free_bytes, reserve_for
 from pochta.mailbox.intake import Intake, Letter
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
+from pochta.server.connections import Doorman, smtp_refusal
 from pochta.server.smtpdata import CommandWatch, DataReader, Spool
 from pochta.types import Envelope as MailEnvelope
 from pochta.types import User
@@ -86,12 +94,42 @@ class DeliveryHandler:
         lmtp: bool,
         *,
         recipient_limit: int = 1000,
+        reserve: DiskReserve | None = None,
     ) -> None:
         self.mailbox = mailbox
         self.intake = intake
         self.hostname = hostname
         self.lmtp = lmtp
         self.recipient_limit = recipient_limit
+        self.reserve = reserve
+        self._short = False  # the spool was below its reserve at the last MAIL
+
+    async def handle_MAIL(
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        address: str,
+        mail_options: list[str],
+    ) -> str:
+        reserve = self.reserve
+        if reserve is not None and reserve.low():
+            if not self._short:
+                self._short = True
+                log.warning(
+                    "the spool's file system has %d MB free, below its reserve of %d MB: MAIL"
+                    " FROM gets 452 4.3.1 until it has room",
+                    (reserve.free or 0) >> 20,
+                    reserve.reserve >> 20,
+                )
+            metrics.mail_refused("disk_reserve")
+            return INSUFFICIENT_STORAGE
+        if self._short:
+            self._short = False
+            log.info("the spool's file system has room again: MAIL FROM is accepted")
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
 
     async def handle_RCPT(
         self,
@@ -228,9 +266,11 @@ def _verdict(done: Delivered) -> str:
 TOO_MANY_RECIPIENTS = "452 4.5.3 Error: too many recipients"
 STORAGE_UNAVAILABLE = "451 4.3.0 storage is unavailable; try again later"
 UNSCORED = "451 4.7.1 the letter could not be scored in time; try again later"
-NOT_ERRORS = ("421", TOO_MANY_RECIPIENTS[:9], "451")
+INSUFFICIENT_STORAGE = "452 4.3.1 Insufficient system storage"
+NOT_ERRORS = ("421", TOO_MANY_RECIPIENTS[:9], "451", INSUFFICIENT_STORAGE[:9])
 """Replies that do not count toward the error limit: the closing 421 itself, the recipient
-limit (a flow limit the client is right to run into) and pochta's own temporary failures."""
+limit (a flow limit the client is right to run into) and pochta's own temporary failures
+(the spool's disk reserve among them)."""
 
 
 @dataclass
@@ -243,15 +283,19 @@ class _Connection:
     early: bool = False  # bytes came after it before the answer
     reader: DataReader | None = None  # set while a letter is being received
     ended: asyncio.Future[None] | None = field(default=None, repr=False)
+    admission: Admission | None = None  # counted by the connection limits until released
 
 
 class PochtaSMTP(SMTP):
-    """aiosmtpd's SMTP with pochta's DATA phase, error limit and early-talker check."""
+    """aiosmtpd's SMTP with pochta's connection limits, DATA phase, error limit and
+    early-talker check."""
 
     spool_dir: Path
     spool_threshold: int
     line_limit: int
     error_limit: int
+    doorman: Doorman | None = None
+    listener = "smtp"  # the protocol the connection limits count it under
 
     def __init__(self, handler: DeliveryHandler, **kwargs: Any) -> None:
         super().__init__(handler, **kwargs)
@@ -259,7 +303,24 @@ class PochtaSMTP(SMTP):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         logs.bind(session=logs.new_id())  # the session's task (made now) inherits it
+        if self.transport is None and self.doorman is not None:  # not again after STARTTLS
+            peer = transport.get_extra_info("peername")
+            admission = self.doorman.enter(self.listener, _address(peer))
+            self.pochta.admission = admission
+            if not admission.allowed:  # before the greeting; aiosmtpd never sees it
+                refused = cast(asyncio.WriteTransport, transport)  # uvloop's: not a subclass
+                refused.write(f"{smtp_refusal(self.hostname, admission)}\r\n".encode())
+                refused.close()
+                return
         super().connection_made(transport)
+
+    def connection_lost(self, error: Exception | None) -> None:
+        admission = self.pochta.admission
+        if admission is not None:
+            admission.release()
+            if not admission.allowed:
+                return
+        super().connection_lost(error)
 
     def data_received(self, data: bytes) -> None:
         conn = self.pochta
@@ -353,9 +414,19 @@ class PochtaSMTP(SMTP):
 class PochtaLMTP(PochtaSMTP, LMTP):
     """The same for LMTP (LHLO; one DATA reply per recipient)."""
 
+    listener = "lmtp"
 
-def protocol_class(settings: SmtpSettings, spool_dir: Path, *, lmtp: bool) -> type[PochtaSMTP]:
-    """The protocol class with pochta's limits (aiosmtpd reads some as class attributes)."""
+
+def _address(peer: Any) -> str:
+    """The address text of a peername (empty for a unix socket: not limited)."""
+    return str(peer[0]) if isinstance(peer, tuple) else ""
+
+
+def protocol_class(
+    settings: SmtpSettings, spool_dir: Path, *, lmtp: bool, doorman: Doorman | None = None
+) -> type[PochtaSMTP]:
+    """The protocol class with pochta's limits (aiosmtpd reads some as class attributes);
+    ``doorman``: the connection limits (None: none)."""
     base: type[PochtaSMTP] = PochtaLMTP if lmtp else PochtaSMTP
     return type(
         base.__name__,
@@ -365,8 +436,17 @@ def protocol_class(settings: SmtpSettings, spool_dir: Path, *, lmtp: bool) -> ty
             "spool_threshold": settings.spool_threshold,
             "line_limit": settings.line_length_limit,
             "error_limit": settings.error_limit,
+            "doorman": doorman,
         },
     )
+
+
+BACKLOG = 2048
+"""Connections the kernel queues for the listener before it accepts them (as the sockets of
+``serve --workers`` and uvicorn's are bound). asyncio listens again with the backlog given to
+``create_server`` (100 by default), even on a socket bound beforehand: with 100, a burst of
+3,000 connections overflowed the queue, and ~500 of them, their handshake's last packet
+dropped by the kernel, waited a minute for a greeting or a refusal that never came."""
 
 
 def clear_spool(spool_dir: Path, older_than: float) -> None:
@@ -390,23 +470,36 @@ async def start(
     sockets: Mapping[str, socket.socket] | None = None,
     tls_context: ssl.SSLContext | None = None,
     lmtp_tls_context: ssl.SSLContext | None = None,
+    doorman: Doorman | None = None,
 ) -> list[asyncio.Server]:
     """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them.
-    Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes.
+    Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes;
+    MAIL FROM gets 452 4.3.1 while its file system is below the reserve (``reserve_for``).
     ``sockets``: listening sockets bound beforehand (``smtp``, ``lmtp``), used as they are.
     ``tls_context`` / ``lmtp_tls_context``: STARTTLS is offered with it (aiosmtpd's own
-    support; never required: a public MX takes mail in clear too, RFC 3207)."""
+    support; never required: a public MX takes mail in clear too, RFC 3207). ``doorman``:
+    the connection limits, asked before the greeting (None: none)."""
     loop = asyncio.get_running_loop()
     hostname = settings.fqdn()
     clear_spool(spool_dir, older_than=2 * settings.command_timeout + 600)
+    reserve = DiskReserve(
+        reserve_for(settings.max_message_size, settings.spool_min_free),
+        lambda: free_bytes(spool_dir),
+        clock=time.monotonic,
+    )
     servers = []
     listeners = [(settings.port, False)]
     if settings.lmtp_port:
         listeners.append((settings.lmtp_port, True))
     for port, lmtp in listeners:
-        cls = protocol_class(settings, spool_dir, lmtp=lmtp)
+        cls = protocol_class(settings, spool_dir, lmtp=lmtp, doorman=doorman)
         handler = DeliveryHandler(
-            mailbox, intake, hostname, lmtp, recipient_limit=settings.recipient_limit
+            mailbox,
+            intake,
+            hostname,
+            lmtp,
+            recipient_limit=settings.recipient_limit,
+            reserve=reserve,
         )
 
         def factory(
@@ -429,9 +522,11 @@ async def start(
         try:
             sock = (sockets or {}).get("lmtp" if lmtp else "smtp")
             if sock is not None:
-                servers.append(await loop.create_server(factory, sock=sock))
+                servers.append(await loop.create_server(factory, sock=sock, backlog=BACKLOG))
             else:
-                servers.append(await loop.create_server(factory, settings.host, port))
+                servers.append(
+                    await loop.create_server(factory, settings.host, port, backlog=BACKLOG)
+                )
         except OSError as exc:
             for server in servers:
                 server.close()

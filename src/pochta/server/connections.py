@@ -1,0 +1,239 @@
+"""The connection limits at the protocol edges (the decision: :mod:`pochta.guard.anvil`).
+
+Each listener asks the ``Doorman`` when a connection comes in, before a greeting, and turns a
+refusal into its protocol's answer, then closes:
+
+- SMTP / LMTP: ``421 4.7.0 <hostname> Error: too many connections from <address>`` (Postfix's
+  wording; ``from <network>`` when the network's limit refused, ``421 4.3.2 ... too many
+  connections`` for the total: "system not accepting network messages", RFC 3463);
+- IMAP: ``* BYE [UNAVAILABLE] too many connections from <address>; try again later``;
+- HTTP: ``503 Service Unavailable`` with ``Connection: close``, written as soon as the
+  connection is made (uvicorn's ``http=`` option takes the protocol class: a subclass of its
+  h11 protocol that asks in ``connection_made``). The refused connection is then half-closed
+  and what the client sends is read and dropped for up to ``LINGER`` seconds: a client that
+  has sent its request before reading would otherwise lose the 503 to the reset that closing
+  a socket with unread input sends (the reason for Apache's and nginx's lingering close).
+
+Every refusal is counted in /metrics (``pochta_connections_refused_total{protocol,limit}``)
+and logged at most once per address per ``LOG_INTERVAL`` (with how many refusals of that
+address were not logged since), and at most ``LOG_LINES`` lines per interval in all: a flood
+from many addresses does not flood the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from pochta import metrics
+from pochta.guard.anvil import Admission, Gate, Limits
+from pochta.guard.backends.conntable import CAPACITY, MemoryConnectionTable
+
+log = logging.getLogger("pochta.connections")
+
+LOG_INTERVAL = 60.0  # seconds between two lines about one address
+LOG_LINES = 100  # lines about refusals per interval, in all
+LOG_KEYS = 10_000  # addresses remembered for that
+LINGER = 2.0  # seconds a refused HTTP connection reads and drops its client's bytes
+
+
+class Note(NamedTuple):
+    log: bool  # log this refusal
+    unlogged: int  # refusals of this key not logged since its last line
+    budget_spent: bool  # the first refusal not logged because of the budget in this interval
+
+
+@dataclass
+class _Seen:
+    at: float
+    unlogged: int = 0
+
+
+class LogThrottle:
+    """Which refusals to log: one line per key per ``interval``, ``lines`` lines per interval
+    in all; the keys remembered are bounded (``keys``; the longest unseen go first). Pure:
+    the time is passed in."""
+
+    def __init__(
+        self, interval: float = LOG_INTERVAL, lines: int = LOG_LINES, keys: int = LOG_KEYS
+    ) -> None:
+        self.interval = interval
+        self.lines = lines
+        self.keys = keys
+        self._seen: dict[str, _Seen] = {}  # in the order they were last logged
+        self._started = -float("inf")
+        self._logged = 0
+        self._told = False
+
+    @property
+    def remembered(self) -> int:
+        """Keys remembered now (at most ``keys``)."""
+        return len(self._seen)
+
+    def note(self, key: str, now: float) -> Note:
+        if now - self._started >= self.interval:
+            self._started, self._logged, self._told = now, 0, False
+        seen = self._seen.get(key)
+        if seen is not None and now - seen.at < self.interval:
+            seen.unlogged += 1
+            return Note(False, 0, False)
+        if self._logged >= self.lines:
+            if seen is not None:
+                seen.unlogged += 1
+            first, self._told = not self._told, True
+            return Note(False, 0, first)
+        self._logged += 1
+        unlogged = seen.unlogged if seen is not None else 0
+        self._seen.pop(key, None)
+        self._seen[key] = _Seen(now)
+        if len(self._seen) > self.keys:
+            del self._seen[next(iter(self._seen))]
+        return Note(True, unlogged, False)
+
+
+def subject(admission: Admission) -> str | None:
+    """What a refusal names: the address, its network, or nothing (a total limit)."""
+    client = admission.client
+    if client is None or admission.refused is None:
+        return None
+    if admission.refused.endswith("per_ip"):
+        return client.address
+    if admission.refused.endswith("per_network"):
+        return client.network
+    return None
+
+
+class Doorman:
+    """Asks the gate for each new connection; counts and logs the refusals."""
+
+    def __init__(self, gate: Gate, *, clock: Any = time.monotonic) -> None:
+        self.gate = gate
+        self.throttle = LogThrottle()
+        self._clock = clock
+
+    def enter(self, protocol: str, peer: str) -> Admission:
+        """The admission of a new connection (``peer``: its address as text); an allowed
+        one is counted until its ``release()``."""
+        admission = self.gate.admit(protocol, peer)
+        if admission.untracked:
+            metrics.connection_untracked(protocol)
+        if admission.refused is not None:
+            metrics.connection_refused(protocol, admission.refused)
+            self._log(admission)
+        return admission
+
+    def _log(self, admission: Admission) -> None:
+        assert admission.client is not None
+        assert admission.refused is not None
+        note = self.throttle.note(admission.client.address, self._clock())
+        if note.budget_spent:
+            log.warning(
+                "connection refusals from more than %d addresses in %.0f s: the others are"
+                " counted in /metrics (pochta_connections_refused_total), not logged",
+                self.throttle.lines,
+                self.throttle.interval,
+            )
+        if not note.log:
+            return
+        limit = getattr(self.gate.limits[admission.protocol], admission.refused)
+        network = admission.client.network if admission.refused.endswith("network") else None
+        log.warning(
+            "%s connection from %s refused: over the %s limit (%d)%s%s",
+            admission.protocol.upper(),
+            admission.client.address,
+            admission.refused,
+            limit,
+            f" of {network}" if network else "",
+            f"; {note.unlogged} more refused since the last such line" if note.unlogged else "",
+        )
+
+    def close(self) -> None:
+        self.gate.close()
+
+
+def local_doorman(protocol: str, limits: Limits) -> Doorman:
+    """A doorman that counts in this process only and trusts no address (a server built
+    without the shared one: tests, embedding); it remembers as many addresses and networks
+    as one slot of the shared table."""
+    gate = Gate(
+        MemoryConnectionTable(capacity=CAPACITY),
+        {protocol: limits},
+        secret=secrets.token_bytes(16),
+        trusted=(),
+        clock=time.monotonic,
+    )
+    return Doorman(gate)
+
+
+def smtp_refusal(hostname: str, admission: Admission) -> str:
+    """The reply to an SMTP (LMTP) connection refused, before any greeting (Postfix's)."""
+    who = subject(admission)
+    if who is None:
+        return f"421 4.3.2 {hostname} Error: too many connections; try again later"
+    return f"421 4.7.0 {hostname} Error: too many connections from {who}"
+
+
+def imap_refusal(admission: Admission) -> bytes:
+    """The untagged BYE that an IMAP connection refused gets instead of its greeting."""
+    who = subject(admission)
+    source = f" from {who}" if who is not None else ""
+    return f"* BYE [UNAVAILABLE] too many connections{source}; try again later\r\n".encode()
+
+
+def http_refusal(admission: Admission) -> bytes:
+    who = subject(admission)
+    body = f"too many connections{f' from {who}' if who else ''}; try again later\n".encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        "content-type: text/plain; charset=utf-8\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def governed_h11(doorman: Doorman) -> type[H11Protocol]:
+    """uvicorn's h11 protocol class, asking ``doorman`` for every connection (give it as
+    ``uvicorn.Config(http=...)``)."""
+
+    class GovernedH11(H11Protocol):
+        admission: Admission | None = None
+        refused = False
+        linger: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            peer = self.client[0] if self.client else ""
+            self.admission = doorman.enter("http", peer)
+            if self.admission.allowed:
+                return
+            self.refused = True
+            transport.write(http_refusal(self.admission))
+            if transport.can_write_eof():
+                transport.write_eof()  # the client reads the 503, then its end of file
+                self.linger = self.loop.call_later(LINGER, transport.close)
+            else:  # TLS: no half-close
+                transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            if not self.refused:
+                super().data_received(data)
+
+        def eof_received(self) -> None:
+            if self.refused:
+                self.transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.linger is not None:
+                self.linger.cancel()
+            if self.admission is not None:
+                self.admission.release()
+            super().connection_lost(exc)
+
+    return GovernedH11

@@ -1,0 +1,99 @@
+"""The connection limits' edge (pochta.server.connections): each protocol's refusal, the
+metric, and a log that a flood cannot flood: one line per address per interval (with how
+many were not logged), a bounded number of lines and of remembered addresses."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from pochta.guard.anvil import Gate, Limits
+from pochta.guard.backends.conntable import MemoryConnectionTable
+from pochta.server.connections import (
+    Doorman,
+    LogThrottle,
+    http_refusal,
+    imap_refusal,
+    smtp_refusal,
+)
+
+
+def test_one_line_per_key_per_interval_with_the_count_of_the_rest() -> None:
+    t = LogThrottle(interval=60, lines=100)
+    assert t.note("a", 0).log
+    assert [t.note("a", s).log for s in range(1, 60)] == [False] * 59
+    again = t.note("a", 60)
+    assert again.log
+    assert again.unlogged == 59
+    assert t.note("b", 61).log  # another key has its own
+
+
+def test_a_flood_from_many_keys_gets_a_bounded_number_of_lines() -> None:
+    t = LogThrottle(interval=60, lines=100, keys=1000)
+    notes = [t.note(f"10.0.{i // 256}.{i % 256}", 1.0 + i * 1e-4) for i in range(50_000)]
+    assert sum(n.log for n in notes) == 100
+    assert sum(n.budget_spent for n in notes) == 1  # one line says the rest are not logged
+    assert t.remembered <= 1000  # what it remembers is bounded too
+    assert t.note("10.9.9.9", 61.0).log  # the next interval logs again
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def doorman(limits: Limits) -> Doorman:
+    gate = Gate(MemoryConnectionTable(), {"smtp": limits}, secret=b"s" * 16, clock=Clock())
+    return Doorman(gate, clock=Clock())
+
+
+def test_each_protocol_refuses_in_its_own_words() -> None:
+    d = doorman(Limits(per_ip=1, per_network=2, total=3))
+    assert d.enter("smtp", "192.0.2.1").allowed
+    by_ip = d.enter("smtp", "192.0.2.1")
+    assert by_ip.refused == "per_ip"
+    assert smtp_refusal("mx.example", by_ip) == (
+        "421 4.7.0 mx.example Error: too many connections from 192.0.2.1"
+    )
+    assert imap_refusal(by_ip) == (
+        b"* BYE [UNAVAILABLE] too many connections from 192.0.2.1; try again later\r\n"
+    )
+    head, body = http_refusal(by_ip).split(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+    assert b"\r\nconnection: close" in head
+    assert f"content-length: {len(body)}".encode() in head
+    assert d.enter("smtp", "192.0.2.2").allowed
+    by_network = d.enter("smtp", "192.0.2.3")
+    assert smtp_refusal("mx.example", by_network).endswith("from 192.0.2.0/24")
+    assert d.enter("smtp", "198.51.100.1").allowed
+    by_total = d.enter("smtp", "203.0.113.1")
+    assert by_total.refused == "total"
+    assert smtp_refusal("mx.example", by_total) == (
+        "421 4.3.2 mx.example Error: too many connections; try again later"
+    )
+    assert imap_refusal(by_total) == (
+        b"* BYE [UNAVAILABLE] too many connections; try again later\r\n"
+    )
+
+
+def test_refusals_are_counted_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    from prometheus_client import REGISTRY
+
+    from pochta import metrics
+
+    metrics.m()
+    labels = {"protocol": "smtp", "limit": "per_ip"}
+    before = REGISTRY.get_sample_value("pochta_connections_refused_total", labels) or 0.0
+    d = doorman(Limits(per_ip=1))
+    d.enter("smtp", "192.0.2.1")
+    with caplog.at_level(logging.WARNING, logger="pochta.connections"):
+        for _ in range(500):
+            assert not d.enter("smtp", "192.0.2.1").allowed
+    after = REGISTRY.get_sample_value("pochta_connections_refused_total", labels)
+    assert after == before + 500
+    assert [r.getMessage() for r in caplog.records] == [
+        "SMTP connection from 192.0.2.1 refused: over the per_ip limit (1)"
+    ]
