@@ -153,9 +153,20 @@ class Mailbox:
             received=received,
         )
 
-    def deliver_prepared(self, prepared: Prepared, recipients: Sequence[User]) -> Delivered:
-        """A letter received over SMTP/LMTP, prepared in a worker (see ``mailbox.intake``)."""
-        return self.delivery.deliver_prepared(prepared, recipients)
+    def deliver_prepared(
+        self,
+        prepared: Prepared,
+        recipients: Sequence[User],
+        *,
+        folder: str | None = None,
+        flags: LetterFlag = LetterFlag.NONE,
+        received: float | None = None,
+    ) -> Delivered:
+        """A letter prepared in a worker (see ``mailbox.intake``): received over SMTP/LMTP,
+        or given by IMAP APPEND (with its ``folder``, ``flags`` and ``received``)."""
+        return self.delivery.deliver_prepared(
+            prepared, recipients, folder=folder, flags=flags, received=received
+        )
 
     @property
     def scores(self) -> bool:
