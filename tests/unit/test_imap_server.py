@@ -713,3 +713,21 @@ def test_with_tls_a_stranger_logs_in_after_starttls(
 )
 def test_which_peers_may_log_in_in_clear_by_default(peer: str, allowed: bool) -> None:
     assert within(peer, networks(LOOPBACK)) is allowed
+
+
+def test_a_fetch_of_many_letters_reads_them_in_batches_in_order(imap: Running) -> None:
+    """More letters than one store call reads (64): each answered once, in order, and a
+    FETCH that reads bodies marks every one of them seen."""
+    c = imaplib.IMAP4("127.0.0.1", imap.port)
+    c.login(ALICE, PASSWORD)
+    c.create("Many")
+    for n in range(70):
+        c.append("Many", None, None, letter(subject=f"many {n:02d}"))
+    c.select("Many")
+    typ, data = c.fetch("1:*", "(FLAGS BODY[HEADER.FIELDS (SUBJECT)])")
+    assert typ == "OK"
+    bodies = [item for item in data if isinstance(item, tuple)]
+    assert [b[1].strip() for b in bodies] == [b"Subject: many %02d" % n for n in range(70)]
+    typ, data = c.search(None, "UNSEEN")
+    assert data == [b""]
+    c.logout()

@@ -55,6 +55,7 @@ import functools
 import ipaddress
 import logging
 import re
+import secrets
 import socket
 import ssl
 import tempfile
@@ -86,7 +87,7 @@ from pochta.errors import (
     ResetRequired,
     TooLarge,
 )
-from pochta.mailbox.intake import Intake, Letter
+from pochta.mailbox.intake import Intake, Letter, Spilled
 from pochta.mailbox.prepare import Prepared
 from pochta.server import imapfetch, imapproto
 from pochta.server.budget import Budget, Share
@@ -106,6 +107,8 @@ MAX_PATTERN = 1000  # characters of a LIST pattern (folder names have at most 20
 STREAM_OVER = 1 << 18  # letters bigger than this are sent block by block from a thread
 DELIMITER = b"/"
 SPOOL_READ = 1 << 20  # bytes of an APPEND's letter taken from the connection at once
+FETCH_BATCH = 64  # letters a FETCH reads in one store thread call at most
+FETCH_BATCH_BYTES = 1 << 20  # or until their values hold this many bytes
 LOOPBACK = ("127.0.0.0/8", "::1/128")
 DEFAULT_BUDGET = 64 << 20
 
@@ -242,11 +245,15 @@ class ImapServer:
         call = functools.partial(contextvars.copy_context().run, fn, *args)
         return await loop.run_in_executor(self.executor, call)
 
-    async def prepare(self, letter: Letter) -> Prepared:
-        """An APPEND's letter (its bytes or its spool file) parsed and split, off the loop."""
+    async def prepare(self, letter: Letter, stem: str) -> tuple[Prepared, Spilled]:
+        """An APPEND's letter (its bytes or its spool file) parsed and split, off the loop:
+        by the intake's workers, which write its extracted parts (but ``spool_threshold``
+        bytes of them) to files in ``spool_dir`` named after ``stem`` (the caller removes
+        them), else in a store thread."""
         if self.intake is not None:
-            return await self.intake.prepare(letter, None, None, analyze=False, shingles=False)
-        return await self.run(self.store.prepare, letter)
+            over = self.limits.spool_threshold
+            return await self.intake.prepare_apart(letter, self.spool_dir, stem, over)
+        return await self.run(self.store.prepare, letter), {}
 
     async def start(
         self,
@@ -873,31 +880,55 @@ class Session:
         sets_seen = not selected.readonly and any(
             a.value in _SETS_SEEN and a.section is not None for a in attrs
         )
+        assert self.user is not None
+        reads = sets_seen or any(a.value not in (b"UID", b"FLAGS") for a in attrs)
+        done = 0
+        while done < len(positions):
+            chunk = positions[done : done + FETCH_BATCH]
+            if reads:  # the letters read in a store thread, many at a time
+                batch = await self.server.run(
+                    self._fetch_batch, self.user.id, selected, chunk, attrs, sets_seen
+                )
+            else:
+                batch = [(selected.entries[p], []) for p in chunk]
+            for pos, (entry, values) in zip(chunk, batch, strict=False):
+                selected.entries[pos] = entry
+                if values is not None:  # None: expunged meanwhile, nothing to say about it
+                    await self._send_fetched(pos + 1, entry, attrs, values)
+            done += len(batch)
+        self.tagged(tag, b"OK", b"UID FETCH completed" if by_uid else b"FETCH completed")
+
+    def _fetch_batch(
+        self,
+        user_id: int,
+        selected: Selected,
+        positions: Sequence[int],
+        attrs: Sequence[FetchAttribute],
+        sets_seen: bool,
+    ) -> list[tuple[FolderEntry, list[Value | None] | None]]:
+        """In a store thread: the letters at ``positions``, each marked seen first when
+        ``sets_seen``, with their attributes' values (see ``_values``); fewer when their values
+        pass :data:`FETCH_BATCH_BYTES` bytes."""
+        out: list[tuple[FolderEntry, list[Value | None] | None]] = []
+        size = 0
+        reads = any(a.value not in (b"UID", b"FLAGS") for a in attrs)
         for pos in positions:
             entry = selected.entries[pos]
             if sets_seen and LetterFlag.SEEN not in entry.flags:
-                entry = await self._mark_seen(selected, pos, entry)
-            await self._fetch_one(pos + 1, entry, attrs)
-        self.tagged(tag, b"OK", b"UID FETCH completed" if by_uid else b"FETCH completed")
+                seen = LetterFlag.SEEN
+                changed = self.store.set_flags(user_id, [entry.letter_id], seen, LetterFlag.NONE)
+                if changed:
+                    entry = changed[0][1]
+            values = self._values(user_id, entry.letter_id, attrs) if reads else []
+            out.append((entry, values))
+            size += sum(len(v) for v in values or () if isinstance(v, bytes))
+            if size >= FETCH_BATCH_BYTES:
+                break
+        return out
 
-    async def _mark_seen(self, selected: Selected, pos: int, entry: FolderEntry) -> FolderEntry:
-        assert self.user is not None
-        changed = await self.server.run(
-            self.store.set_flags, self.user.id, [entry.letter_id], LetterFlag.SEEN, LetterFlag.NONE
-        )
-        if changed:
-            entry = changed[0][1]
-            selected.entries[pos] = entry
-        return entry
-
-    async def _fetch_one(self, seq: int, entry: FolderEntry, attrs: list[FetchAttribute]) -> None:
-        assert self.user is not None
-        values: list[Value | None] = []
-        if any(a.value not in (b"UID", b"FLAGS") for a in attrs):
-            got = await self.server.run(self._values, self.user.id, entry.letter_id, attrs)
-            if got is None:  # expunged meanwhile: nothing to say about it
-                return
-            values = got
+    async def _send_fetched(
+        self, seq: int, entry: FolderEntry, attrs: list[FetchAttribute], values: list[Value | None]
+    ) -> None:
         out = [b"* %d FETCH (" % seq]
         for i, attr in enumerate(attrs):
             sep = b" " if i else b""
@@ -1169,16 +1200,22 @@ class Session:
         size = spooled.size if spooled is not None else len(message.literal)
         if size == 0:
             raise bad("an empty letter")
-        # the prepared letter (its parts decoded) is in memory until it is stored: its size
-        # is taken from the budget first, waiting while other letters hold it
+        # big letters are prepared one at a time: a worker parsing one holds several times its
+        # size, and its skeleton (text bodies stay in it) comes back whole. Its size is taken
+        # from the budget first, waiting while other letters hold it
         share = self.server.budget.share()
+        stem = secrets.token_hex(8)
         try:
             await _take(share, min(size, self.server.budget.total))
-            prepared = await self.server.prepare(letter)
-            uid = await self.server.run(self.store.append, user, name, prepared, given, when)
+            prepared, files = await self.server.prepare(letter, stem)
+            uid = await self.server.run(
+                self.store.append, user, name, prepared, given, when, files
+            )
             del prepared
         finally:
             share.release()
+            for path in self.server.spool_dir.glob(f"{stem}-*.letter"):
+                path.unlink(missing_ok=True)
         if self.selected is not None and self.selected.name == name:
             await self.refresh()
         self.tagged(tag, b"OK", b"[APPENDUID %d %d] APPEND completed" % (folder.uidvalidity, uid))

@@ -17,7 +17,8 @@ them, so that IMAP and HTTP give the same feedback:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 from pochta.errors import InvalidInput, MessageNotFound
 from pochta.mailbox.intake import Letter, load
@@ -190,10 +191,12 @@ class ImapStore:
         prepared: Prepared,
         flags: LetterFlag,
         received: float | None,
+        files: Mapping[int, Path] | None = None,
     ) -> int:
-        """Store a letter the client gives (prepared); its UID."""
+        """Store a letter the client gives (prepared; ``files``: its parts a worker wrote to
+        files); its UID."""
         done = self.mailbox.deliver_prepared(
-            prepared, [user], folder=folder, flags=flags, received=received
+            prepared, [user], folder=folder, flags=flags, received=received, files=files
         )
         letter = self.index.letter(user.id, done.ids[0])
         return letter.uid if letter is not None else 0
