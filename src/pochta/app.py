@@ -64,6 +64,7 @@ from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
 from pochta.redisconn import SyncClient, connect
+from pochta.server.budget import Budget
 from pochta.server.tls import ServerTLS
 from pochta.types import (
     Activity,
@@ -100,6 +101,7 @@ class Pochta:
     deletions: DeletionWorker
     history: Recorder
     evacuations: Evacuations
+    budget: Budget  # the listeners' bytes in memory for clients, in all (memory_budget)
     redis: SyncClient | None = None  # the one Redis client of guard and shingles, if they use it
     postgres: Postgres | None = None  # the [postgres] pool, when a store lives there
     fence: Fence | None = None  # where the single-run jobs' leaders admit their tokens
@@ -275,6 +277,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         deletions=DeletionWorker(mailbox.deletions, pochta_locks, fence=fence),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
+        budget=Budget(settings.memory_budget),
         redis=redis_client,
         postgres=pg,
         fence=fence,

@@ -249,7 +249,37 @@ class ImapSettings(Section):
         0, ge=0, le=65535, description="IMAPS port (TLS from the first byte); 0 turns it off"
     )
     line_length_limit: int = Field(
-        65536, ge=1024, description="bytes of one command line; a longer one gets BYE"
+        65536,
+        ge=1024,
+        description="bytes of one command line, and after the login of a whole command other"
+        " than APPEND's letter, literals included (Dovecot's imap_max_line_length); longer"
+        " gets BYE (a literal that would pass it: NO, before it is read)",
+    )
+    login_command_limit: int = Field(
+        4096,
+        ge=512,
+        description="bytes of a whole command before the login, its lines and literals"
+        " together, and of an AUTHENTICATE response: a literal that would pass it is refused"
+        " before it is read and the connection closed (BYE [TOOBIG]), and the connection reads"
+        " no further ahead. A login needs an address and a password; Dovecot's login processes"
+        " read a client through a buffer of 1 KB (LOGIN_MAX_INBUF_SIZE); 4 KB leaves room for"
+        " long passwords",
+    )
+    cleartext_login_networks: list[str] = Field(
+        default_factory=lambda: ["127.0.0.0/8", "::1/128"],
+        description="networks whose clients may LOGIN / AUTHENTICATE without TLS; from"
+        " anywhere else the password must come over TLS (LOGINDISABLED before it, NO"
+        " [PRIVACYREQUIRED]), whether TLS is set up or not. Loopback only, as Dovecot refuses"
+        " plaintext authentication off loopback without TLS: a password in clear on a network"
+        " is anyone's who can listen",
+    )
+    store_threads: int = Field(
+        8,
+        ge=1,
+        description="threads that run IMAP's reads and writes of the index, the database and"
+        " the blobs, never on the event loop: a stalled database stalls only the IMAP commands"
+        " waiting on it, never SMTP, HTTP or another IMAP greeting. 8 keeps IMAP within a part"
+        " of postgres.pool_max",
     )
     literal_limit: int = Field(
         16, ge=1, description="literals in one command; more get NO (a LITERAL+ one, BYE)"
@@ -309,6 +339,14 @@ class ImapSettings(Section):
     logins_at_once: int = Field(
         4, ge=1, description="IMAP logins whose password hash is computed at the same time"
     )
+
+
+    @field_validator("cleartext_login_networks")
+    @classmethod
+    def _networks(cls, names: list[str]) -> list[str]:
+        for name in names:
+            ipaddress.ip_network(name, strict=False)  # ValueError: a clear settings error
+        return names
 
 
 class MailboxSettings(Section):
@@ -811,6 +849,16 @@ class Settings(BaseSettings):
         " generated into <data_dir>/service-token",
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    memory_budget: int = Field(
+        64 << 20,
+        ge=0,
+        description="bytes that the listeners of one server process hold in memory for clients"
+        " at once, in all: letters being received over SMTP (each up to smtp.spool_threshold),"
+        " IMAP literals, POST /v1/scan bodies. Once spent, SMTP and IMAP APPEND spool to a"
+        " file from the first byte, other IMAP literals get NO [UNAVAILABLE] (BYE for"
+        " LITERAL+) and the scan 503. 64 MB: 64 letters of 1 MB in memory at once, a part of"
+        " what a loader has to spare beside its ~250 MB at rest",
+    )
     http: HttpSettings = HttpSettings()
     blobs: BlobSettings = BlobSettings()
     smtp: SmtpSettings = SmtpSettings()

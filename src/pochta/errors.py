@@ -32,6 +32,7 @@
     │   ├── WorkerTimeout            the task overran its hard deadline: its worker was killed
     │   ├── WorkerDied               the worker exited while it ran the task (crash, OOM kill)
     │   └── WorkersUnavailable       the pool is closed, cannot start a worker, or is full
+    ├── Overloaded                   the server holds all it may in memory now (HTTP 503)
     ├── ConfigError                  settings or the data directory are unusable (CLI exit 6)
     └── CorpusUnavailable            the public test corpus could not be fetched or verified
 
@@ -188,6 +189,13 @@ class WorkersUnavailable(WorkerError):
     be started, or ``max_pending`` tasks are already waiting (back-pressure)."""
 
     code = "workers_unavailable"
+
+
+class Overloaded(PochtaError):
+    """The server's budget of bytes held for clients (``memory_budget``) is spent: the
+    request would need more memory; try again shortly."""
+
+    code = "overloaded"
 
 
 class ConfigError(PochtaError):

@@ -11,6 +11,7 @@ import shutil
 import smtplib
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -312,17 +313,111 @@ def test_login_limits_and_bad_passwords(mx: Server, alice: str) -> None:
     c.logout()
 
 
-def test_a_literal_over_the_limit_is_refused_before_it_is_read(mx: Server) -> None:
+def test_a_literal_over_the_limit_is_refused_before_it_is_read(mx: Server, alice: str) -> None:
+    """Before the login: BYE for any literal past a few KB, no "+" first. After it: a letter
+    over APPENDLIMIT gets NO before the "+", or BYE when it comes anyway (LITERAL+)."""
     with socket.create_connection(("127.0.0.1", mx.imap_port)) as s:
         f = s.makefile("rwb")
         assert f.readline().startswith(b"* OK")
-        f.write(b"a LOGIN {99999999999}\r\n")
+        f.write(b"a LOGIN {5000}\r\n")
         f.flush()
-        assert re.match(rb"a NO \[TOOBIG\]", f.readline())
+        assert f.readline().startswith(b"* BYE [TOOBIG] before the login")
+        assert f.readline() == b""  # closed
+    with socket.create_connection(("127.0.0.1", mx.imap_port)) as s:
+        f = s.makefile("rwb")
+        f.readline()
+        f.write(b'l LOGIN %s "%s"\r\n' % (alice.encode(), PASSWORD.encode()))
+        f.flush()
+        assert f.readline().startswith(b"l OK")
+        f.write(b"a APPEND INBOX {99999999999}\r\n")
+        f.flush()
+        assert f.readline().startswith(b"a NO [TOOBIG] a letter of 99999999999 bytes")
         f.write(b"b APPEND INBOX {99999999999+}\r\n")
         f.flush()
         assert f.readline().startswith(b"* BYE [TOOBIG]")
         assert f.readline() == b""  # closed
+
+
+def vm_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field}")
+
+
+def test_big_literals_before_the_login_are_never_read(mx: Server, alice: str) -> None:
+    """The issue's attack, smaller: 4 connections each send a LOGIN with LITERAL+ literals of
+    40 MB. Each is told BYE at once and cut off after a few MB at most; the server's peak
+    resident set hardly moves (on main it read them all: 3.9 GB for 8 literals each), and a
+    client that logged in before reads its mail meanwhile."""
+    reader = imap(mx, alice)
+    send(mx, letter(to=alice, subject="read during the attack"), alice)  # 250: stored
+    reader.select(folder_of(reader))
+    Path(f"/proc/{mx.proc.pid}/clear_refs").write_text("5")  # VmHWM := VmRSS now
+    before = vm_kb(mx.proc.pid, "VmHWM")
+    sent: list[int] = []
+    answers: list[bytes] = []
+
+    def attacker() -> None:
+        s = socket.create_connection(("127.0.0.1", mx.imap_port), 30, ("127.0.0.2", 0))
+        f = s.makefile("rb")
+        f.readline()
+        block, done = b"x" * (1 << 20), 0
+        try:
+            s.sendall(b"a LOGIN {40000000+}\r\n")
+            for i in range(2):
+                for _ in range(38):
+                    s.sendall(block)
+                    done += len(block)
+                s.sendall(b"x" * (40_000_000 - 38 * len(block)))
+                s.sendall(b" {40000000+}\r\n" if i == 0 else b"\r\n")
+        except OSError:
+            pass
+        sent.append(done)
+        try:
+            answers.append(f.readline())
+        except OSError as exc:
+            answers.append(repr(exc).encode())
+        s.close()
+
+    threads = [threading.Thread(target=attacker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    typ, data = reader.fetch("1", "(BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
+    assert typ == "OK" and b"read during the attack" in data[0][1]  # type: ignore[index]
+    for t in threads:
+        t.join(60)
+    reader.logout()
+    grown = vm_kb(mx.proc.pid, "VmHWM") - before
+    assert all(a.startswith(b"* BYE [TOOBIG]") for a in answers), answers
+    assert max(sent) <= 16 << 20, sent  # the server stopped reading, and lingered briefly
+    assert grown < 30 << 10, f"the server grew by {grown} KB"
+
+
+def test_a_big_append_is_spooled_and_stored_from_its_file(mx: Server, alice: str) -> None:
+    """An APPEND of a 3 MB letter goes to a file under <data_dir>/spool while it comes, is
+    parsed by a worker process from that file, stored byte for byte, and the file is gone."""
+    raw = letter(to=alice, subject="spooled append", attachments=[("a.bin", payload(9, 2 << 20))])
+    spool = mx.data / "spool"
+    with socket.create_connection(("127.0.0.1", mx.imap_port)) as s:
+        f = s.makefile("rwb")
+        f.readline()
+        f.write(b'l LOGIN %s "%s"\r\n' % (alice.encode(), PASSWORD.encode()))
+        f.flush()
+        assert f.readline().startswith(b"l OK")
+        f.write(b"a APPEND INBOX {%d+}\r\n" % len(raw) + raw[: 2 << 20])
+        f.flush()
+        wait_for(lambda: any(p.stat().st_size > 1 << 20 for p in spool.glob("*.letter")))
+        f.write(raw[2 << 20 :] + b"\r\n")
+        f.flush()
+        answer = f.readline()
+        assert answer.startswith(b"a OK [APPENDUID"), answer
+    assert list(spool.glob("*.letter")) == []
+    c = imap(mx, alice)
+    c.select("INBOX")
+    _, data = c.uid("FETCH", answer.split()[4].rstrip(b"]").decode(), "(BODY.PEEK[])")
+    assert data[0][1] == raw  # type: ignore[index]
+    c.logout()
 
 
 MBSYNCRC = """\

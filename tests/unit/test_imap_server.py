@@ -5,6 +5,8 @@ APPEND, UID EXPUNGE and folder names."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -30,9 +32,11 @@ from cryptography.x509.oid import NameOID
 from tests.mailtools import letter, payload
 
 from pochta.app import Pochta, build
-from pochta.config import load_settings
+from pochta.config import SmtpSettings, load_settings
 from pochta.errors import RateLimited
-from pochta.server.imap import ImapLimits, ImapServer
+from pochta.server import smtp
+from pochta.server.budget import Budget
+from pochta.server.imap import LOOPBACK, ImapLimits, ImapServer, networks, within
 from pochta.server.imapstore import ImapStore
 
 PASSWORD = "correct horse battery"
@@ -117,8 +121,14 @@ def client_context(cert: tuple[Path, Path]) -> ssl.SSLContext:
 
 
 def start(
-    pochta: Pochta, limits: ImapLimits, cert: tuple[Path, Path] | None = None
+    pochta: Pochta,
+    limits: ImapLimits,
+    cert: tuple[Path, Path] | None = None,
+    store: ImapStore | None = None,
+    **options: Any,
 ) -> Iterator[Running]:
+    """A server on a loop of its own; ``options``: more of ImapServer's (budget, cleartext,
+    spool_dir, require_tls...)."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -131,7 +141,7 @@ def start(
             return ctx
 
     async def up() -> tuple[ImapServer, list[asyncio.Server]]:
-        server = ImapServer(ImapStore(pochta.mailbox), limits, tls=tls)
+        server = ImapServer(store or ImapStore(pochta.mailbox), limits, tls=tls, **options)
         listeners = [await server.start("127.0.0.1", 0)]
         if tls is not None:
             listeners.append(await server.start("127.0.0.1", 0, implicit_tls=True))
@@ -155,6 +165,7 @@ def start(
 LIMITS = ImapLimits(
     line_length=2048,
     literal_size=1 << 20,
+    login_command=1024,
     literals=3,
     ranges=50,
     connections=20,
@@ -180,8 +191,8 @@ def imaps(pochta: Pochta, cert: tuple[Path, Path]) -> Iterator[Running]:
 class Raw:
     """A client that speaks bytes, for what imaplib will not send."""
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    def __init__(self, port: int, source: str = "127.0.0.1") -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), 10, (source, 0))
         self.f = self.sock.makefile("rwb")
         self.greeting = self.f.readline()
 
@@ -486,3 +497,286 @@ def test_a_big_letter_is_streamed_not_held_whole(imap: Running, pochta: Pochta) 
     assert size > 32 << 20  # base64 of 24 MB
     assert peak < 8 << 20, peak
     c.close()
+
+
+# -- issue 27: bounded before and after the login, a budget, the store off the loop, no clear
+# -- text off loopback
+
+
+def closed(c: Raw) -> bool:
+    """The server closed the connection (what it sent before is read and dropped)."""
+    try:
+        while c.f.readline():
+            pass
+    except ConnectionError:
+        pass
+    return True
+
+
+def test_before_the_login_a_big_literal_is_refused_unread_and_the_connection_closed(
+    imap: Running,
+) -> None:
+    """Before the login a command holds ``login_command`` bytes (1 KB here) in all: a larger
+    literal gets BYE before a byte of it is read; a synchronizing one never gets its "+"."""
+    c = Raw(imap.port)
+    c.send(b"a LOGIN {2000}\r\n")
+    assert c.f.readline().startswith(b"* BYE [TOOBIG] before the login")
+    assert c.f.readline() == b""  # closed, and no "+ go ahead" came first
+    c.close()
+    c = Raw(imap.port)
+    c.send(b"a LOGIN {600}\r\n")
+    assert c.f.readline().startswith(b"+")
+    c.send(b"x" * 600 + b" {600}\r\n")  # two literals that fit alone do not fit together
+    assert c.f.readline().startswith(b"* BYE [TOOBIG]")
+    c.close()
+    c = Raw(imap.port)
+    c.send(b"a LOGIN alice {500000+}\r\n")  # LITERAL+: it comes anyway; the connection goes
+
+    def push() -> None:
+        with contextlib.suppress(OSError):
+            c.sock.sendall(b"x" * 500_000)
+
+    sender = threading.Thread(target=push)
+    sender.start()
+    assert c.f.readline().startswith(b"* BYE [TOOBIG] before the login")
+    assert closed(c)
+    sender.join(10)
+    c.close()
+
+
+def test_before_the_login_an_authenticate_response_is_bounded_too(pochta: Pochta) -> None:
+    limits = dataclasses.replace(LIMITS, line_length=65536)
+    for running in start(pochta, limits):
+        c = Raw(running.port)
+        c.send(b"a AUTHENTICATE PLAIN\r\n")
+        assert c.f.readline().startswith(b"+")
+        c.send(base64.b64encode(b"\0" + ALICE.encode() + b"\0" + b"p" * 3000) + b"\r\n")
+        assert c.f.readline().startswith(b"* BYE [TOOBIG] an AUTHENTICATE response longer")
+        assert closed(c)
+        c.close()
+
+
+def test_after_the_login_a_command_is_bounded_in_total_its_literals_included(
+    imap: Running,
+) -> None:
+    c = Raw(imap.port)
+    c.login()
+    c.send(b"s SEARCH SUBJECT {1500}\r\n")
+    assert c.f.readline().startswith(b"+")
+    c.send(b"y" * 1500 + b" SUBJECT {1500}\r\n")  # 3,000 bytes of literals: over 2,048
+    assert c.f.readline().startswith(b"s NO [TOOBIG] a command takes at most 2048 bytes")
+    c.send(b"n NOOP\r\n")  # refused before the "+": the client sent nothing more
+    assert c.until(b"n")[-1].startswith(b"n OK")
+    c.send(b"t SEARCH SUBJECT {3000+}\r\n")
+    assert c.f.readline().startswith(b"* BYE [TOOBIG]")
+    c.close()
+
+
+def spooled(where: Path) -> list[Path]:
+    return sorted(where.glob("*.letter")) if where.is_dir() else []
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_append_spools_a_big_letter_to_a_file_that_goes_in_every_outcome(
+    pochta: Pochta, tmp_path: Path
+) -> None:
+    """APPEND's letter past ``spool_threshold`` goes to a file as it comes (the budget holds
+    nothing for it), is stored from there byte for byte, and its file is removed whether the
+    letter is stored, refused or cut off."""
+    spool = tmp_path / "spool"
+    budget = Budget(1 << 20)
+    limits = dataclasses.replace(LIMITS, spool_threshold=64 << 10)
+    raw = letter(subject="spooled", attachments=[("a.bin", payload(5, 400_000))])
+    for running in start(pochta, limits, spool_dir=spool, budget=budget):
+        c = Raw(running.port)
+        c.login()
+        c.send(b"a APPEND INBOX (\\Seen) {%d+}\r\n" % len(raw) + raw[:300_000])
+        wait_until(lambda: bool(spooled(spool)) and spooled(spool)[0].stat().st_size >= 200_000)
+        assert budget.used <= 2048  # the letter is in its file, not in memory
+        c.send(raw[300_000:] + b"\r\n")
+        done = c.until(b"a")[-1]
+        assert done.startswith(b"a OK [APPENDUID"), done
+        assert spooled(spool) == [] and budget.used == 0
+        uid = done.split()[4].rstrip(b"]")
+        c.send(b"s SELECT INBOX\r\n")
+        c.until(b"s")
+        c.send(b"f UID FETCH " + uid + b" (FLAGS BODY.PEEK[])\r\n")
+        head = c.f.readline()
+        assert b"\\Seen" in head
+        assert c.f.read(len(raw)) == raw
+        assert c.until(b"f")[-1].startswith(b"f OK")
+        # refused: the folder does not exist
+        c.send(b"b APPEND Nowhere {%d+}\r\n" % len(raw) + raw + b"\r\n")
+        assert c.until(b"b")[-1].startswith(b"b NO [TRYCREATE]")
+        assert spooled(spool) == []
+        # cut off: the client goes away in the middle of the letter
+        c.send(b"c APPEND INBOX {%d+}\r\n" % len(raw) + raw[:200_000])
+        wait_until(lambda: bool(spooled(spool)))
+        c.close()
+        wait_until(lambda: spooled(spool) == [] and budget.used == 0)
+
+
+def test_when_the_budget_is_spent_literals_are_refused_and_letters_spooled(
+    pochta: Pochta, tmp_path: Path
+) -> None:
+    """With nothing left in the server's budget, a literal that must be parsed in memory is
+    refused before it is read (NO; BYE for LITERAL+), and an APPEND still works: its letter
+    goes to a file from the first byte."""
+    budget = Budget(0)
+    for running in start(pochta, LIMITS, spool_dir=tmp_path / "spool", budget=budget):
+        c = Raw(running.port)
+        c.send(b'l LOGIN %s "%s"\r\n' % (ALICE.encode(), PASSWORD.encode()))
+        assert c.until(b"l")[-1].startswith(b"l OK")
+        c.send(b"s SEARCH SUBJECT {3}\r\n")
+        assert c.f.readline().startswith(b"s NO [UNAVAILABLE]")
+        raw = letter(subject="while the budget is spent")
+        c.send(b"a APPEND INBOX {%d+}\r\n" % len(raw) + raw + b"\r\n")
+        assert c.until(b"a")[-1].startswith(b"a OK [APPENDUID")
+        c.send(b"t SEARCH SUBJECT {3+}\r\nabc\r\n")
+        assert c.f.readline().startswith(b"* BYE [UNAVAILABLE]")
+        c.close()
+    assert budget.used == 0
+
+
+class StallingIndex:
+    """The mailbox index, but folder listings wait while ``gate`` is closed: a database that
+    stopped answering."""
+
+    def __init__(self, index: Any, gate: threading.Event) -> None:
+        self.index = index
+        self.gate = gate
+
+    def folders(self, user_id: int) -> Any:
+        self.gate.wait(30)
+        return self.index.folders(user_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.index, name)
+
+
+def test_a_stalled_index_stalls_only_the_imap_commands_that_wait_on_it(
+    pochta: Pochta, tmp_path: Path
+) -> None:
+    """A SELECT waits on a stalled index; meanwhile another IMAP session is greeted and
+    answered and SMTP (on the same event loop) greets its clients at once."""
+    gate = threading.Event()
+    store = ImapStore(pochta.mailbox)
+    store.index = StallingIndex(pochta.mailbox.index, gate)
+    limits = dataclasses.replace(LIMITS, store_threads=2)
+    for running in start(pochta, limits, store=store):
+        settings = SmtpSettings(port=0, lmtp_port=0, hostname="mx.pochta.test")
+        listeners = asyncio.run_coroutine_threadsafe(
+            smtp.start(pochta.mailbox, pochta.intake, settings, tmp_path / "spool"),
+            running.loop,
+        ).result(10)
+        smtp_port = listeners[0].sockets[0].getsockname()[1]
+        try:
+            stuck = Raw(running.port)
+            stuck.login()
+            stuck.send(b"s SELECT INBOX\r\n")
+            time.sleep(0.3)  # the SELECT is waiting on the index now
+            began = time.monotonic()
+            other = Raw(running.port)
+            assert other.greeting.startswith(b"* OK")
+            other.send(b"c CAPABILITY\r\nn NOOP\r\n")
+            assert other.until(b"c")[-1].startswith(b"c OK")
+            assert other.until(b"n")[-1].startswith(b"n OK")
+            with socket.create_connection(("127.0.0.1", smtp_port), timeout=5) as s:
+                assert s.makefile("rb").readline().startswith(b"220 ")
+            assert time.monotonic() - began < 3  # not a 30 s stall
+            gate.set()
+            assert stuck.until(b"s")[-1].startswith(b"s OK [READ-WRITE]")
+            other.close()
+            stuck.close()
+        finally:
+            gate.set()
+
+            for listener in listeners:
+                running.loop.call_soon_threadsafe(listener.close)
+
+
+def test_no_clear_text_password_from_outside_the_allowed_networks(pochta: Pochta) -> None:
+    """Without TLS, only clients on the allowed networks may log in (here 127.0.0.1 alone;
+    127.0.0.2 plays a stranger): elsewhere LOGINDISABLED and NO [PRIVACYREQUIRED]."""
+    for running in start(pochta, LIMITS, cleartext=["127.0.0.1/32"]):
+        stranger = Raw(running.port, source="127.0.0.2")
+        assert b"LOGINDISABLED" in stranger.greeting and b"AUTH=PLAIN" not in stranger.greeting
+        stranger.send(b'a LOGIN %s "%s"\r\n' % (ALICE.encode(), PASSWORD.encode()))
+        assert stranger.f.readline().startswith(b"a NO [PRIVACYREQUIRED]")
+        stranger.send(b"b AUTHENTICATE PLAIN\r\n")
+        assert stranger.f.readline().startswith(b"b NO [PRIVACYREQUIRED]")  # no "+" first
+        stranger.close()
+        local = imaplib.IMAP4("127.0.0.1", running.port)
+        assert "AUTH=PLAIN" in local.capabilities and "LOGINDISABLED" not in local.capabilities
+        assert local.login(ALICE, PASSWORD)[0] == "OK"
+        local.logout()
+
+
+def test_with_tls_a_stranger_logs_in_after_starttls(
+    pochta: Pochta, cert: tuple[Path, Path]
+) -> None:
+    """TLS offered but not required of everyone (``tls.require_starttls = false``): loopback
+    may log in in clear, a stranger only after STARTTLS."""
+    for running in start(pochta, LIMITS, cert, cleartext=["127.0.0.1/32"], require_tls=False):
+        stranger = Raw(running.port, source="127.0.0.2")
+        assert b"STARTTLS" in stranger.greeting and b"LOGINDISABLED" in stranger.greeting
+        stranger.send(b'a LOGIN %s "%s"\r\n' % (ALICE.encode(), PASSWORD.encode()))
+        assert stranger.f.readline().startswith(b"a NO [PRIVACYREQUIRED] log in over TLS")
+        stranger.send(b"t STARTTLS\r\n")
+        assert stranger.f.readline().startswith(b"t OK")
+        tls = client_context(cert).wrap_socket(stranger.sock, server_hostname="localhost")
+        f = tls.makefile("rwb")
+        f.write(b'c CAPABILITY\r\nl LOGIN %s "%s"\r\n' % (ALICE.encode(), PASSWORD.encode()))
+        f.flush()
+        caps = f.readline()
+        assert b"AUTH=PLAIN" in caps and b"LOGINDISABLED" not in caps
+        assert f.readline().startswith(b"c OK")
+        assert f.readline().startswith(b"l OK")
+        f.close()
+        tls.close()
+        local = imaplib.IMAP4("127.0.0.1", running.port)
+        assert local.login(ALICE, PASSWORD)[0] == "OK"
+        local.logout()
+
+
+@pytest.mark.parametrize(
+    ("peer", "allowed"),
+    [
+        ("127.0.0.1", True),
+        ("127.9.9.9", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),  # a v4 client on a dual-stack socket
+        ("10.0.0.1", False),
+        ("::ffff:10.0.0.1", False),
+        ("2001:db8::1", False),
+        ("fe80::1%eth0", False),
+        ("?", False),
+        ("local", False),
+    ],
+)
+def test_which_peers_may_log_in_in_clear_by_default(peer: str, allowed: bool) -> None:
+    assert within(peer, networks(LOOPBACK)) is allowed
+
+
+def test_a_fetch_of_many_letters_reads_them_in_batches_in_order(imap: Running) -> None:
+    """More letters than one store call reads (64): each answered once, in order, and a
+    FETCH that reads bodies marks every one of them seen."""
+    c = imaplib.IMAP4("127.0.0.1", imap.port)
+    c.login(ALICE, PASSWORD)
+    c.create("Many")
+    for n in range(70):
+        c.append("Many", None, None, letter(subject=f"many {n:02d}"))
+    c.select("Many")
+    typ, data = c.fetch("1:*", "(FLAGS BODY[HEADER.FIELDS (SUBJECT)])")
+    assert typ == "OK"
+    bodies = [item for item in data if isinstance(item, tuple)]
+    assert [b[1].strip() for b in bodies] == [b"Subject: many %02d" % n for n in range(70)]
+    typ, data = c.search(None, "UNSEEN")
+    assert data == [b""]
+    c.logout()

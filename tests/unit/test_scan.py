@@ -80,6 +80,28 @@ def test_scan_api_needs_the_service_token_and_a_body(tmp_path: Path) -> None:
         assert empty.status_code == 400 and "body" in empty.json()["message"]
 
 
+def test_scan_bodies_are_held_within_the_servers_memory_budget(tmp_path: Path) -> None:
+    """A body the scan holds whole is taken from ``memory_budget``: one that does not fit
+    gets 503 (try again), and every body's bytes are given back once it is answered."""
+    settings = load_settings(
+        data_dir=tmp_path / "d",
+        service_token=TOKEN,
+        memory_budget=20_000,
+        smtp={"enabled": False},
+        imap={"enabled": False},
+    )
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with TestClient(create_app(settings)) as c:
+        budget = c.app.state.pochta.budget  # type: ignore[attr-defined]
+        small = c.post("/v1/scan", content=letter(subject="small"), headers=auth)
+        assert small.status_code == 200 and budget.used == 0
+        big = letter(attachments=[("a.bin", payload(4, 30_000))])
+        refused = c.post("/v1/scan", content=big, headers=auth)
+        assert refused.status_code == 503 and refused.json()["error"] == "overloaded"
+        assert budget.used == 0
+        assert c.post("/v1/scan", content=letter(), headers=auth).status_code == 200
+
+
 def test_delivery_files_phishing_in_spam_with_headers_and_explanations(pochta: Pochta) -> None:
     user = pochta.mailbox.index.add_user("ivan@pochta.test", "x")
     raw = (PHISHING / "ru01_nalog_foreign_tld.eml").read_bytes()

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pochta.server.budget import Budget
 from pochta.server.smtpdata import COMMAND_LIMIT, CommandWatch, DataReader, Spool
 
 
@@ -122,6 +123,31 @@ def test_spool_moves_to_a_private_file_past_the_threshold(tmp_path: Path) -> Non
     small = Spool(tmp_path / "spool", threshold=10)
     small.write(b"abc")
     assert small.finish() == b"abc"
+
+
+def test_spool_keeps_in_memory_only_what_the_budget_gives(tmp_path: Path) -> None:
+    """Memory is taken from the server's budget; when it has none left the letter goes to
+    its file from the first byte, and what was taken is given back when it moves or ends."""
+    budget = Budget(8)
+    first = Spool(tmp_path / "spool", threshold=100, budget=budget)
+    first.write(b"12345")
+    assert budget.used == 5 and not (tmp_path / "spool").exists()
+    second = Spool(tmp_path / "spool", threshold=100, budget=budget)
+    second.write(b"abcd")  # 4 more would pass the budget: a file at once
+    assert isinstance(second.finish(), Path) and budget.used == 5
+    first.write(b"678")
+    assert budget.used == 8
+    first.write(b"9")  # the budget is spent: the letter moves to its file, memory given back
+    path = first.finish()
+    assert isinstance(path, Path) and path.read_bytes() == b"123456789"
+    assert budget.used == 0
+    third = Spool(tmp_path / "spool", threshold=100, budget=budget)
+    third.write(b"xyz")
+    assert third.finish() == b"xyz" and budget.used == 3
+    third.discard()
+    first.discard()
+    second.discard()
+    assert budget.used == 0 and list((tmp_path / "spool").iterdir()) == []
 
 
 def aiosmtpd_dispatches_data(line: bytes, reader_limit: int) -> bool:

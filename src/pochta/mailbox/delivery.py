@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from pathlib import Path
 
 from pochta import metrics
 from pochta.antispam.shingles.shingler import Shingler
@@ -135,8 +136,11 @@ class Delivery:
         folder: str | None = None,
         flags: LetterFlag = LetterFlag.NONE,
         received: float | None = None,
+        files: Mapping[int, Path] | None = None,
     ) -> Delivered:
-        """Steps 1 to 5, once the letter is prepared (in a worker, or by ``deliver``)."""
+        """Steps 1 to 5, once the letter is prepared (in a worker, or by ``deliver``).
+        ``files``: extracted parts (by index) whose content a worker wrote to a file rather
+        than sending it back (see ``mailbox.intake``); read from there as they are stored."""
         self.check_size(prepared.size)
         unique = list({u.id: u for u in recipients}.values())
         if not unique:
@@ -171,7 +175,7 @@ class Delivery:
         else:
             ids = self.index.begin_delivery(parts.skeleton, meta, letters)
             try:
-                uploaded = self._count(parts, letters, ids)
+                uploaded = self._count(parts, letters, ids, files or {})
             except BaseException:
                 self.deletions.abandon(ids)
                 raise
@@ -199,7 +203,13 @@ class Delivery:
         )  # fmt: skip
         return done
 
-    def _count(self, parts: Split, letters: list[NewStoredLetter], ids: list[int]) -> set[str]:
+    def _count(
+        self,
+        parts: Split,
+        letters: list[NewStoredLetter],
+        ids: list[int],
+        files: Mapping[int, Path],
+    ) -> set[str]:
         """Count each attachment once per letter, in two concurrent rounds so that the
         counts share the FileDB's group commits: first one count per distinct key (an
         upload, or an inc when the key is live), then every other count (incs). Each count
@@ -216,10 +226,10 @@ class Delivery:
                     firsts[part.key] = (part, i, ref)
 
         def first(part: Extracted, letter_id: int, ref: AttachmentRef) -> bool:
-            stored = self.blobs.upload(
-                part.key, ref.magic, [part.content], len(part.content), count_op(letter_id, ref)
-            )
-            return stored.uploaded
+            path = files.get(part.index)
+            chunks = [part.content] if path is None else _chunks_of(path)
+            op = count_op(letter_id, ref)
+            return self.blobs.upload(part.key, ref.magic, chunks, part.size, op).uploaded
 
         ones = {key: self._counting.submit(first, *args) for key, args in firsts.items()}
         wait(ones.values())
@@ -232,3 +242,10 @@ class Delivery:
         for future in incs:
             future.result()
         return uploaded
+
+
+def _chunks_of(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
+    """A file's bytes, ``size`` at a time (the blob store checks them against the key)."""
+    with path.open("rb") as f:
+        while chunk := f.read(size):
+            yield chunk

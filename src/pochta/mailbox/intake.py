@@ -23,12 +23,18 @@ install): simpler, but a slow letter then competes with the event loop for the G
 
 A big letter reaches the worker as the path of the file the SMTP server spooled it to, not as
 bytes: the server never holds it whole (its trace header, ``prefix``, travels beside it).
+:meth:`Intake.prepare_apart` (IMAP APPEND) keeps the way back small too: the worker writes each
+big extracted part to a file beside the letter's and sends back its place, not its bytes (a
+50 MB letter's parts would otherwise arrive whole, twice over while they are unpickled).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +46,7 @@ from pochta.errors import WorkerDied, WorkerTimeout
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
 from pochta.mailbox.trace import without_claims
 from pochta.mime.letter import parse
+from pochta.mime.split import Split
 from pochta.types import Activity, Envelope
 from pochta.workers import WorkerPool
 
@@ -157,6 +164,49 @@ def _log_prepared(prepared: Prepared) -> None:
     )
 
 
+Spilled = dict[int, Path]
+"""Extracted parts (by index) written to files instead of being returned (content ``b""``)."""
+
+
+def spill_path(directory: Path, stem: str, index: int) -> Path:
+    return directory / f"{stem}-{index}.letter"  # *.letter: a crash's leftovers are cleared
+
+
+def spill(prepared: Prepared, directory: Path, stem: str, over: int) -> tuple[Prepared, Spilled]:
+    """The extracted parts written each to its own private file (mode 0600) and taken out of
+    ``prepared``, but for the first ones that together stay within ``over`` bytes; the files
+    by part index. Nothing is left behind when writing fails."""
+    files: Spilled = {}
+    parts = []
+    kept = 0
+    try:
+        for part in prepared.split.parts:
+            if kept + part.size <= over:
+                kept += part.size
+            else:
+                path = spill_path(directory, stem, part.index)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                files[part.index] = path
+                with open(fd, "wb") as f:
+                    f.write(part.content)
+                part = dataclasses.replace(part, content=b"")
+            parts.append(part)
+    except BaseException:
+        for path in files.values():
+            path.unlink(missing_ok=True)
+        raise
+    split = Split(prepared.split.skeleton, tuple(parts))
+    return dataclasses.replace(prepared, split=split), files
+
+
+def prepare_apart_in_worker(
+    raw: Letter, inline_limit: int, directory: Path, stem: str, over: int
+) -> tuple[Prepared, Spilled]:
+    """A letter a user gives (no analysis, no shingles), its big parts spilled."""
+    prepared = prepare(load(raw), inline_limit=inline_limit)
+    return spill(prepared, directory, stem, over)
+
+
 def analyze_in_worker(raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
     return _worker_analyzer().analyze(parse(raw), envelope, helo)
 
@@ -249,6 +299,35 @@ class Intake:
             log.warning("a letter of %d bytes is stored unscored: %s", size, exc.message)
             whole = await asyncio.to_thread(load, raw, prefix, self.authserv_id)
             return unprepared(whole, unanalyzed() if analyze else None)
+
+    async def prepare_apart(
+        self, raw: Letter, directory: Path, stem: str, over: int
+    ) -> tuple[Prepared, Spilled]:
+        """``raw`` parsed and split without analysis (a letter a user puts in her mailbox),
+        each extracted part over ``over`` bytes written by the worker to a file in
+        ``directory`` named after ``stem`` (see :func:`spill`) rather than sent back. The
+        caller removes the files; those of a worker killed on the way are removed here. In a
+        thread (no pool) nothing crosses a process, and nothing is spilled."""
+        if self.pool is None:
+            return await self.prepare(raw, None, None, analyze=False, shingles=False), {}
+        size = size_of(raw)
+        try:
+            return await self.pool.arun(
+                prepare_apart_in_worker,
+                raw,
+                self.inline_limit,
+                directory,
+                stem,
+                over,
+                deadline=self.deadline,
+                urgent=size <= SMALL,
+            )
+        except (WorkerTimeout, WorkerDied) as exc:
+            for path in directory.glob(f"{stem}-*.letter"):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            log.warning("a letter of %d bytes is stored whole: %s", size, exc.message)
+            return unprepared(await asyncio.to_thread(load, raw), None), {}
 
     async def analyze(self, raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
         """The analysis alone (the scan API); past the deadline, an empty one (partial)."""

@@ -20,7 +20,8 @@ that needs one room only may use it directly (``mailbox.deletions``, ...).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pochta.antispam.shingles.shingler import Shingler
@@ -159,9 +160,22 @@ class Mailbox:
             received=received,
         )
 
-    def deliver_prepared(self, prepared: Prepared, recipients: Sequence[User]) -> Delivered:
-        """A letter received over SMTP/LMTP, prepared in a worker (see ``mailbox.intake``)."""
-        return self.delivery.deliver_prepared(prepared, recipients)
+    def deliver_prepared(
+        self,
+        prepared: Prepared,
+        recipients: Sequence[User],
+        *,
+        folder: str | None = None,
+        flags: LetterFlag = LetterFlag.NONE,
+        received: float | None = None,
+        files: Mapping[int, Path] | None = None,
+    ) -> Delivered:
+        """A letter prepared in a worker (see ``mailbox.intake``): received over SMTP/LMTP,
+        or given by IMAP APPEND (with its ``folder``, ``flags`` and ``received``, and the
+        ``files`` its big parts were written to)."""
+        return self.delivery.deliver_prepared(
+            prepared, recipients, folder=folder, flags=flags, received=received, files=files
+        )
 
     @property
     def scores(self) -> bool:

@@ -34,6 +34,7 @@ STATUS: list[tuple[type[errors.PochtaError], int]] = [
     (errors.StorageError, 503),
     (errors.WorkersUnavailable, 503),
     (errors.WorkerError, 503),
+    (errors.Overloaded, 503),
     (errors.PochtaError, 500),
 ]
 
@@ -58,7 +59,8 @@ MEANING = {
     422: "the request does not match the schema; the message names the field",
     429: "too many login attempts from this IP or for this account; see Retry-After",
     431: "the request line and headers are larger than http.max_header_size",
-    503: "a disk, a database or the worker pool failed or is full; try again",
+    503: "a disk, a database or the worker pool failed or is full, or the server holds all"
+    " the request bodies it may in memory; try again",
     507: "no pair of disks can take the file",
 }
 

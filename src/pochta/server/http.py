@@ -95,6 +95,7 @@ def create_app(
                     tls_context=ctx if settings.tls.smtp else None,
                     lmtp_tls_context=ctx if settings.tls.lmtp else None,
                     doorman=door,
+                    budget=pochta.budget,
                 )
             if settings.imap.enabled:
                 store = ImapStore(pochta.mailbox, wake_deletions=pochta.deletions.wake)
@@ -102,12 +103,15 @@ def create_app(
                 imap_server, imap_listeners = await imap.start(
                     store,
                     settings.imap,
-                    settings.smtp.max_message_size,
+                    settings.smtp,
                     # the context as it is at each handshake: a SIGHUP reload applies at once
                     tls=(lambda: server_tls_.context) if server_tls_ is not None else None,
                     require_tls=settings.tls.require_starttls,
                     sockets=sockets,
                     doorman=door,
+                    budget=pochta.budget,
+                    intake=pochta.intake,
+                    spool_dir=settings.data_dir / "spool",
                 )
                 listeners += imap_listeners
             hangup = _on_sighup(pochta)

@@ -3,17 +3,44 @@ UNSELECT, NAMESPACE and SPECIAL-USE (Spam is \\Junk), STARTTLS and implicit TLS.
 
 The edge only translates: commands are parsed by :mod:`pochta.server.imapproto` (pymap's
 parser), answered from :class:`pochta.server.imapstore.ImapStore`, and errors become NO/BAD
-with their reason. Everything a client controls is bounded (:class:`ImapLimits`): the length
-of a command line, the size of a literal (at most the message size limit, refused before it
-is read), the literals of one command, the ranges of a sequence set, idling sessions, errors
-per session (then BYE), silence (then BYE). Connections per address, per network and in all
-are the ``Doorman``'s (:mod:`pochta.server.connections`): over a limit, ``* BYE
-[UNAVAILABLE]`` instead of the greeting (on IMAPS, a close before the TLS handshake).
+with their reason. Everything a client controls is bounded (:class:`ImapLimits`):
+
+- before the login, a whole command (its lines and literals together) is at most
+  ``login_command`` bytes (a few KB, as Dovecot's login processes read a client through a
+  buffer of 1-4 KB): a literal that would pass it is refused before a byte of it is read, and
+  the connection closed (``* BYE [TOOBIG]``; no ``+`` for a synchronizing literal, and a
+  LITERAL+ one is on its way anyway); so is AUTHENTICATE's response line. The connection's
+  buffer reads no further ahead than that (:mod:`pochta.server.imapwire`);
+- after it, a command other than APPEND is at most ``line_length`` bytes, literals included;
+  APPEND's letter at most ``literal_size`` (``smtp.max_message_size``, advertised as
+  APPENDLIMIT), refused before it is read when it is announced larger (NO, or BYE for
+  LITERAL+). The letter is spooled as SMTP's DATA is (:class:`pochta.server.smtpdata.Spool`:
+  memory up to ``spool_threshold``, then a file), the rest of the command is parsed without
+  it, and the letter is prepared from where it lies by the intake (worker processes read the
+  file) and delivered; the spool is removed however the command ends;
+- the literals held in memory are taken from the server-wide budget of bytes in flight
+  (:mod:`pochta.server.budget`, shared with SMTP). When it is spent, an APPEND's letter goes to
+  its file from the first byte, and any other literal (which must be parsed in memory) is
+  refused: ``NO [UNAVAILABLE]``, or BYE for LITERAL+;
+- the literals of one command, the ranges of a sequence set, idling sessions, errors per
+  session (then BYE), silence (then BYE). Connections per address, per network and in all are
+  the ``Doorman``'s (:mod:`pochta.server.connections`): over a limit, ``* BYE [UNAVAILABLE]``
+  instead of the greeting (on IMAPS, a close before the TLS handshake).
+
+No password is taken in clear text off the networks allowed for it (``cleartext``, loopback
+by default, as Dovecot refuses plaintext authentication on non-loopback connections without
+TLS): elsewhere LOGIN and AUTHENTICATE need TLS (``LOGINDISABLED`` before it,
+``NO [PRIVACYREQUIRED]``), whether TLS is offered or not. With TLS and ``require_tls``, every
+address must use it first.
+
+Nothing that reaches the index, the database or a blob runs on the event loop that SMTP and
+HTTP share: every such call of the store runs in IMAP's own bounded pool of threads
+(``store_threads``), so a stalled database or storage node stalls only the IMAP commands that
+wait on it, never a greeting, a login prompt or a health check.
 
 FETCH streams: a letter's bytes come from its skeleton and its parts in blocks
 (:mod:`pochta.mime.ranges`), the socket's flow control paces them, and a big letter is never
-whole in memory. Small reads (the index, a small letter) run on the event loop; logins
-(argon2), writes and big letters run in threads.
+whole in memory.
 
 A selected folder is a list of (UID, letter, flags) read from the index at SELECT; NOOP, CHECK
 and IDLE (which polls the index every ``idle_poll`` seconds) send what changed since.
@@ -25,14 +52,21 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import contextvars
+import functools
+import ipaddress
 import logging
 import re
+import secrets
 import socket
 import ssl
+import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar, TypeVarTuple
 
 import re2
 from pymap.flags import FlagOp
@@ -43,7 +77,7 @@ from pymap.parsing.command import nonauth as nonauth_cmd
 from pymap.parsing.command import select as select_cmd
 from pymap.parsing.specials.fetchattr import FetchAttribute
 
-from pochta.config import ImapSettings
+from pochta.config import ImapSettings, SmtpSettings
 from pochta.errors import (
     AlreadyExists,
     ConfigError,
@@ -56,12 +90,16 @@ from pochta.errors import (
     TooLarge,
 )
 from pochta.guard.anvil import Limits
+from pochta.mailbox.intake import Intake, Letter, Spilled
+from pochta.mailbox.prepare import Prepared
 from pochta.server import imapfetch, imapproto
+from pochta.server.budget import Budget, Share
 from pochta.server.connections import Doorman, imap_refusal, local_doorman
 from pochta.server.imapproto import SPAM, Simple, Unparsed, folder_name, pochta_folder
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
 from pochta.server.imapstore import ImapStore, Opened
-from pochta.server.imapwire import Closed, LineTooLong, Wire
+from pochta.server.imapwire import CHUNK, READ_AHEAD, Closed, LineTooLong, Wire
+from pochta.server.smtpdata import Spool
 from pochta.types import Folder, FolderEntry, LetterFlag, User
 
 log = logging.getLogger("pochta.imap")
@@ -72,12 +110,26 @@ TlsContext = Callable[[], ssl.SSLContext]
 MAX_PATTERN = 1000  # characters of a LIST pattern (folder names have at most 200)
 STREAM_OVER = 1 << 18  # letters bigger than this are sent block by block from a thread
 DELIMITER = b"/"
+SPOOL_READ = 1 << 20  # bytes of an APPEND's letter taken from the connection at once
+FETCH_BATCH = 64  # letters a FETCH reads in one store thread call at most
+FETCH_BATCH_BYTES = 1 << 20  # or until their values hold this many bytes
+LOOPBACK = ("127.0.0.0/8", "::1/128")
+DEFAULT_BUDGET = 64 << 20
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Value = bytes | tuple[bytes, int, Iterator[bytes]]
+"""A FETCH attribute's value: its bytes, or a big body's head, size and blocks."""
 
 
 @dataclass(frozen=True, slots=True)
 class ImapLimits:
-    line_length: int = 65536
-    literal_size: int = 50 << 20
+    line_length: int = 65536  # a command line; after the login, a whole command but APPEND's letter
+    literal_size: int = 50 << 20  # APPEND's letter (APPENDLIMIT)
+    login_command: int = 4096  # a whole command before the login, and AUTHENTICATE's response
+    spool_threshold: int = 1 << 20  # APPEND's letter in memory up to this, then in a file
+    store_threads: int = 8  # threads that run the store's calls
     literals: int = 16  # per command
     ranges: int = 10_000  # elements of one sequence set
     connections: int = 1000
@@ -128,7 +180,40 @@ class Bye(Exception):
     """Ends the connection with an untagged BYE."""
 
 
+@dataclass(frozen=True, slots=True)
+class Appending:
+    """An APPEND command read whole, its letter apart in ``letter`` (spooled: the command
+    holds a one-byte stand-in instead)."""
+
+    tag: bytes
+    command: auth_cmd.AppendCommand
+    letter: Spool
+
+
+def networks(names: Iterable[str | Network]) -> tuple[Network, ...]:
+    """Networks from their names (``127.0.0.0/8``, ``::1``); ValueError for one that is not."""
+    return tuple(ipaddress.ip_network(n, strict=False) for n in names)
+
+
+def within(peer: str, nets: Sequence[Network]) -> bool:
+    """Whether the address ``peer`` is in one of ``nets`` (an IPv4 address mapped into IPv6,
+    ``::ffff:127.0.0.1``, counts as itself); False for anything that is not an address."""
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in net for net in nets)
+
+
 class ImapServer:
+    """``budget``: the server's bytes in flight, shared with SMTP (default: its own of
+    :data:`DEFAULT_BUDGET`); ``intake``: prepares APPEND's letters in worker processes (None:
+    in the store's threads); ``spool_dir``: where big APPEND letters are spooled (default: the
+    system's temporary directory); ``cleartext``: the networks whose clients may log in
+    without TLS (default: loopback)."""
+
     def __init__(
         self,
         store: ImapStore,
@@ -137,11 +222,19 @@ class ImapServer:
         tls: TlsContext | None = None,
         require_tls: bool = True,
         doorman: Doorman | None = None,
+        budget: Budget | None = None,
+        intake: Intake | None = None,
+        spool_dir: Path | None = None,
+        cleartext: Iterable[str | Network] = LOOPBACK,
     ) -> None:
         self.store = store
         self.limits = limits or ImapLimits()
         self.tls = tls
         self.require_tls = require_tls and tls is not None
+        self.budget = budget if budget is not None else Budget(DEFAULT_BUDGET)
+        self.intake = intake
+        self.spool_dir = spool_dir or Path(tempfile.gettempdir())
+        self.cleartext = networks(cleartext)
         self.sessions: set[Session] = set()
         # without one: limits.connections in all and connections_per_ip per address, every
         # address counted (none trusted), in this process only
@@ -150,7 +243,26 @@ class ImapServer:
         )
         self.idling = 0
         self.logins = asyncio.Semaphore(self.limits.logins_at_once)
+        # the store's calls (the index, the database, blobs): never on the event loop, nor in
+        # its default executor that everything else shares
+        self.executor = ThreadPoolExecutor(self.limits.store_threads, "imap-store")
         self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+        """``fn(*args)`` in IMAP's threads, awaited (with this task's context: its log ids)."""
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, fn, *args)
+        return await loop.run_in_executor(self.executor, call)
+
+    async def prepare(self, letter: Letter, stem: str) -> tuple[Prepared, Spilled]:
+        """An APPEND's letter (its bytes or its spool file) parsed and split, off the loop:
+        by the intake's workers, which write its extracted parts (but ``spool_threshold``
+        bytes of them) to files in ``spool_dir`` named after ``stem`` (the caller removes
+        them), else in a store thread."""
+        if self.intake is not None:
+            over = self.limits.spool_threshold
+            return await self.intake.prepare_apart(letter, self.spool_dir, stem, over)
+        return await self.run(self.store.prepare, letter), {}
 
     async def start(
         self,
@@ -166,8 +278,12 @@ class ImapServer:
             raise ValueError("implicit TLS needs a TLS context")
         loop = asyncio.get_running_loop()
 
+        ahead = self.limits.login_command  # before the login: a few KB, no more
+
         def factory() -> Wire:
-            return Wire(lambda wire: self._accept(wire, implicit_tls))
+            return Wire(
+                lambda wire: self._accept(wire, implicit_tls), read_ahead=ahead, chunk=ahead
+            )
 
         if sock is not None:
             return await loop.create_server(factory, sock=sock, backlog=1024)
@@ -212,6 +328,7 @@ class ImapServer:
             session.wire.close()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=5)
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
     def capabilities(self, session: Session) -> bytes:
         caps = [b"IMAP4rev1", b"LITERAL+", b"IDLE", b"MOVE", b"UIDPLUS", b"UNSELECT"]
@@ -219,14 +336,14 @@ class ImapServer:
         if session.user is None:
             if self.tls is not None and not session.tls:
                 caps.append(b"STARTTLS")
-            if self.require_tls and not session.tls:
-                caps.append(b"LOGINDISABLED")
-            else:
-                caps.append(b"AUTH=PLAIN")
+            caps.append(b"AUTH=PLAIN" if session.may_login() else b"LOGINDISABLED")
         return b" ".join(caps)
 
 
 _UID = FetchAttribute(b"UID")
+_APPEND = re.compile(rb"[^ \r\n]{1,64} APPEND ", re.I)
+_APPEND_TO_LITERAL = re.compile(rb"[^ \r\n]{1,64} APPEND \{\d{1,19}\+?\}\r?\n\Z", re.I)
+"""An APPEND whose first literal is its folder's name, not its letter."""
 
 
 def _state(folder: Folder) -> tuple[int, int, int]:
@@ -247,10 +364,23 @@ class Session:
         self.user: User | None = None
         self.selected: Selected | None = None
         self.errors = 0
+        self.held = server.budget.share()  # the literals of the command in hand, in memory
+        self.cleartext = within(wire.peer, server.cleartext)  # may log in without TLS
+
+    def may_login(self) -> bool:
+        """Whether LOGIN / AUTHENTICATE may be used now: over TLS, or from a network allowed
+        clear text when TLS is not required of everyone."""
+        return self.tls or (self.cleartext and not self.server.require_tls)
 
     # -- the command loop -----------------------------------------------------------------------
     async def run(self) -> None:
         self.send(b"* OK [CAPABILITY %s] pochta IMAP ready\r\n" % self.server.capabilities(self))
+        try:
+            await self._commands()
+        finally:
+            self.held.release()
+
+    async def _commands(self) -> None:
         while not self.wire.closing:
             timeout = self.limits.idle_timeout if self.user else self.limits.login_timeout
             try:
@@ -266,12 +396,17 @@ class Session:
                 self.send(b"* BYE %s\r\n" % str(exc).encode())
                 return
             if command is None:
+                self.held.release()
                 continue
             try:
                 done = await self.execute(command)
             except Bye as exc:
                 self.send(b"* BYE %s\r\n" % str(exc).encode())
                 return
+            finally:
+                self.held.release()
+                if isinstance(command, Appending):
+                    command.letter.discard()
             await self.wire.writable()  # sent at once, or when the next read would wait
             if done:
                 return
@@ -290,45 +425,107 @@ class Session:
         if self.errors >= self.limits.error_limit:
             raise Bye("too many errors")
 
-    async def read_command(self) -> Command | Simple | None:
-        """One whole command, its literals read (each bounded) and inlined as ``{n+}``;
-        None when it could not be read (the client was told why)."""
+    async def read_command(self) -> Command | Simple | Appending | None:
+        """One whole command, its literals read (each bounded, see the module's docstring) and
+        inlined as ``{n+}``, an APPEND's letter spooled apart; None when it could not be read
+        (the client was told why). Literals kept in memory are taken from the budget into
+        ``self.held``, which the caller releases once the command is done."""
         limits = self.limits
-        line = await self.wire.readline(limits.line_length)
+        authed = self.user is not None
+        # what the command may hold, lines and literals together (an APPEND's letter apart)
+        bound = limits.line_length if authed else min(limits.login_command, limits.line_length)
+        first = line = await self.wire.readline(bound)
         parts = [line]
-        total = len(line)
+        held = len(line)
         count = 0
-        while m := imapproto.LITERAL.search(line):
-            size, plus = int(m.group(1)), m.group(2)
-            count += 1
-            tag = imapproto.tag_of(parts[0])
-            if size > limits.literal_size or count > limits.literals:
-                why = (
-                    f"a literal of {size} bytes is over the limit of {limits.literal_size}"
-                    if size > limits.literal_size
-                    else f"more than {limits.literals} literals in one command"
-                )
-                if plus:  # the client sends it anyway: the connection cannot go on
-                    raise Bye(f"[TOOBIG] {why}")
-                self.send(b"%s NO [TOOBIG] %s\r\n" % (tag, why.encode()))
-                self.error()
-                return None
-            if not plus:
-                self.send(b"+ go ahead\r\n")
-                await self.wire.drain()
-            parts[-1] = line[: m.start()] + b"{%d+}\r\n" % size
-            parts.append(await self.wire.readexactly(size))
-            line = await self.wire.readline(limits.line_length)
-            parts.append(line)
-            total += size + len(line)
-        command = b"".join(parts)
+        appending = authed and _APPEND.match(first) is not None
+        letter: Spool | None = None
         try:
-            return imapproto.parse(command)
-        except Unparsed as exc:
-            self.tagged(exc.tag, b"BAD", exc.reason)
-            return None
+            while m := imapproto.LITERAL.search(line):
+                size, plus = int(m.group(1)), bool(m.group(2))
+                count += 1
+                is_letter = appending and not (count == 1 and _APPEND_TO_LITERAL.match(first))
+                why = self._refusal(size, count, held, bound, is_letter, letter is not None)
+                if why is None and not is_letter and not self.held.take(size):
+                    why = "[UNAVAILABLE] the server holds all it may in memory now; try again"
+                if why is not None:
+                    if plus or not authed:  # a LITERAL+ one comes anyway: the connection ends
+                        raise Bye(why)
+                    self.send(b"%s NO %s\r\n" % (imapproto.tag_of(first), why.encode()))
+                    self.error()
+                    return None
+                if not plus:
+                    self.send(b"+ go ahead\r\n")
+                    await self.wire.drain()
+                if is_letter:
+                    server = self.server
+                    letter = Spool(server.spool_dir, limits.spool_threshold, server.budget)
+                    await self._receive(letter, size)
+                    parts[-1] = line[: m.start()] + b"{1+}\r\n"
+                    parts.append(b"x")  # the letter's stand-in: pymap never holds the letter
+                else:
+                    parts[-1] = line[: m.start()] + b"{%d+}\r\n" % size
+                    parts.append(await self.wire.readexactly(size))
+                    held += size
+                try:
+                    line = await self.wire.readline(bound - held)
+                except LineTooLong:
+                    raise LineTooLong(f"a command longer than {bound} bytes") from None
+                parts.append(line)
+                held += len(line)
+            try:
+                command = imapproto.parse(b"".join(parts))
+            except Unparsed as exc:
+                self.tagged(exc.tag, b"BAD", exc.reason)
+                return None
+            if letter is None:
+                return command
+            if not isinstance(command, auth_cmd.AppendCommand):  # not reached: APPEND it was
+                self.tagged(command.tag, b"BAD", "cannot read the command")
+                return None
+            appended, letter = Appending(command.tag, command, letter), None
+            return appended
+        finally:
+            if letter is not None:  # not handed on: the command was refused or cut off
+                letter.discard()
 
-    async def execute(self, command: Command | Simple) -> bool:
+    def _refusal(
+        self, size: int, count: int, held: int, bound: int, is_letter: bool, lettered: bool
+    ) -> str | None:
+        """Why a literal of ``size`` bytes, the ``count``-th of a command that holds ``held``
+        bytes of at most ``bound``, is refused before it is read; None when it is not."""
+        limits = self.limits
+        if self.user is None and held + size > bound:
+            return f"[TOOBIG] before the login a command takes at most {bound} bytes"
+        if count > limits.literals:
+            return f"[TOOBIG] more than {limits.literals} literals in one command"
+        if is_letter:
+            if lettered:
+                return "[CANNOT] APPEND takes one letter"
+            if size > limits.literal_size:
+                return (
+                    f"[TOOBIG] a letter of {size} bytes is over the limit of"
+                    f" {limits.literal_size} (APPENDLIMIT)"
+                )
+            return None
+        if held + size > bound:
+            return f"[TOOBIG] a command takes at most {bound} bytes, its literals included"
+        return None
+
+    async def _receive(self, letter: Spool, size: int) -> None:
+        """``size`` bytes of an APPEND's letter from the connection into its spool, as they
+        come (the wire never holds more than it reads ahead, whatever the size)."""
+        left = size
+        while left:
+            chunk = await self.wire.read_some(min(left, SPOOL_READ))
+            try:
+                letter.write(chunk)
+            except OSError as exc:  # the disk is full or gone: the literal cannot be skipped
+                log.warning("IMAP APPEND from %s not spooled: %s", self.wire.peer, exc)
+                raise Bye("[UNAVAILABLE] cannot keep the letter now; try again later") from None
+            left -= len(chunk)
+
+    async def execute(self, command: Command | Simple | Appending) -> bool:
         """Run one command; True when the connection is to end (LOGOUT)."""
         tag = command.tag
         try:
@@ -351,8 +548,11 @@ class Session:
             self.tagged(tag, b"NO", b"[SERVERBUG] the command failed; see the server's log")
         return False
 
-    async def _dispatch(self, cmd: Command | Simple) -> bool:
+    async def _dispatch(self, cmd: Command | Simple | Appending) -> bool:
         tag = cmd.tag
+        if isinstance(cmd, Appending):
+            await self.append(tag, cmd.command, cmd.letter)
+            return False
         if isinstance(cmd, Simple):
             if cmd.name == b"NAMESPACE":
                 self.need_auth()
@@ -415,16 +615,16 @@ class Session:
         elif isinstance(cmd, auth_cmd.SelectCommand):
             await self.select(tag, cmd.mailbox_obj.value, readonly=False)
         elif isinstance(cmd, auth_cmd.StatusCommand):
-            self.status(tag, cmd.mailbox_obj.value, [a.value for a in cmd.status_list])
+            await self.status(tag, cmd.mailbox_obj.value, [a.value for a in cmd.status_list])
         elif isinstance(cmd, auth_cmd.ListCommand):  # and LSUB: every folder is subscribed
-            self.list_folders(
+            await self.list_folders(
                 tag, cmd.ref_name, cmd.filter, lsub=isinstance(cmd, auth_cmd.LSubCommand)
             )
         elif isinstance(cmd, auth_cmd.CreateCommand):
             user = self.need_auth()
             name = pochta_folder(cmd.mailbox_obj.value.rstrip("/"))
             try:
-                await asyncio.to_thread(self.store.add_folder, user.id, name)
+                await self.server.run(self.store.add_folder, user.id, name)
             except AlreadyExists:
                 raise no("[ALREADYEXISTS] the folder exists") from None
             except InvalidInput as exc:
@@ -436,8 +636,8 @@ class Session:
         elif isinstance(cmd, auth_cmd.SubscribeCommand | auth_cmd.UnsubscribeCommand):
             self.need_auth()
             self.tagged(tag, b"OK", "every folder is subscribed")
-        elif isinstance(cmd, auth_cmd.AppendCommand):
-            await self.append(tag, cmd)
+        elif isinstance(cmd, auth_cmd.AppendCommand):  # before the login: refused
+            await self.append(tag, cmd, None)
         else:
             raise bad(f"{type(cmd).__name__.removesuffix('Command').upper()} is not supported")
         return False
@@ -475,13 +675,24 @@ class Session:
     def _check_login_allowed(self) -> None:
         if self.user is not None:
             raise bad("logged in already")
-        if self.server.require_tls and not self.tls:
+        if not self.may_login():
             self.error()
-            raise no("[PRIVACYREQUIRED] log in over TLS (STARTTLS first)")
+            if self.server.tls is not None:
+                raise no("[PRIVACYREQUIRED] log in over TLS (STARTTLS first)")
+            raise no(
+                "[PRIVACYREQUIRED] no password is taken in clear text from your address, and"
+                " this server offers no TLS"
+            )
+
+    def _logged_in(self) -> None:
+        """After a login: the connection may read ahead as much as a user's commands need."""
+        if self.user is not None:
+            self.wire.bound(READ_AHEAD, CHUNK)
 
     async def login(self, tag: bytes, userid: bytes, password: bytes) -> None:
         self._check_login_allowed()
         await self._verify(tag, userid, password)
+        self._logged_in()
 
     async def authenticate(self, tag: bytes, mechanism: bytes) -> None:
         self._check_login_allowed()
@@ -489,7 +700,11 @@ class Session:
             raise no(f"[CANNOT] AUTHENTICATE {mechanism.decode('ascii', 'replace')} is not offered")
         self.send(b"+ \r\n")
         await self.wire.drain()
-        line = await self.wire.readline(self.limits.line_length)
+        bound = min(self.limits.login_command, self.limits.line_length)
+        try:
+            line = await self.wire.readline(bound)
+        except LineTooLong:  # a response of a login process's size at most, as the command
+            raise Bye(f"[TOOBIG] an AUTHENTICATE response longer than {bound} bytes") from None
         if line.strip() == b"*":
             raise bad("AUTHENTICATE cancelled")
         try:
@@ -500,6 +715,7 @@ class Session:
         if len(fields) != 3 or (fields[0] and fields[0] != fields[1]):
             raise bad("AUTHENTICATE PLAIN wants [authzid] NUL user NUL password")
         await self._verify(tag, fields[1], fields[2])
+        self._logged_in()
 
     async def _verify(self, tag: bytes, userid: bytes, password: bytes) -> None:
         try:
@@ -535,10 +751,10 @@ class Session:
     async def select(self, tag: bytes, name: str, *, readonly: bool) -> None:
         user = self.need_auth()
         self.selected = None
-        folder = self.store.folder(user.id, pochta_folder(name))
+        folder = await self.server.run(self.store.folder, user.id, pochta_folder(name))
         if folder is None:
             raise no("[NONEXISTENT] no such folder")
-        entries = await asyncio.to_thread(self.store.entries, user.id, folder.name)
+        entries = await self.server.run(self.store.entries, user.id, folder.name)
         self.selected = Selected(folder.name, readonly, folder.uidvalidity, entries)
         self.selected.state = _state(folder)
         ALL = imapproto.ALL_FLAGS
@@ -560,9 +776,9 @@ class Session:
             tag, b"OK", b"[%s] %s completed" % (mode, b"EXAMINE" if readonly else b"SELECT")
         )
 
-    def status(self, tag: bytes, name: str, items: Sequence[bytes]) -> None:
+    async def status(self, tag: bytes, name: str, items: Sequence[bytes]) -> None:
         user = self.need_auth()
-        folder = self.store.folder(user.id, pochta_folder(name))
+        folder = await self.server.run(self.store.folder, user.id, pochta_folder(name))
         if folder is None:
             raise no("[NONEXISTENT] no such folder")
         values = {
@@ -580,7 +796,7 @@ class Session:
         self.send(b"* STATUS %s (%s)\r\n" % (folder_name(folder.name), b" ".join(out)))
         self.tagged(tag, b"OK", "STATUS completed")
 
-    def list_folders(self, tag: bytes, reference: str, pattern: str, *, lsub: bool) -> None:
+    async def list_folders(self, tag: bytes, reference: str, pattern: str, *, lsub: bool) -> None:
         user = self.need_auth()
         what = b"LSUB" if lsub else b"LIST"
         if not pattern:
@@ -589,7 +805,7 @@ class Session:
             self.tagged(tag, b"OK", what + b" completed")
             return
         matcher = _pattern(reference + pattern)
-        for folder in self.store.folders(user.id):
+        for folder in await self.server.run(self.store.folders, user.id):
             shown = "INBOX" if folder.name == imapproto.INBOX else folder.name
             if matcher.fullmatch(shown):
                 attrs = [b"\\HasNoChildren"]
@@ -610,14 +826,14 @@ class Session:
             return
         user_id = self.user.id
         if cheap:
-            folder = await asyncio.to_thread(self.store.folder, user_id, selected.name)
+            folder = await self.server.run(self.store.folder, user_id, selected.name)
             if folder is None:
                 raise Bye("the selected folder is gone")
             if _state(folder) == selected.state:
                 return
         try:
-            entries = await asyncio.to_thread(self.store.entries, user_id, selected.name)
-            folder = await asyncio.to_thread(self.store.folder, user_id, selected.name)
+            entries = await self.server.run(self.store.entries, user_id, selected.name)
+            folder = await self.server.run(self.store.folder, user_id, selected.name)
         except FolderNotFound:
             raise Bye("the selected folder is gone") from None
         if folder is None:
@@ -676,30 +892,55 @@ class Session:
         sets_seen = not selected.readonly and any(
             a.value in _SETS_SEEN and a.section is not None for a in attrs
         )
+        assert self.user is not None
+        reads = sets_seen or any(a.value not in (b"UID", b"FLAGS") for a in attrs)
+        done = 0
+        while done < len(positions):
+            chunk = positions[done : done + FETCH_BATCH]
+            if reads:  # the letters read in a store thread, many at a time
+                batch = await self.server.run(
+                    self._fetch_batch, self.user.id, selected, chunk, attrs, sets_seen
+                )
+            else:
+                batch = [(selected.entries[p], []) for p in chunk]
+            for pos, (entry, values) in zip(chunk, batch, strict=False):
+                selected.entries[pos] = entry
+                if values is not None:  # None: expunged meanwhile, nothing to say about it
+                    await self._send_fetched(pos + 1, entry, attrs, values)
+            done += len(batch)
+        self.tagged(tag, b"OK", b"UID FETCH completed" if by_uid else b"FETCH completed")
+
+    def _fetch_batch(
+        self,
+        user_id: int,
+        selected: Selected,
+        positions: Sequence[int],
+        attrs: Sequence[FetchAttribute],
+        sets_seen: bool,
+    ) -> list[tuple[FolderEntry, list[Value | None] | None]]:
+        """In a store thread: the letters at ``positions``, each marked seen first when
+        ``sets_seen``, with their attributes' values (see ``_values``); fewer when their values
+        pass :data:`FETCH_BATCH_BYTES` bytes."""
+        out: list[tuple[FolderEntry, list[Value | None] | None]] = []
+        size = 0
+        reads = any(a.value not in (b"UID", b"FLAGS") for a in attrs)
         for pos in positions:
             entry = selected.entries[pos]
             if sets_seen and LetterFlag.SEEN not in entry.flags:
-                entry = await self._mark_seen(selected, pos, entry)
-            await self._fetch_one(pos + 1, entry, attrs)
-        self.tagged(tag, b"OK", b"UID FETCH completed" if by_uid else b"FETCH completed")
+                seen = LetterFlag.SEEN
+                changed = self.store.set_flags(user_id, [entry.letter_id], seen, LetterFlag.NONE)
+                if changed:
+                    entry = changed[0][1]
+            values = self._values(user_id, entry.letter_id, attrs) if reads else []
+            out.append((entry, values))
+            size += sum(len(v) for v in values or () if isinstance(v, bytes))
+            if size >= FETCH_BATCH_BYTES:
+                break
+        return out
 
-    async def _mark_seen(self, selected: Selected, pos: int, entry: FolderEntry) -> FolderEntry:
-        assert self.user is not None
-        changed = await asyncio.to_thread(
-            self.store.set_flags, self.user.id, [entry.letter_id], LetterFlag.SEEN, LetterFlag.NONE
-        )
-        if changed:
-            entry = changed[0][1]
-            selected.entries[pos] = entry
-        return entry
-
-    async def _fetch_one(self, seq: int, entry: FolderEntry, attrs: list[FetchAttribute]) -> None:
-        assert self.user is not None
-        opened: Opened | None = None
-        if any(a.value not in (b"UID", b"FLAGS") for a in attrs):
-            opened = self.store.open(self.user.id, entry.letter_id)
-            if opened is None:  # expunged meanwhile: nothing to say about it
-                return
+    async def _send_fetched(
+        self, seq: int, entry: FolderEntry, attrs: list[FetchAttribute], values: list[Value | None]
+    ) -> None:
         out = [b"* %d FETCH (" % seq]
         for i, attr in enumerate(attrs):
             sep = b" " if i else b""
@@ -709,8 +950,8 @@ class Session:
             elif name == b"FLAGS":
                 out.append(sep + b"FLAGS " + imapproto.flags(entry.flags))
             else:
-                assert opened is not None
-                value = await self._attribute(opened, attr)
+                value = values[i]
+                assert value is not None
                 if isinstance(value, bytes):
                     out.append(sep + value)
                 else:  # a big body: sent block by block
@@ -725,15 +966,27 @@ class Session:
 
     async def _stream(self, chunks: Iterator[bytes]) -> None:
         while True:
-            chunk = await asyncio.to_thread(next, chunks, None)
+            chunk = await self.server.run(next, chunks, None)
             if chunk is None:
                 return
             self.send(chunk)
             await self.wire.drain()
 
-    async def _attribute(
-        self, opened: Opened, attr: FetchAttribute
-    ) -> bytes | tuple[bytes, int, Iterator[bytes]]:
+    def _values(
+        self, user_id: int, letter_id: int, attrs: Sequence[FetchAttribute]
+    ) -> list[Value | None] | None:
+        """In a store thread: the letter opened and the value of each attribute but UID and
+        FLAGS (None for those); None when the letter is gone."""
+        opened = self.store.open(user_id, letter_id)
+        if opened is None:
+            return None
+        return [
+            None if a.value in (b"UID", b"FLAGS") else self._attribute(opened, a) for a in attrs
+        ]
+
+    def _attribute(self, opened: Opened, attr: FetchAttribute) -> Value:
+        """One attribute's value (in a store thread): its bytes, or for a big body its head,
+        size and blocks (read in a store thread as they are sent)."""
         name = attr.value
         store = self.store
         if name == b"RFC822.SIZE":
@@ -745,8 +998,7 @@ class Session:
             header = store.read_bytes(opened, root.block.start, root.body_start)
             return b"ENVELOPE " + imapfetch.envelope(header)
         if name in (b"BODYSTRUCTURE", b"BODY") and attr.section is None:
-            structure = await asyncio.to_thread(
-                imapfetch.bodystructure,
+            structure = imapfetch.bodystructure(
                 opened.tree(),
                 lambda a, b: store.read_bytes(opened, a, b),
                 lambda a, b: store.lines(opened, a, b),
@@ -792,7 +1044,7 @@ class Session:
         if mode == "replace":
             remove = ~given & _EVERY
         ids = [selected.entries[p].letter_id for p in positions]
-        changed = await asyncio.to_thread(self.store.set_flags, self.user.id, ids, add, remove)
+        changed = await self.server.run(self.store.set_flags, self.user.id, ids, add, remove)
         after = {e.letter_id: e for _, e in changed}
         out = []
         for pos in positions:
@@ -869,7 +1121,7 @@ class Session:
                     found.append(entry.uid if by_uid else pos + 1)
             return found
 
-        found = await asyncio.to_thread(run)
+        found = await self.server.run(run)
         self.send(b"* SEARCH%s\r\n" % b"".join(b" %d" % n for n in found))
         self.tagged(tag, b"OK", b"UID SEARCH completed" if by_uid else b"SEARCH completed")
 
@@ -877,7 +1129,7 @@ class Session:
     async def expunge(self, uid_set: object, *, silent: bool) -> None:
         selected = self.need_writable()
         assert self.user is not None
-        fresh = await asyncio.to_thread(self.store.entries, self.user.id, selected.name)
+        fresh = await self.server.run(self.store.entries, self.user.id, selected.name)
         updates = imapproto.changes(selected.entries, fresh)
         selected.replace(fresh)
         if updates and not silent:
@@ -895,7 +1147,7 @@ class Session:
         ]
         if not doomed:
             return
-        gone = set(await asyncio.to_thread(self.store.expunge, self.user.id, doomed))
+        gone = set(await self.server.run(self.store.expunge, self.user.id, doomed))
         out = []
         for pos in range(len(selected.entries), 0, -1):
             if selected.entries[pos - 1].letter_id in gone:
@@ -909,7 +1161,7 @@ class Session:
         user = self.need_auth()
         what = b"MOVE" if move else b"COPY"
         name = pochta_folder(target)
-        folder = self.store.folder(user.id, name)
+        folder = await self.server.run(self.store.folder, user.id, name)
         if folder is None:
             raise no("[TRYCREATE] no such folder")
         if move and name == selected.name:
@@ -917,7 +1169,7 @@ class Session:
         positions = imapproto.resolve(seqset, selected.uids, self.limits.ranges)  # type: ignore[arg-type]
         ids = [selected.entries[p].letter_id for p in positions]
         act = self.store.move if move else self.store.copy
-        done = await asyncio.to_thread(act, user.id, ids, name)
+        done = await self.server.run(act, user.id, ids, name)
         uid_of = {e.letter_id: e.uid for e in selected.entries}
         pairs = sorted((uid_of[i], new) for i, new in done if i in uid_of)
         code = b""
@@ -941,25 +1193,50 @@ class Session:
         else:
             self.tagged(tag, b"OK", code + what + b" completed")
 
-    async def append(self, tag: bytes, cmd: auth_cmd.AppendCommand) -> None:
+    async def append(
+        self, tag: bytes, cmd: auth_cmd.AppendCommand, spooled: Spool | None
+    ) -> None:
+        """Store the letter: ``spooled`` (read apart from the command, in memory or in a
+        file: prepared from where it lies), else the command's own literal."""
         user = self.need_auth()
         if cmd.error is not None or len(cmd.messages) != 1:
             raise bad("APPEND takes one letter")
         name = pochta_folder(cmd.mailbox_obj.value)
-        folder = self.store.folder(user.id, name)
+        folder = await self.server.run(self.store.folder, user.id, name)
         if folder is None:
             raise no("[TRYCREATE] no such folder")
         message = cmd.messages[0]
         given, _ = imapproto.letter_flags([f.value for f in message.flag_set])
         when = message.when.timestamp() if message.when is not None else None
-        if not message.literal:
+        letter: Letter = spooled.finish() if spooled is not None else bytes(message.literal)
+        size = spooled.size if spooled is not None else len(message.literal)
+        if size == 0:
             raise bad("an empty letter")
-        uid = await asyncio.to_thread(
-            self.store.append, user, name, bytes(message.literal), given, when
-        )
+        # big letters are prepared one at a time: a worker parsing one holds several times its
+        # size, and its skeleton (text bodies stay in it) comes back whole. Its size is taken
+        # from the budget first, waiting while other letters hold it
+        share = self.server.budget.share()
+        stem = secrets.token_hex(8)
+        try:
+            await _take(share, min(size, self.server.budget.total))
+            prepared, files = await self.server.prepare(letter, stem)
+            uid = await self.server.run(
+                self.store.append, user, name, prepared, given, when, files
+            )
+            del prepared
+        finally:
+            share.release()
+            for path in self.server.spool_dir.glob(f"{stem}-*.letter"):
+                path.unlink(missing_ok=True)
         if self.selected is not None and self.selected.name == name:
             await self.refresh()
         self.tagged(tag, b"OK", b"[APPENDUID %d %d] APPEND completed" % (folder.uidvalidity, uid))
+
+
+async def _take(share: Share, n: int, poll: float = 0.02) -> None:
+    """Take ``n`` bytes into ``share``, waiting (polling) until the budget has them."""
+    while not share.take(n):
+        await asyncio.sleep(poll)
 
 
 _EVERY = LetterFlag.SEEN | LetterFlag.FLAGGED | LetterFlag.ANSWERED | LetterFlag.DELETED
@@ -999,10 +1276,15 @@ def _pattern(pattern: str) -> Any:
     return re2.compile("".join(out), options)
 
 
-def limits_of(settings: ImapSettings, max_message_size: int) -> ImapLimits:
+def limits_of(
+    settings: ImapSettings, max_message_size: int, spool_threshold: int = 1 << 20
+) -> ImapLimits:
     return ImapLimits(
         line_length=settings.line_length_limit,
         literal_size=max_message_size,
+        login_command=settings.login_command_limit,
+        spool_threshold=spool_threshold,
+        store_threads=settings.store_threads,
         literals=settings.literal_limit,
         ranges=settings.sequence_ranges_limit,
         connections=settings.max_connections,
@@ -1019,24 +1301,32 @@ def limits_of(settings: ImapSettings, max_message_size: int) -> ImapLimits:
 async def start(
     store: ImapStore,
     settings: ImapSettings,
-    max_message_size: int,
+    smtp: SmtpSettings,
     *,
     tls: TlsContext | None = None,
     require_tls: bool = True,
     sockets: Mapping[str, socket.socket] | None = None,
+    budget: Budget | None = None,
+    intake: Intake | None = None,
+    spool_dir: Path | None = None,
     doorman: Doorman | None = None,
 ) -> tuple[ImapServer, list[asyncio.Server]]:
     """Start the IMAP listener (and IMAPS, when ``tls_port`` and a TLS context are given)
-    on the running loop; the caller closes them. ``require_tls``: LOGIN / AUTHENTICATE only
-    over TLS (``tls.require_starttls``); ``sockets``: listening sockets bound beforehand
-    (``imap``, ``imaps``: ``serve --workers``), used instead of binding the ports;
-    ``doorman``: the connection limits of every protocol (None: the server's own, from
-    ``settings``)."""
+    on the running loop; the caller closes them. ``smtp``: the letters' size limit
+    (APPENDLIMIT) and spool threshold; ``require_tls``: LOGIN / AUTHENTICATE only over TLS,
+    from every address (``tls.require_starttls``); ``sockets``: listening sockets bound
+    beforehand (``imap``, ``imaps``: ``serve --workers``), used instead of binding the ports;
+    ``budget``, ``intake``, ``spool_dir``: see :class:`ImapServer`; ``doorman``: the
+    connection limits of every protocol (None: the server's own, from ``settings``)."""
     server = ImapServer(
         store,
-        limits_of(settings, max_message_size),
+        limits_of(settings, smtp.max_message_size, smtp.spool_threshold),
         tls=tls,
         require_tls=require_tls,
+        budget=budget,
+        intake=intake,
+        spool_dir=spool_dir,
+        cleartext=settings.cleartext_login_networks,
         doorman=doorman,
     )
     listeners = []

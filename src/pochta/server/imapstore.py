@@ -1,5 +1,6 @@
-"""What the IMAP server asks of pochta's mailbox, in blocking calls (the server runs the slow
-ones in threads): logins under the HTTP API's limits, folders and their UIDs, letters read
+"""What the IMAP server asks of pochta's mailbox, in blocking calls (the server runs every one
+that reaches the index or a blob in its own threads, never on the event loop): logins under
+the HTTP API's limits, folders and their UIDs, letters read
 in pieces from the skeleton and the blob store, and changes made the way the HTTP API makes
 them, so that IMAP and HTTP give the same feedback:
 
@@ -8,16 +9,21 @@ them, so that IMAP and HTTP give the same feedback:
 - EXPUNGE is the journaled deletion (``Deletions.delete``; the deletion worker decs the
   attachments);
 - APPEND and COPY store a letter as an import does (parsed once, split, attachments counted,
-  no verdict): the user put it there.
+  no verdict): the user put it there. APPEND's letter comes prepared (parsed and split by the
+  intake's workers from the file it was spooled to, as SMTP's letters are; or here, by
+  :meth:`ImapStore.prepare`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 from pochta.errors import InvalidInput, MessageNotFound
 from pochta.guard.logins import Admission
+from pochta.mailbox.intake import Letter, load
+from pochta.mailbox.prepare import Prepared, prepare
 from pochta.mailbox.reading import SPAM
 from pochta.mailbox.service import Mailbox
 from pochta.mime import ranges
@@ -177,11 +183,27 @@ class ImapStore:
                 shingler.feedback(raw, "spam" if folder == SPAM else "not_spam")
         return out
 
+    def prepare(self, letter: Letter) -> Prepared:
+        """A letter the client gives, parsed and split in this thread (when the server has
+        no intake of worker processes to do it)."""
+        raw = load(letter)
+        self.mailbox.delivery.check_size(len(raw))
+        return prepare(raw, inline_limit=self.mailbox.delivery.inline_limit)
+
     def append(
-        self, user: User, folder: str, raw: bytes, flags: LetterFlag, received: float | None
+        self,
+        user: User,
+        folder: str,
+        prepared: Prepared,
+        flags: LetterFlag,
+        received: float | None,
+        files: Mapping[int, Path] | None = None,
     ) -> int:
-        """Store a letter the client gives; its UID."""
-        done = self.mailbox.deliver(raw, [user], folder=folder, flags=flags, received=received)
+        """Store a letter the client gives (prepared; ``files``: its parts a worker wrote to
+        files); its UID."""
+        done = self.mailbox.deliver_prepared(
+            prepared, [user], folder=folder, flags=flags, received=received, files=files
+        )
         letter = self.index.letter(user.id, done.ids[0])
         return letter.uid if letter is not None else 0
 

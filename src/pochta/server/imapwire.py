@@ -5,6 +5,19 @@ read (a line longer than the limit is refused before it is kept whole), stop rea
 the socket while the buffer is full (a client that sends faster than it is read waits), and
 throw away what a client sent after STARTTLS before the handshake (plaintext injected
 there must never be read as commands sent under TLS).
+
+The protocol is an :class:`asyncio.BufferedProtocol`: the transport reads into a block the
+wire gives it (``chunk`` bytes), so what one connection holds is bounded by the wire, not by
+the transport's read size (256 KB in asyncio and uvloop). Unasked, the wire reads ahead at
+most ``read_ahead`` bytes, then stops reading from the socket until the session asks for
+more: a few KB before the login (:meth:`Wire.bound`), :data:`READ_AHEAD` after it. A read
+that asks for more (a long line, a literal) reads on, up to its own limit.
+
+Closing a connection whose client is still sending (a refused literal it sends anyway) would
+make the kernel answer with a reset, which throws away the BYE that says why. So such a
+connection lingers, as nginx's ``lingering_close`` does: its sending half is shut (the BYE
+goes, then FIN), and what still comes is read and dropped for at most :data:`LINGER_SECONDS`
+and :data:`LINGER_BYTES`, then it is closed.
 """
 
 from __future__ import annotations
@@ -14,8 +27,11 @@ import ssl
 from collections.abc import Callable
 from typing import cast
 
-HIGH_WATER = 1 << 20  # buffered input past which the socket is not read
+READ_AHEAD = 1 << 18  # input read before the session asks for it (after the login)
+CHUNK = 1 << 16  # bytes read from the transport at once (after the login)
 FLUSH_AT = 1 << 16  # queued output past which it is sent at once
+LINGER_SECONDS = 2.0  # a closed connection whose client still sends: dropped for this long
+LINGER_BYTES = 1 << 20  # or until this much more was dropped
 
 
 class LineTooLong(Exception):
@@ -26,13 +42,22 @@ class Closed(Exception):
     pass
 
 
-class Wire(asyncio.Protocol):
-    """``on_connect(wire)`` is called once the connection is made (it starts the session)."""
+class Wire(asyncio.BufferedProtocol):
+    """``on_connect(wire)`` is called once the connection is made (it starts the session).
+    ``read_ahead``, ``chunk``: see the module's docstring; :meth:`bound` changes them."""
 
-    def __init__(self, on_connect: Callable[[Wire], None]) -> None:
+    def __init__(
+        self,
+        on_connect: Callable[[Wire], None],
+        *,
+        read_ahead: int = READ_AHEAD,
+        chunk: int = CHUNK,
+    ) -> None:
         self._on_connect: Callable[[Wire], None] | None = on_connect
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
+        self.read_ahead = read_ahead
+        self._chunk = bytearray(chunk)
         self._buf = bytearray()
         self._scanned = 0  # bytes of _buf known to hold no LF
         self._eof = False
@@ -42,6 +67,8 @@ class Wire(asyncio.Protocol):
         self._paused = False
         self._out: list[bytes] = []
         self._queued = 0
+        self._lingering: int | None = None  # bytes still to drop before the close
+        self._linger: asyncio.TimerHandle | None = None
         self.write_timeout = 300.0
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
@@ -53,10 +80,18 @@ class Wire(asyncio.Protocol):
             on_connect, self._on_connect = self._on_connect, None
             on_connect(self)
 
-    def data_received(self, data: bytes) -> None:
-        self._buf += data
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return memoryview(self._chunk)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._lingering is not None:  # closed: what still comes is dropped
+            self._lingering -= nbytes
+            if self._lingering <= 0 and self.transport is not None:
+                self.transport.close()
+            return
+        self._buf += memoryview(self._chunk)[:nbytes]
         self._data.set()
-        if len(self._buf) > HIGH_WATER and not self._paused and self.transport is not None:
+        if len(self._buf) > self.read_ahead and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
 
@@ -66,6 +101,8 @@ class Wire(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
         self._eof = True
         self._data.set()
         self._writable.set()
@@ -77,15 +114,28 @@ class Wire(asyncio.Protocol):
         self._writable.set()
 
     # -- reading ----------------------------------------------------------------------------
-    def _consumed(self) -> None:
-        if self._paused and len(self._buf) <= HIGH_WATER // 2 and self.transport is not None:
+    def bound(self, read_ahead: int, chunk: int) -> None:
+        """Read ahead at most ``read_ahead`` bytes, ``chunk`` at a time, from now on."""
+        self.read_ahead = read_ahead
+        if chunk != len(self._chunk):
+            self._chunk = bytearray(chunk)
+
+    def _resume(self) -> None:
+        if self._paused and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
 
+    def _consumed(self) -> None:
+        if len(self._buf) <= self.read_ahead // 2:
+            self._resume()
+
     async def _more(self) -> None:
+        """Wait for more input: the caller asked for more than is here, so the socket is
+        read on even past ``read_ahead`` (the caller bounds what it asks for)."""
         if self._eof:
             raise Closed("the client closed the connection")
         self.flush()  # about to wait for the client: it must have every answer first
+        self._resume()
         self._data.clear()
         await self._data.wait()
 
@@ -109,12 +159,22 @@ class Wire(asyncio.Protocol):
 
     async def readexactly(self, n: int) -> bytes:
         while len(self._buf) < n:
-            if self._paused and self.transport is not None:  # the caller asked for this much
-                self._paused = False
-                self.transport.resume_reading()
             await self._more()
-        data = bytes(self._buf[:n])
-        del self._buf[:n]
+        return self._take(n)
+
+    async def read_some(self, n: int) -> bytes:
+        """At least one byte and at most ``n``: what has come (waiting for the first)."""
+        while not self._buf:
+            await self._more()
+        return self._take(min(n, len(self._buf)))
+
+    def _take(self, n: int) -> bytes:
+        if n == len(self._buf):
+            data = bytes(self._buf)
+            self._buf.clear()
+        else:
+            data = bytes(self._buf[:n])
+            del self._buf[:n]
         self._scanned = 0
         self._consumed()
         return data
@@ -143,13 +203,14 @@ class Wire(asyncio.Protocol):
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
         self._queued = 0
-        if self.transport is not None and not self.transport.is_closing():
+        if not self.closing:
+            assert self.transport is not None
             self.transport.write(data)
 
     async def writable(self) -> None:
         """Wait while the socket's send buffer is full (flow control; queued bytes stay);
         TimeoutError when the client reads nothing for ``write_timeout`` seconds."""
-        if self.transport is None or self.transport.is_closing():
+        if self.closing:
             raise Closed("the connection is closed")
         if not self._writable.is_set():
             async with asyncio.timeout(self.write_timeout):
@@ -161,12 +222,27 @@ class Wire(asyncio.Protocol):
 
     @property
     def closing(self) -> bool:
-        return self.transport is None or self.transport.is_closing()
+        return (
+            self.transport is None or self.transport.is_closing() or self._lingering is not None
+        )
 
     def close(self) -> None:
-        if self.transport is not None:
-            self.flush()
-            self.transport.close()
+        """Send what is queued and close; linger first (see the module's docstring) when the
+        client's input is not all read."""
+        transport = self.transport
+        if transport is None or self.closing:
+            return
+        self.flush()
+        if (self._paused or self._buf) and transport.can_write_eof():
+            self._lingering = LINGER_BYTES
+            self._buf.clear()
+            self._chunk = bytearray(CHUNK)
+            transport.write_eof()
+            self._resume()
+            loop = asyncio.get_running_loop()
+            self._linger = loop.call_later(LINGER_SECONDS, transport.close)
+            return
+        transport.close()
 
     async def start_tls(self, context: ssl.SSLContext, timeout: float) -> None:
         """TLS from here on, server side; what the client sent before is thrown away."""

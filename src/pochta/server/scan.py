@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from pochta.errors import InvalidInput
+from pochta.errors import InvalidInput, Overloaded
 from pochta.server.auth import require_service
 from pochta.server.errors import documented
 from pochta.types import Envelope
@@ -31,7 +31,9 @@ LETTER = {"schema": {"type": "string", "format": "binary", "minLength": 1}}
         "requestBody": {
             "required": True,
             "content": {"message/rfc822": LETTER, "application/octet-stream": LETTER},
-            "description": "the raw letter; at most smtp.max_message_size bytes (else 413)",
+            "description": "the raw letter; at most smtp.max_message_size bytes (else 413)."
+            " It is held whole while it is scored, so it is taken from the server's"
+            " memory_budget: 503 while that is spent",
         },
     },
 )
@@ -49,13 +51,22 @@ async def scan(
     ] = False,
 ) -> JSONResponse:
     pochta = request.app.state.pochta
-    body = bytearray()
-    async for chunk in request.stream():  # bounded by smtp.max_message_size (server.limits)
-        body += chunk
-    if not body:
-        raise InvalidInput("send the letter as the request body")
-    envelope = Envelope(ip=ip, sender=mail_from) if ip or mail_from else None
-    analysis = await pochta.intake.analyze(bytes(body), envelope, helo)
+    held = pochta.budget.share()  # the body is held whole: it is taken from the budget
+    try:
+        body = bytearray()
+        async for chunk in request.stream():  # bounded by smtp.max_message_size (server.limits)
+            if not held.take(len(chunk)):
+                raise Overloaded(
+                    "the server holds all the letters it may in memory now; try again shortly"
+                )
+            body += chunk
+        if not body:
+            raise InvalidInput("send the letter as the request body")
+        envelope = Envelope(ip=ip, sender=mail_from) if ip or mail_from else None
+        analysis = await pochta.intake.analyze(bytes(body), envelope, helo)
+        del body
+    finally:
+        held.release()
     verdict = await run_in_threadpool(pochta.scanner.decide, analysis)
     result: dict[str, Any] = verdict.as_dict(pochta.scanner.authserv_id)
     if explain:

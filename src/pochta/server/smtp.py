@@ -5,7 +5,9 @@ one letter, 452 4.5.3 (the client sends the rest in another transaction, as with
 smtpd_recipient_limit). DATA: the letter is read by pochta, not gathered by aiosmtpd
 (:mod:`pochta.server.smtpdata`: only CRLF.CRLF ends it, so no smuggling variant splits it in
 two): up to ``smtp.spool_threshold`` bytes in memory, beyond in a file under
-``<data_dir>/spool``, never whole in the server. Past ``max_message_size`` the letter is
+``<data_dir>/spool``, never whole in the server; the bytes in memory are taken from the
+server's ``memory_budget`` (:mod:`pochta.server.budget`), and once it is spent letters go to
+their file from the first byte. Past ``max_message_size`` the letter is
 dropped as it comes and answered 552 once it ends; a line longer than ``line_length_limit``,
 500. The letter (with a Received header put in front) is then parsed, analyzed and split in
 a worker process (``mailbox.intake``, which reads the spooled file itself), and stored by
@@ -67,6 +69,7 @@ from pochta.guard.reserve import DiskReserve, free_bytes, reserve_for
 from pochta.mailbox.intake import Intake, Letter
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
+from pochta.server.budget import Budget
 from pochta.server.connections import Doorman, smtp_refusal
 from pochta.server.smtpdata import CommandWatch, DataReader, Spool
 from pochta.types import Envelope as MailEnvelope
@@ -292,6 +295,7 @@ class PochtaSMTP(SMTP):
 
     spool_dir: Path
     spool_threshold: int
+    budget: Budget | None = None  # the server's bytes in flight (memory_budget)
     line_limit: int
     error_limit: int
     doorman: Doorman | None = None
@@ -382,7 +386,7 @@ class PochtaSMTP(SMTP):
         if arg:
             await self.push("501 5.5.4 Syntax: DATA")
             return
-        spool = Spool(self.spool_dir, self.spool_threshold)
+        spool = Spool(self.spool_dir, self.spool_threshold, self.budget)
         reader = DataReader(
             spool, size_limit=self.data_size_limit or 1 << 62, line_limit=self.line_limit
         )
@@ -423,10 +427,15 @@ def _address(peer: Any) -> str:
 
 
 def protocol_class(
-    settings: SmtpSettings, spool_dir: Path, *, lmtp: bool, doorman: Doorman | None = None
+    settings: SmtpSettings,
+    spool_dir: Path,
+    *,
+    lmtp: bool,
+    doorman: Doorman | None = None,
+    budget: Budget | None = None,
 ) -> type[PochtaSMTP]:
     """The protocol class with pochta's limits (aiosmtpd reads some as class attributes);
-    ``doorman``: the connection limits (None: none)."""
+    ``doorman``: the connection limits (None: none); ``budget``: the server's bytes in memory."""
     base: type[PochtaSMTP] = PochtaLMTP if lmtp else PochtaSMTP
     return type(
         base.__name__,
@@ -434,6 +443,7 @@ def protocol_class(
         {
             "spool_dir": spool_dir,
             "spool_threshold": settings.spool_threshold,
+            "budget": budget,
             "line_limit": settings.line_length_limit,
             "error_limit": settings.error_limit,
             "doorman": doorman,
@@ -471,10 +481,12 @@ async def start(
     tls_context: ssl.SSLContext | None = None,
     lmtp_tls_context: ssl.SSLContext | None = None,
     doorman: Doorman | None = None,
+    budget: Budget | None = None,
 ) -> list[asyncio.Server]:
     """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them.
-    Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes;
-    MAIL FROM gets 452 4.3.1 while its file system is below the reserve (``reserve_for``).
+    Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes, or
+    at once when the server's ``budget`` of bytes in memory is spent; MAIL FROM gets 452 4.3.1
+    while its file system is below the reserve (``reserve_for``).
     ``sockets``: listening sockets bound beforehand (``smtp``, ``lmtp``), used as they are.
     ``tls_context`` / ``lmtp_tls_context``: STARTTLS is offered with it (aiosmtpd's own
     support; never required: a public MX takes mail in clear too, RFC 3207). ``doorman``:
@@ -492,7 +504,7 @@ async def start(
     if settings.lmtp_port:
         listeners.append((settings.lmtp_port, True))
     for port, lmtp in listeners:
-        cls = protocol_class(settings, spool_dir, lmtp=lmtp, doorman=doorman)
+        cls = protocol_class(settings, spool_dir, lmtp=lmtp, doorman=doorman, budget=budget)
         handler = DeliveryHandler(
             mailbox,
             intake,

@@ -33,6 +33,8 @@ import secrets
 from pathlib import Path
 from typing import Literal
 
+from pochta.server.budget import Budget
+
 END = b"\r\n.\r\n"
 COMMAND_LIMIT = 512  # aiosmtpd's command_size_limit: a longer DATA line is not a command
 
@@ -41,25 +43,36 @@ State = Literal["ok", "too_big", "too_long"]
 
 class Spool:
     """The letter being received: in memory up to ``threshold`` bytes, then in a file of
-    ``directory`` (mode 0600, a random name) that the owner removes with :meth:`discard`."""
+    ``directory`` (mode 0600, a random name) that the owner removes with :meth:`discard`.
 
-    def __init__(self, directory: Path, threshold: int) -> None:
+    With a ``budget`` (:mod:`pochta.server.budget`, shared by every connection of the server)
+    the bytes kept in memory are taken from it first; when it has none left the letter goes
+    to the file at once, so that many letters at once cannot together fill the memory. They
+    are given back at :meth:`discard`."""
+
+    def __init__(self, directory: Path, threshold: int, budget: Budget | None = None) -> None:
         self.directory = directory
         self.threshold = threshold
         self.size = 0
         self._memory: bytearray | None = bytearray()
         self._file: int | None = None  # a descriptor
+        self._share = budget.share() if budget is not None else None
         self.path: Path | None = None
 
     def write(self, data: bytes | memoryview) -> None:
         if not data:
             return
-        if self._memory is not None and len(self._memory) + len(data) > self.threshold:
+        if self._memory is not None and (
+            len(self._memory) + len(data) > self.threshold
+            or (self._share is not None and not self._share.take(len(data)))
+        ):
             self.directory.mkdir(parents=True, exist_ok=True)
             self.path = self.directory / f"{secrets.token_hex(8)}.letter"
             self._file = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             pending, self._memory = self._memory, None
             self._write_all(pending)
+            if self._share is not None:
+                self._share.release()
         if self._memory is not None:
             self._memory += data
         else:
@@ -82,8 +95,11 @@ class Spool:
         return bytes(self._memory or b"")
 
     def discard(self) -> None:
-        """Forget the letter: memory freed, the file closed and removed. Idempotent."""
+        """Forget the letter: memory freed (and given back to the budget), the file closed
+        and removed. Idempotent."""
         self._memory = bytearray()
+        if self._share is not None:
+            self._share.release()
         if self._file is not None:
             os.close(self._file)
             self._file = None
