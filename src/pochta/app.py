@@ -45,7 +45,7 @@ from pochta.blobs.valkyrie import (
 )
 from pochta.config import HttpSettings, ImapSettings, Settings, SmtpSettings
 from pochta.errors import ConfigError, InvalidInput
-from pochta.guard.anvil import Gate, Limits, trusted_networks
+from pochta.guard.anvil import Gate, Limits
 from pochta.guard.backends.conntable import MappedConnectionTable
 from pochta.guard.backends.redisknown import RedisKnownClients
 from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
@@ -57,6 +57,7 @@ from pochta.guard.devices import Devices
 from pochta.guard.known import KnownClients
 from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
+from pochta.guard.networks import parse_networks
 from pochta.guard.ratelimit import RateLimiter
 from pochta.history import Recorder, SQLiteHistory
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker, make_analyzer
@@ -396,7 +397,7 @@ def connection_gate(settings: Settings) -> Gate:
         table,
         {"smtp": smtp, "lmtp": smtp, "imap": limits(settings.imap), "http": limits(settings.http)},
         secret=secret,
-        trusted=trusted_networks(c.trusted_networks),
+        trusted=parse_networks(c.trusted_networks),
         period=c.rate_period,
         ipv4_prefix=c.ipv4_prefix,
         ipv6_prefix=c.ipv6_prefix,

@@ -8,7 +8,6 @@ in the working directory, or the path in ``POCHTA_CONFIG`` / ``--config``.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import os
 import socket
 import tomllib
@@ -106,8 +105,9 @@ class HttpSettings(Section):
     @field_validator("trusted_proxies")
     @classmethod
     def _networks(cls, proxies: list[str]) -> list[str]:
-        for proxy in proxies:
-            ipaddress.ip_network(proxy, strict=False)  # ValueError names the bad entry
+        from pochta.guard.networks import parse_networks
+
+        parse_networks(proxies)  # ValueError: names the value
         return proxies
 
 
@@ -265,14 +265,6 @@ class ImapSettings(Section):
         " read a client through a buffer of 1 KB (LOGIN_MAX_INBUF_SIZE); 4 KB leaves room for"
         " long passwords",
     )
-    cleartext_login_networks: list[str] = Field(
-        default_factory=lambda: ["127.0.0.0/8", "::1/128"],
-        description="networks whose clients may LOGIN / AUTHENTICATE without TLS; from"
-        " anywhere else the password must come over TLS (LOGINDISABLED before it, NO"
-        " [PRIVACYREQUIRED]), whether TLS is set up or not. Loopback only, as Dovecot refuses"
-        " plaintext authentication off loopback without TLS: a password in clear on a network"
-        " is anyone's who can listen",
-    )
     store_threads: int = Field(
         8,
         ge=1,
@@ -339,14 +331,6 @@ class ImapSettings(Section):
     logins_at_once: int = Field(
         4, ge=1, description="IMAP logins whose password hash is computed at the same time"
     )
-
-
-    @field_validator("cleartext_login_networks")
-    @classmethod
-    def _networks(cls, names: list[str]) -> list[str]:
-        for name in names:
-            ipaddress.ip_network(name, strict=False)  # ValueError: a clear settings error
-        return names
 
 
 class MailboxSettings(Section):
@@ -819,12 +803,21 @@ class ConnectionSettings(Section):
         description="an IPv6 client's network: /64, the smallest a provider gives a site",
     )
 
-    @field_validator("trusted_networks")
+    cleartext_login_networks: list[str] = Field(
+        default_factory=lambda: ["127.0.0.0/8", "::1/128"],
+        description="networks whose clients may send a password without TLS (IMAP LOGIN /"
+        " AUTHENTICATE, POST /v1/session, the webmail's login); from anywhere else it must come"
+        " over TLS (IMAP: LOGINDISABLED, NO [PRIVACYREQUIRED]; HTTP: 403), whether TLS is set"
+        " up or not. Loopback only, as Dovecot refuses plaintext authentication off loopback"
+        " without TLS: a password in clear on a network is anyone's who can listen",
+    )
+
+    @field_validator("trusted_networks", "cleartext_login_networks")
     @classmethod
     def _networks(cls, values: list[str]) -> list[str]:
-        from pochta.guard.anvil import trusted_networks
+        from pochta.guard.networks import parse_networks
 
-        trusted_networks(values)  # ValueError: names the value
+        parse_networks(values)  # ValueError: names the value
         return values
 
 

@@ -16,7 +16,8 @@
     │   └── MessageNotFound          also someone else's letter: it is not there for you
     ├── AuthError                    (HTTP 401/403, CLI exit 7)
     │   ├── InvalidCredentials       wrong e-mail or password: the same answer for both
-    │   └── ResetRequired            the password leaked; it must be changed first (HTTP 403)
+    │   ├── ResetRequired            the password leaked; it must be changed first (HTTP 403)
+    │   └── TlsRequired              a password sent in clear off the networks allowed (HTTP 403)
     ├── RateLimited                  too many attempts; ``retry_after`` seconds (HTTP 429)
     ├── LockError                    a lease was not taken or not kept (HTTP 409)
     │   ├── LockTimeout              another holder kept the lock for the whole timeout
@@ -115,6 +116,10 @@ class InvalidCredentials(AuthError):
 
 class ResetRequired(AuthError):
     code = "password_reset_required"
+
+
+class TlsRequired(AuthError):
+    code = "tls_required"
 
 
 class RateLimited(PochtaError):

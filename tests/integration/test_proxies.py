@@ -1,6 +1,7 @@
 """A reverse proxy in front of the HTTP API: X-Forwarded-Proto and X-Forwarded-For are believed
 from ``http.trusted_proxies`` only (default: this host), so that webmail cookies are Secure
-behind a TLS-terminating proxy and no stranger can claim https or another address."""
+behind a TLS-terminating proxy and no stranger can claim https or another address; and no
+password is taken in clear off ``connections.cleartext_login_networks``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import httpx
 import pytest
 
 from tests.integration.conftest import Server, start_server
+from tests.integration.test_smtp import PASSWORD, add_users
 
 pytestmark = pytest.mark.integration
 
@@ -17,8 +19,12 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("proxies")
-    proxies = {"POCHTA_HTTP__TRUSTED_PROXIES": '["127.0.0.1", "127.0.0.3/32"]'}
-    server = start_server(tmp / "data", tmp / "serve.log", settings=proxies)
+    add_users(tmp / "data", "alice@example.org")
+    settings = {
+        "POCHTA_HTTP__TRUSTED_PROXIES": '["127.0.0.1", "127.0.0.3/32"]',
+        "POCHTA_CONNECTIONS__CLEARTEXT_LOGIN_NETWORKS": '["127.0.0.1/32"]',
+    }
+    server = start_server(tmp / "data", tmp / "serve.log", settings=settings)
     yield server
     server.stop()
 
@@ -42,3 +48,22 @@ def test_secure_cookies_behind_a_trusted_tls_proxy(srv: Server) -> None:
     assert "; secure" not in login_cookie(srv, "127.0.0.2", forged)
     log = srv.log.read_text()
     assert "198.51.100.7" in log and "198.51.100.8" not in log and "127.0.0.2" in log
+
+
+def post_session(srv: Server, source: str, headers: dict[str, str]) -> httpx.Response:
+    transport = httpx.HTTPTransport(local_address=source)
+    with httpx.Client(transport=transport, timeout=30) as client:
+        body = {"email": "alice@example.org", "password": PASSWORD}
+        return client.post(f"{srv.url}/v1/session", json=body, headers=headers)
+
+
+def test_no_password_in_clear_off_the_allowed_networks(srv: Server) -> None:
+    """connections.cleartext_login_networks (here 127.0.0.1 alone): a password over plain HTTP
+    from anywhere else is refused before it is looked at (403 tls_required); over TLS, or
+    through the trusted proxy that says https, it is taken."""
+    refused = post_session(srv, "127.0.0.2", {})
+    assert refused.status_code == 403 and refused.json()["error"] == "tls_required"
+    assert post_session(srv, "127.0.0.1", {}).status_code == 200
+    https = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "198.51.100.9"}
+    assert post_session(srv, "127.0.0.3", https).status_code == 200
+    assert post_session(srv, "127.0.0.3", {"X-Forwarded-For": "198.51.100.9"}).status_code == 403

@@ -15,6 +15,7 @@ from pochta.errors import InvalidCredentials, RateLimited
 from pochta.server.http import create_app
 
 PASSWORD = "a long enough password"
+HTTPS = "https://testserver"  # clients elsewhere send a password over TLS only
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
     settings = load_settings(
         data_dir=tmp_path / "data", smtp={"enabled": False}, imap={"enabled": False}
     )
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url=HTTPS) as c:
         box = c.app.state.pochta.mailbox  # type: ignore[attr-defined]
         for name in ("alice", "bob"):
             box.add_user(f"{name}@example.org", PASSWORD)
@@ -139,7 +140,7 @@ def test_logins_are_limited_per_ip_with_retry_after(tmp_path: Path) -> None:
         imap={"enabled": False},
         guard={"login_ip_max": 3},
     )
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url=HTTPS) as c:
         c.app.state.pochta.mailbox.add_user("ann@example.org", PASSWORD)  # type: ignore[attr-defined]
         answers = [
             c.post("/v1/session", json={"email": f"x{i}@example.org", "password": "nope"})
@@ -184,7 +185,7 @@ def test_a_device_token_lets_its_api_client_in_while_the_account_is_guessed_at(
         imap={"enabled": False},
         guard={"login_account_free": 1, "login_max_wait": 0.0},
     )
-    with TestClient(create_app(settings), client=("198.51.100.7", 5000)) as phone:
+    with TestClient(create_app(settings), client=("198.51.100.7", 5000), base_url=HTTPS) as phone:
         pochta = phone.app.state.pochta  # type: ignore[attr-defined]
         pochta.mailbox.add_user("ann@example.org", PASSWORD)
         first = phone.post("/v1/session", json={"email": "ann@example.org", "password": PASSWORD})
@@ -195,7 +196,7 @@ def test_a_device_token_lets_its_api_client_in_while_the_account_is_guessed_at(
         for i in range(3):  # strangers' guesses, until the account's next slot is far
             with contextlib.suppress(InvalidCredentials, RateLimited):
                 users.verify_admitted(users.admit("ann@example.org", f"10.7.{i}.1"), "x")
-        away = TestClient(phone.app, client=("203.0.113.9", 5000))
+        away = TestClient(phone.app, client=("203.0.113.9", 5000), base_url=HTTPS)
         body = {"email": "ann@example.org", "password": PASSWORD}
         refused = away.post("/v1/session", json=body)
         assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1

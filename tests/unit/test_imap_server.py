@@ -34,9 +34,10 @@ from tests.mailtools import letter, payload
 from pochta.app import Pochta, build
 from pochta.config import SmtpSettings, load_settings
 from pochta.errors import RateLimited
+from pochta.guard.networks import LOOPBACK, parse_networks, within
 from pochta.server import smtp
 from pochta.server.budget import Budget
-from pochta.server.imap import LOOPBACK, ImapLimits, ImapServer, networks, within
+from pochta.server.imap import ImapLimits, ImapServer
 from pochta.server.imapstore import ImapStore
 
 PASSWORD = "correct horse battery"
@@ -761,7 +762,7 @@ def test_with_tls_a_stranger_logs_in_after_starttls(
     ],
 )
 def test_which_peers_may_log_in_in_clear_by_default(peer: str, allowed: bool) -> None:
-    assert within(peer, networks(LOOPBACK)) is allowed
+    assert within(peer, parse_networks(LOOPBACK)) is allowed
 
 
 def test_a_fetch_of_many_letters_reads_them_in_batches_in_order(imap: Running) -> None:

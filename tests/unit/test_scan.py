@@ -67,7 +67,7 @@ def test_scan_api_needs_the_service_token_and_a_body(tmp_path: Path) -> None:
         imap={"enabled": False},
     )
     raw = (PHISHING / "en01_paypal_confusable.eml").read_bytes()
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="https://testserver") as c:
         assert c.post("/v1/scan", content=raw).status_code == 401
         auth = {"Authorization": f"Bearer {TOKEN}"}
         r = c.post("/v1/scan", content=raw, headers=auth)
@@ -91,7 +91,7 @@ def test_scan_bodies_are_held_within_the_servers_memory_budget(tmp_path: Path) -
         imap={"enabled": False},
     )
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="https://testserver") as c:
         budget = c.app.state.pochta.budget  # type: ignore[attr-defined]
         small = c.post("/v1/scan", content=letter(subject="small"), headers=auth)
         assert small.status_code == 200 and budget.used == 0
@@ -143,7 +143,7 @@ def test_a_letter_shows_its_phishing_warnings(tmp_path: Path) -> None:
     settings = load_settings(
         data_dir=tmp_path / "d", smtp={"enabled": False}, imap={"enabled": False}
     )
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="https://testserver") as c:
         box = c.app.state.pochta.mailbox  # type: ignore[attr-defined]
         user = box.add_user("ivan@pochta.test", "a long password")
         raw = (PHISHING / "ru01_nalog_foreign_tld.eml").read_bytes()
@@ -224,7 +224,7 @@ def test_scan_api_explains_on_request(tmp_path: Path) -> None:
     auth = {"Authorization": f"Bearer {TOKEN}"}
     ham = letter(subject="Lunch tomorrow?", text="Shall we meet at noon, Anna?\n")
     phishing = (PHISHING / "ru01_nalog_foreign_tld.eml").read_bytes()
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="https://testserver") as c:
         assert "explanation" not in c.post("/v1/scan", content=ham, headers=auth).json()
         body = c.post("/v1/scan?explain=1", content=ham, headers=auth).json()
         assert body["verdict"] == "ham" and len(body["explanation"]) == 5

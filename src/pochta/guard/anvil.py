@@ -42,13 +42,13 @@ import hashlib
 import ipaddress
 import math
 import socket
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from pochta.guard.networks import Network, parse_networks
 from pochta.types import Clock, ConnectionTable, ConnectionTally
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Scope = Literal["ip", "network", "total"]
 
 DEFAULT_TRUSTED = ("127.0.0.1", "::1")
@@ -68,18 +68,6 @@ class Limits:
 
 
 LIMIT_NAMES = tuple(f.name for f in fields(Limits))
-
-
-def trusted_networks(values: Iterable[str]) -> tuple[Network, ...]:
-    """The networks of ``values`` (an address is a network of one); ValueError naming the
-    first value that is neither."""
-    out = []
-    for value in values:
-        try:
-            out.append(ipaddress.ip_network(value.strip(), strict=False))
-        except ValueError:
-            raise ValueError(f"{value!r} is not an IP address or network") from None
-    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +221,7 @@ class Gate:
         limits: Mapping[str, Limits],
         *,
         secret: bytes,
-        trusted: Sequence[Network] = trusted_networks(DEFAULT_TRUSTED),
+        trusted: Sequence[Network] = parse_networks(DEFAULT_TRUSTED),
         period: float = 60.0,
         ipv4_prefix: int = 24,
         ipv6_prefix: int = 64,

@@ -1,4 +1,6 @@
-"""Service authentication: a bearer token compared in constant time."""
+"""Service authentication: a bearer token compared in constant time; and where a user's
+password may come from: over TLS, or in clear only from ``connections.cleartext_login_networks``
+(``app.state.cleartext``)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,9 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from pochta.errors import TlsRequired
+from pochta.guard.networks import within
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -25,4 +30,17 @@ async def require_service(
     ):
         raise HTTPException(
             401, "a valid service token is required", headers={"WWW-Authenticate": "Bearer"}
+        )
+
+
+def password_allowed(request: Request) -> None:
+    """TlsRequired unless the request came over TLS (or from a trusted proxy that says so:
+    ``http.trusted_proxies``) or from a network where a password may travel in clear."""
+    if request.url.scheme == "https":
+        return
+    client = request.client.host if request.client is not None else ""
+    if not within(client, request.app.state.cleartext):
+        raise TlsRequired(
+            "passwords are taken over HTTPS only from this address; use https:// (or add"
+            " its network to connections.cleartext_login_networks)"
         )

@@ -27,6 +27,7 @@ STATUS: list[tuple[type[errors.PochtaError], int]] = [
     (errors.InvalidInput, 400),
     (errors.NotFound, 404),
     (errors.ResetRequired, 403),
+    (errors.TlsRequired, 403),
     (errors.AuthError, 401),
     (errors.RateLimited, 429),
     (errors.IntegrityError, 409),
@@ -50,7 +51,8 @@ MEANING = {
     400: "malformed input the schema cannot say (a key, a range, an empty letter), or a JSON"
     " body nested deeper than http.max_json_depth",
     401: "no token, or a wrong or expired one; for a login: wrong e-mail or password",
-    403: "the password leaked and must be reset (pochta user passwd) before a login",
+    403: "the password leaked and must be reset (pochta user passwd) before a login; or a"
+    " password was sent without TLS from outside connections.cleartext_login_networks",
     404: "not there (someone else's letter is not there either)",
     405: "the path exists, the method does not (Allow lists the ones that do)",
     409: "already exists, or the stored bytes differ from what was expected",

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from pochta import __version__, logs
 from pochta.app import Pochta, build, connection_gate, server_tls, service_token, web_secret
 from pochta.config import Settings
+from pochta.guard.networks import parse_networks
 from pochta.server import blobs, errors, imap, mailbox, scan, shingles, smtp, web
 from pochta.server import metrics as metrics_api
 from pochta.server.connections import Doorman
@@ -112,6 +113,7 @@ def create_app(
                     budget=pochta.budget,
                     intake=pochta.intake,
                     spool_dir=settings.data_dir / "spool",
+                    cleartext=settings.connections.cleartext_login_networks,
                 )
                 listeners += imap_listeners
             hangup = _on_sighup(pochta)
@@ -138,6 +140,8 @@ def create_app(
         responses=errors.documented(*errors.EVERY_REQUEST),
     )
     errors.install(app)
+    # where a password may come in clear (server.auth.password_allowed); parsed once
+    app.state.cleartext = parse_networks(settings.connections.cleartext_login_networks)
     app.add_middleware(
         RequestBounds,
         bound_of=bound_of(settings),

@@ -54,7 +54,6 @@ import binascii
 import contextlib
 import contextvars
 import functools
-import ipaddress
 import logging
 import re
 import secrets
@@ -90,6 +89,7 @@ from pochta.errors import (
     TooLarge,
 )
 from pochta.guard.anvil import Limits
+from pochta.guard.networks import LOOPBACK, Network, parse_networks, within
 from pochta.mailbox.intake import Intake, Letter, Spilled
 from pochta.mailbox.prepare import Prepared
 from pochta.server import imapfetch, imapproto
@@ -113,12 +113,10 @@ DELIMITER = b"/"
 SPOOL_READ = 1 << 20  # bytes of an APPEND's letter taken from the connection at once
 FETCH_BATCH = 64  # letters a FETCH reads in one store thread call at most
 FETCH_BATCH_BYTES = 1 << 20  # or until their values hold this many bytes
-LOOPBACK = ("127.0.0.0/8", "::1/128")
 DEFAULT_BUDGET = 64 << 20
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Value = bytes | tuple[bytes, int, Iterator[bytes]]
 """A FETCH attribute's value: its bytes, or a big body's head, size and blocks."""
 
@@ -190,23 +188,6 @@ class Appending:
     letter: Spool
 
 
-def networks(names: Iterable[str | Network]) -> tuple[Network, ...]:
-    """Networks from their names (``127.0.0.0/8``, ``::1``); ValueError for one that is not."""
-    return tuple(ipaddress.ip_network(n, strict=False) for n in names)
-
-
-def within(peer: str, nets: Sequence[Network]) -> bool:
-    """Whether the address ``peer`` is in one of ``nets`` (an IPv4 address mapped into IPv6,
-    ``::ffff:127.0.0.1``, counts as itself); False for anything that is not an address."""
-    try:
-        address = ipaddress.ip_address(peer)
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return any(address in net for net in nets)
-
-
 class ImapServer:
     """``budget``: the server's bytes in flight, shared with SMTP (default: its own of
     :data:`DEFAULT_BUDGET`); ``intake``: prepares APPEND's letters in worker processes (None:
@@ -234,7 +215,7 @@ class ImapServer:
         self.budget = budget if budget is not None else Budget(DEFAULT_BUDGET)
         self.intake = intake
         self.spool_dir = spool_dir or Path(tempfile.gettempdir())
-        self.cleartext = networks(cleartext)
+        self.cleartext = parse_networks(cleartext)
         self.sessions: set[Session] = set()
         # without one: limits.connections in all and connections_per_ip per address, every
         # address counted (none trusted), in this process only
@@ -1310,14 +1291,16 @@ async def start(
     intake: Intake | None = None,
     spool_dir: Path | None = None,
     doorman: Doorman | None = None,
+    cleartext: Iterable[str] = LOOPBACK,
 ) -> tuple[ImapServer, list[asyncio.Server]]:
     """Start the IMAP listener (and IMAPS, when ``tls_port`` and a TLS context are given)
     on the running loop; the caller closes them. ``smtp``: the letters' size limit
     (APPENDLIMIT) and spool threshold; ``require_tls``: LOGIN / AUTHENTICATE only over TLS,
     from every address (``tls.require_starttls``); ``sockets``: listening sockets bound
     beforehand (``imap``, ``imaps``: ``serve --workers``), used instead of binding the ports;
-    ``budget``, ``intake``, ``spool_dir``: see :class:`ImapServer`; ``doorman``: the
-    connection limits of every protocol (None: the server's own, from ``settings``)."""
+    ``budget``, ``intake``, ``spool_dir``, ``cleartext``: see :class:`ImapServer`;
+    ``doorman``: the connection limits of every protocol (None: the server's own, from
+    ``settings``)."""
     server = ImapServer(
         store,
         limits_of(settings, smtp.max_message_size, smtp.spool_threshold),
@@ -1326,7 +1309,7 @@ async def start(
         budget=budget,
         intake=intake,
         spool_dir=spool_dir,
-        cleartext=settings.cleartext_login_networks,
+        cleartext=cleartext,
         doorman=doorman,
     )
     listeners = []

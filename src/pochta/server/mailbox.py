@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from pochta.antispam.signs import checks as phishing
 from pochta.errors import InvalidCredentials
 from pochta.mailbox.service import Mailbox
+from pochta.server.auth import password_allowed
 from pochta.server.errors import documented
 from pochta.server.fields import Bool
 from pochta.types import Folder, StoredLetter
@@ -176,6 +177,7 @@ class PatchIn(BaseModel):
 async def login(request: Request, body: LoginIn, box: Box) -> SessionOut:
     """Async so that the wait a login guard may ask for (an account under attack) holds no
     thread; the store and the password check run in the thread pool."""
+    password_allowed(request)  # over TLS, or in clear from cleartext_login_networks only
     ip = request.client.host if request.client is not None else "unknown"
     admission = await run_in_threadpool(box.admit, body.email, ip, body.device)
     if admission.wait > 0:

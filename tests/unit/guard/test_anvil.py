@@ -17,10 +17,10 @@ from pochta.guard.anvil import (
     decide,
     estimate,
     seen_from,
-    trusted_networks,
     window_of,
 )
 from pochta.guard.backends.conntable import MemoryConnections, MemoryConnectionTable
+from pochta.guard.networks import parse_networks
 from pochta.types import ConnectionTally
 
 PERIOD = 60.0
@@ -47,7 +47,7 @@ def gate(limits: Limits, clock: Clock, table: MemoryConnectionTable | None = Non
 
 # -- addresses ----------------------------------------------------------------------------------
 def test_clients_their_networks_and_who_is_exempt() -> None:
-    trusted = trusted_networks(["127.0.0.1", "::1", "10.1.0.0/16"])
+    trusted = parse_networks(["127.0.0.1", "::1", "10.1.0.0/16"])
     assert client_of("192.0.2.77", trusted) is not None
     c = client_of("192.0.2.77", trusted)
     assert c is not None
@@ -65,7 +65,7 @@ def test_clients_their_networks_and_who_is_exempt() -> None:
     assert client_of("", trusted) is None  # a unix socket
     assert client_of("fe80::1%eth0", trusted) is not None
     with pytest.raises(ValueError, match=r"'10\.0\.0\.300' is not an IP address or network"):
-        trusted_networks(["10.0.0.300"])
+        parse_networks(["10.0.0.300"])
 
 
 def test_the_default_trusted_networks_are_exactly_the_two_loopback_addresses() -> None:

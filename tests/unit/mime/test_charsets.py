@@ -54,7 +54,7 @@ def test_such_a_letter_is_delivered_and_opened(tmp_path: Path) -> None:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        client = TestClient(create_app(s))
+        client = TestClient(create_app(s), base_url="https://testserver")
     with client:
         box = client.app.state.pochta.mailbox  # type: ignore[attr-defined]
         user = box.add_user("alice@example.org", "a long enough password")

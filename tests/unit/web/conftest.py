@@ -58,7 +58,13 @@ class Site:
         return ids
 
 
-def make_site(tmp_path: Path, base_url: str = "http://testserver") -> Iterator[Site]:
+def make_site(
+    tmp_path: Path,
+    base_url: str = "https://testserver",
+    client: tuple[str, int] = ("testclient", 50000),
+) -> Iterator[Site]:
+    """A site as a browser sees it over HTTPS (a password goes over plain HTTP only from
+    connections.cleartext_login_networks: ``client`` must then be on loopback)."""
     settings = load_settings(
         data_dir=tmp_path / "data",
         smtp={"enabled": False},
@@ -66,12 +72,12 @@ def make_site(tmp_path: Path, base_url: str = "http://testserver") -> Iterator[S
         valkyrie={"enabled": False},
         antispam={"workers": 0},
     )
-    with TestClient(create_app(settings), base_url=base_url) as client:
-        box = client.app.state.pochta.mailbox  # type: ignore[attr-defined]
+    with TestClient(create_app(settings), base_url=base_url, client=client) as client_:
+        box = client_.app.state.pochta.mailbox  # type: ignore[attr-defined]
         box.add_user("alice@example.org", PASSWORD)
         box.add_user("bob@example.org", PASSWORD)
         box.add_user("root@example.org", PASSWORD, admin=True)
-        yield Site(client)
+        yield Site(client_)
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,12 @@ def tls_site(tmp_path: Path) -> Iterator[Site]:
     yield from make_site(tmp_path, base_url="https://testserver")
 
 
+@pytest.fixture
+def http_site(tmp_path: Path) -> Iterator[Site]:
+    """Plain HTTP from a browser on this machine (loopback may send a password in clear)."""
+    yield from make_site(tmp_path, base_url="http://testserver", client=("127.0.0.1", 50000))
+
+
 def forms(html: str) -> list[tuple[str, dict[str, str]]]:
     """Every POST form of a page: its action and the fields a browser would send."""
     out = []
@@ -50,7 +56,8 @@ def forms(html: str) -> list[tuple[str, dict[str, str]]]:
     return out
 
 
-def test_login_sets_a_strict_httponly_session_cookie_and_logout_ends_it(site: Site) -> None:
+def test_login_sets_a_strict_httponly_session_cookie_and_logout_ends_it(http_site: Site) -> None:
+    site = http_site
     c = site.as_user({})
     assert c.get("/webmail", follow_redirects=False).headers["location"] == "/webmail/login"
     jar = site.login("alice@example.org")
@@ -124,7 +131,7 @@ def test_a_browser_that_logged_in_before_is_let_in_during_an_attack(fresh_site: 
     app = fresh_site.client.app
 
     def browser(ip: str) -> TestClient:
-        return TestClient(app, client=(ip, 50000))
+        return TestClient(app, client=(ip, 50000), base_url="https://testserver")
 
     def post_login(c: TestClient) -> Response:
         token = CSRF.search(c.get("/webmail/login").text)
@@ -665,3 +672,17 @@ def test_the_banner_needs_a_sign_with_points_and_then_shows_every_sign(site: Sit
     assert 'id="phishing-banner"' in page
     assert 'data-symbol="PHISH_ALARMING_SUBJECT"' in page
     assert 'data-symbol="PHISH_RECEIVED_MISMATCH"' in page
+
+
+def test_no_password_over_plain_http_from_elsewhere(http_site: Site) -> None:
+    """Off connections.cleartext_login_networks (loopback) the form's password is refused
+    before it is looked at, with a page that says to use HTTPS."""
+    app = http_site.client.app
+    far = TestClient(app, client=("192.0.2.5", 50000), base_url="http://testserver")
+    token = CSRF.search(far.get("/webmail/login").text)
+    assert token is not None
+    form = {"email": "alice@example.org", "password": PASSWORD, "csrf": token.group(1)}
+    r = far.post("/webmail/login", data=form, follow_redirects=False)
+    assert r.status_code == 403 and "HTTPS" in r.text
+    api = far.post("/v1/session", json={"email": "alice@example.org", "password": PASSWORD})
+    assert api.status_code == 403 and api.json()["error"] == "tls_required"

@@ -49,6 +49,10 @@ WORDS: dict[str, tuple[str, str]] = {  # key: (en, ru)
         "Too many login attempts. Try again in {seconds} s.",
         "Слишком много попыток входа. Попробуйте через {seconds} с.",
     ),
+    "tls_required": (
+        "Passwords are taken over HTTPS only: open this page with https://.",
+        "Пароль принимается только по HTTPS: откройте эту страницу через https://.",
+    ),
     "reset_required": (
         "This password appeared in a leak and no longer works; ask for a new one.",
         "Этот пароль оказался в утечке и больше не действует; попросите новый.",

@@ -22,6 +22,7 @@ from pochta.antispam.signs.registry import Sign
 from pochta.mailbox.reading import SPAM
 from pochta.mime import normalize
 from pochta.mime.letter import Letter
+from pochta.server.auth import password_allowed
 from pochta.server.web import security
 from pochta.server.web.evidence import shown
 from pochta.server.web.i18n import LANGS
@@ -88,6 +89,7 @@ async def login(
     ip = request.client.host if request.client is not None else "unknown"
     box = v.pochta.mailbox
     try:
+        password_allowed(request)  # over TLS, or in clear from cleartext_login_networks only
         device = request.cookies.get(security.DEVICE_COOKIE)
         admission = await run_in_threadpool(box.admit, email, ip, device)
         if admission.wait > 0:
@@ -97,6 +99,8 @@ async def login(
         return _login_page(request, v, 401, v.word("wrong_login"), email)
     except errors.ResetRequired:
         return _login_page(request, v, 403, v.word("reset_required"), email)
+    except errors.TlsRequired:
+        return _login_page(request, v, 403, v.word("tls_required"), email)
     except errors.RateLimited as exc:
         seconds = max(1, int(exc.retry_after + 0.999))
         response = _login_page(request, v, 429, v.word("rate_limited", seconds=seconds), email)
