@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 from pydantic import SecretStr
 
 from pochta import secretfile
+from pochta.antispam.auth.asyncdns import DnsAsyncResolver, SharedDns
+from pochta.antispam.auth.authenticator import Authenticator
+from pochta.antispam.auth.breaker import Breaker
 from pochta.antispam.model import booster as model
 from pochta.antispam.rules import ruleset as rules
 from pochta.antispam.shingles.counters import CounterStore
@@ -45,6 +48,7 @@ from pochta.blobs.valkyrie import (
 )
 from pochta.config import Settings
 from pochta.errors import ConfigError, InvalidInput
+from pochta.executors import Executors
 from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
 from pochta.guard.backends.redisrate import RedisRateLimitBackend
 from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
@@ -52,6 +56,7 @@ from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
 from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
 from pochta.guard.ratelimit import RateLimiter
+from pochta.health import HealthCheck
 from pochta.history import Recorder, SQLiteHistory
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker, make_analyzer
 from pochta.mailbox.service import Mailbox
@@ -91,6 +96,8 @@ class Pochta:
     deletions: DeletionWorker
     history: Recorder
     evacuations: Evacuations
+    executors: Executors  # the servers' thread pools for blocking calls (pochta.executors)
+    health: HealthCheck  # what /healthz reports, checked in the background
     redis: SyncClient | None = None  # the one Redis client of guard and shingles, if they use it
     postgres: Postgres | None = None  # the [postgres] pool, when a store lives there
     fence: Fence | None = None  # where the single-run jobs' leaders admit their tokens
@@ -130,6 +137,7 @@ class Pochta:
         if self._started:
             return
         self._started = True
+        self.health.start()  # one check now: /healthz is ready when the listeners are
         self.intake.start()
         self.shingles.start()
         if self.scanner.words is not None:
@@ -148,7 +156,9 @@ class Pochta:
         if self._closed:
             return
         self._closed = True
+        self.health.stop()
         self.intake.close()
+        self.executors.close()  # the listeners have stopped: nothing new comes
         self.evacuations.stop()  # each stops at its next file; resumable
         self.deletions.stop()
         if self._scrubbers is not None:
@@ -242,6 +252,10 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         activity=history,
     )
     history.sampler = lambda: storage_sample(mailbox)
+    h = settings.http
+    executors = Executors.start(
+        lookups=settings.smtp.lookup_threads, deliveries=settings.smtp.delivery_threads
+    )
     return Pochta(
         settings=settings,
         blobs=blobs,
@@ -249,10 +263,14 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         locks=pochta_locks,
         shingles=shingler,
         scanner=scanner,
-        intake=_intake(settings, scanner.analyzer, analysis),
+        intake=_intake(settings, analysis, executors),
         deletions=DeletionWorker(mailbox.deletions, pochta_locks, fence=fence),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
+        executors=executors,
+        health=HealthCheck(
+            blobs.pairs, interval=h.health_interval_seconds, stale_after=h.health_stale_seconds
+        ),
         redis=redis_client,
         postgres=pg,
         fence=fence,
@@ -419,9 +437,28 @@ def analyzer(settings: Settings, tokens: TokenTable | None = None) -> Analyzer:
     return make_analyzer(analysis_settings(settings, tokens))
 
 
-def _intake(settings: Settings, analyzer: Analyzer, analysis: AnalysisSettings) -> Intake:
+def authenticator(settings: Settings) -> Authenticator | None:
+    """SPF, DKIM and DMARC of received letters, asked by the server itself over one shared,
+    cached DNS (``antispam.dns = "system"``); None when DNS checks are off."""
+    a = settings.antispam
+    if a.dns != "system":
+        return None
+    upstream = DnsAsyncResolver(
+        nameservers=[a.dns_server] if a.dns_server else None, cache_size=a.dns_cache_size
+    )
+    dns = SharedDns(
+        upstream,
+        timeout=a.dns_timeout,
+        max_in_flight=a.dns_max_in_flight,
+        breaker=Breaker(pause=a.dns_down_seconds),
+    )
+    return Authenticator(dns, lifetime=a.dns_lifetime)
+
+
+def _intake(settings: Settings, analysis: AnalysisSettings, executors: Executors) -> Intake:
     """Parsing and analysis in ``antispam.workers`` processes (default: one per core; 0: in
-    the server's own threads). Nothing starts before ``Pochta.start``."""
+    the server's own threads), authentication by the server. Nothing starts before
+    ``Pochta.start``."""
     a = settings.antispam
     processes = cores() if a.workers is None else a.workers
     pool = None
@@ -434,7 +471,12 @@ def _intake(settings: Settings, analyzer: Analyzer, analysis: AnalysisSettings) 
             name="pochta-letters",
         )
     return Intake(
-        analyzer, pool, inline_limit=settings.mailbox.inline_limit, deadline=a.deadline_seconds
+        make_analyzer(analysis, deferred=True),
+        pool,
+        inline_limit=settings.mailbox.inline_limit,
+        deadline=a.deadline_seconds,
+        auth=authenticator(settings),
+        local=executors.local,
     )
 
 

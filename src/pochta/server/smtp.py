@@ -38,6 +38,7 @@ import socket
 import ssl
 import time
 from collections.abc import Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,6 +50,7 @@ from aiosmtpd.smtp import SMTP, Envelope, Session, syntax
 from pochta import logs, metrics
 from pochta.config import SmtpSettings
 from pochta.errors import ConfigError, InvalidInput, PochtaError, StorageError, TooLarge
+from pochta.executors import Executors, run_in
 from pochta.mailbox.intake import Intake, Letter
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
@@ -78,12 +80,16 @@ class DeliveryHandler:
         lmtp: bool,
         *,
         recipient_limit: int = 1000,
+        lookups: Executor | None = None,
+        deliveries: Executor | None = None,
     ) -> None:
         self.mailbox = mailbox
         self.intake = intake
         self.hostname = hostname
         self.lmtp = lmtp
         self.recipient_limit = recipient_limit
+        self.lookups = lookups  # recipient lookups: the index alone (pochta.executors)
+        self.deliveries = deliveries  # storing: the index, the FileDB, the storage nodes
 
     async def handle_RCPT(
         self,
@@ -98,7 +104,7 @@ class DeliveryHandler:
         if not utf8(address):
             return "553 5.1.3 the recipient address is not valid UTF-8"
         try:
-            user = await asyncio.to_thread(self.mailbox.user, address)
+            user = await run_in(self.lookups, self.mailbox.user, address)
         except StorageError as exc:  # the index is unreachable: not the recipient's fault
             log.warning("recipient <%s> deferred: %s", address, exc.message)
             return STORAGE_UNAVAILABLE
@@ -123,7 +129,7 @@ class DeliveryHandler:
         users: list[User] = []
         try:
             for address in envelope.rcpt_tos:
-                user = await asyncio.to_thread(self.mailbox.user, address)
+                user = await run_in(self.lookups, self.mailbox.user, address)
                 if user is not None:
                     users.append(user)
         except StorageError as exc:
@@ -182,7 +188,7 @@ class DeliveryHandler:
                 analyze=self.mailbox.scores,
                 shingles=self.mailbox.counts_shingles,
             )
-            done = await asyncio.to_thread(self.mailbox.deliver_prepared, prepared, users)
+            done = await run_in(self.deliveries, self.mailbox.deliver_prepared, prepared, users)
         except TooLarge as exc:
             return f"552 5.3.4 {exc.message}"
         except InvalidInput as exc:
@@ -379,12 +385,14 @@ async def start(
     sockets: Mapping[str, socket.socket] | None = None,
     tls_context: ssl.SSLContext | None = None,
     lmtp_tls_context: ssl.SSLContext | None = None,
+    executors: Executors | None = None,
 ) -> list[asyncio.Server]:
     """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them.
     Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes.
     ``sockets``: listening sockets bound beforehand (``smtp``, ``lmtp``), used as they are.
     ``tls_context`` / ``lmtp_tls_context``: STARTTLS is offered with it (aiosmtpd's own
-    support; never required: a public MX takes mail in clear too, RFC 3207)."""
+    support; never required: a public MX takes mail in clear too, RFC 3207). ``executors``:
+    the pools recipient lookups and deliveries run on (None: the loop's default pool)."""
     loop = asyncio.get_running_loop()
     hostname = settings.fqdn()
     clear_spool(spool_dir, older_than=2 * settings.command_timeout + 600)
@@ -395,7 +403,13 @@ async def start(
     for port, lmtp in listeners:
         cls = protocol_class(settings, spool_dir, lmtp=lmtp)
         handler = DeliveryHandler(
-            mailbox, intake, hostname, lmtp, recipient_limit=settings.recipient_limit
+            mailbox,
+            intake,
+            hostname,
+            lmtp,
+            recipient_limit=settings.recipient_limit,
+            lookups=executors.lookups if executors is not None else None,
+            deliveries=executors.deliveries if executors is not None else None,
         )
 
         def factory(
