@@ -1,9 +1,10 @@
 """A letter's verdict, and why. Two halves, so that the costly one runs off the server:
 
     analysis   ``Analyzer.analyze(letter)``: pure CPU on the parsed letter, run in a worker
-               process (:mod:`pochta.antispam.worker`) within a time budget: the phishing signs
-               (signs/), sender authentication (auth/, when a DNS resolver is configured),
-               content features (features.py) and the shingles (shingles/extract.py).
+               process (:mod:`pochta.mailbox.intake`) within a time budget: the phishing signs
+               (signs/), sender authentication (auth/: with a DNS resolver here; in a worker,
+               only its plan, finished by the server: ``Analysis.authenticated``), content
+               features (features.py) and the shingles (shingles/extract.py).
     decision   ``Scanner.decide(analysis)``: where the shingle counters live (the server): the
                shingles' counters over 1 h / 24 h / 14 d as features
                (``shingle.<type>.<stat>_<window>``), the rules file's points (rules/), and the

@@ -18,6 +18,12 @@ Every DNS question goes through a :class:`~pochta.antispam.auth.resolver.Resolve
 offline ``FixtureResolver``. :func:`authenticate` bounds one letter's questions: at most
 :data:`MAX_QUERIES`, and ``lifetime`` seconds in all (:class:`LimitedResolver`). dkimpy reads
 the clock for ``t=``/``x=`` (10 hours of slack).
+
+:func:`authenticate` asks as it goes (``pochta scan``, tests). The server splits the same
+checks where the letter's bytes and the DNS are (:mod:`pochta.antispam.auth.authenticator`):
+a worker makes the :class:`AuthPlan` (:func:`plan`: :func:`plan_dkim`'s steps, the From
+domain, the DMARC names; no DNS), the server asks, :func:`finish_dkim` verifies with the keys
+where the bytes are, and :func:`check_dmarc` runs on the answers.
 """
 
 from __future__ import annotations
