@@ -26,9 +26,10 @@ Sender authentication (``antispam.dns = "system"``) never makes a worker wait fo
 server asks (:mod:`pochta.antispam.auth.authenticator`). SPF starts when the letter is handed
 in, beside the worker's pass; the pass returns the DKIM keys and DMARC policies the letter
 needs (``Analysis.plan``), which the server then asks; signatures with a key are verified in
-a second, short task (``verify_in_worker``: the body hash and RSA), taken before other
-letters; DMARC is judged in the server. A sender whose DNS never answers costs a letter its
-``antispam.dns_lifetime`` of waiting on the event loop, and no worker time.
+a second, short task (``verify_in_worker``: the body hash and RSA; a small letter's taken
+before big letters, as its first pass); DMARC is judged in the server. A sender whose DNS
+never answers costs a letter its ``antispam.dns_lifetime`` of waiting on the event loop, and
+no worker time.
 """
 
 from __future__ import annotations
@@ -254,8 +255,9 @@ class Intake:
     async def _verify(
         self, raw: Letter, prefix: bytes, steps: tuple[DkimStep, ...], keys: Keys
     ) -> tuple[DkimResult, ...]:
-        """DKIM signatures verified in a worker (a short task, taken before other letters);
-        one that could not run leaves them ``temperror``."""
+        """DKIM signatures verified in a worker (a short task; a small letter's is taken
+        before big letters, as its first pass was); one that could not run leaves them
+        ``temperror``."""
         if self.pool is None:
             return await run_in(self.local, verify_in_worker, raw, prefix, steps, keys)
         try:
@@ -266,7 +268,7 @@ class Intake:
                 steps,
                 dict(keys),
                 deadline=self.deadline,
-                urgent=True,
+                urgent=len(prefix) + size_of(raw) <= SMALL,
             )
         except WorkerError as exc:
             log.warning("DKIM signatures not verified: %s", exc.message)
