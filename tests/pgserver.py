@@ -277,6 +277,21 @@ class PostgresServer:
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The postmaster and every backend stopped (SIGSTOP) for the ``with`` block: open
+        connections stay open and nothing answers, as on a stalled machine; SIGCONT after."""
+        assert self.proc is not None
+        pids = [self.proc.pid, *_children(self.proc.pid)]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGCONT)
+
     def start_again(self) -> None:
         self._spawn()
 

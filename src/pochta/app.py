@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 from pydantic import SecretStr
 
 from pochta import secretfile
+from pochta.antispam.auth.asyncdns import DnsAsyncResolver, SharedDns
+from pochta.antispam.auth.authenticator import Authenticator
+from pochta.antispam.auth.breaker import Breaker
 from pochta.antispam.model import booster as model
 from pochta.antispam.rules import ruleset as rules
 from pochta.antispam.shingles.counters import CounterStore
@@ -45,6 +48,7 @@ from pochta.blobs.valkyrie import (
 )
 from pochta.config import HttpSettings, ImapSettings, Settings, SmtpSettings
 from pochta.errors import ConfigError, InvalidInput
+from pochta.executors import Executors
 from pochta.guard.anvil import Gate, Limits
 from pochta.guard.backends.conntable import MappedConnectionTable
 from pochta.guard.backends.redisknown import RedisKnownClients
@@ -59,6 +63,7 @@ from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
 from pochta.guard.networks import parse_networks
 from pochta.guard.ratelimit import RateLimiter
+from pochta.health import HealthCheck
 from pochta.history import Recorder, SQLiteHistory
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker, make_analyzer
 from pochta.mailbox.service import Mailbox
@@ -103,6 +108,8 @@ class Pochta:
     history: Recorder
     evacuations: Evacuations
     budget: Budget  # the listeners' bytes in memory for clients, in all (memory_budget)
+    executors: Executors  # the servers' thread pools for blocking calls (pochta.executors)
+    health: HealthCheck  # what /healthz reports, checked in the background
     redis: SyncClient | None = None  # the one Redis client of guard and shingles, if they use it
     postgres: Postgres | None = None  # the [postgres] pool, when a store lives there
     fence: Fence | None = None  # where the single-run jobs' leaders admit their tokens
@@ -142,6 +149,7 @@ class Pochta:
         if self._started:
             return
         self._started = True
+        self.health.start()  # one check now: /healthz is ready when the listeners are
         self.intake.start()
         self.shingles.start()
         if self.scanner.words is not None:
@@ -160,7 +168,9 @@ class Pochta:
         if self._closed:
             return
         self._closed = True
+        self.health.stop()
         self.intake.close()
+        self.executors.close()  # the listeners have stopped: nothing new comes
         self.evacuations.stop()  # each stops at its next file; resumable
         self.deletions.stop()
         if self._scrubbers is not None:
@@ -267,6 +277,10 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         activity=history,
     )
     history.sampler = lambda: storage_sample(mailbox)
+    h = settings.http
+    executors = Executors.start(
+        lookups=settings.smtp.lookup_threads, deliveries=settings.smtp.delivery_threads
+    )
     return Pochta(
         settings=settings,
         blobs=blobs,
@@ -274,11 +288,15 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         locks=pochta_locks,
         shingles=shingler,
         scanner=scanner,
-        intake=_intake(settings, scanner.analyzer, analysis, scanner.authserv_id, history),
+        intake=_intake(settings, analysis, executors, scanner.authserv_id, history),
         deletions=DeletionWorker(mailbox.deletions, pochta_locks, fence=fence),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
         budget=Budget(settings.memory_budget),
+        executors=executors,
+        health=HealthCheck(
+            blobs.pairs, interval=h.health_interval_seconds, stale_after=h.health_stale_seconds
+        ),
         redis=redis_client,
         postgres=pg,
         fence=fence,
@@ -477,16 +495,35 @@ def analyzer(settings: Settings, tokens: TokenTable | None = None) -> Analyzer:
     return make_analyzer(analysis_settings(settings, tokens))
 
 
+def authenticator(settings: Settings) -> Authenticator | None:
+    """SPF, DKIM and DMARC of received letters, asked by the server itself over one shared,
+    cached DNS (``antispam.dns = "system"``); None when DNS checks are off."""
+    a = settings.antispam
+    if a.dns != "system":
+        return None
+    upstream = DnsAsyncResolver(
+        nameservers=[a.dns_server] if a.dns_server else None, cache_size=a.dns_cache_size
+    )
+    dns = SharedDns(
+        upstream,
+        timeout=a.dns_timeout,
+        max_in_flight=a.dns_max_in_flight,
+        breaker=Breaker(pause=a.dns_down_seconds),
+    )
+    return Authenticator(dns, lifetime=a.dns_lifetime)
+
+
 def _intake(
     settings: Settings,
-    analyzer: Analyzer,
     analysis: AnalysisSettings,
+    executors: Executors,
     authserv_id: str,
     activity: Activity,
 ) -> Intake:
     """Parsing and analysis in ``antispam.workers`` processes (default: one per core; 0: in
-    the server's own threads). Nothing starts before ``Pochta.start``. ``authserv_id``: the
-    letters delivered lose the Authentication-Results fields that carry it."""
+    the server's own threads), authentication by the server. Nothing starts before
+    ``Pochta.start``. ``authserv_id``: the letters delivered lose the Authentication-Results
+    fields that carry it; ``activity`` hears of the letters that could not be scored."""
     a = settings.antispam
     processes = cores() if a.workers is None else a.workers
     pool = None
@@ -499,13 +536,15 @@ def _intake(
             name="pochta-letters",
         )
     return Intake(
-        analyzer,
+        make_analyzer(analysis, deferred=True),
         pool,
         inline_limit=settings.mailbox.inline_limit,
         deadline=a.deadline_seconds,
         authserv_id=authserv_id,
         on_timeout=a.on_timeout,
         activity=activity,
+        auth=authenticator(settings),
+        local=executors.local,
     )
 
 

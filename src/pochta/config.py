@@ -109,6 +109,18 @@ class HttpSettings(Section):
 
         parse_networks(proxies)  # ValueError: names the value
         return proxies
+    health_interval_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="how often a background check reads the pair database for /healthz, which"
+        " answers from what it found and never waits for the database itself",
+    )
+    health_stale_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="/healthz says degraded (503) when the pair database has not answered the"
+        " check for this long (a stalled PostgreSQL holds a check up to postgres.pool_timeout)",
+    )
 
 
 class BlobSettings(Section):
@@ -234,6 +246,18 @@ class SmtpSettings(Section):
     )
     max_connection_rate_per_network: int = Field(
         500, ge=0, description="new SMTP (LMTP) connections per rate_period from one /24 or /64"
+    )
+    lookup_threads: int = Field(
+        8,
+        ge=1,
+        description="threads that look recipients up in the mailbox index (RCPT); their own, so"
+        " that a stalled index holds these and nothing else",
+    )
+    delivery_threads: int = Field(
+        16,
+        ge=1,
+        description="threads that store letters (index, FileDB, storage nodes); letters past"
+        " them wait their turn, within command_timeout",
     )
 
     def fqdn(self) -> str:
@@ -569,9 +593,28 @@ class AntispamSettings(Section):
     dns_lifetime: float = Field(
         7.0,
         gt=0,
-        description="seconds all DNS questions of one letter (SPF, DKIM, DMARC) may take;"
-        " past it the check is temperror. With dns_timeout and 1 s for the rest it must fit in"
-        " deadline_seconds (RFC 7208 4.6.4 suggests allowing 20 s: raise both)",
+        description="seconds all DNS questions of one letter (SPF, DKIM, DMARC) may take, from"
+        " the end of DATA; past it the check is temperror. The server asks them while a worker"
+        " reads the letter, so they never hold a worker (RFC 7208 4.6.4 suggests allowing 20 s)",
+    )
+    dns_cache_size: int = Field(
+        10_000,
+        ge=0,
+        description="DNS answers the server keeps, each for its TTL (a name that does not"
+        " exist: its zone's negative TTL); 0: none",
+    )
+    dns_max_in_flight: int = Field(
+        256,
+        ge=1,
+        description="DNS questions out at once (one socket each); more wait for a slot within"
+        " their letter's dns_lifetime. The same question of several letters is asked once",
+    )
+    dns_down_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="when 3 questions in a row got no reply and a probe of the server got none"
+        " either, SPF/DKIM/DMARC are temperror at once for this long, then the server is probed"
+        " again (a sender's silent name servers alone never trip it)",
     )
     workers: int | None = Field(
         None,
@@ -589,7 +632,8 @@ class AntispamSettings(Section):
         10.0,
         gt=0,
         description="a worker still busy with one letter after this is stopped and replaced;"
-        " the letter is then unscored (partial=timeout) and on_timeout says what it does",
+        " the letter is then unscored (partial=timeout) and on_timeout says what it does. DNS"
+        " is not part of it",
     )
     on_timeout: Literal["inbox", "spam", "defer"] = Field(
         "inbox",
@@ -627,21 +671,6 @@ class AntispamSettings(Section):
 
             parse_server(value)  # ValueError: a clear message for the settings error
         return value
-
-    @model_validator(mode="after")
-    def _dns_within_deadline(self) -> AntispamSettings:
-        """The last question may start just before dns_lifetime ends and take dns_timeout; a
-        worker killed at the deadline would deliver the letter unscored, so a sender with a
-        slow DNS server could skip scoring. So the two, with a second for the rest, must fit."""
-        if self.dns == "system" and (
-            self.dns_lifetime + self.dns_timeout + 1.0 > self.deadline_seconds
-        ):
-            raise ValueError(
-                f"dns_lifetime ({self.dns_lifetime:g}) + dns_timeout ({self.dns_timeout:g}) + 1 s"
-                f" must not exceed deadline_seconds ({self.deadline_seconds:g}): a letter whose"
-                " DNS is slow would be delivered unscored"
-            )
-        return self
 
 
 class ValkyrieSettings(Section):
@@ -869,6 +898,22 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = MetricsSettings()
     connections: ConnectionSettings = ConnectionSettings()
 
+    @model_validator(mode="after")
+    def _dns_before_the_reply(self) -> Settings:
+        """A letter's DNS runs beside its worker, no longer inside deadline_seconds (the old
+        rule, dns_lifetime + dns_timeout + 1 <= deadline_seconds, is gone: a slow sender can
+        no longer get a worker killed). What still bounds it: the client waits for the reply
+        to DATA at most smtp.command_timeout before pochta closes the connection."""
+        a = self.antispam
+        if a.dns == "system" and a.dns_lifetime + a.deadline_seconds >= self.smtp.command_timeout:
+            raise ValueError(
+                f"antispam.dns_lifetime ({a.dns_lifetime:g}) + antispam.deadline_seconds"
+                f" ({a.deadline_seconds:g}) must be less than smtp.command_timeout"
+                f" ({self.smtp.command_timeout:g}): the client would be disconnected before"
+                " its letter's reply"
+            )
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -985,6 +1030,8 @@ def _problem(err: ErrorDetails, config: Path | None, overrides: dict[str, Any]) 
     what = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]
     if err["type"] == "extra_forbidden" and key in MOVED:
         what = _moved(key)
+    if not loc:  # a rule between sections: its message names the settings
+        return what.removeprefix("Value error, ")
     return f"{key}: {what} (from {source_of(loc, config, overrides)})"
 
 

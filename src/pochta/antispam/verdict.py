@@ -1,9 +1,10 @@
 """A letter's verdict, and why. Two halves, so that the costly one runs off the server:
 
     analysis   ``Analyzer.analyze(letter)``: pure CPU on the parsed letter, run in a worker
-               process (:mod:`pochta.antispam.worker`) within a time budget: the phishing signs
-               (signs/), sender authentication (auth/, when a DNS resolver is configured),
-               content features (features.py) and the shingles (shingles/extract.py).
+               process (:mod:`pochta.mailbox.intake`) within a time budget: the phishing signs
+               (signs/), sender authentication (auth/: with a DNS resolver here; in a worker,
+               only its plan, finished by the server: ``Analysis.authenticated``), content
+               features (features.py) and the shingles (shingles/extract.py).
     decision   ``Scanner.decide(analysis)``: where the shingle counters live (the server): the
                shingles' counters over 1 h / 24 h / 14 d as features
                (``shingle.<type>.<stat>_<window>``), the rules file's points (rules/), and the
@@ -17,6 +18,7 @@ is a safety net, not the rule.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -87,13 +89,22 @@ class Analysis:
     words: tuple[str, ...] = ()  # the surest words behind tokens.score (for explanations)
     tokens: tuple[str, ...] = field(default=(), repr=False)  # tokens_mod.tokenize
     hashes: tuple[int, ...] = field(default=(), repr=False)  # their token_hash, in order
+    plan: auth_mod.AuthPlan | None = field(default=None, repr=False)  # auth left to the server
+
+    def authenticated(self, results: auth_mod.AuthResults) -> Analysis:
+        """This analysis with the authentication the server finished (``plan``): the results
+        and their features (what the rules and the model read of them)."""
+        features = {**self.features, **feats_mod.from_auth(results)}
+        return dataclasses.replace(self, auth=results, features=features, plan=None)
 
 
 class Analyzer:
     """The analysis half: one per process (the worker's initializer builds it once).
     ``resolver``: SPF / DKIM / DMARC are checked (None: not run), all of one letter's DNS
-    within ``dns_lifetime`` seconds. ``budget``: seconds one letter may take before the
-    stages not yet started are skipped (None: no budget)."""
+    within ``dns_lifetime`` seconds. ``plan_auth`` (instead of a resolver): they are left to
+    the server, which asks DNS without blocking (:mod:`pochta.antispam.auth.authenticator`);
+    the analysis carries what it needs (``Analysis.plan``). ``budget``: seconds one letter may
+    take before the stages not yet started are skipped (None: no budget)."""
 
     def __init__(
         self,
@@ -105,8 +116,10 @@ class Analyzer:
         tokens: tokens_mod.TokenTable | None = None,
         dns_lifetime: float = auth_mod.DNS_LIFETIME,
         word_key: bytes = b"",
+        plan_auth: bool = False,
     ) -> None:
         self.resolver = resolver
+        self.plan_auth = plan_auth and resolver is None
         self.word_key = word_key  # the learned words' hash key (pochta.antispam.words)
         self.dns_lifetime = dns_lifetime
         self.tokens = tokens
@@ -154,9 +167,13 @@ class Analyzer:
             skipped.append("signs")
         lap("signs")
         ar = auth_mod.unchecked(envelope.sender if envelope else None, helo, letter)
-        if self.resolver is not None and envelope is not None and envelope.ip:
+        plan = None
+        checked = self.resolver is not None or self.plan_auth
+        if checked and envelope is not None and envelope.ip:
             if late():
                 skipped.append("auth")
+            elif self.resolver is None:
+                plan = auth_mod.plan(letter.raw, letter)
             else:
                 ar = auth_mod.authenticate(
                     letter.raw,
@@ -188,8 +205,9 @@ class Analyzer:
             shingles = extract(letter, envelope)
         lap("shingles")
         return Analysis(
-            tuple(signs), ar, f, tuple(shingles), tuple(skipped), seconds, words, tokens, hashes
-        )
+            tuple(signs), ar, f, tuple(shingles), tuple(skipped), seconds, words, tokens, hashes,
+            plan,
+        )  # fmt: skip
 
 
 def spam_lean(c: Mapping[str, int]) -> float:

@@ -26,23 +26,36 @@ bytes: the server never holds it whole (its trace header, ``prefix``, travels be
 :meth:`Intake.prepare_apart` (IMAP APPEND) keeps the way back small too: the worker writes each
 big extracted part to a file beside the letter's and sends back its place, not its bytes (a
 50 MB letter's parts would otherwise arrive whole, twice over while they are unpickled).
+
+Sender authentication (``antispam.dns = "system"``) never makes a worker wait for DNS: the
+server asks (:mod:`pochta.antispam.auth.authenticator`). SPF starts when the letter is handed
+in, beside the worker's pass; the pass returns the DKIM keys and DMARC policies the letter
+needs (``Analysis.plan``), which the server then asks; signatures with a key are verified in
+a second, short task (``verify_in_worker``: the body hash and RSA; a small letter's taken
+before big letters, as its first pass); DMARC is judged in the server. A sender whose DNS
+never answers costs a letter its ``antispam.dns_lifetime`` of waiting on the event loop, and
+no worker time.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
 import os
+from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
 from pochta import metrics
+from pochta.antispam.auth.authenticator import Authenticator, LetterAuth
 from pochta.antispam.auth.resolver import DnsResolver
+from pochta.antispam.auth.results import DkimResult, DkimStep, Keys, finish_dkim, unverified
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analysis, Analyzer, unanalyzed
-from pochta.errors import WorkerDied, WorkerTimeout
+from pochta.errors import WorkerDied, WorkerError, WorkerTimeout
+from pochta.executors import run_in
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
 from pochta.mailbox.trace import without_claims
 from pochta.mime.letter import parse
@@ -71,10 +84,12 @@ class AnalysisSettings:
     word_key: bytes = b""
 
 
-def make_analyzer(settings: AnalysisSettings) -> Analyzer:
-    """The analysis half of the verdict, as each worker (or the server itself) builds it."""
+def make_analyzer(settings: AnalysisSettings, *, deferred: bool = False) -> Analyzer:
+    """The analysis half of the verdict. ``deferred`` (the workers, and the server's intake):
+    SPF/DKIM/DMARC are left to the server's :class:`Authenticator`, no DNS is asked here;
+    otherwise (``pochta scan``) they are checked here, with blocking DNS."""
     resolver = None
-    if settings.dns == "system":
+    if settings.dns == "system" and not deferred:
         servers = [settings.dns_server] if settings.dns_server else None
         resolver = DnsResolver(timeout=settings.dns_timeout, nameservers=servers)
     return Analyzer(
@@ -83,6 +98,7 @@ def make_analyzer(settings: AnalysisSettings) -> Analyzer:
         tokens=settings.tokens,
         dns_lifetime=settings.dns_lifetime,
         word_key=settings.word_key,
+        plan_auth=deferred and settings.dns == "system",
     )
 
 
@@ -94,7 +110,7 @@ def init_worker(settings: AnalysisSettings) -> None:
     """The pool's initializer: build this process's analyzer and load what it reads (the
     protected organizations, the public suffix list) before the first letter."""
     global _analyzer
-    _analyzer = make_analyzer(settings)
+    _analyzer = make_analyzer(settings, deferred=True)
     _analyzer.analyze(parse(b"From: a@example.org\r\nSubject: warm\r\n\r\nhttp://example.org/\r\n"))
 
 
@@ -211,9 +227,23 @@ def analyze_in_worker(raw: bytes, envelope: Envelope | None, helo: str | None) -
     return _worker_analyzer().analyze(parse(raw), envelope, helo)
 
 
+def verify_in_worker(
+    raw: Letter,
+    prefix: bytes,
+    steps: Sequence[DkimStep],
+    keys: Keys,
+    authserv_id: str | None = None,
+) -> tuple[DkimResult, ...]:
+    """The DKIM signatures of ``prefix + raw`` verified with the keys the server found (the
+    letter as its first pass read it: without the fields that claim to be pochta's)."""
+    return finish_dkim(load(raw, prefix, authserv_id), steps, keys)
+
+
 # -- in the server -------------------------------------------------------------------------
 class Intake:
-    """Prepares and analyzes letters in ``pool`` (None: in a thread, with ``analyzer``).
+    """Prepares and analyzes letters in ``pool`` (None: in a thread of ``local``, with
+    ``analyzer``); ``auth``: authenticates them (None: ``antispam.dns = "off"``); ``local``:
+    the pool for reading files and analysis without workers (None: the loop's default).
     ``authserv_id``: pochta's name in Authentication-Results; a letter prepared for delivery
     loses the fields that claim it (and every ``X-Pochta-*`` field) before it is parsed.
     ``on_timeout``: what a letter to be scored that its worker could not finish does (see
@@ -229,6 +259,8 @@ class Intake:
         authserv_id: str,
         on_timeout: str = "inbox",
         activity: Activity | None = None,
+        auth: Authenticator | None = None,
+        local: Executor | None = None,
     ) -> None:
         self.analyzer = analyzer
         self.on_timeout = on_timeout
@@ -237,6 +269,8 @@ class Intake:
         self.inline_limit = inline_limit
         self.deadline = deadline
         self.authserv_id = authserv_id
+        self.auth = auth
+        self.local = local
 
     def start(self) -> None:
         if self.pool is not None:
@@ -257,12 +291,83 @@ class Intake:
         prefix: bytes = b"",
     ) -> Prepared:
         """``prefix + raw`` (``raw`` without the fields that claim to be pochta's) parsed,
-        analyzed (``analyze``) or only shingled (``shingles``), split. ``raw`` may be a file
-        (read by the worker). Past the deadline: kept whole and unscored. WorkersUnavailable
-        when the queue is full."""
+        analyzed (``analyze``: and authenticated) or only shingled (``shingles``), split.
+        ``raw`` may be a file (read by the worker). Past the deadline: kept whole and
+        unscored, as ``on_timeout`` says. WorkersUnavailable when the queue is full."""
+        auth = self._begin(envelope, helo) if analyze else None
+        try:
+            prepared = await self._prepare(
+                raw, envelope, helo, analyze=analyze, shingles=shingles, prefix=prefix
+            )
+            if auth is not None and prepared.analysis is not None:
+                analysis = await self._authenticate(auth, prepared.analysis, raw, prefix)
+                prepared = dataclasses.replace(prepared, analysis=analysis)
+            return prepared
+        finally:
+            if auth is not None:
+                auth.close()
+
+    def _begin(self, envelope: Envelope | None, helo: str | None) -> LetterAuth | None:
+        """SPF starts as the letter comes in (as ``Analyzer.analyze`` would check it)."""
+        if self.auth is None or envelope is None or not envelope.ip:
+            return None
+        return self.auth.begin(envelope.ip, envelope.sender or "", helo or "")
+
+    async def _authenticate(
+        self, auth: LetterAuth, analysis: Analysis, raw: Letter, prefix: bytes
+    ) -> Analysis:
+        if analysis.plan is None:  # not analyzed, or the budget cut it before authentication
+            return analysis
+
+        async def verify(steps: tuple[DkimStep, ...], keys: Keys) -> tuple[DkimResult, ...]:
+            return await self._verify(raw, prefix, steps, keys)
+
+        try:
+            return analysis.authenticated(await auth.finish(analysis.plan, verify))
+        except Exception:  # a fault in a check must not cost the letter its delivery
+            log.exception("sender authentication failed; the verdict goes without it")
+            partial = (*analysis.partial, "auth")
+            return dataclasses.replace(analysis, plan=None, partial=partial)
+
+    async def _verify(
+        self, raw: Letter, prefix: bytes, steps: tuple[DkimStep, ...], keys: Keys
+    ) -> tuple[DkimResult, ...]:
+        """DKIM signatures verified in a worker (a short task; a small letter's is taken
+        before big letters, as its first pass was); one that could not run leaves them
+        ``temperror``."""
+        if self.pool is None:
+            return await run_in(
+                self.local, verify_in_worker, raw, prefix, steps, keys, self.authserv_id
+            )
+        try:
+            return await self.pool.arun(
+                verify_in_worker,
+                raw,
+                prefix,
+                steps,
+                dict(keys),
+                self.authserv_id,
+                deadline=self.deadline,
+                urgent=len(prefix) + size_of(raw) <= SMALL,
+            )
+        except WorkerError as exc:
+            log.warning("DKIM signatures not verified: %s", exc.message)
+            return unverified(steps, keys, exc.message)
+
+    async def _prepare(
+        self,
+        raw: Letter,
+        envelope: Envelope | None,
+        helo: str | None,
+        *,
+        analyze: bool,
+        shingles: bool,
+        prefix: bytes = b"",
+    ) -> Prepared:
         if self.pool is None:
             analyzer = self.analyzer if analyze else None
-            return await asyncio.to_thread(
+            return await run_in(
+                self.local,
                 lambda: prepare(
                     load(raw, prefix, self.authserv_id),
                     envelope,
@@ -270,7 +375,7 @@ class Intake:
                     inline_limit=self.inline_limit,
                     analyzer=analyzer,
                     shingles=shingles,
-                )
+                ),
             )
         size = len(prefix) + size_of(raw)
         try:
@@ -297,7 +402,7 @@ class Intake:
                     log.warning("a letter of %d bytes is deferred unscored: %s", size, exc.message)
                     raise
             log.warning("a letter of %d bytes is stored unscored: %s", size, exc.message)
-            whole = await asyncio.to_thread(load, raw, prefix, self.authserv_id)
+            whole = await run_in(self.local, load, raw, prefix, self.authserv_id)
             return unprepared(whole, unanalyzed() if analyze else None)
 
     async def prepare_apart(
@@ -327,13 +432,25 @@ class Intake:
                 with contextlib.suppress(OSError):
                     path.unlink()
             log.warning("a letter of %d bytes is stored whole: %s", size, exc.message)
-            return unprepared(await asyncio.to_thread(load, raw), None), {}
+            return unprepared(await run_in(self.local, load, raw), None), {}
 
     async def analyze(self, raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
-        """The analysis alone (the scan API); past the deadline, an empty one (partial)."""
+        """The analysis alone, authenticated (the scan API); past the deadline, an empty one
+        (partial)."""
+        auth = self._begin(envelope, helo)
+        try:
+            analysis = await self._analyze(raw, envelope, helo)
+            if auth is not None:
+                analysis = await self._authenticate(auth, analysis, raw, b"")
+            return analysis
+        finally:
+            if auth is not None:
+                auth.close()
+
+    async def _analyze(self, raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
         if self.pool is None:
-            return await asyncio.to_thread(
-                lambda: self.analyzer.analyze(parse(raw), envelope, helo)
+            return await run_in(
+                self.local, lambda: self.analyzer.analyze(parse(raw), envelope, helo)
             )
         try:
             return await self.pool.arun(

@@ -34,6 +34,8 @@ class HealthOut(BaseModel):
     status: Literal["ok", "degraded"]
     pairs: int
     writable_pairs: int
+    checked_seconds_ago: float | None  # since the pair database last answered the check
+    problem: str | None = None  # why degraded
 
 
 def bound_of(settings: Settings) -> Callable[[str, str], Bound]:
@@ -97,6 +99,7 @@ def create_app(
                     lmtp_tls_context=ctx if settings.tls.lmtp else None,
                     doorman=door,
                     budget=pochta.budget,
+                    executors=pochta.executors,
                 )
             if settings.imap.enabled:
                 store = ImapStore(pochta.mailbox, wake_deletions=pochta.deletions.wake)
@@ -162,15 +165,29 @@ def create_app(
         "/healthz",
         tags=["service"],
         summary="Liveness and readiness",
-        responses={503: {"model": HealthOut, "description": "no pair of disks takes writes"}},
+        description="From a background check of the pair database (every"
+        " http.health_interval_seconds); never waits for the database itself.",
+        responses={
+            503: {
+                "model": HealthOut,
+                "description": "no pair of disks takes writes, or the pair database has not"
+                " answered for http.health_stale_seconds",
+            }
+        },
     )
-    def healthz(request: Request) -> JSONResponse:
+    async def healthz(request: Request) -> JSONResponse:
         pochta: Pochta = request.app.state.pochta
-        pairs = pochta.blobs.pairs()
-        writable = sum(1 for p in pairs if p.flags.writable)
-        status = "ok" if writable else "degraded"
-        health = HealthOut(status=status, pairs=len(pairs), writable_pairs=writable)
-        return JSONResponse(health.model_dump(), status_code=200 if writable else 503)
+        h = pochta.health.report()
+        health = HealthOut(
+            status=h.status,
+            pairs=h.pairs,
+            writable_pairs=h.writable_pairs,
+            checked_seconds_ago=None
+            if h.checked_seconds_ago is None
+            else round(h.checked_seconds_ago, 3),
+            problem=h.problem,
+        )
+        return JSONResponse(health.model_dump(), status_code=200 if h.status == "ok" else 503)
 
     return app
 

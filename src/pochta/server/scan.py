@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from pochta.errors import InvalidInput, Overloaded
+from pochta.executors import run_in
 from pochta.server.auth import require_service
 from pochta.server.errors import documented
 from pochta.types import Envelope
@@ -67,10 +67,11 @@ async def scan(
         del body
     finally:
         held.release()
-    verdict = await run_in_threadpool(pochta.scanner.decide, analysis)
+    # the counters and learned words, not the database: the local pool (pochta.executors)
+    verdict = await run_in(pochta.executors.local, pochta.scanner.decide, analysis)
     result: dict[str, Any] = verdict.as_dict(pochta.scanner.authserv_id)
     if explain:
-        reasons = await run_in_threadpool(pochta.scanner.explain, verdict)
+        reasons = await run_in(pochta.executors.local, pochta.scanner.explain, verdict)
         result["explanation"] = [r.as_dict() for r in reasons]
     # the verdict is plain JSON already: no re-encoding by the framework
     return JSONResponse(result)

@@ -45,6 +45,7 @@ import socket
 import ssl
 import time
 from collections.abc import Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,6 +65,7 @@ from pochta.errors import (
     WorkerDied,
     WorkerTimeout,
 )
+from pochta.executors import Executors, run_in
 from pochta.guard.anvil import Admission
 from pochta.guard.reserve import DiskReserve, free_bytes, reserve_for
 from pochta.mailbox.intake import Intake, Letter
@@ -98,12 +100,16 @@ class DeliveryHandler:
         *,
         recipient_limit: int = 1000,
         reserve: DiskReserve | None = None,
+        lookups: Executor | None = None,
+        deliveries: Executor | None = None,
     ) -> None:
         self.mailbox = mailbox
         self.intake = intake
         self.hostname = hostname
         self.lmtp = lmtp
         self.recipient_limit = recipient_limit
+        self.lookups = lookups  # recipient lookups: the index alone (pochta.executors)
+        self.deliveries = deliveries  # storing: the index, the FileDB, the storage nodes
         self.reserve = reserve
         self._short = False  # the spool was below its reserve at the last MAIL
 
@@ -147,7 +153,7 @@ class DeliveryHandler:
         if not utf8(address):
             return "553 5.1.3 the recipient address is not valid UTF-8"
         try:
-            user = await asyncio.to_thread(self.mailbox.user, address)
+            user = await run_in(self.lookups, self.mailbox.user, address)
         except StorageError as exc:  # the index is unreachable: not the recipient's fault
             log.warning("recipient <%s> deferred: %s", address, exc.message)
             return STORAGE_UNAVAILABLE
@@ -172,7 +178,7 @@ class DeliveryHandler:
         users: list[User] = []
         try:
             for address in envelope.rcpt_tos:
-                user = await asyncio.to_thread(self.mailbox.user, address)
+                user = await run_in(self.lookups, self.mailbox.user, address)
                 if user is not None:
                     users.append(user)
         except StorageError as exc:
@@ -231,7 +237,7 @@ class DeliveryHandler:
                 analyze=self.mailbox.scores,
                 shingles=self.mailbox.counts_shingles,
             )
-            done = await asyncio.to_thread(self.mailbox.deliver_prepared, prepared, users)
+            done = await run_in(self.deliveries, self.mailbox.deliver_prepared, prepared, users)
         except TooLarge as exc:
             return f"552 5.3.4 {exc.message}"
         except InvalidInput as exc:
@@ -482,6 +488,7 @@ async def start(
     lmtp_tls_context: ssl.SSLContext | None = None,
     doorman: Doorman | None = None,
     budget: Budget | None = None,
+    executors: Executors | None = None,
 ) -> list[asyncio.Server]:
     """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them.
     Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes, or
@@ -490,7 +497,8 @@ async def start(
     ``sockets``: listening sockets bound beforehand (``smtp``, ``lmtp``), used as they are.
     ``tls_context`` / ``lmtp_tls_context``: STARTTLS is offered with it (aiosmtpd's own
     support; never required: a public MX takes mail in clear too, RFC 3207). ``doorman``:
-    the connection limits, asked before the greeting (None: none)."""
+    the connection limits, asked before the greeting (None: none). ``executors``: the pools
+    recipient lookups and deliveries run on (None: the loop's default pool)."""
     loop = asyncio.get_running_loop()
     hostname = settings.fqdn()
     clear_spool(spool_dir, older_than=2 * settings.command_timeout + 600)
@@ -512,6 +520,8 @@ async def start(
             lmtp,
             recipient_limit=settings.recipient_limit,
             reserve=reserve,
+            lookups=executors.lookups if executors is not None else None,
+            deliveries=executors.deliveries if executors is not None else None,
         )
 
         def factory(

@@ -4,6 +4,7 @@ test zones, asked by dnspython exactly as ``antispam.dns = "system"`` asks in pr
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +14,16 @@ from tests.dnsserver import NSD, NsdServer, silent_udp_port, txt_rdata
 from tests.unit.antispam_phishing.helpers import Key, crlf, make_key, sign
 
 from pochta.antispam.auth import spf
-from pochta.antispam.auth.resolver import DnsResolver, DnsTempError, LimitedResolver
+from pochta.antispam.auth.asyncdns import DnsAsyncResolver
+from pochta.antispam.auth.resolver import (
+    DnsResolver,
+    DnsTempError,
+    DnsTimeout,
+    LimitedResolver,
+    RType,
+)
 from pochta.antispam.auth.results import MAX_QUERIES, authenticate
-from pochta.app import analyzer
+from pochta.app import analyzer, build
 from pochta.config import load_settings
 from pochta.mime.letter import parse
 from pochta.types import Envelope
@@ -159,3 +167,93 @@ def test_one_letter_stops_at_its_lifetime(nsd: NsdServer) -> None:
         took = time.monotonic() - t0
     assert (r.spf.result, r.dkim_result, r.dmarc.result) == ("temperror",) * 3
     assert took < 1.0 + 0.4 + 1.0  # the lifetime, one question's timeout, and slack
+
+
+# -- the server's path: dnspython's asynchronous resolver, the worker pool -----------------
+QUESTIONS: list[tuple[str, RType]] = [
+    ("example.org", "TXT"),
+    ("long.example.org", "TXT"),
+    ("EXAMPLE.org.", "MX"),
+    ("mx1.example.org", "A"),
+    ("mx1.example.org", "AAAA"),
+    ("alias.example.org", "A"),
+    ("1.2.0.192.in-addr.arpa", "PTR"),
+    ("nowhere.example.org", "A"),  # NXDOMAIN
+    ("mx2.example.org", "AAAA"),  # no record of the type
+]
+
+
+def test_the_servers_resolver_answers_as_the_blocking_one_and_keeps_answers(
+    tmp_path: Path, key: Key
+) -> None:
+    with NsdServer.start(tmp_path / "nsd", zones(key)) as own:
+        blocking = DnsResolver(timeout=2.0, nameservers=[own.address])
+        expected = [blocking.query(name, rtype) for name, rtype in QUESTIONS]
+        dns = DnsAsyncResolver(nameservers=[own.address], cache_size=100)
+
+        async def go() -> None:
+            assert [await dns.query(n, t, 2.0) for n, t in QUESTIONS] == expected
+            with pytest.raises(DnsTempError, match="REFUSED"):
+                await dns.query("example.com", "TXT", 2.0)  # a zone it does not serve
+            assert await dns.probe(1.0)  # the root's NS: refused, so it is there
+            own.stop()
+            # kept for their TTL (300 s; the negative answers for the SOA's minimum)
+            assert [await dns.query(n, t, 0.5) for n, t in QUESTIONS] == expected
+            with pytest.raises(DnsTempError):
+                await dns.query("mx1.example.org", "TXT", 0.5)  # never asked: the server is gone
+
+        asyncio.run(go())
+
+
+def test_the_probe_of_a_server_that_never_answers_times_out() -> None:
+    sock, port = silent_udp_port()
+    with sock:
+        dns = DnsAsyncResolver(nameservers=[f"127.0.0.1:{port}"])
+
+        async def go() -> None:
+            t0 = time.monotonic()
+            assert not await dns.probe(0.3)
+            with pytest.raises(DnsTimeout):
+                await dns.query("example.org", "TXT", 0.3)
+            assert time.monotonic() - t0 < 2.0
+
+        asyncio.run(go())
+
+
+def test_a_letter_through_the_intake_authenticates_as_the_blocking_analyzer(
+    nsd: NsdServer, key: Key, tmp_path: Path
+) -> None:
+    """The whole server path against the real server: SPF asked at the end of DATA, the
+    worker's plan, the key and policies asked, the signature verified in a worker, DMARC in
+    the server: the same results and features as the blocking analyzer's."""
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        antispam={"dns": "system", "dns_server": nsd.address, "workers": 1},
+    )
+    pochta = build(settings)
+    blocking = pochta.scanner.analyzer  # `pochta scan`'s: blocking DNS, in this process
+    assert isinstance(blocking.resolver, DnsResolver)
+    pochta.intake.start()
+    try:
+        signed = sign(LETTER, key, "example.org", "mail")
+        envelopes = [
+            (signed, Envelope("192.0.2.5", "bounce@example.org"), "mx1.example.org"),
+            (LETTER, Envelope("198.51.100.7", "bounce@example.org"), "relay.example.net"),
+            (LETTER, Envelope("203.0.113.9", "x@example.org"), "forger.example"),
+        ]
+
+        async def go() -> None:
+            for raw, envelope, helo in envelopes:
+                want = blocking.analyze(parse(raw), envelope, helo)
+                got = await pochta.intake.analyze(raw, envelope, helo)
+                assert got.auth == want.auth
+                assert got.features == want.features and got.plan is None
+                prepared = await pochta.intake.prepare(
+                    raw, envelope, helo, analyze=True, shingles=True
+                )
+                assert prepared.analysis is not None and prepared.analysis.auth == want.auth
+
+        asyncio.run(go())
+        assert pochta.intake.pool is not None and pochta.intake.pool.stats.completed >= 7
+    finally:
+        pochta.close()

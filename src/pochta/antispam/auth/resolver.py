@@ -16,6 +16,12 @@ or one server named in the settings (``antispam.dns_server = "127.0.0.1:5353"``)
 question's own timeout this bounds what one letter's SPF, DKIM and DMARC can cost, whatever
 the sender's records say (RFC 7208 4.6.4 asks for a limit on the total time; the counts of
 terms and void lookups are the SPF evaluator's).
+
+The server does not ask through these: its questions are asynchronous
+(:class:`AsyncResolver`, :mod:`pochta.antispam.auth.asyncdns`), asked on the event loop while a
+worker process reads the letter, and the checks run on the answers gathered
+(:mod:`pochta.antispam.auth.replay`). The synchronous ones serve the CLI (``pochta scan``), the
+tests, and the checks re-run on gathered answers.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import ipaddress
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 RType = Literal["TXT", "A", "AAAA", "MX", "PTR"]
 RTYPES: tuple[RType, ...] = ("TXT", "A", "AAAA", "MX", "PTR")
@@ -33,9 +39,38 @@ class DnsTempError(Exception):
     """A lookup failed for now (timeout, SERVFAIL): the result is ``temperror``."""
 
 
+class DnsTimeout(DnsTempError):
+    """No reply came in time: the server may be gone (what the server's breaker counts), as
+    opposed to a reply that says it cannot answer (SERVFAIL, REFUSED)."""
+
+
+class NeedAnswer(Exception):
+    """Raised by a resolver that replays answers gathered so far (:mod:`~pochta.antispam.auth.
+    replay`) for a question it has no answer to yet: the caller asks it, then runs the check
+    again. The checks let it through untouched."""
+
+    def __init__(self, name: str, rtype: RType) -> None:
+        super().__init__(f"{name} {rtype}")
+        self.question = (name, rtype)
+
+
 class Resolver(Protocol):
     def query(self, name: str, rtype: RType) -> list[str]:
         """The records of ``name``; ``[]`` when there are none; DnsTempError for now."""
+
+
+class AsyncResolver(Protocol):
+    async def query(self, name: str, rtype: RType, timeout: float) -> list[str]:
+        """As :meth:`Resolver.query`, awaited, waiting at most ``timeout`` seconds (then
+        :class:`DnsTimeout`)."""
+
+
+Question = tuple[str, RType]
+"""A DNS question: (name lower-cased without the final dot, record type)."""
+
+
+def question(name: str, rtype: RType) -> Question:
+    return (_key(name), rtype)
 
 
 def _key(name: str) -> str:
@@ -78,6 +113,49 @@ class FixtureResolver:
         return list(self.records.get(key, {}).get(rtype, ()))
 
 
+class AsyncFixture:
+    """An :class:`AsyncResolver` over a synchronous one (a :class:`FixtureResolver`): the
+    in-memory fake of the server's resolver. ``delay``: seconds each answer takes; names in
+    ``silent`` never get a reply (the sender's name servers keep silent), nor does anything
+    while ``dead`` (the DNS server itself is gone): :class:`DnsTimeout` after the timeout.
+    ``asked`` counts the questions, ``probes`` the probes."""
+
+    def __init__(
+        self,
+        resolver: Resolver,
+        *,
+        delay: float = 0.0,
+        silent: Collection[str] = (),
+        dead: bool = False,
+    ) -> None:
+        self.resolver = resolver
+        self.delay = delay
+        self.silent = {_key(n) for n in silent}
+        self.dead = dead
+        self.asked = 0
+        self.probes = 0
+
+    async def query(self, name: str, rtype: RType, timeout: float) -> list[str]:
+        import asyncio
+
+        self.asked += 1
+        if self.dead or _key(name) in self.silent or self.delay > timeout:
+            await asyncio.sleep(timeout)
+            raise DnsTimeout(f"{name} {rtype}: no reply in {timeout:g} s (fixture)")
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        return self.resolver.query(name, rtype)
+
+    async def probe(self, timeout: float) -> bool:
+        import asyncio
+
+        self.probes += 1
+        if self.dead:
+            await asyncio.sleep(timeout)
+            return False
+        return True
+
+
 def parse_server(text: str) -> tuple[str, int]:
     """``"127.0.0.1"``, ``"127.0.0.1:5353"``, ``"::1"`` or ``"[::1]:5353"`` as (address,
     port); ValueError for anything else (a host name is not accepted: the resolver's own
@@ -106,22 +184,52 @@ def _port(text: str, whole: str) -> int:
     return int(text)
 
 
+def servers_of(texts: Sequence[str]) -> list[Any]:
+    """dnspython's nameserver objects for ``address[:port]`` texts (``parse_server``)."""
+    import dns.nameserver
+
+    return [dns.nameserver.Do53Nameserver(*parse_server(text)) for text in texts]
+
+
+def records(answer: Any, rtype: RType) -> list[str]:
+    """A dnspython answer as :class:`Resolver` returns it: TXT strings joined, MX exchanges in
+    preference order, names without the final dot."""
+    out: list[tuple[int, str]] = []
+    for rdata in answer:
+        if rtype == "TXT":
+            out.append((0, b"".join(rdata.strings).decode("utf-8", "replace")))
+        elif rtype == "MX":
+            out.append((int(rdata.preference), str(rdata.exchange).rstrip(".").lower()))
+        elif rtype == "PTR":
+            out.append((0, str(rdata.target).rstrip(".").lower()))
+        else:
+            out.append((0, str(rdata.address)))
+    if rtype == "MX":
+        out.sort(key=lambda p: p[0])
+    return [v for _, v in out]
+
+
+def failure(name: str, rtype: RType, exc: Exception) -> DnsTempError:
+    """dnspython's exception for a question that got no usable answer, as a DnsTempError
+    (:class:`DnsTimeout` when no reply came at all)."""
+    import dns.exception
+
+    if isinstance(exc, dns.exception.Timeout):
+        return DnsTimeout(f"{name} {rtype}: {exc}")
+    return DnsTempError(f"{name} {rtype}: {exc}")  # SERVFAIL, REFUSED, a malformed name...
+
+
 class DnsResolver:
     """The real resolver (dnspython). ``timeout``: seconds one question may take, over all
     servers and retries. ``nameservers``: ``address[:port]`` of the servers to ask (default:
     the host's, from ``/etc/resolv.conf``)."""
 
     def __init__(self, timeout: float = 3.0, nameservers: Sequence[str] | None = None) -> None:
-        import dns.nameserver
         import dns.resolver
 
         self._resolver = dns.resolver.Resolver(configure=nameservers is None)
         if nameservers is not None:
-            servers: list[str | dns.nameserver.Nameserver] = []
-            for text in nameservers:
-                address, port = parse_server(text)
-                servers.append(dns.nameserver.Do53Nameserver(address, port))
-            self._resolver.nameservers = servers
+            self._resolver.nameservers = servers_of(nameservers)
         self._resolver.lifetime = timeout
 
     def query(self, name: str, rtype: RType) -> list[str]:
@@ -132,23 +240,9 @@ class DnsResolver:
             answer = self._resolver.resolve(_key(name) + ".", rtype, search=False)
         except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
             return []
-        except (dns.exception.Timeout, dns.resolver.NoNameservers) as exc:
-            raise DnsTempError(f"{name} {rtype}: {exc}") from exc
-        except dns.exception.DNSException as exc:  # malformed name, YXDOMAIN...
-            raise DnsTempError(f"{name} {rtype}: {exc}") from exc
-        out: list[tuple[int, str]] = []
-        for rdata in answer:
-            if rtype == "TXT":
-                out.append((0, b"".join(rdata.strings).decode("utf-8", "replace")))
-            elif rtype == "MX":
-                out.append((int(rdata.preference), str(rdata.exchange).rstrip(".").lower()))
-            elif rtype == "PTR":
-                out.append((0, str(rdata.target).rstrip(".").lower()))
-            else:
-                out.append((0, str(rdata.address)))
-        if rtype == "MX":
-            out.sort(key=lambda p: p[0])
-        return [v for _, v in out]
+        except dns.exception.DNSException as exc:  # timeout, SERVFAIL, malformed name...
+            raise failure(name, rtype, exc) from exc
+        return records(answer, rtype)
 
 
 class LimitedResolver:

@@ -18,6 +18,12 @@ Every DNS question goes through a :class:`~pochta.antispam.auth.resolver.Resolve
 offline ``FixtureResolver``. :func:`authenticate` bounds one letter's questions: at most
 :data:`MAX_QUERIES`, and ``lifetime`` seconds in all (:class:`LimitedResolver`). dkimpy reads
 the clock for ``t=``/``x=`` (10 hours of slack).
+
+:func:`authenticate` asks as it goes (``pochta scan``, tests). The server splits the same
+checks where the letter's bytes and the DNS are (:mod:`pochta.antispam.auth.authenticator`):
+a worker makes the :class:`AuthPlan` (:func:`plan`: :func:`plan_dkim`'s steps, the From
+domain, the DMARC names; no DNS), the server asks, :func:`finish_dkim` verifies with the keys
+where the bytes are, and :func:`check_dmarc` runs on the answers.
 """
 
 from __future__ import annotations
@@ -27,8 +33,8 @@ import hmac
 import logging
 import re
 import secrets
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from email.utils import getaddresses
 from typing import Any, Literal
 
@@ -154,57 +160,140 @@ def _tags(value: bytes) -> dict[str, str]:
     return out
 
 
-def verify_dkim(raw: bytes, resolver: Resolver) -> tuple[DkimResult, ...]:
-    """One result per DKIM-Signature field (the first MAX_SIGNATURES), in order."""
+@dataclass(frozen=True, slots=True)
+class DkimKey:
+    """A signature whose result waits for its key (``name``, TXT): the part of its check that
+    needs no DNS passed."""
+
+    index: int  # which DKIM-Signature field, from the top
+    name: str  # "<s>._domainkey.<d>"
+    domain: str
+    selector: str
+    header_b: str = ""
+
+    def result(self, code: DkimCode, reason: str) -> DkimResult:
+        return DkimResult(code, self.domain, self.selector, self.header_b, reason)
+
+
+DkimStep = DkimResult | DkimKey
+"""One signature before its key is known: its result already (a malformed signature), or the
+key it waits for."""
+Keys = Mapping[str, "list[str] | DnsTempError"]
+"""The TXT records found at each key name, or why none could be asked for now."""
+
+
+def plan_dkim(raw: bytes) -> tuple[DkimStep, ...]:
+    """One step per DKIM-Signature field (the first MAX_SIGNATURES), in order: the checks that
+    need no key, and the key each remaining signature needs. No DNS, little CPU (the header
+    section is split; the body is not read)."""
     try:
         verifier = dkim.DKIM(raw, logger=log, minkey=MIN_KEY_BITS)
     except Exception as exc:  # dkimpy raises a few kinds on a letter it cannot split
         return (DkimResult("permerror", "", "", reason=f"unreadable letter: {exc}"),)
     fields = [v for k, v in verifier.headers if k.lower() == b"dkim-signature"]
-    return tuple(
-        _verify_one(verifier, i, fields[i], resolver)
-        for i in range(min(len(fields), MAX_SIGNATURES))
-    )
+    return tuple(_plan_one(verifier, i, fields[i]) for i in range(min(len(fields), MAX_SIGNATURES)))
 
 
-def _verify_one(verifier: Any, idx: int, field: bytes, resolver: Resolver) -> DkimResult:
-    tags = _tags(field)
+def _plan_one(verifier: Any, idx: int, header: bytes) -> DkimStep:
+    tags = _tags(header)
     domain, selector = tags.get("d", "").lower(), tags.get("s", "")
-    header_b = tags.get("b", "")[:12]
+    step = DkimKey(idx, f"{selector}._domainkey.{domain}", domain, selector, tags.get("b", "")[:12])
+    try:
+        prep = verifier.verify_headerprep(idx)  # a dkim.DKIM (dkimpy ships no type hints)
+    except dkim.DKIMException as exc:
+        return step.result("permerror", f"bad signature: {_short(exc)}")
+    if not prep:
+        return step.result("permerror", "bad signature")
+    return step
 
-    def result(code: DkimCode, reason: str) -> DkimResult:
-        return DkimResult(code, domain, selector, header_b, reason)
 
+def key_outcome(step: DkimKey, found: list[str] | DnsTempError | None) -> DkimResult | None:
+    """The result a key lookup decides by itself (temperror, no key); None when the signature
+    has to be verified with the key found."""
+    if found is None:
+        return step.result("temperror", "key lookup failed: not asked")
+    if isinstance(found, DnsTempError):
+        return step.result("temperror", f"key lookup failed: {found}")
+    if not found:
+        return step.result("permerror", f"no key at {step.name}")
+    return None
+
+
+def to_verify(steps: Sequence[DkimStep], keys: Keys) -> bool:
+    """Whether any signature has a key to be verified with (CPU: the body hash, RSA)."""
+    return any(isinstance(s, DkimKey) and key_outcome(s, keys.get(s.name)) is None for s in steps)
+
+
+def finish_dkim(raw: bytes, steps: Sequence[DkimStep], keys: Keys) -> tuple[DkimResult, ...]:
+    """The results of :func:`plan_dkim`'s steps given their keys: each signature with a key is
+    verified against ``raw`` (the same bytes the plan read)."""
+    verifier: Any = None
+    out: list[DkimResult] = []
+    for step in steps:
+        if isinstance(step, DkimResult):
+            out.append(step)
+            continue
+        found = keys.get(step.name)
+        decided = key_outcome(step, found)
+        if decided is not None:
+            out.append(decided)
+            continue
+        assert isinstance(found, list)
+        if verifier is None:
+            verifier = dkim.DKIM(raw, logger=log, minkey=MIN_KEY_BITS)
+        out.append(_verify_one(verifier, step, found[0].encode("utf-8", "replace")))
+    return tuple(out)
+
+
+def unverified(steps: Sequence[DkimStep], keys: Keys, why: str) -> tuple[DkimResult, ...]:
+    """The results when the signatures that have a key could not be verified: ``temperror``
+    (the others are what their key lookup decided)."""
+    out: list[DkimResult] = []
+    for step in steps:
+        if isinstance(step, DkimResult):
+            out.append(step)
+            continue
+        decided = key_outcome(step, keys.get(step.name))
+        out.append(decided or step.result("temperror", f"not verified: {_short(Exception(why))}"))
+    return tuple(out)
+
+
+def verify_dkim(raw: bytes, resolver: Resolver) -> tuple[DkimResult, ...]:
+    """One result per DKIM-Signature field (the first MAX_SIGNATURES), in order."""
+    steps = plan_dkim(raw)
+    keys: dict[str, list[str] | DnsTempError] = {}
+    for step in steps:
+        if isinstance(step, DkimKey) and step.name not in keys:
+            try:
+                keys[step.name] = resolver.query(step.name, "TXT")
+            except DnsTempError as exc:
+                keys[step.name] = exc
+    return finish_dkim(raw, steps, keys)
+
+
+def _verify_one(verifier: Any, step: DkimKey, key: bytes) -> DkimResult:
     v = verifier  # a dkim.DKIM (dkimpy ships no type hints)
     try:
-        prep = v.verify_headerprep(idx)
-    except dkim.DKIMException as exc:
-        return result("permerror", f"bad signature: {_short(exc)}")
+        prep = v.verify_headerprep(step.index)
+    except dkim.DKIMException as exc:  # the plan passed it: the same bytes pass again
+        return step.result("permerror", f"bad signature: {_short(exc)}")
     if not prep:
-        return result("permerror", "bad signature")
+        return step.result("permerror", "bad signature")
     sig, include_headers, fields = prep
-    name = f"{selector}._domainkey.{domain}"
     try:
-        records = resolver.query(name, "TXT")
-    except DnsTempError as exc:
-        return result("temperror", f"key lookup failed: {exc}")
-    if not records:
-        return result("permerror", f"no key at {name}")
-    key = records[0].encode("utf-8", "replace")
-    try:
-        dkim.evaluate_pk(name.encode(), key)
+        dkim.evaluate_pk(step.name.encode(), key)
     except (dkim.DKIMException, NameError, ValueError) as exc:
-        return result("permerror", f"bad key: {_short(exc)}")
+        return step.result("permerror", f"bad key: {_short(exc)}")
     try:
-        ok = v.verify_sig(sig, include_headers, fields[idx], lambda *_a, **_k: key)
+        ok = v.verify_sig(sig, include_headers, fields[step.index], lambda *_a, **_k: key)
     except dkim.ValidationError as exc:
         reason = "body hash mismatch" if "body hash" in str(exc) else _short(exc)
-        return result("fail", reason)
+        return step.result("fail", reason)
     except dkim.KeyFormatError as exc:
-        return result("permerror", f"bad key: {_short(exc)}")
+        return step.result("permerror", f"bad key: {_short(exc)}")
     except dkim.DKIMException as exc:
-        return result("permerror", _short(exc))
-    return result("pass", "") if ok else result("fail", "signature did not verify")
+        return step.result("permerror", _short(exc))
+    return step.result("pass", "") if ok else step.result("fail", "signature did not verify")
 
 
 def _short(exc: BaseException) -> str:
@@ -307,8 +396,7 @@ def check_dmarc(
     quarantine: none), as RFC 7489 6.6.4 asks."""
     if not from_domain:
         return DmarcResult("permerror", "", reason="no single From domain")
-    domain = normalize.domain(from_domain) or from_domain.lower()
-    org = normalize.registrable(domain) or domain
+    domain, org = policy_domains(from_domain)
     try:
         found_at = domain
         records = [r for r in resolver.query(f"_dmarc.{domain}", "TXT") if is_dmarc_record(r)]
@@ -342,6 +430,13 @@ def check_dmarc(
     return DmarcResult(code, domain, policy, found_at, spf_ok, dkim_ok, record.pct, reason, applied)
 
 
+def policy_domains(from_domain: str) -> tuple[str, str]:
+    """Where DMARC looks for a From domain's policy: the domain, then its organizational
+    domain (the same name when it is one)."""
+    domain = normalize.domain(from_domain) or from_domain.lower()
+    return domain, normalize.registrable(domain) or domain
+
+
 def from_domain(letter: Letter) -> str | None:
     """The domain of the letter's one From address; None for no From, several From fields
     or several addresses in it."""
@@ -355,6 +450,40 @@ def from_domain(letter: Letter) -> str | None:
     if len(addresses) != 1:
         return None
     return normalize.address_domain(addresses[0])
+
+
+def letter_key(raw: bytes) -> bytes:
+    """What decides whether a letter is in a DMARC ``pct`` sample (:func:`sampled`): a digest
+    of its bytes, taken where the bytes are (a worker), so the server decides without them."""
+    return hashlib.blake2b(raw, digest_size=32).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class AuthPlan:
+    """What authenticating a letter needs beside the envelope, as a worker that read the
+    letter finds it (picklable; no DNS asked): each DKIM signature's step (:func:`plan_dkim`),
+    the From domain, the DMARC policy names, and the letter's sample key. The server asks the
+    questions (:mod:`pochta.antispam.auth.authenticator`); SPF needs only the envelope."""
+
+    dkim: tuple[DkimStep, ...]
+    from_domain: str | None
+    dmarc: tuple[str, ...]  # _dmarc.<domain>, and _dmarc.<organizational domain> if another
+    sample_key: bytes = field(repr=False, default=b"")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The DKIM key names to ask (TXT), each once."""
+        return tuple(dict.fromkeys(s.name for s in self.dkim if isinstance(s, DkimKey)))
+
+
+def plan(raw: bytes, letter: Letter | None = None) -> AuthPlan:
+    """The plan of :func:`authenticate` for ``raw`` (``letter``: it parsed, if at hand)."""
+    domain = from_domain(letter if letter is not None else parse(raw))
+    names: tuple[str, ...] = ()
+    if domain:
+        at, org = policy_domains(domain)
+        names = tuple(dict.fromkeys((f"_dmarc.{at}", f"_dmarc.{org}")))
+    return AuthPlan(plan_dkim(raw), domain, names, letter_key(raw))
 
 
 def authenticate(
@@ -374,7 +503,7 @@ def authenticate(
     spf_result = spf.check(ip, mail_from, helo, limited)
     dkim_results = verify_dkim(raw, limited)
     parsed = letter if letter is not None else parse(raw)
-    dmarc = check_dmarc(from_domain(parsed), spf_result, dkim_results, limited, raw)
+    dmarc = check_dmarc(from_domain(parsed), spf_result, dkim_results, limited, letter_key(raw))
     return AuthResults(spf_result, dkim_results, dmarc)
 
 

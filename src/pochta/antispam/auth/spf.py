@@ -28,6 +28,7 @@ pyspf's explanation (``exp=``) text is not used: the reason reported is the matc
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import ipaddress
 import logging
@@ -38,7 +39,16 @@ from typing import Any, Literal, cast
 
 import spf as pyspf  # type: ignore[import-untyped]
 
-from pochta.antispam.auth.resolver import RTYPES, DnsTempError, Resolver
+from pochta.antispam.auth import replay
+from pochta.antispam.auth.resolver import (
+    RTYPES,
+    DnsTempError,
+    NeedAnswer,
+    Question,
+    Resolver,
+    RType,
+    question,
+)
 
 log = logging.getLogger("pochta.antispam.auth.spf")
 
@@ -56,6 +66,7 @@ SPF_CODES: tuple[SpfCode, ...] = (
 MAX_LOOKUPS = pyspf.MAX_LOOKUP  # 10 DNS-querying terms (RFC 7208 4.6.4)
 MAX_VOID = pyspf.MAX_VOID_LOOKUPS  # 2 lookups that answer nothing
 MAX_TERM = 512  # characters of one term of an SPF record (a domain is at most 253)
+MAX_NAMES = pyspf.MAX_MX  # names of one MX or PTR answer whose addresses are checked (10)
 
 _LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$", re.I)
 _SPF_RECORD = re.compile(r"v=spf1(?: |$)", re.I)
@@ -124,6 +135,8 @@ def check(ip: str | None, mail_from: str | None, helo: str | None, resolver: Res
         query = pyspf.query(i=str(addr), s=sender, h=(helo or "").strip(), strict=True)
         code, _smtp, text = query.check()
         mechanism = str(query.mechanism or "")
+    except NeedAnswer:  # a replayed check: the question is asked and the check run again
+        raise
     except Exception as exc:  # a fault in pyspf must not cost the letter its verdict
         log.warning("pyspf failed on %s from %s: %r", sender, addr, exc)
         return SpfResult("temperror", scope, sender, domain, reason=f"SPF check failed: {exc}")
@@ -142,6 +155,34 @@ def check(ip: str | None, mail_from: str | None, helo: str | None, resolver: Res
         reason = str(text).removeprefix("SPF Permanent Error: ")
         reason = reason.removeprefix("SPF Temporary Error: ")
     return SpfResult(result, scope, sender, domain, mechanism, reason)
+
+
+async def check_async(
+    ip: str | None,
+    mail_from: str | None,
+    helo: str | None,
+    ask: replay.Ask,
+    *,
+    run: replay.Runner | None = None,
+) -> SpfResult:
+    """:func:`check` with its questions asked by ``ask`` (awaited, never blocking a thread):
+    pyspf runs on the answers gathered so far (:mod:`~pochta.antispam.auth.replay`). After an
+    MX or PTR answer, the addresses of its first 10 names (A for an IPv4 client, AAAA for
+    IPv6) are asked at once with it: pyspf asks each of them next (RFC 7208 4.6.4)."""
+    family: RType = "A"
+    with contextlib.suppress(ValueError):
+        addr = ipaddress.ip_address((ip or "").strip().strip("[]").removeprefix("IPv6:"))
+        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is None:
+            family = "AAAA"
+
+    def follow(q: Question, answer: list[str]) -> list[Question]:
+        if q[1] not in ("MX", "PTR"):
+            return []
+        return [question(name, family) for name in answer[:MAX_NAMES] if name]
+
+    return await replay.replayed(
+        lambda resolver: check(ip, mail_from, helo, resolver), ask, follow=follow, run=run
+    )
 
 
 def _code(code: str) -> SpfCode:

@@ -1,0 +1,64 @@
+"""Thread pools for the blocking calls the servers' event loop hands off, one per thing those
+calls wait on, so that a dependency that stalls holds only the work that needs it.
+
+``asyncio.to_thread`` runs everything on the loop's one default pool: min(32, cores + 4)
+threads, six on two cores. With the index's database paused, six recipient lookups (each
+waiting up to ``postgres.pool_timeout``) took all six, and every other call of every protocol
+that went through that pool waited behind them, though it did not need the database. Here:
+
+    lookups      the mailbox index alone: SMTP/LMTP recipient lookups (``smtp.lookup_threads``)
+    deliveries   storing a letter: the index, the FileDB, the storage nodes, the shingles'
+                 counters (``smtp.delivery_threads``)
+    local        this machine alone: reading a spooled letter, analysis when there are no
+                 worker processes, the scan API's decision (counters and learned words; both
+                 answer or give up within their own timeouts) (:data:`LOCAL_THREADS`)
+
+The loop's default pool is left to asyncio itself (``getaddrinfo``) and to code not moved
+here. HTTP endpoints that read the database run on Starlette's own pool (anyio, 40 threads);
+``/healthz`` reads none (:mod:`pochta.health`). A pool's threads start on first use; ``close``
+lets running calls end and drops the waiting ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar, TypeVarTuple
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+LOCAL_THREADS = 4
+"""Threads of the ``local`` pool: its calls wait on nothing remote, so a few suffice."""
+
+
+@dataclass(frozen=True)
+class Executors:
+    lookups: Executor
+    deliveries: Executor
+    local: Executor
+
+    @classmethod
+    def start(cls, *, lookups: int, deliveries: int, local: int = LOCAL_THREADS) -> Executors:
+        """Pools of these sizes (their threads start when first used)."""
+        return cls(
+            ThreadPoolExecutor(lookups, thread_name_prefix="pochta-lookup"),
+            ThreadPoolExecutor(deliveries, thread_name_prefix="pochta-deliver"),
+            ThreadPoolExecutor(local, thread_name_prefix="pochta-local"),
+        )
+
+    def close(self) -> None:
+        for pool in (self.lookups, self.deliveries, self.local):
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def run_in(executor: Executor | None, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+    """``fn(*args)`` in ``executor`` (None: the loop's default pool), with the caller's
+    context variables (the log's ids), as ``asyncio.to_thread`` does."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return await loop.run_in_executor(executor, call)

@@ -1,0 +1,89 @@
+"""What /healthz reports (pochta.health): kept by a background check, read without waiting;
+degraded when no pair takes writes or the pair database has not answered for a while."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from pochta.errors import StorageError
+from pochta.health import HealthCheck
+from pochta.types import DiskSpec, Pair, PairFlag
+
+DISKS = (DiskSpec("local", "/a"), DiskSpec("local", "/b"))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_reports_what_the_last_check_found_and_how_long_ago() -> None:
+    clock = Clock()
+    pairs = [Pair(1, DISKS, PairFlag.NONE, (10, 10)), Pair(2, DISKS, PairFlag.READONLY, (1, 1))]
+    check = HealthCheck(lambda: pairs, stale_after=20, clock=clock)
+    first = check.report()
+    assert (first.status, first.checked_seconds_ago) == ("degraded", None)
+    assert first.problem == "the pair database has not answered yet"
+    check.check()
+    clock.now += 3
+    h = check.report()
+    assert (h.status, h.pairs, h.writable_pairs, h.checked_seconds_ago) == ("ok", 2, 1, 3.0)
+    pairs[0] = Pair(1, DISKS, PairFlag.SERVICE, (10, 10))
+    check.check()
+    assert (check.report().status, check.report().problem) == ("degraded", "no pair takes writes")
+
+
+def test_a_database_that_stops_answering_turns_it_degraded_after_stale_after() -> None:
+    clock = Clock()
+    down = False
+
+    def pairs() -> list[Pair]:
+        if down:
+            raise StorageError("couldn't get a connection after 30.00 sec")
+        return [Pair(1, DISKS, PairFlag.NONE, (10, 10))]
+
+    check = HealthCheck(pairs, stale_after=20, clock=clock)
+    check.check()
+    down = True
+    clock.now += 10
+    check.check()  # a blip: still within stale_after
+    assert check.report().status == "ok"
+    clock.now += 15
+    h = check.report()
+    assert (h.status, h.pairs, h.checked_seconds_ago) == ("degraded", 1, 25.0)
+    assert h.problem == (
+        "the pair database has not answered for 25 s: couldn't get a connection after 30.00 sec"
+    )
+    down = False
+    check.check()
+    assert check.report().status == "ok"
+
+
+def test_report_never_waits_for_a_check_stuck_in_the_database() -> None:
+    release = threading.Event()
+    calls = 0
+
+    def pairs() -> list[Pair]:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            release.wait(10)  # the database stopped answering
+        return [Pair(1, DISKS, PairFlag.NONE, (10, 10))]
+
+    check = HealthCheck(pairs, interval=0.01, stale_after=0.2)
+    check.start()  # the first check, in this thread; then the stuck one in its own
+    try:
+        while calls < 2:
+            time.sleep(0.005)
+        t0 = time.monotonic()
+        assert check.report().status == "ok"
+        time.sleep(0.3)
+        assert check.report().status == "degraded"
+        assert time.monotonic() - t0 < 1.0
+    finally:
+        release.set()
+        check.stop()
