@@ -149,6 +149,11 @@ def why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}".rstrip(": ")
 
 
+def connect_failed(exc: BaseException) -> str:
+    """A connection that could not be made, as a kind: "connect: ConnectionRefusedError"."""
+    return "connect: " + ("timed out" if isinstance(exc, TimeoutError) else type(exc).__name__)
+
+
 def spread(values: list[float], scale: float = 1.0, digits: int = 3) -> dict[str, Any]:
     """n, p50, p99 and max of ``values`` (times ``scale``)."""
     if not values:
@@ -645,7 +650,7 @@ async def counted(got: Tally, what: str, attempt: Awaitable[None]) -> None:
     except TimeoutError:
         got.count(what, "timed out")
     except OSError as exc:
-        got.count(what, f"{type(exc).__name__}")
+        got.count(what, type(exc).__name__)
 
 
 async def imap_command(conn: Conn, tag: bytes, command: bytes) -> tuple[list[bytes], bytes]:
@@ -672,7 +677,7 @@ async def imap_login(
     try:
         conn = await Conn.open(ip, port)
     except (OSError, TimeoutError) as exc:
-        return None, f"connect: {why(exc)}", time.monotonic() - t0
+        return None, connect_failed(exc), time.monotonic() - t0
     try:
         greeting = await conn.line()
         if not greeting.startswith(b"* OK"):
@@ -1138,7 +1143,7 @@ async def smtp_greeting(server: Pochta, ip: str, got: Tally) -> Conn | None:
     try:
         conn = await Conn.open(ip, server.smtp)
     except (OSError, TimeoutError) as exc:
-        got.count("connections", f"connect: {why(exc)}", time.monotonic() - t0)
+        got.count("connections", connect_failed(exc), time.monotonic() - t0)
         return None
     try:
         line: bytes | str = await conn.line()
