@@ -1086,15 +1086,17 @@ def forged_headers(a: argparse.Namespace) -> Variants:
             auth = {"Authorization": f"Bearer {r.json()['token']}"}
             for folder in ("Inbox", "Spam"):
                 page = await client.get(f"/v1/messages?folder={folder}&limit=200", headers=auth)
-                for message in page.json()["messages"]:
-                    if message["subject"] in sent:
-                        raw = (
-                            await client.get(f"/v1/messages/{message['id']}/raw", headers=auth)
-                        ).content
-                        got.values.setdefault("letters", {})[message["subject"]] = {
-                            "folder": folder,
-                            **stored_fields(sent[message["subject"]], raw),
-                        }
+                for message in page.json()["messages"]:  # found by the Subject line in its
+                    raw = (  # bytes: a letter pochta cannot parse is listed without a subject
+                        await client.get(f"/v1/messages/{message['id']}/raw", headers=auth)
+                    ).content
+                    for subject, forged in sent.items():
+                        if b"\r\nSubject: %s\r\n" % subject.encode() in raw:
+                            got.values.setdefault("letters", {})[subject] = {
+                                "folder": folder,
+                                "listed with the subject": message["subject"],
+                                **stored_fields(forged, raw),
+                            }
         survived = [
             f
             for subject, report in got.values.get("letters", {}).items()
