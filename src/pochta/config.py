@@ -352,9 +352,6 @@ class ImapSettings(Section):
     idle_poll_seconds: float = Field(
         2.0, gt=0, description="how often an IDLE session looks for new and expunged letters"
     )
-    logins_at_once: int = Field(
-        4, ge=1, description="IMAP logins whose password hash is computed at the same time"
-    )
 
 
 class MailboxSettings(Section):
@@ -430,6 +427,14 @@ class GuardSettings(Section):
         description="seconds a login slowed by login_account_* waits for its slot (the server"
         " waits asynchronously); a slot further away is refused with 429 / NO [UNAVAILABLE]"
         " and the time until it",
+    )
+    password_checks_at_once: int = Field(
+        2,
+        ge=1,
+        description="passwords checked at the same time in one server process, IMAP, the API"
+        " and the webmail together (argon2: 64 MiB and tens of ms of CPU each; 2 keeps a flood"
+        " of wrong passwords within 128 MiB and 2 cores busy); the rest wait their turn, the"
+        " clients an account knows before strangers",
     )
     login_known_days: float = Field(
         90.0,
@@ -938,6 +943,8 @@ MOVED = {
     "shingles.redis_url": "[redis] nodes, db, username, password, tls" + _SHARED,
     "shingles.cluster_nodes": '[redis] nodes with mode = "cluster"' + _SHARED,
     "shingles.timeout": "[redis] timeout" + _SHARED,
+    "imap.logins_at_once": "guard.password_checks_at_once: one bound for the password checks"
+    " of every door (IMAP, the API, the webmail), the clients an account knows first",
     "guard.login_account_max": "guard.login_account_free and guard.login_account_checks:"
     " failures on an account no longer refuse it to everyone, they slow down the clients it"
     " does not know (see README, Locks and limits)",

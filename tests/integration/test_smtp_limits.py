@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import smtplib
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -323,3 +324,40 @@ def test_pipelined_transaction_after_the_end_of_data_is_served(mx: Server) -> No
     c.close()
     assert len(raws(mx, "alice@example.org")) == 1
     assert len(raws(mx, "bob@example.org")) == 1
+
+
+def test_a_pipelining_flood_does_not_hold_the_event_loop(mx: Server) -> None:
+    """Two clients pipeline 40,000 NOOPs each in one write (and read the replies): aiosmtpd
+    reads a buffered command without waiting, and before every reply let the loop go, a
+    greeting of another client waited for the whole flood (3.2 s here; /healthz too). Now
+    the others are served between two of its commands."""
+    n = 40_000
+
+    def flood() -> None:
+        with socket.create_connection(("127.0.0.1", mx.smtp_port), timeout=60) as s:
+            s.recv(1000)
+            replies = threading.Thread(target=lambda: _read_lines(s, n))
+            replies.start()
+            s.sendall(b"NOOP\r\n" * n)
+            replies.join()
+
+    floods = [threading.Thread(target=flood) for _ in range(2)]
+    for t in floods:
+        t.start()
+    waits = []
+    while any(t.is_alive() for t in floods):
+        start = time.monotonic()
+        with socket.create_connection(("127.0.0.1", mx.smtp_port), timeout=60) as c:
+            assert c.recv(100).startswith(b"220")
+        waits.append(time.monotonic() - start)
+        time.sleep(0.02)
+    assert len(waits) >= 3 and max(waits) < 1.0, waits
+
+
+def _read_lines(s: socket.socket, n: int) -> None:
+    got = 0
+    while got < n:
+        data = s.recv(65536)
+        if not data:
+            return
+        got += data.count(b"\r\n")

@@ -39,6 +39,7 @@ from pochta.server import smtp
 from pochta.server.budget import Budget
 from pochta.server.imap import ImapLimits, ImapServer
 from pochta.server.imapstore import ImapStore
+from pochta.server.passwords import PasswordSlots
 
 PASSWORD = "correct horse battery"
 ALICE = "alice@example.org"
@@ -331,7 +332,7 @@ def test_a_login_waits_for_its_slot_without_holding_up_other_logins(tmp_path: Pa
     try:
         p.mailbox.add_user(ALICE, PASSWORD)
         p.mailbox.add_user("bob@example.org", PASSWORD)
-        for running in start(p, dataclasses.replace(LIMITS, logins_at_once=1)):
+        for running in start(p, LIMITS, passwords=PasswordSlots(1)):
             for _ in range(2):  # the free check, then one at once: the next slot is 2.4 s away
                 c = imaplib.IMAP4("127.0.0.1", running.port)
                 with pytest.raises(imaplib.IMAP4.error, match="AUTHENTICATIONFAILED"):

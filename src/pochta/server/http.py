@@ -25,6 +25,7 @@ from pochta.server import metrics as metrics_api
 from pochta.server.connections import Doorman
 from pochta.server.imapstore import ImapStore
 from pochta.server.limits import Bound, RequestBounds
+from pochta.server.passwords import PasswordSlots
 from pochta.server.tls import ServerTLS
 
 log = logging.getLogger("pochta.http")
@@ -117,6 +118,7 @@ def create_app(
                     intake=pochta.intake,
                     spool_dir=settings.data_dir / "spool",
                     cleartext=settings.connections.cleartext_login_networks,
+                    passwords=app.state.passwords,
                 )
                 listeners += imap_listeners
             hangup = _on_sighup(pochta)
@@ -145,6 +147,8 @@ def create_app(
     errors.install(app)
     # where a password may come in clear (server.auth.password_allowed); parsed once
     app.state.cleartext = parse_networks(settings.connections.cleartext_login_networks)
+    # one bound for the password checks of every door (argon2: 64 MiB each)
+    app.state.passwords = PasswordSlots(settings.guard.password_checks_at_once)
     app.add_middleware(
         RequestBounds,
         bound_of=bound_of(settings),

@@ -99,6 +99,7 @@ from pochta.server.imapproto import SPAM, Simple, Unparsed, folder_name, pochta_
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
 from pochta.server.imapstore import ImapStore, Opened
 from pochta.server.imapwire import CHUNK, READ_AHEAD, Closed, LineTooLong, Wire
+from pochta.server.passwords import PasswordSlots
 from pochta.server.smtpdata import Spool
 from pochta.types import Folder, FolderEntry, LetterFlag, User
 
@@ -137,7 +138,6 @@ class ImapLimits:
     login_timeout: float = 60.0  # silence before a login
     idle_timeout: float = 1800.0  # silence after it (and the longest IDLE)
     idle_poll: float = 2.0
-    logins_at_once: int = 4  # argon2 hashes computed at once
 
 
 @dataclass
@@ -193,7 +193,8 @@ class ImapServer:
     :data:`DEFAULT_BUDGET`); ``intake``: prepares APPEND's letters in worker processes (None:
     in the store's threads); ``spool_dir``: where big APPEND letters are spooled (default: the
     system's temporary directory); ``cleartext``: the networks whose clients may log in
-    without TLS (default: loopback)."""
+    without TLS (default: loopback); ``passwords``: the bound on password checks that every
+    door of the process shares (default: IMAP's own, 2 at once)."""
 
     def __init__(
         self,
@@ -207,6 +208,7 @@ class ImapServer:
         intake: Intake | None = None,
         spool_dir: Path | None = None,
         cleartext: Iterable[str | Network] = LOOPBACK,
+        passwords: PasswordSlots | None = None,
     ) -> None:
         self.store = store
         self.limits = limits or ImapLimits()
@@ -223,7 +225,8 @@ class ImapServer:
             "imap", Limits(per_ip=self.limits.connections_per_ip, total=self.limits.connections)
         )
         self.idling = 0
-        self.logins = asyncio.Semaphore(self.limits.logins_at_once)
+        # the password checks of every door share one bound (None: IMAP's own)
+        self.passwords = passwords if passwords is not None else PasswordSlots(2)
         # the store's calls (the index, the database, blobs): never on the event loop, nor in
         # its default executor that everything else shares
         self.executor = ThreadPoolExecutor(self.limits.store_threads, "imap-store")
@@ -363,6 +366,10 @@ class Session:
 
     async def _commands(self) -> None:
         while not self.wire.closing:
+            # every other connection's turn before this one's next command: a command already
+            # buffered is read without waiting, so a client pipelining thousands of them in
+            # one write would otherwise keep the event loop until the last
+            await asyncio.sleep(0)
             timeout = self.limits.idle_timeout if self.user else self.limits.login_timeout
             try:
                 async with asyncio.timeout(timeout):
@@ -707,11 +714,11 @@ class Session:
         try:
             # the guard's wait (a slot of an account under attack) is slept here, holding
             # no thread, no argon2 slot and no connection to a store
-            admission = await asyncio.to_thread(self.store.admit, email, self.wire.peer)
+            admission = await self.server.run(self.store.admit, email, self.wire.peer)
             if admission.wait > 0:
                 await asyncio.sleep(admission.wait)
-            async with self.server.logins:
-                user = await asyncio.to_thread(self.store.login, admission, secret)
+            async with self.server.passwords.slot(admission.known is not None):
+                user = await self.server.run(self.store.login, admission, secret)
         except InvalidCredentials:
             self.error()
             raise no("[AUTHENTICATIONFAILED] wrong e-mail or password") from None
@@ -1275,7 +1282,6 @@ def limits_of(
         login_timeout=settings.login_timeout,
         idle_timeout=settings.idle_timeout,
         idle_poll=settings.idle_poll_seconds,
-        logins_at_once=settings.logins_at_once,
     )
 
 
@@ -1292,13 +1298,15 @@ async def start(
     spool_dir: Path | None = None,
     doorman: Doorman | None = None,
     cleartext: Iterable[str] = LOOPBACK,
+    passwords: PasswordSlots | None = None,
 ) -> tuple[ImapServer, list[asyncio.Server]]:
     """Start the IMAP listener (and IMAPS, when ``tls_port`` and a TLS context are given)
     on the running loop; the caller closes them. ``smtp``: the letters' size limit
     (APPENDLIMIT) and spool threshold; ``require_tls``: LOGIN / AUTHENTICATE only over TLS,
     from every address (``tls.require_starttls``); ``sockets``: listening sockets bound
     beforehand (``imap``, ``imaps``: ``serve --workers``), used instead of binding the ports;
-    ``budget``, ``intake``, ``spool_dir``, ``cleartext``: see :class:`ImapServer`;
+    ``budget``, ``intake``, ``spool_dir``, ``cleartext``, ``passwords``: see
+    :class:`ImapServer`;
     ``doorman``: the connection limits of every protocol (None: the server's own, from
     ``settings``)."""
     server = ImapServer(
@@ -1311,6 +1319,7 @@ async def start(
         spool_dir=spool_dir,
         cleartext=cleartext,
         doorman=doorman,
+        passwords=passwords,
     )
     listeners = []
     ports = [(settings.port, False)]

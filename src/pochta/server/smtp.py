@@ -355,7 +355,12 @@ class PochtaSMTP(SMTP):
         super().data_received(data)
 
     async def push(self, status: AnyStr) -> None:
+        """Send a reply; then let the event loop run everything else that is ready before
+        this connection's next command. aiosmtpd reads a command that is already buffered
+        without waiting, so a client that pipelines thousands of commands in one write would
+        otherwise keep the loop (every other client's greeting, /healthz) until it ends."""
         await super().push(status)
+        await asyncio.sleep(0)
         text = status.decode("utf-8", "replace") if isinstance(status, bytes) else str(status)
         if text[:1] in ("4", "5") and not text.startswith(NOT_ERRORS):
             self.pochta.errors += 1

@@ -94,7 +94,8 @@ async def login(
         admission = await run_in_threadpool(box.admit, email, ip, device)
         if admission.wait > 0:
             await asyncio.sleep(admission.wait)
-        entry = await run_in_threadpool(box.enter, admission, password)
+        async with request.app.state.passwords.slot(admission.known is not None):
+            entry = await run_in_threadpool(box.enter, admission, password)
     except errors.InvalidCredentials:
         return _login_page(request, v, 401, v.word("wrong_login"), email)
     except errors.ResetRequired:
