@@ -253,14 +253,15 @@ class NginxNode:
 
     def pause(self) -> None:
         """SIGSTOP master and workers: connections are accepted by the kernel, never answered."""
-        for pid in self._pids():
+        for pid in self.pids():
             os.kill(pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        for pid in self._pids():
+        for pid in self.pids():
             os.kill(pid, signal.SIGCONT)
 
-    def _pids(self) -> list[int]:
+    def pids(self) -> list[int]:
+        """The master's and its workers' process ids."""
         assert self.proc is not None
         return [self.proc.pid, *children(self.proc.pid)]
 
