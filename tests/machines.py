@@ -46,6 +46,7 @@ from typing import Any
 import httpx
 import psycopg
 import redis
+from redis import Redis as RedisClient  # the field `redis` hides the module in the class
 
 from tests import netns
 from tests.nginx import NGINX, children, node_config
@@ -437,7 +438,7 @@ class Machines:
                 raise RuntimeError("the Redis Cluster did not become healthy")
             time.sleep(0.2)
 
-    def redis_client(self, name: str, *, tls: bool = True) -> redis.Redis:
+    def redis_client(self, name: str, *, tls: bool = True) -> RedisClient:
         """A client of host ``name``'s Redis from the admin host's side (call it there)."""
         if not tls:
             return redis.Redis(

@@ -44,7 +44,7 @@ def test_files_that_cannot_be_used_name_the_setting(files: TLSFiles, tmp_path: P
     ]
     for kwargs, message in cases:
         with pytest.raises(ConfigError, match=message):
-            client_context(**kwargs)  # type: ignore[arg-type]
+            client_context(**kwargs)
 
 
 def test_settings_take_both_or_neither_and_build_checks_the_files(
