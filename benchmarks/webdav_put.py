@@ -19,8 +19,14 @@ this machine's filesystem. Measured, for 64 KB and 10 MB files of random bytes:
 Each pochta upload is 4 requests to each of 2 nodes (probe PUT + DELETE, PUT, MOVE); the
 ratio to nginx is per stored file (a file = two copies).
 
+With ``--tls`` the nodes are README's: HTTPS with client certificates (``ssl_verify_client
+on``), every certificate signed by one CA made for the run, and the loader shows its own
+(``[blobs] node_cert_file``); only the pochta figures are measured then (wrk sends no client
+certificate).
+
     python benchmarks/webdav_put.py            # ~1 minute
     python benchmarks/webdav_put.py --quick    # a few seconds
+    python benchmarks/webdav_put.py --tls      # the same over HTTPS with client certificates
 """
 
 from __future__ import annotations
@@ -44,10 +50,12 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.nginx import NginxNode
+from tests.tlsfiles import TestCA
 
 from _common import emit, machine, note
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.nodes import DiskFactory
+from pochta.blobs.nodes.client import client_context
 from pochta.blobs.nodes.report import write_report
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
@@ -57,8 +65,29 @@ SIZES = {"64KB": 64 << 10, "10MB": 10 << 20}
 WRK = shutil.which("wrk")
 
 
-def loader_rate(store: BlobStore, size: int, threads: int, seconds: float) -> dict[str, Any]:
-    """Uploads of new random content for ``seconds`` from ``threads`` threads."""
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of processes ``pids`` (Linux /proc; gone ones count 0)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def loader_rate(
+    store: BlobStore,
+    size: int,
+    threads: int,
+    seconds: float,
+    nodes: list[NginxNode] | None = None,
+) -> dict[str, Any]:
+    """Uploads of new random content for ``seconds`` from ``threads`` threads; with
+    ``nodes``, the CPU time each file cost this process and the nodes' nginx (a figure
+    that other load on the machine changes less than the rate)."""
     pool = os.urandom(size + 4096)
     done = [0] * threads
     stop = time.monotonic() + seconds
@@ -77,19 +106,25 @@ def loader_rate(store: BlobStore, size: int, threads: int, seconds: float) -> di
     workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
     for w in workers:
         w.start()
+    nginx = [pid for node in nodes or [] for pid in node.pids()]
     start.wait()
-    t0 = time.perf_counter()
+    t0, cpu0, nginx0 = time.perf_counter(), time.process_time(), cpu_seconds(nginx)
     for w in workers:
         w.join()
     elapsed = time.perf_counter() - t0
+    cpu, nginx_cpu = time.process_time() - cpu0, cpu_seconds(nginx) - nginx0
     files = sum(done)
-    return {
+    result = {
         "threads": threads,
         "files": files,
         "seconds": round(elapsed, 2),
         "files_per_s": round(files / elapsed, 1),
         "mb_per_s": round(files * size / elapsed / 1e6, 1),
     }
+    if nodes and files:
+        result["loader_cpu_ms_per_file"] = round(cpu / files * 1000, 2)
+        result["nginx_cpu_ms_per_file"] = round(nginx_cpu / files * 1000, 2)
+    return result
 
 
 def wrk_rate(
@@ -160,13 +195,15 @@ def client_rate(kind: str, url: str, size: int, seconds: float) -> dict[str, Any
     return rates
 
 
-def store_on(workdir: Path, name: str, disks: tuple[DiskSpec, DiskSpec]) -> BlobStore:
+def store_on(
+    workdir: Path, name: str, disks: tuple[DiskSpec, DiskSpec], factory: DiskFactory | None = None
+) -> BlobStore:
     where = workdir / name
     where.mkdir()
     store = BlobStore(
         SQLiteFileDB(where / "filedb.sqlite3"),
         SQLitePairDB(where / "pairdb.sqlite3"),
-        disk_factory=DiskFactory(),
+        disk_factory=factory or DiskFactory(),
     )
     store.add_pair(*disks)
     return store
@@ -176,6 +213,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--dir", default=None, help="where the disks go (default: /tmp)")
+    p.add_argument("--tls", action="store_true", help="HTTPS nodes with client certificates")
     args = p.parse_args()
     seconds = 2.0 if args.quick else 8.0
     workdir = Path(tempfile.mkdtemp(prefix="pochta-bench-webdav-", dir=args.dir))
@@ -186,14 +224,22 @@ def main() -> None:
         "nginx": subprocess.run(
             ["nginx", "-v"], capture_output=True, text=True, check=False
         ).stderr.strip(),
+        "tls": args.tls,
         "runs": [],
     }
-    nodes = [NginxNode.start(workdir / f"node-{i}") for i in range(2)]
+    factory = DiskFactory()
+    tls = [None, None]
+    if args.tls:
+        ca = TestCA.create(workdir / "ca")
+        tls = [ca.issue(workdir / f"node-{i}-tls", ["127.0.0.1"]) for i in range(2)]
+        mine = ca.issue(workdir / "loader-tls", ["loader"])
+        factory = DiskFactory(tls=client_context(mine.ca, mine.cert, mine.key))
+    nodes = [NginxNode.start(workdir / f"node-{i}", tls=tls[i]) for i in range(2)]
     try:
         specs = tuple(node.disk("d") for node in nodes)
         for node in nodes:
             write_report(node.served / "d")
-        webdav = store_on(workdir, "webdav", (specs[0], specs[1]))
+        webdav = store_on(workdir, "webdav", (specs[0], specs[1]), factory)
         local_dirs = (workdir / "local-0", workdir / "local-1")
         local_specs = (DiskSpec("local", str(local_dirs[0])), DiskSpec("local", str(local_dirs[1])))
         local = store_on(workdir, "local", local_specs)
@@ -203,11 +249,18 @@ def main() -> None:
                 run[name] = []
                 for threads in (1, 4):
                     note(f"{label}: {name}, {threads} thread(s)")
-                    run[name].append(loader_rate(store, size, threads, seconds))
+                    run[name].append(
+                        loader_rate(
+                            store, size, threads, seconds, nodes if store is webdav else None
+                        )
+                    )
                     for d in (nodes[0].served / "d", nodes[1].served / "d", *local_dirs):
                         shutil.rmtree(d / "ab", ignore_errors=True)
                         for sub in d.glob("[0-9a-f][0-9a-f]"):
                             shutil.rmtree(sub, ignore_errors=True)
+            if args.tls:
+                result["runs"].append(run)
+                continue
             target = f"{nodes[0].url}/d/tmp/wrk.part"
             if WRK is not None:
                 run["nginx_put_wrk"] = []

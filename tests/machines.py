@@ -1,16 +1,23 @@
 """README's "Several machines" recipe, run on this machine: three hosts as network namespaces
-(tests/netns.py) plus an admin/client host, each process started with ``ip netns exec``.
+(tests/netns.py) plus an admin/client host and a stranger, each process started with
+``ip netns exec``.
 
-    db     10.77.0.1   PostgreSQL, a Redis Cluster master
-    node1  10.77.0.2   nginx WebDAV node (disk1, disk2), a Valkyrie per disk, a loader, a master
-    node2  10.77.0.3   the same
-    admin  10.77.0.9   the pochta commands (db upgrade, pairs add, fsck), pg_dump, the SMTP
-                       clients and HTTP readers (threads of this process that entered it)
+    db       10.77.0.1   PostgreSQL, a Redis Cluster master
+    node1    10.77.0.2   nginx WebDAV node (disk1, disk2), a Valkyrie per disk, a loader, a master
+    node2    10.77.0.3   the same
+    admin    10.77.0.9   the pochta commands (db upgrade, pairs add, fsck), pg_dump, the SMTP
+                         clients and HTTP readers (threads of this process that entered it)
+    stranger 10.77.0.66  a host of the same network that is none of pochta's: no certificate
+
+TLS end to end, as README says: one CA for the installation (``pochta tls ca``), and on every
+host ``/etc/pochta/tls`` (here ``<dir>/<host>/tls``) with the CA's certificate and the host's
+own certificate and key (``pochta tls cert``), which serve its listeners (SMTP STARTTLS, IMAP
+STARTTLS and IMAPS, HTTPS, PostgreSQL, Redis, nginx) and identify it to the storage nodes.
 
 The loaders' and storage hosts' TOML files are README's own blocks (:func:`recipe`), with only
-the password filled in; the test's own settings (fewer analysis processes, short leases) are
-``POCHTA_*`` variables. Used by tests/integration/test_several_machines.py and
-scripts/several-machines.
+the password and the host's certificate directory filled in; the test's own settings (fewer
+analysis processes, short leases) are ``POCHTA_*`` variables. Used by
+tests/integration/test_several_machines.py and scripts/several-machines.
 
     with Machines.start(tmp_path) as m:
         m.pochta("user", "add", ...)        # on the admin host
@@ -25,6 +32,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -38,22 +46,28 @@ from typing import Any
 import httpx
 import psycopg
 import redis
+from redis import Redis as RedisClient  # the field `redis` hides the module in the class
 
 from tests import netns
 from tests.nginx import NGINX, children, node_config
 from tests.pgserver import PASSWORD, SUPERUSER, _run_as, bindir
+from tests.tlsfiles import TestCA, TLSFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SUBNET = "10.77.0"
-DB, NODE1, NODE2, ADMIN = "db", "node1", "node2", "admin"
-ADDRESSES = {DB: 1, NODE1: 2, NODE2: 3, ADMIN: 9}
+DB, NODE1, NODE2, ADMIN, STRANGER = "db", "node1", "node2", "admin", "stranger"
+ADDRESSES = {DB: 1, NODE1: 2, NODE2: 3, ADMIN: 9, STRANGER: 66}
 PG_PORT, REDIS_PORT, NODE_PORT, HTTP_PORT, SMTP_PORT = 5432, 6379, 8080, 8025, 25
+IMAP_PORT, IMAPS_PORT = 143, 993
 DISKS = ("disk1", "disk2")
+TLS_DIR = "/etc/pochta/tls"  # README's: each host's ca.pem, cert.pem, key.pem
+REDIS_PASSWORD = "several-machines-redis-password-cdef"
 SECRETS = {  # README: the same on every machine, in the environment
     "POCHTA_SERVICE_TOKEN": "several-machines-service-token-0123",
     "POCHTA_GUARD__KEY_SECRET": "several-machines-guard-secret-4567",
     "POCHTA_WEB__SECRET": "several-machines-web-secret-89ab",
+    "POCHTA_REDIS__PASSWORD": REDIS_PASSWORD,
 }
 TEST_SETTINGS = {  # this machine has two cores and the test a few minutes
     "POCHTA_ANTISPAM__WORKERS": "0",
@@ -92,15 +106,23 @@ def recipe_pairs(readme: Path = README) -> list[tuple[str, str]]:
     text = readme.read_text()
     start = text.index("\n## Several machines\n")
     section = text[start : text.index("\n## ", start + 1)]
-    return [(a, b) for a, b in re.findall(r"^pochta pairs add (http\S+) (http\S+)$", section, re.M)]
+    return [
+        (a, b) for a, b in re.findall(r"^pochta pairs add (https?\S+) (https?\S+)$", section, re.M)
+    ]
 
 
 def settings_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, **SECRETS, **TEST_SETTINGS, **(extra or {})}
 
 
-def dsn(dbname: str = "pochta") -> str:
-    return f"postgresql://{SUPERUSER}:{PASSWORD}@{SUBNET}.1:{PG_PORT}/{dbname}?connect_timeout=10"
+def dsn(dbname: str = "pochta", ca: Path | None = None) -> str:
+    """The admin host's way to PostgreSQL: over TLS, the server's certificate checked against
+    the installation's CA (``ca``: the admin host's ca.pem; None: without TLS, which the
+    server refuses)."""
+    url = f"postgresql://{SUPERUSER}:{PASSWORD}@{SUBNET}.1:{PG_PORT}/{dbname}?connect_timeout=10"
+    if ca is None:
+        return url + "&sslmode=disable"
+    return url + f"&sslmode=verify-full&sslrootcert={ca}"
 
 
 # -- processes ------------------------------------------------------------------------------
@@ -179,6 +201,7 @@ class Machines:
     valkyries: list[Process] = field(default_factory=list)
     loaders: dict[str, Process] = field(default_factory=dict)
     pg_dir: Path | None = None
+    ca: TestCA | None = None
 
     # -- building it ------------------------------------------------------------------------
     @classmethod
@@ -201,11 +224,15 @@ class Machines:
     def _build(self) -> None:
         for name, octet in ADDRESSES.items():
             self.hosts[name] = self.net.add_host(name, octet)
+        self.ca = TestCA.create(self.dir / "ca", "pochta several-machines CA")
+        for name in (DB, NODE1, NODE2, ADMIN):  # pochta tls cert, for each of its hosts
+            self.ca.issue(self.tls_dir(name), [self.address(name)])
         blocks = recipe()
-        self.loader_toml = self.dir / "loader.toml"
-        self.storage_toml = self.dir / "storage.toml"
-        self.loader_toml.write_text(blocks["loader"].replace("PASSWORD", PASSWORD))
-        self.storage_toml.write_text(blocks["storage"].replace("PASSWORD", PASSWORD))
+        for name in (NODE1, NODE2, ADMIN):
+            self.toml(name).write_text(self._fill(blocks["loader"], name))
+        for name in (NODE1, NODE2):
+            self.toml(name, storage=True).write_text(self._fill(blocks["storage"], name))
+        self.loader_toml = self.toml(ADMIN)
         self._start_postgres()
         self._start_redis()
         self.pochta("db", "upgrade")
@@ -228,8 +255,29 @@ class Machines:
     def address(self, name: str) -> str:
         return self.hosts[name].address
 
+    def tls_dir(self, name: str) -> Path:
+        """Host ``name``'s ``/etc/pochta/tls``."""
+        return self.dir / name / "tls"
+
+    def tls(self, name: str) -> TLSFiles:
+        d = self.tls_dir(name)
+        return TLSFiles(d / "ca.pem", d / "cert.pem", d / "key.pem")
+
+    def client_tls(self) -> ssl.SSLContext:
+        """What the admin host's clients (SMTP, IMAP, HTTPS) verify servers with."""
+        return ssl.create_default_context(cafile=self.tls(ADMIN).ca)
+
+    def toml(self, name: str, *, storage: bool = False) -> Path:
+        """Host ``name``'s pochta.toml: a loader's (and the admin host's), or a storage
+        host's (for its Valkyries)."""
+        return self.dir / name / ("storage.toml" if storage else "pochta.toml")
+
+    def _fill(self, block: str, name: str) -> str:
+        """README's block as host ``name`` has it: the password, its certificates' place."""
+        return block.replace("PASSWORD", PASSWORD).replace(TLS_DIR, str(self.tls_dir(name)))
+
     def node_url(self, name: str) -> str:
-        return f"http://{self.address(name)}:{NODE_PORT}"
+        return f"https://{self.address(name)}:{NODE_PORT}"
 
     def served(self, name: str) -> Path:
         """The directory behind storage node ``name``'s nginx: one subdirectory per disk."""
@@ -268,8 +316,20 @@ class Machines:
             user=user, check=True, capture_output=True, timeout=120,
         )  # fmt: skip
         pwfile.unlink()
-        with (data / "pg_hba.conf").open("a") as hba:  # README: the subnet may connect
-            hba.write(f"host all {SUPERUSER} {SUBNET}.0/24 scram-sha-256\n")
+        hba = data / "pg_hba.conf"  # README: the subnet may connect, over TLS only
+        kept = [line for line in hba.read_text().splitlines() if not line.startswith("host")]
+        hba.write_text(
+            "\n".join([*kept, f"hostssl all {SUPERUSER} {SUBNET}.0/24 scram-sha-256", ""])
+        )
+        tls = self.tls(DB)  # the server's key must be its user's alone
+        for src, dst, mode in (
+            (tls.cert, data / "server.crt", 0o644),
+            (tls.key, data / "server.key", 0o600),
+        ):
+            shutil.copyfile(src, dst)
+            dst.chmod(mode)
+            if user is not None:
+                os.chown(dst, pw.pw_uid, pw.pw_gid)
         host = self.hosts[DB]
         options = {
             "listen_addresses": host.address,
@@ -278,6 +338,9 @@ class Machines:
             "max_connections": "200",
             "fsync": "off",  # a test: a killed server still loses nothing, a power loss would
             "full_page_writes": "off",
+            "ssl": "on",  # README: ssl = on, with the db host's certificate
+            "ssl_cert_file": str(data / "server.crt"),
+            "ssl_key_file": str(data / "server.key"),
         }
         run_as = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"] if user else []
         args = [*run_as, str(pg / "postgres"), "-D", str(data)]
@@ -286,7 +349,7 @@ class Machines:
         def ready() -> bool:
             def connect() -> bool:
                 try:
-                    with psycopg.connect(dsn("postgres"), connect_timeout=2):
+                    with psycopg.connect(dsn("postgres", self.tls(ADMIN).ca), connect_timeout=2):
                         return True
                 except psycopg.OperationalError:
                     return False
@@ -299,7 +362,7 @@ class Machines:
 
     def _sql(self, dbname: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Runs on the calling thread: call it through :meth:`admin`."""
-        with psycopg.connect(dsn(dbname), autocommit=True) as conn:
+        with psycopg.connect(dsn(dbname, self.tls(ADMIN).ca), autocommit=True) as conn:
             cur = conn.execute(sql.encode(), params)
             return cur.fetchall() if cur.description else []
 
@@ -311,9 +374,19 @@ class Machines:
         home.mkdir(exist_ok=True)
         for name in (DB, NODE1, NODE2):
             host = self.hosts[name]
+            tls = self.tls(name)
             args = [
                 "redis-server",
-                "--port", str(REDIS_PORT),
+                "--port", "0",  # README: TLS only, the cluster bus and replication too
+                "--tls-port", str(REDIS_PORT),
+                "--tls-cert-file", str(tls.cert),
+                "--tls-key-file", str(tls.key),
+                "--tls-ca-cert-file", str(tls.ca),
+                "--tls-cluster", "yes",
+                "--tls-replication", "yes",
+                "--tls-auth-clients", "no",  # clients show the password, not a certificate
+                "--requirepass", REDIS_PASSWORD,
+                "--masterauth", REDIS_PASSWORD,
                 "--bind", host.address,
                 "--protected-mode", "no",
                 "--cluster-enabled", "yes",
@@ -337,15 +410,16 @@ class Machines:
             self.redis.append(proc)
         nodes = [f"{self.address(n)}:{REDIS_PORT}" for n in (DB, NODE1, NODE2)]
         self.hosts[DB].run(
-            ["redis-cli", "--cluster", "create", *nodes, "--cluster-replicas", "0",
-             "--cluster-yes"],
+            ["redis-cli", "--tls", "--cacert", str(self.tls(DB).ca), "--cluster", "create",
+             *nodes, "--cluster-replicas", "0", "--cluster-yes"],
             check=True, capture_output=True, timeout=60,
+            env={**os.environ, "REDISCLI_AUTH": REDIS_PASSWORD},
         )  # fmt: skip
 
         def healthy() -> bool:
             for n in (DB, NODE1, NODE2):
                 try:
-                    with redis.Redis(self.address(n), REDIS_PORT, socket_timeout=2) as r:
+                    with self.redis_client(n) as r:
                         info = r.execute_command("CLUSTER INFO")
                         if isinstance(info, dict):
                             state = info.get("cluster_state", info.get(b"cluster_state"))
@@ -364,6 +438,17 @@ class Machines:
                 raise RuntimeError("the Redis Cluster did not become healthy")
             time.sleep(0.2)
 
+    def redis_client(self, name: str, *, tls: bool = True) -> RedisClient:
+        """A client of host ``name``'s Redis from the admin host's side (call it there)."""
+        if not tls:
+            return redis.Redis(
+                self.address(name), REDIS_PORT, password=REDIS_PASSWORD, socket_timeout=2
+            )
+        return redis.Redis(
+            self.address(name), REDIS_PORT, password=REDIS_PASSWORD, socket_timeout=2,
+            ssl=True, ssl_ca_certs=str(self.tls(ADMIN).ca),
+        )  # fmt: skip
+
     def _start_node(self, name: str) -> None:
         host = self.hosts[name]
         home = self.dir / name / "nginx"
@@ -375,7 +460,7 @@ class Machines:
         conf.write_text(
             node_config(
                 port=NODE_PORT, served=served, home=home, host=host.address,
-                allow=f"{SUBNET}.0/24",
+                allow=f"{SUBNET}.0/24", tls=self.tls(name),
             )
         )  # fmt: skip
         assert NGINX is not None
@@ -398,7 +483,8 @@ class Machines:
             self.hosts[name],
             _pochta_args(
                 "valkyrie", "run", "--disk", str(directory),
-                "--config", str(self.storage_toml), "--data", str(self.dir / name / "valkyrie"),
+                "--config", str(self.toml(name, storage=True)),
+                "--data", str(self.dir / name / "valkyrie"),
             ),
             self.dir / name / f"valkyrie-{disk}.log",
             report.is_file,
@@ -414,12 +500,12 @@ class Machines:
         self, name: str, *, wait: bool = True, env: dict[str, str] | None = None
     ) -> None:
         host = self.hosts[name]
-        url = f"http://{host.address}:{HTTP_PORT}/healthz"
+        url = f"https://{host.address}:{HTTP_PORT}/healthz"
 
         def ready() -> bool:
             def ask() -> bool:
                 try:
-                    return httpx.get(url, timeout=2).status_code == 200
+                    return httpx.get(url, timeout=2, verify=self.client_tls()).status_code == 200
                 except httpx.HTTPError:
                     return False
 
@@ -429,7 +515,7 @@ class Machines:
             f"loader {name}",
             host,
             _pochta_args(
-                "serve", "--config", str(self.loader_toml), "--data", str(self.dir / name / "data")
+                "serve", "--config", str(self.toml(name)), "--data", str(self.dir / name / "data")
             ),
             self.dir / name / "serve.log",
             ready,
@@ -464,7 +550,7 @@ class Machines:
     ) -> subprocess.CompletedProcess[bytes]:
         """A ``pochta`` command on ``host`` (the admin host; a storage host gets the storage
         hosts' file, any other the loaders')."""
-        toml = self.storage_toml if host in (NODE1, NODE2) else self.loader_toml
+        toml = self.toml(host, storage=host in (NODE1, NODE2))
         data = self.dir / host / ("valkyrie" if host in (NODE1, NODE2) else "data")
         done = self.hosts[host].run(
             _pochta_args(*args, "--config", str(toml), "--data", str(data)),

@@ -6,6 +6,10 @@ and temporary files in its own directory; stopped afterwards.
         spec = node.disk("disk")            # DiskSpec("http://127.0.0.1:PORT", "disk")
         node.stop(); node.start_again()     # same port, same files
 
+    files = TestCA.create(tmp / "ca").issue(tmp / "tls", ["127.0.0.1"])   # tests/tlsfiles.py
+    node = NginxNode.start(tmp / "node-b", tls=files)   # https://127.0.0.1:PORT, and only
+                                                        # clients with a certificate of that CA
+
 The helpers work outside pytest too (the benchmarks use them); the fixtures at the bottom are
 registered in ``tests/conftest.py``.
 """
@@ -29,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from pochta.types import DiskSpec
+from tests.tlsfiles import TLSFiles
 
 HOST = "127.0.0.1"
 NGINX = shutil.which("nginx") or next(
@@ -86,11 +91,22 @@ def node_config(
     workers: int = 1,
     host: str = HOST,
     allow: str | None = None,
+    tls: TLSFiles | None = None,
 ) -> str:
     """An nginx config for one storage node: every directory under ``served`` is a disk at
     ``http://host:port/<name>``. The same directives as README's example, with every path of
-    nginx's own inside ``home``; ``allow``: the only network that may connect (a CIDR)."""
+    nginx's own inside ``home``; ``allow``: the only network that may connect (a CIDR);
+    ``tls``: HTTPS with this certificate, and only clients with a certificate signed by its CA
+    (``https://host:port/<name>``)."""
     access = f"allow {allow};\n        deny all;" if allow else ""
+    listen = f"{host}:{port}"
+    if tls is not None:
+        listen += f""" ssl;
+        ssl_certificate {tls.cert};
+        ssl_certificate_key {tls.key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_client_certificate {tls.ca};
+        ssl_verify_client on"""
     user = ""
     if os.geteuid() == 0:  # root's workers would become "nobody": stay the current user
         user = f"user {pwd.getpwuid(os.getuid()).pw_name} {grp.getgrgid(os.getgid()).gr_name};"
@@ -114,7 +130,7 @@ http {{
     keepalive_requests 100000;
     keepalive_timeout 75s;
     server {{
-        listen {host}:{port};
+        listen {listen};
         {access}
         root {served};
         location / {{
@@ -147,17 +163,25 @@ class NginxNode:
     served: Path
     home: Path
     workers: int = 1
+    tls: TLSFiles | None = None
     proc: subprocess.Popen[bytes] | None = None
 
     @classmethod
-    def start(cls, home: Path, *, served: Path | None = None, workers: int = 1) -> NginxNode:
+    def start(
+        cls,
+        home: Path,
+        *,
+        served: Path | None = None,
+        workers: int = 1,
+        tls: TLSFiles | None = None,
+    ) -> NginxNode:
         if NGINX is None:
             raise RuntimeError("nginx is not installed")
         home.mkdir(parents=True, exist_ok=True)
         served = served or home / "served"
         served.mkdir(parents=True, exist_ok=True)
         for attempt in range(3):  # a free port can be taken before nginx binds it
-            node = cls(free_port(), served, home, workers)
+            node = cls(free_port(), served, home, workers, tls)
             try:
                 node._spawn()
                 return node
@@ -168,7 +192,7 @@ class NginxNode:
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{HOST}:{self.port}"
 
     def disk(self, name: str) -> DiskSpec:
         """The disk ``served/name`` (created here) as pochta names it."""
@@ -179,7 +203,13 @@ class NginxNode:
         assert NGINX is not None
         conf = self.home / "nginx.conf"
         conf.write_text(
-            node_config(port=self.port, served=self.served, home=self.home, workers=self.workers)
+            node_config(
+                port=self.port,
+                served=self.served,
+                home=self.home,
+                workers=self.workers,
+                tls=self.tls,
+            )
         )
         log = self.home / "error.log"
         args = [NGINX, "-c", str(conf), "-p", str(self.home), "-e", str(log)]
@@ -223,14 +253,15 @@ class NginxNode:
 
     def pause(self) -> None:
         """SIGSTOP master and workers: connections are accepted by the kernel, never answered."""
-        for pid in self._pids():
+        for pid in self.pids():
             os.kill(pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        for pid in self._pids():
+        for pid in self.pids():
             os.kill(pid, signal.SIGCONT)
 
-    def _pids(self) -> list[int]:
+    def pids(self) -> list[int]:
+        """The master's and its workers' process ids."""
         assert self.proc is not None
         return [self.proc.pid, *children(self.proc.pid)]
 
@@ -245,14 +276,17 @@ class NginxNode:
 @pytest.fixture
 def nginx_factory(tmp_path: Path) -> Iterator[Callable[..., NginxNode]]:
     """Starts nginx storage nodes (``served``: the directory whose subdirectories are its
-    disks; default ``tmp_path/node-N/served``), stopped at teardown."""
+    disks; default ``tmp_path/node-N/served``; ``tls``: HTTPS with client certificates),
+    stopped at teardown."""
     if NGINX is None:
         pytest.skip("nginx is not installed (Debian: apt-get install nginx)")
     started: list[NginxNode] = []
 
-    def start(served: Path | None = None, workers: int = 1) -> NginxNode:
+    def start(
+        served: Path | None = None, workers: int = 1, tls: TLSFiles | None = None
+    ) -> NginxNode:
         node = NginxNode.start(
-            tmp_path / f"node-{len(started)}", served=served, workers=workers
+            tmp_path / f"node-{len(started)}", served=served, workers=workers, tls=tls
         )
         started.append(node)
         return node

@@ -1,8 +1,11 @@
-"""The run on several machines (tests/machines.py): a corpus delivered over SMTP through both
-loaders at once while one loader is SIGKILLed and one storage node is killed and started
-again, the client retrying what got no 250 as a sending MTA would; then every check: fsck,
-each attachment's two copies on the two nodes' directories, every accepted letter read back
-byte for byte over the HTTP API, a pg_dump restored into a new database and checked again.
+"""The run on several machines (tests/machines.py): a corpus delivered over SMTP (STARTTLS,
+the loader's certificate verified) through both loaders at once while one loader is SIGKILLed
+and one storage node is killed and started again, the client retrying what got no 250 as a
+sending MTA would; then every check: every accepted letter read back byte for byte over the
+HTTPS API, what a stranger of the same network can do (nothing: no clear-text IMAP login, no
+request to a storage node without a certificate of the installation's CA, no clear-text
+PostgreSQL, Redis or HTTP), each attachment's two copies on the two nodes' directories, fsck,
+a pg_dump restored into a new database and checked again.
 
 Used by tests/integration/test_several_machines.py (a few hundred letters) and
 scripts/several-machines (more, with a JSON summary).
@@ -13,28 +16,49 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import heapq
+import imaplib
 import json
 import random
 import signal
 import smtplib
+import ssl
 import sys
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
+import redis
+import urllib3
 
 from pochta.blobs.keys import blob_path, key_of
-from tests.machines import ADMIN, HTTP_PORT, NODE1, NODE2, SMTP_PORT, Machines, dsn, settings_env
+from tests.machines import (
+    ADMIN,
+    HTTP_PORT,
+    IMAP_PORT,
+    IMAPS_PORT,
+    NODE1,
+    NODE2,
+    NODE_PORT,
+    SMTP_PORT,
+    STRANGER,
+    Machines,
+    dsn,
+    settings_env,
+)
 from tests.mailtools import letter, payload
+from tests.tlsfiles import TestCA
 
 PHISHING = Path(__file__).parent / "data" / "phishing"
 PASSWORD = "several machines password"
 SENDER = "feeder@example.net"
 ID_HEADER = b"X-Several-Id: "
+STRANGER_TIMEOUT = 30.0  # a loaded CI machine answers slowly: a refusal is judged by its kind
 
 
 @dataclass(frozen=True)
@@ -137,6 +161,7 @@ class Sender:
         self.deadline = time.monotonic() + timeout
         self.targets = [machines.address(NODE1), machines.address(NODE2)]
         self.threads = threads
+        self.tls = machines.client_tls()
         self.result = Delivery()
         self._lock = threading.Condition()
         self._queue: list[tuple[float, int, Job]] = []
@@ -194,8 +219,10 @@ class Sender:
                     try:
                         smtp = connections.get(target)
                         if smtp is None:
-                            smtp = connections[target] = smtplib.SMTP(target, SMTP_PORT, timeout=60)
-                    except OSError as exc:
+                            smtp = smtplib.SMTP(target, SMTP_PORT, timeout=60)
+                            smtp.starttls(context=self.tls)  # the loader's certificate checked
+                            connections[target] = smtp
+                    except (OSError, smtplib.SMTPException) as exc:
                         self._failed(type(exc).__name__, job, 0)
                         continue
                     with self._lock:
@@ -299,12 +326,13 @@ def fsck(machines: Machines, env: dict[str, str] | None = None) -> dict[str, Any
 def backup_and_check(machines: Machines) -> dict[str, Any]:
     """README's backup: pg_dump of the schema, pg_restore into a new database, fsck there."""
     dump = machines.dir / "pochta.dump"
+    ca = machines.tls(ADMIN).ca
     machines.pg_tool(
-        "pg_dump", "--format=custom", "--schema=pochta", f"--file={dump}", dsn("pochta")
+        "pg_dump", "--format=custom", "--schema=pochta", f"--file={dump}", dsn("pochta", ca)
     )
     machines.sql("CREATE DATABASE pochta_restored", dbname="postgres")
-    machines.pg_tool("pg_restore", f"--dbname={dsn('pochta_restored')}", str(dump))
-    return fsck(machines, {"POCHTA_POSTGRES__DSN": dsn("pochta_restored")})
+    machines.pg_tool("pg_restore", f"--dbname={dsn('pochta_restored', ca)}", str(dump))
+    return fsck(machines, {"POCHTA_POSTGRES__DSN": dsn("pochta_restored", ca)})
 
 
 ADD_USERS = """
@@ -399,12 +427,12 @@ def byte_exact(
     from tests.integration.test_smtp import strip_trace
 
     by_id = {m.id: m.raw for m in letters}
-    base = f"http://{machines.address(loader)}:{HTTP_PORT}"
+    base = f"https://{machines.address(loader)}:{HTTP_PORT}"
     problems: list[str] = []
     stored: Counter[tuple[str, str]] = Counter()
 
     def read() -> None:
-        with httpx.Client(base_url=base, timeout=60) as http:
+        with httpx.Client(base_url=base, timeout=60, verify=machines.client_tls()) as http:
             for email in mailboxes:
                 r = http.post("/v1/session", json={"email": email, "password": PASSWORD})
                 r.raise_for_status()
@@ -432,6 +460,166 @@ def byte_exact(
     return stored, problems
 
 
+# -- what a stranger on the same network can do -----------------------------------------------
+def imap_logins(machines: Machines, loader: str, email: str) -> dict[str, str]:
+    """From the stranger's host: LOGIN in clear text (refused), after STARTTLS and over
+    IMAPS (both verifying the loader's certificate: accepted), and over IMAPS trusting only
+    the system's CAs (the client refuses the certificate). What each met, "ok" when it went
+    as it must."""
+    address = machines.address(loader)
+    trusted = machines.client_tls()
+    seen: dict[str, str] = {}
+
+    def clear() -> str:
+        with imaplib.IMAP4(address, IMAP_PORT, timeout=STRANGER_TIMEOUT) as imap:
+            caps = imap.capabilities
+            if "LOGINDISABLED" not in caps or "STARTTLS" not in caps:
+                return f"capabilities before STARTTLS: {caps}"
+            try:
+                imap.login(email, PASSWORD)
+            except imaplib.IMAP4.error:  # NO (the same password works over TLS, below)
+                return "ok"
+            return "a clear-text LOGIN was accepted"
+
+    def starttls() -> str:
+        with imaplib.IMAP4(address, IMAP_PORT, timeout=STRANGER_TIMEOUT) as imap:
+            imap.starttls(ssl_context=trusted)
+            imap.login(email, PASSWORD)
+            typ, _ = imap.select("INBOX", readonly=True)
+            return "ok" if typ == "OK" else f"SELECT: {typ}"
+
+    def imaps() -> str:
+        with imaplib.IMAP4_SSL(
+            address, IMAPS_PORT, ssl_context=trusted, timeout=STRANGER_TIMEOUT
+        ) as imap:
+            typ, _ = imap.login(email, PASSWORD)
+            return "ok" if typ == "OK" else f"LOGIN: {typ}"
+
+    def untrusted() -> str:
+        try:
+            with imaplib.IMAP4_SSL(
+                address,
+                IMAPS_PORT,
+                ssl_context=ssl.create_default_context(),
+                timeout=STRANGER_TIMEOUT,
+            ):
+                return "a certificate the system's CAs do not sign was accepted"
+        except ssl.SSLCertVerificationError:
+            return "ok"
+
+    for name, check in (
+        ("clear_text_login", clear), ("starttls_login", starttls), ("imaps_login", imaps),
+        ("imaps_unknown_ca", untrusted),
+    ):  # fmt: skip
+        try:
+            seen[name] = machines.hosts[STRANGER].call(check)
+        except (OSError, imaplib.IMAP4.error, ssl.SSLError) as exc:
+            seen[name] = f"{type(exc).__name__}: {exc}"
+    return seen
+
+
+def node_requests(machines: Machines, node: str) -> dict[str, str]:
+    """From the stranger's host, to storage node ``node``: PUT a new file, PUT over an
+    attachment's copy, DELETE it, MOVE it, without a client certificate and with one of
+    another CA, and in plain HTTP. Each must be refused and leave the files as they were."""
+    served = machines.served(node)
+    victim = sorted(served.glob("disk1/[0-9a-f][0-9a-f]/[0-9a-f][0-9a-f]/*"))[0]
+    before = victim.read_bytes()
+    name = "/" + str(victim.relative_to(served))
+    ca = machines.tls(ADMIN).ca
+    other = machines.dir / "stranger"
+    stranger_files = TestCA.create(other / "ca", "a stranger's CA").issue(other / "tls", ["x.test"])
+    address = machines.address(node)
+    seen: dict[str, str] = {}
+
+    def ask(method: str, path: str, cert: bool, https: bool = True) -> int:
+        headers = {"Destination": "/disk1/tmp/stolen", "Overwrite": "T"} if method == "MOVE" else {}
+        body = b"forged" if method == "PUT" else None
+        if not https:
+            with urllib3.HTTPConnectionPool(
+                address, NODE_PORT, retries=False, timeout=STRANGER_TIMEOUT
+            ) as pool:
+                return pool.request(method, path, body=body, headers=headers).status
+        ctx = ssl.create_default_context(cafile=ca)
+        if cert:
+            ctx.load_cert_chain(stranger_files.cert, stranger_files.key)
+        with urllib3.HTTPSConnectionPool(
+            address, NODE_PORT, ssl_context=ctx, retries=False, timeout=STRANGER_TIMEOUT
+        ) as pool:
+            return pool.request(method, path, body=body, headers=headers).status
+
+    for how, cert, https in (
+        ("no_cert", False, True),
+        ("other_ca", True, True),
+        ("http", False, False),
+    ):
+        for method, path in (
+            ("PUT", "/disk1/tmp/forged.part"), ("PUT", name), ("DELETE", name), ("MOVE", name),
+        ):  # fmt: skip
+            what = f"{how} {method} {'new' if path.startswith('/disk1/tmp') else 'copy'}"
+            try:
+                status = machines.hosts[STRANGER].call(partial(ask, method, path, cert, https))
+                seen[what] = "ok" if status == 400 else f"HTTP {status}"
+            except (OSError, urllib3.exceptions.HTTPError) as exc:  # refused in the handshake
+                seen[what] = "ok" if "certificate" in str(exc).lower() else f"{exc}"
+    if victim.read_bytes() != before:
+        seen["copy untouched"] = "the copy changed"
+    for left in ("tmp/forged.part", "tmp/stolen"):
+        if (served / "disk1" / left).exists():
+            seen[f"no {left}"] = "it was written"
+    return seen
+
+
+def clear_text_refused(machines: Machines) -> dict[str, str]:
+    """From the stranger's host: PostgreSQL without TLS, Redis without TLS, the HTTP API in
+    plain HTTP. Each must get no service."""
+    seen: dict[str, str] = {}
+
+    def postgres() -> str:
+        try:
+            with psycopg.connect(dsn("postgres"), connect_timeout=int(STRANGER_TIMEOUT)):
+                return "a clear-text connection was accepted"
+        except psycopg.OperationalError as exc:
+            return "ok" if "no encryption" in str(exc) else f"refused so: {exc}"
+
+    def redis_plain() -> str:
+        try:
+            with machines.redis_client(NODE1, tls=False) as r:
+                r.ping()
+                return "a clear-text connection was accepted"
+        except (redis.RedisError, OSError):
+            return "ok"
+
+    def http_plain() -> str:
+        try:
+            httpx.get(
+                f"http://{machines.address(NODE2)}:{HTTP_PORT}/healthz", timeout=STRANGER_TIMEOUT
+            )
+            return "a plain HTTP request was answered"
+        except httpx.HTTPError:
+            return "ok"
+
+    for name, check in (("postgres", postgres), ("redis", redis_plain), ("http", http_plain)):
+        seen[name] = machines.hosts[STRANGER].call(check)
+    return seen
+
+
+def stranger(machines: Machines, email: str) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Every stranger's check, and the problems: each answer that is not "ok"."""
+    checks = {
+        "imap": imap_logins(machines, NODE2, email),
+        "storage_node": node_requests(machines, NODE1),
+        "clear_text": clear_text_refused(machines),
+    }
+    problems = [
+        f"stranger: {group} {what}: {seen}"
+        for group, found in checks.items()
+        for what, seen in found.items()
+        if seen != "ok"
+    ]
+    return checks, problems
+
+
 def run(machines: Machines, n: int, mailboxes: int = 8, threads: int = 4) -> dict[str, Any]:
     """The whole scenario; a JSON-ready summary whose ``problems`` must be empty."""
     boxes = users(mailboxes)
@@ -444,6 +632,8 @@ def run(machines: Machines, n: int, mailboxes: int = 8, threads: int = 4) -> dic
     survivor = NODE2 if faults.kill_loader == NODE1 else NODE1
     stored, problems = byte_exact(machines, survivor, letters, boxes)
     problems += check_letters(letters, delivery, stored)
+    strangers, refused = stranger(machines, boxes[0])
+    problems += refused
     problems += delivery.permanent
     # until the node is stopped nothing may be refused, even for a moment: a loader that
     # answers 4xx with every server up has a bug (a loader killed breaks connections only)
@@ -482,6 +672,7 @@ def run(machines: Machines, n: int, mailboxes: int = 8, threads: int = 4) -> dic
         "deliver_seconds": round(delivered_in, 1),
         "letters_per_second": round(n / delivered_in, 1),
         "faults": faults.log,
+        "stranger": strangers,
         "fsck": {k: (len(v) if isinstance(v, list) else v) for k, v in checked.items()},
         "fsck_restored": {k: (len(v) if isinstance(v, list) else v) for k, v in restored.items()},
         "problems": problems,

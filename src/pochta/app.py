@@ -35,7 +35,7 @@ from pochta.antispam.words.sqlite import SQLiteWordStore
 from pochta.blobs.evacuations import Evacuations
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.nodes import DiskFactory
-from pochta.blobs.nodes.client import NodeTimeouts
+from pochta.blobs.nodes.client import NodeTimeouts, client_context
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore
 from pochta.blobs.valkyrie import (
@@ -202,6 +202,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         data.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create data directory {data}: {exc.strerror}") from exc
+    nodes = disk_factory(settings)  # the nodes' TLS files: checked before anything is opened
     redis_client = _redis(settings)  # first: wrong [redis] settings stop us before any open
     sync = settings.blobs.sync
     pg = _postgres(settings)
@@ -220,7 +221,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
     blobs = BlobStore(
         filedb,
         pairdb,
-        disk_factory=disk_factory(settings),
+        disk_factory=nodes,
         placement_root=settings.blobs.placement_root,
         free_refresh_seconds=settings.blobs.free_refresh_seconds,
     )
@@ -379,11 +380,15 @@ def _postgres(settings: Settings) -> Postgres | None:
 
 
 def disk_factory(settings: Settings) -> DiskFactory:
-    """Opens the disks of the pairs: local directories, and WebDAV nodes with the timeouts
-    and pool size of ``[blobs]`` (the BlobStore closes it)."""
+    """Opens the disks of the pairs: local directories, and WebDAV nodes with the timeouts,
+    pool size and TLS files of ``[blobs]`` (read here, once: ConfigError when they cannot be
+    used; the BlobStore closes the factory)."""
     b = settings.blobs
     timeouts = NodeTimeouts(b.node_connect_timeout, b.node_read_timeout, b.node_pool_size)
-    return DiskFactory(timeouts, free_max_age=b.node_free_max_age)
+    tls = None
+    if b.node_ca_file is not None or b.node_cert_file is not None:
+        tls = client_context(b.node_ca_file, b.node_cert_file, b.node_key_file)
+    return DiskFactory(timeouts, free_max_age=b.node_free_max_age, tls=tls)
 
 
 def server_tls(settings: Settings) -> ServerTLS | None:

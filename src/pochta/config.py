@@ -159,6 +159,24 @@ class BlobSettings(Section):
         description="a WebDAV disk's free-space report older than this counts as none (the"
         " disk takes no new files until its storage host reports again)",
     )
+    node_ca_file: Path | None = Field(
+        None,
+        description="PEM CA certificates that sign the https:// storage nodes' certificates"
+        " (the installation's own CA); unset: the system's. Read once at start",
+    )
+    node_cert_file: Path | None = Field(
+        None,
+        description="PEM certificate this machine shows to https:// storage nodes, which"
+        " refuse requests without one signed by their CA (nginx ssl_verify_client on); with"
+        " node_key_file. Read once at start: a restart picks up a renewed one",
+    )
+    node_key_file: Path | None = Field(None, description="PEM private key of node_cert_file")
+
+    @model_validator(mode="after")
+    def _node_cert_and_key(self) -> BlobSettings:
+        if (self.node_cert_file is None) != (self.node_key_file is None):
+            raise ValueError("node_cert_file and node_key_file are set together (or neither)")
+        return self
 
 
 class SmtpSettings(Section):

@@ -35,6 +35,7 @@ class Server:
     proc: subprocess.Popen[bytes]
     log: Path
     imap_port: int = 0
+    imaps_port: int = 0  # IMAPS, when the test set one (POCHTA_IMAP__TLS_PORT)
 
     @property
     def auth(self) -> dict[str, str]:

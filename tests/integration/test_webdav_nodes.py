@@ -11,18 +11,20 @@ import contextlib
 import json
 import os
 import random
+import ssl
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import urllib3
 from typer.testing import CliRunner
 
 from pochta.blobs.filedb.memory import MemoryFileDB
 from pochta.blobs.keys import blob_path, key_of, master_index
 from pochta.blobs.nodes import DiskFactory
-from pochta.blobs.nodes.client import NodeTimeouts, parse_node_url
+from pochta.blobs.nodes.client import NodeTimeouts, client_context, parse_node_url
 from pochta.blobs.nodes.report import REPORT_NAME, write_report
 from pochta.blobs.pairs import MemoryPairDB
 from pochta.blobs.store import BlobStore
@@ -30,6 +32,7 @@ from pochta.cli import app as pochta_app
 from pochta.errors import DiskError, InvalidInput, NoWritablePair
 from pochta.types import DiskSpec, Pair
 from tests.nginx import NginxNode
+from tests.tlsfiles import TestCA, TLSFiles
 
 pytestmark = pytest.mark.integration
 
@@ -278,3 +281,135 @@ def test_valkyrie_on_the_storage_host_repairs_the_sibling_over_webdav(
     assert out.exit_code == 2 and "no disk of a pair" in out.output, out.output
     with contextlib.suppress(FileNotFoundError):
         assert not list((stray / "tmp").iterdir())
+
+
+# -- HTTPS nodes that take requests only from holders of a certificate of the installation's CA --
+@dataclass
+class TlsRig:
+    ca: TestCA
+    loader: TLSFiles  # the loader's certificate, key and the CA it trusts
+    nodes: list[NginxNode]
+    store: BlobStore
+    pair: Pair
+
+
+@pytest.fixture
+def tls_rig(nginx_factory: Callable[..., NginxNode], tmp_path: Path) -> Iterator[TlsRig]:
+    """Two nodes over HTTPS with ``ssl_verify_client on`` (the README's node), and a loader
+    with its client certificate, all signed by one CA."""
+    ca = TestCA.create(tmp_path / "ca")
+    nodes = [
+        nginx_factory(tls=ca.issue(tmp_path / f"node{i}-tls", ["127.0.0.1"])) for i in range(2)
+    ]
+    loader = ca.issue(tmp_path / "loader-tls", ["loader.test"])
+    for node in nodes:
+        assert node.url.startswith("https://")
+        node.disk("d")
+        _report(node, "d")
+    factory = DiskFactory(
+        NodeTimeouts(connect=1.0, read=5.0), tls=client_context(loader.ca, loader.cert, loader.key)
+    )
+    store = BlobStore(MemoryFileDB(), MemoryPairDB(), disk_factory=factory, free_refresh_seconds=0)
+    pair = store.add_pair(nodes[0].disk("d"), nodes[1].disk("d"))
+    try:
+        yield TlsRig(ca, loader, nodes, store, pair)
+    finally:
+        store.close()
+
+
+def _raw(
+    node: NginxNode,
+    method: str,
+    path: str,
+    *,
+    files: TLSFiles | None = None,
+    ca: Path,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> int:
+    """One request as a stranger makes it: trusting the node's CA (so that the refusal is
+    the node's, not this client's), with ``files``' client certificate or none."""
+    ctx = ssl.create_default_context(cafile=ca)
+    if files is not None:
+        ctx.load_cert_chain(files.cert, files.key)
+    with urllib3.HTTPSConnectionPool("127.0.0.1", node.port, ssl_context=ctx, retries=False) as p:
+        return p.request(method, path, body=body, headers=headers).status
+
+
+def test_https_nodes_serve_pochta_and_refuse_strangers(tls_rig: TlsRig, tmp_path: Path) -> None:
+    rig = tls_rig
+    data = os.urandom(300_000)
+    stored = rig.store.upload(None, 7, [data[:150_000], data[150_000:]])
+    key = stored.record.key
+    copies = [node.served / "d" / blob_path(key) for node in rig.nodes]
+    assert [c.read_bytes() for c in copies] == [data, data]
+    for node in rig.nodes:  # the probe's PUT and DELETE, the copy's PUT and MOVE: all done
+        assert list((node.served / "d" / "tmp").iterdir()) == []
+    assert rig.store.read(key, len(data), zlib.crc32(data)) == data
+    assert [p.free[0] > 0 for p in rig.store.refresh_free(force=True)] == [True]
+
+    node, copy = rig.nodes[0], copies[0]
+    name = f"/d/{blob_path(key)}"
+    other_ca = TestCA.create(tmp_path / "other-ca", "not the installation's CA")
+    stranger = other_ca.issue(tmp_path / "stranger-tls", ["stranger.test"])
+    for files in (None, stranger):  # no certificate, and one the node's CA did not sign
+        assert (
+            _raw(node, "PUT", "/d/tmp/x.part", body=b"evil", files=files, ca=rig.loader.ca) == 400
+        )
+        assert _raw(node, "PUT", name, body=b"evil", files=files, ca=rig.loader.ca) == 400
+        assert _raw(node, "DELETE", name, files=files, ca=rig.loader.ca) == 400
+        moved = {"Destination": "/d/tmp/stolen", "Overwrite": "T"}
+        assert _raw(node, "MOVE", name, files=files, ca=rig.loader.ca, headers=moved) == 400
+        assert _raw(node, "GET", name, files=files, ca=rig.loader.ca) == 400
+    assert copy.read_bytes() == data  # untouched
+    assert not (node.served / "d" / "tmp" / "x.part").exists()
+    assert not (node.served / "d" / "tmp" / "stolen").exists()
+    # plain HTTP to the node's port gets nothing either
+    with urllib3.HTTPConnectionPool("127.0.0.1", node.port, retries=False) as plain:
+        assert plain.request("DELETE", name).status == 400
+    assert copy.read_bytes() == data
+    # the holder of a certificate of the installation's CA is served
+    assert _raw(node, "GET", name, files=rig.loader, ca=rig.loader.ca) == 200
+
+
+def test_a_loader_without_its_certificate_or_with_the_wrong_ca_is_told_why(
+    tls_rig: TlsRig, tmp_path: Path
+) -> None:
+    spec = tls_rig.nodes[0].disk("d")
+    no_cert = DiskFactory(NodeTimeouts(1.0, 5.0), tls=client_context(tls_rig.loader.ca))
+    with contextlib.closing(no_cert), pytest.raises(DiskError, match="node_cert_file"):
+        no_cert(spec).probe()
+    other = TestCA.create(tmp_path / "other-ca", "another CA")
+    elsewhere = other.issue(tmp_path / "elsewhere", ["loader.test"])
+    wrong_ca = DiskFactory(
+        NodeTimeouts(1.0, 5.0),
+        tls=client_context(elsewhere.ca, tls_rig.loader.cert, tls_rig.loader.key),
+    )
+    with contextlib.closing(wrong_ca), pytest.raises(DiskError, match="certificate verify failed"):
+        wrong_ca(spec).probe()
+    assert not list((tls_rig.nodes[0].served / "d" / "tmp").iterdir())  # nothing written
+
+
+def test_pairs_add_over_https_with_the_blobs_settings(
+    data: Path,
+    nginx_factory: Callable[..., NginxNode],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ca = TestCA.create(tmp_path / "ca")
+    a, b = (nginx_factory(tls=ca.issue(tmp_path / f"n{i}", ["127.0.0.1"])) for i in range(2))
+    mine = ca.issue(tmp_path / "admin", ["admin.test"])
+    a.disk("disk1"), b.disk("disk1")
+    urls = [f"{a.url}/disk1", f"{b.url}/disk1"]
+    out = runner.invoke(pochta_app, ["pairs", "add", *urls, "--data", str(data)])
+    assert out.exit_code == 5 and "certificate verify failed" in out.output, out.output
+    monkeypatch.setenv("POCHTA_BLOBS__NODE_CA_FILE", str(mine.ca))
+    monkeypatch.setenv("POCHTA_BLOBS__NODE_CERT_FILE", str(mine.cert))
+    monkeypatch.setenv("POCHTA_BLOBS__NODE_KEY_FILE", str(mine.key))
+    added = json.loads(cli(data, "pairs", "add", *urls, "--json"))
+    assert [d["node"] for d in added["disks"]] == [a.url, b.url]
+    # a key file that is not there stops pochta at start, naming the setting
+    monkeypatch.setenv("POCHTA_BLOBS__NODE_KEY_FILE", str(tmp_path / "missing.pem"))
+    out = runner.invoke(pochta_app, ["pairs", "list", "--data", str(data)])
+    assert out.exit_code == 6 and "blobs.node_cert_file" in out.output, out.output
+    assert "missing.pem" in out.output

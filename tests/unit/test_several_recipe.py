@@ -1,10 +1,12 @@
 """README's "Several machines" recipe cannot rot: its TOML files are valid pochta settings
-that put every store on PostgreSQL and the locks on the Redis Cluster, and its addresses,
-ports and pairs are the ones tests/integration/test_several_machines.py builds (which runs
-those very blocks)."""
+that put every store on PostgreSQL and the locks on the Redis Cluster, over TLS checked
+against the installation's CA everywhere, and its addresses, ports, pairs and certificate
+directory are the ones tests/integration/test_several_machines.py builds (which runs those
+very blocks)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from tests.machines import (
     PG_PORT,
     REDIS_PORT,
     SUBNET,
+    TLS_DIR,
     recipe,
     recipe_pairs,
 )
@@ -51,17 +54,39 @@ def test_both_files_are_valid_and_share_the_stores(settings: dict[str, Settings]
         assert s.redis.mode == "cluster" and list(s.redis.nodes) == redis_nodes
         assert s.postgres.dsn is not None
         dsn = s.postgres.dsn.get_secret_value()
-        assert f"@{address(DB)}:{PG_PORT}/pochta" in dsn
+        assert f"@{address(DB)}:{PG_PORT}/pochta?" in dsn
+        assert f"sslmode=verify-full&sslrootcert={TLS_DIR}/ca.pem" in dsn
+        assert s.redis.tls and s.redis.tls_ca_file == Path(TLS_DIR) / "ca.pem"
+        assert (s.blobs.node_ca_file, s.blobs.node_cert_file, s.blobs.node_key_file) == (
+            Path(TLS_DIR) / "ca.pem",
+            Path(TLS_DIR) / "cert.pem",
+            Path(TLS_DIR) / "key.pem",
+        )
     loader = settings["loader"]
     assert loader.shingles.backend == "redis"
     assert loader.http.host == loader.smtp.host == loader.imap.host == "0.0.0.0"
     assert settings["storage"].postgres.dsn == loader.postgres.dsn
+    # every listener a stranger reaches speaks TLS, and IMAP takes no password without it
+    tls = loader.tls
+    assert (tls.cert_file, tls.key_file) == (Path(TLS_DIR) / "cert.pem", Path(TLS_DIR) / "key.pem")
+    assert tls.https and tls.smtp and tls.require_starttls
+    assert (loader.imap.port, loader.imap.tls_port) == (143, 993)
+
+
+def test_the_certificate_directory_is_the_only_path_the_test_replaces() -> None:
+    """tests/machines.py fills in each host's certificate directory for TLS_DIR: a path of
+    another directory in the blocks would be used as it is, on the machine running the test."""
+    for block in recipe().values():
+        paths = re.findall(r'"(/[^"]*?)"', block) + re.findall(r"sslrootcert=(/\S+?)\"", block)
+        assert paths
+        for path in paths:
+            assert path == "/var/lib/pochta" or path.startswith(TLS_DIR + "/"), path
 
 
 def test_pairs_join_a_disk_of_each_node() -> None:
     pairs = recipe_pairs()
     assert pairs
-    nodes = {f"http://{address(n)}:{NODE_PORT}" for n in (NODE1, NODE2)}
+    nodes = {f"https://{address(n)}:{NODE_PORT}" for n in (NODE1, NODE2)}
     for a, b in pairs:
         disk_a, disk_b = parse_node_url(a), parse_node_url(b)
         assert {disk_a.node, disk_b.node} == nodes

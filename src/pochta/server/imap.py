@@ -257,10 +257,19 @@ class ImapServer:
         sock: socket.socket | None = None,
     ) -> asyncio.Server:
         """Listen on host:port, or on ``sock`` when given (IMAPS when ``implicit_tls``: TLS
-        from the first byte)."""
+        from the first byte). IMAPS hands the handshake to the transport, which completes it
+        before the session sees the connection: a session that started TLS itself could read
+        the client's ClientHello as plain bytes first (uvloop reads a new connection before
+        the session's task runs) and throw it away with the rest (129 of 200 handshakes hung
+        that way). Its context is asked for once, here: pochta's (``ServerTLS.context``)
+        switches every handshake to the newest certificate by itself."""
         if implicit_tls and self.tls is None:
             raise ValueError("implicit TLS needs a TLS context")
         loop = asyncio.get_running_loop()
+        tls: dict[str, Any] = {}
+        if implicit_tls:
+            assert self.tls is not None
+            tls = {"ssl": self.tls(), "ssl_handshake_timeout": self.limits.login_timeout}
 
         ahead = self.limits.login_command  # before the login: a few KB, no more
 
@@ -270,8 +279,8 @@ class ImapServer:
             )
 
         if sock is not None:
-            return await loop.create_server(factory, sock=sock, backlog=1024)
-        return await loop.create_server(factory, host, port, backlog=1024)
+            return await loop.create_server(factory, sock=sock, backlog=1024, **tls)
+        return await loop.create_server(factory, host, port, backlog=1024, **tls)
 
     def _accept(self, wire: Wire, implicit_tls: bool) -> None:
         task = asyncio.get_running_loop().create_task(self._serve(wire, implicit_tls))
@@ -291,10 +300,7 @@ class ImapServer:
         session = Session(self, wire, tls=False)
         self.sessions.add(session)
         try:
-            if implicit_tls:
-                assert self.tls is not None
-                await wire.start_tls(self.tls(), limits.login_timeout)
-                session.tls = True
+            session.tls = implicit_tls  # IMAPS: the transport's handshake is done
             await session.run()
         except (Closed, ConnectionError, ssl.SSLError, TimeoutError):
             pass

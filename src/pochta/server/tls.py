@@ -31,10 +31,14 @@ import logging
 import ssl
 import threading
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pochta.config import TlsSettings
 from pochta.errors import ConfigError
+
+if TYPE_CHECKING:  # cryptography is imported where certificates are made, not at start
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 log = logging.getLogger("pochta.tls")
 
@@ -139,17 +143,106 @@ def self_signed(hosts: list[str], days: int = 365) -> tuple[bytes, bytes]:
     """A self-signed certificate for ``hosts`` (names or IP addresses, all in its subject
     alternative names; the first is its common name) and its key (ECDSA P-256), both PEM. For
     a test install: clients must be told to trust it."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    return _leaf(hosts, days, key, issuer=None, client=False), _key_pem(key)
+
+
+def new_ca(name: str = "pochta CA", days: int = 3650) -> tuple[bytes, bytes]:
+    """A certificate authority for one installation: its certificate and its key (ECDSA
+    P-256), both PEM. It signs only end certificates (``path_length=0``); every machine of the
+    installation trusts it (``ca.pem``), and its key stays with the operator."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    if not name or len(name) > 64:
+        raise ValueError("a CA's name has 1 to 64 characters")
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return _cert_pem(cert), _key_pem(key)
+
+
+def signed(hosts: list[str], ca_cert: bytes, ca_key: bytes, days: int = 365) -> tuple[bytes, bytes]:
+    """A certificate for ``hosts`` signed by the CA (``ca_cert`` / ``ca_key``, PEM, as
+    :func:`new_ca` makes them) and its key, both PEM. It serves a machine's listeners (SMTP,
+    IMAP, HTTPS, PostgreSQL, Redis, a storage node's nginx) and identifies the machine as a
+    TLS client (to the storage nodes): both uses are in its extended key usage. ValueError
+    when the CA's files are not a CA's certificate and its key."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    try:
+        issuer = x509.load_pem_x509_certificate(ca_cert)
+        issuer_key = serialization.load_pem_private_key(ca_key, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"not a PEM certificate and an unencrypted PEM key: {exc}") from None
+    try:
+        is_ca = issuer.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        is_ca = False
+    if not is_ca:
+        raise ValueError("the certificate is not a CA's (no basicConstraints CA:TRUE)")
+    if not isinstance(issuer_key, ec.EllipticCurvePrivateKey) or (
+        issuer_key.public_key() != issuer.public_key()
+    ):
+        raise ValueError("the key is not the CA certificate's (pochta's CAs have ECDSA keys)")
+    key = ec.generate_private_key(ec.SECP256R1())
+    return _leaf(hosts, days, key, issuer=(issuer, issuer_key), client=True), _key_pem(key)
+
+
+def _leaf(
+    hosts: list[str],
+    days: int,
+    key: ec.EllipticCurvePrivateKey,
+    *,
+    issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None,
+    client: bool,
+) -> bytes:
+    """An end certificate for ``hosts`` and ``key``'s public half: self-signed when
+    ``issuer`` is None, else signed by (CA certificate, CA key); ``client``: usable as a TLS
+    client certificate too."""
     import datetime
     import ipaddress
 
     from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives import hashes
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     if not hosts:
         raise ValueError("a certificate names at least one host")
-    key = ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = []
     for host in hosts:
         try:
@@ -158,10 +251,13 @@ def self_signed(hosts: list[str], days: int = 365) -> tuple[bytes, bytes]:
             names.append(x509.DNSName(host))
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0][:64])])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] + (
+        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+    )
+    builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
-        .issuer_name(subject)
+        .issuer_name(subject if issuer is None else issuer[0].subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -183,12 +279,28 @@ def self_signed(hosts: list[str], days: int = 365) -> tuple[bytes, bytes]:
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(key, hashes.SHA256())
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     )
-    key_pem = key.private_bytes(
+    if issuer is not None:
+        builder = builder.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer[1].public_key()),
+            critical=False,
+        )
+    cert = builder.sign(key if issuer is None else issuer[1], hashes.SHA256())
+    return _cert_pem(cert)
+
+
+def _cert_pem(cert: x509.Certificate) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem

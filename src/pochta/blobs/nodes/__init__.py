@@ -1,8 +1,10 @@
 """Storage nodes: where a disk's bytes live. ``local`` is a directory on this machine;
-``http://node:port`` is a WebDAV node (nginx with the dav module)."""
+``https://node:port`` (``http://`` for embedded and test setups) is a WebDAV node (nginx with
+the dav module)."""
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 from pochta.blobs.nodes.client import NodeClients, NodeTimeouts
@@ -14,12 +16,17 @@ from pochta.types import Disk, DiskSpec
 
 class DiskFactory:
     """Opens the Disk of a spec (the only place that maps node kinds); the WebDAV disks of
-    one node share its pool of connections. ``close`` closes the pools."""
+    one node share its pool of connections, ``https://`` nodes are reached with ``tls``
+    (:func:`pochta.blobs.nodes.client.client_context`). ``close`` closes the pools."""
 
     def __init__(
-        self, timeouts: NodeTimeouts | None = None, *, free_max_age: float = FREE_MAX_AGE
+        self,
+        timeouts: NodeTimeouts | None = None,
+        *,
+        free_max_age: float = FREE_MAX_AGE,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        self.clients = NodeClients(timeouts)
+        self.clients = NodeClients(timeouts, tls)
         self.free_max_age = free_max_age
 
     def __call__(self, spec: DiskSpec) -> Disk:
@@ -32,4 +39,3 @@ class DiskFactory:
 
     def close(self) -> None:
         self.clients.close()
-

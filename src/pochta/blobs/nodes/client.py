@@ -8,15 +8,24 @@ second, and streamed a 10 MB GET 2.3x faster; httpx sent a 10 MB PUT 1.26x faste
 makes mostly small requests (a probe PUT and DELETE, a MOVE, per copy) and reads in 1 MiB
 chunks, and the node speaks plain HTTP/1.1, so httpx's extra layers buy nothing here.
 
-Every connection failure (refused, reset, a timeout) and every 5xx answer is a ``DiskError``:
-the loader then places the file on another pair, and a read goes to the sibling disk.
+Every connection failure (refused, reset, a timeout, a TLS handshake refused) and every 5xx
+answer is a ``DiskError``: the loader then places the file on another pair, and a read goes to
+the sibling disk.
+
+An ``https://`` node is reached over TLS with one ``ssl.SSLContext`` for every node
+(:func:`client_context`, built once at start from ``[blobs] node_ca_file``, ``node_cert_file``,
+``node_key_file``): the CA that signs the nodes' certificates, and this machine's client
+certificate, which nodes with ``ssl_verify_client on`` require. ``http://`` nodes (embedded
+and test setups) are plain HTTP.
 """
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote, urlsplit
 
@@ -24,7 +33,7 @@ import urllib3
 from urllib3.exceptions import HTTPError
 from urllib3.util import Timeout
 
-from pochta.errors import DiskError, InvalidInput
+from pochta.errors import ConfigError, DiskError, InvalidInput
 from pochta.types import DiskSpec
 
 OK = frozenset({200, 201, 204, 206})
@@ -38,6 +47,39 @@ class NodeTimeouts:
     connect: float = 2.0
     read: float = 30.0
     pool_size: int = 16  # keep-alive connections kept per node
+
+
+def client_context(
+    ca_file: Path | None = None, cert_file: Path | None = None, key_file: Path | None = None
+) -> ssl.SSLContext:
+    """The TLS context of requests to ``https://`` nodes: their certificates must chain to
+    ``ca_file`` (unset: the system's CAs) and name the node's host; ``cert_file`` and
+    ``key_file`` (PEM; both or neither) are shown to nodes that ask for a client certificate.
+    The files are read here, once: ConfigError naming the setting when one cannot be used."""
+    try:
+        ctx = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"blobs.node_ca_file: cannot use {ca_file}: {_tls_why(exc)}") from None
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if (cert_file is None) != (key_file is None):
+        raise ConfigError("blobs.node_cert_file and node_key_file are set together (or neither)")
+    if cert_file is not None and key_file is not None:
+        try:
+            ctx.load_cert_chain(cert_file, key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"blobs.node_cert_file / node_key_file: cannot use {cert_file} with {key_file}:"
+                f" {_tls_why(exc)}"
+            ) from None
+    return ctx
+
+
+def _tls_why(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return exc.reason or str(exc)
+    if isinstance(exc, OSError):
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+    return str(exc)
 
 
 def parse_node_url(text: str) -> DiskSpec:
@@ -63,15 +105,23 @@ def parse_node_url(text: str) -> DiskSpec:
 
 
 class NodeClient:
-    """Requests to one node (``scheme://host:port``), over pooled keep-alive connections.
-    Thread-safe; one per node is shared by every disk on it."""
+    """Requests to one node (``scheme://host:port``), over pooled keep-alive connections
+    (``tls``: the context of an ``https://`` node; None: the system's CAs, no client
+    certificate). Thread-safe; one per node is shared by every disk on it."""
 
-    def __init__(self, node: str, timeouts: NodeTimeouts | None = None) -> None:
+    def __init__(
+        self,
+        node: str,
+        timeouts: NodeTimeouts | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.node = node
         self.timeouts = timeouts or NodeTimeouts()
         t = self.timeouts
+        https = {"ssl_context": tls} if tls is not None and node.startswith("https://") else {}
         self._pool = urllib3.connection_from_url(
             node,
+            **https,
             maxsize=t.pool_size,
             block=False,  # a burst opens extra connections rather than waiting for one
             timeout=Timeout(connect=t.connect, read=t.read),
@@ -138,16 +188,26 @@ def status_error(
         reason = "method not allowed (is `dav_methods PUT DELETE MOVE` on for this location?)"
     elif status == 413:
         reason = "too large for the node (raise its client_max_body_size; 0 = no limit)"
+    elif status == 400 and node.startswith("https://"):
+        reason = (
+            "HTTP 400 Bad Request (nginx's answer to a request without an accepted client"
+            " certificate: set blobs.node_cert_file and node_key_file to a certificate signed"
+            " by the CA in the node's ssl_client_certificate)"
+        )
     else:
         reason = f"HTTP {status} {response.reason or ''}".strip()
     return DiskError(f"node {node}: {what}: {reason}{hint}")
 
 
 class NodeClients:
-    """One ``NodeClient`` per node, made on first use; ``close`` closes them all."""
+    """One ``NodeClient`` per node, made on first use, all with the same timeouts and TLS
+    context; ``close`` closes them all."""
 
-    def __init__(self, timeouts: NodeTimeouts | None = None) -> None:
+    def __init__(
+        self, timeouts: NodeTimeouts | None = None, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.timeouts = timeouts or NodeTimeouts()
+        self.tls = tls
         self._clients: dict[str, NodeClient] = {}
         self._lock = threading.Lock()
 
@@ -155,7 +215,7 @@ class NodeClients:
         with self._lock:
             client = self._clients.get(node)
             if client is None:
-                client = self._clients[node] = NodeClient(node, self.timeouts)
+                client = self._clients[node] = NodeClient(node, self.timeouts, self.tls)
             return client
 
     def close(self) -> None:
