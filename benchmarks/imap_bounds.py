@@ -8,8 +8,9 @@ computes an argon2 hash, 64 MiB for the time it takes), then two attacks, one af
 - ``login``: ``--connections`` connections (default 4) each send one LOGIN that carries 8
   LITERAL+ literals of 40 MB, as fast as they can (no password needed): the issue's attack;
 - ``append``: ``--appenders`` connections (default 4), logged in before the figures are
-  reset (each login's argon2 hash takes 64 MiB while it runs, up to ``imap.logins_at_once``
-  of them: that is the login's cost, measured by ``baseline``), each APPEND one letter of
+  reset (each login's argon2 hash takes 64 MiB while it runs, up to
+  ``guard.password_checks_at_once`` of them: that is the login's cost, measured by
+  ``baseline``), each APPEND one letter of
   ``smtp.max_message_size`` bytes (a base64 attachment of random bytes) with LITERAL+ at once.
 
 - ``guesses`` (not IMAP's literals: what a login costs): ``--connections`` strangers (from
