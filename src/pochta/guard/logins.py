@@ -6,7 +6,9 @@ Before the password is looked at, :meth:`LoginGuard.admit` works out who is aski
   token, ``pochta.guard.devices``), else an address it logged in from, else an address in a
   network it logged in from, within ``login_known_days`` (``pochta.guard.known``). A known
   client is limited only by its own failures on that account (``per_client``): a phone with
-  a stale password locks out itself, nobody else, and no attack on the account slows it;
+  a stale password locks out itself, nobody else, and no attack on the account slows it. A
+  network's allowance is shared by its addresses: once spent, they are let in as unknown
+  clients (below) rather than refused, so a neighbour's guesses cannot lock the owner out;
 - anyone else, an **unknown client**: refused (``RateLimited``, 429 with Retry-After) when
   its address failed too often on any accounts (``per_ip``), failed too often on this
   account (``per_client``), or logged in too often (``per_ip_success``: credential stuffing
@@ -103,10 +105,14 @@ class LoginGuard:
             net = network(ip) if kind == "network" else None
             client = f"ip:{address(ip)}" if net is None else f"net:{net}"
         subject = f"{account}\n{client}"
-        admission = Admission(email, ip, subject, kind, 0.0, binding, device_id)
         if kind is not None:
-            self._refuse_unless(self.limiter.peek((self.per_client, subject)))
-            return admission
+            own = self.limiter.peek((self.per_client, subject))
+            if own.allowed or kind != "network":
+                self._refuse_unless(own)
+                return Admission(email, ip, subject, kind, 0.0, binding, device_id)
+            # a network's allowance is shared by its addresses: spent (a neighbour guessing,
+            # behind the same carrier's NAT?), it refuses nobody, its addresses go as strangers
+            kind, subject = None, f"{account}\nip:{address(ip)}"
         checks = [(self.per_ip, address(ip)), (self.per_client, subject)]
         if self.per_ip_success is not None:
             checks.append((self.per_ip_success, address(ip)))
@@ -163,14 +169,17 @@ class LoginGuard:
     def reset(self, *, ip: str | None = None, email: str | None = None) -> None:
         """Lift the limits of ``ip`` (its failures and successes), of ``email`` (the
         account's schedule: its checks are no longer spaced out), and with both, the
-        address's own failures on that account."""
+        failures of the address and of its network on that account."""
         checks: list[tuple[Limit, str]] = []
         if ip is not None:
             checks.append((self.per_ip, address(ip)))
             if self.per_ip_success is not None:
                 checks.append((self.per_ip_success, address(ip)))
         if ip is not None and email is not None:
-            checks.append((self.per_client, f"{_account(email)}\nip:{address(ip)}"))
+            account = _account(email)
+            checks.append((self.per_client, f"{account}\nip:{address(ip)}"))
+            if network(ip) is not None:  # a limit is named once per call: its own reset
+                self.limiter.reset((self.per_client, f"{account}\nnet:{network(ip)}"))
         if checks:
             self.limiter.reset(*checks)
         if email is not None:

@@ -718,13 +718,11 @@ class Session:
             self.error()
             raise no("[AUTHENTICATIONFAILED] wrong e-mail or password") from None
         try:
-            # the guard's wait (a slot of an account under attack) is slept here, holding
-            # no thread, no argon2 slot and no connection to a store
-            admission = await self.server.run(self.store.admit, email, self.wire.peer)
-            if admission.wait > 0:
-                await asyncio.sleep(admission.wait)
-            async with self.server.passwords.slot(admission.known is not None):
-                user = await self.server.run(self.store.login, admission, secret)
+            user = await self.server.passwords.log_in(
+                self.server.run,
+                functools.partial(self.store.admit, email, self.wire.peer),
+                functools.partial(self.store.login, password=secret),
+            )
         except InvalidCredentials:
             self.error()
             raise no("[AUTHENTICATIONFAILED] wrong e-mail or password") from None

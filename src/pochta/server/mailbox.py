@@ -3,7 +3,7 @@ folders and letters. Someone else's letter is a 404, exactly like a letter that 
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -179,11 +179,11 @@ async def login(request: Request, body: LoginIn, box: Box) -> SessionOut:
     thread; the store and the password check run in the thread pool."""
     password_allowed(request)  # over TLS, or in clear from cleartext_login_networks only
     ip = request.client.host if request.client is not None else "unknown"
-    admission = await run_in_threadpool(box.admit, body.email, ip, body.device)
-    if admission.wait > 0:
-        await asyncio.sleep(admission.wait)
-    async with request.app.state.passwords.slot(admission.known is not None):  # argon2's bound
-        entry = await run_in_threadpool(box.enter, admission, body.password)
+    entry = await request.app.state.passwords.log_in(
+        run_in_threadpool,
+        functools.partial(box.admit, body.email, ip, body.device),
+        functools.partial(box.enter, password=body.password),
+    )
     return SessionOut(
         token=entry.token, email=entry.user.email, expires_in=box.session_ttl, device=entry.device
     )

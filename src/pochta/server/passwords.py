@@ -1,5 +1,10 @@
-"""The password checks of every door (IMAP, ``POST /v1/session``, the webmail) share one
-bound per process.
+"""The login of every door (IMAP, ``POST /v1/session``, the webmail): one sequence, and one
+bound per process on the password checks they share.
+
+:meth:`PasswordSlots.log_in` is that sequence: who is asking (the guard's ``Admission``, in a
+thread), the wait the guard asks for (an account under attack) slept on the event loop,
+holding no thread, no slot and no connection, then the password checked in a thread within
+the bound.
 
 A password is checked with argon2 as pochta hashes it: 64 MiB of memory and tens of
 milliseconds of CPU per check. Without one bound for all doors, a flood of wrong passwords
@@ -13,8 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from pochta.guard.logins import Admission
+
+T = TypeVar("T")
+Run = Callable[[Callable[[], Any]], Awaitable[Any]]
+"""Runs a blocking call in a thread and awaits it (IMAP's pool, Starlette's)."""
 
 
 class PasswordSlots:
@@ -50,6 +63,19 @@ class PasswordSlots:
             yield
         finally:
             self._release()
+
+    async def log_in(
+        self, run: Run, admit: Callable[[], Admission], check: Callable[[Admission], T]
+    ) -> T:
+        """The login sequence: ``admit`` (RateLimited when the client may not try now), its
+        wait slept here, then ``check(admission)`` (argon2, the outcome charged) in a slot,
+        the clients the account knows first. Both calls run through ``run``."""
+        admission: Admission = await run(admit)
+        if admission.wait > 0:
+            await asyncio.sleep(admission.wait)
+        async with self.slot(admission.known is not None):
+            checked: T = await run(functools.partial(check, admission))
+            return checked
 
     def _release(self) -> None:
         for queue in (self._known, self._strangers):

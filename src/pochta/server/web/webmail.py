@@ -6,7 +6,7 @@ counters behave the same. Plain HTML forms, no script."""
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import quote, urlencode
@@ -91,11 +91,11 @@ async def login(
     try:
         password_allowed(request)  # over TLS, or in clear from cleartext_login_networks only
         device = request.cookies.get(security.DEVICE_COOKIE)
-        admission = await run_in_threadpool(box.admit, email, ip, device)
-        if admission.wait > 0:
-            await asyncio.sleep(admission.wait)
-        async with request.app.state.passwords.slot(admission.known is not None):
-            entry = await run_in_threadpool(box.enter, admission, password)
+        entry = await request.app.state.passwords.log_in(
+            run_in_threadpool,
+            functools.partial(box.admit, email, ip, device),
+            functools.partial(box.enter, password=password),
+        )
     except errors.InvalidCredentials:
         return _login_page(request, v, 401, v.word("wrong_login"), email)
     except errors.ResetRequired:
