@@ -94,12 +94,21 @@ class HttpSettings(Section):
     max_connection_rate_per_network: int = Field(
         3000, ge=0, description="new HTTP connections per rate_period from one /24 or /64"
     )
+    header_timeout: float = Field(
+        60.0,
+        gt=0,
+        description="seconds a new connection may take to send its first request's line and"
+        " headers; then it is closed (nginx's client_header_timeout): connections that send"
+        " nothing would otherwise hold the connection limits for ever",
+    )
     trusted_proxies: list[str] = Field(
         default_factory=lambda: ["127.0.0.1", "::1"],
         description="addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For and"
         " X-Forwarded-Proto are believed: the client's address (login limits, logs) and https"
-        " (Secure cookies) come from them. Default: a proxy on this host (uvicorn's default);"
-        " [] believes no one. Never a network that strangers can send from",
+        " (Secure cookies) come from them, and their connections are not held to the"
+        " max_connection* limits (every client behind one shares its address: the proxy's own"
+        " limits apply). Default: a proxy on this host (uvicorn's default); [] believes no"
+        " one. Never a network that strangers can send from",
     )
 
     @field_validator("trusted_proxies")

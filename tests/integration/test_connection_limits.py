@@ -187,7 +187,8 @@ def test_a_stranger_gets_50_imap_connections_then_bye(mx: Server) -> None:
 
 @pytest.fixture(scope="module")
 def tight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A server with small SMTP connection limits, and a spool reserve larger than any disk."""
+    """A server with small SMTP and HTTP connection limits, a short wait for an HTTP request's
+    head, a reverse proxy at 127.0.11.1, and a spool reserve larger than any disk."""
     where = tmp_path_factory.mktemp("tight")
     data = where / "data"
     add_users(data, "alice@example.org")
@@ -195,6 +196,9 @@ def tight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "POCHTA_SMTP__MAX_CONNECTIONS_PER_IP": "2",
         "POCHTA_SMTP__MAX_CONNECTIONS_PER_NETWORK": "5",
         "POCHTA_SMTP__SPOOL_MIN_FREE": str(1 << 60),
+        "POCHTA_HTTP__MAX_CONNECTIONS_PER_IP": "2",
+        "POCHTA_HTTP__HEADER_TIMEOUT": "1",
+        "POCHTA_HTTP__TRUSTED_PROXIES": '["127.0.0.1", "::1", "127.0.11.1"]',
     }
     srv = start_server(data, where / "serve.log", settings=env)
     yield srv
@@ -282,3 +286,58 @@ def test_two_workers_share_one_limit_and_a_dead_worker_stops_counting(tmp_path: 
         for sock in held:
             sock.close()
         srv.stop()
+
+
+def status_of(sock: socket.socket) -> bytes:
+    """The status line of the next whole response on ``sock`` (its body read and dropped)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = re.search(rb"(?im)^content-length: *(\d+)", head)
+    left = int(length.group(1)) - len(body) if length else 0
+    while left > 0:
+        chunk = sock.recv(left)
+        assert chunk
+        left -= len(chunk)
+    return head.split(b"\r\n", 1)[0]
+
+
+REQUEST = b"GET /healthz HTTP/1.1\r\nHost: pochta\r\n\r\n"
+
+
+def test_an_http_connection_that_sends_no_request_is_closed(tight: Server) -> None:
+    """uvicorn keeps a connection that never sends a byte open for ever (enough of them hold
+    every connection the limits allow): one without a whole request head in
+    http.header_timeout (1 s here) is closed; one that sent its request stays for the next."""
+    held: list[socket.socket] = []
+    with holding(held):
+        held += [connect(tight.port, f"127.0.12.{i}") for i in (1, 2, 3)]
+        silent, slow, served = held
+        slow.sendall(REQUEST[:20])  # a head that never ends
+        served.sendall(REQUEST)
+        assert status_of(served).startswith(b"HTTP/1.1 200 ")
+        silent.settimeout(10)
+        slow.settimeout(10)
+        assert silent.recv(4096) == b"" and slow.recv(4096) == b""  # closed after about 1 s
+        time.sleep(1.5)
+        served.sendall(REQUEST)  # keep-alive: its head came whole, no such deadline
+        assert status_of(served).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_trusted_proxy_is_not_held_to_the_http_limits(tight: Server) -> None:
+    """Every client behind a reverse proxy has its address: one of http.trusted_proxies is not
+    counted (here 5 connections where a stranger gets 2)."""
+    held: list[socket.socket] = []
+    with holding(held):
+        for _ in range(5):
+            held.append(connect(tight.port, "127.0.11.1"))
+        for sock in held:
+            sock.sendall(REQUEST)
+            assert status_of(sock).startswith(b"HTTP/1.1 200 ")
+        for _ in range(3):
+            held.append(connect(tight.port, "127.0.13.1"))
+        held[-1].sendall(REQUEST)
+        assert status_of(held[-1]).startswith(b"HTTP/1.1 503 ")

@@ -21,6 +21,7 @@ from pochta.app import connection_gate, server_tls, service_token, token_file
 from pochta.cli.common import ConfigOpt, DataOpt, handles_errors, settings
 from pochta.config import Settings
 from pochta.errors import ConfigError
+from pochta.guard.networks import parse_networks
 from pochta.server.connections import Doorman, governed_h11
 from pochta.server.http import create_app
 from pochta.server.supervisor import Address, Supervisor, bind_all, fds_arg, inherited
@@ -167,7 +168,9 @@ def _run(
         timeout_graceful_shutdown=10,
         # h11 bounds the request line and headers (httptools has no such limit); pochta's
         # subclass of uvicorn's h11 protocol asks the doorman for each connection
-        http=governed_h11(doorman),
+        http=governed_h11(
+            doorman, parse_networks(http.trusted_proxies), header_timeout=http.header_timeout
+        ),
         # X-Forwarded-For / -Proto believed from these only (the client's address, https)
         proxy_headers=bool(http.trusted_proxies),
         forwarded_allow_ips=http.trusted_proxies or None,

@@ -26,6 +26,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -34,6 +35,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from pochta import metrics
 from pochta.guard.anvil import Admission, Gate, Limits
 from pochta.guard.backends.conntable import CAPACITY, MemoryConnectionTable
+from pochta.guard.networks import Network, within
 
 log = logging.getLogger("pochta.connections")
 
@@ -198,18 +200,30 @@ def http_refusal(admission: Admission) -> bytes:
     return head.encode() + body
 
 
-def governed_h11(doorman: Doorman) -> type[H11Protocol]:
+def governed_h11(
+    doorman: Doorman, proxies: Sequence[Network] = (), header_timeout: float = 60.0
+) -> type[H11Protocol]:
     """uvicorn's h11 protocol class, asking ``doorman`` for every connection (give it as
-    ``uvicorn.Config(http=...)``)."""
+    ``uvicorn.Config(http=...)``) but those of the reverse proxies pochta believes
+    (``proxies``: ``http.trusted_proxies``; every client behind one shares its address, so the
+    proxy's own limits apply), and closing a connection that has not sent a whole request
+    head within ``header_timeout`` seconds (nginx's ``client_header_timeout``; uvicorn keeps a
+    connection that never sends a byte open for ever, and enough of them hold every
+    connection the limits allow)."""
 
     class GovernedH11(H11Protocol):
         admission: Admission | None = None
         refused = False
         linger: asyncio.TimerHandle | None = None
+        slow: asyncio.TimerHandle | None = None  # until the first request's head has come
+        tail = b""  # the last bytes received, to find the head's end across reads
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             peer = self.client[0] if self.client else ""
+            self.slow = self.loop.call_later(header_timeout, transport.close)
+            if within(peer, proxies):
+                return
             self.admission = doorman.enter("http", peer)
             if self.admission.allowed:
                 return
@@ -222,16 +236,24 @@ def governed_h11(doorman: Doorman) -> type[H11Protocol]:
                 transport.close()
 
         def data_received(self, data: bytes) -> None:
-            if not self.refused:
-                super().data_received(data)
+            if self.refused:
+                return
+            if self.slow is not None:
+                seen = self.tail + data
+                if b"\r\n\r\n" in seen or b"\n\n" in seen:  # the head has come whole
+                    self.slow.cancel()
+                    self.slow = None
+                self.tail = seen[-3:]
+            super().data_received(data)
 
         def eof_received(self) -> None:
             if self.refused:
                 self.transport.close()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            if self.linger is not None:
-                self.linger.cancel()
+            for timer in (self.linger, self.slow):
+                if timer is not None:
+                    timer.cancel()
             if self.admission is not None:
                 self.admission.release()
             super().connection_lost(exc)
