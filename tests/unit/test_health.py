@@ -64,26 +64,32 @@ def test_a_database_that_stops_answering_turns_it_degraded_after_stale_after() -
 
 
 def test_report_never_waits_for_a_check_stuck_in_the_database() -> None:
+    """The background check is stuck in the database (a real thread, blocked): reports come
+    at once, from what the last answered check found, and turn degraded once the stuck one is
+    older than stale_after (the time is the injected clock's: a loaded machine cannot make
+    the test's two reports straddle stale_after by accident)."""
+    clock = Clock()
     release = threading.Event()
+    stuck = threading.Event()
     calls = 0
 
     def pairs() -> list[Pair]:
         nonlocal calls
         calls += 1
         if calls > 1:
+            stuck.set()
             release.wait(10)  # the database stopped answering
         return [Pair(1, DISKS, PairFlag.NONE, (10, 10))]
 
-    check = HealthCheck(pairs, interval=0.01, stale_after=0.2)
+    check = HealthCheck(pairs, interval=0.01, stale_after=20, clock=clock)
     check.start()  # the first check, in this thread; then the stuck one in its own
     try:
-        while calls < 2:
-            time.sleep(0.005)
+        assert stuck.wait(10)
         t0 = time.monotonic()
         assert check.report().status == "ok"
-        time.sleep(0.3)
+        clock.now += 21
         assert check.report().status == "degraded"
-        assert time.monotonic() - t0 < 1.0
+        assert time.monotonic() - t0 < 1.0  # neither report waited for the stuck check
     finally:
         release.set()
         check.stop()
