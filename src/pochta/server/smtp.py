@@ -293,6 +293,7 @@ class _Connection:
     reader: DataReader | None = None  # set while a letter is being received
     ended: asyncio.Future[None] | None = field(default=None, repr=False)
     admission: Admission | None = None  # counted by the connection limits until released
+    switching: bool = False  # STARTTLS: its reply must be followed by the switch at once
 
 
 class PochtaSMTP(SMTP):
@@ -358,9 +359,12 @@ class PochtaSMTP(SMTP):
         """Send a reply; then let the event loop run everything else that is ready before
         this connection's next command. aiosmtpd reads a command that is already buffered
         without waiting, so a client that pipelines thousands of commands in one write would
-        otherwise keep the loop (every other client's greeting, /healthz) until it ends."""
+        otherwise keep the loop (every other client's greeting, /healthz) until it ends. Not
+        after STARTTLS's 220: the client's TLS handshake, which may come at once, must find
+        the connection switched to TLS, not be read as commands."""
         await super().push(status)
-        await asyncio.sleep(0)
+        if not self.pochta.switching:
+            await asyncio.sleep(0)
         text = status.decode("utf-8", "replace") if isinstance(status, bytes) else str(status)
         if text[:1] in ("4", "5") and not text.startswith(NOT_ERRORS):
             self.pochta.errors += 1
@@ -372,6 +376,14 @@ class PochtaSMTP(SMTP):
                 )
                 await super().push(f"421 4.7.0 {self.hostname} Error: too many errors")
                 self.transport.close()
+
+    @syntax("STARTTLS", when="tls_context")
+    async def smtp_STARTTLS(self, arg: str) -> None:
+        self.pochta.switching = True  # see push
+        try:
+            await super().smtp_STARTTLS(arg)
+        finally:
+            self.pochta.switching = False
 
     @syntax("DATA")
     async def smtp_DATA(self, arg: str | None) -> None:
