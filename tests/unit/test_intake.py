@@ -118,7 +118,8 @@ def test_a_letter_loaded_whole_is_taken_from_the_budget_or_deferred(
     spooled = tmp_path / "slow.letter"
     spooled.write_bytes(raw)
     prefix = b"Received: x\r\n"
-    slow = intake(pool, "inbox", Told(), 0.05)
+    told = Told()
+    slow = intake(pool, "inbox", told, 0.05)
     for given in (raw, spooled):
         budget = Budget(len(raw))  # not room for the trace header too
         held = budget.share()
@@ -138,6 +139,7 @@ def test_a_letter_loaded_whole_is_taken_from_the_budget_or_deferred(
         )
         assert prepared.size == len(prefix + raw)
         assert held.held == len(prefix + raw)  # until the caller has stored it
+        assert told.actions[-2:] == ["defer", "inbox"]  # what became of each, as counted
         held.release()
         # a letter a user gives, whose worker ran past the deadline: stored whole, counted
         budget = Budget(len(raw) - 1)

@@ -62,7 +62,7 @@ from pochta.antispam.auth.resolver import DnsResolver
 from pochta.antispam.auth.results import DkimResult, DkimStep, Keys, finish_dkim, unverified
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analysis, Analyzer, unanalyzed
-from pochta.errors import Overloaded, WorkerDied, WorkerError, WorkerTimeout
+from pochta.errors import Overloaded, PochtaError, WorkerDied, WorkerError, WorkerTimeout
 from pochta.executors import run_in
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
 from pochta.mailbox.trace import without_claims
@@ -408,15 +408,23 @@ class Intake:
                 urgent=size <= SMALL,
             )
         except (WorkerTimeout, WorkerDied) as exc:
+            refusal: PochtaError = exc
+            whole = None
+            if not analyze or self.on_timeout != "defer":
+                try:
+                    whole = await self._whole(raw, prefix, self.authserv_id, held, exc)
+                except Overloaded as overloaded:  # deferred after all: the sender retries
+                    refusal = overloaded
             if analyze:
-                action = self.on_timeout
+                action = self.on_timeout if whole is not None else "defer"
                 metrics.unscored("timeout" if isinstance(exc, WorkerTimeout) else "died", action)
                 if self.activity is not None:
                     self.activity.unscored(action)
-                if action == "defer":
-                    log.warning("a letter of %d bytes is deferred unscored: %s", size, exc.message)
+            if whole is None:
+                log.warning("a letter of %d bytes is deferred unscored: %s", size, exc.message)
+                if refusal is exc:
                     raise
-            whole = await self._whole(raw, prefix, self.authserv_id, held, exc)
+                raise refusal from exc
             log.warning("a letter of %d bytes is stored unscored: %s", size, exc.message)
             return unprepared(whole, unanalyzed() if analyze else None)
 
@@ -432,7 +440,6 @@ class Intake:
         bytes taken into ``held`` first; Overloaded when the budget cannot hold them."""
         size = len(prefix) + size_of(raw)
         if held is not None and not held.take(size):
-            log.warning("a letter of %d bytes is deferred: %s", size, why.message)
             raise Overloaded(
                 f"a letter of {size} bytes could not be prepared ({why.message}) and the"
                 " server cannot hold it whole now; try again later"
@@ -463,7 +470,11 @@ class Intake:
                 urgent=size <= SMALL,
             )
         except (WorkerTimeout, WorkerDied) as exc:
-            whole = await self._whole(raw, b"", None, held, exc)
+            try:
+                whole = await self._whole(raw, b"", None, held, exc)
+            except Overloaded:
+                log.warning("a letter of %d bytes is refused for now: %s", size, exc.message)
+                raise
             log.warning("a letter of %d bytes is stored whole: %s", size, exc.message)
             return unprepared(whole, None), {}
 

@@ -9,7 +9,7 @@ with their reason. Everything a client controls is bounded (:class:`ImapLimits`)
   lines and literals (as Dovecot's login processes read a client through a buffer of 1-4
   KB), a bigger literal refused before it is read and the connection closed; so is
   AUTHENTICATE's response line. The connection's buffer reads no further ahead than that
-  (:mod:`pochta.server.imapwire`). After it a command other than APPEND is at most
+  (:mod:`pochta.server.imapwire`, which says what TLS holds besides). After it a command other than APPEND is at most
   ``line_length`` bytes, literals included; APPEND's letter at most ``literal_size``
   (``smtp.max_message_size``, advertised as APPENDLIMIT), spooled as SMTP's DATA is
   (:class:`pochta.server.smtpdata.Spool`: memory up to ``spool_threshold``, then a file). The
@@ -102,7 +102,7 @@ from pochta.server.imapproto import SPAM, Simple, folder_name, pochta_folder
 from pochta.server.imapread import Appending, Bye, CommandReader, ImapLimits, Refused
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
 from pochta.server.imapstore import ImapStore, Opened
-from pochta.server.imapwire import CHUNK, READ_AHEAD, Closed, LineTooLong, Wire
+from pochta.server.imapwire import CHUNK, LINGER_SECONDS, READ_AHEAD, Closed, LineTooLong, Wire
 from pochta.server.passwords import PasswordSlots
 from pochta.server.smtpdata import Spool
 
@@ -248,7 +248,13 @@ class ImapServer:
         tls: dict[str, Any] = {}
         if implicit_tls:
             assert self.tls is not None
-            tls = {"ssl": self.tls(), "ssl_handshake_timeout": self.limits.login_timeout}
+            tls = {
+                "ssl": self.tls(),
+                "ssl_handshake_timeout": self.limits.login_timeout,
+                # a closed connection waits this long at most for the client's close_notify,
+                # reading (and decrypting) what it still sends meanwhile (imapwire)
+                "ssl_shutdown_timeout": LINGER_SECONDS,
+            }
 
         ahead = self.limits.login_command  # before the login: a few KB, no more
 

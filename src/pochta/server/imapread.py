@@ -124,6 +124,7 @@ class CommandReader:
                     why = "[UNAVAILABLE] the server holds all it may in memory now; try again"
                 if why is not None:
                     if plus or not authed:  # a LITERAL+ one comes anyway: the connection ends
+                        self.wire.refuse_rest()
                         raise Bye(why)
                     return Refused(imapproto.tag_of(first), b"NO", why)
                 if not plus:
@@ -198,5 +199,6 @@ class CommandReader:
                 letter.write(chunk)
             except OSError as exc:  # the disk is full or gone: the literal cannot be skipped
                 log.warning("IMAP APPEND from %s not spooled: %s", self.wire.peer, exc)
+                self.wire.refuse_rest()
                 raise Bye("[UNAVAILABLE] cannot keep the letter now; try again later") from None
             left -= len(chunk)

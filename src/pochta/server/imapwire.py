@@ -35,7 +35,13 @@ make the kernel answer with a reset, which throws away the BYE that says why. So
 connection lingers, as nginx's ``lingering_close`` does: its sending half is shut (the BYE
 goes, then FIN), and what still comes is read into one block that every lingering connection
 shares (:data:`DROPPED`: its bytes are thrown away) for at most :data:`LINGER_SECONDS` and
-:data:`LINGER_BYTES`, then it is closed.
+:data:`LINGER_BYTES`, then it is closed. TLS has no half-close, and closing a TLS transport
+reads and decrypts whatever the client still sends until its shutdown timeout (30 s by
+default: 4 refused IMAPS clients had 320 MB each read that way): so a TLS connection with
+unread input stops reading instead (the BYE goes; the client's sending waits) and is aborted
+after :data:`LINGER_SECONDS`, and every TLS close waits that long at most for the client's
+close_notify (``ssl_shutdown_timeout``, :data:`LINGER_SECONDS`, of the IMAPS listener and of
+STARTTLS).
 """
 
 from __future__ import annotations
@@ -95,6 +101,7 @@ class Wire(asyncio.BufferedProtocol):
         self._out: list[bytes] = []
         self._queued = 0
         self._lingering: int | None = None  # bytes still to drop before the close
+        self._unread = False  # the client is sending what will not be read
         self._linger: asyncio.TimerHandle | None = None
         self._gone = asyncio.Event()
         self.write_timeout = 300.0
@@ -193,6 +200,7 @@ class Wire(asyncio.BufferedProtocol):
             end = self._buf.find(b"\n", self._scanned)
             if end >= 0:
                 if end + 1 > limit:
+                    self._unread = True
                     raise LineTooLong(f"a line longer than {limit} bytes")
                 line = bytes(self._buf[: end + 1])
                 del self._buf[: end + 1]
@@ -201,6 +209,7 @@ class Wire(asyncio.BufferedProtocol):
                 return line
             self._scanned = len(self._buf)
             if len(self._buf) > limit:
+                self._unread = True
                 raise LineTooLong(f"a line longer than {limit} bytes")
             await self._more()
 
@@ -225,6 +234,11 @@ class Wire(asyncio.BufferedProtocol):
         self._scanned = 0
         self._consumed()
         return data
+
+    def refuse_rest(self) -> None:
+        """The client is sending (or may send) what will not be read: a literal refused, the
+        rest of a line too long. The close lingers (see the module's docstring)."""
+        self._unread = True
 
     def pending(self) -> int:
         """Bytes received and not read yet."""
@@ -275,21 +289,27 @@ class Wire(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         """Send what is queued and close; linger first (see the module's docstring) when the
-        client's input is not all read."""
+        client's input is not all read, or more is known to come (:meth:`refuse_rest`)."""
         transport = self.transport
         if transport is None or self.closing:
             return
         self.flush()
-        if (self._paused or self._buf) and transport.can_write_eof():
-            self._lingering = LINGER_BYTES
-            self._buf.clear()
-            self._chunk = memoryview(DROPPED)
+        if not (self._paused or self._buf or self._unread):
+            transport.close()
+            return
+        self._lingering = LINGER_BYTES
+        self._buf.clear()
+        self._chunk = memoryview(DROPPED)
+        loop = asyncio.get_running_loop()
+        if transport.can_write_eof():
             transport.write_eof()
             self._resume()
-            loop = asyncio.get_running_loop()
             self._linger = loop.call_later(LINGER_SECONDS, transport.close)
-            return
-        transport.close()
+        else:  # TLS: see the module's docstring
+            if not self._paused:
+                self._paused = True
+                transport.pause_reading()
+            self._linger = loop.call_later(LINGER_SECONDS, transport.abort)
 
     async def start_tls(self, context: ssl.SSLContext, timeout: float) -> None:
         """TLS from here on, server side; what the client sent before is thrown away."""
@@ -298,7 +318,12 @@ class Wire(asyncio.BufferedProtocol):
         self.discard()
         loop = asyncio.get_running_loop()
         transport = await loop.start_tls(
-            self.transport, self, context, server_side=True, ssl_handshake_timeout=timeout
+            self.transport,
+            self,
+            context,
+            server_side=True,
+            ssl_handshake_timeout=timeout,
+            ssl_shutdown_timeout=LINGER_SECONDS,
         )
         if transport is None:
             raise Closed("the TLS handshake did not finish")
