@@ -949,4 +949,3 @@ def test_an_append_no_worker_could_prepare_is_stored_whole_only_within_the_budge
                 wait_until(functools.partial(emptied, budget, spool))
     finally:
         pool.close()
-

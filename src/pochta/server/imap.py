@@ -9,13 +9,13 @@ with their reason. Everything a client controls is bounded (:class:`ImapLimits`)
   lines and literals (as Dovecot's login processes read a client through a buffer of 1-4
   KB), a bigger literal refused before it is read and the connection closed; so is
   AUTHENTICATE's response line. The connection's buffer reads no further ahead than that
-  (:mod:`pochta.server.imapwire`, which says what TLS holds besides). After it a command other than APPEND is at most
-  ``line_length`` bytes, literals included; APPEND's letter at most ``literal_size``
-  (``smtp.max_message_size``, advertised as APPENDLIMIT), spooled as SMTP's DATA is
-  (:class:`pochta.server.smtpdata.Spool`: memory up to ``spool_threshold``, then a file). The
-  literals held in memory, an APPEND's letter among them, are taken from the server-wide
-  budget of bytes in flight (:mod:`pochta.server.budget`, shared with SMTP) until the command
-  is done;
+  (:mod:`pochta.server.imapwire`, which says what TLS holds besides). After it a command
+  other than APPEND is at most ``line_length`` bytes, literals included; APPEND's letter at
+  most ``literal_size`` (``smtp.max_message_size``, advertised as APPENDLIMIT), spooled as
+  SMTP's DATA is (:class:`pochta.server.smtpdata.Spool`: memory up to ``spool_threshold``,
+  then a file). The literals held in memory, an APPEND's letter among them, are taken from
+  the server-wide budget of bytes in flight (:mod:`pochta.server.budget`, shared with SMTP)
+  until the command is done;
 - an APPEND's letter is prepared from where it lies by the intake (worker processes read the
   file, and write its big parts to files of their own) and delivered. A letter in memory is
   counted once, by its spool's share of the budget. A letter in a file (past

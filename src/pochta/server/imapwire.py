@@ -22,13 +22,14 @@ literals are, as the session asks for them (:mod:`pochta.server.imapread`).
 
 Over TLS (IMAPS, STARTTLS) those bounds hold for the bytes the TLS layer hands on, not for
 what it holds itself: asyncio's and uvloop's SSL protocols read the socket into a buffer of
-their own (256 KB, allocated per connection and touched as far as a read fills it), keep
-what they have not decrypted yet up to their read high-water mark (256 KB), and OpenSSL
-holds a record (16 KB) besides; pausing the wire pauses them at that mark. Before the login
-the wire lowers that mark to its own bound (``set_read_buffer_limits``, a public method of
-both TLS transports), so a client that sends a flood before its login makes the connection
-hold at most one socket read (up to 256 KB) and a record, not its whole flood.
-``benchmarks/imap_bounds.py --tls`` measures the pre-login literal attack over IMAPS.
+their own (256 KB per connection: uvloop's, which ``pochta serve`` runs, is touched as far
+as a read fills it, asyncio's is zeroed whole), keep what they have not decrypted yet up to
+their read high-water mark (256 KB), and OpenSSL holds a record (16 KB) besides; pausing the
+wire pauses them at that mark. The wire lowers that mark to its own read-ahead
+(``set_read_buffer_limits``, a public method of both TLS transports: 4 KB before the login),
+so a client that sends a flood makes the connection hold at most that, one socket read (up
+to 256 KB) and a record, not its whole flood. ``benchmarks/imap_bounds.py --tls`` measures
+the pre-login literal attack over IMAPS.
 
 Closing a connection whose client is still sending (a refused literal it sends anyway) would
 make the kernel answer with a reset, which throws away the BYE that says why. So such a
