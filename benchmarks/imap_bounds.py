@@ -19,6 +19,10 @@ computes an argon2 hash, 64 MiB for the time it takes), then two attacks, one af
 
 Meanwhile a normal client (127.0.0.1) logs in, SELECTs and FETCHes a letter, logs out, again
 and again (every ``--pause`` seconds).
+
+``--tls``: every client (attackers and the normal one) speaks IMAPS, to a server with a
+certificate of a CA made for the run: what TLS adds to what a connection holds (the TLS
+layer's own buffers, before the session's bounds apply). ``--phases`` runs some phases only.
 Reported per attack: the server process's idle and peak resident set (``VmHWM``, reset
 before each attack through ``/proc/<pid>/clear_refs``), the whole process tree's (the server
 and its worker processes, summed every 50 ms: a peak between two samples is missed), their
@@ -27,6 +31,7 @@ client's logins and FETCHes with their latency.
 
     python benchmarks/imap_bounds.py                 # goal: server peak <= 300 MB
     python benchmarks/imap_bounds.py --appenders 8
+    python benchmarks/imap_bounds.py --tls --phases baseline,login
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import random
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -48,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note, percentile
+from pochta.server.tls import new_ca, signed
 
 GOAL_MB = 300.0
 PASSWORD = "benchmark password"
@@ -114,9 +121,27 @@ def letter(seed: int, size: int) -> bytes:
     return pad + head + encoded + tail
 
 
+TLS: list[ssl.SSLContext] = []  # the clients' context with --tls (trusts the run's CA)
+
+
+def tls_files(where: Path) -> tuple[Path, Path, ssl.SSLContext]:
+    """A certificate for 127.0.0.1 signed by a CA made here, its key, and a client context
+    that trusts the CA (as ``pochta tls ca`` and ``pochta tls cert`` make them)."""
+    ca_cert, ca_key = new_ca("imap_bounds CA", days=1)
+    cert, key = signed(["127.0.0.1"], ca_cert, ca_key, days=1)
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "cert.pem").write_bytes(cert)
+    (where / "key.pem").write_bytes(key)
+    os.chmod(where / "key.pem", 0o600)
+    context = ssl.create_default_context(cadata=ca_cert.decode())
+    return where / "cert.pem", where / "key.pem", context
+
+
 class Client:
     def __init__(self, port: int, source: str = "127.0.0.1") -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), 60, (source, 0))
+        if TLS:
+            self.sock = TLS[0].wrap_socket(self.sock, server_hostname="127.0.0.1")
         self.f = self.sock.makefile("rb")
         self.f.readline()
 
@@ -326,8 +351,13 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=4, help="LOGIN attackers")
     ap.add_argument("--appenders", type=int, default=4, help="APPEND attackers")
     ap.add_argument("--pause", type=float, default=0.1, help="the normal client's pause, s")
+    ap.add_argument("--tls", action="store_true", help="every client over IMAPS")
+    ap.add_argument(
+        "--phases", default="baseline,login,append,guesses", help="which phases, comma-separated"
+    )
     args = ap.parse_args()
     PAUSE[0] = args.pause
+    phases = set(args.phases.split(","))
     tmp = Path(tempfile.mkdtemp(prefix="pochta-imap-"))
     data = tmp / "data"
     pochta = [sys.executable, "-m", "pochta"]
@@ -340,6 +370,16 @@ def main() -> None:
             capture_output=True,
         )
     http, smtp, lmtp, imap = free_port(), free_port(), free_port(), free_port()
+    tls: dict[str, str] = {}
+    if args.tls:
+        cert, key, context = tls_files(tmp / "tls")
+        TLS.append(context)
+        imaps = free_port()
+        tls = {
+            "POCHTA_TLS__CERT_FILE": str(cert),
+            "POCHTA_TLS__KEY_FILE": str(key),
+            "POCHTA_IMAP__TLS_PORT": str(imaps),
+        }
     env = {
         **os.environ,
         "POCHTA_SMTP__PORT": str(smtp),
@@ -348,6 +388,7 @@ def main() -> None:
         "POCHTA_SMTP__HOSTNAME": "mx.bench.test",
         "POCHTA_LOG_LEVEL": "warning",
         "POCHTA_VALKYRIE__ENABLED": "false",
+        **tls,
     }
     log = (tmp / "serve.log").open("wb")
     server = subprocess.Popen(
@@ -356,7 +397,14 @@ def main() -> None:
         stderr=subprocess.STDOUT,
         env=env,
     )
-    result: dict[str, Any] = {"benchmark": "imap_bounds", "machine": machine(tmp)}
+    result: dict[str, Any] = {
+        "benchmark": "imap_bounds",
+        "machine": machine(tmp),
+        "tls": args.tls,
+        "load_average_start": os.getloadavg(),
+    }
+    if args.tls:
+        imap = imaps  # every client speaks IMAPS
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -373,15 +421,19 @@ def main() -> None:
         assert c.until(b"a")[-1].startswith(b"a OK")
         c.close()
         time.sleep(3)  # the worker processes start and load the model
-        attacks = [
-            attack("baseline", server, imap, 1, quiet),
-            attack("login", server, imap, args.connections, login_attack),
-        ]
-        append_ready(imap, args.appenders)
-        attacks.append(attack("append", server, imap, args.appenders, append_attack))
-        attacks.append(attack("guesses", server, imap, args.connections, guess_attack))
+        attacks = []
+        if "baseline" in phases:
+            attacks.append(attack("baseline", server, imap, 1, quiet))
+        if "login" in phases:
+            attacks.append(attack("login", server, imap, args.connections, login_attack))
+        if "append" in phases:
+            append_ready(imap, args.appenders)
+            attacks.append(attack("append", server, imap, args.appenders, append_attack))
+        if "guesses" in phases:
+            attacks.append(attack("guesses", server, imap, args.connections, guess_attack))
         result["attacks"] = attacks
         result["goal_server_peak_rss_mb"] = GOAL_MB
+        result["load_average_end"] = os.getloadavg()
     finally:
         server.send_signal(signal.SIGTERM)
         try:

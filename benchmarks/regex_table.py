@@ -479,10 +479,10 @@ ROWS: list[Row] = [
             ("pochta/server/limits.py:JsonDepth._INSIDE", "a quote or a backslash in a string",
              "a JSON request body, piece by piece, up to its limit",
              "one character class, search from a position that only moves forward"),
-            ("pochta/server/imap.py:_APPEND", "an APPEND command (its letter is spooled)",
+            ("pochta/server/imapread.py:_APPEND", "an APPEND command (its letter is spooled)",
              "an IMAP command line (at most imap.line_length_limit)",
              "match; {1,64} of one class without the space, then a literal word"),
-            ("pochta/server/imap.py:_APPEND_TO_LITERAL",
+            ("pochta/server/imapread.py:_APPEND_TO_LITERAL",
              "an APPEND whose first literal is its folder's name", "an IMAP command line",
              "match; {1,64} of one class, a literal word, \\d{1,19} between braces, then"
              " \\r?\\n\\Z: one way to match"),

@@ -316,6 +316,22 @@ class ImapSettings(Section):
         " read a client through a buffer of 1 KB (LOGIN_MAX_INBUF_SIZE); 4 KB leaves room for"
         " long passwords",
     )
+    big_appends_at_once: int = Field(
+        1,
+        ge=1,
+        description="APPEND letters kept in a file (past smtp.spool_threshold, or any while"
+        " memory_budget is spent) that are parsed and stored at once per server process; the"
+        " others wait their turn. Such a letter costs no memory_budget, but the worker that"
+        " parses it holds several times its size and its skeleton (its text) comes back to"
+        " the server whole: 1, as one 50 MB letter at a time within the 64 MB budget before",
+    )
+    append_wait_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="seconds such an APPEND waits for its turn; then NO [UNAVAILABLE] (the"
+        " client keeps the letter and tries again). A waiting APPEND whose client goes away"
+        " stops waiting and is not stored",
+    )
     store_threads: int = Field(
         8,
         ge=1,
@@ -907,11 +923,18 @@ class Settings(BaseSettings):
         64 << 20,
         ge=0,
         description="bytes that the listeners of one server process hold in memory for clients"
-        " at once, in all: letters being received over SMTP (each up to smtp.spool_threshold),"
-        " IMAP literals, POST /v1/scan bodies. Once spent, SMTP and IMAP APPEND spool to a"
-        " file from the first byte, other IMAP literals get NO [UNAVAILABLE] (BYE for"
-        " LITERAL+) and the scan 503. 64 MB: 64 letters of 1 MB in memory at once, a part of"
-        " what a loader has to spare beside its ~250 MB at rest",
+        " at once, in all: SMTP letters and IMAP APPEND letters being received or stored"
+        " while they are kept in memory (each up to smtp.spool_threshold), IMAP literals until"
+        " their command is done, POST /v1/scan bodies while they are scored, and letters no"
+        " worker could prepare in time, read whole to be stored unscored. Not in it: what a"
+        " connection reads ahead of its session (IMAP: at most 128 KB a session; TLS keeps"
+        " buffers of its own), what the worker processes hold, letters being sent. Once"
+        " spent: SMTP and IMAP APPEND spool to a file from the first byte; any other IMAP"
+        " literal is refused before it is read, NO [UNAVAILABLE] after the login (BYE"
+        " [UNAVAILABLE] for LITERAL+) and BYE [UNAVAILABLE] before it; POST /v1/scan gets"
+        " 503; an unscored letter is deferred (SMTP 451 4.3.0, APPEND NO [UNAVAILABLE]). 64"
+        " MB: 64 letters of 1 MB in memory at once, a part of what a loader has to spare"
+        " beside its ~250 MB at rest",
     )
     http: HttpSettings = HttpSettings()
     blobs: BlobSettings = BlobSettings()

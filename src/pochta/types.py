@@ -779,3 +779,12 @@ class Activity(Protocol):
     def unscored(self, action: str) -> None:
         """A letter that could not be scored in time, and what ``antispam.on_timeout`` made of
         it (``inbox``, ``spam``, ``defer``)."""
+
+
+class Held(Protocol):
+    """One holder's share of the server's budget of bytes in memory (``memory_budget``;
+    :class:`pochta.server.budget.Share`): what it takes is given back all at once by its
+    owner, whatever way the holding ends."""
+
+    def take(self, n: int) -> bool:
+        """Take ``n`` more bytes if the budget has them (True), else nothing (False)."""

@@ -153,3 +153,31 @@ def test_the_operator_can_defer_a_letter_that_could_not_be_scored(tmp_path: Path
         assert 'pochta_letters_unscored_total{action="defer",reason="timeout"} 1.0' in exposed
     finally:
         srv.stop()
+
+
+def test_an_unscored_letter_the_memory_budget_cannot_hold_is_deferred(tmp_path: Path) -> None:
+    """A letter past the deadline is read whole into the server to be stored unscored: its
+    bytes come from memory_budget, and when that cannot hold them the letter is deferred
+    (451 4.3.0) rather than loaded; the next letter is delivered as usual."""
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    settings = {
+        "POCHTA_ANTISPAM__WORKERS": "1",
+        "POCHTA_ANTISPAM__DEADLINE_SECONDS": "0.05",
+        "POCHTA_MEMORY_BUDGET": str(1 << 20),
+    }
+    srv = start_server(data, tmp_path / "serve.log", settings=settings)
+    try:
+        raw = many_parts(30_000, 1)
+        assert len(raw) > 1 << 20
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=60) as smtp:
+            smtp.ehlo()
+            smtp.mail("sender@example.net")
+            smtp.rcpt("alice@example.org")
+            code, reply = smtp.data(raw)
+            assert (code, reply[:5]) == (451, b"4.3.0"), reply
+            smtp.sendmail("sender@example.net", ["alice@example.org"], letter(text="after it\n"))
+        (stored,) = raws(srv, "alice@example.org")
+        assert b"after it" in stored
+    finally:
+        srv.stop()

@@ -5,6 +5,7 @@ files changes nothing)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -131,6 +132,30 @@ def test_every_imaps_handshake_completes(tls_mx: tuple[Server, Path]) -> None:
         raw = socket.create_connection(("127.0.0.1", srv.imaps_port), timeout=10)
         with raw, ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
             assert tls.recv(200).startswith(b"* OK [CAPABILITY IMAP4rev1")
+
+
+def test_a_refused_imaps_client_that_keeps_sending_is_cut_off(
+    tls_mx: tuple[Server, Path],
+) -> None:
+    """Over IMAPS too, a literal too big before the login gets BYE [TOOBIG], and then the
+    server reads no more of what the client keeps sending: closing a TLS transport would
+    read and decrypt all of it until its shutdown timeout (under uvloop 4 such clients each
+    had 320 MB read); now the client is cut off within a few MB and a few seconds."""
+    srv, certs = tls_mx
+    raw = socket.create_connection(("127.0.0.1", srv.imaps_port), timeout=10)
+    with raw, trusting(certs / "cert.pem").wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        f = tls.makefile("rb")
+        assert f.readline().startswith(b"* OK")
+        tls.sendall(b"a LOGIN alice {200000000+}\r\n")
+        sent, block, began = 0, b"x" * (1 << 20), time.monotonic()
+        with contextlib.suppress(OSError):
+            while sent < 200_000_000 and time.monotonic() - began < 30:
+                tls.sendall(block)
+                sent += len(block)
+        assert sent < 50_000_000, sent  # kernel buffers and one TLS read, not 200 MB
+        assert time.monotonic() - began < 15
+        with contextlib.suppress(OSError):
+            assert f.readline().startswith(b"* BYE [TOOBIG]")
 
 
 def test_lmtp_offers_starttls_when_configured(tls_mx: tuple[Server, Path]) -> None:

@@ -9,6 +9,7 @@ import base64
 import contextlib
 import dataclasses
 import datetime
+import functools
 import hashlib
 import imaplib
 import ipaddress
@@ -31,15 +32,18 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from tests.mailtools import letter, payload
 
+from pochta.antispam.verdict import Analyzer
 from pochta.app import Pochta, build
 from pochta.config import SmtpSettings, load_settings
 from pochta.errors import RateLimited
 from pochta.guard.networks import LOOPBACK, parse_networks, within
+from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker
 from pochta.server import smtp
 from pochta.server.budget import Budget
 from pochta.server.imap import ImapLimits, ImapServer
 from pochta.server.imapstore import ImapStore
 from pochta.server.passwords import PasswordSlots
+from pochta.workers import WorkerPool
 
 PASSWORD = "correct horse battery"
 ALICE = "alice@example.org"
@@ -782,3 +786,166 @@ def test_a_fetch_of_many_letters_reads_them_in_batches_in_order(imap: Running) -
     typ, data = c.search(None, "UNSEEN")
     assert data == [b""]
     c.logout()
+
+
+# -- the review of issue 27's IMAP bounds: APPEND and the memory budget
+
+
+def subjects(pochta: Pochta, folder: str = "Inbox") -> list[str]:
+    user = pochta.mailbox.user(ALICE)
+    assert user is not None
+    return [s.subject for s in pochta.mailbox.letters(user.id, folder, limit=1000)]
+
+
+def test_an_append_held_in_memory_is_counted_once_and_finishes(
+    pochta: Pochta, tmp_path: Path
+) -> None:
+    """A letter kept in memory is counted by its spool's share alone: a 600 KB APPEND under a
+    budget of 1 MB (which it could not take twice) is stored, and the budget is whole after."""
+    budget = Budget(1 << 20)
+    limits = dataclasses.replace(LIMITS, spool_threshold=1 << 20)
+    raw = letter(subject="counted once", attachments=[("a.bin", payload(7, 440_000))])
+    assert 500_000 < len(raw) < 1 << 20
+    for running in start(pochta, limits, spool_dir=tmp_path / "spool", budget=budget):
+        c = Raw(running.port)
+        c.login()
+        c.send(b"a APPEND INBOX {%d+}\r\n" % len(raw) + raw + b"\r\n")
+        assert c.until(b"a")[-1].startswith(b"a OK [APPENDUID")  # not a wait without end
+        c.close()
+        wait_until(lambda: budget.used == 0)
+
+
+def test_appends_that_hold_the_whole_budget_all_end(pochta: Pochta, tmp_path: Path) -> None:
+    """Four APPENDs at once whose letters together hold the whole budget: each is stored or
+    refused (NO [UNAVAILABLE]), none waits for the others without end, and the budget and
+    the spool are empty after."""
+    budget = Budget(1 << 20)
+    limits = dataclasses.replace(LIMITS, spool_threshold=1 << 20)
+    raws = [
+        letter(subject=f"contention {n}", attachments=[("a.bin", payload(n, 220_000))])
+        for n in range(4)
+    ]
+    spool = tmp_path / "spool"
+    for running in start(pochta, limits, spool_dir=spool, budget=budget):
+        clients = [Raw(running.port) for _ in raws]
+        for c in clients:
+            c.login()
+        for c, raw in zip(clients, raws, strict=True):  # the letters first, the CRLFs after
+            c.send(b"a APPEND INBOX {%d+}\r\n" % len(raw) + raw)
+        time.sleep(0.2)
+        for c in clients:
+            c.send(b"\r\n")
+        answers = [c.until(b"a")[-1] for c in clients]
+        assert all(a.startswith((b"a OK [APPENDUID", b"a NO [UNAVAILABLE]")) for a in answers)
+        assert any(a.startswith(b"a OK") for a in answers), answers
+        for c in clients:
+            c.close()
+        wait_until(lambda: budget.used == 0 and spooled(spool) == [])
+
+
+class GatedStore(ImapStore):
+    """The store, but APPEND's storing waits while ``gate`` is closed (a slow storage node)."""
+
+    def __init__(self, mailbox: Any, gate: threading.Event) -> None:
+        super().__init__(mailbox)
+        self.gate = gate
+        self.storing = threading.Event()
+
+    def append(self, *args: Any, **kwargs: Any) -> int:
+        self.storing.set()
+        self.gate.wait(30)
+        return super().append(*args, **kwargs)
+
+
+def test_a_letter_in_a_file_waits_its_turn_for_a_while_then_is_refused(
+    pochta: Pochta, tmp_path: Path
+) -> None:
+    """Letters kept in files are prepared and stored ``big_appends`` at a time: another waits
+    for its turn at most ``append_wait`` seconds, then gets NO [UNAVAILABLE]; one whose
+    client goes away stops waiting and is not stored. The budget plays no part."""
+    gate = threading.Event()
+    store = GatedStore(pochta.mailbox, gate)
+    budget = Budget(64 << 20)
+    limits = dataclasses.replace(LIMITS, spool_threshold=64 << 10, big_appends=1, append_wait=1.0)
+    spool = tmp_path / "spool"
+
+    def big(name: str) -> bytes:
+        return letter(subject=name, attachments=[("a.bin", payload(len(name), 200_000))])
+
+    for running in start(pochta, limits, store=store, spool_dir=spool, budget=budget):
+        try:
+            first, second, gone = Raw(running.port), Raw(running.port), Raw(running.port)
+            for c in (first, second, gone):
+                c.login()
+            raw = big("turn first")
+            first.send(b"a APPEND INBOX {%d+}\r\n" % len(raw) + raw + b"\r\n")
+            assert store.storing.wait(10)  # the first holds the one turn now
+            raw = big("turn second")
+            began = time.monotonic()
+            second.send(b"b APPEND INBOX {%d+}\r\n" % len(raw) + raw + b"\r\n")
+            assert second.until(b"b")[-1].startswith(b"b NO [UNAVAILABLE]")
+            assert 0.9 <= time.monotonic() - began < 8
+            raw = big("turn gone")
+            gone.send(b"c APPEND INBOX {%d+}\r\n" % len(raw) + raw + b"\r\n")
+            time.sleep(0.3)  # waiting for its turn
+            gone.close()
+            time.sleep(0.3)
+            gate.set()
+            assert first.until(b"a")[-1].startswith(b"a OK [APPENDUID")
+            wait_until(lambda: spooled(spool) == [] and budget.used == 0)
+            time.sleep(0.5)
+            found = subjects(pochta)
+            assert "turn first" in found
+            assert "turn second" not in found and "turn gone" not in found
+            first.close()
+            second.close()
+        finally:
+            gate.set()
+
+
+def test_before_the_login_a_literal_may_fill_the_command_exactly(imap: Running) -> None:
+    """A literal that brings the command to exactly ``login_command`` bytes still takes the
+    CRLF that ends the command."""
+    c = Raw(imap.port)
+    head = b"a LOGIN %s {%d}\r\n"
+    size = 1024 - len(head % (ALICE.encode(), 999))  # the literal's size: 3 digits as 999
+    line = head % (ALICE.encode(), size)
+    assert len(line) + size == 1024
+    c.send(line)
+    assert c.f.readline().startswith(b"+")
+    c.send(b"w" * size + b"\r\n")
+    assert c.f.readline().startswith(b"a NO [AUTHENTICATIONFAILED]")
+    c.close()
+
+
+def emptied(budget: Budget, spool: Path) -> bool:
+    return budget.used == 0 and spooled(spool) == []
+
+
+def test_an_append_no_worker_could_prepare_is_stored_whole_only_within_the_budget(
+    pochta: Pochta, tmp_path: Path
+) -> None:
+    """A letter whose worker runs past the deadline is read whole into the server and stored
+    unsplit: its bytes are taken from the budget first, and when the budget cannot hold them
+    the APPEND gets NO [UNAVAILABLE] (the client tries again) instead."""
+    part = b"--b\r\nContent-Type: text/plain\r\n\r\nword 1 2 3\r\n"
+    head = b'Subject: parts\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n'
+    raw = head + part * 17_000 + b"--b--\r\n"  # little to send, much to parse
+    assert 64 << 10 < len(raw) < 1 << 20
+    pool = WorkerPool(1, initializer=init_worker, initargs=(AnalysisSettings(),))
+    pool.start()
+    intake = Intake(Analyzer(), pool, inline_limit=4096, deadline=0.05, authserv_id="mx.test")
+    limits = dataclasses.replace(LIMITS, spool_threshold=64 << 10)
+    try:
+        for total, answer in ((len(raw) - 1, b"a NO [UNAVAILABLE]"), (len(raw), b"a OK [APPEND")):
+            budget = Budget(total)
+            spool = tmp_path / f"spool{total}"
+            for running in start(pochta, limits, intake=intake, budget=budget, spool_dir=spool):
+                c = Raw(running.port)
+                c.login()
+                c.send(b"a APPEND INBOX {%d+}\r\n" % len(raw) + raw + b"\r\n")
+                assert c.until(b"a")[-1].startswith(answer)
+                c.close()
+                wait_until(functools.partial(emptied, budget, spool))
+    finally:
+        pool.close()

@@ -11,8 +11,9 @@ import pytest
 from tests.mailtools import letter
 
 from pochta.antispam.verdict import TIMEOUT, Analyzer, Scanner, unanalyzed
-from pochta.errors import WorkerTimeout
+from pochta.errors import Overloaded, WorkerTimeout
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker
+from pochta.server.budget import Budget
 from pochta.types import Envelope
 from pochta.workers import WorkerPool
 
@@ -104,3 +105,48 @@ def test_the_unscored_label_is_the_operators() -> None:
     verdict = Scanner(unscored="spam").decide(unanalyzed())
     assert verdict.label == "spam" and verdict.partial == (TIMEOUT,)
     assert verdict.folder == "Spam"
+
+
+def test_a_letter_loaded_whole_is_taken_from_the_budget_or_deferred(
+    pool: WorkerPool, tmp_path: Path
+) -> None:
+    """An unscored letter (past the deadline) is read whole into the server: its bytes are
+    taken from the memory budget into the caller's share, held until the caller stores it;
+    when the budget cannot hold them the letter is deferred (Overloaded: SMTP 451, IMAP NO
+    [UNAVAILABLE]) rather than loaded. The same for a letter a user gives (prepare_apart)."""
+    raw = slow_letter()
+    spooled = tmp_path / "slow.letter"
+    spooled.write_bytes(raw)
+    prefix = b"Received: x\r\n"
+    told = Told()
+    slow = intake(pool, "inbox", told, 0.05)
+    for given in (raw, spooled):
+        budget = Budget(len(raw))  # not room for the trace header too
+        held = budget.share()
+        with pytest.raises(Overloaded):
+            asyncio.run(
+                slow.prepare(
+                    given, ENVELOPE, "helo", analyze=True, shingles=True, prefix=prefix, held=held
+                )
+            )
+        assert budget.used == 0
+        budget = Budget(4 * len(raw))
+        held = budget.share()
+        prepared = asyncio.run(
+            slow.prepare(
+                given, ENVELOPE, "helo", analyze=True, shingles=True, prefix=prefix, held=held
+            )
+        )
+        assert prepared.size == len(prefix + raw)
+        assert held.held == len(prefix + raw)  # until the caller has stored it
+        assert told.actions[-2:] == ["defer", "inbox"]  # what became of each, as counted
+        held.release()
+        # a letter a user gives, whose worker ran past the deadline: stored whole, counted
+        budget = Budget(len(raw) - 1)
+        with pytest.raises(Overloaded):
+            asyncio.run(slow.prepare_apart(given, tmp_path / "parts", 0, budget.share()))
+        budget = Budget(len(raw))
+        held = budget.share()
+        prepared, files = asyncio.run(slow.prepare_apart(given, tmp_path / "parts", 0, held))
+        assert (prepared.size, files, held.held) == (len(raw), {}, len(raw))
+        held.release()

@@ -31,9 +31,8 @@ def test_parts_past_the_threshold_go_to_files_and_are_stored_from_them(
     )
     prepared = prepare(raw, inline_limit=4096)
     assert len(prepared.split.parts) == 3
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    light, files = spill(prepared, spool, "abc", over=400_000)
+    spool = tmp_path / "spool" / "abc.parts"  # made by the first part written
+    light, files = spill(prepared, spool, over=400_000)
     assert sorted(files) == [1, 2]  # the first fits within 400,000 bytes, the others do not
     for part, before in zip(light.split.parts, prepared.split.parts, strict=True):
         assert (part.key, part.size, part.crc32) == (before.key, before.size, before.crc32)
@@ -41,9 +40,10 @@ def test_parts_past_the_threshold_go_to_files_and_are_stored_from_them(
             assert part.content == b""
             assert files[part.index].read_bytes() == before.content
             assert files[part.index].stat().st_mode & 0o777 == 0o600
-            assert files[part.index].name.endswith(".letter")  # cleared after a crash
+            assert files[part.index].parent == spool
         else:
             assert part.content == before.content
+    assert spool.stat().st_mode & 0o777 == 0o700
     user = pochta.mailbox.add_user("alice@example.org", "correct horse battery")
     done = pochta.mailbox.deliver_prepared(light, [user], folder="Inbox", files=files)
     assert pochta.mailbox.raw(user.id, done.ids[0]) == raw
@@ -55,7 +55,7 @@ def test_nothing_is_left_behind_when_a_part_cannot_be_written(tmp_path: Path) ->
     prepared = prepare(raw, inline_limit=4096)
     spool = tmp_path / "spool"
     spool.mkdir()
-    (spool / "s-1.letter").write_bytes(b"in the way")  # the second part's name is taken
+    (spool / "1.part").write_bytes(b"in the way")  # the second part's name is taken
     with pytest.raises(FileExistsError):
-        spill(prepared, spool, "s", over=0)
-    assert sorted(p.name for p in spool.iterdir()) == ["s-1.letter"]
+        spill(prepared, spool, over=0)
+    assert sorted(p.name for p in spool.iterdir()) == ["1.part"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from fastapi.testclient import TestClient
 from tests.mailtools import letter, payload
 from typer.testing import CliRunner
 
+from pochta.antispam.verdict import Analysis, unanalyzed
 from pochta.app import Pochta, build
 from pochta.cli import app as cli
 from pochta.config import load_settings
@@ -100,6 +102,36 @@ def test_scan_bodies_are_held_within_the_servers_memory_budget(tmp_path: Path) -
         assert refused.status_code == 503 and refused.json()["error"] == "overloaded"
         assert budget.used == 0
         assert c.post("/v1/scan", content=letter(), headers=auth).status_code == 200
+
+
+def test_a_scan_body_is_held_once_not_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the budget counts is what the scan holds: the letter the analysis gets is the
+    bytes read from the request, not a second copy of them."""
+    settings = load_settings(
+        data_dir=tmp_path / "d",
+        service_token=TOKEN,
+        smtp={"enabled": False},
+        imap={"enabled": False},
+    )
+    raw = letter(attachments=[("a.bin", payload(6, 3_000_000))])
+    peaks: list[int] = []
+
+    async def analyze(body: bytes, envelope: object, helo: object) -> Analysis:
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        assert body == raw
+        return unanalyzed()
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with TestClient(create_app(settings), base_url="https://testserver") as c:
+        monkeypatch.setattr(c.app.state.pochta.intake, "analyze", analyze)  # type: ignore[attr-defined]
+        tracemalloc.start()
+        try:
+            assert c.post("/v1/scan", content=raw, headers=auth).status_code == 200
+        finally:
+            tracemalloc.stop()
+    assert peaks and peaks[0] < 1.5 * len(raw), (peaks, len(raw))
 
 
 def test_delivery_files_phishing_in_spam_with_headers_and_explanations(pochta: Pochta) -> None:

@@ -3,6 +3,7 @@ over random streams cut into random chunks (hypothesis)."""
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,30 @@ def test_spool_keeps_in_memory_only_what_the_budget_gives(tmp_path: Path) -> Non
     assert budget.used == 0 and list((tmp_path / "spool").iterdir()) == []
 
 
+def test_a_letter_in_memory_is_handed_over_not_copied(tmp_path: Path) -> None:
+    """What the budget counts is what is held: ``finish`` hands over the spool's own bytes
+    (no second copy of a letter already counted), and the share counts them until
+    ``discard``."""
+    budget = Budget(8 << 20)
+    spool = Spool(tmp_path / "spool", threshold=8 << 20, budget=budget)
+    piece = bytes(range(256)) * 256
+    tracemalloc.start()  # before the letter comes: its memory is traced as it grows
+    try:
+        for _ in range(64):
+            spool.write(memoryview(piece))
+        held, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        letter = spool.finish()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert letter == piece * 64 and budget.used == len(letter) == 4 << 20
+    assert held >= 4 << 20 and peak < held + (1 << 20), (held, peak)  # a copy: held + 4 MB
+    assert spool.held is not None and spool.held.take(10) and budget.used == (4 << 20) + 10
+    spool.discard()
+    assert budget.used == 0
+
+
 def aiosmtpd_dispatches_data(line: bytes, reader_limit: int) -> bool:
     """How aiosmtpd's command loop treats one line ending in LF: is it run as DATA?"""
     if len(line) > reader_limit:
@@ -203,3 +228,32 @@ def test_only_old_spool_files_are_cleared(tmp_path: Path) -> None:
     os.utime(stale, (old, old))
     clear_spool(tmp_path, older_than=600)
     assert fresh.exists() and not stale.exists()
+
+
+def test_the_spool_keeps_what_a_slow_imap_append_still_needs(tmp_path: Path) -> None:
+    """A restarting process clears the spool of files untouched for longer than any other
+    process may still need them: an IMAP APPEND's letter may take ``imap.idle_timeout``
+    (1,800 s) to come and then wait its turn, longer than SMTP's 2 x command_timeout."""
+    import os
+    import time
+
+    from pochta.config import ImapSettings, SmtpSettings
+    from pochta.server.smtp import clear_spool, spool_age
+
+    slow, parts, stale = tmp_path / "a.letter", tmp_path / "b.parts", tmp_path / "c.letter"
+    slow.write_bytes(b"x")
+    parts.mkdir()
+    (parts / "1.part").write_bytes(b"p")
+    stale.write_bytes(b"y")
+    now = time.time()
+    for path, untouched in ((slow, 1_500), (parts, 1_900), (stale, 10_000)):
+        os.utime(path, (now - untouched, now - untouched))
+    age = spool_age(SmtpSettings(), ImapSettings())
+    assert age >= ImapSettings().idle_timeout + ImapSettings().append_wait_seconds
+    clear_spool(tmp_path, older_than=age)
+    assert slow.exists() and parts.exists() and not stale.exists()
+    old = now - age - 1
+    os.utime(parts, (old, old))
+    clear_spool(tmp_path, older_than=age)
+    assert not parts.exists()  # an APPEND's parts a stopped process left
+    assert spool_age(SmtpSettings()) == 2 * SmtpSettings().command_timeout + 600

@@ -24,8 +24,17 @@ install): simpler, but a slow letter then competes with the event loop for the G
 A big letter reaches the worker as the path of the file the SMTP server spooled it to, not as
 bytes: the server never holds it whole (its trace header, ``prefix``, travels beside it).
 :meth:`Intake.prepare_apart` (IMAP APPEND) keeps the way back small too: the worker writes each
-big extracted part to a file beside the letter's and sends back its place, not its bytes (a
-50 MB letter's parts would otherwise arrive whole, twice over while they are unpickled).
+big extracted part to a file in a directory the caller names (and removes) and sends back its
+place, not its bytes (a 50 MB letter's parts would otherwise arrive whole, twice over while
+they are unpickled).
+
+Only a letter no worker could prepare (past the deadline, or its worker died) is read whole
+into the server, to be stored unsplit; so its bytes are taken from the server's memory budget
+(:mod:`pochta.server.budget`) first, into the caller's share (``held``: the letter's spool's,
+given back once the letter is stored). When the budget cannot hold them the letter is not
+read: :class:`~pochta.errors.Overloaded` goes up (SMTP answers 451, IMAP ``NO
+[UNAVAILABLE]``), as a letter's memory must never grow past the budget. Without workers
+(``antispam.workers = 0``) every letter is parsed in the server, and none of it is counted.
 
 Sender authentication (``antispam.dns = "system"``) never makes a worker wait for DNS: the
 server asks (:mod:`pochta.antispam.auth.authenticator`). SPF starts when the letter is handed
@@ -39,7 +48,6 @@ no worker time.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -54,13 +62,13 @@ from pochta.antispam.auth.resolver import DnsResolver
 from pochta.antispam.auth.results import DkimResult, DkimStep, Keys, finish_dkim, unverified
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analysis, Analyzer, unanalyzed
-from pochta.errors import WorkerDied, WorkerError, WorkerTimeout
+from pochta.errors import Overloaded, PochtaError, WorkerDied, WorkerError, WorkerTimeout
 from pochta.executors import run_in
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
 from pochta.mailbox.trace import without_claims
 from pochta.mime.letter import parse
 from pochta.mime.split import Split
-from pochta.types import Activity, Envelope
+from pochta.types import Activity, Envelope, Held
 from pochta.workers import WorkerPool
 
 log = logging.getLogger("pochta.intake")
@@ -184,14 +192,15 @@ Spilled = dict[int, Path]
 """Extracted parts (by index) written to files instead of being returned (content ``b""``)."""
 
 
-def spill_path(directory: Path, stem: str, index: int) -> Path:
-    return directory / f"{stem}-{index}.letter"  # *.letter: a crash's leftovers are cleared
+def spill_path(directory: Path, index: int) -> Path:
+    return directory / f"{index}.part"
 
 
-def spill(prepared: Prepared, directory: Path, stem: str, over: int) -> tuple[Prepared, Spilled]:
-    """The extracted parts written each to its own private file (mode 0600) and taken out of
-    ``prepared``, but for the first ones that together stay within ``over`` bytes; the files
-    by part index. Nothing is left behind when writing fails."""
+def spill(prepared: Prepared, directory: Path, over: int) -> tuple[Prepared, Spilled]:
+    """The extracted parts written each to its own private file (mode 0600) in
+    ``directory`` (made, mode 0700, when the first is written: the caller removes it) and
+    taken out of ``prepared``, but for the first ones that together stay within ``over``
+    bytes; the files by part index. Nothing is left behind when writing fails."""
     files: Spilled = {}
     parts = []
     kept = 0
@@ -200,7 +209,9 @@ def spill(prepared: Prepared, directory: Path, stem: str, over: int) -> tuple[Pr
             if kept + part.size <= over:
                 kept += part.size
             else:
-                path = spill_path(directory, stem, part.index)
+                if not files:
+                    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                path = spill_path(directory, part.index)
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 files[part.index] = path
                 with open(fd, "wb") as f:
@@ -216,11 +227,11 @@ def spill(prepared: Prepared, directory: Path, stem: str, over: int) -> tuple[Pr
 
 
 def prepare_apart_in_worker(
-    raw: Letter, inline_limit: int, directory: Path, stem: str, over: int
+    raw: Letter, inline_limit: int, directory: Path, over: int
 ) -> tuple[Prepared, Spilled]:
     """A letter a user gives (no analysis, no shingles), its big parts spilled."""
     prepared = prepare(load(raw), inline_limit=inline_limit)
-    return spill(prepared, directory, stem, over)
+    return spill(prepared, directory, over)
 
 
 def analyze_in_worker(raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
@@ -289,15 +300,18 @@ class Intake:
         analyze: bool,
         shingles: bool,
         prefix: bytes = b"",
+        held: Held | None = None,
     ) -> Prepared:
         """``prefix + raw`` (``raw`` without the fields that claim to be pochta's) parsed,
         analyzed (``analyze``: and authenticated) or only shingled (``shingles``), split.
         ``raw`` may be a file (read by the worker). Past the deadline: kept whole and
-        unscored, as ``on_timeout`` says. WorkersUnavailable when the queue is full."""
+        unscored, as ``on_timeout`` says, its bytes taken into ``held`` first (Overloaded
+        when the budget cannot hold them; see the module). WorkersUnavailable when the queue
+        is full."""
         auth = self._begin(envelope, helo) if analyze else None
         try:
             prepared = await self._prepare(
-                raw, envelope, helo, analyze=analyze, shingles=shingles, prefix=prefix
+                raw, envelope, helo, analyze=analyze, shingles=shingles, prefix=prefix, held=held
             )
             if auth is not None and prepared.analysis is not None:
                 analysis = await self._authenticate(auth, prepared.analysis, raw, prefix)
@@ -363,6 +377,7 @@ class Intake:
         analyze: bool,
         shingles: bool,
         prefix: bytes = b"",
+        held: Held | None = None,
     ) -> Prepared:
         if self.pool is None:
             analyzer = self.analyzer if analyze else None
@@ -393,26 +408,54 @@ class Intake:
                 urgent=size <= SMALL,
             )
         except (WorkerTimeout, WorkerDied) as exc:
+            refusal: PochtaError = exc
+            whole = None
+            if not analyze or self.on_timeout != "defer":
+                try:
+                    whole = await self._whole(raw, prefix, self.authserv_id, held, exc)
+                except Overloaded as overloaded:  # deferred after all: the sender retries
+                    refusal = overloaded
             if analyze:
-                action = self.on_timeout
+                action = self.on_timeout if whole is not None else "defer"
                 metrics.unscored("timeout" if isinstance(exc, WorkerTimeout) else "died", action)
                 if self.activity is not None:
                     self.activity.unscored(action)
-                if action == "defer":
-                    log.warning("a letter of %d bytes is deferred unscored: %s", size, exc.message)
+            if whole is None:
+                log.warning("a letter of %d bytes is deferred unscored: %s", size, exc.message)
+                if refusal is exc:
                     raise
+                raise refusal from exc
             log.warning("a letter of %d bytes is stored unscored: %s", size, exc.message)
-            whole = await run_in(self.local, load, raw, prefix, self.authserv_id)
             return unprepared(whole, unanalyzed() if analyze else None)
 
+    async def _whole(
+        self,
+        raw: Letter,
+        prefix: bytes,
+        authserv_id: str | None,
+        held: Held | None,
+        why: WorkerError,
+    ) -> bytes:
+        """``prefix + raw`` read whole into the server (no worker could prepare it), its
+        bytes taken into ``held`` first; Overloaded when the budget cannot hold them."""
+        size = len(prefix) + size_of(raw)
+        if held is not None and not held.take(size):
+            raise Overloaded(
+                f"a letter of {size} bytes could not be prepared ({why.message}) and the"
+                " server cannot hold it whole now; try again later"
+            ) from why
+        return await run_in(self.local, load, raw, prefix, authserv_id)
+
     async def prepare_apart(
-        self, raw: Letter, directory: Path, stem: str, over: int
+        self, raw: Letter, directory: Path, over: int, held: Held | None = None
     ) -> tuple[Prepared, Spilled]:
         """``raw`` parsed and split without analysis (a letter a user puts in her mailbox),
         each extracted part over ``over`` bytes written by the worker to a file in
-        ``directory`` named after ``stem`` (see :func:`spill`) rather than sent back. The
-        caller removes the files; those of a worker killed on the way are removed here. In a
-        thread (no pool) nothing crosses a process, and nothing is spilled."""
+        ``directory`` (see :func:`spill`) rather than sent back; the caller removes
+        ``directory`` whatever happens (a worker killed on the way may have left files in
+        it). Past the deadline the letter is stored whole, its bytes taken into ``held``
+        first (Overloaded when the budget cannot hold them). In a thread (no pool) nothing
+        crosses a process, and nothing is spilled."""
         if self.pool is None:
             return await self.prepare(raw, None, None, analyze=False, shingles=False), {}
         size = size_of(raw)
@@ -422,17 +465,18 @@ class Intake:
                 raw,
                 self.inline_limit,
                 directory,
-                stem,
                 over,
                 deadline=self.deadline,
                 urgent=size <= SMALL,
             )
         except (WorkerTimeout, WorkerDied) as exc:
-            for path in directory.glob(f"{stem}-*.letter"):
-                with contextlib.suppress(OSError):
-                    path.unlink()
+            try:
+                whole = await self._whole(raw, b"", None, held, exc)
+            except Overloaded:
+                log.warning("a letter of %d bytes is refused for now: %s", size, exc.message)
+                raise
             log.warning("a letter of %d bytes is stored whole: %s", size, exc.message)
-            return unprepared(await run_in(self.local, load, raw), None), {}
+            return unprepared(whole, None), {}
 
     async def analyze(self, raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
         """The analysis alone, authenticated (the scan API); past the deadline, an empty one

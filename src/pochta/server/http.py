@@ -101,6 +101,7 @@ def create_app(
                     doorman=door,
                     budget=pochta.budget,
                     executors=pochta.executors,
+                    imap=settings.imap if settings.imap.enabled else None,
                 )
             if settings.imap.enabled:
                 store = ImapStore(pochta.mailbox, wake_deletions=pochta.deletions.wake)

@@ -5,23 +5,25 @@ The edge only translates: commands are parsed by :mod:`pochta.server.imapproto` 
 parser), answered from :class:`pochta.server.imapstore.ImapStore`, and errors become NO/BAD
 with their reason. Everything a client controls is bounded (:class:`ImapLimits`):
 
-- before the login, a whole command (its lines and literals together) is at most
-  ``login_command`` bytes (a few KB, as Dovecot's login processes read a client through a
-  buffer of 1-4 KB): a literal that would pass it is refused before a byte of it is read, and
-  the connection closed (``* BYE [TOOBIG]``; no ``+`` for a synchronizing literal, and a
-  LITERAL+ one is on its way anyway); so is AUTHENTICATE's response line. The connection's
-  buffer reads no further ahead than that (:mod:`pochta.server.imapwire`);
-- after it, a command other than APPEND is at most ``line_length`` bytes, literals included;
-  APPEND's letter at most ``literal_size`` (``smtp.max_message_size``, advertised as
-  APPENDLIMIT), refused before it is read when it is announced larger (NO, or BYE for
-  LITERAL+). The letter is spooled as SMTP's DATA is (:class:`pochta.server.smtpdata.Spool`:
-  memory up to ``spool_threshold``, then a file), the rest of the command is parsed without
-  it, and the letter is prepared from where it lies by the intake (worker processes read the
-  file) and delivered; the spool is removed however the command ends;
-- the literals held in memory are taken from the server-wide budget of bytes in flight
-  (:mod:`pochta.server.budget`, shared with SMTP). When it is spent, an APPEND's letter goes to
-  its file from the first byte, and any other literal (which must be parsed in memory) is
-  refused: ``NO [UNAVAILABLE]``, or BYE for LITERAL+;
+- a command as it is read (:mod:`pochta.server.imapread`): before the login a few KB in all,
+  lines and literals (as Dovecot's login processes read a client through a buffer of 1-4
+  KB), a bigger literal refused before it is read and the connection closed; so is
+  AUTHENTICATE's response line. The connection's buffer reads no further ahead than that
+  (:mod:`pochta.server.imapwire`, which says what TLS holds besides). After it a command
+  other than APPEND is at most ``line_length`` bytes, literals included; APPEND's letter at
+  most ``literal_size`` (``smtp.max_message_size``, advertised as APPENDLIMIT), spooled as
+  SMTP's DATA is (:class:`pochta.server.smtpdata.Spool`: memory up to ``spool_threshold``,
+  then a file). The literals held in memory, an APPEND's letter among them, are taken from
+  the server-wide budget of bytes in flight (:mod:`pochta.server.budget`, shared with SMTP)
+  until the command is done;
+- an APPEND's letter is prepared from where it lies by the intake (worker processes read the
+  file, and write its big parts to files of their own) and delivered. A letter in memory is
+  counted once, by its spool's share of the budget. A letter in a file (past
+  ``spool_threshold``, or any while the budget is spent) is not in memory, but parsing it
+  costs a worker several times its size and its skeleton comes back whole: such letters are
+  prepared and stored ``big_appends`` at a time, each waiting for its turn at most
+  ``append_wait`` seconds (then ``NO [UNAVAILABLE]``), and not at all once its client is
+  gone. The files are removed however the command ends;
 - the literals of one command, the ranges of a sequence set, idling sessions, errors per
   session (then BYE), silence (then BYE). Connections per address, per network and in all are
   the ``Doorman``'s (:mod:`pochta.server.connections`): over a limit, ``* BYE [UNAVAILABLE]``
@@ -52,16 +54,15 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import contextvars
-import functools
 import logging
 import re
 import secrets
+import shutil
 import socket
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,18 +77,20 @@ from pymap.parsing.command import nonauth as nonauth_cmd
 from pymap.parsing.command import select as select_cmd
 from pymap.parsing.specials.fetchattr import FetchAttribute
 
-from pochta.config import ImapSettings, SmtpSettings
+from pochta.config import ImapSettings, Settings, SmtpSettings
 from pochta.errors import (
     AlreadyExists,
     ConfigError,
     FolderNotFound,
     InvalidCredentials,
     InvalidInput,
+    Overloaded,
     PochtaError,
     RateLimited,
     ResetRequired,
     TooLarge,
 )
+from pochta.executors import run_in
 from pochta.guard.anvil import Limits
 from pochta.guard.networks import LOOPBACK, Network, parse_networks, within
 from pochta.mailbox.intake import Intake, Letter, Spilled
@@ -95,12 +98,15 @@ from pochta.mailbox.prepare import Prepared
 from pochta.server import imapfetch, imapproto
 from pochta.server.budget import Budget, Share
 from pochta.server.connections import Doorman, imap_refusal, local_doorman
-from pochta.server.imapproto import SPAM, Simple, Unparsed, folder_name, pochta_folder
+from pochta.server.imapproto import SPAM, Simple, folder_name, pochta_folder
+from pochta.server.imapread import Appending, Bye, CommandReader, ImapLimits, Refused
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
 from pochta.server.imapstore import ImapStore, Opened
-from pochta.server.imapwire import CHUNK, READ_AHEAD, Closed, LineTooLong, Wire
+from pochta.server.imapwire import CHUNK, LINGER_SECONDS, READ_AHEAD, Closed, LineTooLong, Wire
 from pochta.server.passwords import PasswordSlots
 from pochta.server.smtpdata import Spool
+
+__all__ = ["ImapLimits", "ImapServer", "Session", "limits_of", "start"]
 from pochta.types import Folder, FolderEntry, LetterFlag, User
 
 log = logging.getLogger("pochta.imap")
@@ -111,33 +117,13 @@ TlsContext = Callable[[], ssl.SSLContext]
 MAX_PATTERN = 1000  # characters of a LIST pattern (folder names have at most 200)
 STREAM_OVER = 1 << 18  # letters bigger than this are sent block by block from a thread
 DELIMITER = b"/"
-SPOOL_READ = 1 << 20  # bytes of an APPEND's letter taken from the connection at once
 FETCH_BATCH = 64  # letters a FETCH reads in one store thread call at most
 FETCH_BATCH_BYTES = 1 << 20  # or until their values hold this many bytes
-DEFAULT_BUDGET = 64 << 20
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 Value = bytes | tuple[bytes, int, Iterator[bytes]]
 """A FETCH attribute's value: its bytes, or a big body's head, size and blocks."""
-
-
-@dataclass(frozen=True, slots=True)
-class ImapLimits:
-    line_length: int = 65536  # a command line; after the login, a whole command but APPEND's letter
-    literal_size: int = 50 << 20  # APPEND's letter (APPENDLIMIT)
-    login_command: int = 4096  # a whole command before the login, and AUTHENTICATE's response
-    spool_threshold: int = 1 << 20  # APPEND's letter in memory up to this, then in a file
-    store_threads: int = 8  # threads that run the store's calls
-    literals: int = 16  # per command
-    ranges: int = 10_000  # elements of one sequence set
-    connections: int = 1000
-    connections_per_ip: int = 50
-    idle_sessions: int = 500
-    error_limit: int = 10
-    login_timeout: float = 60.0  # silence before a login
-    idle_timeout: float = 1800.0  # silence after it (and the longest IDLE)
-    idle_poll: float = 2.0
 
 
 @dataclass
@@ -174,27 +160,13 @@ def bad(text: str) -> Reply:
     return Reply(b"BAD", text)
 
 
-class Bye(Exception):
-    """Ends the connection with an untagged BYE."""
-
-
-@dataclass(frozen=True, slots=True)
-class Appending:
-    """An APPEND command read whole, its letter apart in ``letter`` (spooled: the command
-    holds a one-byte stand-in instead)."""
-
-    tag: bytes
-    command: auth_cmd.AppendCommand
-    letter: Spool
-
-
 class ImapServer:
-    """``budget``: the server's bytes in flight, shared with SMTP (default: its own of
-    :data:`DEFAULT_BUDGET`); ``intake``: prepares APPEND's letters in worker processes (None:
-    in the store's threads); ``spool_dir``: where big APPEND letters are spooled (default: the
-    system's temporary directory); ``cleartext``: the networks whose clients may log in
-    without TLS (default: loopback); ``passwords``: the bound on password checks that every
-    door of the process shares (default: IMAP's own, 2 at once)."""
+    """``budget``: the server's bytes in flight, shared with SMTP (default: its own, of
+    ``memory_budget``'s default); ``intake``: prepares APPEND's letters in worker processes
+    (None: in the store's threads); ``spool_dir``: where big APPEND letters are spooled
+    (default: the system's temporary directory); ``cleartext``: the networks whose clients
+    may log in without TLS (default: loopback); ``passwords``: the bound on password checks
+    that every door of the process shares (default: IMAP's own, 2 at once)."""
 
     def __init__(
         self,
@@ -214,7 +186,9 @@ class ImapServer:
         self.limits = limits or ImapLimits()
         self.tls = tls
         self.require_tls = require_tls and tls is not None
-        self.budget = budget if budget is not None else Budget(DEFAULT_BUDGET)
+        if budget is None:
+            budget = Budget(Settings.model_fields["memory_budget"].default)
+        self.budget = budget
         self.intake = intake
         self.spool_dir = spool_dir or Path(tempfile.gettempdir())
         self.cleartext = parse_networks(cleartext)
@@ -230,22 +204,27 @@ class ImapServer:
         # the store's calls (the index, the database, blobs): never on the event loop, nor in
         # its default executor that everything else shares
         self.executor = ThreadPoolExecutor(self.limits.store_threads, "imap-store")
+        # APPEND letters in files prepared and stored at once (see the module's docstring)
+        self.big_letters = asyncio.Semaphore(self.limits.big_appends)
+        # the block every connection's transport reads into (pochta.server.imapwire)
+        self.scratch = bytearray(CHUNK)
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """``fn(*args)`` in IMAP's threads, awaited (with this task's context: its log ids)."""
-        loop = asyncio.get_running_loop()
-        call = functools.partial(contextvars.copy_context().run, fn, *args)
-        return await loop.run_in_executor(self.executor, call)
+        return await run_in(self.executor, fn, *args)
 
-    async def prepare(self, letter: Letter, stem: str) -> tuple[Prepared, Spilled]:
+    async def prepare(
+        self, letter: Letter, parts: Path, held: Share | None
+    ) -> tuple[Prepared, Spilled]:
         """An APPEND's letter (its bytes or its spool file) parsed and split, off the loop:
         by the intake's workers, which write its extracted parts (but ``spool_threshold``
-        bytes of them) to files in ``spool_dir`` named after ``stem`` (the caller removes
-        them), else in a store thread."""
+        bytes of them) to files in the directory ``parts`` (the caller removes it), else in a
+        store thread. ``held``: the command's share of the budget, which a letter read whole
+        into the server (its worker died) is taken into."""
         if self.intake is not None:
             over = self.limits.spool_threshold
-            return await self.intake.prepare_apart(letter, self.spool_dir, stem, over)
+            return await self.intake.prepare_apart(letter, parts, over, held)
         return await self.run(self.store.prepare, letter), {}
 
     async def start(
@@ -269,13 +248,22 @@ class ImapServer:
         tls: dict[str, Any] = {}
         if implicit_tls:
             assert self.tls is not None
-            tls = {"ssl": self.tls(), "ssl_handshake_timeout": self.limits.login_timeout}
+            tls = {
+                "ssl": self.tls(),
+                "ssl_handshake_timeout": self.limits.login_timeout,
+                # a closed connection waits this long at most for the client's close_notify,
+                # reading (and decrypting) what it still sends meanwhile (imapwire)
+                "ssl_shutdown_timeout": LINGER_SECONDS,
+            }
 
         ahead = self.limits.login_command  # before the login: a few KB, no more
 
         def factory() -> Wire:
             return Wire(
-                lambda wire: self._accept(wire, implicit_tls), read_ahead=ahead, chunk=ahead
+                lambda wire: self._accept(wire, implicit_tls),
+                read_ahead=ahead,
+                chunk=ahead,
+                scratch=self.scratch,
             )
 
         if sock is not None:
@@ -331,9 +319,6 @@ class ImapServer:
 
 
 _UID = FetchAttribute(b"UID")
-_APPEND = re.compile(rb"[^ \r\n]{1,64} APPEND ", re.I)
-_APPEND_TO_LITERAL = re.compile(rb"[^ \r\n]{1,64} APPEND \{\d{1,19}\+?\}\r?\n\Z", re.I)
-"""An APPEND whose first literal is its folder's name, not its letter."""
 
 
 def _state(folder: Folder) -> tuple[int, int, int]:
@@ -354,7 +339,8 @@ class Session:
         self.user: User | None = None
         self.selected: Selected | None = None
         self.errors = 0
-        self.held = server.budget.share()  # the literals of the command in hand, in memory
+        self.reader = CommandReader(wire, server.limits, server.budget, server.spool_dir)
+        self.held = self.reader.held  # the literals of the command in hand, in memory
         self.cleartext = within(wire.peer, server.cleartext)  # may log in without TLS
 
     def may_login(self) -> bool:
@@ -379,7 +365,13 @@ class Session:
             timeout = self.limits.idle_timeout if self.user else self.limits.login_timeout
             try:
                 async with asyncio.timeout(timeout):
-                    command = await self.read_command()
+                    command = await self.reader.read(self.user is not None)
+                if isinstance(command, Refused):
+                    self.held.release()
+                    self.tagged(command.tag, command.kind, command.text)
+                    if command.kind == b"NO":
+                        self.error()
+                    continue
             except TimeoutError:
                 self.send(b"* BYE autologout: idle for too long\r\n")
                 return
@@ -389,9 +381,6 @@ class Session:
             except Bye as exc:
                 self.send(b"* BYE %s\r\n" % str(exc).encode())
                 return
-            if command is None:
-                self.held.release()
-                continue
             try:
                 done = await self.execute(command)
             except Bye as exc:
@@ -419,106 +408,6 @@ class Session:
         if self.errors >= self.limits.error_limit:
             raise Bye("too many errors")
 
-    async def read_command(self) -> Command | Simple | Appending | None:
-        """One whole command, its literals read (each bounded, see the module's docstring) and
-        inlined as ``{n+}``, an APPEND's letter spooled apart; None when it could not be read
-        (the client was told why). Literals kept in memory are taken from the budget into
-        ``self.held``, which the caller releases once the command is done."""
-        limits = self.limits
-        authed = self.user is not None
-        # what the command may hold, lines and literals together (an APPEND's letter apart)
-        bound = limits.line_length if authed else min(limits.login_command, limits.line_length)
-        first = line = await self.wire.readline(bound)
-        parts = [line]
-        held = len(line)
-        count = 0
-        appending = authed and _APPEND.match(first) is not None
-        letter: Spool | None = None
-        try:
-            while m := imapproto.LITERAL.search(line):
-                size, plus = int(m.group(1)), bool(m.group(2))
-                count += 1
-                is_letter = appending and not (count == 1 and _APPEND_TO_LITERAL.match(first))
-                why = self._refusal(size, count, held, bound, is_letter, letter is not None)
-                if why is None and not is_letter and not self.held.take(size):
-                    why = "[UNAVAILABLE] the server holds all it may in memory now; try again"
-                if why is not None:
-                    if plus or not authed:  # a LITERAL+ one comes anyway: the connection ends
-                        raise Bye(why)
-                    self.send(b"%s NO %s\r\n" % (imapproto.tag_of(first), why.encode()))
-                    self.error()
-                    return None
-                if not plus:
-                    self.send(b"+ go ahead\r\n")
-                    await self.wire.drain()
-                if is_letter:
-                    server = self.server
-                    letter = Spool(server.spool_dir, limits.spool_threshold, server.budget)
-                    await self._receive(letter, size)
-                    parts[-1] = line[: m.start()] + b"{1+}\r\n"
-                    parts.append(b"x")  # the letter's stand-in: pymap never holds the letter
-                else:
-                    parts[-1] = line[: m.start()] + b"{%d+}\r\n" % size
-                    parts.append(await self.wire.readexactly(size))
-                    held += size
-                try:
-                    line = await self.wire.readline(bound - held)
-                except LineTooLong:
-                    raise LineTooLong(f"a command longer than {bound} bytes") from None
-                parts.append(line)
-                held += len(line)
-            try:
-                command = imapproto.parse(b"".join(parts))
-            except Unparsed as exc:
-                self.tagged(exc.tag, b"BAD", exc.reason)
-                return None
-            if letter is None:
-                return command
-            if not isinstance(command, auth_cmd.AppendCommand):  # not reached: APPEND it was
-                self.tagged(command.tag, b"BAD", "cannot read the command")
-                return None
-            appended, letter = Appending(command.tag, command, letter), None
-            return appended
-        finally:
-            if letter is not None:  # not handed on: the command was refused or cut off
-                letter.discard()
-
-    def _refusal(
-        self, size: int, count: int, held: int, bound: int, is_letter: bool, lettered: bool
-    ) -> str | None:
-        """Why a literal of ``size`` bytes, the ``count``-th of a command that holds ``held``
-        bytes of at most ``bound``, is refused before it is read; None when it is not."""
-        limits = self.limits
-        if self.user is None and held + size > bound:
-            return f"[TOOBIG] before the login a command takes at most {bound} bytes"
-        if count > limits.literals:
-            return f"[TOOBIG] more than {limits.literals} literals in one command"
-        if is_letter:
-            if lettered:
-                return "[CANNOT] APPEND takes one letter"
-            if size > limits.literal_size:
-                return (
-                    f"[TOOBIG] a letter of {size} bytes is over the limit of"
-                    f" {limits.literal_size} (APPENDLIMIT)"
-                )
-            return None
-        if held + size > bound:
-            return f"[TOOBIG] a command takes at most {bound} bytes, its literals included"
-        return None
-
-    async def _receive(self, letter: Spool, size: int) -> None:
-        """``size`` bytes of an APPEND's letter from the connection into its spool, as they
-        come (the wire never holds more than it reads ahead, whatever the size)."""
-        left = size
-        while left:
-            chunk = await self.wire.read_some(min(left, SPOOL_READ))
-            try:
-                letter.write(chunk)
-            except OSError as exc:  # the disk is full or gone: the literal cannot be skipped
-                log.warning("IMAP APPEND from %s not spooled: %s", self.wire.peer, exc)
-                raise Bye("[UNAVAILABLE] cannot keep the letter now; try again later") from None
-            left -= len(chunk)
-
     async def execute(self, command: Command | Simple | Appending) -> bool:
         """Run one command; True when the connection is to end (LOGOUT)."""
         tag = command.tag
@@ -530,6 +419,8 @@ class Session:
             self.tagged(tag, b"BAD", str(exc))
         except TooLarge as exc:
             self.tagged(tag, b"NO", b"[TOOBIG] " + exc.message.encode())
+        except Overloaded as exc:
+            self.tagged(tag, b"NO", b"[UNAVAILABLE] " + exc.message.encode())
         except FolderNotFound as exc:
             self.tagged(tag, b"NO", b"[NONEXISTENT] " + exc.message.encode())
         except PochtaError as exc:
@@ -1189,7 +1080,9 @@ class Session:
         self, tag: bytes, cmd: auth_cmd.AppendCommand, spooled: Spool | None
     ) -> None:
         """Store the letter: ``spooled`` (read apart from the command, in memory or in a
-        file: prepared from where it lies), else the command's own literal."""
+        file: prepared from where it lies), else the command's own literal. A letter in
+        memory is its spool's bytes (handed over, not copied), counted in the budget by the
+        spool's share until the command ends; one in a file waits for its turn first."""
         user = self.need_auth()
         if cmd.error is not None or len(cmd.messages) != 1:
             raise bad("APPEND takes one letter")
@@ -1204,31 +1097,57 @@ class Session:
         size = spooled.size if spooled is not None else len(message.literal)
         if size == 0:
             raise bad("an empty letter")
-        # big letters are prepared one at a time: a worker parsing one holds several times its
-        # size, and its skeleton (text bodies stay in it) comes back whole. Its size is taken
-        # from the budget first, waiting while other letters hold it
-        share = self.server.budget.share()
-        stem = secrets.token_hex(8)
+        held = spooled.held if spooled is not None else None
+        # the worker writes the letter's big parts into a directory of their own
+        parts = self.server.spool_dir / f"{secrets.token_hex(8)}.parts"
         try:
-            await _take(share, min(size, self.server.budget.total))
-            prepared, files = await self.server.prepare(letter, stem)
-            uid = await self.server.run(
-                self.store.append, user, name, prepared, given, when, files
-            )
-            del prepared
+            async with self._turn(isinstance(letter, Path)):
+                prepared, files = await self.server.prepare(letter, parts, held)
+                uid = await self.server.run(
+                    self.store.append, user, name, prepared, given, when, files
+                )
+                del prepared
         finally:
-            share.release()
-            for path in self.server.spool_dir.glob(f"{stem}-*.letter"):
-                path.unlink(missing_ok=True)
+            shutil.rmtree(parts, ignore_errors=True)
         if self.selected is not None and self.selected.name == name:
             await self.refresh()
         self.tagged(tag, b"OK", b"[APPENDUID %d %d] APPEND completed" % (folder.uidvalidity, uid))
 
-
-async def _take(share: Share, n: int, poll: float = 0.02) -> None:
-    """Take ``n`` bytes into ``share``, waiting (polling) until the budget has them."""
-    while not share.take(n):
-        await asyncio.sleep(poll)
+    @contextlib.asynccontextmanager
+    async def _turn(self, big: bool) -> AsyncIterator[None]:
+        """For a letter in a file (``big``): one of the server's ``big_appends`` turns, held
+        while the block runs. It is waited for at most ``append_wait`` seconds (then
+        NO [UNAVAILABLE]), and only while the client is there (else Closed)."""
+        if not big:
+            yield
+            return
+        turns = self.server.big_letters
+        waiting = asyncio.ensure_future(turns.acquire())
+        gone = asyncio.ensure_future(self.wire.gone())
+        try:
+            await asyncio.wait(
+                (waiting, gone),
+                timeout=self.limits.append_wait,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        except BaseException:  # cancelled itself: a turn given meanwhile is handed on
+            gone.cancel()
+            if waiting.done() and not waiting.cancelled():
+                turns.release()
+            waiting.cancel()
+            raise
+        gone.cancel()
+        if not waiting.done():
+            waiting.cancel()  # it ends cancelled: a turn given at this moment is handed on
+            if self.wire.closing:
+                raise Closed("the client went away while its letter waited its turn")
+            raise no("[UNAVAILABLE] too many big letters are being stored now; try again later")
+        try:
+            if self.wire.closing:
+                raise Closed("the client went away while its letter waited its turn")
+            yield
+        finally:
+            turns.release()
 
 
 _EVERY = LetterFlag.SEEN | LetterFlag.FLAGGED | LetterFlag.ANSWERED | LetterFlag.DELETED
@@ -1276,6 +1195,8 @@ def limits_of(
         literal_size=max_message_size,
         login_command=settings.login_command_limit,
         spool_threshold=spool_threshold,
+        big_appends=settings.big_appends_at_once,
+        append_wait=settings.append_wait_seconds,
         store_threads=settings.store_threads,
         literals=settings.literal_limit,
         ranges=settings.sequence_ranges_limit,

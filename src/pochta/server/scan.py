@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -53,18 +54,21 @@ async def scan(
     pochta = request.app.state.pochta
     held = pochta.budget.share()  # the body is held whole: it is taken from the budget
     try:
-        body = bytearray()
+        body = io.BytesIO()
         async for chunk in request.stream():  # bounded by smtp.max_message_size (server.limits)
             if not held.take(len(chunk)):
                 raise Overloaded(
                     "the server holds all the letters it may in memory now; try again shortly"
                 )
-            body += chunk
-        if not body:
+            body.write(chunk)
+        # the letter is the buffer's own bytes, not a copy of them: the budget counted it once
+        raw = body.getvalue()
+        del body
+        if not raw:
             raise InvalidInput("send the letter as the request body")
         envelope = Envelope(ip=ip, sender=mail_from) if ip or mail_from else None
-        analysis = await pochta.intake.analyze(bytes(body), envelope, helo)
-        del body
+        analysis = await pochta.intake.analyze(raw, envelope, helo)
+        del raw
     finally:
         held.release()
     # the counters and learned words, not the database: the local pool (pochta.executors)

@@ -12,8 +12,11 @@ dropped as it comes and answered 552 once it ends; a line longer than ``line_len
 500. The letter (with a Received header put in front) is then parsed, analyzed and split in
 a worker process (``mailbox.intake``, which reads the spooled file itself), and stored by
 ``Mailbox.deliver_prepared`` in a thread; 250 comes only after the delivery is durable. A
-storage failure, or workers too busy to take the letter, is temporary (451: the client keeps
-the letter and retries); so is a recipient whose mailbox cannot be looked up because the
+letter no worker could prepare in time is read whole into the server to be stored unscored
+(``antispam.on_timeout``): its bytes are taken from the budget first, into the share of the
+letter's spool, until it is stored. A storage failure, workers too busy to take the letter,
+or a budget that cannot hold such a letter, is temporary (451: the client keeps the letter
+and retries); so is a recipient whose mailbox cannot be looked up because the
 index (its database) is unreachable, at RCPT or at the end of DATA: never aiosmtpd's 500 for
 an exception, which a sender would take as final. A letter pochta cannot accept is refused for
 good (554). LMTP answers once per accepted recipient.
@@ -41,6 +44,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import shutil
 import socket
 import ssl
 import time
@@ -55,10 +59,11 @@ from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import SMTP, Envelope, Session, syntax
 
 from pochta import logs, metrics
-from pochta.config import SmtpSettings
+from pochta.config import ImapSettings, SmtpSettings
 from pochta.errors import (
     ConfigError,
     InvalidInput,
+    Overloaded,
     PochtaError,
     StorageError,
     TooLarge,
@@ -71,7 +76,7 @@ from pochta.guard.reserve import DiskReserve, free_bytes, reserve_for
 from pochta.mailbox.intake import Intake, Letter
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
-from pochta.server.budget import Budget
+from pochta.server.budget import Budget, Share
 from pochta.server.connections import Doorman, smtp_refusal
 from pochta.server.smtpdata import CommandWatch, DataReader, Spool
 from pochta.types import Envelope as MailEnvelope
@@ -164,16 +169,28 @@ class DeliveryHandler:
         return "250 2.1.5 OK"
 
     async def handle_letter(
-        self, session: Session, envelope: Envelope, letter: Letter, eol: bytes
+        self,
+        session: Session,
+        envelope: Envelope,
+        letter: Letter,
+        eol: bytes,
+        held: Share | None = None,
     ) -> str:
         """The reply to a letter received whole (``letter``: its bytes or its spooled file;
-        ``eol``: its line ending, for the trace header)."""
+        ``eol``: its line ending, for the trace header; ``held``: its spool's share of the
+        memory budget, which the caller gives back after the reply)."""
         queue_id = secrets.token_hex(6)
         with logs.bound(queue_id=queue_id):  # ties this letter's lines together
-            return await self._letter(session, envelope, letter, eol, queue_id)
+            return await self._letter(session, envelope, letter, eol, queue_id, held)
 
     async def _letter(
-        self, session: Session, envelope: Envelope, letter: Letter, eol: bytes, queue_id: str
+        self,
+        session: Session,
+        envelope: Envelope,
+        letter: Letter,
+        eol: bytes,
+        queue_id: str,
+        held: Share | None,
     ) -> str:
         users: list[User] = []
         try:
@@ -208,7 +225,9 @@ class DeliveryHandler:
             sender=envelope.mail_from or "",
             recipients=tuple(envelope.rcpt_tos),
         )
-        status = await self._deliver(trace, letter, users, queue_id, envelope_, session.host_name)
+        status = await self._deliver(
+            trace, letter, users, queue_id, envelope_, session.host_name, held
+        )
         return self._each(envelope, status)
 
     def _each(self, envelope: Envelope, status: str) -> str:
@@ -225,6 +244,7 @@ class DeliveryHandler:
         queue_id: str,
         envelope: MailEnvelope,
         helo: str | None,
+        held: Share | None,
     ) -> str:
         if not users:
             return "554 5.1.1 no valid recipients"
@@ -236,6 +256,7 @@ class DeliveryHandler:
                 prefix=trace,
                 analyze=self.mailbox.scores,
                 shingles=self.mailbox.counts_shingles,
+                held=held,
             )
             done = await run_in(self.deliveries, self.mailbox.deliver_prepared, prepared, users)
         except TooLarge as exc:
@@ -247,6 +268,9 @@ class DeliveryHandler:
             return STORAGE_UNAVAILABLE
         except (WorkerTimeout, WorkerDied):  # antispam.on_timeout = "defer"
             return UNSCORED
+        except Overloaded as exc:  # unscored, and the budget cannot hold it whole
+            log.warning("delivery %s deferred: %s", queue_id, exc.message)
+            return OVERLOADED
         except PochtaError as exc:
             log.warning("delivery %s failed: %s", queue_id, exc.message)
             return "451 4.3.0 temporary failure; try again later"
@@ -275,6 +299,7 @@ def _verdict(done: Delivered) -> str:
 TOO_MANY_RECIPIENTS = "452 4.5.3 Error: too many recipients"
 STORAGE_UNAVAILABLE = "451 4.3.0 storage is unavailable; try again later"
 UNSCORED = "451 4.7.1 the letter could not be scored in time; try again later"
+OVERLOADED = "451 4.3.0 the server is too busy to take the letter now; try again later"
 INSUFFICIENT_STORAGE = "452 4.3.1 Insufficient system storage"
 NOT_ERRORS = ("421", TOO_MANY_RECIPIENTS[:9], "451", INSUFFICIENT_STORAGE[:9])
 """Replies that do not count toward the error limit: the closing 421 itself, the recipient
@@ -426,7 +451,7 @@ class PochtaSMTP(SMTP):
             else:
                 handler: DeliveryHandler = self.event_handler
                 status = await handler.handle_letter(
-                    self.session, envelope, spool.finish(), reader.eol or b"\n"
+                    self.session, envelope, spool.finish(), reader.eol or b"\n", spool.held
                 )
                 if status.startswith("250"):
                     conn.errors = 0  # the error limit counts errors between deliveries
@@ -484,7 +509,8 @@ dropped by the kernel, waited a minute for a greeting or a refusal that never ca
 
 def clear_spool(spool_dir: Path, older_than: float) -> None:
     """Remove letters a previous process left half-received (it stopped while reading them:
-    none of them was answered 250). Only files untouched for ``older_than`` seconds: another
+    none of them was answered 250), and the parts of IMAP APPEND letters it left (``*.parts``
+    directories). Only those untouched for ``older_than`` seconds (:func:`spool_age`): another
     process on the same data directory may be receiving (or delivering) the newer ones."""
     if spool_dir.is_dir():
         cutoff = time.time() - older_than
@@ -492,6 +518,22 @@ def clear_spool(spool_dir: Path, older_than: float) -> None:
             with contextlib.suppress(OSError):
                 if path.stat().st_mtime < cutoff:
                     path.unlink()
+        for path in spool_dir.glob("*.parts"):
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime < cutoff:
+                    shutil.rmtree(path)
+
+
+def spool_age(smtp: SmtpSettings, imap: ImapSettings | None = None) -> float:
+    """How long a file of the spool may stay untouched while another process still needs it,
+    with 600 s to spare: an SMTP letter is received and delivered within 2 x
+    ``command_timeout``; an IMAP APPEND's letter is received within ``idle_timeout`` (the
+    whole command is read within it), then waits at most ``append_wait_seconds`` for its
+    turn before it is parsed and stored (``imap``: None when IMAP does not run)."""
+    age = 2 * smtp.command_timeout
+    if imap is not None:
+        age = max(age, imap.idle_timeout + imap.append_wait_seconds)
+    return age + 600
 
 
 async def start(
@@ -506,6 +548,7 @@ async def start(
     doorman: Doorman | None = None,
     budget: Budget | None = None,
     executors: Executors | None = None,
+    imap: ImapSettings | None = None,
 ) -> list[asyncio.Server]:
     """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them.
     Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes, or
@@ -515,10 +558,12 @@ async def start(
     ``tls_context`` / ``lmtp_tls_context``: STARTTLS is offered with it (aiosmtpd's own
     support; never required: a public MX takes mail in clear too, RFC 3207). ``doorman``:
     the connection limits, asked before the greeting (None: none). ``executors``: the pools
-    recipient lookups and deliveries run on (None: the loop's default pool)."""
+    recipient lookups and deliveries run on (None: the loop's default pool). ``imap``: the
+    IMAP listener's settings when it spools to the same directory (its letters are kept
+    longer: :func:`spool_age`)."""
     loop = asyncio.get_running_loop()
     hostname = settings.fqdn()
-    clear_spool(spool_dir, older_than=2 * settings.command_timeout + 600)
+    clear_spool(spool_dir, older_than=spool_age(settings, imap))
     reserve = DiskReserve(
         reserve_for(settings.max_message_size, settings.spool_min_free),
         lambda: free_bytes(spool_dir),

@@ -28,12 +28,13 @@ the 354 reply (forbidden by RFC 2920 §3.1) are caught instead of being read as 
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 from pathlib import Path
 from typing import Literal
 
-from pochta.server.budget import Budget
+from pochta.server.budget import Budget, Share
 
 END = b"\r\n.\r\n"
 COMMAND_LIMIT = 512  # aiosmtpd's command_size_limit: a longer DATA line is not a command
@@ -46,35 +47,38 @@ class Spool:
     ``directory`` (mode 0600, a random name) that the owner removes with :meth:`discard`.
 
     With a ``budget`` (:mod:`pochta.server.budget`, shared by every connection of the server)
-    the bytes kept in memory are taken from it first; when it has none left the letter goes
-    to the file at once, so that many letters at once cannot together fill the memory. They
-    are given back at :meth:`discard`."""
+    the bytes kept in memory are taken from it first, into the share ``held``; when it has
+    none left the letter goes to the file at once, so that many letters at once cannot
+    together fill the memory. They are given back at :meth:`discard`: the letter that
+    :meth:`finish` hands over is these very bytes, not a copy, so the share counts it until
+    then (its holder may take more into it for the same letter, given back with it)."""
 
     def __init__(self, directory: Path, threshold: int, budget: Budget | None = None) -> None:
         self.directory = directory
         self.threshold = threshold
         self.size = 0
-        self._memory: bytearray | None = bytearray()
+        self._memory: io.BytesIO | None = io.BytesIO()
         self._file: int | None = None  # a descriptor
-        self._share = budget.share() if budget is not None else None
+        self.held: Share | None = budget.share() if budget is not None else None
         self.path: Path | None = None
 
     def write(self, data: bytes | memoryview) -> None:
         if not data:
             return
         if self._memory is not None and (
-            len(self._memory) + len(data) > self.threshold
-            or (self._share is not None and not self._share.take(len(data)))
+            self.size + len(data) > self.threshold
+            or (self.held is not None and not self.held.take(len(data)))
         ):
             self.directory.mkdir(parents=True, exist_ok=True)
             self.path = self.directory / f"{secrets.token_hex(8)}.letter"
             self._file = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             pending, self._memory = self._memory, None
-            self._write_all(pending)
-            if self._share is not None:
-                self._share.release()
+            self._write_all(pending.getbuffer())
+            pending.close()
+            if self.held is not None:
+                self.held.release()
         if self._memory is not None:
-            self._memory += data
+            self._memory.write(data)
         else:
             self._write_all(data)
         self.size += len(data)
@@ -86,20 +90,21 @@ class Spool:
             view = view[os.write(self._file, view) :]
 
     def finish(self) -> bytes | Path:
-        """The letter: its bytes, or the path of its file (closed for writing)."""
+        """The letter: its bytes (the spool's own, not a copy: nothing is written after), or
+        the path of its file (closed for writing)."""
         if self._file is not None:
             os.close(self._file)
             self._file = None
         if self.path is not None:
             return self.path
-        return bytes(self._memory or b"")
+        return self._memory.getvalue() if self._memory is not None else b""
 
     def discard(self) -> None:
         """Forget the letter: memory freed (and given back to the budget), the file closed
         and removed. Idempotent."""
-        self._memory = bytearray()
-        if self._share is not None:
-            self._share.release()
+        self._memory = io.BytesIO()
+        if self.held is not None:
+            self.held.release()
         if self._file is not None:
             os.close(self._file)
             self._file = None
