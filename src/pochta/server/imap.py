@@ -54,6 +54,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import logging
 import re
 import secrets
