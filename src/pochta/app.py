@@ -513,6 +513,7 @@ def authenticator(settings: Settings) -> Authenticator | None:
         upstream,
         timeout=a.dns_timeout,
         max_in_flight=a.dns_max_in_flight,
+        max_per_zone=a.dns_max_in_flight_per_zone,
         breaker=Breaker(pause=a.dns_down_seconds),
     )
     return Authenticator(dns, lifetime=a.dns_lifetime)

@@ -630,7 +630,18 @@ class AntispamSettings(Section):
         256,
         ge=1,
         description="DNS questions out at once (one socket each); more wait for a slot within"
-        " their letter's dns_lifetime. The same question of several letters is asked once",
+        " their letter's dns_lifetime, and with 4 x this many waiting a new one is temperror"
+        " at once. The same question of several letters is asked once, and dropped when every"
+        " letter waiting on it gave up",
+    )
+    dns_max_in_flight_per_zone: int = Field(
+        8,
+        ge=1,
+        description="DNS questions out at once to names of one zone (the registrable domain:"
+        " x.evil.example is evil.example's), at most half of dns_max_in_flight, so that a"
+        " sender whose name servers never answer holds a few slots, not all; more wait, and"
+        " with 4 x this many waiting a new one is temperror at once. Letters of one sender"
+        " share their questions, so few distinct names of one zone are asked at once",
     )
     dns_down_seconds: float = Field(
         10.0,
