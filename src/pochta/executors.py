@@ -8,10 +8,12 @@ that went through that pool waited behind them, though it did not need the datab
 
     lookups      the mailbox index alone: SMTP/LMTP recipient lookups (``smtp.lookup_threads``)
     deliveries   storing a letter: the index, the FileDB, the storage nodes, the shingles'
-                 counters (``smtp.delivery_threads``)
-    local        this machine alone: reading a spooled letter, analysis when there are no
-                 worker processes, the scan API's decision (counters and learned words; both
-                 answer or give up within their own timeouts) (:data:`LOCAL_THREADS`)
+                 counters (``smtp.delivery_threads``); and the verdict's decision, which reads
+                 the counters and the learned words (Redis or PostgreSQL, possibly): SMTP's in
+                 ``Mailbox.deliver_prepared``, the scan API's on its own
+    local        this machine alone, no network: reading a spooled letter, analysis when
+                 there are no worker processes, the scan API's explanation (the model)
+                 (:data:`LOCAL_THREADS`)
     checks       the runs of SPF and DMARC on a letter's DNS answers (pure CPU, a few
                  milliseconds at most: :mod:`pochta.antispam.auth.replay`), off the event loop
                  whatever a sender's records hold (:data:`CHECK_THREADS`)
