@@ -28,7 +28,9 @@ def intake(key: Key, **fixture: Any) -> Intake:
     planning = make_analyzer(AnalysisSettings(dns="system"), deferred=True)
     assert planning.resolver is None and planning.plan_auth
     auth = Authenticator(AsyncFixture(zone(key), **fixture), lifetime=2.0)
-    return Intake(planning, None, inline_limit=4096, deadline=10, auth=auth)
+    return Intake(
+        planning, None, inline_limit=4096, deadline=10, authserv_id="mx.pochta.test", auth=auth
+    )
 
 
 def test_the_phishing_set_gets_the_blocking_analysis(key: Key) -> None:
