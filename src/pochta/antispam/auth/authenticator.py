@@ -24,8 +24,8 @@ thread of its ``checks`` pool), each within the letter's lifetime and :data:`CHE
 more; a check whose run could not finish by then is ``temperror``. Every run in a thread
 costs the loop a hand-off (and the process about 0.15 ms more CPU than inline), so most
 letters never pay it, and a sender whose records are costly to evaluate costs the loop its
-allowance and one run, never more (a chain of 11 records at the bounds of
-:mod:`~pochta.antispam.auth.spf`: 25-50 ms of CPU a letter, all but a few on the loop).
+allowance, one run and the hand-offs, never more (a chain of 11 records at the bounds of
+:mod:`~pochta.antispam.auth.spf`: 25-60 ms of CPU a letter, 4-7 ms of it on the loop).
 Where a run executes never changes its result.
 """
 
