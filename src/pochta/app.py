@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from pydantic import SecretStr
 
 from pochta import secretfile
+from pochta.antispam.auth import replay
 from pochta.antispam.auth.asyncdns import DnsAsyncResolver, SharedDns
 from pochta.antispam.auth.authenticator import Authenticator
 from pochta.antispam.auth.breaker import Breaker
@@ -500,9 +502,11 @@ def analyzer(settings: Settings, tokens: TokenTable | None = None) -> Analyzer:
     return make_analyzer(analysis_settings(settings, tokens))
 
 
-def authenticator(settings: Settings) -> Authenticator | None:
+def authenticator(settings: Settings, checks: Executor | None) -> Authenticator | None:
     """SPF, DKIM and DMARC of received letters, asked by the server itself over one shared,
-    cached DNS (``antispam.dns = "system"``); None when DNS checks are off."""
+    cached DNS (``antispam.dns = "system"``); None when DNS checks are off. ``checks``: the
+    pool whose threads run SPF's and DMARC's runs (``Executors.checks``; None: the event
+    loop itself, for tests)."""
     a = settings.antispam
     if a.dns != "system":
         return None
@@ -513,9 +517,11 @@ def authenticator(settings: Settings) -> Authenticator | None:
         upstream,
         timeout=a.dns_timeout,
         max_in_flight=a.dns_max_in_flight,
+        max_per_zone=a.dns_max_in_flight_per_zone,
         breaker=Breaker(pause=a.dns_down_seconds),
     )
-    return Authenticator(dns, lifetime=a.dns_lifetime)
+    run = replay.in_executor(checks) if checks is not None else None
+    return Authenticator(dns, lifetime=a.dns_lifetime, run=run)
 
 
 def _intake(
@@ -548,7 +554,7 @@ def _intake(
         authserv_id=authserv_id,
         on_timeout=a.on_timeout,
         activity=activity,
-        auth=authenticator(settings),
+        auth=authenticator(settings, executors.checks),
         local=executors.local,
     )
 

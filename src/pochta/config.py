@@ -655,7 +655,18 @@ class AntispamSettings(Section):
         256,
         ge=1,
         description="DNS questions out at once (one socket each); more wait for a slot within"
-        " their letter's dns_lifetime. The same question of several letters is asked once",
+        " their letter's dns_lifetime, and with 4 x this many waiting a new one is temperror"
+        " at once. The same question of several letters is asked once, and dropped when every"
+        " letter waiting on it gave up",
+    )
+    dns_max_in_flight_per_zone: int = Field(
+        8,
+        ge=1,
+        description="DNS questions out at once to names of one zone (the registrable domain:"
+        " x.evil.example is evil.example's), at most half of dns_max_in_flight, so that a"
+        " sender whose name servers never answer holds a few slots, not all; more wait, and"
+        " with 4 x this many waiting a new one is temperror at once. Letters of one sender"
+        " share their questions, so few distinct names of one zone are asked at once",
     )
     dns_down_seconds: float = Field(
         10.0,
@@ -958,14 +969,28 @@ class Settings(BaseSettings):
         """A letter's DNS runs beside its worker, no longer inside deadline_seconds (the old
         rule, dns_lifetime + dns_timeout + 1 <= deadline_seconds, is gone: a slow sender can
         no longer get a worker killed). What still bounds it: the client waits for the reply
-        to DATA at most smtp.command_timeout before pochta closes the connection."""
+        to DATA at most smtp.command_timeout before pochta closes the connection.
+
+        From the end of DATA to the reply, pochta's own bounds allow: the worker's pass
+        (deadline_seconds, SPF asking meanwhile), the DKIM keys and DMARC policies within what
+        is left of dns_lifetime, the last runs of SPF within dns_lifetime + CHECK_SLACK, the
+        signatures verified by a second worker task (deadline_seconds again), DMARC's runs
+        (within dns_lifetime + CHECK_SLACK): at most max(deadline, lifetime + slack) +
+        deadline, bounded here by lifetime + slack + 2 x deadline. Not bounded by time: the
+        waits for a free worker (their queue is bounded, ``WorkerPool.max_pending``) and the
+        storing itself."""
+        from pochta.antispam.auth.authenticator import CHECK_SLACK
+
         a = self.antispam
-        if a.dns == "system" and a.dns_lifetime + a.deadline_seconds >= self.smtp.command_timeout:
+        worst = a.dns_lifetime + CHECK_SLACK + 2 * a.deadline_seconds
+        if a.dns == "system" and worst >= self.smtp.command_timeout:
             raise ValueError(
-                f"antispam.dns_lifetime ({a.dns_lifetime:g}) + antispam.deadline_seconds"
-                f" ({a.deadline_seconds:g}) must be less than smtp.command_timeout"
-                f" ({self.smtp.command_timeout:g}): the client would be disconnected before"
-                " its letter's reply"
+                f"antispam.dns_lifetime ({a.dns_lifetime:g}) + {CHECK_SLACK:g} + 2 x"
+                f" antispam.deadline_seconds ({a.deadline_seconds:g}) must be less than"
+                f" smtp.command_timeout ({self.smtp.command_timeout:g}): a letter's checks"
+                " (its worker's pass, its DNS, the verification of its DKIM signatures in a"
+                " second worker task) may take that long, and the client would be disconnected"
+                " before its reply"
             )
         return self
 

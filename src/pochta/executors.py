@@ -8,10 +8,15 @@ that went through that pool waited behind them, though it did not need the datab
 
     lookups      the mailbox index alone: SMTP/LMTP recipient lookups (``smtp.lookup_threads``)
     deliveries   storing a letter: the index, the FileDB, the storage nodes, the shingles'
-                 counters (``smtp.delivery_threads``)
-    local        this machine alone: reading a spooled letter, analysis when there are no
-                 worker processes, the scan API's decision (counters and learned words; both
-                 answer or give up within their own timeouts) (:data:`LOCAL_THREADS`)
+                 counters (``smtp.delivery_threads``); and the verdict's decision, which reads
+                 the counters and the learned words (Redis or PostgreSQL, possibly): SMTP's in
+                 ``Mailbox.deliver_prepared``, the scan API's on its own
+    local        this machine alone, no network: reading a spooled letter, analysis when
+                 there are no worker processes, the scan API's explanation (the model)
+                 (:data:`LOCAL_THREADS`)
+    checks       the runs of SPF and DMARC on a letter's DNS answers (pure CPU, a few
+                 milliseconds at most: :mod:`pochta.antispam.auth.replay`), off the event loop
+                 whatever a sender's records hold (:data:`CHECK_THREADS`)
 
 The loop's default pool is left to asyncio itself (``getaddrinfo``) and to code not moved
 here. HTTP endpoints that read the database run on Starlette's own pool (anyio, 40 threads);
@@ -34,6 +39,8 @@ Ts = TypeVarTuple("Ts")
 
 LOCAL_THREADS = 4
 """Threads of the ``local`` pool: its calls wait on nothing remote, so a few suffice."""
+CHECK_THREADS = 2
+"""Threads of the ``checks`` pool: pure Python CPU under the GIL, so more would not run more."""
 
 
 @dataclass(frozen=True)
@@ -41,18 +48,27 @@ class Executors:
     lookups: Executor
     deliveries: Executor
     local: Executor
+    checks: Executor
 
     @classmethod
-    def start(cls, *, lookups: int, deliveries: int, local: int = LOCAL_THREADS) -> Executors:
+    def start(
+        cls,
+        *,
+        lookups: int,
+        deliveries: int,
+        local: int = LOCAL_THREADS,
+        checks: int = CHECK_THREADS,
+    ) -> Executors:
         """Pools of these sizes (their threads start when first used)."""
         return cls(
             ThreadPoolExecutor(lookups, thread_name_prefix="pochta-lookup"),
             ThreadPoolExecutor(deliveries, thread_name_prefix="pochta-deliver"),
             ThreadPoolExecutor(local, thread_name_prefix="pochta-local"),
+            ThreadPoolExecutor(checks, thread_name_prefix="pochta-check"),
         )
 
     def close(self) -> None:
-        for pool in (self.lookups, self.deliveries, self.local):
+        for pool in (self.lookups, self.deliveries, self.local, self.checks):
             pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -214,9 +214,31 @@ class _Metrics:
         )
         self.login_failures: Counter = Counter(
             "pochta_login_failures_total",
-            "Failed logins, by reason (invalid_credentials, password_reset_required,"
-            " rate_limited)",
+            "Failed logins, by reason (invalid_credentials, password_reset_required, rate_limited)",
             ["reason"],
+        )
+        self.dns_questions: Counter = Counter(
+            "pochta_dns_questions_total",
+            "DNS questions of sender authentication, by what became of them: answered (records"
+            " or none, from the server or its cache), failed (SERVFAIL, REFUSED...), timed_out,"
+            " shared (joined the same question in flight), abandoned (every letter waiting gave"
+            " up), server_down (at once: the server is not answering), queue_full (at once:"
+            " too many wait)",
+            ["result"],
+        )
+        self.dns_cache_hits: Counter = Counter(
+            "pochta_dns_cache_hits_total",
+            "DNS questions answered from the cache (antispam.dns_cache_size), not the server",
+        )
+        self.dns_server_down: Gauge = Gauge(
+            "pochta_dns_server_down",
+            "1 while the DNS server is held for down (its breaker is open: no reply to three"
+            " questions nor to a probe), every check temperror at once; 0 while it answers",
+            multiprocess_mode="livemax",
+        )
+        self.dns_server_downs: Counter = Counter(
+            "pochta_dns_server_outages_total",
+            "Times the DNS server was found not answering (its breaker opened)",
         )
 
 
@@ -345,6 +367,22 @@ def mail_refused(reason: str) -> None:
 
 def login_failed(reason: str) -> None:
     m().login_failures.labels(reason).inc()
+
+
+def dns_question(result: str) -> None:
+    m().dns_questions.labels(result).inc()
+
+
+def dns_cache_hit() -> None:
+    m().dns_cache_hits.inc()
+
+
+def dns_server(*, down: bool, went_down: bool) -> None:
+    """The breaker's state after a probe of the DNS server."""
+    metrics = m()
+    metrics.dns_server_down.set(1 if down else 0)
+    if went_down:
+        metrics.dns_server_downs.inc()
 
 
 @contextlib.contextmanager

@@ -165,3 +165,17 @@ def test_dns_no_longer_has_to_fit_within_the_workers_deadline() -> None:
     with pytest.raises(ConfigError, match="command_timeout"):
         load_settings(antispam={"dns": "system"}, smtp={"command_timeout": 15.0})
     load_settings(antispam={"dns": "off"}, smtp={"command_timeout": 15.0})  # no DNS, no rule
+
+
+def test_the_reply_rule_counts_the_second_worker_task() -> None:
+    """DKIM signatures are verified by a second worker task with its own deadline, after the
+    first pass (up to deadline_seconds) and the DNS: the reply may come dns_lifetime + 1 s +
+    2 x deadline_seconds after the end of DATA (the review: the rule counted one deadline)."""
+    with pytest.raises(ConfigError, match=r"2 x antispam\.deadline_seconds"):
+        load_settings(antispam={"dns": "system"}, smtp={"command_timeout": 25.0})  # 7+1+20
+    load_settings(antispam={"dns": "system"}, smtp={"command_timeout": 29.0})
+    with pytest.raises(ConfigError, match="command_timeout"):
+        load_settings(
+            antispam={"dns": "system", "deadline_seconds": 5.0, "dns_lifetime": 20.0},
+            smtp={"command_timeout": 30.0},
+        )

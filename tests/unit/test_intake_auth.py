@@ -29,7 +29,7 @@ def intake(key: Key, **fixture: Any) -> Intake:
     assert planning.resolver is None and planning.plan_auth
     auth = Authenticator(AsyncFixture(zone(key), **fixture), lifetime=2.0)
     return Intake(
-        planning, None, inline_limit=4096, deadline=10, authserv_id="mx.test", auth=auth
+        planning, None, inline_limit=4096, deadline=10, authserv_id="mx.pochta.test", auth=auth
     )
 
 

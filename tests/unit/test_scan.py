@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -132,6 +134,41 @@ def test_a_scan_body_is_held_once_not_copied(
         finally:
             tracemalloc.stop()
     assert peaks and peaks[0] < 1.5 * len(raw), (peaks, len(raw))
+
+
+def test_the_scans_decision_runs_where_smtps_does_not_on_the_local_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decision reads the shingle counters and the learned words (Redis or PostgreSQL,
+    possibly): a stalled store must hold the deliveries pool, as SMTP's decisions do
+    (``Mailbox.deliver_prepared``), never ``local``, whose threads read the letters spooled
+    for the intake (pochta.executors: local waits on no network)."""
+    settings = load_settings(
+        data_dir=tmp_path / "d",
+        service_token=TOKEN,
+        smtp={"enabled": False},
+        imap={"enabled": False},
+    )
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with TestClient(create_app(settings), base_url="https://testserver") as c:
+        scanner = c.app.state.pochta.scanner  # type: ignore[attr-defined]
+        threads: dict[str, str] = {}
+        decide, explain = scanner.decide, scanner.explain
+
+        def deciding(*args: Any, **kwargs: Any) -> Any:
+            threads["decide"] = threading.current_thread().name
+            return decide(*args, **kwargs)
+
+        def explaining(*args: Any, **kwargs: Any) -> Any:
+            threads["explain"] = threading.current_thread().name
+            return explain(*args, **kwargs)
+
+        monkeypatch.setattr(scanner, "decide", deciding)
+        monkeypatch.setattr(scanner, "explain", explaining)
+        r = c.post("/v1/scan?explain=1", content=letter(), headers=auth)
+        assert r.status_code == 200 and r.json()["explanation"]
+    assert threads["decide"].startswith("pochta-deliver"), threads
+    assert threads["explain"].startswith("pochta-local"), threads  # the model alone
 
 
 def test_delivery_files_phishing_in_spam_with_headers_and_explanations(pochta: Pochta) -> None:

@@ -71,8 +71,9 @@ async def scan(
         del raw
     finally:
         held.release()
-    # the counters and learned words, not the database: the local pool (pochta.executors)
-    verdict = await run_in(pochta.executors.local, pochta.scanner.decide, analysis)
+    # the counters and learned words (Redis or PostgreSQL, possibly): the deliveries pool, as
+    # SMTP's decision; the explanation is the model's alone: the local pool (pochta.executors)
+    verdict = await run_in(pochta.executors.deliveries, pochta.scanner.decide, analysis)
     result: dict[str, Any] = verdict.as_dict(pochta.scanner.authserv_id)
     if explain:
         reasons = await run_in(pochta.executors.local, pochta.scanner.explain, verdict)

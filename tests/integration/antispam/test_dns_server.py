@@ -197,10 +197,32 @@ def test_the_servers_resolver_answers_as_the_blocking_one_and_keeps_answers(
                 await dns.query("example.com", "TXT", 2.0)  # a zone it does not serve
             assert await dns.probe(1.0)  # the root's NS: refused, so it is there
             own.stop()
+            assert dns.cached == 0
             # kept for their TTL (300 s; the negative answers for the SOA's minimum)
             assert [await dns.query(n, t, 0.5) for n, t in QUESTIONS] == expected
+            assert dns.cached == len(QUESTIONS)  # each answered from the cache, counted
             with pytest.raises(DnsTempError):
                 await dns.query("mx1.example.org", "TXT", 0.5)  # never asked: the server is gone
+            assert dns.cached == len(QUESTIONS)
+
+        asyncio.run(go())
+
+
+def test_a_cache_of_size_0_keeps_no_answer(tmp_path: Path, key: Key) -> None:
+    """``antispam.dns_cache_size = 0`` says "none": dnspython's LRUCache(0) kept one answer."""
+    with NsdServer.start(tmp_path / "nsd", zones(key)) as own:
+        none = DnsAsyncResolver(nameservers=[own.address], cache_size=0)
+        one = DnsAsyncResolver(nameservers=[own.address], cache_size=1)
+        record = ["v=spf1 ip4:192.0.2.0/28 include:_spf.example.net -all"]
+
+        async def go() -> None:
+            assert await none.query("example.org", "TXT", 2.0) == record
+            assert await one.query("example.org", "TXT", 2.0) == record
+            own.stop()
+            assert await one.query("example.org", "TXT", 0.5) == record  # the one it keeps
+            with pytest.raises(DnsTempError):
+                await none.query("example.org", "TXT", 0.5)  # the server is gone: nothing kept
+            assert (none.cached, one.cached) == (0, 1)
 
         asyncio.run(go())
 

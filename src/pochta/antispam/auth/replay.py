@@ -10,8 +10,12 @@ the start, until a run asks nothing new. Both checks are deterministic given the
 so the last run's result is what a blocking run would have given with the same answers (the
 RFC 7208 suite passes through this path: tests/unit/antispam/test_replay.py).
 
-A run costs CPU (pyspf: 0.1-0.3 ms), and there is one more run per question a letter needs
-after another (the record, then each include). ``follow`` names the questions a check will
+A run costs CPU (pyspf: 0.1-0.3 ms on real records; every run reads every record gathered,
+so a sender's records are bounded, :mod:`~pochta.antispam.auth.spf`), and there is one more
+run per question a letter needs after another (the record, then each include). The server
+runs them in a thread of its own pool (:func:`in_executor`), never on its event loop: a
+sender's records then cost the loop a hand-off per run, whatever they hold. ``follow`` names
+the questions a check will
 surely ask after an answer (SPF: the addresses of an MX's exchanges), asked together with it,
 so a ``mx`` term is one round, not eleven. A check that swallows NeedAnswer (pyspf ignores
 errors of an ``exp=`` lookup) still ends with the question noted as missing, so it is asked
@@ -24,9 +28,11 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import Executor
 from typing import Protocol, TypeVar
 
 from pochta.antispam.auth.resolver import DnsTempError, NeedAnswer, Question, RType, question
+from pochta.executors import run_in
 
 T = TypeVar("T")
 
@@ -72,6 +78,16 @@ class Replay:
 
 async def inline(fn: Callable[[], T]) -> T:
     return fn()
+
+
+def in_executor(executor: Executor) -> Runner:
+    """A Runner that runs each run in a thread of ``executor`` (the server's ``checks``
+    pool, :mod:`pochta.executors`), the event loop awaiting it."""
+
+    async def run(fn: Callable[[], T]) -> T:
+        return await run_in(executor, fn)
+
+    return run
 
 
 async def replayed(

@@ -13,10 +13,18 @@ Why pyspf and not pochta's own evaluator (which this module held before; measure
   letter are bounded again, outside any evaluator, by
   :class:`~pochta.antispam.auth.resolver.LimitedResolver`;
 - CPU: pyspf costs more, 51 µs a check on the suite against 24 µs (119 against 100 µs on
-  real-looking records, tests/spf_zones.py), small next to one DNS round trip; the one place
-  its CPU grows with input, its domain-spec regex (quadratic: 2 s on one 16,000-character
-  term), is fenced here: an SPF record with a term longer than :data:`MAX_TERM` characters
-  is ``permerror`` before pyspf reads it (0.15 ms);
+  real-looking records, tests/spf_zones.py), small next to one DNS round trip. Where its CPU
+  grows with what a sender publishes, it is fenced here, before pyspf reads the record: an
+  SPF record longer than :data:`MAX_RECORD` characters, with more than :data:`MAX_TERMS`
+  terms, or with a term longer than :data:`MAX_TERM` characters (pyspf's domain-spec regex
+  is quadratic: 2 s on one 16,000-character term) is ``permerror``. A chain of 10 includes
+  of 53 KB records each cost 1.4 s of CPU a letter on the server's async path (every round of
+  the replay evaluates every record gathered, 15 µs per ``ip4:`` term); at the bounds the
+  worst chain costs tens of milliseconds (tests/unit/antispam_phishing/test_spf_cost.py), and
+  :class:`Query` keeps what it parsed and matched from one round to the next (``memo``);
+- explanations: pyspf fetches an ``exp=`` text on every check and expands its macros;
+  pochta never uses the text, so :class:`Query` asks the question (the same questions as
+  pyspf) and does not expand it (a 64 KB explanation of macros cost 25 ms each round);
 - no network of its own: pyspf asks DNS through one module-level function,
   ``spf.DNSLookup`` (the hook its own test driver uses); this module installs there, once, a
   dispatcher that answers from the Resolver of the check in progress (a ContextVar, so
@@ -66,6 +74,16 @@ SPF_CODES: tuple[SpfCode, ...] = (
 MAX_LOOKUPS = pyspf.MAX_LOOKUP  # 10 DNS-querying terms (RFC 7208 4.6.4)
 MAX_VOID = pyspf.MAX_VOID_LOOKUPS  # 2 lookups that answer nothing
 MAX_TERM = 512  # characters of one term of an SPF record (a domain is at most 253)
+MAX_RECORD = 2048
+"""Characters of one SPF record. RFC 7208 3.4 asks a domain's TXT records to stay under 450
+octets in all (one UDP answer); flattening tools split records at 450-512 characters; an
+answer over 1,232 bytes (DNS Flag Day 2020's EDNS size) already needs TCP. 2 KB is four times
+the RFC's figure, and a record at it costs pyspf about 1 ms to evaluate."""
+MAX_TERMS = 128
+"""Terms of one SPF record (``v=spf1`` not counted): what 2 KB of ``ip4:`` networks hold (a
+real record has a few dozen at most: Google's and Microsoft's netblock records about ten).
+Short terms cost as much as long ones (``ip6:::1`` is 7 characters; a 2 KB record of them,
+250 terms, cost pyspf 2.7 ms against an IPv6 client)."""
 MAX_NAMES = pyspf.MAX_MX  # names of one MX or PTR answer whose addresses are checked (10)
 
 _LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$", re.I)
@@ -104,8 +122,8 @@ def _lookup(name: str, qtype: str, *args: Any, **kwargs: Any) -> list[tuple[tupl
     key = (name, qtype)
     if qtype == "TXT":
         for v in values:
-            if _SPF_RECORD.match(v) and any(len(t) > MAX_TERM for t in v.split()):
-                raise pyspf.PermError(f"{name}: an SPF term longer than {MAX_TERM} characters")
+            if _SPF_RECORD.match(v):
+                _bounded(name, v)
         return [(key, (v.encode("utf-8", "replace"),)) for v in values]
     if qtype == "MX":
         return [(key, (i, v)) for i, v in enumerate(values)]
@@ -115,10 +133,76 @@ def _lookup(name: str, qtype: str, *args: Any, **kwargs: Any) -> list[tuple[tupl
 pyspf.DNSLookup = _lookup
 
 
+def _bounded(name: str, record: str) -> None:
+    """PermError for an SPF record over the bounds (before pyspf parses it)."""
+    if len(record) > MAX_RECORD:
+        raise pyspf.PermError(f"{name}: an SPF record longer than {MAX_RECORD} characters")
+    terms = record.split()
+    if len(terms) - 1 > MAX_TERMS:
+        raise pyspf.PermError(f"{name}: an SPF record of more than {MAX_TERMS} terms")
+    if any(len(t) > MAX_TERM for t in terms):
+        raise pyspf.PermError(f"{name}: an SPF term longer than {MAX_TERM} characters")
+
+
+Memo = dict[tuple[Any, ...], Any]
+"""What a check parsed and matched, kept for the next run of the same check (same client,
+MAIL FROM and HELO): :class:`Query`'s ``memo``."""
+
+
+class Query(pyspf.query):  # type: ignore[misc]  # pyspf ships no type hints
+    """pyspf's query with two changes that do not change a result.
+
+    - ``exp=``: the explanation is asked (pyspf asks it on every check, and the questions
+      stay the same) but not expanded: pochta never uses the text, and a sender's 64 KB of
+      macros cost 25 ms each run;
+    - ``memo``: one letter's check runs again after each answer (:mod:`~pochta.antispam.
+      auth.replay`), every run reading every record gathered so far. Given the same client
+      address, ``validate_mechanism`` of a term without macros, in the same domain, and
+      ``cidrmatch`` of the same addresses always give the same answer, so runs share them
+      through ``memo`` (a chain of 10 records at the bounds: 126 ms a letter without, 42 ms
+      with). A term with a macro is validated each time (``%{p}`` asks DNS).
+    """
+
+    def __init__(self, *args: Any, memo: Memo | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.memo = memo
+
+    def get_explanation(self, spec: str) -> None:
+        if spec:
+            with contextlib.suppress(pyspf.PermError):
+                self.dns_txt(spec, ignore_void=True)
+
+    def validate_mechanism(self, mech: str) -> Any:
+        if self.memo is None or "%" in mech:
+            return super().validate_mechanism(mech)
+        key = ("term", mech, self.d)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = super().validate_mechanism(mech)
+        return found
+
+    def cidrmatch(self, ipaddrs: list[Any], n: int) -> bool:
+        if self.memo is None:
+            return bool(super().cidrmatch(ipaddrs, n))
+        key = ("cidr", tuple(ipaddrs), n)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = bool(super().cidrmatch(ipaddrs, n))
+        return bool(found)
+
+
 # -- the check -------------------------------------------------------------------------------
-def check(ip: str | None, mail_from: str | None, helo: str | None, resolver: Resolver) -> SpfResult:
+def check(
+    ip: str | None,
+    mail_from: str | None,
+    helo: str | None,
+    resolver: Resolver,
+    *,
+    memo: Memo | None = None,
+) -> SpfResult:
     """The SPF result for a client ``ip`` giving ``MAIL FROM:<mail_from>`` after ``HELO helo``.
-    An empty MAIL FROM (a bounce) is checked as ``postmaster@<helo>`` (scope ``helo``)."""
+    An empty MAIL FROM (a bounce) is checked as ``postmaster@<helo>`` (scope ``helo``).
+    ``memo``: shared by the runs of one replayed check (:class:`Query`)."""
     sender, domain, scope = identity(mail_from, helo)
     if ip is None:
         return SpfResult("none", scope, sender, domain, reason="no client IP")
@@ -132,7 +216,7 @@ def check(ip: str | None, mail_from: str | None, helo: str | None, resolver: Res
         return SpfResult("none", scope, sender, domain, reason="no valid domain to check")
     token = _current.set(resolver)
     try:
-        query = pyspf.query(i=str(addr), s=sender, h=(helo or "").strip(), strict=True)
+        query = Query(i=str(addr), s=sender, h=(helo or "").strip(), strict=True, memo=memo)
         code, _smtp, text = query.check()
         mechanism = str(query.mechanism or "")
     except NeedAnswer:  # a replayed check: the question is asked and the check run again
@@ -180,9 +264,19 @@ async def check_async(
             return []
         return [question(name, family) for name in answer[:MAX_NAMES] if name]
 
+    memo: Memo = {}
     return await replay.replayed(
-        lambda resolver: check(ip, mail_from, helo, resolver), ask, follow=follow, run=run
+        lambda resolver: check(ip, mail_from, helo, resolver, memo=memo),
+        ask,
+        follow=follow,
+        run=run,
     )
+
+
+def unfinished(mail_from: str | None, helo: str | None, why: str) -> SpfResult:
+    """``temperror`` for a check that could not finish (``why``), naming its identity."""
+    sender, domain, scope = identity(mail_from, helo)
+    return SpfResult("temperror", scope, sender, domain, reason=why)
 
 
 def _code(code: str) -> SpfCode:
