@@ -35,50 +35,50 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[WordStore]
 
 
 def test_a_new_store_knows_nothing(store: WordStore) -> None:
-    assert store.counts([1, 2, 3]) == {}
-    assert store.totals() == (0, 0)
-    assert store.size() == 0
+    assert store.counts(0, [1, 2, 3]) == {}
+    assert store.totals(0) == (0, 0)
+    assert store.size(0) == 0
 
 
 def test_add_then_read_every_hash_at_the_seams(store: WordStore) -> None:
-    store.add({h: (1, 2) for h in EDGES}, (1, 2), day=100)
-    store.add({EDGES[0]: (3, 0), 42: (0, 1)}, (3, 1), day=101)
-    got = store.counts([*EDGES, 42, 43])
+    store.add(0, {h: (1, 2) for h in EDGES}, (1, 2), day=100)
+    store.add(0, {EDGES[0]: (3, 0), 42: (0, 1)}, (3, 1), day=101)
+    got = store.counts(0, [*EDGES, 42, 43])
     assert got == {**{h: (1, 2) for h in EDGES}, EDGES[0]: (4, 2), 42: (0, 1)}
-    assert store.totals() == (4, 3)
-    assert store.size() == len(EDGES) + 1
+    assert store.totals(0) == (4, 3)
+    assert store.size(0) == len(EDGES) + 1
 
 
 def test_negative_deltas_stop_at_zero(store: WordStore) -> None:
-    store.add({7: (2, 2)}, (2, 2), day=1)
-    store.add({7: (-5, -1), 8: (-1, 3)}, (-5, 0), day=2)
-    assert store.counts([7, 8]) == {7: (0, 1), 8: (0, 3)}
-    assert store.totals() == (0, 2)
+    store.add(0, {7: (2, 2)}, (2, 2), day=1)
+    store.add(0, {7: (-5, -1), 8: (-1, 3)}, (-5, 0), day=2)
+    assert store.counts(0, [7, 8]) == {7: (0, 1), 8: (0, 3)}
+    assert store.totals(0) == (0, 2)
 
 
 def test_counts_saturate_instead_of_overflowing(store: WordStore) -> None:
     top = (1 << 63) - 1
-    store.add({9: (top, 0)}, (top, 0), day=1)
-    store.add({9: (5, 1)}, (5, 1), day=1)
-    assert store.counts([9]) == {9: (top, 1)}
-    assert store.totals() == (top, 1)
+    store.add(0, {9: (top, 0)}, (top, 0), day=1)
+    store.add(0, {9: (5, 1)}, (5, 1), day=1)
+    assert store.counts(0, [9]) == {9: (top, 1)}
+    assert store.totals(0) == (top, 1)
 
 
 def test_prune_drops_the_words_seen_longest_ago(store: WordStore) -> None:
-    store.add({1: (1, 0), 2: (1, 0)}, (1, 0), day=10)
-    store.add({3: (0, 1), 4: (0, 1)}, (0, 1), day=20)
-    store.add({1: (1, 0)}, (1, 0), day=30)  # word 1 seen again: now the newest
-    assert store.prune(keep=2) == 2
-    assert set(store.counts([1, 2, 3, 4])) == {1, 4}  # ties on the day: the lower hash goes
-    assert store.size() == 2
-    assert store.prune(keep=5) == 0
-    assert store.totals() == (2, 1)  # letters learned are not forgotten with their words
+    store.add(0, {1: (1, 0), 2: (1, 0)}, (1, 0), day=10)
+    store.add(0, {3: (0, 1), 4: (0, 1)}, (0, 1), day=20)
+    store.add(0, {1: (1, 0)}, (1, 0), day=30)  # word 1 seen again: now the newest
+    assert store.prune(0, keep=2) == 2
+    assert set(store.counts(0, [1, 2, 3, 4])) == {1, 4}  # ties on the day: the lower hash goes
+    assert store.size(0) == 2
+    assert store.prune(0, keep=5) == 0
+    assert store.totals(0) == (2, 1)  # letters learned are not forgotten with their words
 
 
 def test_many_words_in_one_read(store: WordStore) -> None:
     words = {h * 7919: (h % 3, 1) for h in range(1, 1500)}
-    store.add(words, (10, 10), day=1)
-    got = store.counts(list(words))
+    store.add(0, words, (10, 10), day=1)
+    got = store.counts(0, list(words))
     assert got == words
 
 
@@ -104,10 +104,10 @@ def test_any_sequence_of_adds_reads_as_the_memory_model(
     try:
         for words, letters in steps:
             for s in stores:
-                s.add(words, letters, day=1)
+                s.add(0, words, letters, day=1)
         keys = [*EDGES, 5, 6]
-        assert stores[1].counts(keys) == stores[0].counts(keys)
-        assert stores[1].totals() == stores[0].totals()
+        assert stores[1].counts(0, keys) == stores[0].counts(0, keys)
+        assert stores[1].totals(0) == stores[0].totals(0)
     finally:
         for s in stores:
             s.close()
@@ -126,7 +126,7 @@ def test_words_reads_what_is_buffered_and_what_is_stored(store: WordStore) -> No
     words.flush()
     after = words.table(["a", "b", "c"], [1, 2, 3])
     assert after == before
-    assert store.counts([1, 2, 3]) == {1: (1, 0), 2: (1, 3), 3: (0, 3)}
+    assert store.counts(0, [1, 2, 3]) == {1: (1, 0), 2: (1, 3), 3: (0, 3)}
     words.close()
 
 
@@ -135,10 +135,12 @@ class Failing(MemoryWordStore):
         super().__init__()
         self.down = True
 
-    def add(self, words: object, letters: object, day: int) -> None:  # type: ignore[override]
+    def add(
+        self, owner: int, words: Mapping[int, tuple[int, int]], letters: tuple[int, int], day: int
+    ) -> None:
         if self.down:
             raise StorageError("down")
-        super().add(words, letters, day)  # type: ignore[arg-type]
+        super().add(owner, words, letters, day)
 
 
 def test_a_failed_flush_keeps_the_words_to_retry() -> None:
@@ -152,8 +154,8 @@ def test_a_failed_flush_keeps_the_words_to_retry() -> None:
     assert dict(words.table(["x", "y"], [1, 2]).counts) == {"x": (1, 1), "y": (0, 1)}
     store.down = False
     words.flush()
-    assert store.counts([1, 2]) == {1: (1, 1), 2: (0, 1)}
-    assert store.totals() == (1, 1)
+    assert store.counts(0, [1, 2]) == {1: (1, 1), 2: (0, 1)}
+    assert store.totals(0) == (1, 1)
 
 
 def test_a_full_buffer_drops_a_letter_rather_than_growing() -> None:
@@ -169,9 +171,9 @@ def test_the_table_stays_within_max_words() -> None:
     words = Words(store, buffered=False, max_words=1000, prune_interval=0)
     for i in range(5):
         words.learn(range(i * 600, i * 600 + 600), "ham")
-    assert store.size() <= 1000 + 600  # pruned at each flush once past the limit
+    assert store.size(0) <= 1000 + 600  # pruned at each flush once past the limit
     words.prune()
-    assert store.size() == 1000
+    assert store.size(0) == 1000
 
 
 class Slow(MemoryWordStore):
@@ -182,8 +184,10 @@ class Slow(MemoryWordStore):
         self.written = threading.Event()
         self.go_on = threading.Event()
 
-    def add(self, words: Mapping[int, tuple[int, int]], letters: tuple[int, int], day: int) -> None:
-        super().add(words, letters, day)
+    def add(
+        self, owner: int, words: Mapping[int, tuple[int, int]], letters: tuple[int, int], day: int
+    ) -> None:
+        super().add(owner, words, letters, day)
         self.written.set()
         self.go_on.wait(10)
 
@@ -207,3 +211,99 @@ def test_a_read_during_a_flush_counts_each_learned_letter_once() -> None:
     reader.join(10)
     assert dict(got[0].counts) == {"a": (2, 0), "b": (2, 0)}
     assert (got[0].spam_letters, got[0].ham_letters) == (2, 0)
+
+
+# -- owners: the installation's table and each account's -----------------------------------
+
+
+def test_each_owner_has_its_own_table(store: WordStore) -> None:
+    store.add(0, {1: (1, 0), 2: (0, 1)}, (1, 1), day=5)
+    store.add(7, {1: (0, 4)}, (0, 4), day=5)
+    store.add(8, {3: (2, 0)}, (2, 0), day=5)
+    assert store.counts(0, [1, 2, 3]) == {1: (1, 0), 2: (0, 1)}
+    assert store.counts(7, [1, 2, 3]) == {1: (0, 4)}
+    assert store.counts(8, [1, 2, 3]) == {3: (2, 0)}
+    assert (store.totals(0), store.totals(7), store.totals(8), store.totals(9)) == (
+        (1, 1), (0, 4), (2, 0), (0, 0),
+    )  # fmt: skip
+    assert (store.size(0), store.size(7), store.size(9)) == (2, 1, 0)
+    assert store.owners() == [0, 7, 8]
+
+
+def test_forget_drops_one_owner_only(store: WordStore) -> None:
+    store.add(0, {1: (1, 0)}, (1, 0), day=5)
+    store.add(7, {1: (0, 4), 2: (1, 1)}, (1, 4), day=5)
+    store.forget(7)
+    assert store.counts(7, [1, 2]) == {}
+    assert store.totals(7) == (0, 0)
+    assert store.size(7) == 0
+    assert store.owners() == [0]
+    assert store.counts(0, [1]) == {1: (1, 0)}
+    store.forget(7)  # twice: nothing to do
+    store.add(7, {2: (1, 0)}, (1, 0), day=6)  # an owner learns again after being forgotten
+    assert store.counts(7, [1, 2]) == {2: (1, 0)}
+
+
+def test_prune_keeps_to_one_owner(store: WordStore) -> None:
+    store.add(7, {1: (1, 0), 2: (1, 0), 3: (1, 0)}, (1, 0), day=10)
+    store.add(8, {1: (1, 0), 2: (1, 0)}, (1, 0), day=1)
+    assert store.prune(7, keep=1) == 2
+    assert store.size(7) == 1
+    assert store.size(8) == 2  # older, but another owner's
+
+
+def test_a_file_of_the_single_table_layout_becomes_owner_0(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "words.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE words (hash INTEGER PRIMARY KEY, spam INTEGER NOT NULL,"
+        " ham INTEGER NOT NULL, day INTEGER NOT NULL) WITHOUT ROWID;"
+        "CREATE TABLE totals (id INTEGER PRIMARY KEY CHECK (id = 0), spam INTEGER NOT NULL,"
+        " ham INTEGER NOT NULL);"
+        "INSERT INTO words VALUES (-5, 2, 1, 100), (9, 0, 3, 101);"
+        "INSERT INTO totals VALUES (0, 4, 6);"
+    )
+    conn.commit()
+    conn.close()
+    store = SQLiteWordStore(path)
+    assert store.counts(0, [(1 << 64) - 5, 9]) == {(1 << 64) - 5: (2, 1), 9: (0, 3)}
+    assert store.totals(0) == (4, 6)
+    store.close()
+    again = SQLiteWordStore(path)  # opened again: nothing moved twice
+    assert again.totals(0) == (4, 6)
+    assert again.size(0) == 2
+    again.close()
+
+
+def test_words_learn_per_owner_and_read_buffered_and_stored(store: WordStore) -> None:
+    words = Words(store, buffered=True)
+    words.learn([1, 2], "spam")  # the installation
+    words.learn([2], "ham", weight=3, owner=7)
+    assert words.learned(7, [1, 2]) == ({2: (0, 3)}, (0, 3))
+    assert words.learned(0, [1, 2]) == ({1: (1, 0), 2: (1, 0)}, (1, 0))
+    words.flush()
+    assert words.learned(7, [1, 2]) == ({2: (0, 3)}, (0, 3))
+    assert store.counts(7, [1, 2]) == {2: (0, 3)}
+    assert words.stats(7).learned_ham == 3
+    words.learn([3], "spam", owner=7)
+    words.forget(7)  # buffered and stored, both gone
+    assert words.learned(7, [1, 2, 3]) == ({}, (0, 0))
+    words.flush()
+    assert store.owners() == [0]
+    with pytest.raises(ValueError, match="cleared"):
+        words.forget(0)
+    words.clear()
+    assert words.learned(0, [1, 2]) == ({}, (0, 0))
+    words.close()
+
+
+def test_each_account_stays_within_max_words_per_owner() -> None:
+    store = MemoryWordStore()
+    words = Words(store, buffered=False, max_words=10_000, max_words_per_owner=50)
+    words.learn(range(200), "spam", owner=7)
+    words.learn(range(300), "ham")
+    words.prune()
+    assert store.size(7) == 50
+    assert store.size(0) == 300

@@ -97,11 +97,11 @@ def test_learn_teaches_the_store_as_the_policy_says(model: booster.Model) -> Non
     v = s.scan(NEWSLETTER)
     assert v.label == "ham"
     s.learn(v)
-    assert store.totals() == (0, 1)
-    assert store.counts(list(v.hashes)) == {h: (0, 1) for h in v.hashes}
+    assert store.totals(0) == (0, 1)
+    assert store.counts(0, list(v.hashes)) == {h: (0, 1) for h in v.hashes}
     s.learning = Learning(ham_below=0.99)  # the default: a verdict teaches nothing
     s.learn(v)
-    assert store.totals() == (0, 1)
+    assert store.totals(0) == (0, 1)
 
 
 def test_a_persons_word_counts_as_several_letters(model: booster.Model) -> None:
@@ -109,9 +109,9 @@ def test_a_persons_word_counts_as_several_letters(model: booster.Model) -> None:
     s, _ = scanner(model, store)
     s.feedback(parse(NEWSLETTER), "spam", verdict="ham")  # "spam" on a letter pochta let in
     s.feedback(parse(NEWSLETTER), "read", verdict="ham")  # not a word on spam: nothing
-    assert store.totals() == (FEEDBACK_WEIGHT, 0)
+    assert store.totals(0) == (FEEDBACK_WEIGHT, 0)
     s.feedback(parse(NEWSLETTER), "not_spam", verdict="spam")  # "not spam" on a filed one
-    assert store.totals() == (FEEDBACK_WEIGHT, FEEDBACK_WEIGHT)
+    assert store.totals(0) == (FEEDBACK_WEIGHT, FEEDBACK_WEIGHT)
 
 
 @pytest.mark.parametrize("verdict", ["ham", "spam", "phishing", None])
@@ -126,17 +126,17 @@ def test_moving_a_letter_to_and_fro_teaches_at_most_once(
     into_spam_first = verdict not in ("spam", "phishing")  # where the letter is not yet
     moves = ["spam", "not_spam"] if into_spam_first else ["not_spam", "spam"]
     s.feedback(letter, moves[0], verdict)
-    once = store.totals()
+    once = store.totals(0)
     assert sum(once) == FEEDBACK_WEIGHT
     h = words.hashes(tokens.tokenize(letter))
-    counts_once = store.counts(list(h))
+    counts_once = store.counts(0, list(h))
     for _ in range(200):
         s.feedback(letter, moves[1], verdict)
         s.feedback(letter, moves[0], verdict)
-    assert store.totals() == once
-    assert store.counts(list(h)) == counts_once
+    assert store.totals(0) == once
+    assert store.counts(0, list(h)) == counts_once
     s.feedback(letter, moves[1], verdict)  # and back where pochta put it: nothing taught
-    assert store.totals() == (0, 0)
+    assert store.totals(0) == (0, 0)
 
 
 def test_the_store_keeps_hashes_never_the_words(tmp_path: Path, model: booster.Model) -> None:
@@ -144,7 +144,7 @@ def test_the_store_keeps_hashes_never_the_words(tmp_path: Path, model: booster.M
     s, words = scanner(model)
     words.store = store
     s.feedback(parse(letter(subject="x", text="zanzibarquokka personalsecret 491827")), "spam")
-    assert store.totals() == (FEEDBACK_WEIGHT, 0)
+    assert store.totals(0) == (FEEDBACK_WEIGHT, 0)
     store.close()
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     for word in (b"zanzibarquokka", b"personalsecret", b"491827"):

@@ -57,26 +57,44 @@ MAX_HASHES = tokens_mod.MAX_TOKENS + 64
 """Words of one letter a store is asked about or told (tokenize gives at most MAX_TOKENS)."""
 
 
+INSTALLATION = 0
+"""The owner of the installation's words; an account's own words have its id as owner."""
+
+
 class WordStore(Protocol):
-    """Where learned words live. Counts are letters (weighted), 64-bit, never below 0."""
+    """Where learned words live, by owner (:data:`INSTALLATION`, or an account's id: each
+    owner's table is its own). Counts are letters (weighted), 64-bit, never below 0."""
 
-    def add(self, words: Mapping[int, tuple[int, int]], letters: tuple[int, int], day: int) -> None:
-        """In one atomic step: each word's (spam, ham) letters += the given ones (a negative
-        delta stops at 0), the learned letters' totals += ``letters``, and each word's last
-        day seen = ``day``. StorageError when nothing was written."""
+    def add(
+        self,
+        owner: int,
+        words: Mapping[int, tuple[int, int]],
+        letters: tuple[int, int],
+        day: int,
+    ) -> None:
+        """In one atomic step: each of the owner's words' (spam, ham) letters += the given
+        ones (a negative delta stops at 0), the owner's learned letters += ``letters``, and
+        each word's last day seen = ``day``. StorageError when nothing was written."""
 
-    def counts(self, words: Sequence[int]) -> dict[int, tuple[int, int]]:
-        """(spam, ham) of each word known (unknown words are absent). StorageError."""
+    def counts(self, owner: int, words: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """(spam, ham) of each of the owner's words known (unknown words are absent).
+        StorageError."""
 
-    def totals(self) -> tuple[int, int]:
-        """Letters learned as (spam, ham). StorageError."""
+    def totals(self, owner: int) -> tuple[int, int]:
+        """Letters the owner learned as (spam, ham). StorageError."""
 
-    def size(self) -> int:
-        """Words kept."""
+    def size(self, owner: int) -> int:
+        """The owner's words kept."""
 
-    def prune(self, keep: int) -> int:
-        """Drop the words last seen longest ago until at most ``keep`` remain; how many were
-        dropped."""
+    def prune(self, owner: int, keep: int) -> int:
+        """Drop the owner's words last seen longest ago until at most ``keep`` remain; how
+        many were dropped."""
+
+    def forget(self, owner: int) -> None:
+        """Drop everything the owner learned (its words and its letters' totals)."""
+
+    def owners(self) -> list[int]:
+        """The owners that learned anything, in order."""
 
     def close(self) -> None: ...
 
@@ -120,7 +138,8 @@ def merged_table(
 
 class Words:
     """The learned words in front of a WordStore (see the module's doc). ``shipped``: the
-    model's table, read together with the learned one."""
+    model's table, read together with the installation's learned one. ``max_words`` bounds
+    the installation's table, ``max_words_per_owner`` each account's."""
 
     def __init__(
         self,
@@ -133,6 +152,7 @@ class Words:
         flush_interval: float = 2.0,
         max_pending: int = 500_000,
         max_words: int = 2_000_000,
+        max_words_per_owner: int = 50_000,
         prune_interval: float = 600.0,
     ) -> None:
         self.store = store
@@ -143,18 +163,22 @@ class Words:
         self.flush_interval = flush_interval
         self.max_pending = max_pending
         self.max_words = max_words
+        self.max_words_per_owner = max_words_per_owner
         self.prune_interval = prune_interval
         self._lock = threading.Lock()
         self._round = threading.Lock()  # one flush at a time
-        self._pending: dict[int, list[int]] = {}
-        self._letters = [0, 0]
-        self._in_flight: dict[int, list[int]] = {}
-        self._flight_letters = [0, 0]
+        # owner -> word -> [spam, ham]; owner -> [spam, ham] letters
+        self._pending: dict[int, dict[int, list[int]]] = {}
+        self._letters: dict[int, list[int]] = {}
+        self._pending_words = 0  # words in _pending, over all owners
+        self._in_flight: dict[int, dict[int, list[int]]] = {}
+        self._flight_letters: dict[int, list[int]] = {}
         self._dropped = 0
         self._failures = 0
         self._last_error: str | None = None
         self._flushes = 0  # flushes ended: a read that saw one begin or end reads again
         self._writing = False  # a flush is writing to the store
+        self._touched: set[int] = set()  # owners written since the last prune
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_prune = time.monotonic() + prune_interval
@@ -162,47 +186,56 @@ class Words:
     # reading
 
     def table(self, tokens: Sequence[str], hashes: Sequence[int]) -> tokens_mod.TokenTable:
-        """One letter's table: shipped + stored + buffered, each learned letter counted once
-        (a flush that writes between reading the store and the buffers is seen and the read
-        is made again); StorageError when the store does not answer."""
+        """One letter's table: shipped + the installation's stored + buffered, each learned
+        letter counted once; StorageError when the store does not answer."""
         hashes = list(hashes)[:MAX_HASHES]
         tokens = list(tokens)[: len(hashes)]
+        learned, totals = self.learned(INSTALLATION, hashes)
+        return merged_table(tokens, hashes, self.shipped, learned, totals, self.key)
+
+    def learned(
+        self, owner: int, hashes: Sequence[int]
+    ) -> tuple[dict[int, tuple[int, int]], tuple[int, int]]:
+        """What ``owner`` learned of these words, stored + buffered, and its letters (spam,
+        ham): each learned letter counted once (a flush that writes between reading the
+        store and the buffers is seen and the read is made again). StorageError."""
+        hashes = list(hashes)[:MAX_HASHES]
         for _ in range(3):
             with self._lock:
                 seen = self._flushes
-            learned = self.store.counts(hashes)
-            totals = self.store.totals()
+            learned = self.store.counts(owner, hashes)
+            totals = self.store.totals(owner)
             with self._lock:
                 if self._flushes != seen or self._writing:
                     continue
-                return self._merged(tokens, hashes, learned, totals)
+                return self._buffered(owner, hashes, learned, totals)
         with self._round:  # flushes kept coming: read between two of them
-            learned = self.store.counts(hashes)
-            totals = self.store.totals()
+            learned = self.store.counts(owner, hashes)
+            totals = self.store.totals(owner)
             with self._lock:
-                return self._merged(tokens, hashes, learned, totals)
+                return self._buffered(owner, hashes, learned, totals)
 
-    def _merged(
+    def _buffered(
         self,
-        tokens: list[str],
+        owner: int,
         hashes: list[int],
         learned: dict[int, tuple[int, int]],
         totals: tuple[int, int],
-    ) -> tokens_mod.TokenTable:
+    ) -> tuple[dict[int, tuple[int, int]], tuple[int, int]]:
         """Under ``_lock``: the stored counts plus what is buffered or being written."""
-        letters = (
-            totals[0] + self._letters[0] + self._flight_letters[0],
-            totals[1] + self._letters[1] + self._flight_letters[1],
-        )
-        if self._pending or self._in_flight:
+        zero = [0, 0]
+        a, b = self._letters.get(owner, zero), self._flight_letters.get(owner, zero)
+        letters = (totals[0] + a[0] + b[0], totals[1] + a[1] + b[1])
+        bufs = [buf[owner] for buf in (self._pending, self._in_flight) if owner in buf]
+        if bufs:
             learned = dict(learned)
             for h in hashes:
-                for buf in (self._pending, self._in_flight):
+                for buf in bufs:
                     d = buf.get(h)
                     if d is not None:
                         s, m = learned.get(h, (0, 0))
                         learned[h] = (max(0, s + d[0]), max(0, m + d[1]))
-        return merged_table(tokens, hashes, self.shipped, learned, letters, self.key)
+        return learned, letters
 
     def hashes(self, tokens: Iterable[str]) -> tuple[int, ...]:
         """The tokens' hashes with this table's key."""
@@ -210,77 +243,129 @@ class Words:
 
     # writing
 
-    def learn(self, hashes: Iterable[int], kind: Kind, weight: int = 1) -> bool:
-        """Count one letter's words as ``weight`` letters of ``kind`` (buffered; returns at
-        once). False when the buffer is full and the letter's words were dropped."""
+    def learn(
+        self, hashes: Iterable[int], kind: Kind, weight: int = 1, owner: int = INSTALLATION
+    ) -> bool:
+        """Count one letter's words as ``weight`` letters of ``kind`` in ``owner``'s table
+        (buffered; returns at once). False when the buffer is full and the letter's words
+        were dropped."""
         if kind not in ("spam", "ham"):
             raise ValueError(f"unknown kind {kind!r}")
         col = 0 if kind == "spam" else 1
         words = list(dict.fromkeys(hashes))[:MAX_HASHES]
         with self._lock:
-            if len(self._pending) + len(words) > self.max_pending:
+            if self._pending_words + len(words) > self.max_pending:
                 self._dropped += 1
                 log.warning("learned words: the buffer is full; one letter's words dropped")
                 return False
+            table = self._pending.setdefault(owner, {})
             for h in words:
-                d = self._pending.get(h)
+                d = table.get(h)
                 if d is None:
-                    d = self._pending[h] = [0, 0]
+                    d = table[h] = [0, 0]
+                    self._pending_words += 1
                 d[col] += weight
-            self._letters[col] += weight
+            self._letters.setdefault(owner, [0, 0])[col] += weight
         if not self.buffered:
             self.flush()
         return True
 
     def flush(self) -> None:
-        """Write what is buffered, as one step (StorageError: it stays buffered)."""
+        """Write what is buffered, one atomic step per owner (StorageError: what was not
+        written stays buffered)."""
         with self._round:
             with self._lock:
-                if not self._pending and not any(self._letters):
+                if not self._pending and not self._letters:
                     return
                 self._in_flight, self._pending = self._pending, {}
-                self._flight_letters, self._letters = self._letters, [0, 0]
-                batch = {h: (d[0], d[1]) for h, d in self._in_flight.items()}
-                letters = (self._flight_letters[0], self._flight_letters[1])
+                self._flight_letters, self._letters = self._letters, {}
+                self._pending_words = 0
                 self._writing = True
-            try:
-                self.store.add(batch, letters, int(self.clock() // DAY))
-            except StorageError as exc:
-                with self._lock:  # back into the buffer, added to what came meanwhile
-                    for h, d in self._in_flight.items():
-                        e = self._pending.setdefault(h, [0, 0])
+            day = int(self.clock() // DAY)
+            owners = sorted(set(self._in_flight) | set(self._flight_letters))
+            error: StorageError | None = None
+            for owner in owners:
+                batch = {h: (d[0], d[1]) for h, d in self._in_flight.get(owner, {}).items()}
+                fl = self._flight_letters.get(owner, [0, 0])
+                try:
+                    self.store.add(owner, batch, (fl[0], fl[1]), day)
+                except StorageError as exc:
+                    error = exc
+                    continue
+                with self._lock:  # written: no longer in flight
+                    self._in_flight.pop(owner, None)
+                    self._flight_letters.pop(owner, None)
+                    self._touched.add(owner)
+            with self._lock:  # what failed goes back into the buffer, added to what came
+                for owner, table in self._in_flight.items():
+                    into = self._pending.setdefault(owner, {})
+                    for h, d in table.items():
+                        e = into.get(h)
+                        if e is None:
+                            e = into[h] = [0, 0]
+                            self._pending_words += 1
                         e[0] += d[0]
                         e[1] += d[1]
-                    self._letters[0] += self._flight_letters[0]
-                    self._letters[1] += self._flight_letters[1]
-                    self._in_flight, self._flight_letters = {}, [0, 0]
+                for owner, fl in self._flight_letters.items():
+                    e = self._letters.setdefault(owner, [0, 0])
+                    e[0] += fl[0]
+                    e[1] += fl[1]
+                self._in_flight, self._flight_letters = {}, {}
+                if error is not None:
                     self._failures += 1
-                    self._last_error = str(exc)
-                    self._writing = False
-                    self._flushes += 1
-                raise
-            with self._lock:
-                self._in_flight, self._flight_letters = {}, [0, 0]
+                    self._last_error = str(error)
                 self._writing = False
                 self._flushes += 1
+            if error is not None:
+                raise error
             if time.monotonic() >= self._next_prune:
                 self._next_prune = time.monotonic() + self.prune_interval
                 self.prune()
 
     def prune(self) -> int:
-        """Keep at most ``max_words`` words (the flusher calls it every ``prune_interval``)."""
-        if self.store.size() <= self.max_words:
-            return 0
-        dropped = self.store.prune(self.max_words)
-        log.info("learned words: %d words learned longest ago dropped", dropped)
+        """Keep at most ``max_words`` words of the installation and ``max_words_per_owner``
+        of each account written to since the last prune (the flusher calls it every
+        ``prune_interval``)."""
+        with self._lock:
+            owners, self._touched = sorted(self._touched | {INSTALLATION}), set()
+        dropped = 0
+        for owner in owners:
+            keep = self.max_words if owner == INSTALLATION else self.max_words_per_owner
+            if self.store.size(owner) > keep:
+                n = self.store.prune(owner, keep)
+                dropped += n
+                log.info(
+                    "learned words: %d of owner %d's words learned longest ago dropped", n, owner
+                )
         return dropped
 
-    def stats(self) -> WordStats:
-        spam, ham = self.store.totals()
+    def forget(self, owner: int) -> None:
+        """Drop what ``owner`` learned, buffered and stored (StorageError)."""
+        if owner == INSTALLATION:
+            raise ValueError("the installation's words are cleared, not forgotten")
+        with self._round:
+            with self._lock:
+                table = self._pending.pop(owner, {})
+                self._pending_words -= len(table)
+                self._letters.pop(owner, None)
+            self.store.forget(owner)
+
+    def clear(self) -> None:
+        """Drop the installation's learned words, buffered and stored (StorageError)."""
+        with self._round:
+            with self._lock:
+                table = self._pending.pop(INSTALLATION, {})
+                self._pending_words -= len(table)
+                self._letters.pop(INSTALLATION, None)
+            self.store.forget(INSTALLATION)
+
+    def stats(self, owner: int = INSTALLATION) -> WordStats:
+        spam, ham = self.store.totals(owner)
         with self._lock:
+            letters = self._letters.get(owner, [0, 0])
+            pending = len(self._pending.get(owner, {})) + len(self._in_flight.get(owner, {}))
             return WordStats(
-                self.store.size(), len(self._pending) + len(self._in_flight),
-                spam + self._letters[0], ham + self._letters[1],
+                self.store.size(owner), pending, spam + letters[0], ham + letters[1],
                 self._dropped, self._failures, self._last_error,
             )  # fmt: skip
 
@@ -315,5 +400,5 @@ class Words:
         try:
             self.flush()
         except StorageError as exc:
-            log.warning("learned words: %d words lost at close: %s", len(self._pending), exc)
+            log.warning("learned words: %d words lost at close: %s", self._pending_words, exc)
         self.store.close()

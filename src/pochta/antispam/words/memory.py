@@ -13,41 +13,63 @@ MAX = (1 << 63) - 1
 
 class MemoryWordStore:
     def __init__(self) -> None:
-        self._words: dict[int, tuple[int, int, int]] = {}  # hash -> (spam, ham, day)
-        self._totals = (0, 0)
+        # owner -> hash -> (spam, ham, day)
+        self._words: dict[int, dict[int, tuple[int, int, int]]] = {}
+        self._totals: dict[int, tuple[int, int]] = {}
         self._lock = threading.Lock()
 
-    def add(self, words: Mapping[int, tuple[int, int]], letters: tuple[int, int], day: int) -> None:
+    def add(
+        self,
+        owner: int,
+        words: Mapping[int, tuple[int, int]],
+        letters: tuple[int, int],
+        day: int,
+    ) -> None:
         with self._lock:
+            table = self._words.setdefault(owner, {})
             for h, (ds, dh) in words.items():
-                s, m, _ = self._words.get(h, (0, 0, day))
-                self._words[h] = (_add(s, ds), _add(m, dh), day)
-            self._totals = (_add(self._totals[0], letters[0]), _add(self._totals[1], letters[1]))
+                s, m, _ = table.get(h, (0, 0, day))
+                table[h] = (_add(s, ds), _add(m, dh), day)
+            t = self._totals.get(owner, (0, 0))
+            self._totals[owner] = (_add(t[0], letters[0]), _add(t[1], letters[1]))
 
-    def counts(self, words: Sequence[int]) -> dict[int, tuple[int, int]]:
+    def counts(self, owner: int, words: Sequence[int]) -> dict[int, tuple[int, int]]:
         with self._lock:
+            table = self._words.get(owner, {})
             out = {}
             for h in words:
-                v = self._words.get(h)
+                v = table.get(h)
                 if v is not None:
                     out[h] = (v[0], v[1])
             return out
 
-    def totals(self) -> tuple[int, int]:
-        return self._totals
-
-    def size(self) -> int:
-        return len(self._words)
-
-    def prune(self, keep: int) -> int:
+    def totals(self, owner: int) -> tuple[int, int]:
         with self._lock:
-            excess = len(self._words) - keep
+            return self._totals.get(owner, (0, 0))
+
+    def size(self, owner: int) -> int:
+        with self._lock:
+            return len(self._words.get(owner, {}))
+
+    def prune(self, owner: int, keep: int) -> int:
+        with self._lock:
+            table = self._words.get(owner, {})
+            excess = len(table) - keep
             if excess <= 0:
                 return 0
-            oldest = sorted(self._words.items(), key=lambda kv: (kv[1][2], kv[0]))[:excess]
+            oldest = sorted(table.items(), key=lambda kv: (kv[1][2], kv[0]))[:excess]
             for h, _ in oldest:
-                del self._words[h]
+                del table[h]
             return excess
+
+    def forget(self, owner: int) -> None:
+        with self._lock:
+            self._words.pop(owner, None)
+            self._totals.pop(owner, None)
+
+    def owners(self) -> list[int]:
+        with self._lock:
+            return sorted(self._totals)
 
     def close(self) -> None:
         pass

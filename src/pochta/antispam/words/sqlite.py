@@ -1,11 +1,14 @@
 """Learned words in one SQLite file (``pochta.sqlitedb``: WAL, one writer).
 
-    words  (hash, spam, ham, day)   hash the word's signed 64-bit hash; day its last day seen
-    totals (id = 0, spam, ham)      the letters learned
+    learned        (owner, hash, spam, ham, day)  owner 0 the installation, else an account's
+                                                  id; hash the word's signed 64-bit hash; day
+                                                  its last day seen
+    learned_totals (owner, spam, ham)             the letters each owner learned
 
 A flush is one transaction; a read is one ``IN`` query of the letter's words (about a tenth of
-a millisecond for 300 words). ``prune`` deletes the words with the oldest day first (an index
-on day).
+a millisecond for 300 words). ``prune`` deletes an owner's words with the oldest day first (an
+index on owner, day). A file of the single-table layout (``words`` / ``totals``, before owners)
+is moved into owner 0 when it is opened.
 """
 
 from __future__ import annotations
@@ -18,34 +21,52 @@ from pochta.errors import StorageError
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS words (
-    hash INTEGER PRIMARY KEY, spam INTEGER NOT NULL, ham INTEGER NOT NULL, day INTEGER NOT NULL
+CREATE TABLE IF NOT EXISTS learned (
+    owner INTEGER NOT NULL, hash INTEGER NOT NULL,
+    spam INTEGER NOT NULL, ham INTEGER NOT NULL, day INTEGER NOT NULL,
+    PRIMARY KEY (owner, hash)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS words_by_day ON words (day);
-CREATE TABLE IF NOT EXISTS totals (
-    id INTEGER PRIMARY KEY CHECK (id = 0), spam INTEGER NOT NULL, ham INTEGER NOT NULL
+CREATE INDEX IF NOT EXISTS learned_by_day ON learned (owner, day);
+CREATE TABLE IF NOT EXISTS learned_totals (
+    owner INTEGER PRIMARY KEY, spam INTEGER NOT NULL, ham INTEGER NOT NULL
 );
-INSERT OR IGNORE INTO totals (id, spam, ham) VALUES (0, 0, 0);
 """
 # saturating at 2^63 - 1 (SQLite would turn an overflowing sum into a float), never below 0
 _ADD = """
-INSERT INTO words (hash, spam, ham, day) VALUES (?1, MAX(0, ?2), MAX(0, ?3), ?4)
+INSERT INTO learned (owner, hash, spam, ham, day) VALUES (?1, ?2, MAX(0, ?3), MAX(0, ?4), ?5)
+ON CONFLICT DO UPDATE SET
+  spam = CASE WHEN spam > 9223372036854775807 - ?3 THEN 9223372036854775807
+              ELSE MAX(0, spam + ?3) END,
+  ham = CASE WHEN ham > 9223372036854775807 - ?4 THEN 9223372036854775807
+             ELSE MAX(0, ham + ?4) END,
+  day = ?5
+"""
+_TOTALS = """
+INSERT INTO learned_totals (owner, spam, ham) VALUES (?1, MAX(0, ?2), MAX(0, ?3))
 ON CONFLICT DO UPDATE SET
   spam = CASE WHEN spam > 9223372036854775807 - ?2 THEN 9223372036854775807
               ELSE MAX(0, spam + ?2) END,
   ham = CASE WHEN ham > 9223372036854775807 - ?3 THEN 9223372036854775807
-             ELSE MAX(0, ham + ?3) END,
-  day = ?4
-"""
-_TOTALS = """
-UPDATE totals SET
-  spam = CASE WHEN spam > 9223372036854775807 - ?1 THEN 9223372036854775807
-              ELSE MAX(0, spam + ?1) END,
-  ham = CASE WHEN ham > 9223372036854775807 - ?2 THEN 9223372036854775807
-             ELSE MAX(0, ham + ?2) END
-WHERE id = 0
+             ELSE MAX(0, ham + ?3) END
 """
 _CHUNK = 500  # host parameters of one read
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """The single-table layout of a file written before owners, moved into owner 0."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "words" in tables:
+        conn.execute(
+            "INSERT OR IGNORE INTO learned (owner, hash, spam, ham, day)"
+            " SELECT 0, hash, spam, ham, day FROM words"
+        )
+        conn.execute("DROP TABLE words")
+    if "totals" in tables:
+        conn.execute(
+            "INSERT OR IGNORE INTO learned_totals (owner, spam, ham)"
+            " SELECT 0, spam, ham FROM totals WHERE id = 0"
+        )
+        conn.execute("DROP TABLE totals")
 
 
 def signed(h: int) -> int:
@@ -59,58 +80,75 @@ def unsigned(h: int) -> int:
 class SQLiteWordStore:
     def __init__(self, path: Path, *, synchronous: Synchronous = "normal") -> None:
         self.db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
+        try:
+            self.db.write(_migrate)
+        except sqlite3.Error as exc:
+            raise StorageError(f"moving learned words to the owners' layout: {exc}") from exc
 
-    def add(self, words: Mapping[int, tuple[int, int]], letters: tuple[int, int], day: int) -> None:
-        rows = [(signed(h), s, m, day) for h, (s, m) in words.items()]
+    def add(
+        self,
+        owner: int,
+        words: Mapping[int, tuple[int, int]],
+        letters: tuple[int, int],
+        day: int,
+    ) -> None:
+        rows = [(owner, signed(h), s, m, day) for h, (s, m) in words.items()]
 
         def write(conn: sqlite3.Connection) -> None:
             conn.executemany(_ADD, rows)
-            conn.execute(_TOTALS, letters)
+            conn.execute(_TOTALS, (owner, *letters))
 
         try:
             self.db.write(write)
         except sqlite3.Error as exc:
             raise StorageError(f"writing learned words: {exc}") from exc
 
-    def counts(self, words: Sequence[int]) -> dict[int, tuple[int, int]]:
+    def counts(self, owner: int, words: Sequence[int]) -> dict[int, tuple[int, int]]:
         out: dict[int, tuple[int, int]] = {}
         try:
             conn = self.db.reader()
             for i in range(0, len(words), _CHUNK):
                 part = [signed(h) for h in words[i : i + _CHUNK]]
-                sql = (
-                    f"SELECT hash, spam, ham FROM words WHERE hash IN ({','.join('?' * len(part))})"  # noqa: S608
-                )
-                for h, s, m in conn.execute(sql, part):
+                marks = ",".join("?" * len(part))
+                sql = f"SELECT hash, spam, ham FROM learned WHERE owner = ? AND hash IN ({marks})"  # noqa: S608
+                for h, s, m in conn.execute(sql, [owner, *part]):
                     out[unsigned(h)] = (s, m)
         except sqlite3.Error as exc:
             raise StorageError(f"reading learned words: {exc}") from exc
         return out
 
-    def totals(self) -> tuple[int, int]:
+    def totals(self, owner: int) -> tuple[int, int]:
         try:
-            row = self.db.reader().execute("SELECT spam, ham FROM totals WHERE id = 0").fetchone()
+            row = (
+                self.db.reader()
+                .execute("SELECT spam, ham FROM learned_totals WHERE owner = ?", (owner,))
+                .fetchone()
+            )
         except sqlite3.Error as exc:
             raise StorageError(f"reading learned words: {exc}") from exc
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
-    def size(self) -> int:
+    def size(self, owner: int) -> int:
         try:
-            (n,) = self.db.reader().execute("SELECT count(*) FROM words").fetchone()
+            (n,) = (
+                self.db.reader()
+                .execute("SELECT count(*) FROM learned WHERE owner = ?", (owner,))
+                .fetchone()
+            )
         except sqlite3.Error as exc:
             raise StorageError(f"reading learned words: {exc}") from exc
         return int(n)
 
-    def prune(self, keep: int) -> int:
+    def prune(self, owner: int, keep: int) -> int:
         def write(conn: sqlite3.Connection) -> int:
-            (n,) = conn.execute("SELECT count(*) FROM words").fetchone()
+            (n,) = conn.execute("SELECT count(*) FROM learned WHERE owner = ?", (owner,)).fetchone()
             excess = int(n) - keep
             if excess <= 0:
                 return 0
             conn.execute(
-                "DELETE FROM words WHERE hash IN"
-                " (SELECT hash FROM words ORDER BY day, hash LIMIT ?)",
-                (excess,),
+                "DELETE FROM learned WHERE owner = ?1 AND hash IN"
+                " (SELECT hash FROM learned WHERE owner = ?1 ORDER BY day, hash LIMIT ?2)",
+                (owner, excess),
             )
             return excess
 
@@ -118,6 +156,20 @@ class SQLiteWordStore:
             return self.db.write(write)
         except sqlite3.Error as exc:
             raise StorageError(f"pruning learned words: {exc}") from exc
+
+    def forget(self, owner: int) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM learned WHERE owner = ?", (owner,))
+            conn.execute("DELETE FROM learned_totals WHERE owner = ?", (owner,))
+
+        try:
+            self.db.write(write)
+        except sqlite3.Error as exc:
+            raise StorageError(f"forgetting learned words: {exc}") from exc
+
+    def owners(self) -> list[int]:
+        rows = self.db.query("SELECT owner FROM learned_totals ORDER BY owner")
+        return [int(r[0]) for r in rows]
 
     def close(self) -> None:
         self.db.close()
