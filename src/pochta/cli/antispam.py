@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 from rich.progress import Progress
 
-from pochta.antispam.model import legit, training
 from pochta.antispam.model.booster import shipped_dir
 from pochta.antispam.verdict import Verdict
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
@@ -85,19 +84,24 @@ def train(
     ] = None,
     iterations: Annotated[int, typer.Option(min=10, help="CatBoost boosting rounds")] = 400,
     generated: Annotated[
-        int,
+        int | None,
         typer.Option(
             min=0,
             help="legitimate commercial letters pochta generates and adds to the training "
-            "ham (0: none)",
+            "ham (0: none; default: the factory's, 1800)",
         ),
-    ] = legit.COUNT,
-    seed: Annotated[int, typer.Option(help="CatBoost's random seed")] = training.SEED,
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="CatBoost's random seed (default 0)")] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Train the model from the SpamAssassin corpus, groups easy-ham-1 and spam-1 only, and
     the legitimate letters pochta generates (training data, never evaluation data), replayed
     in date order (downloads the corpus into the cache on first use). Deterministic."""
+    # the model factory is imported here only: the runtime never loads it
+    from pochta_factory import legit, training
+
+    generated = legit.COUNT if generated is None else generated
+    seed = training.SEED if seed is None else seed
     target = output or shipped_dir()
     if json_output or not sys.stderr.isatty():
         model, info = training.train(iterations=iterations, generated=generated, seed=seed)

@@ -4,7 +4,7 @@ Letters are replayed in date order through a fresh set of counters, so the shing
 of each letter hold what was known at that letter's time.
 
 Training (``train``) uses ONLY the groups easy-ham-1 and spam-1, plus the legitimate letters
-pochta generates itself (:mod:`pochta.antispam.model.legit`, labelled ham, interleaved by
+pochta generates itself (:mod:`pochta_factory.legit`, labelled ham, interleaved by
 date; ``generated=0`` leaves them out): features are computed before the letter is counted,
 then the letter is counted with its true label. The decision threshold is tuned on the same
 corpus groups: out-of-fold probabilities from five models, each fitted without one fifth of
@@ -31,11 +31,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pochta import corpus
 from pochta.antispam import tokens as tokens_mod
 from pochta.antispam import words as words_mod
-from pochta.antispam.model import design, legit
-from pochta.antispam.model.booster import Model, fit
+from pochta.antispam.model import design
+from pochta.antispam.model.booster import Model
 from pochta.antispam.rules import ruleset as rules
 from pochta.antispam.shingles.counters import Ref
 from pochta.antispam.shingles.counters.memory import MemoryStore
@@ -52,6 +51,8 @@ from pochta.antispam.words import Words
 from pochta.antispam.words.memory import MemoryWordStore
 from pochta.mime.letter import parse
 from pochta.types import Envelope
+from pochta_factory import corpus, legit
+from pochta_factory.fitting import fit
 
 TRAIN_GROUPS = ("easy-ham-1", "spam-1")
 EVAL_GROUPS = ("easy-ham-2", "hard-ham-1", "spam-2")
@@ -511,7 +512,7 @@ def train(
             "seed": legit.SEED,
             "families": legit.families_of(s.name for s in samples if s.group == GENERATED),
             "what": "legitimate commercial letters pochta writes itself "
-            "(pochta.antispam.model.legit): training data only, never an evaluation set",
+            "(pochta_factory.legit): training data only, never an evaluation set",
         },
         "threshold_tuned_on": "out-of-fold probabilities of the corpus training letters "
         f"({FOLDS} folds, blocked by date; the generated letters not used)",
