@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from concurrent.futures import Executor
@@ -304,6 +305,9 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
     executors = Executors.start(
         lookups=settings.smtp.lookup_threads, deliveries=settings.smtp.delivery_threads
     )
+    intake = _intake(settings, analysis, executors, scanner.authserv_id, history)
+    if live_model is not None:
+        live_model.on_switch = functools.partial(switch_model, scanner, intake, analysis)
     return Pochta(
         settings=settings,
         blobs=blobs,
@@ -311,7 +315,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         locks=pochta_locks,
         shingles=shingler,
         scanner=scanner,
-        intake=_intake(settings, analysis, executors, scanner.authserv_id, history),
+        intake=intake,
         deletions=DeletionWorker(mailbox.deletions, pochta_locks, fence=fence),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
@@ -499,7 +503,7 @@ def _scanner(
         raise ConfigError(f"antispam.model_dir {a.model_dir} holds no model.cbm + model.json")
     live_model = None
     if a.use_model and a.model_dir is None:
-        live_model = LiveModel(
+        live_model = LiveModel(  # on_switch: set by build, once the intake exists
             models, model_, lambda switched: None, interval=a.model_check_seconds
         )
         model_ = live_model.initial()
@@ -526,20 +530,25 @@ def _scanner(
         authserv_id=a.authserv_id or settings.smtp.fqdn(),
         unscored="spam" if a.on_timeout == "spam" else "ham",
     )
-    if live_model is not None:
-        live_model.on_switch = lambda switched: switch_model(scanner, config, switched)
     return scanner, config, live_model
 
 
-def switch_model(scanner: Scanner, config: AnalysisSettings, switched: Switched) -> None:
-    """A newly promoted model in this process: the scanner's model, the shipped word table the
-    learned words are read with, and the server's own analyzer (its token table). Each
-    attribute is replaced whole, so a letter being scored reads the old or the new one."""
+def switch_model(
+    scanner: Scanner, intake: Intake, config: AnalysisSettings, switched: Switched
+) -> None:
+    """A newly promoted model in this loader: the scanner's model, the shipped word table the
+    learned words are read with, the analyzers' token table (the server's own, and every
+    worker process's: the pool restarts each worker with the new table, after its task). Each
+    attribute is replaced whole, so a letter being scored reads the old or the new one; a
+    letter analyzed by a worker not yet restarted has the old table's word score."""
     new = switched.model
-    tokens = new.tokens if new is not None else None
-    scanner.analyzer = make_analyzer(dataclasses.replace(config, tokens=tokens))
+    config = dataclasses.replace(config, tokens=new.tokens if new is not None else None)
+    scanner.analyzer = make_analyzer(config)
+    intake.analyzer = make_analyzer(config, deferred=True)
+    if intake.pool is not None:
+        intake.pool.reinitialize((config,))
     if scanner.words is not None:
-        scanner.words.shipped = tokens
+        scanner.words.shipped = config.tokens
     scanner.model = new
     log.info("model switched to %s", switched.version or "the shipped one")
 

@@ -127,19 +127,19 @@ def load(directory: Path | None = None) -> Model | None:
     cbm, meta = directory / "model.cbm", directory / "model.json"
     if not cbm.is_file() or not meta.is_file():
         return None
-    from catboost import CatBoostClassifier
+    from catboost import CatBoostClassifier, CatBoostError
 
     try:
         info = json.loads(meta.read_text())
         booster = CatBoostClassifier()
         booster.load_model(str(cbm))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot load the model in {directory}: {exc}") from exc
-    return Model(
-        booster,
-        list(info["columns"]),
-        float(info["threshold"]),
-        info.get("info", {}),
-        {str(k): float(v) for k, v in info.get("defaults", {}).items()},
-        tokens_mod.load(directory),
-    )
+        return Model(
+            booster,
+            list(info["columns"]),
+            float(info["threshold"]),
+            info.get("info", {}),
+            {str(k): float(v) for k, v in info.get("defaults", {}).items()},
+            tokens_mod.load(directory),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, CatBoostError) as exc:
+        raise ConfigError(f"cannot load the model in {directory}: {exc!r}") from exc

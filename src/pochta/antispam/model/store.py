@@ -18,6 +18,7 @@ A store keeps versions and the promotions in order; the last promotion is the li
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import tempfile
@@ -29,13 +30,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pochta.antispam.model import booster
-from pochta.errors import InvalidInput, NotFound, StorageError
+from pochta.errors import ConfigError, InvalidInput, NotFound, StorageError
 
 MODELS_DIR = "models"  # the directory store's folder under data_dir
 FILES = ("model.cbm", "model.json", "tokens.json", "figures.json")
 """The files a version may hold (model.cbm and model.json are required)."""
 MAX_FILE = 64 * 2**20  # a model file larger than this is refused (the shipped one: ~1 MB)
 MAX_VERSIONS = 1000  # versions kept at most; the operator removes old ones by hand
+log = logging.getLogger("pochta.antispam")
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,63}")
 
 
@@ -315,12 +317,20 @@ class LiveModel:
         self._thread: threading.Thread | None = None
 
     def initial(self) -> booster.Model | None:
-        """The live version's model (or the fallback), read once at the start."""
-        self.version = live(self.store)
+        """The live version's model, read once at the start; the fallback when none is live
+        or the live one cannot be loaded (``error`` says why: the loader still starts)."""
         self._checked = self.clock()
-        if self.version is None:
+        wanted = live(self.store)
+        if wanted is None:
             return self.fallback
-        return model_of(self.store.files(self.version))
+        try:
+            model = model_of(self.store.files(wanted))
+        except (NotFound, ConfigError) as exc:
+            self.error = f"model version {wanted}: {exc.message}"
+            log.error("cannot load the live model: %s; using the shipped one", self.error)
+            return self.fallback
+        self.version = wanted
+        return model
 
     def check(self, *, force: bool = False) -> bool:
         """Switch when the pointer moved; whether it switched."""
@@ -334,7 +344,7 @@ class LiveModel:
                 if wanted == self.version:
                     return False
                 model = self.fallback if wanted is None else model_of(self.store.files(wanted))
-            except (StorageError, NotFound) as exc:
+            except (StorageError, NotFound, ConfigError) as exc:
                 self.error = exc.message
                 return False
             self.error = None
