@@ -205,7 +205,7 @@ def _free_version(models: store_mod.ModelStore, now: float) -> str:
 def list_(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt = False) -> None:
     """The model versions, oldest first, with their figures; the live one marked."""
     with opened(data, config) as pochta:
-        rows = versions(pochta)
+        rows = store_mod.listing(pochta.models)
     payload = {"live": next((r["version"] for r in rows if r["live"]), None), "versions": rows}
 
     def human() -> None:
@@ -223,20 +223,6 @@ def list_(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt =
             out.print("(the shipped model is live)")
 
     emit(json_output, payload, human)
-
-
-def versions(pochta: Pochta) -> list[dict[str, Any]]:
-    """Every version with its figures and whether it is live (also for the admin pages)."""
-    live = store_mod.live(pochta.models)
-    return [
-        {
-            "version": v,
-            "created": created,
-            "live": v == live,
-            "figures": store_mod.figures_of(pochta.models.files(v)),
-        }
-        for v, created in pochta.models.versions()
-    ]
 
 
 @app.command("promote")

@@ -279,6 +279,21 @@ def figures_of(files: Mapping[str, bytes]) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def listing(store: ModelStore) -> list[dict[str, Any]]:
+    """Every version, oldest first: its name, when it was written, whether it is live, and the
+    figures it was trained with (``pochta model list``, the admin pages)."""
+    now_live = live(store)
+    return [
+        {
+            "version": v,
+            "created": created,
+            "live": v == now_live,
+            "figures": figures_of(store.files(v)),
+        }
+        for v, created in store.versions()
+    ]
+
+
 def new_version(now: float) -> str:
     """A version name from the time it is written (UTC), sortable."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
