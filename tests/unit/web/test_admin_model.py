@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from tests.unit.web.conftest import Site
+
 from pochta.antispam.model import booster
 from pochta.antispam.model import store as store_mod
-from tests.unit.web.conftest import Site
 
 FIGURES = {
     "letters": {"ham": 40, "spam": 60},
