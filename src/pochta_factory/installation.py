@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from pochta.mailbox.service import Mailbox
 from pochta_factory.corpus import CorpusLetter, Label, header_date
-from pochta_factory.sources import MAX_LETTERS, Read
+from pochta_factory.sources import MAX_BYTES, MAX_LETTERS, Read
 
 SPAM_FOLDER = "Spam"
 SKIPPED_FOLDERS = frozenset({"Trash"})
@@ -59,10 +59,14 @@ def label_of(folder: str, verdict: str | None) -> tuple[Label, bool] | None:
 
 
 def read(
-    mailbox: Mailbox, *, limit: int = MAX_LETTERS, progress: Callable[[int], None] | None = None
+    mailbox: Mailbox,
+    *,
+    limit: int = MAX_LETTERS,
+    max_bytes: int = MAX_BYTES,
+    progress: Callable[[int], None] | None = None,
 ) -> Installation:
-    """Every user's scored letters, labelled as the module's doc says; at most ``limit`` of
-    each kind (the newest first in each folder)."""
+    """Every user's scored letters, labelled as the module's doc says; at most ``limit``
+    letters and ``max_bytes`` bytes of each kind (more is an InvalidInput)."""
     out = Installation()
     for user in mailbox.index.users():
         out.users += 1
@@ -77,20 +81,11 @@ def read(
                         continue
                     label, corrected = labelled
                     read_ = out.spam if label == "spam" else out.ham
-                    if len(read_.letters) >= limit:
-                        continue
                     raw = mailbox.raw(user.id, stored.id)
                     name = f"{user.email}/{stored.folder}/{stored.id}"
-                    read_.letters.append(
-                        CorpusLetter(
-                            label,
-                            name,
-                            raw,
-                            label,
-                            header_date(raw),
-                            datetime.fromtimestamp(stored.received, UTC),
-                        )
-                    )
+                    at = datetime.fromtimestamp(stored.received, UTC)
+                    letter = CorpusLetter(label, name, raw, label, header_date(raw), at)
+                    read_.add(letter, limit, max_bytes)
                     if corrected:
                         key = "moved_into_spam" if label == "spam" else "moved_out_of_spam"
                         out.corrections[key] += 1

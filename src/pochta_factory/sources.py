@@ -3,8 +3,9 @@ directories of ``.eml`` / ``.txt`` files, single letters (the stdlib's :mod:`mai
 Maildir and mbox).
 
 Bounded: a letter larger than ``max_size`` is skipped and counted, never read whole; at most
-:data:`MAX_LETTERS` letters are read from all the paths of one kind; a path that does not
-exist is an InvalidInput naming it.
+:data:`MAX_LETTERS` letters and :data:`MAX_BYTES` bytes are read from all the paths of one
+kind (more is an InvalidInput: training holds them in memory); a path that does not exist is
+an InvalidInput naming it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pochta.errors import InvalidInput
 from pochta_factory.corpus import CorpusLetter, Label, header_date
 
 MAX_LETTERS = 200_000  # of one kind, from all its paths
+MAX_BYTES = 4 * 2**30  # the letters of one kind, all together (training holds them in memory)
 SUFFIXES = (".eml", ".txt", ".msg")  # the files a plain directory of letters holds
 
 
@@ -33,6 +35,18 @@ class Read:
     letters: list[CorpusLetter] = field(default_factory=list)
     too_large: int = 0  # over max_size: skipped
     empty: int = 0
+    size: int = 0  # bytes of the letters kept
+
+    def add(self, letter: CorpusLetter, limit: int, max_bytes: int) -> None:
+        """Keep a letter; InvalidInput past ``limit`` letters or ``max_bytes`` bytes."""
+        if len(self.letters) >= limit:
+            raise InvalidInput(f"more than {limit} {letter.label} letters: train on fewer")
+        if self.size + len(letter.raw) > max_bytes:
+            raise InvalidInput(
+                f"the {letter.label} letters hold more than {max_bytes} bytes: train on fewer"
+            )
+        self.letters.append(letter)
+        self.size += len(letter.raw)
 
     def as_dict(self) -> dict[str, int]:
         return {"letters": len(self.letters), "too_large": self.too_large, "empty": self.empty}
@@ -85,7 +99,14 @@ def raw_files(path: Path) -> Iterator[tuple[str, Readable]]:
             yield str(path), f
 
 
-def read(paths: Iterable[Path], label: Label, *, max_size: int, limit: int = MAX_LETTERS) -> Read:
+def read(
+    paths: Iterable[Path],
+    label: Label,
+    *,
+    max_size: int,
+    limit: int = MAX_LETTERS,
+    max_bytes: int = MAX_BYTES,
+) -> Read:
     """The letters of every path, labelled ``label`` (group ``label``); dated by their Date
     header (None when they have none: the replay keeps them in the order read)."""
     out = Read()
@@ -98,7 +119,5 @@ def read(paths: Iterable[Path], label: Label, *, max_size: int, limit: int = MAX
             if not raw.strip():
                 out.empty += 1
                 continue
-            if len(out.letters) >= limit:
-                raise InvalidInput(f"more than {limit} {label} letters: train on fewer")
-            out.letters.append(CorpusLetter(label, name, raw, label, header_date(raw), None))
+            out.add(CorpusLetter(label, name, raw, label, header_date(raw), None), limit, max_bytes)
     return out

@@ -102,6 +102,7 @@ def test_a_letter_over_the_size_is_skipped_and_counted(tmp_path: Path) -> None:
     (folder / "empty.txt").write_bytes(b"\r\n")
     read = sources.read([folder], "ham", max_size=1000)
     assert read.as_dict() == {"letters": 1, "too_large": 1, "empty": 1}
+    assert read.size == len(b"Subject: hi\r\n\r\nhello\r\n")
 
 
 def test_a_missing_path_and_too_many_letters_are_clear_errors(tmp_path: Path) -> None:
@@ -113,6 +114,8 @@ def test_a_missing_path_and_too_many_letters_are_clear_errors(tmp_path: Path) ->
         (folder / f"{i}.eml").write_bytes(b"Subject: hi\r\n\r\nhello\r\n")
     with pytest.raises(InvalidInput, match="more than 3 ham letters"):
         sources.read([folder], "ham", max_size=1000, limit=3)
+    with pytest.raises(InvalidInput, match="more than 50 bytes"):
+        sources.read([folder], "ham", max_size=1000, max_bytes=50)
 
 
 @pytest.mark.parametrize(
