@@ -150,7 +150,7 @@ def letters(
             raw=raw,
             label=GROUPS[group],
             date=header_date(raw),
-            received=_envelope_date(raw),
+            received=envelope_date(raw),
         )
 
 
@@ -278,7 +278,7 @@ def header_date(raw: bytes) -> datetime | None:
     return date if date.tzinfo is not None else date.replace(tzinfo=UTC)
 
 
-def _envelope_date(raw: bytes) -> datetime | None:
+def envelope_date(raw: bytes) -> datetime | None:
     m = _FROM_LINE.match(raw)
     if m is None:
         return None

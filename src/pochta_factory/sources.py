@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pochta.errors import InvalidInput
-from pochta_factory.corpus import CorpusLetter, Label, header_date
+from pochta_factory.corpus import CorpusLetter, Label, envelope_date, header_date
 
 MAX_LETTERS = 200_000  # of one kind, from all its paths
 MAX_BYTES = 4 * 2**30  # the letters of one kind, all together (training holds them in memory)
@@ -107,8 +107,9 @@ def read(
     limit: int = MAX_LETTERS,
     max_bytes: int = MAX_BYTES,
 ) -> Read:
-    """The letters of every path, labelled ``label`` (group ``label``); dated by their Date
-    header (None when they have none: the replay keeps them in the order read)."""
+    """The letters of every path, labelled ``label`` (group ``label``); dated by the mbox From
+    line a file may start with, else by their Date header (neither: the replay keeps them in
+    the order read)."""
     out = Read()
     for path in paths:
         for name, f in raw_files(path):
@@ -119,5 +120,7 @@ def read(
             if not raw.strip():
                 out.empty += 1
                 continue
-            out.add(CorpusLetter(label, name, raw, label, header_date(raw), None), limit, max_bytes)
+            # a letter kept with its mbox From line (as the public corpus's files are) arrived then
+            letter = CorpusLetter(label, name, raw, label, header_date(raw), envelope_date(raw))
+            out.add(letter, limit, max_bytes)
     return out
