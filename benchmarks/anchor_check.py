@@ -35,7 +35,7 @@ from anchors import (
     SpamAssassin,
     corpus_training,
 )
-from pochta import corpus
+from pochta_factory import corpus
 
 EVAL_GROUPS = ("easy-ham-2", "hard-ham-1", "spam-2")
 QUICK_LETTERS = 100  # a group, with --quick

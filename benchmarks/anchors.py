@@ -177,7 +177,7 @@ def corpus_training(
     limit: int | None = None,
 ) -> tuple[list[bytes], list[bytes]]:
     """Raw training letters from the corpus: (ham, spam), at most ``limit`` of each."""
-    from pochta import corpus
+    from pochta_factory import corpus
 
     ham = [m.raw for m in corpus.letters(ham_groups)]
     spam = [m.raw for m in corpus.letters(spam_groups)]

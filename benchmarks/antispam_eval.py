@@ -41,10 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note
-from pochta import corpus
 from pochta.antispam.model import booster as model_mod
-from pochta.antispam.model import training
 from pochta.antispam.model.booster import Model
+from pochta_factory import corpus, training
 
 QUICK_LETTERS = 300
 QUICK_TRAINING = 250  # anchors' Bayes, a class, with --quick (above their minimum of 200)

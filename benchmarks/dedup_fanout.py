@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note
-from pochta import corpus
 from pochta.app import build
 from pochta.config import load_settings
+from pochta_factory import corpus
 
 MAILBOXES = 1000
 ZIPF_S = 1.3

@@ -12,7 +12,7 @@ here):
                receipt...) against "phishing" and "spam"; no DNS, no shingle history (the
                manifest's shingle statistics for its two spam letters are merged in)
     generated  the legitimate commercial letters pochta writes for training
-               (:mod:`pochta.antispam.model.legit`): only their ham side is shown
+               (:mod:`pochta_factory.legit`): only their ham side is shown
 
 Per feature and set: the mean and the share of letters where it is not 0 (a missing value
 counts as 0), per class, and the AUC of "spam scores higher" (0.5: no separation; 1: every
@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, note
-from pochta import corpus
-from pochta.antispam.model import design, legit, training
+from pochta.antispam.model import design
 from pochta.antispam.rules import ruleset as rules
 from pochta.antispam.verdict import Scanner, model_columns, rule_features
 from pochta.mime.letter import parse
 from pochta.types import Envelope
+from pochta_factory import corpus, legit, training
 
 PROJECT = Path(__file__).resolve().parents[1] / "tests" / "data" / "phishing"
 DEGENERATE = 0.01  # "never": non-zero in fewer than 1 % of one class...

@@ -19,8 +19,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from _common import emit, machine, note
-from pochta.antispam.model import design, legit, training
+from pochta.antispam.model import design
 from pochta.antispam.verdict import model_columns
+from pochta_factory import legit, training
 
 
 def main() -> None:

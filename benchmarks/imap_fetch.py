@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note
-from pochta import corpus
+from pochta_factory import corpus
 
 GOAL_ONE_BY_ONE = 0.5  # pochta / Dovecot letters/s, one by one
 GOAL_MBSYNC = 2.0  # pochta's mbsync time / Dovecot's

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note
-from pochta import corpus
-from pochta.antispam.model.training import TRAIN_GROUPS, envelope_of
 from pochta.antispam.signs import checks, lookalike, protected
 from pochta.mime import normalize
 from pochta.mime.letter import Letter, parse
+from pochta_factory import corpus
+from pochta_factory.training import TRAIN_GROUPS, envelope_of
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME_CHECKS = (

@@ -23,8 +23,9 @@ import argparse
 import time
 
 from _common import emit, machine, note
-from pochta.antispam.model import design, legit, training
+from pochta.antispam.model import design
 from pochta.antispam.verdict import model_columns
+from pochta_factory import legit, training
 
 
 def main() -> None:

@@ -38,7 +38,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.regex_b
 from tests import regex_before as before
 from tests.cputime import cpu
 
-from pochta import corpus
 from pochta.antispam import features
 from pochta.antispam.auth import results as auth_results
 from pochta.antispam.auth import spf
@@ -49,6 +48,7 @@ from pochta.mime import headers, normalize
 from pochta.mime import html as html_mod
 from pochta.mime import letter as letter_mod
 from pochta.mime.letter import parse
+from pochta_factory import corpus
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 Run = Callable[[Any], object]
@@ -451,17 +451,23 @@ ROWS: list[Row] = [
              "the model's own feature names", "names pochta makes"),
             ("pochta/antispam/model/explain.py:_AUTH", "an auth feature name",
              "the model's own feature names", "names pochta makes"),
-            ("pochta/antispam/model/training.py:_BRACKET_IP", "[ip] in Received",
+            ("pochta_factory/training.py:_BRACKET_IP", "[ip] in Received",
              "corpus letters at training", "training only"),
-            ("pochta/antispam/model/training.py:_RETURN_PATH", "Return-Path",
+            ("pochta_factory/training.py:_RETURN_PATH", "Return-Path",
              "corpus letters at training", "training only"),
-            ("pochta/corpus.py:_MEMBER", "a corpus file name", "the npm tarball", "corpus only"),
-            ("pochta/corpus.py:_FROM_LINE", "the mbox From line", "corpus letters", "corpus only"),
-            ("pochta/corpus.py:_version_key()", "version parts", "npm metadata", "corpus only"),
-            ("pochta/corpus.py:_latest()", "a version string", "npm metadata", "corpus only"),
+            ("pochta_factory/corpus.py:_MEMBER", "a corpus file name",
+             "the npm tarball", "corpus only"),
+            ("pochta_factory/corpus.py:_FROM_LINE", "the mbox From line",
+             "corpus letters", "corpus only"),
+            ("pochta_factory/corpus.py:_version_key()", "version parts",
+             "npm metadata", "corpus only"),
+            ("pochta_factory/corpus.py:_latest()", "a version string",
+             "npm metadata", "corpus only"),
             ("pochta/antispam/shingles/counters/buckets.py:_WINDOW", "a window (24h)",
              "API parameter (service token)", "fullmatch of a short token; linear"),
             ("pochta/blobs/keys.py:_KEY_RE", "a blob key", "API path", "fullmatch {64}"),
+            ("pochta/antispam/model/store.py:_VERSION", "a model version's name",
+             "the CLI's argument, the store's folder names", "fullmatch {0,63}"),
             ("pochta/blobs/valkyrie.py:_BLOB_RE", "a blob file name", "the node's own files",
              "fullmatch, bounded"),
             ("pochta/server/blobs.py:_RANGE", "an HTTP Range header", "HTTP clients",

@@ -32,22 +32,22 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note
-from pochta import corpus
 from pochta.antispam import features as feats_mod
 from pochta.antispam.auth.results import NO_AUTH
 from pochta.antispam.model import booster
-from pochta.antispam.model.training import (
-    corpus_samples,
-    envelope_of,
-    fresh_scanner,
-    replay,
-)
 from pochta.antispam.rules import ruleset as rules
 from pochta.antispam.shingles.extract import extract
 from pochta.antispam.signs import checks
 from pochta.antispam.verdict import Analysis
 from pochta.mime import letter as letter_mod
 from pochta.mime.split import cut
+from pochta_factory import corpus
+from pochta_factory.training import (
+    corpus_samples,
+    envelope_of,
+    fresh_scanner,
+    replay,
+)
 
 STAGES = ("parse", "signs", "features", "shingles", "counters", "rules", "model", "split")
 calls: Counter[str] = Counter()

@@ -33,7 +33,7 @@ import httpx
 
 from _common import emit, machine, note
 from anchors import Rspamd, corpus_training, free_port, tree_cpu_seconds
-from pochta import corpus
+from pochta_factory import corpus
 
 TOKEN = "benchmark-service-token-0123456789"
 GOAL = 1.0  # pochta letters/s over Rspamd's

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine
-from pochta import corpus
+from pochta_factory import corpus
 
 
 def _load_model() -> Any:

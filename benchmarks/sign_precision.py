@@ -49,7 +49,6 @@ from _common import emit, machine, note
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.unit.antispam_phishing.helpers: DKIM keys, the zone
 
-from pochta import corpus  # noqa: E402
 from pochta.antispam import features  # noqa: E402
 from pochta.antispam.auth.results import NO_AUTH, AuthResults, authenticate  # noqa: E402
 from pochta.antispam.model import training  # noqa: E402
@@ -57,6 +56,7 @@ from pochta.antispam.rules import ruleset  # noqa: E402
 from pochta.antispam.signs import checks  # noqa: E402
 from pochta.mime.letter import parse  # noqa: E402
 from pochta.types import Envelope  # noqa: E402
+from pochta_factory import corpus  # noqa: E402
 
 TRAINING = ("easy-ham-1", "spam-1")
 PEER = ROOT / "tests" / "data" / "phishing_peer"

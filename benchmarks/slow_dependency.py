@@ -16,7 +16,7 @@ during the pause.
 never replies (default timeouts: 2 s a question, 7 s a letter), and ``"system"`` with nsd
 (tests/dnsserver.py) answering for every domain asked (SPF ``ip4:127.0.0.1``, the DKIM key,
 DMARC ``p=none``: every check passes), to show what authentication costs. The letters: the
-SpamAssassin corpus's ham (pochta.corpus) whose From names a registrable domain; the corpus
+SpamAssassin corpus's ham (pochta_factory.corpus) whose From names a registrable domain; the corpus
 predates DKIM (none of its 6,046 letters carries a DKIM-Signature, none is ARC-sealed), so
 each is signed here with dkimpy for its own From domain (selector ``bench``), the same
 signed bytes for every setting, MAIL FROM ``bounce@<From domain>``. The three servers run at
@@ -65,10 +65,10 @@ from tests.pgserver import PostgresServer, migrated_template
 
 from _common import emit, machine, note, percentile
 from anchors import tree_cpu_seconds
-from pochta import corpus
 from pochta.antispam.auth.results import from_domain
 from pochta.mime import normalize
 from pochta.mime.letter import parse
+from pochta_factory import corpus
 from smtp_delivery import free_port, wire
 
 PASSWORD = "benchmark password"

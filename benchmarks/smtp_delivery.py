@@ -49,7 +49,7 @@ from typing import Any
 
 from _common import emit, machine, note
 from anchors import AnchorError, PostfixDovecot, tree_cpu_seconds
-from pochta import corpus
+from pochta_factory import corpus
 
 GOAL = 240.0  # letters/s with verdicts and 4 connections: Postfix -> Dovecot LMTP's rate here
 RATIO_GOAL = 0.6  # with verdicts / without, same run

@@ -44,8 +44,8 @@ from tests.servers import RedisServer
 
 from _common import emit, machine, note
 from anchors import tree_cpu_seconds
-from pochta import corpus
 from pochta.blobs.nodes.report import write_report
+from pochta_factory import corpus
 from smtp_delivery import free_port, start_clients, wire
 
 POCHTA = [sys.executable, "-m", "pochta"]

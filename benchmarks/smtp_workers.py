@@ -36,7 +36,7 @@ from typing import Any
 
 from _common import emit, machine, note
 from anchors import tree_cpu_seconds
-from pochta import corpus
+from pochta_factory import corpus
 from smtp_delivery import free_port, start_clients, wire
 
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import pochta
 from _common import emit, machine, note
-from pochta import corpus
 from pochta.antispam import features
 from pochta.antispam.signs import wording
 from pochta.mime.letter import Letter, parse
+from pochta_factory import corpus
 
 
 def stage(letter: Letter) -> None:

@@ -10,6 +10,9 @@ closes the services.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import logging
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -24,6 +27,14 @@ from pochta.antispam.auth.asyncdns import DnsAsyncResolver, SharedDns
 from pochta.antispam.auth.authenticator import Authenticator
 from pochta.antispam.auth.breaker import Breaker
 from pochta.antispam.model import booster as model
+from pochta.antispam.model.store import (
+    MODELS_DIR,
+    DirectoryModelStore,
+    LiveModel,
+    MemoryModelStore,
+    ModelStore,
+    Switched,
+)
 from pochta.antispam.rules import ruleset as rules
 from pochta.antispam.shingles.counters import CounterStore
 from pochta.antispam.shingles.counters.redis import RedisStore
@@ -93,6 +104,8 @@ from pochta.workers import WorkerPool, cores
 if TYPE_CHECKING:
     from pochta.postgres.database import Postgres
 
+log = logging.getLogger("pochta.antispam")
+
 # The PostgreSQL stores (and psycopg) are imported where a setting asks for them: every
 # `pochta` command builds the services, and most installations never load psycopg.
 
@@ -116,6 +129,8 @@ class Pochta:
     postgres: Postgres | None = None  # the [postgres] pool, when a store lives there
     fence: Fence | None = None  # where the single-run jobs' leaders admit their tokens
     tls: ServerTLS | None = None  # the listeners' certificate; None when [tls] has none
+    models: ModelStore = field(default_factory=MemoryModelStore)  # model versions, live pointer
+    live_model: LiveModel | None = None  # follows the live version (None: model_dir pins one)
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -158,6 +173,8 @@ class Pochta:
             self.scanner.words.start()
         self.deletions.start()
         self.history.start()  # samples the store's size, writes the hourly tallies
+        if self.live_model is not None:
+            self.live_model.start()  # reads the live pointer every model_check_seconds
         if self.settings.valkyrie.enabled:
             self._scrubbers = ValkyrieRunner(self.valkyrie, fence=self.fence)
             self._scrubbers.start()
@@ -171,6 +188,8 @@ class Pochta:
             return
         self._closed = True
         self.health.stop()
+        if self.live_model is not None:
+            self.live_model.stop()
         self.intake.close()
         self.executors.close()  # the listeners have stopped: nothing new comes
         self.evacuations.stop()  # each stops at its next file; resumable
@@ -192,6 +211,7 @@ class Pochta:
         self.blobs.close()
         if self.redis is not None:
             self.redis.close()
+        self.models.close()
         if self.postgres is not None:
             self.postgres.close()
 
@@ -253,7 +273,8 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         devices=Devices(guard_secret, remember_for),
     )
     shingler = _shingler(settings, data, redis_client)
-    scanner, analysis = _scanner(settings, shingler, data)
+    models = model_store(settings, pg)
+    scanner, analysis, live_model = _scanner(settings, shingler, data, models)
     index: MailIndex
     if pg is not None and settings.mailbox.backend == "postgres":
         from pochta.mailbox.postgres import PostgresIndex
@@ -284,6 +305,9 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
     executors = Executors.start(
         lookups=settings.smtp.lookup_threads, deliveries=settings.smtp.delivery_threads
     )
+    intake = _intake(settings, analysis, executors, scanner.authserv_id, history)
+    if live_model is not None:
+        live_model.on_switch = functools.partial(switch_model, scanner, intake, analysis)
     return Pochta(
         settings=settings,
         blobs=blobs,
@@ -291,7 +315,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         locks=pochta_locks,
         shingles=shingler,
         scanner=scanner,
-        intake=_intake(settings, analysis, executors, scanner.authserv_id, history),
+        intake=intake,
         deletions=DeletionWorker(mailbox.deletions, pochta_locks, fence=fence),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
@@ -304,6 +328,8 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         postgres=pg,
         fence=fence,
         tls=tls,
+        models=models,
+        live_model=live_model,
     )
 
 
@@ -357,6 +383,7 @@ def _postgres(settings: Settings) -> Postgres | None:
             ("mailbox", settings.mailbox.backend),
             ("blobs", settings.blobs.backend),
             ("valkyrie", settings.valkyrie.backend),
+            ("antispam.model_store", settings.antispam.model_store),
         )
         if backend == "postgres"
     ]
@@ -364,7 +391,7 @@ def _postgres(settings: Settings) -> Postgres | None:
         return None
     if settings.postgres.dsn is None:
         raise ConfigError(
-            f"postgres.dsn is not set, and {', '.join(f'{u}.backend' for u in users)} ="
+            f"postgres.dsn is not set, and {', '.join(_setting(u) for u in users)} ="
             " postgres: give the database as [postgres] dsn or POCHTA_POSTGRES__DSN"
         )
     from pochta.postgres import migrate
@@ -379,6 +406,19 @@ def _postgres(settings: Settings) -> Postgres | None:
         pg.close()
         raise
     return pg
+
+
+def _setting(user: str) -> str:
+    return user if "." in user else f"{user}.backend"
+
+
+def model_store(settings: Settings, pg: Postgres | None) -> ModelStore:
+    """Where model versions and the live pointer are kept (``antispam.model_store``)."""
+    if pg is not None and settings.antispam.model_store in ("auto", "postgres"):
+        from pochta.antispam.model.pgstore import PostgresModelStore
+
+        return PostgresModelStore(pg.share())
+    return DirectoryModelStore(settings.data_dir.resolve() / MODELS_DIR)
 
 
 def disk_factory(settings: Settings) -> DiskFactory:
@@ -452,14 +492,21 @@ def _shingler(settings: Settings, data: Path, redis_client: SyncClient | None) -
 
 
 def _scanner(
-    settings: Settings, shingler: Shingler, data: Path
-) -> tuple[Scanner, AnalysisSettings]:
-    """The scanner, and what each worker's analyzer is built from (the same as its own)."""
+    settings: Settings, shingler: Shingler, data: Path, models: ModelStore
+) -> tuple[Scanner, AnalysisSettings, LiveModel | None]:
+    """The scanner, what each worker's analyzer is built from (the same as its own), and,
+    unless ``model_dir`` pins a model, what follows the live version in ``models``."""
     a = settings.antispam
     rules_ = rules.load(a.rules_file) if a.rules_file is not None else rules.default()
     model_ = model.load(a.model_dir) if a.use_model else None
     if a.use_model and a.model_dir is not None and model_ is None:
         raise ConfigError(f"antispam.model_dir {a.model_dir} holds no model.cbm + model.json")
+    live_model = None
+    if a.use_model and a.model_dir is None:
+        live_model = LiveModel(  # on_switch: set by build, once the intake exists
+            models, model_, lambda switched: None, interval=a.model_check_seconds
+        )
+        model_ = live_model.initial()
     tokens = model_.tokens if model_ is not None else None
     words = None
     key = b""
@@ -483,7 +530,27 @@ def _scanner(
         authserv_id=a.authserv_id or settings.smtp.fqdn(),
         unscored="spam" if a.on_timeout == "spam" else "ham",
     )
-    return scanner, config
+    return scanner, config, live_model
+
+
+def switch_model(
+    scanner: Scanner, intake: Intake, config: AnalysisSettings, switched: Switched
+) -> None:
+    """A newly promoted model in this loader: the scanner's model, the shipped word table the
+    learned words are read with, the analyzers' token table (the server's own, and every
+    worker process's: the pool restarts each worker with the new table, after its task). Each
+    attribute is replaced whole, so a letter being scored reads the old or the new one; a
+    letter analyzed by a worker not yet restarted has the old table's word score."""
+    new = switched.model
+    config = dataclasses.replace(config, tokens=new.tokens if new is not None else None)
+    scanner.analyzer = make_analyzer(config)
+    intake.analyzer = make_analyzer(config, deferred=True)
+    if intake.pool is not None:
+        intake.pool.reinitialize((config,))
+    if scanner.words is not None:
+        scanner.words.shipped = config.tokens
+    scanner.model = new
+    log.info("model switched to %s", switched.version or "the shipped one")
 
 
 def analysis_settings(

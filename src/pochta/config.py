@@ -623,6 +623,19 @@ class AntispamSettings(Section):
         None, description="model.cbm + model.json instead of the model shipped"
     )
     use_model: bool = Field(True, description="false: the rules' score alone decides")
+    model_store: Literal["auto", "directory", "postgres"] = Field(
+        "auto",
+        description="where `pochta model train` keeps model versions and the live pointer:"
+        " directory = <data_dir>/models; postgres = the [postgres] database (every machine's"
+        " loaders switch together); auto = postgres when another store uses it, else directory",
+    )
+    model_check_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="how often a loader reads the live model pointer and switches to a newly"
+        " promoted (or rolled back) version; not with model_dir, which pins a model",
+    )
     dns: Literal["off", "system"] = Field(
         "off",
         description="SPF/DKIM/DMARC need DNS: system = the host's resolver; off = no checks",

@@ -145,6 +145,7 @@ class _Job:
 class _Worker:
     process: BaseProcess
     conn: Connection
+    generation: int = 0  # the pool's initargs it was started with (``reinitialize``)
 
     def kill(self) -> None:
         self.process.kill()
@@ -191,6 +192,7 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
         self._started = self._closed = False
         self._counts = collections.Counter[str]()
+        self._generation = 0  # grows with every ``reinitialize``
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -223,6 +225,18 @@ class WorkerPool:
             thread.daemon = True  # a pool never closed must not keep the interpreter alive
             self._threads.append(thread)
             thread.start()
+
+    def reinitialize(self, initargs: tuple[object, ...]) -> None:
+        """Workers started from now on run the initializer with ``initargs``; each running
+        one is replaced by such a worker after its task, each idle one before its next task
+        (a new model's token table reaches every worker process this way)."""
+        with self._lock:
+            self._initargs = initargs
+            self._generation += 1
+
+    def _outdated(self, worker: _Worker | None) -> bool:
+        with self._lock:
+            return worker is not None and worker.generation != self._generation
 
     def close(self) -> None:
         """Stop the workers. Waiting tasks and tasks still running get ``WorkersUnavailable``
@@ -339,6 +353,10 @@ class WorkerPool:
             while (job := self._take(slot)) is not None:
                 worker = self._workers[slot]
                 try:
+                    if self._outdated(worker):  # idle since the pool was reinitialized
+                        assert worker is not None
+                        worker.stop()
+                        worker = None
                     if worker is None:  # its replacement failed to start: try again
                         worker = self._replace(slot)
                 except WorkersUnavailable as exc:
@@ -351,7 +369,7 @@ class WorkerPool:
                     if not job.future.done():
                         self._done(job, WorkersUnavailable(f"the worker pool failed: {exc!r}"))
                     healthy = False
-                if not healthy:
+                if not healthy or self._outdated(worker):
                     self._replace_quietly(slot, worker)
         finally:
             last = self._workers[slot]
@@ -454,7 +472,9 @@ class WorkerPool:
 
     def _launch(self, slot: int) -> _Worker:
         ours, theirs = self._ctx.Pipe()
-        args = (theirs, self._initializer, self._initargs, logs.snapshot())
+        with self._lock:
+            initargs, generation = self._initargs, self._generation
+        args = (theirs, self._initializer, initargs, logs.snapshot())
         process = self._ctx.Process(target=_worker_main, args=args, name=f"{self.name}-{slot}")
         process.daemon = True  # multiprocessing's atexit ends it if close() was never called
         try:
@@ -464,7 +484,7 @@ class WorkerPool:
             raise WorkersUnavailable(f"cannot start a worker process: {exc}") from exc
         finally:
             theirs.close()
-        worker = _Worker(process, ours)
+        worker = _Worker(process, ours, generation)
         with self._lock:
             self._workers[slot] = worker
             self._counts["started"] += 1

@@ -93,6 +93,9 @@ PG_TABLES = (
     "pochta.filedb_ops",
     "pochta.pairs",
     "pochta.valkyrie_disks",
+    "pochta.model_promotions",
+    "pochta.model_files",
+    "pochta.model_versions",
 )
 _PG_USED = pytest.StashKey[list[Postgres]]()
 

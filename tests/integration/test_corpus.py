@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pochta import corpus
+from pochta_factory import corpus
 from tests.integration.conftest import start_server
 from tests.integration.test_smtp import PASSWORD, add_users, session, strip_trace
 

@@ -14,8 +14,8 @@ from typing import BinaryIO
 
 import pytest
 
-from pochta import corpus
 from pochta.errors import InvalidInput
+from pochta_factory import corpus
 
 HAM = (
     b"From alice@example.org  Thu Aug 22 12:36:23 2002\n"

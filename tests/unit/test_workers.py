@@ -223,6 +223,24 @@ def test_the_initializer_runs_once_per_process(tmp_path: Path) -> None:
         assert len(started) == 3 and started[-1] in pool.pids  # the replacement ran it once
 
 
+def test_reinitialize_restarts_every_worker_with_the_new_arguments(tmp_path: Path) -> None:
+    old, new = tmp_path / "old.log", tmp_path / "new.log"
+    with WorkerPool(2, initializer=init, initargs=(str(old),), name="test-reinit") as pool:
+        before = set(pool.pids)
+        pool.reinitialize((str(new),))
+        # each worker is replaced before its next task (idle) or after its task (busy): within
+        # a few tasks every answer comes from a process initialized with the new arguments
+        end = time.monotonic() + 30
+        while set(pool.pids) & before and time.monotonic() < end:
+            with ThreadPoolExecutor(2) as callers:
+                list(callers.map(lambda _: pool.run(whoami), range(4)))
+        assert not set(pool.pids) & before
+        started_new = set(map(int, new.read_text().split()))
+        assert set(pool.pids) <= started_new
+        assert {pid for pid, _ in (pool.run(whoami) for _ in range(10))} <= started_new
+        assert len(old.read_text().split()) == 2  # the old arguments started only the first two
+
+
 def test_a_failing_initializer_fails_start_and_leaves_nothing() -> None:
     pool = WorkerPool(2, initializer=broken_init, name="test-broken")
     with pytest.raises(WorkersUnavailable, match="rules file is unreadable"):

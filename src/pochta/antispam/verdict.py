@@ -359,7 +359,7 @@ class Learning:
     - ham when the verdict is ham and the content by the shipped knowledge is below
       ``ham_below``. A ham verdict alone is not enough: some spam passes as ham, and its
       words learned as ham would let its kin pass too. The model's info may carry
-      ``learn_ham_below``, chosen on training data (:mod:`pochta.antispam.model.training`).
+      ``learn_ham_below``, chosen on training data (:mod:`pochta_factory.training`).
 
     Both read ``content_probability``, computed with the shipped table's word score: what the
     installation has learned never decides what it learns next, so a mistake cannot teach

@@ -13,6 +13,7 @@ from pochta.cli import (
     leaks,
     mail,
     message,
+    model,
     pairs,
     serve,
     shingles,
@@ -39,7 +40,7 @@ app.add_typer(shingles.app, name="shingles")
 app.add_typer(valkyrie.app, name="valkyrie")
 app.add_typer(db.app, name="db")
 app.add_typer(tls.app, name="tls")
-app.add_typer(antispam.model_app, name="model")
+app.add_typer(model.app, name="model")
 app.command("scan")(antispam.scan)
 app.command("import")(mail.import_)
 app.command("fsck")(mail.fsck)

@@ -1,4 +1,4 @@
-"""``pochta scan`` and ``pochta model train``."""
+"""``pochta scan``."""
 
 from __future__ import annotations
 
@@ -7,18 +7,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import Progress
 
-from pochta.antispam.model import legit, training
-from pochta.antispam.model.booster import shipped_dir
 from pochta.antispam.verdict import Verdict
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import InvalidInput
 from pochta.types import Envelope
-
-model_app = typer.Typer(
-    help="The spam model: train it from the public corpus.", no_args_is_help=True
-)
 
 
 @handles_errors
@@ -75,48 +68,3 @@ def _show(v: Verdict, payload: dict[str, Any]) -> None:
             line = f"  {r['push']:+6.2f}{unit} toward {r['toward']:4}  {r['en']}"
             out.print(line, markup=False, soft_wrap=True)
             out.print(f"  {'':>{14 + len(unit)}}  {r['ru']}", markup=False, soft_wrap=True)
-
-
-@model_app.command()
-@handles_errors
-def train(
-    output: Annotated[
-        Path | None, typer.Option(help="where model.cbm and model.json go (default: shipped)")
-    ] = None,
-    iterations: Annotated[int, typer.Option(min=10, help="CatBoost boosting rounds")] = 400,
-    generated: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            help="legitimate commercial letters pochta generates and adds to the training "
-            "ham (0: none)",
-        ),
-    ] = legit.COUNT,
-    seed: Annotated[int, typer.Option(help="CatBoost's random seed")] = training.SEED,
-    json_output: JsonOpt = False,
-) -> None:
-    """Train the model from the SpamAssassin corpus, groups easy-ham-1 and spam-1 only, and
-    the legitimate letters pochta generates (training data, never evaluation data), replayed
-    in date order (downloads the corpus into the cache on first use). Deterministic."""
-    target = output or shipped_dir()
-    if json_output or not sys.stderr.isatty():
-        model, info = training.train(iterations=iterations, generated=generated, seed=seed)
-    else:
-        with Progress(transient=True) as bar:
-            task = bar.add_task("replaying easy-ham-1 + spam-1", total=3000 + generated)
-            model, info = training.train(
-                iterations=iterations,
-                generated=generated,
-                seed=seed,
-                progress=lambda n: bar.advance(task, n),
-            )
-    model.save(target)
-    info = {**info, "saved_to": str(target)}
-    emit(
-        json_output,
-        info,
-        lambda: out.print(
-            f"model trained on {info['letters']} letters, "
-            f"threshold {info['threshold']:.3f}; saved to {target}"
-        ),
-    )

@@ -8,7 +8,6 @@ import pytest
 from tests.mailtools import letter
 
 from pochta.antispam.auth.results import NO_AUTH
-from pochta.antispam.model import training
 from pochta.antispam.shingles.counters import Ref
 from pochta.antispam.shingles.counters.buckets import Buckets
 from pochta.antispam.shingles.counters.memory import MemoryStore
@@ -16,6 +15,7 @@ from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.registry import Shingle, ShingleType
 from pochta.antispam.verdict import COUNTERS, Counting, Label, Scanner, Verdict
 from pochta.errors import StorageError
+from pochta_factory import training
 
 SHINGLES = [Shingle.of(ShingleType.FROM_ADDRESS, "a@example.net")]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 
-from pochta.antispam.model import legit, training
 from pochta.antispam.signs.checks import run as signs
 from pochta.mime.letter import parse
+from pochta_factory import legit, training
 
 
 def test_the_same_seed_gives_the_same_bytes() -> None:

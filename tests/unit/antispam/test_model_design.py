@@ -13,6 +13,7 @@ from pochta.antispam.shingles.counters.memory import MemoryStore
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.registry import ShingleType, update_refs
 from pochta.antispam.verdict import Scanner, model_columns, spam_lean
+from pochta_factory import fitting
 
 NOW = 1_730_000_000.0
 
@@ -71,10 +72,10 @@ def _synthetic(n: int, seed: int) -> tuple[list[dict[str, float]], list[int]]:
 def test_an_unknown_sender_adds_nothing_and_sits_between_ham_and_spam() -> None:
     rows, labels = _synthetic(1500, 1)
     columns = ["text.words", "shingle.14.spam_lean_24h"]
-    model = booster.fit(rows, labels, columns, iterations=60, counters_iterations=40, folds=3)
+    model = fitting.fit(rows, labels, columns, iterations=60, counters_iterations=40, folds=3)
     # the counters part gives exactly 0 for an unknown sender: the letter is judged on its
     # content, however strongly "unknown" went with spam in training
-    content_only = booster.fit(rows, labels, columns, iterations=60, counters=False)
+    content_only = fitting.fit(rows, labels, columns, iterations=60, counters=False)
     for x in (-2.0, -0.5, 0.0, 0.7, 2.5):
         p_unknown = model.probability({"text.words": x})
         assert p_unknown == pytest.approx(model.probability(

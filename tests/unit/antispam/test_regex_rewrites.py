@@ -26,12 +26,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests import regex_before as before
 
-from pochta import corpus
 from pochta.antispam import features
 from pochta.antispam.shingles import extract
 from pochta.antispam.signs import wording
 from pochta.mime import headers, normalize
 from pochta.mime.letter import parse
+from pochta_factory import corpus
 
 Spans = list[tuple[int, int]]
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from pochta import corpus
 from pochta.mime import Ref, parse, reassemble, split
+from pochta_factory import corpus
 
 pytestmark = pytest.mark.slow
 

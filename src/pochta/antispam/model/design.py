@@ -202,7 +202,7 @@ LOG: tuple[dict[str, str], ...] = (
     },
     {
         "decision": "train with legitimate commercial letters pochta generates "
-        "(pochta.antispam.model.legit), labelled ham, interleaved in time",
+        "(pochta_factory.legit), labelled ham, interleaved in time",
         "data": "easy-ham-1 has almost no amounts of money (4.5 % vs 43.6 % of spam), no "
         "receipts, notices or newsletters of shops; measured with and without (model info)",
     },

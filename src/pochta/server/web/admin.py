@@ -17,6 +17,7 @@ from fastapi import APIRouter, Form, Path
 from markupsafe import Markup
 from starlette.responses import Response
 
+from pochta.antispam.model import store as model_store
 from pochta.antispam.shingles.counters import Ref
 from pochta.antispam.shingles.registry import ShingleType
 from pochta.antispam.signs.registry import SPECS
@@ -31,7 +32,7 @@ router = APIRouter(prefix="/admin", route_class=PageRoute, include_in_schema=Fal
 
 PairId = Annotated[int, Path(ge=1, le=2**53 - 1)]
 FLAGS = {"readonly": PairFlag.READONLY, "service": PairFlag.SERVICE, "locked": PairFlag.LOCKED}
-SECTIONS = ("storage", "pairs", "valkyrie", "verdicts", "logins", "audits")
+SECTIONS = ("storage", "pairs", "valkyrie", "verdicts", "model", "logins", "audits")
 HOURS_SHOWN = 48
 TOP = 10
 LOGINS_LISTED = 200  # IPs and accounts each on /admin/logins
@@ -133,6 +134,34 @@ def valkyrie(v: Admin) -> Response:
     where = {str(spec): (p.id, i) for p in v.pochta.blobs.pairs() for i, spec in enumerate(p.disks)}
     return _page(
         v, "valkyrie", summary=summary, where=where, enabled=v.pochta.settings.valkyrie.enabled
+    )
+
+
+# -- model -----------------------------------------------------------------------------------
+MODEL_VERSIONS_SHOWN = 50
+
+
+@router.get("/model")
+def model(v: Admin) -> Response:
+    """The live model (its version, threshold, what it was trained on, its figures), the
+    versions kept (newest first) and the learning state of the installation's words."""
+    p = v.pochta
+    live = p.scanner.model
+    versions = model_store.listing(p.models)
+    current = next((row for row in versions if row["live"]), None)
+    return _page(
+        v,
+        "model",
+        live=live,
+        info=live.info if live is not None else {},
+        current=current,
+        versions=list(reversed(versions))[:MODEL_VERSIONS_SHOWN],
+        count=len(versions),
+        follows=p.live_model is not None,
+        loaded=p.live_model.version if p.live_model is not None else None,
+        error=p.live_model.error if p.live_model is not None else None,
+        check_seconds=p.settings.antispam.model_check_seconds,
+        words=p.scanner.words.stats() if p.scanner.words is not None else None,
     )
 
 

@@ -1,6 +1,6 @@
 """The phrase banks of the generated legitimate letters, in English and Russian. Pure data.
 
-Slots in braces are filled by :mod:`pochta.antispam.model.legit.compose`: ``{brand}``,
+Slots in braces are filled by :mod:`pochta_factory.legit.compose`: ``{brand}``,
 ``{name}``, ``{order}``, ``{date}``, ``{month}``, ``{topic}``, ``{event}``, ``{percent}``,
 ``{n}``, ``{issue}``, ``{carrier}``, ``{domain}``, ``{city}``, ``{amount}``, ``{product}``.
 """
@@ -548,4 +548,35 @@ TEXT: dict[str, Bank] = {
         ),
         "plans": ("Базовый", "Плюс", "Про", "Семейный", "Команда"),
     },
+}
+
+
+PROSE: dict[str, tuple[str, ...]] = {
+    "en": (
+        "We have been working on this for a while, and we think you will like the result.",
+        "Many of you wrote to us last month with questions, and we have tried to answer them "
+        "all here.",
+        "As always, the full story is on our web site, with photos and a few extras.",
+        "Our team tested every item before it went on the site.",
+        "If you have ideas for a future issue, reply to this message; we read every letter.",
+        "Prices include tax; delivery times depend on where you live.",
+        "The offer is open to all customers in {city} and online.",
+        "Our shops close on public holidays, but orders placed online ship as usual.",
+        "Thanks to everyone who sent in photos from {event}.",
+        "Next month we will look at {topic}, so stay tuned.",
+        "This season our buyers travelled further than ever to find new makers.",
+        "Members who sign in before {date} get free delivery on their next order.",
+    ),
+    "ru": (
+        "Мы долго работали над этим и надеемся, что результат вам понравится.",
+        "В прошлом месяце вы прислали много вопросов — постарались ответить на все.",
+        "Полная версия — на нашем сайте, с фотографиями и дополнениями.",
+        "Каждый товар мы проверили перед тем, как выставить на сайт.",
+        "Если у вас есть идеи для следующего выпуска, просто ответьте на это письмо.",
+        "Цены указаны с учётом НДС, сроки доставки зависят от региона.",
+        "Предложение действует в городе {city} и в интернет-магазине.",
+        "В праздничные дни магазины закрыты, но заказы на сайте отправляются как обычно.",
+        "В следующем месяце расскажем про {topic} — оставайтесь с нами.",
+        "Участники клуба, вошедшие в личный кабинет до {date}, получат бесплатную доставку.",
+    ),
 }

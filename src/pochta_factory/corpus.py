@@ -149,8 +149,8 @@ def letters(
             name=filename.removesuffix(".txt"),
             raw=raw,
             label=GROUPS[group],
-            date=_header_date(raw),
-            received=_envelope_date(raw),
+            date=header_date(raw),
+            received=envelope_date(raw),
         )
 
 
@@ -266,7 +266,7 @@ def _unpack(tarball: Path, dest: Path, version: str, dist: dict[str, str]) -> No
     (dest / "manifest.json").write_text(json.dumps(manifest, indent=0))
 
 
-def _header_date(raw: bytes) -> datetime | None:
+def header_date(raw: bytes) -> datetime | None:
     try:
         block = read_block(raw, 0, len(raw))
         value = first_value(raw, block, "date")
@@ -278,7 +278,7 @@ def _header_date(raw: bytes) -> datetime | None:
     return date if date.tzinfo is not None else date.replace(tzinfo=UTC)
 
 
-def _envelope_date(raw: bytes) -> datetime | None:
+def envelope_date(raw: bytes) -> datetime | None:
     m = _FROM_LINE.match(raw)
     if m is None:
         return None

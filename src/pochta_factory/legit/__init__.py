@@ -29,8 +29,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pochta.antispam.model.legit import compose, more, orgs, render
 from pochta.types import Envelope
+from pochta_factory.legit import compose, more, orgs, render
 
 SEED = 2026
 COUNT = 1800

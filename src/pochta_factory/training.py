@@ -4,7 +4,7 @@ Letters are replayed in date order through a fresh set of counters, so the shing
 of each letter hold what was known at that letter's time.
 
 Training (``train``) uses ONLY the groups easy-ham-1 and spam-1, plus the legitimate letters
-pochta generates itself (:mod:`pochta.antispam.model.legit`, labelled ham, interleaved by
+pochta generates itself (:mod:`pochta_factory.legit`, labelled ham, interleaved by
 date; ``generated=0`` leaves them out): features are computed before the letter is counted,
 then the letter is counted with its true label. The decision threshold is tuned on the same
 corpus groups: out-of-fold probabilities from five models, each fitted without one fifth of
@@ -31,11 +31,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pochta import corpus
 from pochta.antispam import tokens as tokens_mod
 from pochta.antispam import words as words_mod
-from pochta.antispam.model import design, legit
-from pochta.antispam.model.booster import Model, fit
+from pochta.antispam.model import design
+from pochta.antispam.model.booster import Model
 from pochta.antispam.rules import ruleset as rules
 from pochta.antispam.shingles.counters import Ref
 from pochta.antispam.shingles.counters.memory import MemoryStore
@@ -52,6 +51,8 @@ from pochta.antispam.words import Words
 from pochta.antispam.words.memory import MemoryWordStore
 from pochta.mime.letter import parse
 from pochta.types import Envelope
+from pochta_factory import corpus, legit
+from pochta_factory.fitting import fit
 
 TRAIN_GROUPS = ("easy-ham-1", "spam-1")
 EVAL_GROUPS = ("easy-ham-2", "hard-ham-1", "spam-2")
@@ -493,14 +494,18 @@ def train(
     seed: int = SEED,
     lofo: bool = True,
     progress: Callable[[int], None] | None = None,
+    live: Model | None = None,
 ) -> tuple[Model, dict[str, Any]]:
     """A model from easy-ham-1 + spam-1 (or the letters given) and ``generated`` letters.
     The threshold: the lowest at which at most MAX_FPR of the corpus ham is above it, by
-    out-of-fold probabilities (:func:`out_of_fold`); the generated letters are not used."""
+    out-of-fold probabilities (:func:`out_of_fold`); the generated letters are not used.
+    ``live``: the model in use, whose figures on the same letters come back too
+    (``compared``: :func:`compared`)."""
     samples = training_samples(letters, generated)
     data = replay(samples, fresh_scanner(), learn_truth=True, progress=progress)
     columns = design.model_columns(model_columns())
     threshold, validation = validate(data, columns, iterations=iterations, seed=seed, lofo=lofo)
+    figures = compared(data, validation, live)
     below = validation["out_of_fold"]["learn_ham_below"]
     info = {
         "trained_on": sorted({s.group for s in samples} - {GENERATED}),
@@ -511,7 +516,7 @@ def train(
             "seed": legit.SEED,
             "families": legit.families_of(s.name for s in samples if s.group == GENERATED),
             "what": "legitimate commercial letters pochta writes itself "
-            "(pochta.antispam.model.legit): training data only, never an evaluation set",
+            "(pochta_factory.legit): training data only, never an evaluation set",
         },
         "threshold_tuned_on": "out-of-fold probabilities of the corpus training letters "
         f"({FOLDS} folds, blocked by date; the generated letters not used)",
@@ -536,7 +541,63 @@ def train(
                 threshold=threshold)  # fmt: skip
     model.tokens = token_table(data, everything)
     model.info = info
-    return model, {**info, "threshold": threshold, "seconds": round(data.seconds, 1)}
+    return model, {
+        **info,
+        "threshold": threshold,
+        "seconds": round(data.seconds, 1),
+        "figures": figures,
+    }
+
+
+def compared(data: Replay, validation: dict[str, Any], live: Model | None) -> dict[str, Any]:
+    """Per class, the share of spam caught and of ham in Spam: the new model's out of fold
+    (:data:`FOLDS` folds blocked by date, the threshold chosen on the same out-of-fold
+    probabilities), and the ``live`` model's on the same letters, each letter's features as
+    known at its time (the live model was not trained on these folds: its figures are in
+    sample when it learned from these letters). The generated letters are left out of both.
+    Both by P(spam) against the model's threshold: what the model decides, not the rules."""
+    real = [i for i, g in enumerate(data.groups) if g != GENERATED]
+    oof = validation["out_of_fold"]
+    out: dict[str, Any] = {
+        "letters": {
+            "ham": sum(1 for i in real if data.labels[i] == 0),
+            "spam": sum(1 for i in real if data.labels[i] == 1),
+        },
+        "folds": FOLDS,
+        "new": {"spam_caught": oof["spam_recall"], "ham_in_spam": oof["ham_above_threshold"]},
+    }
+    if live is not None:
+        cut = live.threshold
+        probs = [live.probability(_live_row(live, data, i)) for i in real]
+        ham = [p for i, p in zip(real, probs, strict=True) if data.labels[i] == 0]
+        spam = [p for i, p in zip(real, probs, strict=True) if data.labels[i] == 1]
+        out["live"] = {
+            "spam_caught": _share(spam, lambda p: p >= cut),
+            "ham_in_spam": _share(ham, lambda p: p >= cut),
+        }
+    return out
+
+
+def _live_row(model: Model, data: Replay, i: int) -> dict[str, float]:
+    if model.tokens is None:
+        return data.rows[i]
+    return {**data.rows[i], tokens_mod.FEATURE: model.tokens.score(data.tokens[i])}
+
+
+def not_worse(figures: dict[str, Any]) -> bool:
+    """Whether the new model catches at least as much spam and files at most as much ham in
+    Spam as the live one, on the same letters (no live figures: True)."""
+    live = figures.get("live")
+    if live is None:
+        return True
+    new = figures["new"]
+
+    def at(d: dict[str, Any], key: str, empty: float) -> float:
+        return empty if d[key] is None else float(d[key])
+
+    return at(new, "spam_caught", 1.0) >= at(live, "spam_caught", 1.0) and at(
+        new, "ham_in_spam", 0.0
+    ) <= at(live, "ham_in_spam", 0.0)
 
 
 def evaluate(

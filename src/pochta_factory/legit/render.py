@@ -14,8 +14,8 @@ from email.message import MIMEPart
 from email.policy import SMTP
 from email.utils import format_datetime
 
-from pochta.antispam.model.legit.compose import Block, Content, Person, Writer
-from pochta.antispam.model.legit.orgs import Org
+from pochta_factory.legit.compose import Block, Content, Person, Writer
+from pochta_factory.legit.orgs import Org
 
 _COLOURS = ("#1a73e8", "#d93025", "#188038", "#e37400", "#6b4fbb", "#00897b", "#263238",
             "#c2185b", "#3949ab", "#5d4037")  # fmt: skip

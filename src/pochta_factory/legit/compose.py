@@ -1,7 +1,7 @@
 """What one generated letter says: its subject and blocks, by kind and language. Pure.
 
 A letter is a list of :class:`Block` (heading, paragraph, button, item rows, a summary table,
-an image, small print) that :mod:`pochta.antispam.model.legit.render` turns into HTML and
+an image, small print) that :mod:`pochta_factory.legit.render` turns into HTML and
 plain text. Every choice comes from the ``random.Random`` passed in.
 """
 
@@ -14,8 +14,8 @@ import random
 import urllib.parse
 from dataclasses import dataclass, field
 
-from pochta.antispam.model.legit import words
-from pochta.antispam.model.legit.orgs import Org
+from pochta_factory.legit import words
+from pochta_factory.legit.orgs import Org
 
 
 @dataclass
@@ -180,6 +180,13 @@ class Writer:
         return Block("image", self.org.brand, f"https://{host}.{self.org.domain}/{name}.png")
 
 
+def prose(w: Writer, low: int, high: int) -> str:
+    """A paragraph of ``low`` to ``high - 1`` sentences from the phrase banks."""
+    rng = w.rng
+    pool = [*words.BLURBS[w.lang], *words.PROSE[w.lang]]
+    return " ".join(w.fill(p) for p in rng.sample(pool, min(len(pool), rng.randrange(low, high))))
+
+
 def _signoff(w: Writer) -> list[Block]:
     return [Block("para", w.say("signoff") + "\n" + w.say("team"))]
 
@@ -237,9 +244,7 @@ def newsletter(w: Writer) -> Content:
             n = rng.choice((1, 1, 2, 3))
             blocks.append(Block("para", " ".join(rng.sample(words.BLURBS[w.lang], n))))
             if rng.random() < 0.4:  # a longer piece: more of the story in the letter itself
-                from pochta.antispam.model.legit.more import _prose
-
-                blocks.append(Block("para", _prose(w, 2, 8)))
+                blocks.append(Block("para", prose(w, 2, 8)))
             blocks.append(
                 Block("link", w.say("read_more"), w.link(f"blog/{w.token(8).lower()}", 0.8))
             )

@@ -193,7 +193,7 @@ def _pick_esp_2002(rng: random.Random, category: str) -> Esp:
 
 
 def invented(rng: random.Random, lang: str) -> Org:
-    from pochta.antispam.model.legit.words import CITIES, STREETS
+    from pochta_factory.legit.words import CITIES, STREETS
 
     category = rng.choice(tuple(CATEGORY_KINDS))
     if lang == "en":

@@ -3,17 +3,18 @@
 images), deal alerts, plain-text digests, travel notices, software announcements, press
 releases, mailing-list announcements and automated alerts and reports. Pure.
 
-Every composer takes a :class:`~pochta.antispam.model.legit.compose.Writer` and returns a
-:class:`~pochta.antispam.model.legit.compose.Content`; every choice comes from the writer's
-``random.Random``. The phrase banks are here, in English and Russian.
+Every composer takes a :class:`~pochta_factory.legit.compose.Writer` and returns a
+:class:`~pochta_factory.legit.compose.Content`; every choice comes from the writer's
+``random.Random``. The phrase banks are here, in English and Russian (the prose that
+:mod:`.compose` shares, in :mod:`.words`).
 """
 
 from __future__ import annotations
 
 import random
 
-from pochta.antispam.model.legit import words
-from pochta.antispam.model.legit.compose import Block, Content, Writer, _footer, _signoff
+from pochta_factory.legit import words
+from pochta_factory.legit.compose import Block, Content, Writer, _footer, _signoff, prose
 
 Bank = dict[str, tuple[str, ...]]
 
@@ -26,13 +27,6 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _prose(w: Writer, low: int, high: int) -> str:
-    """A paragraph of ``low`` to ``high - 1`` sentences from the phrase banks."""
-    rng = w.rng
-    pool = [*words.BLURBS[w.lang], *PROSE[w.lang]]
-    return " ".join(w.fill(p) for p in rng.sample(pool, min(len(pool), rng.randrange(low, high))))
-
-
 def _bulk_to(w: Writer) -> str:
     """Most mailings name the recipient; some, especially around 2002, do not."""
     r = w.rng.random()
@@ -42,37 +36,6 @@ def _bulk_to(w: Writer) -> str:
         return f"{w.org.brand if w.org.brand.isascii() else 'Subscribers'} " \
             f"<subscribers@{w.org.domain}>"
     return ""
-
-
-PROSE: dict[str, tuple[str, ...]] = {
-    "en": (
-        "We have been working on this for a while, and we think you will like the result.",
-        "Many of you wrote to us last month with questions, and we have tried to answer them "
-        "all here.",
-        "As always, the full story is on our web site, with photos and a few extras.",
-        "Our team tested every item before it went on the site.",
-        "If you have ideas for a future issue, reply to this message; we read every letter.",
-        "Prices include tax; delivery times depend on where you live.",
-        "The offer is open to all customers in {city} and online.",
-        "Our shops close on public holidays, but orders placed online ship as usual.",
-        "Thanks to everyone who sent in photos from {event}.",
-        "Next month we will look at {topic}, so stay tuned.",
-        "This season our buyers travelled further than ever to find new makers.",
-        "Members who sign in before {date} get free delivery on their next order.",
-    ),
-    "ru": (
-        "Мы долго работали над этим и надеемся, что результат вам понравится.",
-        "В прошлом месяце вы прислали много вопросов — постарались ответить на все.",
-        "Полная версия — на нашем сайте, с фотографиями и дополнениями.",
-        "Каждый товар мы проверили перед тем, как выставить на сайт.",
-        "Если у вас есть идеи для следующего выпуска, просто ответьте на это письмо.",
-        "Цены указаны с учётом НДС, сроки доставки зависят от региона.",
-        "Предложение действует в городе {city} и в интернет-магазине.",
-        "В праздничные дни магазины закрыты, но заказы на сайте отправляются как обычно.",
-        "В следующем месяце расскажем про {topic} — оставайтесь с нами.",
-        "Участники клуба, вошедшие в личный кабинет до {date}, получат бесплатную доставку.",
-    ),
-}
 
 
 def _code(rng: random.Random, n: int = 6) -> str:
@@ -175,7 +138,7 @@ def promo(w: Writer) -> Content:
     blocks.append(Block("heading", _pick(w, PROMO, "headline", **more)))
     blocks.append(Block("para", _pick(w, PROMO, "lead", **more)))
     if rng.random() < 0.6:
-        blocks.append(Block("para", _prose(w, 1, 8)))
+        blocks.append(Block("para", prose(w, 1, 8)))
     if rng.random() < 0.5:
         label = "Use code" if w.lang == "en" else "Промокод"
         blocks.append(Block("summary", rows=[(label, code)]))
@@ -325,7 +288,7 @@ def digest(w: Writer) -> Content:
             blocks.append(Block("para", rule))
         head = f"{i}. {_cap(topic)}"
         blocks.append(Block("heading", head.upper() if rng.random() < 0.4 else head))
-        blocks.append(Block("para", _prose(w, 2, 7)))
+        blocks.append(Block("para", prose(w, 2, 7)))
         blocks.append(Block("link", w.say("read_more"), w.link(f"{w.token(6).lower()}", 0.4)))
         if i == 2 and rng.random() < 0.4:
             sponsor = _pick(w, DIGEST, "sponsor", product=rng.choice(words.PRODUCTS[w.lang]))
@@ -469,7 +432,7 @@ def announce(w: Writer) -> Content:
         blocks.append(Block("para", w.greeting()))
     blocks.append(Block("para", _pick(w, ANNOUNCE, "intro", **more)))
     if rng.random() < 0.5:
-        blocks.append(Block("para", _prose(w, 1, 4)))
+        blocks.append(Block("para", prose(w, 1, 4)))
     head = "What's new" if w.lang == "en" else "Что нового"
     blocks.append(Block("heading", head.upper() if rng.random() < 0.4 else head))
     blocks.append(Block("items", rows=[(f"* {_cap(f)}", "") for f in features]))
@@ -537,7 +500,7 @@ def press(w: Writer) -> Content:
     for text in rng.sample(PRESS[w.lang]["body"], rng.randrange(2, 4)):
         blocks.append(Block("para", w.fill(text, **more)))
     if rng.random() < 0.6:
-        blocks.append(Block("para", _prose(w, 2, 5)))
+        blocks.append(Block("para", prose(w, 2, 5)))
     blocks.append(Block("para", _pick(w, PRESS, "quote", **more)))
     blocks.append(Block("para", w.fill(PRESS[w.lang]["about"][0], **more)))
     blocks.append(Block("link", w.page("press"), w.page("press")))
@@ -603,7 +566,7 @@ def mailing_list(w: Writer) -> Content:
     for text in rng.sample(LIST[w.lang]["body"], rng.randrange(1, 3)):
         blocks.append(Block("para", w.fill(text, **more)))
     if rng.random() < 0.5:
-        blocks.append(Block("para", _prose(w, 1, 4)))
+        blocks.append(Block("para", prose(w, 1, 4)))
     blocks.append(Block("link", "", w.page(rng.choice(("events", "download", "news", "wiki")))))
     blocks.append(Block("para", f"-- \n{first} {last}\n{w.org.brand}"))
     host = f"lists.{w.org.domain}"

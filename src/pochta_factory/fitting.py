@@ -1,0 +1,126 @@
+"""Fitting the CatBoost model (:class:`pochta.antispam.model.booster.Model`): the content model
+and the counters model, summed into one forest (the runtime's :mod:`pochta.antispam.model.booster`
+says what the two parts are; :mod:`pochta.antispam.model.design` which columns and constraints).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pochta.antispam.model import design
+from pochta.antispam.model.booster import Model
+
+THREADS = 2  # CatBoost's threads: the project's machines are shared
+
+
+def _params(seed: int, iterations: int, depth: int) -> dict[str, Any]:
+    return {
+        "iterations": iterations,
+        "depth": depth,
+        "learning_rate": 0.08,
+        "loss_function": "Logloss",
+        "random_seed": seed,
+        "verbose": False,
+        "thread_count": THREADS,
+        "allow_writing_files": False,
+    }
+
+
+def fit(
+    rows: Sequence[Mapping[str, float]],
+    labels: Sequence[int],
+    columns: list[str],
+    *,
+    iterations: int = 400,
+    depth: int = 6,
+    counters_iterations: int = 200,
+    counters_depth: int = 4,
+    folds: int = 5,
+    seed: int = 0,
+    threshold: float = 0.5,
+    weights: Sequence[float] | None = None,
+    info: dict[str, Any] | None = None,
+    counters: bool = True,
+) -> Model:
+    """The content model and the counters model (see the module's doc), summed. Monotone
+    constraints from :func:`design.monotone`; missing columns from :func:`design.defaults`.
+    Deterministic for a given ``seed``. ``counters=False``: the content model alone (what
+    the summed model gives a letter whose shingles are all unknown)."""
+    from catboost import CatBoostClassifier, Pool, sum_models
+
+    model = Model(None, columns, threshold, info or {}, design.defaults(columns))
+    x = [model.row(r) for r in rows]
+    y = list(labels)
+    w = None if weights is None else list(weights)
+    mono = design.monotone(columns)
+    lean = [i for i, c in enumerate(columns) if design.LEAN.match(c)]
+    other = [i for i in range(len(columns)) if i not in set(lean)]
+
+    def content_model() -> Any:
+        return CatBoostClassifier(
+            **_params(seed, iterations, depth),
+            monotone_constraints=mono,
+            ignored_features=lean or None,
+        )
+
+    content = content_model()
+    content.fit(x, y, sample_weight=w)
+    if not lean or not other or not counters:
+        model.booster = content
+        return model
+    # the counters model learns what the content model, not having seen a letter, leaves
+    base = [0.0] * len(x)
+    for k in range(folds):
+        test = list(range(k, len(x), folds))
+        train = [i for i in range(len(x)) if i % folds != k]
+        part = content_model()
+        part.fit([x[i] for i in train], [y[i] for i in train],
+                 sample_weight=None if w is None else [w[i] for i in train])  # fmt: skip
+        for i, raw in zip(
+            test, part.predict([x[i] for i in test], prediction_type="RawFormulaVal"), strict=True
+        ):
+            base[i] = float(raw)
+    shingles = CatBoostClassifier(
+        **_params(seed, counters_iterations, counters_depth),
+        monotone_constraints=mono,
+        ignored_features=other,
+        model_shrink_rate=0,
+    )
+    shingles.fit(Pool(x, y, baseline=base, weight=w))
+    unknown = model.row({})  # every spam_lean 0: nothing known
+    neutral = float(shingles.predict([unknown], prediction_type="RawFormulaVal")[0])
+    summed = sum_models([content, shingles])
+    scale, bias = summed.get_scale_and_bias()
+    summed.set_scale_and_bias(scale, bias - neutral)
+    model.booster = _one_model(summed)
+    return model
+
+
+def _one_model(summed: Any) -> Any:
+    """``sum_models``' result as a plain classifier. Its metadata keeps both parts' training
+    parameters (``model0:params``...), which CatBoost then reads back as "invalid params"
+    on every load (a warning on stderr); only the loss function is kept, and the model's
+    GUID is derived from its trees."""
+    from catboost import CatBoostClassifier
+
+    with tempfile.TemporaryDirectory(prefix="pochta-model-") as tmp:
+        path = Path(tmp) / "model.json"
+        summed.save_model(str(path), format="json")
+        exported = json.loads(path.read_text())
+        meta = exported["model_info"]
+        for key in [k for k in meta if k.startswith(("model0:", "model1:"))]:
+            del meta[key]
+        meta["params"] = {"flat_params": {"loss_function": "Logloss"}}
+        # CatBoost draws the GUID at random; from the trees, the same training gives the
+        # same bytes
+        trees = json.dumps(exported["oblivious_trees"], sort_keys=True).encode()
+        meta["model_guid"] = hashlib.sha256(trees).hexdigest()[:32]
+        path.write_text(json.dumps(exported))
+        booster = CatBoostClassifier()
+        booster.load_model(str(path), format="json")
+    return booster

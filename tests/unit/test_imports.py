@@ -1,0 +1,143 @@
+"""Import rules, read from the source with ``ast``: the runtime (``pochta``) never imports the
+model factory (``pochta_factory``) except inside a CLI command, and no package has an import
+circle."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+FACTORY = "pochta_factory"
+
+
+def _modules(package: str) -> dict[str, tuple[Path, bool]]:
+    out = {}
+    for path in (SRC / package).rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def _imports(name: str, path: Path, is_package: bool, known: set[str]) -> list[tuple[str, int]]:
+    """(module imported, line) for every import in the file, top level or inside a function;
+    ``from package import submodule`` is an import of the submodule."""
+    here = name.split(".") if is_package else name.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                found.append((sub if sub in known else module, node.lineno))
+    return found
+
+
+def _graph(package: str) -> dict[str, set[str]]:
+    modules = _modules(package)
+    known = set(modules)
+    return {
+        name: {m for m, _ in _imports(name, path, is_pkg, known) if m in known and m != name}
+        for name, (path, is_pkg) in modules.items()
+    }
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _circles(graph) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_runtime_imports_the_factory_only_inside_cli_commands() -> None:
+    modules = _modules("pochta")
+    known = set(modules)
+    wrong = []
+    for name, (path, is_package) in sorted(modules.items()):
+        tree = ast.parse(path.read_text())
+        top_level = {n.lineno for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
+        for module, line in _imports(name, path, is_package, known):
+            if module.split(".")[0] != FACTORY:
+                continue
+            if not name.startswith("pochta.cli.") or line in top_level:
+                wrong.append(f"{path.relative_to(SRC)}:{line} imports {module}")
+    assert wrong == []
+
+
+def test_no_import_circle_in_the_runtime_nor_in_the_factory() -> None:
+    assert _circles(_graph("pochta")) == []
+    assert _circles(_graph(FACTORY)) == []
+
+
+def test_the_factory_is_a_package_of_its_own_that_imports_the_runtime() -> None:
+    graph = _graph(FACTORY)
+    modules = _modules(FACTORY)
+    uses_runtime = {
+        m
+        for name, (path, is_pkg) in modules.items()
+        for m, _ in _imports(name, path, is_pkg, set(modules))
+        if m.split(".")[0] == "pochta"
+    }
+    assert f"{FACTORY}.training" in graph
+    assert "pochta.antispam.verdict" in uses_runtime
+
+
+def test_loading_the_server_and_the_cli_loads_no_factory_module() -> None:
+    code = (
+        "import sys, pochta.app, pochta.cli, pochta.workers; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] == {FACTORY!r}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"
