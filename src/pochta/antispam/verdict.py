@@ -369,7 +369,7 @@ class Learning:
     from_verdicts: bool = False
 
     def kind(self, verdict: Verdict, counted: str | None) -> str | None:
-        """"spam", "ham" or None, given what :class:`Counting` counted for the shingles."""
+        """ "spam", "ham" or None, given what :class:`Counting` counted for the shingles."""
         if not self.from_verdicts:
             return None
         if counted == "spam":
@@ -440,9 +440,7 @@ class Scanner:
         f = dict(analysis.features)
         if self.counters is not None and analysis.shingles:
             try:
-                counts = self.counters.query(
-                    query_refs(analysis.shingles), self._windows, now=now
-                )
+                counts = self.counters.query(query_refs(analysis.shingles), self._windows, now=now)
             except StorageError as exc:
                 log.warning("shingle counters: not read, the verdict goes without them: %s", exc)
                 return f, False
@@ -546,12 +544,15 @@ class Scanner:
             return None
         return kind
 
-    def feedback(self, letter: Letter, kind: str, verdict: str | None = None) -> None:
+    def feedback(
+        self, letter: Letter, kind: str, verdict: str | None = None, *, owner: int | None = None
+    ) -> None:
         """A person moved a stored letter into Spam (``kind`` "spam") or out of it
         ("not_spam"); ``verdict``: what pochta said of it at delivery. Moving it against the
         verdict teaches its words as :data:`FEEDBACK_WEIGHT` letters of the person's class;
         moving it back undoes exactly that (the same weight taken off), so a letter moved to
-        and fro any number of times teaches at most once. Never raises."""
+        and fro any number of times teaches at most once. The installation's words learn it,
+        and ``owner``'s own (an account's id) as well. Never raises."""
         if self.words is None or kind not in ("spam", "not_spam"):
             return
         said_spam = verdict in ("spam", "phishing")
@@ -561,7 +562,10 @@ class Scanner:
         else:  # out of Spam: "not spam", or undoing an earlier "spam"
             taught, weight = ("ham", FEEDBACK_WEIGHT) if said_spam else ("spam", -FEEDBACK_WEIGHT)
         try:
-            self.words.learn(self.words.hashes(tokens_mod.tokenize(letter)), taught, weight)
+            hashes = self.words.hashes(tokens_mod.tokenize(letter))
+            self.words.learn(hashes, taught, weight)
+            if owner is not None and owner != words_mod.INSTALLATION:
+                self.words.learn(hashes, taught, weight, owner=owner)
         except Exception:
             log.exception("learned words: a person's word on one letter dropped")
 

@@ -21,6 +21,7 @@ from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
 from pochta.mailbox.sqlite import DEFAULT_FOLDERS, _folder_name, normalize_email
 from pochta.postgres.database import Postgres
 from pochta.types import (
+    KEPT_FLAGS,
     AttachmentRef,
     Clock,
     Folder,
@@ -44,7 +45,7 @@ SELECT l.id, l.user_id, f.name, l.size, l.received, l.date, l.sender, l.subject,
 FROM pochta.letters l JOIN pochta.folders f ON f.id = l.folder_id
 """
 # letters.flags keeps the flags that have no column of their own; seen and flagged keep theirs
-_OTHER_FLAGS = LetterFlag.ANSWERED | LetterFlag.DELETED | LetterFlag.DRAFT
+_OTHER_FLAGS = KEPT_FLAGS
 
 
 def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
@@ -59,14 +60,14 @@ def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
 def _uidvalidity(now: float) -> int:
     """A folder's UIDVALIDITY: the time it was made, in seconds (as Dovecot does), non-zero."""
     return max(1, int(now) % 2**32)
+
+
 _USER = "SELECT id, email, password_hash, reset_required, admin FROM pochta.users"
 _REFS = "r.n, r.key, r.size, r.crc32, r.magic"
 
 
 def _letter(row: Sequence[Any]) -> StoredLetter:
-    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[
-        :11
-    ]
+    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[:11]
     return StoredLetter(
         id=int(id_),
         user_id=int(user_id),

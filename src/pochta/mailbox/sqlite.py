@@ -15,6 +15,7 @@ from pathlib import Path
 from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
 from pochta.types import (
+    KEPT_FLAGS,
     AttachmentRef,
     Clock,
     Folder,
@@ -95,7 +96,7 @@ FROM letters l JOIN folders f ON f.id = l.folder_id
 """
 
 # letters.flags keeps the flags that have no column of their own; seen and flagged keep theirs
-_OTHER_FLAGS = LetterFlag.ANSWERED | LetterFlag.DELETED | LetterFlag.DRAFT
+_OTHER_FLAGS = KEPT_FLAGS
 
 
 def _flags(seen: object, flagged: object, other: object) -> LetterFlag:

@@ -332,7 +332,6 @@ def token_rows(
     return rows(train), rows(test)
 
 
-
 def out_of_fold(
     data: Replay,
     columns: list[str],
