@@ -7,6 +7,7 @@ the admin history's tallies."""
 from __future__ import annotations
 
 import imaplib
+import itertools
 import re
 import time
 from collections.abc import Iterator
@@ -63,7 +64,7 @@ def test_any_path_teaches_the_words_at_most_once_and_counts_once_per_direction(
     taught = 0  # + spam letters, - ham letters (a letter's words as FEEDBACK_WEIGHT)
     counted = LetterFlag.NONE
     complaints = unspams = 0
-    for before, after in zip(path, path[1:], strict=False):
+    for before, after in itertools.pairwise(path):
         d = decide(before, after)
         assert (d.word is None) == (says_spam(before) == says_spam(after))
         if d.word is None:
