@@ -50,6 +50,7 @@ from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs.protected import Protected
 from pochta.antispam.signs.registry import SYMBOLS, Sign
 from pochta.antispam.words import Words
+from pochta.antispam.words.personal import Personal
 from pochta.errors import StorageError
 from pochta.mime.letter import Letter, parse
 from pochta.types import Envelope
@@ -409,6 +410,7 @@ class Scanner:
         learning: Learning | None = None,
         learn_from_verdicts: bool = False,
         unscored: Label = "ham",
+        personal: Personal | None = None,
     ) -> None:
         self.rules = rules_ if rules_ is not None else rules.default()
         self.unscored = unscored
@@ -420,6 +422,7 @@ class Scanner:
         self.authserv_id = authserv_id
         self.counting = counting if counting is not None else Counting()
         self.words = words
+        self.personal = personal
         if learning is None:
             below = model.info.get("learn_ham_below") if model is not None else None
             learning = Learning(
@@ -498,6 +501,35 @@ class Scanner:
             return shipped, analysis.words
         f[tokens_mod.FEATURE], words = table.judge(analysis.tokens, shown=WORDS_SHOWN)
         return shipped, words
+
+    def for_owner(self, verdict: Verdict, analysis: Analysis, owner: int) -> Verdict:
+        """The verdict for one recipient (``owner``: the account's id), with the words that
+        recipient taught (:mod:`pochta.antispam.words.personal`): the word statistic read
+        from shipped + installation + the owner's words, and the model run again. The same
+        verdict, untouched and at no cost, for an owner whose words do not count yet, when
+        the rules decided (phishing), without a model, or for a letter not analyzed. Never
+        raises: a store that does not answer leaves the installation's verdict."""
+        personal = self.personal
+        if (
+            personal is None
+            or self.model is None
+            or verdict.probability is None
+            or not analysis.hashes
+            or not personal.ready(owner)
+        ):
+            return verdict
+        try:
+            table = personal.table(owner, analysis.tokens, analysis.hashes)
+        except StorageError as exc:
+            log.warning("personal words: not read, the installation's verdict stands: %s", exc)
+            return verdict
+        f = dict(verdict.features)
+        f[tokens_mod.FEATURE], words = table.judge(analysis.tokens, shown=WORDS_SHOWN)
+        probability = self.model.probability(f)
+        label: Label = "spam" if probability >= self.model.threshold else "ham"
+        return dataclasses.replace(
+            verdict, label=label, probability=probability, features=f, words=words
+        )
 
     def scan(
         self,
