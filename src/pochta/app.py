@@ -279,6 +279,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         shingler=shingler,
         scanner=scanner if settings.antispam.enabled else None,
         activity=history,
+        forget=[scanner.words.forget] if scanner.words is not None else [],
     )
     history.sampler = lambda: storage_sample(mailbox)
     h = settings.http

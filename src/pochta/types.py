@@ -393,6 +393,12 @@ class MailIndex(Protocol):
     def set_admin(self, user_id: int, admin: bool) -> bool:
         """Grant or revoke the admin role; False when there is no such user."""
 
+    def delete_user(self, user_id: int) -> int | None:
+        """In one atomic step: the user's delivered letters become DELETING (the deletion job
+        finishes them), and its sessions, folders and account row are removed; how many
+        letters were marked. None (nothing changed) when no such user; InvalidInput (nothing
+        changed) while a delivery to the user is still PENDING."""
+
     def add_session(self, token_hash: bytes, user_id: int, expires: float) -> None: ...
 
     def session_user(self, token_hash: bytes, now: float) -> int | None: ...

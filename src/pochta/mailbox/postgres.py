@@ -150,6 +150,35 @@ class PostgresIndex:
 
         return self._db.transaction(op)
 
+    def delete_user(self, user_id: int) -> int | None:
+        def op(conn: Conn) -> int | None:
+            row = conn.execute(
+                "SELECT 1 FROM pochta.users WHERE id = %s FOR UPDATE", (user_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            # a delivery takes its folders' rows (their uidnext): wait for those under way
+            conn.execute("SELECT id FROM pochta.folders WHERE user_id = %s FOR UPDATE", (user_id,))
+            pending = conn.execute(
+                "SELECT count(*) FROM pochta.letters WHERE user_id = %s AND state = 0",
+                (user_id,),
+            ).fetchone()
+            if pending is not None and pending[0]:
+                raise InvalidInput(
+                    f"{pending[0]} letter(s) are being delivered to this account: try again"
+                    " in a minute"
+                )
+            marked = conn.execute(
+                "UPDATE pochta.letters SET state = 2 WHERE user_id = %s AND state = 1",
+                (user_id,),
+            ).rowcount
+            conn.execute("DELETE FROM pochta.sessions WHERE user_id = %s", (user_id,))
+            conn.execute("DELETE FROM pochta.folders WHERE user_id = %s", (user_id,))
+            conn.execute("DELETE FROM pochta.users WHERE id = %s", (user_id,))
+            return int(marked)
+
+        return self._db.transaction(op)
+
     def user(self, email: str) -> User | None:
         try:
             email = normalize_email(email)

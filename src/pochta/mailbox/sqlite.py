@@ -297,6 +297,28 @@ class SQLiteIndex:
             )
         )
 
+    def delete_user(self, user_id: int) -> int | None:
+        def op(conn: sqlite3.Connection) -> int | None:
+            if conn.execute("SELECT 1 FROM users WHERE id = ?", (user_id,)).fetchone() is None:
+                return None
+            pending = conn.execute(
+                "SELECT count(*) FROM letters WHERE user_id = ? AND state = 0", (user_id,)
+            ).fetchone()[0]
+            if pending:
+                raise InvalidInput(
+                    f"{pending} letter(s) are being delivered to this account: try again"
+                    " in a minute"
+                )
+            marked = conn.execute(
+                "UPDATE letters SET state = 2 WHERE user_id = ? AND state = 1", (user_id,)
+            ).rowcount
+            conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))
+            conn.execute("DELETE FROM folders WHERE user_id = ?", (user_id,))
+            conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
+            return int(marked)
+
+        return self._db.write(op)
+
     def add_session(self, token_hash: bytes, user_id: int, expires: float) -> None:
         now = self._clock()
 
