@@ -338,3 +338,24 @@ def test_one_users_word_is_not_another_users(world: World) -> None:
     hashes = w.words.hashes(["s:secretword-of-api"])
     w.words.learn(hashes, "spam", W, owner=a.id)
     assert w.words.learned(a.id, hashes)[0] and not w.words.learned(b.id, hashes)[0]
+
+
+def test_not_junk_on_a_letter_in_spam_is_a_not_spam(world: World) -> None:
+    """The keyword turns the folder's word over: $NotJunk on a letter in Spam is "not spam"
+    (an unspam counted once), whichever way the client then moves it."""
+    w = world
+    user = "imap_store_keyword@example.org"
+    u = w.pochta.mailbox.user(user)
+    assert u is not None
+    raw = letter(sender="Club <club@rowing.example>", subject="regatta", text="see you")
+    w.pochta.mailbox.deliver(raw, [u], folder=SPAM)
+    stats = w.pochta.shingles.stats(parse(raw), ["24h"])
+    before = sum(int(s.counters["24h"].get("unspam", 0)) for s in stats)
+    c = _imap(w, user)
+    uid = _uid(c, SPAM)
+    assert c.uid("STORE", uid, "+FLAGS", "($NotJunk)")[0] == "OK"
+    assert c.uid("MOVE", uid, "INBOX")[0] == "OK"  # Thunderbird moves it itself: no more
+    c.logout()
+    stats = w.pochta.shingles.stats(parse(raw), ["24h"])
+    after = sum(int(s.counters["24h"].get("unspam", 0)) for s in stats)
+    assert after - before == len(stats)

@@ -73,9 +73,6 @@ class Decision:
     counted: LetterFlag  # the hidden flag that says this direction was counted (or NONE)
 
 
-NOTHING = Decision(False, None, LetterFlag.NONE)
-
-
 def decide(before: State, after: State) -> Decision:
     """What a change from ``before`` to ``after`` teaches (pure)."""
     read = LetterFlag.SEEN in after.flags and LetterFlag.SEEN not in before.flags

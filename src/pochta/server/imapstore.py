@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pochta.errors import InvalidInput, MessageNotFound
 from pochta.guard.logins import Admission
-from pochta.mailbox.feedback import NOTHING, State, decide
+from pochta.mailbox.feedback import State
 from pochta.mailbox.intake import Letter, load
 from pochta.mailbox.prepare import Prepared, prepare
 from pochta.mailbox.service import Mailbox
@@ -34,6 +34,7 @@ from pochta.mime.tree import Entity
 from pochta.types import Folder, FolderEntry, LetterFlag, StoredLetter, User
 
 HIDDEN = LetterFlag.COMPLAINED | LetterFlag.UNSPAMMED | LetterFlag.SAID_SPAM
+KEYWORDS = LetterFlag.JUNK | LetterFlag.NOT_JUNK
 
 WHOLE_READ = 1 << 20  # blobs up to this size are read whole (one read, checked)
 
@@ -142,8 +143,9 @@ class ImapStore:
         changed = self.index.set_flags(user_id, letter_ids, add, remove)
         feedback = self.mailbox.reading.feedback
         for before, entry in changed:
-            if decide(State("", before), State("", entry.flags)) == NOTHING:
-                continue
+            read = LetterFlag.SEEN in entry.flags and LetterFlag.SEEN not in before
+            if not read and (before & KEYWORDS) == (entry.flags & KEYWORDS):
+                continue  # nothing the rule reads changed: the letter is not even read
             letter = self.index.letter(user_id, entry.letter_id)
             if letter is None:
                 continue
