@@ -61,12 +61,11 @@ READERS = 3  # users each letter goes to
 AVERSE = frozenset(range(4))  # users who do not want half of their lists
 BULK = ("bulk", "list", "junk")
 RULES = {
-    "personal 3/1 x2": PersonalRule(3, 1, 2),
+    "personal 3/1 x2": PersonalRule(3, 1, 2),  # the default
+    "personal 3/1 x1": PersonalRule(3, 1, 1),
+    "personal 3/1 x4": PersonalRule(3, 1, 4),
+    "personal 10/3 x2": PersonalRule(10, 3, 2),
     "personal 1/0 x8": PersonalRule(1, 0, 8),
-    "blend 3/1 0.5": PersonalRule(3, 1, share=0.5),
-    "blend 3/1 0.3": PersonalRule(3, 1, share=0.3),
-    "blend 1/0 0.5": PersonalRule(1, 0, share=0.5),
-    "blend 3/1 0.7": PersonalRule(3, 1, share=0.7),
     "personal 200/200 x1": PersonalRule(200, 200, 1),  # SpamAssassin's wait, for reference
 }
 
@@ -248,8 +247,6 @@ def main() -> None:
                 "min_spam": personal.rule.min_spam,
                 "min_ham": personal.rule.min_ham,
                 "weight": personal.rule.weight,
-                "share": personal.rule.share,
-                "full_at": personal.rule.full_at,
             },
             "corrections": mode.corrections,
             "users_whose_words_count": len(personal.refresh()) if personal is not None else 0,

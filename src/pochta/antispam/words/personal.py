@@ -45,8 +45,6 @@ class PersonalRule:
     min_spam: int = 3  # letters the user said were spam
     min_ham: int = 1  # letters the user said were not spam
     weight: int = 2  # how many times the user's counts are added to the installation's
-    share: float = 0.0  # > 0: blend frequencies instead (see :func:`frequency_blend`)
-    full_at: int = 20  # letters taught at which the blend reaches ``share``
 
     def ready(self, totals: tuple[int, int]) -> bool:
         """Whether an owner with these learned letters (weighted, as stored) counts."""
@@ -71,43 +69,6 @@ def blended(
         installation_totals[1] + weight * own_totals[1],
     )
     return out, totals
-
-
-def frequency_blend(
-    tokens: Sequence[str],
-    hashes: Sequence[int],
-    shipped: tokens_mod.TokenTable | None,
-    installation: Mapping[int, tuple[int, int]],
-    installation_totals: tuple[int, int],
-    own: Mapping[int, tuple[int, int]],
-    own_totals: tuple[int, int],
-    share: float,
-    key: bytes = b"",
-) -> tokens_mod.TokenTable:
-    """One letter's table where each word's frequency among spam (and among ham) is
-    ``(1 - share) x`` the installation's (shipped + learned) ``+ share x`` the owner's own,
-    for each class the owner taught (pure): the owner's few letters weigh as much as
-    ``share`` of everything else, however large the rest is."""
-    base = merged_table(tokens, hashes, shipped, installation, installation_totals, key)
-    big_s, big_h = max(base.spam_letters, 1), max(base.ham_letters, 1)
-    own_s, own_h = own_totals
-    counts: dict[str, tuple[int, int]] = {}
-    for token, h in zip(tokens, hashes, strict=True):
-        s, m = base.counts.get(token, (0, 0))
-        fs, fh = s / big_s, m / big_h
-        o = own.get(h)
-        if o is not None:
-            if own_s > 0:
-                fs = (1 - share) * fs + share * min(1.0, o[0] / own_s)
-            if own_h > 0:
-                fh = (1 - share) * fh + share * min(1.0, o[1] / own_h)
-        elif own_s > 0 or own_h > 0:
-            fs = (1 - share) * fs if own_s > 0 else fs
-            fh = (1 - share) * fh if own_h > 0 else fh
-        ns, nh = round(fs * big_s), round(fh * big_h)
-        if ns or nh:
-            counts[token] = (ns, nh)
-    return tokens_mod.TokenTable(counts, big_s, big_h)
 
 
 class Personal:
@@ -161,12 +122,5 @@ class Personal:
         tokens = list(tokens)[: len(hashes)]
         inst, inst_totals = w.learned(INSTALLATION, hashes)
         own, own_totals = w.learned(owner, hashes)
-        rule = self.rule
-        if rule.share > 0:
-            taught = (own_totals[0] + own_totals[1]) / FEEDBACK_WEIGHT
-            share = rule.share * min(1.0, taught / max(rule.full_at, 1))
-            return frequency_blend(
-                tokens, hashes, w.shipped, inst, inst_totals, own, own_totals, share, w.key
-            )
         learned, totals = blended(inst, inst_totals, own, own_totals, self.rule.weight)
         return merged_table(tokens, hashes, w.shipped, learned, totals, w.key)
