@@ -214,9 +214,8 @@ def extract(
     f["links.shortener"] = float(
         sum(link.registrable in short or link.host in short for link in links)
     )
-    f["links.https_share"] = _ratio(
-        sum(link.url.startswith("https:") for link in links), len(links)
-    )
+    f["links.https_share"] = _ratio(sum(link.url.startswith("https:") for link in links),
+                                    len(links))
     f["links.per_kchar"] = _ratio(1000.0 * len(links), max(len(visible), 1))
     own = normalize.registrable(letter.from_domain) if letter.from_domain else None
     if own:

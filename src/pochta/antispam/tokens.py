@@ -186,7 +186,9 @@ def learn(tokens: Sequence[Iterable[str]], labels: Sequence[int]) -> TokenTable:
         (spam if label else ham).update(toks)
     n_spam = sum(1 for y in labels if y)
     counts = {
-        t: (spam[t], ham[t]) for t in spam.keys() | ham.keys() if spam[t] + ham[t] >= MIN_LETTERS
+        t: (spam[t], ham[t])
+        for t in spam.keys() | ham.keys()
+        if spam[t] + ham[t] >= MIN_LETTERS
     }
     return TokenTable(counts, n_spam, len(labels) - n_spam)
 

@@ -27,7 +27,9 @@ router = APIRouter(
     responses=documented(401, 422, 503),
 )
 
-MagicValue = Annotated[int, Field(ge=1, le=2**32 - 1, description="1..2**32-1, never 0"), NotBool]
+MagicValue = Annotated[
+    int, Field(ge=1, le=2**32 - 1, description="1..2**32-1, never 0"), NotBool
+]
 Key = Annotated[
     str, PathParam(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the content, lowercase hex")
 ]

@@ -284,7 +284,9 @@ class Wire(asyncio.BufferedProtocol):
 
     @property
     def closing(self) -> bool:
-        return self.transport is None or self.transport.is_closing() or self._lingering is not None
+        return (
+            self.transport is None or self.transport.is_closing() or self._lingering is not None
+        )
 
     def close(self) -> None:
         """Send what is queued and close; linger first (see the module's docstring) when the

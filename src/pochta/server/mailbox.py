@@ -205,7 +205,9 @@ def folders(box: Box, user: UserId) -> list[FolderOut]:
     return [FolderOut.of(f) for f in box.folders(user)]
 
 
-@router.post("/folders", status_code=201, summary="Create a folder", responses=documented(400, 409))
+@router.post(
+    "/folders", status_code=201, summary="Create a folder", responses=documented(400, 409)
+)
 def add_folder(body: FolderIn, box: Box, user: UserId) -> FolderOut:
     return FolderOut.of(box.add_folder(user, body.name))
 

@@ -332,6 +332,7 @@ def token_rows(
     return rows(train), rows(test)
 
 
+
 def out_of_fold(
     data: Replay,
     columns: list[str],

@@ -102,26 +102,10 @@ NAME: /[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*/
 """
 _SIGN_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 # how lark's terminal names read in an error message
-_SHOWN = {
-    "RPAR": "')'",
-    "LPAR": "'('",
-    "COMMA": "','",
-    "CMP": "a comparison",
-    "PLUS": "'+'",
-    "MINUS": "'-'",
-    "TIMES": "'*'",
-    "DIVIDE": "'/'",
-    "AND": "'and'",
-    "OR": "'or'",
-    "NOT": "'not'",
-    "IN": "'in'",
-    "NUMBER": "a number",
-    "STRING": "a string",
-    "NAME": "a name",
-    "TRUE": "'true'",
-    "FALSE": "'false'",
-    "$END": "the end",
-}
+_SHOWN = {"RPAR": "')'", "LPAR": "'('", "COMMA": "','", "CMP": "a comparison", "PLUS": "'+'",
+          "MINUS": "'-'", "TIMES": "'*'", "DIVIDE": "'/'", "AND": "'and'", "OR": "'or'",
+          "NOT": "'not'", "IN": "'in'", "NUMBER": "a number", "STRING": "a string",
+          "NAME": "a name", "TRUE": "'true'", "FALSE": "'false'", "$END": "the end"}
 
 
 # -- the tree -------------------------------------------------------------------------------
@@ -355,9 +339,8 @@ def check(node: Node, schema: Schema) -> Type:
     if isinstance(node, Compare):
         lt, rt = check(node.left, schema), check(node.right, schema)
         if lt != rt:
-            raise ExprError(
-                f"cannot compare {_describe(node.left)} ({lt}) with {_describe(node.right)} ({rt})"
-            )
+            raise ExprError(f"cannot compare {_describe(node.left)} ({lt}) with "
+                            f"{_describe(node.right)} ({rt})")
         if lt != "num" and node.op not in ("==", "!="):
             raise ExprError(f"{node.op} needs numbers")
         if lt == "str":

@@ -258,9 +258,8 @@ def evaluate(
         points = rules.sign_scores.get(s.symbol)
         if points is not None:
             hits.append(
-                Hit(
-                    s.symbol, points, PHISHING_GROUP, s.explanation_en, s.explanation_ru, s.evidence
-                )
+                Hit(s.symbol, points, PHISHING_GROUP, s.explanation_en, s.explanation_ru,
+                    s.evidence)
             )
     words = (auth if auth is not None else NO_AUTH).values()
     auth_values = {f"auth.{k}": v for k, v in words.items()}
@@ -279,9 +278,8 @@ def evaluate(
     for rule in rules.rules:
         if expr.truth(expr.evaluate(rule.condition, lookup)):
             fired.add(rule.symbol)
-            hits.append(
-                Hit(rule.symbol, rule.score, rule.group, rule.description, rule.description_ru)
-            )
+            hits.append(Hit(rule.symbol, rule.score, rule.group, rule.description,
+                            rule.description_ru))
     return hits
 
 

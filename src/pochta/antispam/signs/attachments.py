@@ -24,6 +24,7 @@ MAX_ZIP_BYTES = 50 * 1024 * 1024
 RLO = "\u202e"
 
 
+
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 

@@ -80,19 +80,8 @@ from pochta.mime.letter import Attachment, Letter, Link, parse
 from pochta.mime.normalize import known_suffix
 from pochta.types import Envelope
 
-__all__ = [
-    "CHECKS",
-    "SPECS",
-    "SYMBOLS",
-    "Check",
-    "Context",
-    "Sign",
-    "SignSpec",
-    "check",
-    "run",
-    "scan",
-    "sign",
-]
+__all__ = ["CHECKS", "SPECS", "SYMBOLS", "Check", "Context", "Sign", "SignSpec", "check", "run",
+           "scan", "sign"]
 
 
 MAX_NAME = 256  # characters of a display name read

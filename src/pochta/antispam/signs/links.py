@@ -73,18 +73,8 @@ _HINT = re.compile(
 )
 _SCHEME_ONLY = re.compile(rf"(?:{_DEFANGED_SCHEME})([^\s<>\"'\]]{{1,253}})", re.IGNORECASE)
 # Top-level domains written out in Cyrillic ("точка ру").
-_CYRILLIC_TLDS = {
-    "ру": "ru",
-    "ком": "com",
-    "нет": "net",
-    "орг": "org",
-    "рф": "рф",
-    "су": "su",
-    "инфо": "info",
-    "бай": "by",
-    "уа": "ua",
-    "кз": "kz",
-}
+_CYRILLIC_TLDS = {"ру": "ru", "ком": "com", "нет": "net", "орг": "org", "рф": "рф", "су": "su",
+                  "инфо": "info", "бай": "by", "уа": "ua", "кз": "kz"}
 # Words that make a written site name a link to follow: "go to", "перейдите", "сайт".
 _CALL = re.compile(
     r"\b(?:go\s+to|visit|open|type|enter|copy|paste|click|claim|collect|withdraw|download"

@@ -334,17 +334,8 @@ def _strings(item: dict[str, object], key: str, where: str, required: bool = Tru
 def _org(item: object, where: str) -> Org:
     if not isinstance(item, dict):
         raise ConfigError(f"{where}: not a table")
-    keys = {
-        "name",
-        "name_en",
-        "kind",
-        "domains",
-        "tokens",
-        "names",
-        "confusable_only",
-        "public_mail",
-        "country_labels",
-    }
+    keys = {"name", "name_en", "kind", "domains", "tokens", "names", "confusable_only",
+            "public_mail", "country_labels"}
     unknown = set(item) - keys
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")

@@ -97,7 +97,8 @@ _SPECS = [
     SignSpec(
         "PHISH_DISPLAY_NAME_ADDRESS",
         "В имени отправителя написан один адрес, а письмо пришло с другого, чужого.",
-        "The sender's name shows one address while the letter came from another, unrelated one.",
+        "The sender's name shows one address while the letter came from another, unrelated "
+        "one.",
     ),
     SignSpec(
         "PHISH_LINK_TEXT_MISMATCH",
@@ -112,7 +113,8 @@ _SPECS = [
     SignSpec(
         "PHISH_LINK_OFF_BRAND",
         "Письмо от имени организации, но ссылки ведут не на её сайт.",
-        "The letter speaks for an organization, but its links lead off that organization's sites.",
+        "The letter speaks for an organization, but its links lead off that organization's "
+        "sites.",
     ),
     SignSpec(
         "PHISH_LINK_IP",

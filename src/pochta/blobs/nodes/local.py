@@ -195,7 +195,7 @@ def _walk(spec: DiskSpec, directory: Path, prefix: str, after: str) -> Iterator[
     """Files under ``directory`` in ascending order of their relative names, ``> after``."""
     try:
         with os.scandir(directory) as it:
-            entries = sorted(it, key=lambda e: e.name + ("/" if e.is_dir() else ""))
+            entries = sorted(it, key=lambda e: e.name + ('/' if e.is_dir() else ''))
     except FileNotFoundError:
         return
     except OSError as exc:

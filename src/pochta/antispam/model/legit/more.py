@@ -39,10 +39,8 @@ def _bulk_to(w: Writer) -> str:
     if r < (0.15 if w.org.era == "2002" else 0.04):
         return "undisclosed-recipients:;"
     if r < (0.25 if w.org.era == "2002" else 0.06):
-        return (
-            f"{w.org.brand if w.org.brand.isascii() else 'Subscribers'} "
+        return f"{w.org.brand if w.org.brand.isascii() else 'Subscribers'} " \
             f"<subscribers@{w.org.domain}>"
-        )
     return ""
 
 
@@ -196,17 +194,8 @@ def promo(w: Writer) -> Content:
         blocks.append(Block("small", _pick(w, PROMO, "fine", **more)))
     if rng.random() < 0.5 and w.org.era != "2002":
         slug = w.org.domain.split(".")[0]
-        for site in rng.sample(
-            (
-                "facebook.com",
-                "twitter.com",
-                "instagram.com",
-                "pinterest.com",
-                "youtube.com",
-                "vk.com" if w.lang == "ru" else "x.com",
-            ),
-            3,
-        ):
+        for site in rng.sample(("facebook.com", "twitter.com", "instagram.com", "pinterest.com",
+                                "youtube.com", "vk.com" if w.lang == "ru" else "x.com"), 3):
             blocks.append(Block("link", site.split(".")[0].title(), f"https://www.{site}/{slug}"))
     if rng.random() < 0.3:
         blocks.append(Block("link", _pick(w, PROMO, "forward"), w.link("forward", 0.5)))
@@ -534,11 +523,8 @@ PRESS: dict[str, Bank] = {
 def press(w: Writer) -> Content:
     """A press release: a dateline, paragraphs, a quote, "about", a media contact."""
     rng = w.rng
-    quarter = (
-        rng.choice(("Q1", "Q2", "Q3", "Q4"))
-        if w.lang == "en"
-        else rng.choice(("первый квартал", "второй квартал", "третий квартал", "первое полугодие"))
-    )
+    quarter = rng.choice(("Q1", "Q2", "Q3", "Q4")) if w.lang == "en" else rng.choice(
+        ("первый квартал", "второй квартал", "третий квартал", "первое полугодие"))
     first, last = rng.choice(words.FIRST_NAMES[w.lang]), rng.choice(words.LAST_NAMES[w.lang])
     more = {"quarter": quarter, "person": f"{first} {last}",
             "partner": rng.choice(("Northwind", "Contoso", "Globex", "Initech", "Umbrella",
@@ -611,16 +597,9 @@ def mailing_list(w: Writer) -> Content:
     more = {"tag": tag, "project": w.org.brand, "version": f"{rng.randrange(0, 5)}."
             f"{rng.randrange(1, 30)}", "feature": rng.choice(ANNOUNCE[w.lang]["feature"]),
             "due": w.day(rng.randrange(20, 60)), "first": first}  # fmt: skip
-    blocks = [
-        Block(
-            "para",
-            w.fill(
-                rng.choice(("Hi all,", "Hello everyone,", "Dear members,", "Folks,"))
-                if w.lang == "en"
-                else rng.choice(("Всем привет!", "Коллеги,", "Добрый день!"))
-            ),
-        )
-    ]
+    blocks = [Block("para", w.fill(rng.choice(("Hi all,", "Hello everyone,", "Dear members,",
+                                                 "Folks,")) if w.lang == "en" else
+                                   rng.choice(("Всем привет!", "Коллеги,", "Добрый день!"))))]
     for text in rng.sample(LIST[w.lang]["body"], rng.randrange(1, 3)):
         blocks.append(Block("para", w.fill(text, **more)))
     if rng.random() < 0.5:

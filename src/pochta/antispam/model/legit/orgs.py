@@ -92,7 +92,8 @@ class Org:
 
 
 CATEGORY_KINDS = {
-    "shop": ("newsletter", "promo", "promo", "deal", "receipt", "shipping", "shipping", "account"),
+    "shop": ("newsletter", "promo", "promo", "deal", "receipt", "shipping", "shipping",
+             "account"),
     "media": ("newsletter", "newsletter", "digest", "digest", "press", "account", "event"),
     "saas": ("account", "account", "newsletter", "bill", "event", "announce", "alert"),
     "travel": ("receipt", "travel", "travel", "deal", "promo", "newsletter", "account"),
@@ -140,12 +141,8 @@ _RU_SECOND = {
     "events": (("билет", "bilet"), ("афиша", "afisha"), ("фест", "fest")),
     "education": (("школа", "shkola"), ("академия", "akademia"), ("курсы", "kursy")),
     "bank": (("банк", "bank"), ("кредит", "kredit")),
-    "retail": (
-        ("торг", "torg"),
-        ("универмаг", "univermag"),
-        ("электроника", "electronica"),
-        ("опт", "opt"),
-    ),
+    "retail": (("торг", "torg"), ("универмаг", "univermag"), ("электроника", "electronica"),
+               ("опт", "opt")),
     "airline": (("авиа", "avia"), ("эйр", "air"), ("авиалинии", "avialinii")),
     "software": (("софт", "soft"), ("системы", "systems"), ("технологии", "tech")),
     "community": (("клуб", "club"), ("сообщество", "community"), ("форум", "forum")),

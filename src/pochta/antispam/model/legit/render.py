@@ -93,7 +93,7 @@ def _block_legacy(b: Block, colour: str, rng: random.Random, font: str, domain: 
         return f'{f}<A HREF="{_e(b.url)}">{_e(b.text or b.url)}</A></FONT><BR>'
     if b.kind in ("items", "summary"):
         rows = "".join(
-            f'<TR><TD>{f}{_e(k)}</FONT></TD><TD ALIGN="RIGHT">{f}{_e(v)}</FONT></TD></TR>'
+            f"<TR><TD>{f}{_e(k)}</FONT></TD><TD ALIGN=\"RIGHT\">{f}{_e(v)}</FONT></TD></TR>"
             for k, v in b.rows
         )
         return f'<TABLE WIDTH="100%" BORDER="0" CELLPADDING="2">{rows}</TABLE>'
