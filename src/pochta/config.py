@@ -118,7 +118,6 @@ class HttpSettings(Section):
 
         parse_networks(proxies)  # ValueError: names the value
         return proxies
-
     health_interval_seconds: float = Field(
         5.0,
         gt=0,

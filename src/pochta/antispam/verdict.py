@@ -370,7 +370,7 @@ class Learning:
     from_verdicts: bool = False
 
     def kind(self, verdict: Verdict, counted: str | None) -> str | None:
-        """ "spam", "ham" or None, given what :class:`Counting` counted for the shingles."""
+        """"spam", "ham" or None, given what :class:`Counting` counted for the shingles."""
         if not self.from_verdicts:
             return None
         if counted == "spam":
@@ -443,7 +443,9 @@ class Scanner:
         f = dict(analysis.features)
         if self.counters is not None and analysis.shingles:
             try:
-                counts = self.counters.query(query_refs(analysis.shingles), self._windows, now=now)
+                counts = self.counters.query(
+                    query_refs(analysis.shingles), self._windows, now=now
+                )
             except StorageError as exc:
                 log.warning("shingle counters: not read, the verdict goes without them: %s", exc)
                 return f, False

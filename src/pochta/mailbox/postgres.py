@@ -60,14 +60,14 @@ def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
 def _uidvalidity(now: float) -> int:
     """A folder's UIDVALIDITY: the time it was made, in seconds (as Dovecot does), non-zero."""
     return max(1, int(now) % 2**32)
-
-
 _USER = "SELECT id, email, password_hash, reset_required, admin FROM pochta.users"
 _REFS = "r.n, r.key, r.size, r.crc32, r.magic"
 
 
 def _letter(row: Sequence[Any]) -> StoredLetter:
-    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[:11]
+    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[
+        :11
+    ]
     return StoredLetter(
         id=int(id_),
         user_id=int(user_id),

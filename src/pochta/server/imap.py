@@ -1090,7 +1090,9 @@ class Session:
         else:
             self.tagged(tag, b"OK", code + what + b" completed")
 
-    async def append(self, tag: bytes, cmd: auth_cmd.AppendCommand, spooled: Spool | None) -> None:
+    async def append(
+        self, tag: bytes, cmd: auth_cmd.AppendCommand, spooled: Spool | None
+    ) -> None:
         """Store the letter: ``spooled`` (read apart from the command, in memory or in a
         file: prepared from where it lies), else the command's own literal. A letter in
         memory is its spool's bytes (handed over, not copied), counted in the budget by the
