@@ -136,6 +136,14 @@ def newsletter(path: str) -> bytes:
     )
 
 
+def fresh(w: World, name: str) -> tuple[str, int]:
+    """A user of one test only (tests run in any order on the module's world)."""
+    email = f"{name}@example.org"
+    box = w.pochta.mailbox
+    u = box.user(email) or box.add_user(email, PASSWORD)
+    return email, u.id
+
+
 def _imap(w: World, user: str) -> imaplib.IMAP4:
     c = imaplib.IMAP4("127.0.0.1", w.imap_port)
     c.login(user, PASSWORD)
@@ -203,12 +211,13 @@ def say(w: World, path: str, user: str, spam: bool) -> None:
         assert c.uid("STORE", uid_, "+FLAGS.SILENT", r"(\Deleted)")[0] == "OK"
         assert c.expunge()[0] == "OK"
         c.logout()
-    else:  # Thunderbird's junk / not junk: the keyword alone teaches
+    else:  # Thunderbird's junk / not junk: the keywords, then it moves the letter itself
         c = _imap(w, user)
-        uid_ = _uid(c, "Inbox")
+        uid_ = _uid(c, here)
         add, drop = ("$Junk", "$NotJunk") if spam else ("$NotJunk", "$Junk")
         assert c.uid("STORE", uid_, "+FLAGS", f"({add})")[0] == "OK"
         assert c.uid("STORE", uid_, "-FLAGS", f"({drop})")[0] == "OK"
+        assert c.uid("MOVE", uid_, there)[0] == "OK"  # teaches nothing more
         c.logout()
 
 
@@ -311,9 +320,9 @@ def test_a_copy_alone_teaches_nothing_and_keywords_are_shown(world: World) -> No
     not a word on it). $Junk / $NotJunk are kept and shown; pochta's own flags never are,
     and a client cannot set them."""
     w = world
-    user = "imap_copy_expunge@example.org"
+    user, uid_ = fresh(w, "copy_alone")
     u = w.pochta.mailbox.user(user)
-    assert u is not None
+    assert u is not None and u.id == uid_
     w.pochta.mailbox.deliver(letter(subject="kept twice", text="nothing to say"), [u])
     before = w.words.stats(u.id)
     c = _imap(w, user)
@@ -344,7 +353,7 @@ def test_not_junk_on_a_letter_in_spam_is_a_not_spam(world: World) -> None:
     """The keyword turns the folder's word over: $NotJunk on a letter in Spam is "not spam"
     (an unspam counted once), whichever way the client then moves it."""
     w = world
-    user = "imap_store_keyword@example.org"
+    user, _ = fresh(w, "not_junk")
     u = w.pochta.mailbox.user(user)
     assert u is not None
     raw = letter(sender="Club <club@rowing.example>", subject="regatta", text="see you")
@@ -359,3 +368,33 @@ def test_not_junk_on_a_letter_in_spam_is_a_not_spam(world: World) -> None:
     stats = w.pochta.shingles.stats(parse(raw), ["24h"])
     after = sum(int(s.counters["24h"].get("unspam", 0)) for s in stats)
     assert after - before == len(stats)
+
+
+def test_a_session_remembers_a_bounded_number_of_copies(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COPY's originals awaiting EXPUNGE are kept up to COPIES_KEPT a session (a client
+    copying a million letters does not grow the server): past it the oldest are forgotten,
+    and their EXPUNGE is a plain deletion."""
+    from pochta.server import imap as imap_mod
+
+    monkeypatch.setattr(imap_mod, "COPIES_KEPT", 2)
+    w = world
+    user, _ = fresh(w, "bounded")
+    u = w.pochta.mailbox.user(user)
+    assert u is not None
+    for n in range(3):
+        w.pochta.mailbox.deliver(letter(subject=f"bounded {n}", text=f"kept {n}"), [u])
+    before = w.words.stats(u.id).learned_spam
+    c = _imap(w, user)
+    c.select("Inbox")
+    typ, data = c.uid("SEARCH", "SUBJECT", "bounded")
+    uids = data[0].split()
+    assert typ == "OK" and len(uids) == 3
+    for uid in uids:
+        assert c.uid("COPY", uid, SPAM)[0] == "OK"
+    for uid in uids:
+        assert c.uid("STORE", uid, "+FLAGS.SILENT", r"(\Deleted)")[0] == "OK"
+    assert c.expunge()[0] == "OK"
+    c.logout()
+    assert w.words.stats(u.id).learned_spam == before + 2 * W
