@@ -124,16 +124,15 @@ class Feedback:
         """Teach what the change of this user's letter from ``before`` to ``after`` says;
         ``verdict``: pochta's at delivery; ``parsed``: the letter when the caller has it."""
         decision = decide(before, after)
-        if not decision.read and decision.word is None:
-            return decision
-        if self.shingler is None and self.scanner is None:
-            return decision
+        read = decision.read and self.shingler is not None
+        if not read and (decision.word is None or (self.shingler is None and self.scanner is None)):
+            return decision  # nothing to teach: the letter is not even read
         if parsed is None:
             try:
                 parsed = parse(self.raw(letter_id), inline_limit=self.inline_limit)
             except MessageNotFound:
                 return decision
-        if decision.read and self.shingler is not None:
+        if read:
             self._shingles(parsed, "read")
         if decision.word is None:
             return decision
@@ -151,7 +150,11 @@ class Feedback:
 
     def _first(self, user_id: int, letter_id: int, flag: LetterFlag) -> bool:
         """Set ``flag`` on the letter; whether it was not set before (one atomic step)."""
-        changed = self.index.set_flags(user_id, [letter_id], flag, LetterFlag.NONE)
+        try:
+            changed = self.index.set_flags(user_id, [letter_id], flag, LetterFlag.NONE)
+        except Exception:
+            log.exception("feedback: the letter's counted flag not set; not counted")
+            return False
         return bool(changed) and flag not in changed[0][0]
 
     def _shingles(self, parsed: Letter, kind: str) -> list[Shingle] | None:
