@@ -398,3 +398,20 @@ def test_a_session_remembers_a_bounded_number_of_copies(
     assert c.expunge()[0] == "OK"
     c.logout()
     assert w.words.stats(u.id).learned_spam == before + 2 * W
+
+
+def test_a_letter_appended_into_spam_taken_out_is_a_not_spam(world: World) -> None:
+    """APPEND into Spam: no verdict, the owner's placement is the baseline, so taking it out
+    teaches "not spam" (ham), not the undoing of a "spam" nobody said."""
+    w = world
+    user, user_id = fresh(w, "appended")
+    c = _imap(w, user)
+    raw = letter(subject="appended", text="zanzibarquokka appended letter")
+    assert c.append(SPAM, "", imaplib.Time2Internaldate(time.time()), raw)[0] == "OK"
+    uid = _uid(c, SPAM)
+    flags = c.uid("FETCH", uid, "(FLAGS)")[1][0]
+    assert b"SAID" not in flags  # pochta's own flag is never shown
+    assert c.uid("MOVE", uid, "INBOX")[0] == "OK"
+    c.logout()
+    st = w.words.stats(user_id)
+    assert (st.learned_spam, st.learned_ham) == (0, W)
