@@ -415,3 +415,19 @@ def test_a_letter_appended_into_spam_taken_out_is_a_not_spam(world: World) -> No
     c.logout()
     st = w.words.stats(user_id)
     assert (st.learned_spam, st.learned_ham) == (0, W)
+
+
+def test_a_letter_imported_into_spam_taken_out_is_a_not_spam(world: World) -> None:
+    from pochta.mailbox.importer import Source, import_letters
+
+    w = world
+    user, user_id = fresh(w, "imported")
+    u = w.pochta.mailbox.user(user)
+    assert u is not None
+    raw = letter(subject="imported", text="zanzibarquokka imported letter")
+    report = import_letters(w.pochta.mailbox, u, iter([Source("one.eml", raw)]), folder=SPAM)
+    assert report.letters == 1
+    (stored,) = w.pochta.mailbox.letters(user_id, SPAM)
+    w.pochta.mailbox.update(user_id, stored.id, folder="Inbox")
+    st = w.words.stats(user_id)
+    assert (st.learned_spam, st.learned_ham) == (0, W)
