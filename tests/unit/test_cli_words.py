@@ -140,3 +140,14 @@ def test_a_clear_is_not_undone_by_a_running_servers_flush(
         assert cli.totals(owner) == (3, 0)
     server.close()
     cli.close()
+
+
+def test_unknown_or_absurd_addresses_are_one_line_errors(data: Path) -> None:
+    for args in (
+        ("words", "clear", "--user", "x" * 100_000, "--no-wait"),
+        ("user", "delete", "\x00nobody@example.org", "--no-wait"),
+        ("words", "stats", "--user", ""),
+    ):
+        code, out, err = run(*args, "--data", data, "--json")
+        assert code == 3, (args, out, err)
+        assert json.loads(err)["error"] and len(err) < 2000

@@ -20,6 +20,7 @@ from pochta.antispam.words import INSTALLATION, Words
 from pochta.app import Pochta
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import ConfigError, UserNotFound
+from pochta.mailbox.service import shown
 
 app = typer.Typer(
     help="Learned words: stats, clear (the installation's or one account's).",
@@ -46,7 +47,7 @@ def _owner(pochta: Pochta, email: str | None) -> int:
         return INSTALLATION
     user = pochta.mailbox.user(email)
     if user is None:
-        raise UserNotFound(f"no user {email}")
+        raise UserNotFound(f"no user {shown(email)}")
     return user.id
 
 

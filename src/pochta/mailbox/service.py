@@ -49,7 +49,12 @@ from pochta.types import (
     User,
 )
 
-__all__ = ["Delivered", "FsckReport", "Mailbox"]
+__all__ = ["Delivered", "FsckReport", "Mailbox", "shown"]
+
+
+def shown(value: str, limit: int = 100) -> str:
+    """What a message repeats of a value someone typed: at most ``limit`` characters."""
+    return value if len(value) <= limit else value[:limit] + "..."
 
 
 class Mailbox:
@@ -132,12 +137,12 @@ class Mailbox:
         InvalidInput (nothing deleted) while a delivery to the account is under way."""
         user = self.index.user(email)
         if user is None:
-            raise UserNotFound(f"no user {email}")
+            raise UserNotFound(f"no user {shown(email)}")
         for hook in self.forget_hooks:
             hook(user.id)
         marked = self.index.delete_user(user.id)
         if marked is None:
-            raise UserNotFound(f"no user {email}")
+            raise UserNotFound(f"no user {shown(email)}")
         for hook in self.forget_hooks:
             hook(user.id)
         if self.users.logins is not None:
