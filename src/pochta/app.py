@@ -44,6 +44,7 @@ from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
 from pochta.antispam.words import Words
+from pochta.antispam.words.personal import Personal, PersonalRule
 from pochta.antispam.words.sqlite import SQLiteWordStore
 from pochta.blobs.evacuations import Evacuations
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
@@ -299,6 +300,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         shingler=shingler,
         scanner=scanner if settings.antispam.enabled else None,
         activity=history,
+        forget=[scanner.words.forget] if scanner.words is not None else [],
     )
     history.sampler = lambda: storage_sample(mailbox)
     h = settings.http
@@ -518,6 +520,7 @@ def _scanner(
             key=key,
             flush_interval=a.learned_words_flush_seconds,
             max_words=a.learned_words_max,
+            max_words_per_owner=a.learned_words_per_account_max,
         )
     config = analysis_settings(settings, tokens, key)
     scanner = Scanner(
@@ -529,6 +532,13 @@ def _scanner(
         analyzer=make_analyzer(config),
         authserv_id=a.authserv_id or settings.smtp.fqdn(),
         unscored="spam" if a.on_timeout == "spam" else "ham",
+        personal=(
+            Personal(
+                words, PersonalRule(a.personal_min_spam, a.personal_min_ham, a.personal_weight)
+            )
+            if words is not None and a.personal_words
+            else None
+        ),
     )
     return scanner, config, live_model
 

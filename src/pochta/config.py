@@ -734,6 +734,37 @@ class AntispamSettings(Section):
     learned_words_flush_seconds: float = Field(
         2.0, gt=0, description="how often learned words are written (a crash loses at most this)"
     )
+    learned_words_per_account_max: int = Field(
+        50_000,
+        ge=100,
+        le=10_000_000,
+        description="words each account's own learned table keeps; past it the words it"
+        " learned longest ago are dropped",
+    )
+    personal_words: bool = Field(
+        True,
+        description="a user's own spam / not spam count in the verdicts of that user's letters"
+        " (once antispam.personal_min_spam and personal_min_ham are reached)",
+    )
+    personal_min_spam: int = Field(
+        3,
+        ge=0,
+        le=10_000,
+        description="letters a user must have said were spam before the user's own words count",
+    )
+    personal_min_ham: int = Field(
+        1,
+        ge=0,
+        le=10_000,
+        description="letters a user must have said were not spam before the user's own words count",
+    )
+    personal_weight: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="how many times a user's own word counts are added to the installation's"
+        " for that user's letters",
+    )
 
     @field_validator("dns_server")
     @classmethod

@@ -243,6 +243,25 @@ class LetterFlag(enum.IntFlag):
     ANSWERED = 4
     DELETED = 8  # marked for EXPUNGE; the letter stays until then
     DRAFT = 16
+    JUNK = 32  # IMAP keyword $Junk (RFC 9051 2.3.2): its owner says spam
+    NOT_JUNK = 64  # IMAP keyword $NotJunk: its owner says not spam
+    # kept by pochta, never shown (:mod:`pochta.mailbox.feedback`):
+    COMPLAINED = 128  # its owner's "spam" was counted (shingles, history): once a letter
+    UNSPAMMED = 256  # its owner's "not spam" was counted: once a letter
+    SAID_SPAM = 512  # a copy of a letter pochta called spam (a copy has no verdict of its own)
+
+
+KEPT_FLAGS = (
+    LetterFlag.ANSWERED
+    | LetterFlag.DELETED
+    | LetterFlag.DRAFT
+    | LetterFlag.JUNK
+    | LetterFlag.NOT_JUNK
+    | LetterFlag.COMPLAINED
+    | LetterFlag.UNSPAMMED
+    | LetterFlag.SAID_SPAM
+)
+"""The flags an index keeps in its ``flags`` column (seen and flagged have their own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,6 +392,12 @@ class MailIndex(Protocol):
 
     def set_admin(self, user_id: int, admin: bool) -> bool:
         """Grant or revoke the admin role; False when there is no such user."""
+
+    def delete_user(self, user_id: int) -> int | None:
+        """In one atomic step: the user's delivered letters become DELETING (the deletion job
+        finishes them), and its sessions, folders and account row are removed; how many
+        letters were marked. None (nothing changed) when no such user; InvalidInput (nothing
+        changed) while a delivery to the user is still PENDING."""
 
     def add_session(self, token_hash: bytes, user_id: int, expires: float) -> None: ...
 

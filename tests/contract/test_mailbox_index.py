@@ -392,3 +392,49 @@ def test_a_letter_is_written_with_the_flags_it_is_given(index: MailIndex) -> Non
     assert index.entries(a.id, "Inbox") == [FolderEntry(1, ids[0], flags)]
     letter = index.letter(a.id, ids[0])
     assert letter is not None and letter.seen and not letter.flagged and letter.uid == 1
+
+
+def test_the_feedback_flags_are_kept(index: MailIndex) -> None:
+    """$Junk / $NotJunk and pochta's own flags of the feedback rule round-trip, and setting
+    one says whether it was set before (the rule's once-per-direction)."""
+    a = index.add_user("a@example.org", "h")
+    one = deliver(index, a.id, "1")
+    mine = LetterFlag.JUNK | LetterFlag.NOT_JUNK | LetterFlag.COMPLAINED | LetterFlag.UNSPAMMED
+    mine |= LetterFlag.SAID_SPAM
+    assert index.set_flags(a.id, [one], LetterFlag.COMPLAINED, LetterFlag.NONE)[0][0] == (
+        LetterFlag.NONE
+    )
+    again = index.set_flags(a.id, [one], LetterFlag.COMPLAINED, LetterFlag.NONE)
+    assert LetterFlag.COMPLAINED in again[0][0]
+    index.set_flags(a.id, [one], mine, LetterFlag.NONE)
+    letter = index.letter(a.id, one)
+    assert letter is not None and letter.flags == mine
+    assert index.entries(a.id, "Inbox")[0].flags == mine
+    ids = index.begin_delivery(
+        b"s", meta(), [NewStoredLetter(a.id, "Spam", (), flags=mine)], delivered=True
+    )
+    assert index.entries(a.id, "Spam") == [FolderEntry(1, ids[0], mine)]
+
+
+def test_delete_user_marks_its_letters_and_drops_the_account(
+    index: MailIndex, clock: FakeClock
+) -> None:
+    a = index.add_user("a@example.org", "h")
+    b = index.add_user("b@example.org", "h")
+    index.add_session(b"t" * 32, a.id, clock.now + 60)
+    kept = deliver(index, b.id, "b", 5)
+    gone = [deliver(index, a.id, "1", 5), deliver(index, a.id, "2")]
+    pending = index.begin_delivery(b"s", meta(), [NewStoredLetter(a.id, "Inbox", refs(7))])
+    with pytest.raises(InvalidInput, match="being delivered"):
+        index.delete_user(a.id)  # a delivery under way: nothing changed
+    assert index.user_by_id(a.id) is not None
+    index.finish_delivery(pending)
+    assert index.delete_user(a.id) == 3
+    assert index.user("a@example.org") is None and index.user_by_id(a.id) is None
+    assert index.session_user(b"t" * 32, clock.now) is None
+    assert index.folders(a.id) == []
+    assert sorted(i for i, _ in index.deletions(10)) == sorted([*gone, *pending])
+    assert index.delete_user(a.id) is None  # again: nothing left
+    assert index.letter(b.id, kept) is not None and index.user_by_id(b.id) is not None
+    again = index.add_user("a@example.org", "h2")  # the address can be taken again
+    assert again.id != a.id and index.letters(again.id, "Inbox", 10, None) == []

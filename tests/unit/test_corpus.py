@@ -190,3 +190,23 @@ def test_the_real_corpus() -> None:
     assert [f"{x.group}/{x.name[:5]}" for x in letters if not x.checksum_ok] == ["hard-ham-1/00230"]
     assert sum(x.date is not None for x in letters) > 6000
     assert sum(x.received is not None for x in letters) > 5000
+
+
+def test_unsealed_drops_sealed_letters_by_their_files_hash(tmp_path: Path) -> None:
+    """A letter whose file's SHA-256 begins with a byte below 52 is sealed: left out."""
+    made = [b"Subject: n%d\n\nbody\n" % n for n in range(64)]
+    sealed = next(raw for raw in made if hashlib.sha256(raw).digest()[0] < 52)
+    kept = next(raw for raw in made if hashlib.sha256(raw).digest()[0] >= 52)
+    assert corpus.is_sealed(sealed) and not corpus.is_sealed(kept)
+    extra: list[tarfile.TarInfo | tuple[str, bytes]] = [
+        (f"package/data/spam-2/{name(sealed, 7)}.txt", sealed),
+        (f"package/data/spam-2/{name(kept, 8)}.txt", kept),
+    ]
+    registry = FakeRegistry(make_tarball(extra))
+    every = [x.raw for x in corpus.letters(cache_dir=tmp_path, open_url=registry)]
+    assert sealed in every and kept in every
+    got = [x.raw for x in corpus.unsealed(cache_dir=tmp_path, open_url=registry)]
+    assert got == [raw for raw in every if not corpus.is_sealed(raw)]
+    assert kept in got and sealed not in got
+    with pytest.raises(InvalidInput):
+        list(corpus.unsealed(["nope"], cache_dir=tmp_path, open_url=registry))

@@ -50,6 +50,7 @@ from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs.protected import Protected
 from pochta.antispam.signs.registry import SYMBOLS, Sign
 from pochta.antispam.words import Words
+from pochta.antispam.words.personal import Personal
 from pochta.errors import StorageError
 from pochta.mime.letter import Letter, parse
 from pochta.types import Envelope
@@ -409,6 +410,7 @@ class Scanner:
         learning: Learning | None = None,
         learn_from_verdicts: bool = False,
         unscored: Label = "ham",
+        personal: Personal | None = None,
     ) -> None:
         self.rules = rules_ if rules_ is not None else rules.default()
         self.unscored = unscored
@@ -420,6 +422,7 @@ class Scanner:
         self.authserv_id = authserv_id
         self.counting = counting if counting is not None else Counting()
         self.words = words
+        self.personal = personal
         if learning is None:
             below = model.info.get("learn_ham_below") if model is not None else None
             learning = Learning(
@@ -501,6 +504,35 @@ class Scanner:
         f[tokens_mod.FEATURE], words = table.judge(analysis.tokens, shown=WORDS_SHOWN)
         return shipped, words
 
+    def for_owner(self, verdict: Verdict, analysis: Analysis, owner: int) -> Verdict:
+        """The verdict for one recipient (``owner``: the account's id), with the words that
+        recipient taught (:mod:`pochta.antispam.words.personal`): the word statistic read
+        from shipped + installation + the owner's words, and the model run again. The same
+        verdict, untouched and at no cost, for an owner whose words do not count yet, when
+        the rules decided (phishing), without a model, or for a letter not analyzed. Never
+        raises: a store that does not answer leaves the installation's verdict."""
+        personal = self.personal
+        if (
+            personal is None
+            or self.model is None
+            or verdict.probability is None
+            or not analysis.hashes
+            or not personal.ready(owner)
+        ):
+            return verdict
+        try:
+            table = personal.table(owner, analysis.tokens, analysis.hashes)
+        except StorageError as exc:
+            log.warning("personal words: not read, the installation's verdict stands: %s", exc)
+            return verdict
+        f = dict(verdict.features)
+        f[tokens_mod.FEATURE], words = table.judge(analysis.tokens, shown=WORDS_SHOWN)
+        probability = self.model.probability(f)
+        label: Label = "spam" if probability >= self.model.threshold else "ham"
+        return dataclasses.replace(
+            verdict, label=label, probability=probability, features=f, words=words
+        )
+
     def scan(
         self,
         raw: bytes | Letter,
@@ -546,12 +578,15 @@ class Scanner:
             return None
         return kind
 
-    def feedback(self, letter: Letter, kind: str, verdict: str | None = None) -> None:
+    def feedback(
+        self, letter: Letter, kind: str, verdict: str | None = None, *, owner: int | None = None
+    ) -> None:
         """A person moved a stored letter into Spam (``kind`` "spam") or out of it
         ("not_spam"); ``verdict``: what pochta said of it at delivery. Moving it against the
         verdict teaches its words as :data:`FEEDBACK_WEIGHT` letters of the person's class;
         moving it back undoes exactly that (the same weight taken off), so a letter moved to
-        and fro any number of times teaches at most once. Never raises."""
+        and fro any number of times teaches at most once. The installation's words learn it,
+        and ``owner``'s own (an account's id) as well. Never raises."""
         if self.words is None or kind not in ("spam", "not_spam"):
             return
         said_spam = verdict in ("spam", "phishing")
@@ -561,7 +596,10 @@ class Scanner:
         else:  # out of Spam: "not spam", or undoing an earlier "spam"
             taught, weight = ("ham", FEEDBACK_WEIGHT) if said_spam else ("spam", -FEEDBACK_WEIGHT)
         try:
-            self.words.learn(self.words.hashes(tokens_mod.tokenize(letter)), taught, weight)
+            hashes = self.words.hashes(tokens_mod.tokenize(letter))
+            self.words.learn(hashes, taught, weight)
+            if owner is not None and owner != words_mod.INSTALLATION:
+                self.words.learn(hashes, taught, weight, owner=owner)
         except Exception:
             log.exception("learned words: a person's word on one letter dropped")
 

@@ -20,6 +20,7 @@ from pochta.cli import (
     tls,
     user,
     valkyrie,
+    words,
 )
 
 app = typer.Typer(
@@ -41,6 +42,7 @@ app.add_typer(valkyrie.app, name="valkyrie")
 app.add_typer(db.app, name="db")
 app.add_typer(tls.app, name="tls")
 app.add_typer(model.app, name="model")
+app.add_typer(words.app, name="words")
 app.command("scan")(antispam.scan)
 app.command("import")(mail.import_)
 app.command("fsck")(mail.fsck)

@@ -1,4 +1,4 @@
-"""``pochta user``: add, list, passwd, admin."""
+"""``pochta user``: add, list, passwd, admin, delete."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
+from pochta.cli.words import forget_twice
 from pochta.errors import InvalidInput
 
-app = typer.Typer(help="Mailbox users: add, list, passwd, admin.", no_args_is_help=True)
+app = typer.Typer(help="Mailbox users: add, list, passwd, admin, delete.", no_args_is_help=True)
 
 PasswordStdin = Annotated[
     bool,
@@ -111,5 +112,38 @@ def admin(
         {"id": user.id, "email": user.email, "admin": user.admin},
         lambda: out.print(
             f"{user.email} is {'now an admin' if user.admin else 'no longer an admin'}"
+        ),
+    )
+
+
+@app.command()
+@handles_errors
+def delete(
+    email: Annotated[str, typer.Argument(help="the user's e-mail address", show_default=False)],
+    no_wait: Annotated[
+        bool,
+        typer.Option("--no-wait", help="do not wait for a running server's learned words"),
+    ] = False,
+    data: DataOpt = None,
+    config: ConfigOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Delete an account and everything of it: its letters (through the deletion job, as
+    any deletion), its learned words, sessions and folders, then the account. Safe to run
+    again after a crash; an unknown address is exit 3."""
+    with opened(data, config) as pochta:
+        user, marked = pochta.mailbox.delete_user(email)
+        finished = 0
+        while n := pochta.mailbox.process_deletions():  # 0: a running server's job does it
+            finished += n
+        if pochta.scanner.words is not None:
+            forget_twice(pochta.scanner.words, user.id, wait=not no_wait)
+    left = marked - finished
+    emit(
+        json_output,
+        {"id": user.id, "email": user.email, "letters": marked, "letters_left": max(0, left)},
+        lambda: out.print(
+            f"user {user.email} deleted: {marked} letter(s)"
+            + (f", {left} left to the running server's deletion job" if left > 0 else "")
         ),
     )

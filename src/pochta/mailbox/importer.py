@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pochta.errors import InvalidInput, PochtaError
+from pochta.mailbox.feedback import SPAM
 from pochta.mailbox.service import Mailbox
-from pochta.types import User
+from pochta.types import LetterFlag, User
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +132,11 @@ def import_letters(
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
     report = ImportReport()
+    # imported into Spam: its owner called it spam (the feedback rule's baseline)
+    flags = LetterFlag.SAID_SPAM if folder == SPAM else LetterFlag.NONE
     for source in letters:
         try:
-            done = mailbox.deliver(source.raw, [user], folder=folder)
+            done = mailbox.deliver(source.raw, [user], folder=folder, flags=flags)
         except PochtaError as exc:
             report.failed.append(f"{source.name}: {exc.message}")
         else:

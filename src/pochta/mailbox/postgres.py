@@ -21,6 +21,7 @@ from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
 from pochta.mailbox.sqlite import DEFAULT_FOLDERS, _folder_name, normalize_email
 from pochta.postgres.database import Postgres
 from pochta.types import (
+    KEPT_FLAGS,
     AttachmentRef,
     Clock,
     Folder,
@@ -44,7 +45,7 @@ SELECT l.id, l.user_id, f.name, l.size, l.received, l.date, l.sender, l.subject,
 FROM pochta.letters l JOIN pochta.folders f ON f.id = l.folder_id
 """
 # letters.flags keeps the flags that have no column of their own; seen and flagged keep theirs
-_OTHER_FLAGS = LetterFlag.ANSWERED | LetterFlag.DELETED | LetterFlag.DRAFT
+_OTHER_FLAGS = KEPT_FLAGS
 
 
 def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
@@ -146,6 +147,35 @@ class PostgresIndex:
                 ).rowcount
                 == 1
             )
+
+        return self._db.transaction(op)
+
+    def delete_user(self, user_id: int) -> int | None:
+        def op(conn: Conn) -> int | None:
+            row = conn.execute(
+                "SELECT 1 FROM pochta.users WHERE id = %s FOR UPDATE", (user_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            # a delivery takes its folders' rows (their uidnext): wait for those under way
+            conn.execute("SELECT id FROM pochta.folders WHERE user_id = %s FOR UPDATE", (user_id,))
+            pending = conn.execute(
+                "SELECT count(*) FROM pochta.letters WHERE user_id = %s AND state = 0",
+                (user_id,),
+            ).fetchone()
+            if pending is not None and pending[0]:
+                raise InvalidInput(
+                    f"{pending[0]} letter(s) are being delivered to this account: try again"
+                    " in a minute"
+                )
+            marked = conn.execute(
+                "UPDATE pochta.letters SET state = 2 WHERE user_id = %s AND state = 1",
+                (user_id,),
+            ).rowcount
+            conn.execute("DELETE FROM pochta.sessions WHERE user_id = %s", (user_id,))
+            conn.execute("DELETE FROM pochta.folders WHERE user_id = %s", (user_id,))
+            conn.execute("DELETE FROM pochta.users WHERE id = %s", (user_id,))
+            return int(marked)
 
         return self._db.transaction(op)
 

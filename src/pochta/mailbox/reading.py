@@ -3,15 +3,18 @@ the user's changes to flags and folders, which feed the shingles' counters (SPEC
 
 from __future__ import annotations
 
+import dataclasses
+
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.verdict import Scanner
 from pochta.blobs.store import BlobStore
 from pochta.errors import MessageNotFound
+from pochta.mailbox.feedback import SPAM, Feedback, State, moved_flags
 from pochta.mime.letter import Letter, parse
 from pochta.mime.split import reassemble
-from pochta.types import Activity, Folder, MailIndex, StoredLetter
+from pochta.types import Activity, Folder, LetterFlag, MailIndex, StoredLetter
 
-SPAM = "Spam"
+__all__ = ["SPAM", "Reading"]
 
 
 class Reading:
@@ -31,6 +34,14 @@ class Reading:
         self.shingler = shingler
         self.scanner = scanner
         self.activity = activity
+        self.feedback = Feedback(
+            index,
+            self._raw,
+            inline_limit=inline_limit,
+            shingler=shingler,
+            scanner=scanner,
+            activity=activity,
+        )
 
     def folders(self, user_id: int) -> list[Folder]:
         return self.index.folders(user_id)
@@ -86,32 +97,31 @@ class Reading:
         folder: str | None = None,
         parsed: Letter | None = None,
     ) -> StoredLetter:
-        """Change flags or the folder. The user's word feeds the shingles' counters: moved
-        into Spam = a complaint, out of Spam = "not spam", seen for the first time = read;
-        and a move into or out of Spam teaches the learned words (``Scanner.feedback``).
-        The index says what the letter was just before this change, in the same atomic step,
-        so two concurrent moves (a double click) count once. ``parsed``: the letter already
-        parsed by the caller (it is parsed here only when some feedback needs it)."""
+        """Change flags or the folder; what the change says is taught by the one feedback
+        rule (:mod:`pochta.mailbox.feedback`: a move into Spam = "spam", out of it = "not
+        spam", seen for the first time = read). A move drops the keyword it contradicts
+        (``$NotJunk`` going into Spam, ``$Junk`` out of it). The index says what the letter
+        was just before this change, in the same atomic step, so two concurrent moves (a
+        double click) count once. ``parsed``: the letter already parsed by the caller (it
+        is parsed here only when some feedback needs it)."""
         changed = self.index.update(user_id, letter_id, seen=seen, flagged=flagged, folder=folder)
         if changed is None:
             raise MessageNotFound(f"no message {letter_id}")
         before, letter = changed.before, changed.after
-        if self.shingler is not None:
-            feedback = []
-            if letter.folder != before.folder and SPAM in (letter.folder, before.folder):
-                feedback.append("spam" if letter.folder == SPAM else "not_spam")
-            if letter.seen and not before.seen:
-                feedback.append("read")
-            if feedback:
-                if parsed is None:
-                    parsed = parse(self._raw(letter_id), inline_limit=self.inline_limit)
-                for kind in feedback:
-                    shingles = self.shingler.feedback(parsed, kind)
-                    if self.scanner is not None:
-                        self.scanner.feedback(parsed, kind, letter.verdict)
-                    if self.activity is not None and kind != "read":
-                        self.activity.feedback(
-                            "complaint" if kind == "spam" else "unspam",
-                            [(int(s.type), s.hash, s.value) for s in shingles],
-                        )
+        flags = letter.flags
+        if letter.folder != before.folder:
+            keep = moved_flags(flags, letter.folder)
+            if keep != flags:
+                done = self.index.set_flags(user_id, [letter_id], LetterFlag.NONE, flags & ~keep)
+                if done:
+                    flags = done[0][1].flags
+                    letter = dataclasses.replace(letter, flags=flags)
+        self.feedback.changed(
+            user_id,
+            letter_id,
+            State(before.folder, before.flags),
+            State(letter.folder, flags),
+            letter.verdict,
+            parsed,
+        )
         return letter

@@ -27,6 +27,7 @@ from typing import Any
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.verdict import Scanner
 from pochta.blobs.store import BlobStore
+from pochta.errors import UserNotFound
 from pochta.guard.lock import Locks
 from pochta.guard.logins import Admission, LoginGuard
 from pochta.mailbox.accounts import Entry, Users
@@ -48,7 +49,12 @@ from pochta.types import (
     User,
 )
 
-__all__ = ["Delivered", "FsckReport", "Mailbox"]
+__all__ = ["Delivered", "FsckReport", "Mailbox", "shown"]
+
+
+def shown(value: str, limit: int = 100) -> str:
+    """What a message repeats of a value someone typed: at most ``limit`` characters."""
+    return value if len(value) <= limit else value[:limit] + "..."
 
 
 class Mailbox:
@@ -66,9 +72,14 @@ class Mailbox:
         shingler: Shingler | None = None,
         scanner: Scanner | None = None,
         activity: Activity | None = None,
+        forget: Sequence[Callable[[int], None]] = (),
         clock: Clock = time.time,
     ) -> None:
         self.index = index
+        self.forget_hooks: list[Callable[[int], None]] = list(forget)
+        """What else keeps something of an account, each called with its id when the account
+        is deleted (:meth:`delete_user`): its learned words (``Words.forget``), and whatever a
+        store keyed by account adds (app.py builds the list). Each must be idempotent."""
         self.blobs = blobs
         self.session_ttl = session_ttl
         self.users = Users(
@@ -111,6 +122,32 @@ class Mailbox:
 
     def set_admin(self, email: str, admin: bool) -> User:
         return self.users.set_admin(email, admin)
+
+    def delete_user(self, email: str) -> tuple[User, int]:
+        """Delete an account and everything of it: its letters go through the deletion job
+        as any deletion does (their attachments' counts are decremented by the worker), the
+        forget hooks drop what else was kept of it (learned words...), then its sessions,
+        folders and the account row go in one atomic step; the login limits of its address
+        are lifted. The user and how many letters were marked for deletion.
+
+        Safe to run again after a crash: the hooks are idempotent and the last step is
+        atomic; until it, the account is whole and the command can be repeated; after it,
+        the address is unknown (UserNotFound) and the deletion job finishes the letters.
+        The hooks run once more after the row is gone, for what was learned meanwhile.
+        InvalidInput (nothing deleted) while a delivery to the account is under way."""
+        user = self.index.user(email)
+        if user is None:
+            raise UserNotFound(f"no user {shown(email)}")
+        for hook in self.forget_hooks:
+            hook(user.id)
+        marked = self.index.delete_user(user.id)
+        if marked is None:
+            raise UserNotFound(f"no user {shown(email)}")
+        for hook in self.forget_hooks:
+            hook(user.id)
+        if self.users.logins is not None:
+            self.users.logins.reset(email=user.email)
+        return user, marked
 
     def set_password(self, email: str, password: str) -> None:
         self.users.set_password(email, password)

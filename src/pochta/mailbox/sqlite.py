@@ -15,6 +15,7 @@ from pathlib import Path
 from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
 from pochta.types import (
+    KEPT_FLAGS,
     AttachmentRef,
     Clock,
     Folder,
@@ -95,7 +96,7 @@ FROM letters l JOIN folders f ON f.id = l.folder_id
 """
 
 # letters.flags keeps the flags that have no column of their own; seen and flagged keep theirs
-_OTHER_FLAGS = LetterFlag.ANSWERED | LetterFlag.DELETED | LetterFlag.DRAFT
+_OTHER_FLAGS = KEPT_FLAGS
 
 
 def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
@@ -295,6 +296,28 @@ class SQLiteIndex:
                 == 1
             )
         )
+
+    def delete_user(self, user_id: int) -> int | None:
+        def op(conn: sqlite3.Connection) -> int | None:
+            if conn.execute("SELECT 1 FROM users WHERE id = ?", (user_id,)).fetchone() is None:
+                return None
+            pending = conn.execute(
+                "SELECT count(*) FROM letters WHERE user_id = ? AND state = 0", (user_id,)
+            ).fetchone()[0]
+            if pending:
+                raise InvalidInput(
+                    f"{pending} letter(s) are being delivered to this account: try again"
+                    " in a minute"
+                )
+            marked = conn.execute(
+                "UPDATE letters SET state = 2 WHERE user_id = ? AND state = 1", (user_id,)
+            ).rowcount
+            conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))
+            conn.execute("DELETE FROM folders WHERE user_id = ?", (user_id,))
+            conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
+            return int(marked)
+
+        return self._db.write(op)
 
     def add_session(self, token_hash: bytes, user_id: int, expires: float) -> None:
         now = self._clock()

@@ -118,6 +118,9 @@ TlsContext = Callable[[], ssl.SSLContext]
 MAX_PATTERN = 1000  # characters of a LIST pattern (folder names have at most 200)
 STREAM_OVER = 1 << 18  # letters bigger than this are sent block by block from a thread
 DELIMITER = b"/"
+COPIES_KEPT = 10_000
+"""Letters copied in a session whose EXPUNGE is awaited (a client without MOVE copies, then
+expunges: the feedback rule then sees a move); past it the oldest are forgotten."""
 FETCH_BATCH = 64  # letters a FETCH reads in one store thread call at most
 FETCH_BATCH_BYTES = 1 << 20  # or until their values hold this many bytes
 
@@ -339,6 +342,7 @@ class Session:
         self.tls = tls
         self.user: User | None = None
         self.selected: Selected | None = None
+        self.copies: dict[int, int] = {}  # letter id -> its copy's, by COPY (COPIES_KEPT)
         self.errors = 0
         self.reader = CommandReader(wire, server.limits, server.budget, server.spool_dir)
         self.held = self.reader.held  # the literals of the command in hand, in memory
@@ -1031,7 +1035,8 @@ class Session:
         ]
         if not doomed:
             return
-        gone = set(await self.server.run(self.store.expunge, self.user.id, doomed))
+        copies = {i: self.copies.pop(i) for i in doomed if i in self.copies}
+        gone = set(await self.server.run(self.store.expunge, self.user.id, doomed, copies))
         out = []
         for pos in range(len(selected.entries), 0, -1):
             if selected.entries[pos - 1].letter_id in gone:
@@ -1052,8 +1057,16 @@ class Session:
             raise no("[CANNOT] the letters are in that folder already")
         positions = imapproto.resolve(seqset, selected.uids, self.limits.ranges)  # type: ignore[arg-type]
         ids = [selected.entries[p].letter_id for p in positions]
-        act = self.store.move if move else self.store.copy
-        done = await self.server.run(act, user.id, ids, name)
+        if move:
+            done = await self.server.run(self.store.move, user.id, ids, name)
+        else:
+            copied = await self.server.run(self.store.copy, user.id, ids, name)
+            for letter_id, _, copy_id in copied:  # expunged later: a move (without MOVE)
+                self.copies.pop(letter_id, None)
+                self.copies[letter_id] = copy_id
+                if len(self.copies) > COPIES_KEPT:
+                    del self.copies[next(iter(self.copies))]
+            done = [(letter_id, uid) for letter_id, uid, _ in copied]
         uid_of = {e.letter_id: e.uid for e in selected.entries}
         pairs = sorted((uid_of[i], new) for i, new in done if i in uid_of)
         code = b""
@@ -1152,7 +1165,7 @@ class Session:
 
 
 _EVERY = LetterFlag.SEEN | LetterFlag.FLAGGED | LetterFlag.ANSWERED | LetterFlag.DELETED
-_EVERY |= LetterFlag.DRAFT
+_EVERY |= LetterFlag.DRAFT | LetterFlag.JUNK | LetterFlag.NOT_JUNK  # what a client may set
 
 
 def _literal(data: bytes) -> bytes:

@@ -145,6 +145,8 @@ FLAG_NAMES: tuple[tuple[LetterFlag, bytes], ...] = (
     (LetterFlag.FLAGGED, b"\\Flagged"),
     (LetterFlag.DELETED, b"\\Deleted"),
     (LetterFlag.DRAFT, b"\\Draft"),
+    (LetterFlag.JUNK, b"$Junk"),
+    (LetterFlag.NOT_JUNK, b"$NotJunk"),
 )
 _BY_NAME = {name.lower(): flag for flag, name in FLAG_NAMES}
 ALL_FLAGS = b"(" + b" ".join(name for _, name in FLAG_NAMES) + b")"

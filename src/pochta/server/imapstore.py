@@ -4,8 +4,10 @@ the HTTP API's limits, folders and their UIDs, letters read
 in pieces from the skeleton and the blob store, and changes made the way the HTTP API makes
 them, so that IMAP and HTTP give the same feedback:
 
-- \\Seen set on a letter for the first time feeds the read counters of its shingles;
-- a move into Spam is a "spam" complaint, out of Spam "not spam" (``Reading.update``);
+- \\Seen set on a letter for the first time feeds the read counters of its shingles; a
+  move into Spam is a "spam" complaint, out of Spam "not spam" (``Reading.update``), and so
+  are ``$Junk`` / ``$NotJunk`` set, and a COPY whose original is then expunged: the one
+  feedback rule (:mod:`pochta.mailbox.feedback`);
 - EXPUNGE is the journaled deletion (``Deletions.delete``; the deletion worker decs the
   attachments);
 - APPEND and COPY store a letter as an import does (parsed once, split, attachments counted,
@@ -16,21 +18,23 @@ them, so that IMAP and HTTP give the same feedback:
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from pochta.errors import InvalidInput, MessageNotFound
 from pochta.guard.logins import Admission
+from pochta.mailbox.feedback import SPAM, State
 from pochta.mailbox.intake import Letter, load
 from pochta.mailbox.prepare import Prepared, prepare
-from pochta.mailbox.reading import SPAM
 from pochta.mailbox.service import Mailbox
 from pochta.mime import ranges
 from pochta.mime.letter import parse
 from pochta.mime.skeleton import Ref
 from pochta.mime.tree import Entity
 from pochta.types import Folder, FolderEntry, LetterFlag, StoredLetter, User
+
+HIDDEN = LetterFlag.COMPLAINED | LetterFlag.UNSPAMMED | LetterFlag.SAID_SPAM
+KEYWORDS = LetterFlag.JUNK | LetterFlag.NOT_JUNK
 
 WHOLE_READ = 1 << 20  # blobs up to this size are read whole (one read, checked)
 
@@ -132,20 +136,31 @@ class ImapStore:
     def set_flags(
         self, user_id: int, letter_ids: Sequence[int], add: LetterFlag, remove: LetterFlag
     ) -> list[tuple[LetterFlag, FolderEntry]]:
+        """Set and clear flags; \\Seen set for the first time and ``$Junk`` / ``$NotJunk``
+        that turn the owner's word over teach (the one feedback rule)."""
+        add &= ~HIDDEN
+        remove &= ~HIDDEN  # pochta's own flags are never the client's to change
         changed = self.index.set_flags(user_id, letter_ids, add, remove)
-        shingler = self.mailbox.reading.shingler
-        if shingler is not None:
-            for before, entry in changed:
-                if LetterFlag.SEEN in entry.flags and LetterFlag.SEEN not in before:
-                    with contextlib.suppress(MessageNotFound):
-                        shingler.feedback(
-                            self.mailbox.reading.raw(user_id, entry.letter_id), "read"
-                        )
+        feedback = self.mailbox.reading.feedback
+        for before, entry in changed:
+            read = LetterFlag.SEEN in entry.flags and LetterFlag.SEEN not in before
+            if not read and (before & KEYWORDS) == (entry.flags & KEYWORDS):
+                continue  # nothing the rule reads changed: the letter is not even read
+            letter = self.index.letter(user_id, entry.letter_id)
+            if letter is None:
+                continue
+            feedback.changed(
+                user_id,
+                entry.letter_id,
+                State(letter.folder, before),
+                State(letter.folder, entry.flags),
+                letter.verdict,
+            )
         return changed
 
     def move(self, user_id: int, letter_ids: Sequence[int], folder: str) -> list[tuple[int, int]]:
-        """Move letters (the HTTP API's move, with its spam feedback); (letter id, new UID)
-        of each moved, in order."""
+        """Move letters (the HTTP API's move, with its feedback); (letter id, new UID) of
+        each moved, in order."""
         out = []
         for letter_id in letter_ids:
             try:
@@ -155,13 +170,17 @@ class ImapStore:
             out.append((letter_id, moved.uid))
         return out
 
-    def copy(self, user_id: int, letter_ids: Sequence[int], folder: str) -> list[tuple[int, int]]:
+    def copy(
+        self, user_id: int, letter_ids: Sequence[int], folder: str
+    ) -> list[tuple[int, int, int]]:
         """Store a copy of each letter in ``folder`` with its flags and internal date; (letter
-        id, UID of the copy) of each copied. A copy into Spam from another folder is the
-        user's "spam", out of Spam "not spam" (clients without MOVE copy, then expunge)."""
+        id, UID of the copy, id of the copy) of each copied. A copy alone teaches nothing
+        (the user keeps the letter where it was); a client without MOVE copies, then
+        expunges the original: that is a move, and :meth:`expunge` teaches it."""
         user = self.index.user_by_id(user_id)
         if user is None:
             return []
+        feedback = self.mailbox.reading.feedback
         out = []
         for letter_id in letter_ids:
             opened = self.open(user_id, letter_id)
@@ -172,15 +191,11 @@ class ImapStore:
                 raw,
                 [user],
                 folder=folder,
-                flags=opened.letter.flags,
+                flags=feedback.copied(opened.letter.flags, opened.letter.verdict),
                 received=opened.letter.received,
             )
             copy = self.index.letter(user_id, done.ids[0])
-            out.append((letter_id, copy.uid if copy is not None else 0))
-            shingler = self.mailbox.reading.shingler
-            source = opened.letter.folder
-            if shingler is not None and source != folder and SPAM in (source, folder):
-                shingler.feedback(raw, "spam" if folder == SPAM else "not_spam")
+            out.append((letter_id, copy.uid if copy is not None else 0, done.ids[0]))
         return out
 
     def prepare(self, letter: Letter) -> Prepared:
@@ -200,16 +215,45 @@ class ImapStore:
         files: Mapping[int, Path] | None = None,
     ) -> int:
         """Store a letter the client gives (prepared; ``files``: its parts a worker wrote to
-        files); its UID."""
+        files); its UID. One put in Spam has no verdict but its owner's: it is kept as one
+        pochta called spam (``SAID_SPAM``), so that taking it out later is a "not spam"."""
+        flags &= ~HIDDEN
+        if folder == SPAM:
+            flags |= LetterFlag.SAID_SPAM
         done = self.mailbox.deliver_prepared(
             prepared, [user], folder=folder, flags=flags, received=received, files=files
         )
         letter = self.index.letter(user.id, done.ids[0])
         return letter.uid if letter is not None else 0
 
-    def expunge(self, user_id: int, letter_ids: Sequence[int]) -> list[int]:
-        """Delete letters (journaled; the deletion worker finishes them); the ids deleted."""
+    def expunge(
+        self, user_id: int, letter_ids: Sequence[int], copies: Mapping[int, int] | None = None
+    ) -> list[int]:
+        """Delete letters (journaled; the deletion worker finishes them); the ids deleted.
+        ``copies``: letter id -> the id of its copy made by this session's COPY: an original
+        expunged after its copy is a move (a client without MOVE), taught by the feedback
+        rule as a move from where the original was to where the copy is."""
+        copies = copies or {}
+        originals = {}
+        for i in letter_ids:
+            if i in copies:
+                letter = self.index.letter(user_id, i)
+                if letter is not None:
+                    originals[i] = letter
         gone = [i for i in letter_ids if self.index.delete(user_id, i)]
         if gone and self._wake is not None:
             self._wake()
+        feedback = self.mailbox.reading.feedback
+        for i in gone:
+            original = originals.get(i)
+            copy = self.index.letter(user_id, copies[i]) if original is not None else None
+            if original is None or copy is None:
+                continue
+            feedback.changed(
+                user_id,
+                copy.id,
+                State(original.folder, original.flags),
+                State(copy.folder, copy.flags | (original.flags & LetterFlag.SEEN)),
+                copy.verdict,
+            )
         return gone

@@ -359,6 +359,10 @@ class Words:
                 self._letters.pop(INSTALLATION, None)
             self.store.forget(INSTALLATION)
 
+    def totals(self, owner: int) -> tuple[int, int]:
+        """The letters ``owner`` learned as (spam, ham), stored + buffered (StorageError)."""
+        return self.learned(owner, [])[1]
+
     def stats(self, owner: int = INSTALLATION) -> WordStats:
         spam, ham = self.store.totals(owner)
         with self._lock:

@@ -1,0 +1,148 @@
+"""A user's own words in that user's verdicts (pochta.antispam.words.personal and
+``Scanner.for_owner``): counted once the user taught enough of both kinds, for that user
+only, at no cost for anyone else."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.mailtools import letter
+
+from pochta.antispam.model import booster
+from pochta.antispam.verdict import Scanner
+from pochta.antispam.words import FEEDBACK_WEIGHT, Words
+from pochta.antispam.words.memory import MemoryWordStore
+from pochta.antispam.words.personal import Personal, PersonalRule, blended
+from pochta.errors import StorageError
+from pochta.mime.letter import parse
+
+ALICE, BOB, CAROL = 11, 12, 13
+
+
+@pytest.fixture(scope="module")
+def model() -> booster.Model:
+    m = booster.load()
+    assert m is not None and m.tokens is not None
+    return m
+
+
+def club(i: int) -> bytes:
+    return letter(
+        sender="Rowing Club <club@rowing.example>",
+        subject=f"Rowing club notes, week {i}",
+        text=f"Hi all, the regatta meeting moved to Thursday {i}. The boathouse keys are with"
+        " Pete; the new oars arrived. Training schedule attached below as usual. Cheers, the"
+        " committee",
+    )
+
+
+PILLS = [
+    letter(subject=f"cheap pills {j}", text="buy cheap viagra now, best price online pharmacy")
+    for j in range(3)
+]
+LUNCH = letter(subject="lunch", text="see you at noon")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def setup(model: booster.Model, store: MemoryWordStore | None = None) -> tuple[Scanner, Clock]:
+    words = Words(store or MemoryWordStore(), shipped=model.tokens, buffered=False)
+    clock = Clock()
+    personal = Personal(words, PersonalRule(min_spam=3, min_ham=1, weight=2), clock=clock)
+    return Scanner(model=model, words=words, personal=personal), clock
+
+
+def teach(s: Scanner) -> None:
+    """Alice says the club's notes are spam, Bob that they are not; both said "spam" of three
+    pill letters and "not spam" of a lunch note (enough of both kinds)."""
+    for i in range(4):
+        s.feedback(parse(club(i)), "spam", "ham", owner=ALICE)
+        s.feedback(parse(club(i + 4)), "not_spam", "spam", owner=BOB)
+    for owner in (ALICE, BOB):
+        s.feedback(parse(LUNCH), "not_spam", "spam", owner=owner)
+        for raw in PILLS:
+            s.feedback(parse(raw), "spam", "ham", owner=owner)
+
+
+def test_a_users_word_decides_for_that_user_only(model: booster.Model) -> None:
+    s, _ = setup(model)
+    teach(s)
+    analysis = s.analyzer.analyze(parse(club(20)))
+    everyone = s.decide(analysis)
+    alice = s.for_owner(everyone, analysis, ALICE)
+    bob = s.for_owner(everyone, analysis, BOB)
+    assert alice.label == "spam" and alice.folder == "Spam"
+    assert bob.label == "ham" and bob.folder == "Inbox"
+    assert alice.probability is not None and bob.probability is not None
+    assert everyone.probability is not None
+    assert alice.probability > everyone.probability > bob.probability
+    # Carol taught nothing: the installation's verdict, the very same object (nothing read)
+    assert s.for_owner(everyone, analysis, CAROL) is everyone
+
+
+def test_below_the_rule_nothing_changes_and_the_set_is_refreshed(model: booster.Model) -> None:
+    s, clock = setup(model)
+    analysis = s.analyzer.analyze(parse(club(20)))
+    for i in range(2):  # two "spam": below min_spam = 3, and no "not spam"
+        s.feedback(parse(club(i)), "spam", "ham", owner=ALICE)
+    v = s.decide(analysis)
+    assert s.for_owner(v, analysis, ALICE) is v
+    s.feedback(parse(club(2)), "spam", "ham", owner=ALICE)
+    s.feedback(parse(LUNCH), "not_spam", "spam", owner=ALICE)
+    v = s.decide(analysis)
+    assert s.for_owner(v, analysis, ALICE) is v  # the cached set: not refreshed yet
+    clock.now += 61
+    assert s.for_owner(v, analysis, ALICE) is not v
+
+
+def test_rules_verdicts_and_a_store_down_are_left_alone(model: booster.Model) -> None:
+    class Down(MemoryWordStore):
+        fail = False
+
+        def counts(self, owner: int, words: object) -> dict[int, tuple[int, int]]:
+            if self.fail:
+                raise StorageError("down")
+            return super().counts(owner, words)  # type: ignore[arg-type]
+
+    store = Down()
+    s, _ = setup(model, store)
+    teach(s)
+    analysis = s.analyzer.analyze(parse(club(20)))
+    v = s.decide(analysis)
+    phishing = dataclasses.replace(v, label="phishing", probability=None)
+    assert s.for_owner(phishing, analysis, ALICE) is phishing
+    store.fail = True
+    assert s.for_owner(v, analysis, ALICE) is v
+
+
+def test_the_rule_counts_letters_of_both_kinds() -> None:
+    rule = PersonalRule(min_spam=3, min_ham=1, weight=2)
+    w = FEEDBACK_WEIGHT
+    assert rule.ready((3 * w, 1 * w))
+    assert not rule.ready((3 * w, 0)) and not rule.ready((2 * w, 5 * w))
+
+
+@given(
+    inst=st.dictionaries(st.integers(0, 20), st.tuples(st.integers(0, 50), st.integers(0, 50))),
+    own=st.dictionaries(st.integers(0, 20), st.tuples(st.integers(0, 50), st.integers(0, 50))),
+    weight=st.integers(1, 5),
+)
+def test_blended_adds_weight_times_the_owners_counts(
+    inst: dict[int, tuple[int, int]], own: dict[int, tuple[int, int]], weight: int
+) -> None:
+    out, totals = blended(inst, (100, 200), own, (7, 9), weight)
+    assert totals == (100 + 7 * weight, 200 + 9 * weight)
+    assert set(out) == set(inst) | set(own)
+    for h, (s, m) in out.items():
+        a, b = inst.get(h, (0, 0))
+        c, d = own.get(h, (0, 0))
+        assert (s, m) == (a + weight * c, b + weight * d)
