@@ -326,6 +326,6 @@ def unsealed(
             name=filename.removesuffix(".txt"),
             raw=raw,
             label=GROUPS[group],
-            date=_header_date(raw),
-            received=_envelope_date(raw),
+            date=header_date(raw),
+            received=envelope_date(raw),
         )
