@@ -4,6 +4,7 @@ front of it."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import threading
@@ -18,13 +19,14 @@ from pochta.antispam import tokens
 from pochta.antispam.words import Words, WordStore
 from pochta.antispam.words.memory import MemoryWordStore
 from pochta.antispam.words.postgres import PostgresWordStore
+from pochta.antispam.words.redis import RedisWordStore
 from pochta.antispam.words.sqlite import SQLiteWordStore
 from pochta.errors import StorageError
 from pochta.postgres.database import Postgres
 from tests.contract.conftest import postgres
 
-WORD_STORE_KINDS = ["memory", "sqlite", "postgres"]
-SERVER_KINDS = ["sqlite", "postgres"]  # compared with the memory model
+WORD_STORE_KINDS = ["memory", "sqlite", "postgres", "redis", "redis-cluster"]
+SERVER_KINDS = ["sqlite", "postgres", "redis"]  # compared with the memory model
 EDGES = [0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]  # hashes at the signed/unsigned seams
 
 
@@ -35,7 +37,14 @@ def open_store(kind: str, where: Path, request: pytest.FixtureRequest) -> WordSt
         return SQLiteWordStore(where / "words.sqlite3")
     if kind == "postgres":
         return PostgresWordStore(postgres(request))
+    if kind in ("redis", "redis-cluster"):  # a prefix of its own: a property test's example
+        fixture = "redis_client" if kind == "redis" else "redis_cluster_client"
+        client = request.getfixturevalue(fixture)
+        return RedisWordStore(client, prefix=f"lw{next(_SERIAL)}")
     raise ValueError(kind)
+
+
+_SERIAL = itertools.count()
 
 
 @pytest.fixture(params=WORD_STORE_KINDS)
@@ -342,6 +351,10 @@ def open_twice(kind: str, where: Path, request: pytest.FixtureRequest) -> list[W
     if kind == "postgres":
         db = postgres(request)
         return [PostgresWordStore(db), PostgresWordStore(Postgres.connect(db.dsn))]
+    if kind == "redis":
+        server = request.getfixturevalue("redis_server")
+        request.getfixturevalue("redis_client")  # emptied
+        return [RedisWordStore(server.client()), RedisWordStore(server.client())]
     return [open_store(kind, where, request), open_store(kind, where, request)]
 
 
