@@ -10,11 +10,12 @@ closes the services.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import SecretStr
 
@@ -32,7 +33,7 @@ from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
-from pochta.antispam.words import Words
+from pochta.antispam.words import Words, WordStore
 from pochta.antispam.words.sqlite import SQLiteWordStore
 from pochta.blobs.evacuations import Evacuations
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
@@ -79,6 +80,7 @@ from pochta.types import (
     DiskSpec,
     Fence,
     FileDB,
+    HistoryStore,
     KnownClientsBackend,
     Limit,
     LockBackend,
@@ -92,6 +94,8 @@ from pochta.workers import WorkerPool, cores
 
 if TYPE_CHECKING:
     from pochta.postgres.database import Postgres
+
+log = logging.getLogger("pochta")
 
 # The PostgreSQL stores (and psycopg) are imported where a setting asks for them: every
 # `pochta` command builds the services, and most installations never load psycopg.
@@ -253,7 +257,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         devices=Devices(guard_secret, remember_for),
     )
     shingler = _shingler(settings, data, redis_client)
-    scanner, analysis = _scanner(settings, shingler, data)
+    scanner, analysis = _scanner(settings, shingler, data, pg, redis_client)
     index: MailIndex
     if pg is not None and settings.mailbox.backend == "postgres":
         from pochta.mailbox.postgres import PostgresIndex
@@ -261,8 +265,16 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         index = PostgresIndex(pg.share())
     else:
         index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
+    history_store: HistoryStore
+    if history_backend(settings) == "postgres":
+        from pochta.history.postgres import PostgresHistory
+
+        assert pg is not None
+        history_store = PostgresHistory(pg.share())
+    else:
+        history_store = SQLiteHistory(data / "history.sqlite3")
     history = Recorder(
-        SQLiteHistory(data / "history.sqlite3"),
+        history_store,
         sample_seconds=settings.web.sample_seconds,
         keep_seconds=settings.web.history_days * 86400,
     )
@@ -320,11 +332,50 @@ def storage_sample(mailbox: Mailbox) -> StorageSample:
 
 
 def _redis(settings: Settings) -> SyncClient | None:
-    """The one Redis client, from ``[redis]``, when guard or the shingle counters use Redis
-    (they share it); reached once here, so that wrong settings stop pochta at start."""
-    if "redis" not in (settings.guard.backend, settings.shingles.backend):
+    """The one Redis client, from ``[redis]``, when guard, the shingle counters or the learned
+    words use Redis (they share it); reached once here, so that wrong settings stop pochta at
+    start."""
+    if "redis" not in (settings.guard.backend, settings.shingles.backend, words_backend(settings)):
         return None
     return connect(settings.redis, ping=True)
+
+
+def _postgres_stores(settings: Settings, *, followers: bool = True) -> list[str]:
+    """The stores whose ``backend`` setting says postgres (``followers``: with the learned
+    words and the history, whose ``auto`` follows the others)."""
+    backends: list[tuple[str, str]] = [
+        ("mailbox.backend", settings.mailbox.backend),
+        ("blobs.backend", settings.blobs.backend),
+        ("valkyrie.backend", settings.valkyrie.backend),
+    ]
+    if followers:
+        backends += [
+            ("antispam.learned_words_backend", words_backend(settings)),
+            ("web.history_backend", history_backend(settings)),
+        ]
+    return [name for name, backend in backends if backend == "postgres"]
+
+
+def words_backend(settings: Settings) -> Literal["sqlite", "postgres", "redis"]:
+    """Where the learned words live (``antispam.learned_words_backend``; ``auto``: where the
+    installation's other shared stores are, so that every loader learns one table)."""
+    chosen = settings.antispam.learned_words_backend
+    if chosen != "auto":
+        return chosen
+    if _postgres_stores(settings, followers=False):
+        return "postgres"
+    if "redis" in (settings.guard.backend, settings.shingles.backend):
+        return "redis"
+    return "sqlite"
+
+
+def history_backend(settings: Settings) -> Literal["sqlite", "postgres"]:
+    """Where the admin pages' history lives (``web.history_backend``; ``auto``: in PostgreSQL
+    when another store is, so that the pages show every loader's events)."""
+    chosen = settings.web.history_backend
+    if chosen != "auto":
+        return chosen
+    return "postgres" if _postgres_stores(settings, followers=False) else "sqlite"
 
 
 def postgres_pool(settings: Settings) -> Postgres:
@@ -351,20 +402,12 @@ def postgres_pool(settings: Settings) -> Postgres:
 def _postgres(settings: Settings) -> Postgres | None:
     """The pool every store kept in PostgreSQL shares, when one is (its schema migrated on
     start when ``postgres.migrate_on_start``, else checked); None when none is."""
-    users = [
-        name
-        for name, backend in (
-            ("mailbox", settings.mailbox.backend),
-            ("blobs", settings.blobs.backend),
-            ("valkyrie", settings.valkyrie.backend),
-        )
-        if backend == "postgres"
-    ]
+    users = _postgres_stores(settings)
     if not users:
         return None
     if settings.postgres.dsn is None:
         raise ConfigError(
-            f"postgres.dsn is not set, and {', '.join(f'{u}.backend' for u in users)} ="
+            f"postgres.dsn is not set, and {', '.join(users)} ="
             " postgres: give the database as [postgres] dsn or POCHTA_POSTGRES__DSN"
         )
     from pochta.postgres import migrate
@@ -452,7 +495,11 @@ def _shingler(settings: Settings, data: Path, redis_client: SyncClient | None) -
 
 
 def _scanner(
-    settings: Settings, shingler: Shingler, data: Path
+    settings: Settings,
+    shingler: Shingler,
+    data: Path,
+    pg: Postgres | None = None,
+    redis_client: SyncClient | None = None,
 ) -> tuple[Scanner, AnalysisSettings]:
     """The scanner, and what each worker's analyzer is built from (the same as its own)."""
     a = settings.antispam
@@ -464,9 +511,9 @@ def _scanner(
     words = None
     key = b""
     if a.learn_words and tokens is not None:
-        key = _secret(settings, None, "words-key").encode()[:64]  # blake2b keys: <= 64 bytes
+        key = _secret(settings, a.learned_words_key, "words-key").encode()[:64]  # blake2b: <= 64
         words = Words(
-            SQLiteWordStore(data / "words.sqlite3"),
+            _word_store(settings, data, pg, redis_client),
             shipped=tokens,
             key=key,
             flush_interval=a.learned_words_flush_seconds,
@@ -484,6 +531,33 @@ def _scanner(
         unscored="spam" if a.on_timeout == "spam" else "ham",
     )
     return scanner, config
+
+
+def _word_store(
+    settings: Settings, data: Path, pg: Postgres | None, redis_client: SyncClient | None
+) -> WordStore:
+    """The learned words' store (``words_backend``). A table shared by several loaders must be
+    keyed alike on each: without ``antispam.learned_words_key`` each machine keys it with its
+    own ``<data_dir>/words-key``, and their words would not meet (said once, at start)."""
+    backend = words_backend(settings)
+    if backend == "sqlite":
+        return SQLiteWordStore(data / "words.sqlite3")
+    if settings.antispam.learned_words_key is None:
+        log.warning(
+            "learned words are in %s, keyed with this machine's <data_dir>/words-key: set"
+            " antispam.learned_words_key (POCHTA_ANTISPAM__LEARNED_WORDS_KEY), the same on every"
+            " loader, or each loader's words stay its own",
+            backend,
+        )
+    if backend == "postgres":
+        from pochta.antispam.words.postgres import PostgresWordStore
+
+        assert pg is not None
+        return PostgresWordStore(pg.share())
+    from pochta.antispam.words.redis import RedisWordStore
+
+    assert redis_client is not None
+    return RedisWordStore(redis_client)
 
 
 def analysis_settings(
