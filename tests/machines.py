@@ -67,6 +67,7 @@ SECRETS = {  # README: the same on every machine, in the environment
     "POCHTA_SERVICE_TOKEN": "several-machines-service-token-0123",
     "POCHTA_GUARD__KEY_SECRET": "several-machines-guard-secret-4567",
     "POCHTA_WEB__SECRET": "several-machines-web-secret-89ab",
+    "POCHTA_ANTISPAM__LEARNED_WORDS_KEY": "several-machines-words-key-4d2e",
     "POCHTA_REDIS__PASSWORD": REDIS_PASSWORD,
 }
 TEST_SETTINGS = {  # this machine has two cores and the test a few minutes

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import SecretStr
 
@@ -43,7 +43,7 @@ from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
-from pochta.antispam.words import Words
+from pochta.antispam.words import Words, WordStore
 from pochta.antispam.words.personal import Personal, PersonalRule
 from pochta.antispam.words.sqlite import SQLiteWordStore
 from pochta.blobs.evacuations import Evacuations
@@ -91,6 +91,7 @@ from pochta.types import (
     DiskSpec,
     Fence,
     FileDB,
+    HistoryStore,
     KnownClientsBackend,
     Limit,
     LockBackend,
@@ -105,7 +106,7 @@ from pochta.workers import WorkerPool, cores
 if TYPE_CHECKING:
     from pochta.postgres.database import Postgres
 
-log = logging.getLogger("pochta.antispam")
+log = logging.getLogger("pochta")
 
 # The PostgreSQL stores (and psycopg) are imported where a setting asks for them: every
 # `pochta` command builds the services, and most installations never load psycopg.
@@ -275,7 +276,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
     )
     shingler = _shingler(settings, data, redis_client)
     models = model_store(settings, pg)
-    scanner, analysis, live_model = _scanner(settings, shingler, data, models)
+    scanner, analysis, live_model = _scanner(settings, shingler, data, models, pg, redis_client)
     index: MailIndex
     if pg is not None and settings.mailbox.backend == "postgres":
         from pochta.mailbox.postgres import PostgresIndex
@@ -283,8 +284,16 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         index = PostgresIndex(pg.share())
     else:
         index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
+    history_store: HistoryStore
+    if history_backend(settings) == "postgres":
+        from pochta.history.postgres import PostgresHistory
+
+        assert pg is not None
+        history_store = PostgresHistory(pg.share())
+    else:
+        history_store = SQLiteHistory(data / "history.sqlite3")
     history = Recorder(
-        SQLiteHistory(data / "history.sqlite3"),
+        history_store,
         sample_seconds=settings.web.sample_seconds,
         keep_seconds=settings.web.history_days * 86400,
     )
@@ -348,11 +357,51 @@ def storage_sample(mailbox: Mailbox) -> StorageSample:
 
 
 def _redis(settings: Settings) -> SyncClient | None:
-    """The one Redis client, from ``[redis]``, when guard or the shingle counters use Redis
-    (they share it); reached once here, so that wrong settings stop pochta at start."""
-    if "redis" not in (settings.guard.backend, settings.shingles.backend):
+    """The one Redis client, from ``[redis]``, when guard, the shingle counters or the learned
+    words use Redis (they share it); reached once here, so that wrong settings stop pochta at
+    start."""
+    if "redis" not in (settings.guard.backend, settings.shingles.backend, words_backend(settings)):
         return None
     return connect(settings.redis, ping=True)
+
+
+def _postgres_stores(settings: Settings, *, followers: bool = True) -> list[str]:
+    """The stores whose ``backend`` setting says postgres (``followers``: with the learned
+    words and the history, whose ``auto`` follows the others)."""
+    backends: list[tuple[str, str]] = [
+        ("mailbox.backend", settings.mailbox.backend),
+        ("blobs.backend", settings.blobs.backend),
+        ("valkyrie.backend", settings.valkyrie.backend),
+    ]
+    if followers:
+        backends += [
+            ("antispam.model_store", settings.antispam.model_store),
+            ("antispam.learned_words_backend", words_backend(settings)),
+            ("web.history_backend", history_backend(settings)),
+        ]
+    return [name for name, backend in backends if backend == "postgres"]
+
+
+def words_backend(settings: Settings) -> Literal["sqlite", "postgres", "redis"]:
+    """Where the learned words live (``antispam.learned_words_backend``; ``auto``: where the
+    installation's other shared stores are, so that every loader learns one table)."""
+    chosen = settings.antispam.learned_words_backend
+    if chosen != "auto":
+        return chosen
+    if _postgres_stores(settings, followers=False):
+        return "postgres"
+    if "redis" in (settings.guard.backend, settings.shingles.backend):
+        return "redis"
+    return "sqlite"
+
+
+def history_backend(settings: Settings) -> Literal["sqlite", "postgres"]:
+    """Where the admin pages' history lives (``web.history_backend``; ``auto``: in PostgreSQL
+    when another store is, so that the pages show every loader's events)."""
+    chosen = settings.web.history_backend
+    if chosen != "auto":
+        return chosen
+    return "postgres" if _postgres_stores(settings, followers=False) else "sqlite"
 
 
 def postgres_pool(settings: Settings) -> Postgres:
@@ -379,21 +428,12 @@ def postgres_pool(settings: Settings) -> Postgres:
 def _postgres(settings: Settings) -> Postgres | None:
     """The pool every store kept in PostgreSQL shares, when one is (its schema migrated on
     start when ``postgres.migrate_on_start``, else checked); None when none is."""
-    users = [
-        name
-        for name, backend in (
-            ("mailbox", settings.mailbox.backend),
-            ("blobs", settings.blobs.backend),
-            ("valkyrie", settings.valkyrie.backend),
-            ("antispam.model_store", settings.antispam.model_store),
-        )
-        if backend == "postgres"
-    ]
+    users = _postgres_stores(settings)
     if not users:
         return None
     if settings.postgres.dsn is None:
         raise ConfigError(
-            f"postgres.dsn is not set, and {', '.join(_setting(u) for u in users)} ="
+            f"postgres.dsn is not set, and {', '.join(users)} ="
             " postgres: give the database as [postgres] dsn or POCHTA_POSTGRES__DSN"
         )
     from pochta.postgres import migrate
@@ -408,10 +448,6 @@ def _postgres(settings: Settings) -> Postgres | None:
         pg.close()
         raise
     return pg
-
-
-def _setting(user: str) -> str:
-    return user if "." in user else f"{user}.backend"
 
 
 def model_store(settings: Settings, pg: Postgres | None) -> ModelStore:
@@ -494,7 +530,12 @@ def _shingler(settings: Settings, data: Path, redis_client: SyncClient | None) -
 
 
 def _scanner(
-    settings: Settings, shingler: Shingler, data: Path, models: ModelStore
+    settings: Settings,
+    shingler: Shingler,
+    data: Path,
+    models: ModelStore,
+    pg: Postgres | None = None,
+    redis_client: SyncClient | None = None,
 ) -> tuple[Scanner, AnalysisSettings, LiveModel | None]:
     """The scanner, what each worker's analyzer is built from (the same as its own), and,
     unless ``model_dir`` pins a model, what follows the live version in ``models``."""
@@ -513,9 +554,9 @@ def _scanner(
     words = None
     key = b""
     if a.learn_words and tokens is not None:
-        key = _secret(settings, None, "words-key").encode()[:64]  # blake2b keys: <= 64 bytes
+        key = _secret(settings, a.learned_words_key, "words-key").encode()[:64]  # blake2b: <= 64
         words = Words(
-            SQLiteWordStore(data / "words.sqlite3"),
+            _word_store(settings, data, pg, redis_client),
             shipped=tokens,
             key=key,
             flush_interval=a.learned_words_flush_seconds,
@@ -561,6 +602,33 @@ def switch_model(
         scanner.words.shipped = config.tokens
     scanner.model = new
     log.info("model switched to %s", switched.version or "the shipped one")
+
+
+def _word_store(
+    settings: Settings, data: Path, pg: Postgres | None, redis_client: SyncClient | None
+) -> WordStore:
+    """The learned words' store (``words_backend``). A table shared by several loaders must be
+    keyed alike on each: without ``antispam.learned_words_key`` each machine keys it with its
+    own ``<data_dir>/words-key``, and their words would not meet (said once, at start)."""
+    backend = words_backend(settings)
+    if backend == "sqlite":
+        return SQLiteWordStore(data / "words.sqlite3")
+    if settings.antispam.learned_words_key is None:
+        log.warning(
+            "learned words are in %s, keyed with this machine's <data_dir>/words-key: set"
+            " antispam.learned_words_key (POCHTA_ANTISPAM__LEARNED_WORDS_KEY), the same on every"
+            " loader, or each loader's words stay its own",
+            backend,
+        )
+    if backend == "postgres":
+        from pochta.antispam.words.postgres import PostgresWordStore
+
+        assert pg is not None
+        return PostgresWordStore(pg.share())
+    from pochta.antispam.words.redis import RedisWordStore
+
+    assert redis_client is not None
+    return RedisWordStore(redis_client)
 
 
 def analysis_settings(

@@ -118,6 +118,7 @@ class HttpSettings(Section):
 
         parse_networks(proxies)  # ValueError: names the value
         return proxies
+
     health_interval_seconds: float = Field(
         5.0,
         gt=0,
@@ -718,7 +719,7 @@ class AntispamSettings(Section):
     learn_words: bool = Field(
         True,
         description="learn the words of this installation's mail (people's spam / not spam and"
-        " pochta's sure verdicts) into <data_dir>/words.sqlite3, read with the model's own",
+        " pochta's sure verdicts) into learned_words_backend, read with the model's own",
     )
     learn_words_from_verdicts: bool = Field(
         False,
@@ -764,6 +765,18 @@ class AntispamSettings(Section):
         le=100,
         description="how many times a user's own word counts are added to the installation's"
         " for that user's letters",
+    )
+    learned_words_backend: Literal["auto", "sqlite", "postgres", "redis"] = Field(
+        "auto",
+        description="where learned words live: sqlite = <data_dir>/words.sqlite3 (this machine's"
+        " own); postgres = the [postgres] database; redis = the [redis] server or Cluster"
+        " (every loader the same table); auto = postgres when another store (mailbox, blobs,"
+        " valkyrie) is there, else redis when guard or the shingle counters are, else sqlite",
+    )
+    learned_words_key: SecretStr | None = Field(
+        None,
+        description="keys the learned words' hashes (16+ characters; a secret): the same on"
+        " every loader that shares the table; unset: generated into <data_dir>/words-key",
     )
 
     @field_validator("dns_server")
@@ -820,6 +833,12 @@ class WebSettings(Section):
     )
     history_days: float = Field(
         90.0, gt=0, description="how long storage samples and hourly tallies are kept"
+    )
+    history_backend: Literal["auto", "sqlite", "postgres"] = Field(
+        "auto",
+        description="where the admin pages' history lives: sqlite = <data_dir>/history.sqlite3"
+        " (this machine's own); postgres = the [postgres] database (every loader's events"
+        " added up); auto = postgres when another store (mailbox, blobs, valkyrie) is there",
     )
 
 

@@ -96,6 +96,11 @@ PG_TABLES = (
     "pochta.model_promotions",
     "pochta.model_files",
     "pochta.model_versions",
+    "pochta.learned_words",
+    "pochta.learned_totals",
+    "pochta.history_samples",
+    "pochta.history_tallies",
+    "pochta.history_audits",
 )
 _PG_USED = pytest.StashKey[list[Postgres]]()
 
@@ -205,9 +210,7 @@ def disk(
 
 
 @pytest.fixture(params=BROKEN_DISK_KINDS)
-def broken_disk(
-    request: pytest.FixtureRequest, tmp_path: Path, disk_factory: DiskFactory
-) -> Disk:
+def broken_disk(request: pytest.FixtureRequest, tmp_path: Path, disk_factory: DiskFactory) -> Disk:
     """A disk that cannot take writes. Root ignores permissions, so the local variants put a
     regular file where a directory must be; a WebDAV node can also be stopped."""
     root = tmp_path / "disk"

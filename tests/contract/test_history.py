@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from pochta.history import MemoryHistory, SQLiteHistory
+from pochta.history.postgres import PostgresHistory
 from pochta.types import AuditRecord, HistoryStore, StorageSample, Tally
+from tests.contract.conftest import postgres
 
-HISTORY_KINDS = ["memory", "sqlite"]
+HISTORY_KINDS = ["memory", "sqlite", "postgres"]
 
 
 @pytest.fixture(params=HISTORY_KINDS)
@@ -20,6 +22,8 @@ def history(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HistoryS
         store = MemoryHistory()
     elif request.param == "sqlite":
         store = SQLiteHistory(tmp_path / "history.sqlite3")
+    elif request.param == "postgres":
+        store = PostgresHistory(postgres(request))
     else:  # pragma: no cover - a new backend adds its branch here
         raise AssertionError(request.param)
     yield store
@@ -91,3 +95,38 @@ def test_prune_forgets_old_samples_and_tallies_not_audits(history: HistoryStore)
     assert [s.at for s in history.samples(0)] == [3600.0 * 5]
     assert [t.hour for t in history.tallies("verdict", 0)] == [5]
     assert len(history.audits()) == 1
+
+
+def test_a_batch_repeating_a_cell_adds_it_up(history: HistoryStore) -> None:
+    history.add_tallies([Tally(5, "verdict", "spam", 2), Tally(5, "verdict", "spam", 3)])
+    assert history.tallies("verdict", 0) == [Tally(5, "verdict", "spam", 5)]
+
+
+def test_an_odd_name_does_not_stop_its_batch(history: HistoryStore) -> None:
+    """A shingle's value may hold a NUL (PostgreSQL's text cannot): the batch's other cells
+    are still added, and the odd one is counted under some name."""
+    history.add_tallies([Tally(1, "complaint", "a\x00b", 1), Tally(1, "complaint", "ok", 2)])
+    got = history.tallies("complaint", 0)
+    assert len(got) == 2 and sum(t.n for t in got) == 3
+    assert Tally(1, "complaint", "ok", 2) in got
+
+
+def test_tallies_of_two_writers_add_up(history: HistoryStore) -> None:
+    """Two loaders' recorders each write the increments of one hour: the stored cell is their
+    sum, however their batches interleave."""
+    import threading
+
+    def write(name: str) -> None:
+        for _ in range(50):
+            history.add_tallies([Tally(9, "verdict", "spam", 1), Tally(9, "verdict", name, 1)])
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert history.tallies("verdict", 9) == [
+        Tally(9, "verdict", "a", 50),
+        Tally(9, "verdict", "b", 50),
+        Tally(9, "verdict", "spam", 100),
+    ]

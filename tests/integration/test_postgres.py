@@ -18,14 +18,18 @@ from typing import Any
 
 import psycopg
 import pytest
+from pydantic import SecretStr
 from typer.testing import CliRunner
 
+from pochta.antispam.tokens import FEATURE as TOKENS_FEATURE
+from pochta.antispam.words.postgres import PostgresWordStore
 from pochta.app import build
 from pochta.blobs.filedb.postgres import PostgresFileDB
 from pochta.blobs.keys import key_of
 from pochta.cli import app as cli
 from pochta.config import Settings, load_settings
 from pochta.errors import ConfigError, StorageError
+from pochta.history.postgres import PostgresHistory
 from pochta.postgres import migrate
 from pochta.postgres.database import PoolSettings, Postgres, describe
 from tests.mailtools import letter, payload
@@ -256,6 +260,50 @@ def test_valkyrie_stats_read_the_state_in_postgres(
     assert code == 0, err
     assert json.loads(out)["valkyrie"]["checked"] == 1
     assert not (tmp_path / "loader" / "valkyrie.sqlite3").exists()
+
+
+def test_two_loaders_learn_one_word_table_and_keep_one_history(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Two loaders on one database (``auto`` backends): a letter moved into Spam through one
+    is scored with what it taught by the other, and the admin history of either is both
+    loaders' events; neither keeps a words or history file of its own."""
+
+    def loader(name: str) -> Any:
+        s = pg_settings(tmp_path / name, postgres_dsn)
+        s.antispam.learned_words_key = SecretStr("two-loaders-words-key-0123")
+        return build(s)
+
+    one, two = loader("one"), loader("two")
+    try:
+        assert one.scanner.words is not None and two.scanner.words is not None
+        assert isinstance(one.scanner.words.store, PostgresWordStore)
+        assert isinstance(two.history.store, PostgresHistory)
+        ann = one.mailbox.add_user("ann@example.org", "a long enough password")
+        raw = letter(subject="quarterly offer", text="zorblatt quexify mirthwing gadrolux " * 5)
+        done = one.mailbox.deliver(raw, [ann], scan=True)
+        before = two.scanner.scan(raw).features[TOKENS_FEATURE]
+        one.mailbox.update(ann.id, done.ids[0], folder="Spam")  # teaches the words
+        one.scanner.words.flush()
+        seen_by_two = two.scanner.scan(raw).features[TOKENS_FEATURE]
+        assert seen_by_two > before
+        assert seen_by_two == one.scanner.scan(raw).features[TOKENS_FEATURE]
+        assert two.scanner.words.stats() == one.scanner.words.stats()
+        one.history.delivered("spam", ["PHISH_URGENCY"], copies=1)
+        two.history.delivered("spam", [], copies=2)
+        one.history.flush()
+        two.history.flush()
+        verdicts = two.history.store.top("verdict", 0)
+        assert dict(verdicts)["spam"] == 3  # 1 through one, 2 through two
+        assert sum(n for _, n in verdicts) == 4  # and the delivery above, through one
+        assert one.history.store.top("verdict", 0) == verdicts
+        assert two.history.store.top("complaint", 0)  # the move, through one
+        for name in ("one", "two"):
+            assert not (tmp_path / name / "words.sqlite3").exists()
+            assert not (tmp_path / name / "history.sqlite3").exists()
+    finally:
+        one.close()
+        two.close()
 
 
 # -- a crash of PostgreSQL ----------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 from tests.mailtools import letter, payload
 
 from pochta.antispam.shingles.counters import Ref
-from pochta.app import build, service_token, web_secret
+from pochta.app import build, history_backend, service_token, web_secret, words_backend
 from pochta.cli.common import opened
 from pochta.config import Settings, load_settings
 from pochta.errors import ConfigError
@@ -202,3 +202,31 @@ def test_a_crash_before_the_link_leaves_no_secret_behind(tmp_path: Path) -> None
     (tmp_path / ".web-secret.0123456789abcdef.tmp").write_text("half")  # a crashed writer's
     value = web_secret(load_settings(data_dir=tmp_path))
     assert len(value) >= 16 and web_secret(load_settings(data_dir=tmp_path)) == value
+
+
+@pytest.mark.parametrize(
+    ("given", "words", "history"),
+    [
+        ({}, "sqlite", "sqlite"),
+        ({"mailbox": {"backend": "postgres"}}, "postgres", "postgres"),
+        ({"valkyrie": {"backend": "postgres"}}, "postgres", "postgres"),
+        ({"guard": {"backend": "redis"}}, "redis", "sqlite"),
+        ({"shingles": {"backend": "redis"}, "blobs": {"backend": "postgres"}},
+         "postgres", "postgres"),
+        ({"mailbox": {"backend": "postgres"}, "antispam": {"learned_words_backend": "sqlite"},
+          "web": {"history_backend": "sqlite"}}, "sqlite", "sqlite"),
+        ({"antispam": {"learned_words_backend": "redis"}}, "redis", "sqlite"),
+        ({"web": {"history_backend": "postgres"}}, "sqlite", "postgres"),
+    ],
+)  # fmt: skip
+def test_learned_words_and_history_go_where_the_shared_stores_are(
+    given: dict[str, dict[str, str]], words: str, history: str
+) -> None:
+    s = load_settings(**given)
+    assert (words_backend(s), history_backend(s)) == (words, history)
+
+
+def test_learned_words_in_postgres_without_a_dsn_is_a_settings_error(tmp_path: Path) -> None:
+    s = load_settings(data_dir=tmp_path / "data", antispam={"learned_words_backend": "postgres"})
+    with pytest.raises(ConfigError, match=r"antispam\.learned_words_backend"):
+        build(s)

@@ -2,7 +2,9 @@
 hourly tallies (verdicts, phishing signs, complaints by shingle, failed logins) and the leak
 audits' figures.
 
-    store = SQLiteHistory(data / "history.sqlite3")     # or MemoryHistory(); app.py picks
+    store = SQLiteHistory(data / "history.sqlite3")     # or MemoryHistory(), or
+                                                        # postgres.PostgresHistory(pool)
+                                                        # (every loader's); app.py picks
     recorder = Recorder(store, sample=take_sample)      # an Activity the mailbox reports to
     recorder.start()                                    # flushes and samples in a thread
     recorder.delivered("phishing", ["PHISH_URGENCY"], copies=1)

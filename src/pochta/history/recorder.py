@@ -162,8 +162,7 @@ class Recorder:
                 self.flush()
                 now = self._clock()
                 if self.sampler is not None and now >= next_sample:
-                    self.sample()
-                    next_sample = now + self.sample_seconds
+                    next_sample = self.sample_if_due(now)
                 if now >= next_prune:
                     self.store.prune(now - self.keep_seconds)
                     next_prune = now + 3600
@@ -180,8 +179,20 @@ class Recorder:
             self._wake.wait(delay)
             self._wake.clear()
 
+    def sample_if_due(self, now: float) -> float:
+        """Sample unless the store has a sample younger than ``sample_seconds`` (another
+        loader sharing the store may have taken it: it stands for this one's, the store they
+        sample being the same); when the next one is due."""
+        due = self._first_sample()
+        if now < due:
+            return due
+        self.sample()
+        return now + self.sample_seconds
+
     def _first_sample(self) -> float:
-        """When the first sample is due: a restart does not sample again before it is."""
+        """When the next sample is due, by the newest one in the store (this process's, an
+        earlier run's or another loader's): a restart does not sample again before it is,
+        and loaders sharing a history take turns rather than each adding its own."""
         if self.sampler is None:
             return 0.0
         last = self.store.samples(self._clock() - self.sample_seconds, limit=1)

@@ -154,6 +154,31 @@ def test_a_restart_does_not_sample_again_before_it_is_due() -> None:
     rec.close()
 
 
+def test_loaders_sharing_a_history_take_turns_at_sampling() -> None:
+    """Two recorders (two loaders) on one store: a sample taken by either stands for both,
+    so the store gets one sample a period, not one per loader."""
+    store, clock = MemoryHistory(), Clock()
+    calls: list[str] = []
+
+    def sampler(who: str) -> Callable[[], StorageSample]:
+        def take() -> StorageSample:
+            calls.append(who)
+            return StorageSample(clock(), 1, 1, 1, 1)
+
+        return take
+
+    one, two = (Recorder(store, sample=sampler(w), sample_seconds=600, clock=clock) for w in "ab")
+    assert one.sample_if_due(clock()) == clock() + 600
+    assert two.sample_if_due(clock()) == clock() + 600  # one's sample stands for two's
+    clock.now += 300
+    assert two.sample_if_due(clock()) == clock() + 300
+    clock.now += 300
+    assert two.sample_if_due(clock()) == clock() + 600  # due: two samples this time
+    assert one.sample_if_due(clock()) == clock() + 600
+    assert calls == ["a", "b"]
+    assert len(store.samples(0)) == 2
+
+
 class Flaky(MemoryHistory):
     """A store that fails its first reads and writes, with the store's error and with a bug's."""
 

@@ -20,8 +20,10 @@ plus the learned ones, over the shipped plus learned letters (:func:`merged_tabl
       ├── a buffer of learned   word -> (spam, ham) added up in memory, written by a background
       │   increments            flusher (``start``) every ``flush_interval`` s as one step
       └── WordStore             this Protocol; one atomic step per flush
-            ├── MemoryWordStore (memory.py)   in-process: tests, evaluation
-            └── SQLiteWordStore (sqlite.py)   embedded: one file, one writer
+            ├── MemoryWordStore (memory.py)     in-process: tests, evaluation
+            ├── SQLiteWordStore (sqlite.py)     embedded: one file, one writer
+            ├── PostgresWordStore (postgres.py) every loader's one table ([postgres])
+            └── RedisWordStore (redis.py)       every loader's one table ([redis])
 
 Words are kept as 64-bit hashes (:func:`pochta.antispam.tokens.token_hash`), never as text: a
 letter's words include names, codes and passwords, and the table must not be a copy of them.

@@ -145,9 +145,10 @@ class SQLiteWordStore:
             excess = int(n) - keep
             if excess <= 0:
                 return 0
+            # on a tie the lower hash as an unsigned number, as every store
             conn.execute(
-                "DELETE FROM learned WHERE owner = ?1 AND hash IN"
-                " (SELECT hash FROM learned WHERE owner = ?1 ORDER BY day, hash LIMIT ?2)",
+                "DELETE FROM learned WHERE owner = ?1 AND hash IN (SELECT hash FROM learned"
+                " WHERE owner = ?1 ORDER BY day, hash < 0, hash LIMIT ?2)",
                 (owner, excess),
             )
             return excess
