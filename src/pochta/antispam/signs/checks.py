@@ -698,9 +698,9 @@ def recipient_domain(ctx: Context) -> Sign | None:
     address in the subject), and the sender is outside it: a letter posing as the reader's
     mail administrator or employer ("pochta.test IT Support", "pochta.test: 5 pending
     messages"). Public mail services' domains are left out (gmail.com in a name says
-    nothing)."""
+    nothing), and so are mailing lists (their To is the list's own address)."""
     fd = ctx.letter.from_domain
-    if not fd:
+    if not fd or _mailing_list(ctx.letter):
         return None
     name = unicodedata.normalize("NFKC", ctx.letter.from_name[:MAX_NAME]).lower()
     subject = unicodedata.normalize("NFKC", ctx.letter.subject[:MAX_NAME]).lower()
@@ -722,12 +722,19 @@ def recipient_domain(ctx: Context) -> Sign | None:
     return None
 
 
+def _mailing_list(letter: Letter) -> bool:
+    """A mailing list's letter (List-Id, List-Post, Mailing-List): its To is the list, and a
+    list's own name, domain and administrators are the list's business."""
+    return any(letter.header(h) for h in ("list-id", "list-post", "mailing-list"))
+
+
 def mail_admin_name(ctx: Context) -> Sign | None:
     """The display name is a mail administrator's ("Mail Administrator", "Webmail Support",
     "IT Helpdesk", "Администратор почты"), and the sender is neither in the reader's domain
-    nor a protected organization's own (Gmail's team writes from google.com)."""
+    nor a protected organization's own (Gmail's team writes from google.com), nor a mailing
+    list."""
     name = ctx.shown_name
-    if not name.strip() or _own_or_reader(ctx):
+    if not name.strip() or _own_or_reader(ctx) or _mailing_list(ctx.letter):
         return None
     found = lures.find(lures.MAIL_ROLE, wording.fold(name), 1)
     if not found:

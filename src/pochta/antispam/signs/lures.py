@@ -42,11 +42,12 @@ ACCOUNT_LURE = wording._rx(
     # the mailbox: full, messages held
     r"\b(?:mailbox|inbox|e-?mail\s+(?:account|storage)|storage|quota)\s+(?:is\s+|has\s+)?"
     r"(?:almost\s+|nearly\s+)?(?:full|exceeded|over\s+(?:its\s+)?(?:limit|quota)|reached)",
-    r"\b(?:\d{1,4}\s+)?(?:pending|held|undelivered|incoming|blocked|suspended|quarantined)\s+"
+    r"\b(?:\d{1,4}\s+)?(?:pending|held|undelivered|blocked|suspended|quarantined)\s+"
     r"(?:incoming\s+)?(?:messages|e-?mails|mails)\b",
     r"\brelease\s+(?:your\s+|the\s+)?(?:pending\s+|held\s+)?(?:messages|e-?mails|mails)\b",
     r"(?:почтов\w{0,40}+\s+ящик\w*|хранилищ\w*)\s+(?:почти\s+|переполнен\w*|заполнен\w*)",
-    r"(?:входящ|недоставлен|задержан|заблокирован)\w{0,40}+\s+(?:\d+\s+)?(?:письм|сообщени)\w*",
+    r"(?:недоставлен|задержан|заблокирован)\w{0,40}+\s+(?:\d+\s+)?(?:входящ\w{0,40}+\s+)?"
+    r"(?:письм|сообщени)\w*",
     r"(?:письм|сообщени)\w{0,40}+\s+(?:были\s+)?(?:задержан|не\s+доставлен|приостановлен)\w*",
     # the account: to be revalidated
     r"\b(?:re-?validate|revalidate|re-?activate|re-?confirm|re-?verify|re-?authenticate)\s+"
@@ -90,7 +91,7 @@ MAIL_ROLE = wording._rx(
     r"\b(?:mail|e-?mail|webmail|mailbox|outlook|exchange|owa)\s*(?:server\s+)?(?:admin\w*"
     r"|support|team|service|services|desk|center|centre|security|system|notification\w*"
     r"|delivery|quota|upgrade)\b",
-    r"\b(?:postmaster|mailer-daemon|webmaster|system\s+administrator|it\s+(?:helpdesk|help"
+    r"\b(?:postmaster|mailer-daemon|system\s+administrator|it\s+(?:helpdesk|help"
     r"\s*desk|service\s*desk|support|department|admin\w*))\b",
     r"(?:администратор\w*|администраци\w*|поддержк\w*|служб\w*)\s+(?:почт\w*|почтового"
     r"\s+сервера|сервера)",
