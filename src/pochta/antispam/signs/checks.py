@@ -212,11 +212,23 @@ class Context:
         its text (not counting its sender's domain)."""
         if "named" not in self._cache:
             orgs: list[Org] = []
-            texts = (self.shown_name, self.letter.subject[:MAX_NAME], self.letter.text[:BODY_HEAD])
-            for text in texts:
-                orgs += [org for org in self.protected.named_in(text) if org not in orgs]
+            for found in (
+                self.protected.named_in(self.shown_name),
+                self.named_in_subject,
+                self.protected.named_in(self.letter.text[:BODY_HEAD]),
+            ):
+                orgs += [org for org in found if org not in orgs]
             self._cache["named"] = orgs
         return self._cache["named"]  # type: ignore[return-value]
+
+    @property
+    def named_in_subject(self) -> list[Org]:
+        """Organizations the subject names (read once for every check that asks)."""
+        if "named_in_subject" not in self._cache:
+            self._cache["named_in_subject"] = self.protected.named_in(
+                self.letter.subject[:MAX_NAME]
+            )
+        return self._cache["named_in_subject"]  # type: ignore[return-value]
 
     @property
     def sender_imitation(self) -> Imitation | None:
@@ -671,7 +683,7 @@ def subject_brand(ctx: Context) -> Sign | None:
     if not subject or not fd or ctx.protected.sender_org(fd) is not None:
         return None  # one organization writing about another (Госуслуги about a ГИБДД fine)
     owner = ctx.protected.owner(fd)
-    named = [org for org in ctx.protected.named_in(subject) if org is not owner]
+    named = [org for org in ctx.named_in_subject if org is not owner]
     if not named:
         return None
     return sign("PHISH_SUBJECT_BRAND", [f"{named[0].name}: {subject[:80]}"])
