@@ -425,3 +425,19 @@ def test_any_text_gives_bounded_quotes(text: str) -> None:
         found = lures.find(rx, text)
         assert len(found) <= 3 and all(len(q) <= 60 for q in found)
     assert len(lures.split_words(text)) <= 3
+
+
+def test_the_readers_own_address_written_on_a_strangers_letter() -> None:
+    """A lure "from" the reader's own domain counts when the letter came from elsewhere."""
+    stranger = {
+        "Return-Path": "<x@cheap-host.example>",
+        "Received": "from vps.cheap-host.example (vps.cheap-host.example [203.0.113.8])",
+    }
+    own = {
+        "Return-Path": "<it@pochta.test>",
+        "Received": "from srv-exch01.pochta.test (srv-exch01.pochta.test [10.0.0.12])",
+    }
+    text = "Your password expires today. Keep your current password: https://x.example/k"
+    for headers, fires in ((stranger, True), (own, False)):
+        raw = to_reader(sender="IT <it@pochta.test>", text=text, headers=headers)
+        assert ("PHISH_ACCOUNT_LURE" in signs(raw)) is fires

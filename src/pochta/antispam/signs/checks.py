@@ -641,15 +641,31 @@ def archive_executable(ctx: Context) -> Sign | None:
 
 # -- today's lures (issue 28, item 6) ---------------------------------------------------------
 def _own_or_reader(ctx: Context) -> bool:
-    """The sender is a protected organization's own domain, or the reader's own mail domain:
-    what it says of accounts and fees is the organization's own business (a forgery of
-    either is for authentication to tell)."""
+    """The sender is a protected organization's own domain, or the reader's own mail domain,
+    and the letter came that way (:func:`_came_from_sender`): what it says of accounts and
+    fees is the organization's own business. A From address of either written on a letter
+    from elsewhere ("admin@<the reader's domain>" from a stranger's server) is not."""
     fd = ctx.letter.from_domain
     if not fd:
         return False
-    if ctx.protected.sender_org(fd) is not None:
-        return True
-    return any(ctx.same_party(fd, d) for d in _reader_domains(ctx))
+    own = ctx.protected.sender_org(fd) is not None
+    own = own or any(ctx.same_party(fd, d) for d in _reader_domains(ctx))
+    return own and _came_from_sender(ctx)
+
+
+def _came_from_sender(ctx: Context) -> bool:
+    """Nothing in the letter's path contradicts its From domain: the Return-Path or a
+    Received hop is the sender's party, or the letter carries neither."""
+    if "came_from_sender" not in ctx._cache:
+        fd = ctx.letter.from_domain
+        rd = ctx.return_path_domain
+        hosts = received_hosts(ctx.letter.headers("received"))
+        ctx._cache["came_from_sender"] = (
+            (not rd and not hosts)
+            or ctx.same_party(rd, fd)
+            or any(ctx.same_party(h, fd) for h in hosts)
+        )
+    return bool(ctx._cache["came_from_sender"])
 
 
 def _shown_sender(ctx: Context) -> str:
@@ -825,7 +841,6 @@ def html_attachment(ctx: Context) -> Sign | None:
 
 QR_WORDS = 150  # a letter longer than this is not a QR lure
 BARE_WORDS = 8  # an image with fewer words of text than this is a letter of one image
-_WORD = re.compile(r"\w+")
 
 
 def _images(letter: Letter) -> int:
@@ -839,8 +854,7 @@ def qr_code(ctx: Context) -> Sign | None:
     letter = ctx.letter
     if not _images(letter):
         return None
-    text = letter.text[:5000]
-    words = sum(1 for _ in zip(range(QR_WORDS + 1), _WORD.finditer(text), strict=False))
+    words = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1))
     if words > QR_WORDS:
         return None
     found = lures.find(lures.QR, wording.fold(letter.subject[:MAX_NAME]) + "\n" + ctx.body, 2)

@@ -27,12 +27,13 @@ import re
 import re2
 
 from pochta.antispam.signs import wording
+from pochta.antispam.signs.wording import _rx
 
 MAX_HTML_FILE = 1 << 20  # bytes of an HTML attachment read
 MAX_HTML_FILES = 10  # HTML attachments read per letter
 SPLIT_READ = 200_000  # characters of text searched for split words
 
-ACCOUNT_LURE = wording._rx(
+ACCOUNT_LURE = _rx(
     # the password: expiring, to be kept
     r"\b(?:keep|retain|continue\s+(?:using|with))\s+(?:your\s+|the\s+)?(?:current|same|existing"
     r"|old|present)\s+password",
@@ -71,7 +72,7 @@ ACCOUNT_LURE = wording._rx(
     r"(?:сид|seed|секретн|мнемоническ)\w{0,40}+[- ]фраз\w*|фраз\w{0,40}+\s+восстановлени\w*",
 )
 
-FEE_REQUEST = wording._rx(
+FEE_REQUEST = _rx(
     r"\b(?:pay|settle)\s+(?:the\s+|a\s+|your\s+)?(?:small\s+|outstanding\s+|pending\s+)?"
     r"(?:customs|import|shipping|delivery|redelivery|re-delivery|handling|clearance|release"
     r"|unlock\w*|processing|transfer)\s+(?:fee|duty|duties|charge|tax)",
@@ -87,7 +88,7 @@ FEE_REQUEST = wording._rx(
     r"(?:оплаты|карты))\w*",
 )
 
-MAIL_ROLE = wording._rx(
+MAIL_ROLE = _rx(
     r"\b(?:mail|e-?mail|webmail|mailbox|outlook|exchange|owa)\s*(?:server\s+)?(?:admin\w*"
     r"|support|team|service|services|desk|center|centre|security|system|notification\w*"
     r"|delivery|quota|upgrade)\b",
@@ -98,7 +99,7 @@ MAIL_ROLE = wording._rx(
     r"\bпочтов\w*\s+(?:служб|сервер|администратор|поддержк|систем)\w*",
 )
 
-ROLE = wording._rx(
+ROLE = _rx(
     r"\b(?:support|security|helpdesk|help\s*desk|service\s*desk|it\s+(?:department|support"
     r"|team|services?|admin\w*)|administrator|admin|postmaster|webmaster|webmail|mailbox"
     r"|e-?mail\s+(?:team|admin\w*|service|support|security|server)|mail\s+(?:team|admin\w*"
@@ -109,7 +110,7 @@ ROLE = wording._rx(
     r"|бухгалтери\w*|отдел\w*|уведомлени\w*|таможн\w*|доставк\w*|курьерск\w*)",
 )
 
-QR = wording._rx(
+QR = _rx(
     r"\bqr[- ]?(?:code|код)\w*",
     r"\bscan\s+(?:the\s+|this\s+)?(?:code|image|barcode)\b",
     r"отсканир\w*|сканируйте|наведите\s+камеру",
