@@ -2,7 +2,7 @@
 the installation's words alone.
 
 The non-sealed SpamAssassin corpus letters (easy-ham-1, easy-ham-2, hard-ham-1, spam-1, spam-2;
-a sealed letter is hashed and dropped, never read: ``pochta.corpus.unsealed``) are delivered in
+a sealed letter is hashed and dropped, never read: ``pochta_factory.corpus.unsealed``) are delivered in
 date order to 10 simulated users whose mail differs:
 
 - a legitimate letter goes to 3 of the 10 users chosen by its mailing list (List-Id) or, without
@@ -47,14 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note
-from pochta import corpus
 from pochta.antispam.model import booster as model_mod
-from pochta.antispam.model import training
 from pochta.antispam.verdict import Analysis, Scanner, Verdict
 from pochta.antispam.words import Words
 from pochta.antispam.words.memory import MemoryWordStore
 from pochta.antispam.words.personal import Personal, PersonalRule
 from pochta.mime.letter import Letter, parse
+from pochta_factory import corpus, training
 
 USERS = 10
 READERS = 3  # users each letter goes to

@@ -43,7 +43,7 @@ from pochta.antispam.auth import results as auth_results
 from pochta.antispam.auth import spf
 from pochta.antispam.model import design
 from pochta.antispam.shingles import extract
-from pochta.antispam.signs import checks, extortion, links, protected, wording
+from pochta.antispam.signs import checks, extortion, links, lures, protected, wording
 from pochta.mime import headers, normalize
 from pochta.mime import html as html_mod
 from pochta.mime import letter as letter_mod
@@ -126,6 +126,7 @@ L = "pochta/mime/letter.py"
 HT = "pochta/mime/html.py"
 SPF = "pochta/antispam/auth/spf.py"
 AR = "pochta/antispam/auth/results.py"
+LU = "pochta/antispam/signs/lures.py"
 
 LINEAR = "linear"
 AS_IS = "Python re as is"
@@ -383,6 +384,23 @@ ROWS: list[Row] = [
                         (3, "any organization name, one pass first"),
                         (4, "any skeleton, one pass first")]
     ),
+    # -- lures.py (issue 28): today's lures, behind the RE2 prefilter like wording's ------------
+    Row(f"{LU}:ACCOUNT_LURE", "account lures: keep your password, mailbox full, pending "
+        "messages, recovery phrase, re-register MFA", "folded subject + body", LINEAR,
+        "RE2 prefilter", "\\b-led literals, word tails bounded {0,40}+; RE2 finds where one "
+        "may begin", None, rep("keep "), find_all(lures.ACCOUNT_LURE)),
+    Row(f"{LU}:FEE_REQUEST", "a customs, delivery or unlock fee; a payment method to update",
+        "folded subject + body", LINEAR, "RE2 prefilter",
+        "\\b-led literals, word tails bounded {0,40}+, at most 2 words between", None,
+        rep("оплатите "), find_all(lures.FEE_REQUEST)),
+    Row(f"{LU}:MAIL_ROLE", "a mail administrator's name (Mail Administrator, IT Helpdesk)",
+        "display name (256 chars: MAX_NAME), folded", LINEAR, "RE2 prefilter",
+        "\\b-led literals; bounded input", None, rep("mail "), find_all(lures.MAIL_ROLE)),
+    Row(f"{LU}:ROLE", "a service's name (Support, Служба безопасности)",
+        "display name (256 chars: MAX_NAME), folded", LINEAR, "RE2 prefilter",
+        "\\b-led literals; bounded input", None, rep("служб"), find_all(lures.ROLE)),
+    Row(f"{LU}:QR", "a QR code to scan", "folded subject + body of a short letter with an image",
+        LINEAR, "RE2 prefilter", "\\b-led literals", None, rep("qr "), find_all(lures.QR)),
     Row("pochta/antispam/signs/protected.py:_DIGITS", "digit runs in a host label",
         "host labels (63 chars)", LINEAR, AS_IS, "one bounded class", "host_labels", rep("1a"),
         sub(protected._DIGITS)),

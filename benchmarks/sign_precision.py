@@ -11,6 +11,11 @@ hard-ham-1 and spam-2 are never read here):
     project-spam      tests/data/phishing, manifest verdict "spam"
     peer-phishing     tests/data/phishing_peer, kind "phishing" (when the set is there)
     peer-control      tests/data/phishing_peer, kind "control"
+    p2025-phishing    tests/data/phishing_2025, kind "phishing" (issue 28: today's phishing)
+    p2025-ham         tests/data/phishing_2025, kind "ham": today's legitimate look-alikes
+
+Sealed corpus letters (the SHA-256 of the letter's file begins with a byte below 52, issue
+28) are never read: they are skipped on their hash, before they are parsed.
 
 Corpus letters are read as the model's training reads them (envelope from their Received
 and Return-Path fields, no DNS, no shingle statistics); the project's letters as its tests
@@ -19,7 +24,10 @@ the manifest's offline zone, the manifest's shingle features). Per sign and per 
 many letters of each set it fires on and the share; ``lift`` = share on spam-1 / share on
 easy-ham-1 (below 1: it fires more on ham than on spam); ``precision`` = of the letters it
 fires on, the share that are bad (spam or phishing), pooled over all sets. Per set: the
-verdict by the rules' points alone (no model). Peer set, as its own test counts
+verdict by the rules' points alone (no model), and by the full scanner (a fresh Scanner with
+the shipped model, as a new server has; the 2025 set scanned as POST /v1/scan scans a raw
+letter, without envelope): the share filed as spam or phishing and the share named by a
+phishing sign that carries points. Peer set, as its own test counts
 (tests/unit/antispam_phishing/test_peer_set.py): a bad letter is named when the checks find
 one of the signs its manifest expects, a control is flagged when any sign of the test's
 fraud family fires (link, sender, display-name, extortion, data-request and form signs).
@@ -33,6 +41,7 @@ fraud family fires (link, sender, display-name, extortion, data-request and form
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import tempfile
@@ -51,12 +60,14 @@ sys.path.insert(0, str(ROOT))  # tests.unit.antispam_phishing.helpers: DKIM keys
 
 from pochta.antispam import features  # noqa: E402
 from pochta.antispam.auth.results import NO_AUTH, AuthResults, authenticate  # noqa: E402
-from pochta.antispam.model import training  # noqa: E402
 from pochta.antispam.rules import ruleset  # noqa: E402
 from pochta.antispam.signs import checks  # noqa: E402
 from pochta.mime.letter import parse  # noqa: E402
 from pochta.types import Envelope  # noqa: E402
-from pochta_factory import corpus  # noqa: E402
+from pochta_factory import (
+    corpus,
+    training,
+)
 
 TRAINING = ("easy-ham-1", "spam-1")
 PEER = ROOT / "tests" / "data" / "phishing_peer"
@@ -68,8 +79,11 @@ SETS = (
     "project-spam",
     "peer-phishing",
     "peer-control",
+    "p2025-phishing",
+    "p2025-ham",
 )
-BAD = frozenset({"spam-1", "project-phishing", "project-spam", "peer-phishing"})
+BAD = frozenset({"spam-1", "project-phishing", "project-spam", "peer-phishing", "p2025-phishing"})
+SEALED_BELOW = 52  # a corpus letter whose file's SHA-256 begins with a byte below this is sealed
 
 
 @dataclass
@@ -83,8 +97,12 @@ class Item:
     expect: frozenset[str] = frozenset()
 
 
+def sealed(raw: bytes) -> bool:
+    return hashlib.sha256(raw).digest()[0] < SEALED_BELOW
+
+
 def corpus_items(quick: bool) -> Iterator[Item]:
-    letters = list(corpus.letters(TRAINING))
+    letters = [m for m in corpus.letters(TRAINING) if not sealed(m.raw)]
     if quick:
         letters = letters[:: max(1, len(letters) // 300)]
     for m in letters:
@@ -134,6 +152,15 @@ def peer_items() -> Iterator[Item]:
         )
 
 
+def p2025_items() -> Iterator[Item]:
+    from tests.unit.antispam_phishing import phishing_2025
+
+    for case in phishing_2025.cases():
+        yield Item(
+            f"p2025-{case.kind}", case.file, case.raw, Envelope(), expect=frozenset(case.expect)
+        )
+
+
 @dataclass
 class Result:
     item: Item
@@ -141,9 +168,11 @@ class Result:
     rules: list[str]
     verdict: str
     seconds: float
+    label: str = ""  # the full scanner's
+    named: bool = False  # the scanner's verdict holds a phishing sign that carries points
 
 
-def run(item: Item, rules: ruleset.Rules) -> Result:
+def run(item: Item, rules: ruleset.Rules, scanner: Any = None) -> Result:
     t0 = time.perf_counter()
     letter = parse(item.raw)
     signs = checks.check(letter, item.envelope)
@@ -152,13 +181,44 @@ def run(item: Item, rules: ruleset.Rules) -> Result:
     verdict = ruleset.verdict(hits, rules.actions)
     seconds = time.perf_counter() - t0
     sign_symbols = {s.symbol for s in signs}
+    label, named = "", False
+    if scanner is not None and item.set in SCANNED:
+        full = scanner.scan(letter, None if item.set.startswith("p2025-") else item.envelope)
+        label = full.label
+        named = any(rules.sign_scores.get(s.symbol, 0.0) > 0 for s in full.signs)
     return Result(
         item,
         [s.symbol for s in signs],
         [h.symbol for h in hits if h.symbol not in sign_symbols],
         verdict,
         seconds,
+        label,
+        named,
     )
+
+
+SCANNED = ("easy-ham-1", "project-phishing", "project-ham", "p2025-phishing", "p2025-ham")
+"""The sets the full scanner reads too: the legitimate ones and the phishing."""
+
+
+def scanner_summary(results: Sequence[Result]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for s in SCANNED:
+        rs = [r for r in results if r.item.set == s]
+        if not rs:
+            continue
+        filed = [r for r in rs if r.label in ("spam", "phishing")]
+        out[s] = {
+            "letters": len(rs),
+            "filed_spam_or_phishing": round(len(filed) / len(rs), 4),
+            "phishing": round(sum(r.label == "phishing" for r in rs) / len(rs), 4),
+            "named_by_a_sign_with_points": round(sum(r.named for r in rs) / len(rs), 4),
+            "filed": [r.item.name for r in filed][:30] if not s.endswith("phishing") else [],
+            "missed": [r.item.name for r in rs if r.label == "ham"][:30]
+            if s.endswith("phishing")
+            else [],
+        }
+    return out
 
 
 def table(results: Sequence[Result], names: Sequence[str], pick: str) -> dict[str, Any]:
@@ -209,12 +269,16 @@ def peer_summary(results: Sequence[Result]) -> dict[str, Any] | None:
 
 
 def measure(quick: bool) -> dict[str, Any]:
+    from pochta.antispam.model import booster
+    from pochta.antispam.verdict import Scanner
+
     rules = ruleset.default()
-    items = [*corpus_items(quick), *project_items(), *peer_items()]
+    scanner = Scanner(model=booster.load(), rules_=rules)
+    items = [*corpus_items(quick), *project_items(), *peer_items(), *p2025_items()]
     note(f"{len(items)} letters")
     results = []
     for i, item in enumerate(items):
-        results.append(run(item, rules))
+        results.append(run(item, rules, scanner))
         if (i + 1) % 500 == 0:
             note(f"  {i + 1}")
     sizes = Counter(r.item.set for r in results)
@@ -241,7 +305,7 @@ def measure(quick: bool) -> dict[str, Any]:
         "verdicts_by_rules": verdicts,
         "phishing_by_rules_alone": {
             s: [r.item.name for r in results if r.item.set == s and r.verdict == "phishing"][:50]
-            for s in ("easy-ham-1", "project-ham", "peer-control")
+            for s in ("easy-ham-1", "project-ham", "peer-control", "p2025-ham")
             if sizes[s]
         },
         "project_wrong_verdicts": [
@@ -250,6 +314,7 @@ def measure(quick: bool) -> dict[str, Any]:
             if r.verdict != r.item.set.removeprefix("project-")
         ],
         "peer": peer_summary(results),
+        "scanner": scanner_summary(results),
         "ms_per_letter": {
             "median": round(1000 * seconds[len(seconds) // 2], 2),
             "p99": round(1000 * seconds[int(0.99 * (len(seconds) - 1))], 2),
@@ -267,6 +332,8 @@ _COLUMNS = (
     ("project-spam", "proj. spam"),
     ("peer-phishing", "peer phish"),
     ("peer-control", "peer ctrl"),
+    ("p2025-phishing", "2025 phish"),
+    ("p2025-ham", "2025 ham"),
 )
 
 
@@ -338,6 +405,27 @@ def markdown(
                 n = f"{old.get(label, 0)} → {n}"
             cells.append(n)
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    scan = after.get("scanner")
+    if scan:
+        old_scan = (before or {}).get("scanner") or {}
+        head = ["set", "letters", "filed spam or phishing", "phishing", "named by a sign"]
+        lines += [
+            "",
+            "The full scanner (a fresh Scanner with the shipped model; the 2025 set without"
+            " envelope, as POST /v1/scan):",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
+        for s, v in scan.items():
+            o = old_scan.get(s) or {}
+            cells = [str(v["letters"])]
+            for k in ("filed_spam_or_phishing", "phishing", "named_by_a_sign_with_points"):
+                a = f"{100 * v[k]:.1f} %"
+                if k in o and o[k] != v[k]:
+                    a = f"{100 * o[k]:.1f} % → {a}"
+                cells.append(a)
+            lines.append(f"| {s} | " + " | ".join(cells) + " |")
     peer = after.get("peer")
     if peer:
         old = (before or {}).get("peer") or {}

@@ -58,6 +58,13 @@ FRAUD_FAMILY = frozenset(
         "PHISH_CARD_DATA_REQUEST",
         "PHISH_PERSONAL_DATA_REQUEST",
         "PHISH_HTML_FORM",
+        # issue 28: a public mailbox or an outsider posing as a service or the reader's
+        # administrator; pages hidden in a link or an attached file
+        "PHISH_FREEMAIL_BRAND",
+        "PHISH_RECIPIENT_DOMAIN",
+        "PHISH_MAIL_ADMIN_NAME",
+        "PHISH_LINK_DATA_URL",
+        "PHISH_HTML_ATTACHMENT",
     }
 )
 """The signs that say "this letter is a fraud" on their own: what a control must not show.
@@ -85,6 +92,12 @@ OUTSIDE_THE_FAMILY = frozenset(
         "PHISH_DOUBLE_EXTENSION",
         "PHISH_MACRO_ATTACHMENT",
         "PHISH_ARCHIVE_EXECUTABLE",
+        # issue 28: wording and hints that weigh in combinations
+        "PHISH_SUBJECT_BRAND",
+        "PHISH_ACCOUNT_LURE",
+        "PHISH_FEE_REQUEST",
+        "PHISH_HIDDEN_TEXT",
+        "PHISH_QR_CODE",
     }
 )
 

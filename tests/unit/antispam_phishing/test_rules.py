@@ -69,6 +69,10 @@ SHOWN_BY_LEGITIMATE_MAIL = (
     "PHISH_RECEIVED_MISMATCH",
     "PHISH_REPLY_TO_MISMATCH",
     "PHISH_HTML_FORM",
+    # issue 28: a newsletter's subject about a brand, a school's trip fee, a ticket's QR code
+    "PHISH_SUBJECT_BRAND",
+    "PHISH_FEE_REQUEST",
+    "PHISH_QR_CODE",
 )
 
 

@@ -49,6 +49,25 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
     PHISH_DOUBLE_EXTENSION       a file name hiding its real type (invoice.pdf.exe)
     PHISH_MACRO_ATTACHMENT       an Office file with macros
     PHISH_ARCHIVE_EXECUTABLE     an archive with an executable or macro file inside
+    PHISH_FREEMAIL_BRAND         a public mailbox (gmail.com, mail.ru) with an organization's
+                                 or a service's name (a protected name, "IT Helpdesk",
+                                 "Служба безопасности") in its display name
+    PHISH_SUBJECT_BRAND          the subject names a protected organization the sender is not
+    PHISH_RECIPIENT_DOMAIN       the display name or the subject shows the reader's own mail
+                                 domain, from a sender outside it ("pochta.test IT Support")
+    PHISH_MAIL_ADMIN_NAME        the display name is a mail administrator's ("Mail
+                                 Administrator", "IT Helpdesk"), from outside the reader's
+                                 domain
+    PHISH_ACCOUNT_LURE           keep your password, mailbox full, pending messages, wallet
+                                 recovery phrase, revalidate your account
+    PHISH_FEE_REQUEST            a small customs, delivery or unlock fee to pay, a payment
+                                 method to update
+    PHISH_HIDDEN_TEXT            invisible characters splitting words, or more hidden HTML text
+                                 than visible
+    PHISH_LINK_DATA_URL          a link to a data:, javascript: or vbscript: address
+    PHISH_HTML_ATTACHMENT        an attached HTML or SVG file with a form, a redirecting script
+                                 or an automatic redirect
+    PHISH_QR_CODE                an image and a QR code to scan, or an image and hardly any text
 
 "Same party" below means the same registrable domain, two domains of one protected
 organization (gmail.com and google.com), or, for names nobody protects, the same name under
@@ -67,10 +86,11 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pochta.antispam.signs import attachments, extortion, links, wording
+from pochta.antispam.signs import attachments, extortion, links, lures, wording
 from pochta.antispam.signs.lookalike import idn_spoof, unicode_label
 from pochta.antispam.signs.protected import WEAK, Imitation, Org, Protected
 from pochta.antispam.signs.protected import default as default_protected
+from pochta.antispam.signs.protected import freemail as default_freemail
 from pochta.antispam.signs.protected import redirectors as default_redirectors
 from pochta.antispam.signs.protected import shorteners as default_shorteners
 from pochta.antispam.signs.protected import suspicious_tlds as default_suspicious_tlds
@@ -80,8 +100,19 @@ from pochta.mime.letter import Attachment, Letter, Link, parse
 from pochta.mime.normalize import known_suffix
 from pochta.types import Envelope
 
-__all__ = ["CHECKS", "SPECS", "SYMBOLS", "Check", "Context", "Sign", "SignSpec", "check", "run",
-           "scan", "sign"]
+__all__ = [
+    "CHECKS",
+    "SPECS",
+    "SYMBOLS",
+    "Check",
+    "Context",
+    "Sign",
+    "SignSpec",
+    "check",
+    "run",
+    "scan",
+    "sign",
+]
 
 
 MAX_NAME = 256  # characters of a display name read
@@ -106,6 +137,7 @@ class Context:
     redirectors: frozenset[str] = frozenset()
     suspicious_tlds: frozenset[str] = frozenset()
     envelope: Envelope = field(default_factory=Envelope)
+    freemail: frozenset[str] = field(default_factory=default_freemail)
     _cache: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -180,11 +212,23 @@ class Context:
         its text (not counting its sender's domain)."""
         if "named" not in self._cache:
             orgs: list[Org] = []
-            texts = (self.shown_name, self.letter.subject[:MAX_NAME], self.letter.text[:BODY_HEAD])
-            for text in texts:
-                orgs += [org for org in self.protected.named_in(text) if org not in orgs]
+            for found in (
+                self.protected.named_in(self.shown_name),
+                self.named_in_subject,
+                self.protected.named_in(self.letter.text[:BODY_HEAD]),
+            ):
+                orgs += [org for org in found if org not in orgs]
             self._cache["named"] = orgs
         return self._cache["named"]  # type: ignore[return-value]
+
+    @property
+    def named_in_subject(self) -> list[Org]:
+        """Organizations the subject names (read once for every check that asks)."""
+        if "named_in_subject" not in self._cache:
+            self._cache["named_in_subject"] = self.protected.named_in(
+                self.letter.subject[:MAX_NAME]
+            )
+        return self._cache["named_in_subject"]  # type: ignore[return-value]
 
     @property
     def sender_imitation(self) -> Imitation | None:
@@ -595,6 +639,233 @@ def archive_executable(ctx: Context) -> Sign | None:
     return sign("PHISH_ARCHIVE_EXECUTABLE", found[:3]) if found else None
 
 
+# -- today's lures (issue 28, item 6) ---------------------------------------------------------
+def _own_or_reader(ctx: Context) -> bool:
+    """The sender is a protected organization's own domain, or the reader's own mail domain,
+    and the letter came that way (:func:`_came_from_sender`): what it says of accounts and
+    fees is the organization's own business. A From address of either written on a letter
+    from elsewhere ("admin@<the reader's domain>" from a stranger's server) is not."""
+    fd = ctx.letter.from_domain
+    if not fd:
+        return False
+    own = ctx.protected.sender_org(fd) is not None
+    own = own or any(ctx.same_party(fd, d) for d in _reader_domains(ctx))
+    return own and _came_from_sender(ctx)
+
+
+def _came_from_sender(ctx: Context) -> bool:
+    """Nothing in the letter's path contradicts its From domain: the Return-Path or a
+    Received hop is the sender's party, or the letter carries neither."""
+    if "came_from_sender" not in ctx._cache:
+        fd = ctx.letter.from_domain
+        rd = ctx.return_path_domain
+        hosts = received_hosts(ctx.letter.headers("received"))
+        ctx._cache["came_from_sender"] = (
+            (not rd and not hosts)
+            or ctx.same_party(rd, fd)
+            or any(ctx.same_party(h, fd) for h in hosts)
+        )
+    return bool(ctx._cache["came_from_sender"])
+
+
+def _shown_sender(ctx: Context) -> str:
+    return f"«{ctx.letter.from_name[:MAX_NAME]}» <{ctx.letter.from_address[:MAX_HEADER]}>"
+
+
+def freemail_brand(ctx: Context) -> Sign | None:
+    """A public mailbox that calls itself an organization or a service: a protected name, or
+    a service role ("Support", "IT Helpdesk", "Служба безопасности") in its display name.
+    A person writes from gmail.com; a bank, a shop's support or a mail administrator does
+    not."""
+    fd = ctx.letter.from_domain
+    if not fd or (normalize.registrable(fd) or fd) not in ctx.freemail:
+        return None
+    name = ctx.shown_name
+    if not name.strip():
+        return None
+    owner = ctx.protected.owner(fd)  # "Яндекс Диск" <x@yandex.ru>: DISPLAY_NAME_BRAND's part
+    found = [org.name for org in ctx.protected.named_in(name) if org is not owner]
+    found += lures.find(lures.ROLE, wording.fold(name), 2)
+    if not found:
+        return None
+    return sign("PHISH_FREEMAIL_BRAND", [_shown_sender(ctx), *found[:2]])
+
+
+def subject_brand(ctx: Context) -> Sign | None:
+    """The subject names a protected organization, and the From domain is not the
+    organization's (nor a public mailbox of its own: a friend's gmail.com letter about
+    "Google Photos" is a person's)."""
+    subject, fd = ctx.letter.subject[:MAX_NAME], ctx.letter.from_domain
+    if not subject or not fd or ctx.protected.sender_org(fd) is not None:
+        return None  # one organization writing about another (Госуслуги about a ГИБДД fine)
+    owner = ctx.protected.owner(fd)
+    named = [org for org in ctx.named_in_subject if org is not owner]
+    if not named:
+        return None
+    return sign("PHISH_SUBJECT_BRAND", [f"{named[0].name}: {subject[:80]}"])
+
+
+MAX_RECIPIENTS = 20  # recipients whose domains are compared
+
+
+def _reader_domains(ctx: Context) -> list[str]:
+    if "reader_domains" not in ctx._cache:
+        addresses = [*ctx.envelope.recipients[:MAX_RECIPIENTS]]
+        addresses += [a.address for a in ctx.letter.to_addresses[:MAX_RECIPIENTS]]
+        out: list[str] = []
+        for a in addresses:
+            d = normalize.address_domain(a[:MAX_HEADER]) if a else None
+            if d and d not in out and d not in ctx.freemail:
+                out.append(d)
+        ctx._cache["reader_domains"] = out[:MAX_RECIPIENTS]
+    return ctx._cache["reader_domains"]  # type: ignore[return-value]
+
+
+def recipient_domain(ctx: Context) -> Sign | None:
+    """The display name or the subject shows the reader's own mail domain (not as part of an
+    address in the subject), and the sender is outside it: a letter posing as the reader's
+    mail administrator or employer ("pochta.test IT Support", "pochta.test: 5 pending
+    messages"). Public mail services' domains are left out (gmail.com in a name says
+    nothing), and so are mailing lists (their To is the list's own address)."""
+    fd = ctx.letter.from_domain
+    if not fd or _mailing_list(ctx.letter):
+        return None
+    name = unicodedata.normalize("NFKC", ctx.letter.from_name[:MAX_NAME]).lower()
+    subject = unicodedata.normalize("NFKC", ctx.letter.subject[:MAX_NAME]).lower()
+    for d in _reader_domains(ctx):
+        if ctx.same_party(fd, d):
+            continue
+        for where, text in (("From", name), ("Subject", subject)):
+            i = text.find(d)
+            while i >= 0:
+                before = text[i - 1] if i else " "
+                after = text[i + len(d)] if i + len(d) < len(text) else " "
+                if (
+                    before not in "@.-_"
+                    and not before.isalnum()
+                    and not (after.isalnum() or after in "-_")
+                ):
+                    return sign("PHISH_RECIPIENT_DOMAIN", [f"{where}: {text[:80]}"])
+                i = text.find(d, i + 1)
+    return None
+
+
+def _mailing_list(letter: Letter) -> bool:
+    """A mailing list's letter (List-Id, List-Post, Mailing-List): its To is the list, and a
+    list's own name, domain and administrators are the list's business."""
+    return any(letter.header(h) for h in ("list-id", "list-post", "mailing-list"))
+
+
+def mail_admin_name(ctx: Context) -> Sign | None:
+    """The display name is a mail administrator's ("Mail Administrator", "Webmail Support",
+    "IT Helpdesk", "Администратор почты"), and the sender is neither in the reader's domain
+    nor a protected organization's own (Gmail's team writes from google.com), nor a mailing
+    list."""
+    name = ctx.shown_name
+    if not name.strip() or _own_or_reader(ctx) or _mailing_list(ctx.letter):
+        return None
+    found = lures.find(lures.MAIL_ROLE, wording.fold(name), 1)
+    if not found:
+        return None
+    return sign("PHISH_MAIL_ADMIN_NAME", [_shown_sender(ctx)])
+
+
+def account_lure(ctx: Context) -> Sign | None:
+    if _own_or_reader(ctx):
+        return None
+    text = wording.fold(ctx.letter.subject[:MAX_NAME]) + "\n" + ctx.body
+    found = lures.find(lures.ACCOUNT_LURE, text)
+    return sign("PHISH_ACCOUNT_LURE", found) if found else None
+
+
+def fee_request(ctx: Context) -> Sign | None:
+    if _own_or_reader(ctx):
+        return None
+    text = wording.fold(ctx.letter.subject[:MAX_NAME]) + "\n" + ctx.body
+    found = lures.find(lures.FEE_REQUEST, text)
+    return sign("PHISH_FEE_REQUEST", found) if found else None
+
+
+SPLIT_IN_TEXT = 3  # invisible characters splitting words in the text (one in a name, a subject)
+HIDDEN_MIN = 200  # hidden HTML characters that count (and more than the visible ones)
+
+
+def hidden_text(ctx: Context) -> Sign | None:
+    """Words split by invisible characters (one in the display name or the subject,
+    :data:`SPLIT_IN_TEXT` in the text), or an HTML part that hides more text than it shows
+    (at least :data:`HIDDEN_MIN` characters): text meant for filters, not for the reader."""
+    letter = ctx.letter
+    head = letter.from_name[:MAX_NAME] + "\n" + letter.subject[:MAX_NAME]
+    found = lures.split_words(head)
+    if not found and lures.count_split(letter.all_text, SPLIT_IN_TEXT) >= SPLIT_IN_TEXT:
+        found = lures.split_words(letter.all_text)
+    html = letter.html
+    if (
+        html is not None
+        and html.hidden_chars >= HIDDEN_MIN
+        and html.hidden_chars > len(html.text.strip())
+    ):
+        found.append(f"{html.hidden_chars} hidden characters, {len(html.text.strip())} shown")
+    return sign("PHISH_HIDDEN_TEXT", found[:3]) if found else None
+
+
+_SCRIPT_SCHEMES = ("data:", "javascript:", "vbscript:")
+
+
+def link_data_url(ctx: Context) -> Sign | None:
+    """A link to a ``data:`` address (a whole page carried in the link, that no site's
+    reputation vouches for) or to a script."""
+    found = []
+    for link in ctx.letter.links:
+        href = link.href[:64].strip().lower()
+        href = "".join(href.split())  # "java script:" with a tab inside
+        if href.startswith(_SCRIPT_SCHEMES):
+            found.append(link.href[:60])
+    return sign("PHISH_LINK_DATA_URL", found[:3]) if found else None
+
+
+def html_attachment(ctx: Context) -> Sign | None:
+    found: list[str] = []
+    read = 0
+    for a in _attachments(ctx.letter)[:50]:
+        if not lures.is_html_file(a.filename, a.content_type):
+            continue
+        read += 1
+        if read > lures.MAX_HTML_FILES:
+            break
+        what = lures.html_attachment(a.content)
+        if what:
+            found.append(f"{a.filename or a.content_type}: {', '.join(what)}")
+    return sign("PHISH_HTML_ATTACHMENT", found[:3]) if found else None
+
+
+QR_WORDS = 150  # a letter longer than this is not a QR lure
+BARE_WORDS = 8  # an image with fewer words of text than this is a letter of one image
+
+
+def _images(letter: Letter) -> int:
+    attached = sum(1 for a in letter.attachments[:50] if a.content_type.startswith("image/"))
+    return attached + (letter.html.images if letter.html is not None else 0)
+
+
+def qr_code(ctx: Context) -> Sign | None:
+    """An image, and the text asks to scan a QR code (in a short letter); or an image with
+    hardly any text: the link is in the picture, where no link check sees it."""
+    letter = ctx.letter
+    if not _images(letter):
+        return None
+    words = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1))
+    if words > QR_WORDS:
+        return None
+    found = lures.find(lures.QR, wording.fold(letter.subject[:MAX_NAME]) + "\n" + ctx.body, 2)
+    if found:
+        return sign("PHISH_QR_CODE", found)
+    attached = [a for a in letter.attachments[:50] if a.content_type.startswith("image/")]
+    if attached and words < BARE_WORDS and not letter.web_links:
+        return sign("PHISH_QR_CODE", [f"{attached[0].filename or 'image'}: {words} words of text"])
+    return None
+
+
 CHECKS: tuple[Check, ...] = (
     impersonal_greeting,
     generous_offer,
@@ -625,6 +896,16 @@ CHECKS: tuple[Check, ...] = (
     double_extension,
     macro_attachment,
     archive_executable,
+    freemail_brand,
+    subject_brand,
+    recipient_domain,
+    mail_admin_name,
+    account_lure,
+    fee_request,
+    hidden_text,
+    link_data_url,
+    html_attachment,
+    qr_code,
 )
 
 

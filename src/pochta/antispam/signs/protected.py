@@ -334,8 +334,17 @@ def _strings(item: dict[str, object], key: str, where: str, required: bool = Tru
 def _org(item: object, where: str) -> Org:
     if not isinstance(item, dict):
         raise ConfigError(f"{where}: not a table")
-    keys = {"name", "name_en", "kind", "domains", "tokens", "names", "confusable_only",
-            "public_mail", "country_labels"}
+    keys = {
+        "name",
+        "name_en",
+        "kind",
+        "domains",
+        "tokens",
+        "names",
+        "confusable_only",
+        "public_mail",
+        "country_labels",
+    }
     unknown = set(item) - keys
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
@@ -401,6 +410,12 @@ def redirectors() -> frozenset[str]:
 def suspicious_tlds() -> frozenset[str]:
     """TLDs mostly used for abuse (``data/suspicious_tlds.txt``), punycode."""
     return parse_list(_data("suspicious_tlds.txt").splitlines())
+
+
+@functools.lru_cache(maxsize=1)
+def freemail() -> frozenset[str]:
+    """Registrable domains of public mail services (``data/freemail.txt``)."""
+    return parse_list(_data("freemail.txt").splitlines())
 
 
 def parse_list(lines: Iterable[str]) -> frozenset[str]:

@@ -97,8 +97,7 @@ _SPECS = [
     SignSpec(
         "PHISH_DISPLAY_NAME_ADDRESS",
         "В имени отправителя написан один адрес, а письмо пришло с другого, чужого.",
-        "The sender's name shows one address while the letter came from another, unrelated "
-        "one.",
+        "The sender's name shows one address while the letter came from another, unrelated one.",
     ),
     SignSpec(
         "PHISH_LINK_TEXT_MISMATCH",
@@ -113,8 +112,7 @@ _SPECS = [
     SignSpec(
         "PHISH_LINK_OFF_BRAND",
         "Письмо от имени организации, но ссылки ведут не на её сайт.",
-        "The letter speaks for an organization, but its links lead off that organization's "
-        "sites.",
+        "The letter speaks for an organization, but its links lead off that organization's sites.",
     ),
     SignSpec(
         "PHISH_LINK_IP",
@@ -213,6 +211,79 @@ _SPECS = [
         "PHISH_ARCHIVE_EXECUTABLE",
         "В архиве во вложении лежит программа или документ с макросами.",
         "An attached archive holds a program or a document with macros.",
+    ),
+    SignSpec(
+        "PHISH_FREEMAIL_BRAND",
+        "Письмо из бесплатного почтового ящика (gmail.com, mail.ru…), а в имени отправителя — "
+        "организация или служба («Служба безопасности», «IT Helpdesk»): банки, магазины и "
+        "администраторы почты так не пишут.",
+        "A free mailbox (gmail.com, mail.ru...) whose sender name is an organization or a "
+        "service ('Security team', 'IT Helpdesk'): banks, shops and mail administrators do not "
+        "write from one.",
+    ),
+    SignSpec(
+        "PHISH_SUBJECT_BRAND",
+        "Тема письма называет известную организацию, но письмо пришло не с её адреса.",
+        "The subject names a known organization, but the letter does not come from its address.",
+    ),
+    SignSpec(
+        "PHISH_RECIPIENT_DOMAIN",
+        "Имя отправителя или тема называют ваш собственный почтовый домен, а письмо пришло "
+        "со стороннего адреса: кто-то выдаёт себя за вашего администратора почты или "
+        "работодателя.",
+        "The sender's name or the subject shows your own mail domain, but the letter comes "
+        "from an outside address: someone poses as your mail administrator or employer.",
+    ),
+    SignSpec(
+        "PHISH_MAIL_ADMIN_NAME",
+        "Отправитель называет себя администратором почты («Администратор почты», «IT "
+        "Helpdesk»), но пишет не из вашего домена: ваша служба поддержки так не пишет.",
+        "The sender calls itself a mail administrator ('Mail Administrator', 'IT Helpdesk') "
+        "but does not write from your domain: your own support does not.",
+    ),
+    SignSpec(
+        "PHISH_ACCOUNT_LURE",
+        "Письмо пугает судьбой вашей учётной записи: «сохраните текущий пароль», «ящик "
+        "переполнен», «письма задержаны», «введите фразу восстановления кошелька» — обычная "
+        "приманка, чтобы выманить пароль.",
+        "The letter plays on your account: 'keep your current password', 'mailbox full', "
+        "'pending messages', 'enter your wallet's recovery phrase': the usual bait for a "
+        "password.",
+    ),
+    SignSpec(
+        "PHISH_FEE_REQUEST",
+        "Письмо просит заплатить небольшую пошлину, сбор за доставку или обновить платёжные "
+        "данные: так выманивают данные карты.",
+        "The letter asks for a small customs or delivery fee, or for updated payment "
+        "details: a way to get card data.",
+    ),
+    SignSpec(
+        "PHISH_HIDDEN_TEXT",
+        "В письме спрятан текст: невидимые символы внутри слов или скрытый HTML, которого "
+        "больше, чем видимого, — так обманывают фильтры.",
+        "The letter hides text: invisible characters inside words, or more hidden HTML than "
+        "visible; a way to fool filters.",
+    ),
+    SignSpec(
+        "PHISH_LINK_DATA_URL",
+        "Ссылка ведёт не на сайт, а на адрес data: или javascript: — страница спрятана прямо "
+        "в ссылке, её никто не проверит.",
+        "A link leads to a data: or javascript: address instead of a site: the page is "
+        "hidden inside the link, where no check sees it.",
+    ),
+    SignSpec(
+        "PHISH_HTML_ATTACHMENT",
+        "Во вложении HTML-страница с формой или скриптом, который уводит на другой сайт: так "
+        "крадут пароли, минуя проверку ссылок.",
+        "An attached HTML page with a form, or a script that sends you elsewhere: a way to "
+        "steal passwords past link checks.",
+    ),
+    SignSpec(
+        "PHISH_QR_CODE",
+        "Письмо просит отсканировать QR-код или состоит из одной картинки: ссылка спрятана в "
+        "изображении, где её не видит проверка.",
+        "The letter asks you to scan a QR code, or is one picture and hardly any text: the "
+        "link is hidden in the image, where no check sees it.",
     ),
 ]
 SPECS: dict[str, SignSpec] = {s.symbol: s for s in _SPECS}

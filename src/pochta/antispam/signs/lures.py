@@ -1,0 +1,191 @@
+r"""What today's phishing letters do that the older signs miss (issue 28, item 6). Pure.
+
+- account lures: the password "expires" and "can be kept", the mailbox is "full" or holds
+  "pending messages", a wallet wants its "recovery phrase", the account must be
+  "revalidated" (:data:`ACCOUNT_LURE`);
+- fees: a small customs, delivery or "unlock" fee, or a payment method to "update"
+  (:data:`FEE_REQUEST`);
+- service roles in a display name: "IT Helpdesk", "Служба безопасности" (:data:`ROLE`), and
+  the mail administrator's among them: "Mail Administrator", "Webmail Support"
+  (:data:`MAIL_ROLE`);
+- a QR code to scan (:data:`QR`);
+- invisible characters inside words (:func:`split_words`): "Pass\u200bword" reads as
+  "Password" and is no word a filter knows;
+- an HTML file attached that collects data or sends the reader elsewhere
+  (:func:`html_attachment`).
+
+Texts are folded first (:func:`pochta.antispam.signs.wording.fold`, which removes the
+invisible characters: :func:`split_words` reads the text before folding). Every pattern runs
+in linear time behind RE2's prefilter (:func:`pochta.antispam.signs.wording.first_candidate`),
+and every input is cut to a bound first.
+"""
+
+from __future__ import annotations
+
+import re
+
+import re2
+
+from pochta.antispam.signs import wording
+from pochta.antispam.signs.wording import _rx
+
+MAX_HTML_FILE = 1 << 20  # bytes of an HTML attachment read
+MAX_HTML_FILES = 10  # HTML attachments read per letter
+SPLIT_READ = 200_000  # characters of text searched for split words
+
+ACCOUNT_LURE = _rx(
+    # the password: expiring, to be kept
+    r"\b(?:keep|retain|continue\s+(?:using|with))\s+(?:your\s+|the\s+)?(?:current|same|existing"
+    r"|old|present)\s+password",
+    r"\bpassword\s+(?:is\s+|will\s+)?(?:expir\w{0,10}+|due\s+to\s+expire)",
+    r"(?:сохранить|оставить)\s+(?:свой\s+|ваш\s+)?(?:текущ|прежн|стар)\w{0,40}+\s+парол\w*",
+    r"(?:срок\w{0,40}+\s+действия\s+(?:вашего\s+)?парол\w*|парол\w{0,40}+\s+(?:истека|истек)\w*)",
+    # the mailbox: full, messages held
+    r"\b(?:mailbox|inbox|e-?mail\s+(?:account|storage)|storage|quota)\s+(?:is\s+|has\s+)?"
+    r"(?:almost\s+|nearly\s+)?(?:full|exceeded|over\s+(?:its\s+)?(?:limit|quota)|reached)",
+    r"\b(?:\d{1,4}\s+)?(?:pending|held|undelivered|blocked|suspended|quarantined)\s+"
+    r"(?:incoming\s+)?(?:messages|e-?mails|mails)\b",
+    r"\brelease\s+(?:your\s+|the\s+)?(?:pending\s+|held\s+)?(?:messages|e-?mails|mails)\b",
+    r"(?:почтов\w{0,40}+\s+ящик\w*|хранилищ\w*)\s+(?:почти\s+|переполнен\w*|заполнен\w*)",
+    r"(?:недоставлен|задержан|заблокирован)\w{0,40}+\s+(?:\d+\s+)?(?:входящ\w{0,40}+\s+)?"
+    r"(?:письм|сообщени)\w*",
+    r"(?:письм|сообщени)\w{0,40}+\s+(?:были\s+)?(?:задержан|не\s+доставлен|приостановлен)\w*",
+    # the account: to be revalidated
+    r"\b(?:re-?validate|revalidate|re-?activate|re-?confirm|re-?verify|re-?authenticate)\s+"
+    r"(?:your\s+)?(?:account|mailbox|e-?mail|wallet|identity|access)",
+    r"\bverify\s+(?:your\s+)?(?:mailbox|e-?mail\s+account|wallet|webmail)",
+    r"(?:повторно\s+)?(?:подтвердите|верифицируйте|активируйте)\s+(?:ваш\w*\s+|сво\w+\s+)?"
+    r"(?:почтов\w{0,40}+\s+ящик|учетн\w{0,40}+\s+запис|кошел[её]к|аккаунт)\w*",
+    # signing in again, with the work mailbox
+    r"\b(?:re-?authenticat\w*|re-?register|re-?enrol\w*)\s+(?:your\s+)?(?:mfa|2fa|account"
+    r"|device|authenticator|multi-?factor)",
+    r"\b(?:mfa|2fa|multi-?factor|two-?factor)\s+(?:re-?registration|re-?enrollment|setup"
+    r"|update|reset|re-?authentication)",
+    r"\b(?:sign|log)\s*(?:in|on)\s+with\s+(?:your\s+)?(?:work|corporate|company|office|business"
+    r"|e-?mail)\s+(?:account|e-?mail|credentials|address\s+and\s+password)",
+    r"повторн\w{0,40}+\s+(?:авторизаци|аутентификаци|вход|регистраци)\w*",
+    r"(?:войдите|авторизуйтесь|выполните\s+вход)\s+(?:с|под|через)\s+(?:сво\w+\s+|ваш\w*\s+)?"
+    r"(?:корпоративн|рабоч|служебн|почтов)\w*",
+    # the wallet: its secret words
+    r"\b(?:recovery|seed|secret|mnemonic|backup)\s+(?:phrase|words)\b",
+    r"\b(?:sync|synchroni[sz]e|validate|connect)\s+(?:your\s+)?wallet\b",
+    r"(?:сид|seed|секретн|мнемоническ)\w{0,40}+[- ]фраз\w*|фраз\w{0,40}+\s+восстановлени\w*",
+)
+
+FEE_REQUEST = _rx(
+    r"\b(?:pay|settle)\s+(?:the\s+|a\s+|your\s+)?(?:small\s+|outstanding\s+|pending\s+)?"
+    r"(?:customs|import|shipping|delivery|redelivery|re-delivery|handling|clearance|release"
+    r"|unlock\w*|processing|transfer)\s+(?:fee|duty|duties|charge|tax)",
+    r"\b(?:customs|redelivery|re-delivery|clearance|shipping|delivery|handling)\s+(?:fee|duty"
+    r"|duties|charge)s?\s+(?:of\s+)?(?:[$€£]|\d)",
+    r"\bupdate\s+(?:your\s+)?(?:payment|billing|card)\s+(?:method|details|information|info)",
+    r"(?:оплат\w{0,40}+|погас\w{0,40}+|внес\w{0,40}+)\s+(?:\w+\s+){0,2}(?:таможенн\w{0,40}+\s+"
+    r"(?:пошлин|сбор|платеж)|пошлин|комисси|сбор\b|страхов\w{0,40}+\s+(?:взнос|сбор)"
+    r"|доставк|хранени)\w*",
+    r"(?:таможенн\w{0,40}+\s+(?:пошлин|сбор|платеж)|пошлин\w*|плат\w{0,40}+\s+за\s+"
+    r"(?:хранени|доставк|разблокировк))\w*\s+(?:в\s+размере\s+)?\d",
+    r"обновит\w{0,40}+\s+(?:платежн\w{0,40}+\s+(?:данн|реквизит|информаци)|данн\w{0,40}+\s+"
+    r"(?:оплаты|карты))\w*",
+)
+
+MAIL_ROLE = _rx(
+    r"\b(?:mail|e-?mail|webmail|mailbox|outlook|exchange|owa)\s*(?:server\s+)?(?:admin\w*"
+    r"|support|team|service|services|desk|center|centre|security|system|notification\w*"
+    r"|delivery|quota|upgrade)\b",
+    r"\b(?:postmaster|mailer-daemon|system\s+administrator|it\s+(?:helpdesk|help"
+    r"\s*desk|service\s*desk|support|department|admin\w*))\b",
+    r"(?:администратор\w*|администраци\w*|поддержк\w*|служб\w*)\s+(?:почт\w*|почтового"
+    r"\s+сервера|сервера)",
+    r"\bпочтов\w*\s+(?:служб|сервер|администратор|поддержк|систем)\w*",
+)
+
+ROLE = _rx(
+    r"\b(?:support|security|helpdesk|help\s*desk|service\s*desk|it\s+(?:department|support"
+    r"|team|services?|admin\w*)|administrator|admin|postmaster|webmaster|webmail|mailbox"
+    r"|e-?mail\s+(?:team|admin\w*|service|support|security|server)|mail\s+(?:team|admin\w*"
+    r"|service|server|delivery)|billing|account\s+(?:team|services?|security)|customer\s+"
+    r"(?:care|service|support)|notifications?|verification|compliance|payroll|customs"
+    r"|delivery\s+(?:service|department)|no-?reply)\b",
+    r"\b(?:служб\w*|поддержк\w*|техподдержк\w*|безопасност\w*|администрац\w*|администратор\w*"
+    r"|бухгалтери\w*|отдел\w*|уведомлени\w*|таможн\w*|доставк\w*|курьерск\w*)",
+)
+
+QR = _rx(
+    r"\bqr[- ]?(?:code|код)\w*",
+    r"\bscan\s+(?:the\s+|this\s+)?(?:code|image|barcode)\b",
+    r"отсканир\w*|сканируйте|наведите\s+камеру",
+)
+
+for _rx_ in (ACCOUNT_LURE, FEE_REQUEST, MAIL_ROLE, ROLE, QR):
+    wording._register(_rx_)
+
+
+def find(rx: re.Pattern[str], text: str, limit: int = 3) -> list[str]:
+    """Quotes of ``rx`` in a folded ``text`` (:func:`wording.find_all`)."""
+    return wording.find_all(rx, text, limit)
+
+
+# -- invisible characters inside words ---------------------------------------------------------
+# A zero-width or format character between two Latin or Cyrillic letters. Scripts that need
+# joiners inside their words (Persian, the Indic ones) are left alone; so are emoji sequences
+# and soft hyphens (newsletters put &shy; into long words so that they wrap).
+_SPLIT = re2.compile(
+    "[A-Za-z\u00c0-\u024f\u0400-\u04ff][\u200b-\u200d\u2060-\u2064\ufeff]+"
+    "[A-Za-z\u00c0-\u024f\u0400-\u04ff]"
+)
+
+
+def split_words(text: str, limit: int = 3) -> list[str]:
+    """Up to ``limit`` places where an invisible character splits a word, shown with the
+    character named (``Pass[U+200B]word``)."""
+    out: list[str] = []
+    for m in _SPLIT.finditer(text[:SPLIT_READ]):
+        shown = "".join(c if c.isalpha() else f"[U+{ord(c):04X}]" for c in m.group(0))
+        out.append(shown)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def count_split(text: str, stop: int) -> int:
+    """How many places an invisible character splits a word (counting stops at ``stop``)."""
+    n = 0
+    for _ in _SPLIT.finditer(text[:SPLIT_READ]):
+        n += 1
+        if n >= stop:
+            break
+    return n
+
+
+# -- HTML attachments --------------------------------------------------------------------------
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "image/svg+xml"})
+HTML_EXTENSIONS = frozenset({"htm", "html", "shtml", "xhtml", "shtm", "svg", "mht", "mhtml"})
+_FORM = re2.compile(r"(?i)<form\b|<input\b[^>]{0,400}\btype\s*=\s*[\"']?password")
+_SCRIPT_ACTION = re2.compile(
+    r"(?i)\b(?:window\.location|location\.(?:href|replace|assign)|document\.location"
+    r"|\batob\s*\(|unescape\s*\(|fromCharCode|XMLHttpRequest|\bfetch\s*\(|\.submit\s*\(\s*\)"
+    r"|document\.write\s*\(\s*(?:atob|unescape|decodeURI))"
+)
+_REFRESH = re2.compile(r"(?i)<meta\b[^>]{0,400}http-equiv\s*=\s*[\"']?refresh[^>]{0,400}url\s*=")
+
+
+def is_html_file(filename: str | None, content_type: str) -> bool:
+    name = (filename or "").strip().rstrip(". ").lower()
+    ext = name.rpartition(".")[2] if "." in name else ""
+    return ext in HTML_EXTENSIONS or content_type.lower() in HTML_TYPES
+
+
+def html_attachment(content: bytes) -> list[str]:
+    """What an attached HTML (or SVG) file does that a document does not: a form or a
+    password field, a script that moves the reader or decodes a hidden page, an automatic
+    redirect. Reads the first :data:`MAX_HTML_FILE` bytes."""
+    text = content[:MAX_HTML_FILE].decode("utf-8", "replace")
+    found: list[str] = []
+    if _FORM.search(text):
+        found.append("a form")
+    m = _SCRIPT_ACTION.search(text)
+    if m:
+        found.append(f"a script: {m.group(0)[:40]}")
+    if _REFRESH.search(text):
+        found.append("an automatic redirect")
+    return found
