@@ -69,6 +69,8 @@ from pochta.health import HealthCheck
 from pochta.history import Recorder, SQLiteHistory
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker, make_analyzer
 from pochta.mailbox.service import Mailbox
+from pochta.mailbox.lists import SenderListService
+from pochta.mailbox.lists.sqlite import SQLiteSenderLists
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
 from pochta.redisconn import SyncClient, connect
@@ -86,6 +88,7 @@ from pochta.types import (
     PairDB,
     RateLimitBackend,
     Schedule,
+    SenderLists,
     StorageSample,
 )
 from pochta.workers import WorkerPool, cores
@@ -255,12 +258,16 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
     shingler = _shingler(settings, data, redis_client)
     scanner, analysis = _scanner(settings, shingler, data)
     index: MailIndex
+    lists_store: SenderLists
     if pg is not None and settings.mailbox.backend == "postgres":
+        from pochta.mailbox.lists.postgres import PostgresSenderLists
         from pochta.mailbox.postgres import PostgresIndex
 
         index = PostgresIndex(pg.share())
+        lists_store = PostgresSenderLists(pg.share())
     else:
         index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
+        lists_store = SQLiteSenderLists(data / "mailbox.sqlite3", synchronous=sync)
     history = Recorder(
         SQLiteHistory(data / "history.sqlite3"),
         sample_seconds=settings.web.sample_seconds,
@@ -278,6 +285,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         shingler=shingler,
         scanner=scanner if settings.antispam.enabled else None,
         activity=history,
+        lists=SenderListService(lists_store, max_entries=settings.mailbox.sender_list_max),
     )
     history.sampler = lambda: storage_sample(mailbox)
     h = settings.http
