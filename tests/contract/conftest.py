@@ -93,6 +93,7 @@ PG_TABLES = (
     "pochta.filedb_ops",
     "pochta.pairs",
     "pochta.valkyrie_disks",
+    "pochta.sender_lists",
 )
 _PG_USED = pytest.StashKey[list[Postgres]]()
 

@@ -124,11 +124,9 @@ def entry_value(text: str) -> str:
 def _check_domain(host: str, raw: str) -> None:
     if not host or "." not in host or normalize.ip(host) is not None:
         raise InvalidInput(f"not a domain name: {raw!r}")
-    if normalize.registrable(host) in (None, "") or not normalize.known_suffix(host):
-        raise InvalidInput(
-            f"{raw!r} is not a registrable domain: a public suffix (com, co.uk) or an unknown"
-            " top-level domain cannot be listed"
-        )
+    probe = f"x.{host}"  # a public suffix's child is registrable itself: x.com, x.co.uk
+    if normalize.registrable(probe) == probe:
+        raise InvalidInput(f"{raw!r} is a public suffix (as com, co.uk): it cannot be listed")
 
 
 def candidates(sender: str) -> list[str]:
