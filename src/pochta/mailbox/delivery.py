@@ -59,7 +59,7 @@ log = logging.getLogger("pochta.delivery")
 
 @dataclass(frozen=True, slots=True)
 class Delivered:
-    ids: list[int]
+    ids: list[int]  # one per recipient, in their order
     size: int  # bytes of the letter as delivered
     stored: int  # bytes the delivery added physically (skeleton + attachments first stored)
     attachments: int  # extracted parts
@@ -219,6 +219,9 @@ class Delivery:
         skeletons = sum(len(p.skeleton) for p, _, _ in written)
         stored = skeletons + sum(p.size for p in parts.parts if p.key in uploaded)
         size = prepared.size + len(parts.skeleton) - len(prepared.split.skeleton)
+        if len(groups) > 1:  # the ids in the recipients' order, as with one group
+            by_user = {new.user_id: i for i, new in zip(ids, letters, strict=True)}
+            ids = [by_user[u.id] for u in unique]
         done = Delivered(ids, size, stored, len(parts.parts), len(uploaded), verdict)
         saved = sum(p.size for p in parts.parts) * len(ids) - (stored - skeletons)
         metrics.stored(len(ids), size, stored, done.attachments, done.uploaded, saved)

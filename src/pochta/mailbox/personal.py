@@ -41,9 +41,10 @@ class Personal:
             return [(verdict, list(users))]
         if not found:
             return [(verdict, list(users))]
-        groups: dict[object, Group] = {}
+        groups: dict[tuple[str, str | None], Group] = {}
         for user in users:
             mine = rule.personal(verdict, found.get(user.id, ()), sender)
-            key = (mine.label, mine.listed)
+            # what is stored of a verdict: its label and its header (not which entry matched)
+            key = (mine.label, None if mine.listed is None else mine.listed.header())
             groups.setdefault(key, (mine, []))[1].append(user)
         return list(groups.values())
