@@ -68,9 +68,9 @@ from pochta.guard.ratelimit import RateLimiter
 from pochta.health import HealthCheck
 from pochta.history import Recorder, SQLiteHistory
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker, make_analyzer
-from pochta.mailbox.service import Mailbox
 from pochta.mailbox.lists import SenderListService
 from pochta.mailbox.lists.sqlite import SQLiteSenderLists
+from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
 from pochta.redisconn import SyncClient, connect

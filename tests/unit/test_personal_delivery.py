@@ -62,7 +62,8 @@ def test_a_block_gives_its_owner_a_letter_of_their_own_and_the_attachment_once(
     assert installation is not None and installation.label == "ham"
     assert done.uploaded == 1 and done.attachments == 1
     assert pochta.blobs.stat(done_key(pochta, done.ids[0])).counter == 2  # one file, two letters
-    mine_b, mine_o = (pochta.mailbox.letter(u.id, i) for u, i in zip([blocker, other], done.ids))
+    mine_b = pochta.mailbox.letter(blocker.id, done.ids[0])
+    mine_o = pochta.mailbox.letter(other.id, done.ids[1])
     assert (mine_b.folder, mine_b.verdict) == ("Spam", "spam")
     assert (mine_o.folder, mine_o.verdict) == ("Inbox", "ham")
     blocked = personal.personal(
@@ -86,7 +87,7 @@ def test_groups_without_attachments_are_delivered_together(pochta: Pochta) -> No
     pochta.mailbox.lists.add(rcpts[3].id, "mail.shop.example", "block")
     raw = letter(sender=SENDER, text=TEXT)
     done = pochta.mailbox.deliver(raw, rcpts, scan=True)
-    folders = [pochta.mailbox.letter(u.id, i).folder for u, i in zip(rcpts, done.ids)]
+    folders = [pochta.mailbox.letter(u.id, i).folder for u, i in zip(rcpts, done.ids, strict=True)]
     assert folders == ["Inbox", "Spam", "Inbox", "Spam"]  # the ids in the recipients' order
     # two headers: the installation's, and "list=block" (the address's and the domain's)
     assert len({pochta.mailbox.index.content(i)[0] for i in done.ids}) == 2
@@ -147,9 +148,8 @@ def test_a_list_store_that_cannot_be_read_leaves_everyone_the_installations_verd
     assert pochta.mailbox.lists is not None
     monkeypatch.setattr(pochta.mailbox.lists.store, "lookup", down)
     done = pochta.mailbox.deliver(letter(sender=SENDER, text=TEXT), [blocker, other], scan=True)
-    assert {pochta.mailbox.letter(u.id, i).folder for u, i in zip([blocker, other], done.ids)} == {
-        "Inbox"
-    }
+    got = [pochta.mailbox.letter(u.id, i) for u, i in zip([blocker, other], done.ids, strict=True)]
+    assert [g.folder for g in got] == ["Inbox", "Inbox"]
 
 
 def done_key(p: Pochta, letter_id: int) -> str:
