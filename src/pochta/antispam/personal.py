@@ -122,11 +122,13 @@ def entry_value(text: str) -> str:
 
 
 def _check_domain(host: str, raw: str) -> None:
-    if not host or "." not in host or normalize.ip(host) is not None:
+    if not host or normalize.ip(host) is not None:
         raise InvalidInput(f"not a domain name: {raw!r}")
     probe = f"x.{host}"  # a public suffix's child is registrable itself: x.com, x.co.uk
-    if normalize.registrable(probe) == probe:
-        raise InvalidInput(f"{raw!r} is a public suffix (as com, co.uk): it cannot be listed")
+    if "." not in host or normalize.registrable(probe) == probe:
+        raise InvalidInput(
+            f"{raw!r} is a public suffix (as com, co.uk) or a single name: it cannot be listed"
+        )
 
 
 def candidates(sender: str) -> list[str]:

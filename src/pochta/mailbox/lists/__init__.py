@@ -29,6 +29,8 @@ ACTIONS: tuple[ListAction, ...] = ("allow", "block")
 class EntryNotFound(NotFound):
     """The account has no such entry."""
 
+    code = "entry_not_found"
+
 
 class SenderListService:
     def __init__(self, store: SenderLists, *, max_entries: int = MAX_ENTRIES) -> None:
