@@ -266,8 +266,9 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         index = PostgresIndex(pg.share())
         lists_store = PostgresSenderLists(pg.share())
     else:
-        index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
-        lists_store = SQLiteSenderLists(data / "mailbox.sqlite3", synchronous=sync)
+        sqlite_index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
+        index = sqlite_index
+        lists_store = SQLiteSenderLists(sqlite_index.database)  # a table of the same file
     history = Recorder(
         SQLiteHistory(data / "history.sqlite3"),
         sample_seconds=settings.web.sample_seconds,

@@ -170,14 +170,20 @@ def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def test_the_sqlite_lists_share_the_mailbox_database(tmp_path: Path) -> None:
+def test_the_sqlite_lists_share_the_mailbox_databases_writer(tmp_path: Path) -> None:
     index = SQLiteIndex(tmp_path / "mailbox.sqlite3")
-    lists = SQLiteSenderLists(tmp_path / "mailbox.sqlite3")
     try:
+        lists = SQLiteSenderLists(index.database)
         user = index.add_user("ann@example.org", "hash")
         lists.add(user.id, ALLOW, 10)
+        lists.close()  # the index's database stays open
         assert index.user("ann@example.org") == user
-        assert lists.entries(user.id, 10) == [ALLOW]
+        again = SQLiteSenderLists(index.database)  # the table is there already
+        assert again.entries(user.id, 10) == [ALLOW]
     finally:
-        lists.close()
         index.close()
+    reopened = SQLiteSenderLists(tmp_path / "mailbox.sqlite3")  # a database of its own
+    try:
+        assert reopened.entries(user.id, 10) == [ALLOW]
+    finally:
+        reopened.close()

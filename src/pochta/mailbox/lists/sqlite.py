@@ -1,6 +1,7 @@
 """Sender lists in SQLite: a table of the mailbox database (``<data_dir>/mailbox.sqlite3``),
-beside the accounts they belong to, written through the same group-commit writer design
-(:mod:`pochta.sqlitedb`; this store opens its own connection to the file)."""
+beside the accounts they belong to, written by that database's one writer (the index's
+:class:`~pochta.sqlitedb.SQLiteDatabase`, shared: group commits and no second writer on the
+file). Given a path instead, the store opens a database of its own (tests, tools)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,15 @@ def _entry(row: tuple[str, str]) -> ListEntry:
 
 
 class SQLiteSenderLists:
-    def __init__(self, path: Path, *, synchronous: Synchronous = "full") -> None:
-        self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
+    def __init__(self, db: SQLiteDatabase | Path, *, synchronous: Synchronous = "full") -> None:
+        """``db``: the mailbox index's database (shared: ``close`` leaves it open), or a
+        path to open one of this store's own."""
+        self._owned = not isinstance(db, SQLiteDatabase)
+        if isinstance(db, SQLiteDatabase):
+            self._db = db
+            self._db.write(lambda conn: conn.execute(SCHEMA).close())
+        else:
+            self._db = SQLiteDatabase(db, SCHEMA, synchronous=synchronous)
 
     def entries(self, user_id: int, limit: int) -> list[ListEntry]:
         rows = self._db.query(
@@ -95,4 +103,5 @@ class SQLiteSenderLists:
         )
 
     def close(self) -> None:
-        self._db.close()
+        if self._owned:
+            self._db.close()
