@@ -4,7 +4,12 @@ recipients grouped by the verdict they get, so that the common case (nobody's li
 sender) stays one group: one skeleton, one write.
 
 The installation's verdict is the one that teaches (``Scanner.learn``): a personal verdict
-never does."""
+never does.
+
+Another personal input (a user's own learned words) joins here the same way: read what it
+needs for all the recipients in one call, decide each recipient's verdict with a pure function
+(as :func:`pochta.antispam.personal.personal` does), and let the grouping below do the rest;
+whatever a group's verdict adds to its header must then be part of the group's key."""
 
 from __future__ import annotations
 
