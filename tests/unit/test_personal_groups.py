@@ -42,16 +42,16 @@ def test_every_recipient_is_in_one_group_with_their_own_verdict(
     assert sorted(u.id for _, members in groups for u in members) == sorted(ids)
     keys = [(v.label, v.header()) for v, _ in groups]
     assert len(set(keys)) == len(keys)  # one group per distinct stored result
+
+    def own(user_id: int) -> list[ListEntry]:
+        return [
+            ListEntry(v, "allow" if a == "allow" else "block")
+            for v, a in lists.get(user_id, {}).items()
+        ]
+
     for mine, members in groups:
         for u in members:
-            own = [ListEntry(v, a) for v, a in lists.get(u.id, {}).items()]  # type: ignore[arg-type]
-            expected = rule.personal(verdict, own, sender)
+            expected = rule.personal(verdict, own(u.id), sender)
             assert (expected.label, expected.header()) == (mine.label, mine.header())
-    if not any(
-        rule.match(
-            [ListEntry(v, a) for v, a in lists.get(u.id, {}).items()],
-            sender,  # type: ignore[arg-type]
-        )
-        for u in users
-    ):
+    if not any(rule.match(own(u.id), sender) for u in users):
         assert groups == [(verdict, users)]  # nobody listed: today's one group, same verdict
