@@ -3,12 +3,16 @@ remove buttons, CSRF on every form, and nobody reaching another reader's list.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from selectolax.lexbor import LexborHTMLParser
 from tests.mailtools import letter
 from tests.unit.web.conftest import Site
 from tests.unit.web.test_pages import forms
 
 from pochta.types import ListEntry
+
+PHISHING = Path(__file__).parents[2] / "data" / "phishing"
 
 
 def offers(page: str) -> list[tuple[str, str]]:
@@ -52,6 +56,19 @@ def test_not_spam_offers_to_trust_the_sender_or_its_domain(site: Site) -> None:
     assert site.pochta.mailbox.lists.entries(user_id(site, "alice@example.org")) == [
         ListEntry("school-one.example", "allow")
     ]
+
+
+def test_no_trust_is_offered_for_a_letter_pochta_called_phishing(site: Site) -> None:
+    raw = (PHISHING / "en01_paypal_confusable.eml").read_bytes()
+    box = site.pochta.mailbox
+    done = box.deliver(raw, [box.user("alice@example.org")], scan=True)
+    assert done.verdict is not None and done.verdict.label == "phishing"
+    jar = site.login("alice@example.org")
+    token = site.csrf(jar)
+    page = site.as_user(jar).post(f"/webmail/letters/{done.ids[0]}/not-spam", data={"csrf": token})
+    assert "Moved to Inbox" in page.text and offers(page.text) == []
+    again = site.as_user(jar).post(f"/webmail/letters/{done.ids[0]}/spam", data={"csrf": token})
+    assert offers(again.text) == [("block", "service@paypa1.com")]  # blocking it is fine
 
 
 def test_spam_offers_to_always_spam_from_the_sender(site: Site) -> None:

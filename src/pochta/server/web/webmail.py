@@ -42,7 +42,7 @@ from pochta.server.web.pages import (
     render,
 )
 from pochta.server.web.sanitize import count_remote_images, sanitize
-from pochta.types import Folder
+from pochta.types import Folder, StoredLetter
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -264,7 +264,7 @@ def letter(
         shares=_sender_shares(v, parsed),
         notice=notice if notice in NOTICES else "",
         in_spam=stored.folder == SPAM,
-        offers=_offers(offer, parsed, letter_id) if box.lists is not None else [],
+        offers=_offers(offer, parsed, stored) if box.lists is not None else [],
         folder_url=_folder_url,
         quote=quote,
     )
@@ -332,11 +332,16 @@ class Offer:
     back: str  # the letter's page, to come back to
 
 
-def _offers(offer: str, parsed: Letter, letter_id: int) -> list[Offer]:
+def _offers(offer: str, parsed: Letter, stored: StoredLetter) -> list[Offer]:
     """After "not spam": trust the From address or its registrable domain; after "spam":
-    always spam from the From address. None for a letter without a usable From."""
+    always spam from the From address. None for a letter without a usable From, and no
+    "trust" for a letter pochta called phishing (a list never lets phishing through: the
+    button would only mislead)."""
     if offer not in OFFERS or not parsed.from_address:
         return []
+    if offer == "allow" and stored.verdict == "phishing":
+        return []
+    letter_id = stored.id
     try:
         sender = personal.entry_value(parsed.from_address[: personal.MAX_ENTRY])
     except errors.InvalidInput:
