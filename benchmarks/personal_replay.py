@@ -2,8 +2,8 @@
 the installation's words alone.
 
 The non-sealed SpamAssassin corpus letters (easy-ham-1, easy-ham-2, hard-ham-1, spam-1, spam-2;
-a sealed letter is hashed and dropped, never read: ``pochta_factory.corpus.unsealed``) are delivered in
-date order to 10 simulated users whose mail differs:
+a sealed letter is hashed and dropped, never read: ``pochta_factory.corpus.unsealed``) are
+delivered in date order to 10 simulated users whose mail differs:
 
 - a legitimate letter goes to 3 of the 10 users chosen by its mailing list (List-Id) or, without
   one, its sender's domain: each list has its own readers, and a reader gets all of it;

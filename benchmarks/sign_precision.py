@@ -64,10 +64,7 @@ from pochta.antispam.rules import ruleset  # noqa: E402
 from pochta.antispam.signs import checks  # noqa: E402
 from pochta.mime.letter import parse  # noqa: E402
 from pochta.types import Envelope  # noqa: E402
-from pochta_factory import (
-    corpus,
-    training,
-)
+from pochta_factory import corpus, training  # noqa: E402
 
 TRAINING = ("easy-ham-1", "spam-1")
 PEER = ROOT / "tests" / "data" / "phishing_peer"

@@ -80,6 +80,8 @@ from pochta.guard.ratelimit import RateLimiter
 from pochta.health import HealthCheck
 from pochta.history import Recorder, SQLiteHistory
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker, make_analyzer
+from pochta.mailbox.lists import SenderListService
+from pochta.mailbox.lists.sqlite import SQLiteSenderLists
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
@@ -99,6 +101,7 @@ from pochta.types import (
     PairDB,
     RateLimitBackend,
     Schedule,
+    SenderLists,
     StorageSample,
 )
 from pochta.workers import WorkerPool, cores
@@ -278,12 +281,17 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
     models = model_store(settings, pg)
     scanner, analysis, live_model = _scanner(settings, shingler, data, models, pg, redis_client)
     index: MailIndex
+    lists_store: SenderLists
     if pg is not None and settings.mailbox.backend == "postgres":
+        from pochta.mailbox.lists.postgres import PostgresSenderLists
         from pochta.mailbox.postgres import PostgresIndex
 
         index = PostgresIndex(pg.share())
+        lists_store = PostgresSenderLists(pg.share())
     else:
-        index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
+        sqlite_index = SQLiteIndex(data / "mailbox.sqlite3", synchronous=sync)
+        index = sqlite_index
+        lists_store = SQLiteSenderLists(sqlite_index.database)  # a table of the same file
     history_store: HistoryStore
     if history_backend(settings) == "postgres":
         from pochta.history.postgres import PostgresHistory
@@ -297,6 +305,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         sample_seconds=settings.web.sample_seconds,
         keep_seconds=settings.web.history_days * 86400,
     )
+    sender_lists = SenderListService(lists_store, max_entries=settings.mailbox.sender_list_max)
     mailbox = Mailbox(
         index,
         blobs,
@@ -309,7 +318,11 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         shingler=shingler,
         scanner=scanner if settings.antispam.enabled else None,
         activity=history,
-        forget=[scanner.words.forget] if scanner.words is not None else [],
+        lists=sender_lists,
+        forget=[
+            *([scanner.words.forget] if scanner.words is not None else []),
+            sender_lists.forget,
+        ],
     )
     history.sampler = lambda: storage_sample(mailbox)
     h = settings.http

@@ -419,6 +419,13 @@ class MailboxSettings(Section):
         " failure) and is undone; longer than any delivery takes, so that another process's"
         " delivery in flight is never touched",
     )
+    sender_list_max: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description="entries one account's sender list (allow / block) holds at most; it lives"
+        " where the mailbox does (a table of mailbox.sqlite3, or the [postgres] database)",
+    )
 
 
 class GuardSettings(Section):

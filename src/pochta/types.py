@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 Key = str
 """A blob's content address: SHA-256 of the decoded content, 64 lowercase hex characters."""
@@ -712,6 +712,50 @@ class Accounts(Protocol):
 
     def require_reset(self, emails: Collection[str]) -> int:
         """Mark accounts for a forced password reset; returns how many exist."""
+
+
+# -- personal sender lists: "never spam from" / "always spam from" --------------------------
+
+ListAction = Literal["allow", "block"]
+
+
+@dataclass(frozen=True, slots=True)
+class ListEntry:
+    """One entry of an account's sender list: ``value`` is an address (``bob@shop.example``)
+    or a domain (``shop.example``, which covers its subdomains), normalized as
+    :func:`pochta.antispam.personal.entry_value` makes it; ``action`` what the list says."""
+
+    value: str
+    action: ListAction
+
+    @property
+    def is_domain(self) -> bool:
+        return "@" not in self.value
+
+
+class SenderLists(Protocol):
+    """Every account's allow / block entries. Values are given normalized (the service in
+    :mod:`pochta.mailbox.lists` validates them); one value has one action per account."""
+
+    def entries(self, user_id: int, limit: int) -> list[ListEntry]:
+        """The account's entries by value, at most ``limit``."""
+
+    def lookup(self, user_ids: Sequence[int], values: Sequence[str]) -> dict[int, list[ListEntry]]:
+        """In one read: the entries among ``values`` of each of ``user_ids`` (an account with
+        none is left out)."""
+
+    def add(self, user_id: int, entry: ListEntry, limit: int) -> bool:
+        """Add the entry, or change the action of the same value (True: it is new). In one
+        atomic step with the count: InvalidInput when the account already has ``limit``
+        entries and this value is not one of them."""
+
+    def remove(self, user_id: int, value: str) -> bool:
+        """False when the account had no such entry."""
+
+    def forget(self, user_id: int) -> int:
+        """Drop every entry of the account (it is being deleted); how many there were."""
+
+    def close(self) -> None: ...
 
 
 # -- history: what the admin pages chart ----------------------------------------------------

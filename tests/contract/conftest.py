@@ -101,6 +101,7 @@ PG_TABLES = (
     "pochta.history_samples",
     "pochta.history_tallies",
     "pochta.history_audits",
+    "pochta.sender_lists",
 )
 _PG_USED = pytest.StashKey[list[Postgres]]()
 

@@ -231,6 +231,35 @@ def test_two_pochtas_share_one_mailbox_and_fsck_is_clean(postgres_dsn: str, tmp_
         two.close()
 
 
+def test_every_loader_reads_the_same_sender_lists(postgres_dsn: str, tmp_path: Path) -> None:
+    """A reader's list changed through one loader decides the letter another loader
+    delivers: the lists live in the [postgres] database with the mailbox."""
+    one = build(pg_settings(tmp_path / "one", postgres_dsn))
+    two = build(pg_settings(tmp_path / "two", postgres_dsn))
+    try:
+        ann = one.mailbox.add_user("lists-ann@example.org", "a long enough password")
+        bob = one.mailbox.add_user("lists-bob@example.org", "another long password")
+        assert one.mailbox.lists is not None and two.mailbox.lists is not None
+        one.mailbox.lists.add(ann.id, "shop.example", "block")
+        raw = letter(
+            sender="Shop <news@mail.shop.example>",
+            text="Hi Ann,\n\nthe minutes of Tuesday's meeting are attached.\n\nPeter\n",
+            attachments=[("minutes.pdf", payload(8, 20_000))],
+        )
+        done = two.mailbox.deliver(raw, [ann, bob], scan=True)
+        assert done.verdict is not None and done.verdict.label != "phishing"
+        assert one.mailbox.letter(ann.id, done.ids[0]).folder == "Spam"
+        assert one.mailbox.letter(bob.id, done.ids[1]).folder == done.verdict.folder
+        assert b"; list=block" in one.mailbox.raw(ann.id, done.ids[0])
+        assert b"list=" not in one.mailbox.raw(bob.id, done.ids[1])
+        assert two.mailbox.lists.forget(ann.id) == 1
+        assert one.mailbox.lists.entries(ann.id) == []
+        assert one.mailbox.fsck().ok
+    finally:
+        one.close()
+        two.close()
+
+
 def test_valkyrie_stats_read_the_state_in_postgres(
     postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

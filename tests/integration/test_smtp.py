@@ -103,6 +103,31 @@ def test_smtplib_delivers_byte_exact_with_a_trace_header(mx: Server) -> None:
         assert b"\r\nAuthentication-Results: mx.pochta.test; " in b"\r\n" + unfolded
 
 
+def test_a_recipients_block_list_gives_them_their_own_letter_through_smtp(mx: Server) -> None:
+    """The whole path (worker-prepared letter, the personal step, the store): a recipient who
+    blocks the From's domain gets the letter in Spam with its own header; the other one gets
+    the installation's verdict."""
+    alice = session(mx, "alice@example.org")
+    r = httpx.post(
+        f"{mx.url}/v1/lists", json={"value": "shop.example", "action": "block"}, headers=alice
+    )
+    assert r.status_code == 201, r.text
+    raw = letter(
+        sender="Shop <news@mail.shop.example>", attachments=[("a.bin", payload(9, 50_000))]
+    )
+    with smtplib.SMTP("127.0.0.1", mx.smtp_port, timeout=10) as smtp:
+        assert (
+            smtp.sendmail("bounce@esp.example", ["alice@example.org", "bob@example.org"], raw) == {}
+        )
+    spam = httpx.get(f"{mx.url}/v1/messages?folder=Spam", headers=alice).json()["messages"]
+    assert [m["verdict"] for m in spam] == ["spam"]
+    (got_a,) = raws(mx, "alice@example.org")
+    (got_b,) = raws(mx, "bob@example.org")
+    assert strip_trace(got_a) == raw == strip_trace(got_b)
+    assert b"; list=block\r\n" in got_a.replace(b"\r\n ", b" ")
+    assert b"list=" not in got_b
+
+
 def test_unknown_recipient_gets_550_at_rcpt(mx: Server) -> None:
     with smtplib.SMTP("127.0.0.1", mx.smtp_port, timeout=10) as smtp:
         smtp.ehlo()

@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pochta import metrics
 from pochta.antispam import features as feats_mod
@@ -54,6 +54,9 @@ from pochta.antispam.words.personal import Personal
 from pochta.errors import StorageError
 from pochta.mime.letter import Letter, parse
 from pochta.types import Envelope
+
+if TYPE_CHECKING:
+    from pochta.antispam.personal import Listed
 
 log = logging.getLogger("pochta.antispam")
 
@@ -268,6 +271,7 @@ class Verdict:
     content_probability: float | None = None  # P(spam) on what the letter shows (below)
     words: tuple[str, ...] = ()  # the surest words behind tokens.score
     hashes: tuple[int, ...] = field(repr=False, default=())  # Analysis.hashes
+    listed: Listed | None = None  # what the recipient's own list said (antispam.personal)
 
     @property
     def folder(self) -> str:
@@ -278,7 +282,8 @@ class Verdict:
         p = "" if self.probability is None else f" probability={self.probability:.4f};"
         symbols = ",".join(h.symbol for h in self.hits if h.score)[:600]
         partial = f" partial={','.join(self.partial)};" if self.partial else ""
-        return f"{self.label};{p} score={self.score:.2f};{partial} symbols={symbols or '-'}"
+        listed = "" if self.listed is None else f"; {self.listed.header()}"
+        return f"{self.label};{p} score={self.score:.2f};{partial} symbols={symbols or '-'}{listed}"
 
     def as_dict(self, authserv_id: str = "pochta") -> dict[str, Any]:
         return {
@@ -289,6 +294,7 @@ class Verdict:
             "rules": [h.as_dict() for h in self.hits],
             "phishing_signs": [s.as_dict() for s in self.signs],
             "authentication_results": self.auth.header(authserv_id),
+            "list": None if self.listed is None else self.listed.as_dict(),
         }
 
 

@@ -11,6 +11,7 @@ from pochta.cli import (
     guard,
     init,
     leaks,
+    lists,
     mail,
     message,
     model,
@@ -34,6 +35,7 @@ app.command("serve")(serve.serve)
 app.add_typer(blob.app, name="blob")
 app.add_typer(pairs.app, name="pairs")
 app.add_typer(user.app, name="user")
+app.add_typer(lists.app, name="lists")
 app.add_typer(message.app, name="message")
 app.add_typer(leaks.app, name="leaks")
 app.add_typer(guard.app, name="guard")

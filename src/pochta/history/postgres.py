@@ -1,4 +1,4 @@
-"""The history in PostgreSQL (migration 0008): one history for every loader of an
+"""The history in PostgreSQL (migration 0009): one history for every loader of an
 installation, so that the admin pages show the installation, not the loader that served them.
 
 Each loader's recorder adds its own hour's events up and writes increments: ``add_tallies``

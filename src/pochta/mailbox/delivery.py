@@ -3,14 +3,19 @@
 0. prepare (:mod:`pochta.mailbox.prepare`, in a worker process on the SMTP path): parse the
    letter once, analyze it for the verdict, take its shingles, split it into skeleton +
    extracted attachments;
-1. decide the verdict (the counters, the rules, the model) and put its header lines in front
-   of the skeleton;
-2. write N letters PENDING with one shared skeleton, each reference with its own random magic;
+1. decide the verdict (the counters, the rules, the model); make it personal
+   (:mod:`pochta.mailbox.personal`: each recipient's sender list) and group the recipients by
+   the verdict they get (one group unless someone's list names the sender); put each group's
+   header lines in front of its skeleton;
+2. write N letters PENDING, one skeleton shared by each group (by all, in the common case),
+   each reference with its own random magic; the attachments are the same for every group
+   (content-addressed: stored once, counted once per letter);
 3. count every attachment once per letter in the blob store (upload the first time, inc after),
    each count carrying its operation id (``journal.count_op``);
 4. mark the letters DELIVERED. Only then is the delivery acknowledged;
-5. count the shingles computed in 0 with the verdict. This never fails the delivery: the
-   letter is stored, and a 4xx now would make the sender deliver it twice.
+5. count the shingles computed in 0 with the installation's verdict (never a personal one:
+   one person's list must not teach everyone). This never fails the delivery: the letter is
+   stored, and a 4xx now would make the sender deliver it twice.
 
 A failure in 3 undoes exactly the counts made (``Deletions.abandon``); a crash in 3 leaves
 PENDING letters for ``Deletions.recover``.
@@ -33,6 +38,7 @@ from pochta.blobs.store import BlobStore
 from pochta.errors import InvalidInput, StorageError, TooLarge
 from pochta.mailbox.deletion import Deletions
 from pochta.mailbox.journal import Journal, count_op
+from pochta.mailbox.personal import Personal
 from pochta.mailbox.prepare import Prepared, prepare
 from pochta.mailbox.trace import verdict_headers
 from pochta.mime.split import Extracted, Split, prefixed
@@ -53,7 +59,7 @@ log = logging.getLogger("pochta.delivery")
 
 @dataclass(frozen=True, slots=True)
 class Delivered:
-    ids: list[int]
+    ids: list[int]  # one per recipient, in their order
     size: int  # bytes of the letter as delivered
     stored: int  # bytes the delivery added physically (skeleton + attachments first stored)
     attachments: int  # extracted parts
@@ -76,6 +82,7 @@ class Delivery:
         shingler: Shingler | None = None,
         scanner: Scanner | None = None,
         activity: Activity | None = None,
+        personal: Personal | None = None,
         clock: Clock = time.time,
     ) -> None:
         self.index = index
@@ -87,6 +94,7 @@ class Delivery:
         self.shingler = shingler
         self.scanner = scanner
         self.activity = activity
+        self.personal = personal if personal is not None else Personal()
         self._clock = clock
         # threads are made on the first submit, not here
         self._counting = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pochta-count")
@@ -146,36 +154,51 @@ class Delivery:
         if not unique:
             raise InvalidInput("a letter needs at least one recipient")
         verdict = None
-        parts = prepared.split
+        groups: list[tuple[Verdict | None, list[User]]] = [(None, unique)]
         if prepared.analysis is not None and self.scanner is not None:
             verdict = self.scanner.decide(prepared.analysis)
-            head = verdict_headers(verdict, self.scanner.authserv_id, prepared.eol)
-            parts = prefixed(parts, head)
-            folder = folder or verdict.folder
-        folder = folder or "Inbox"
-        size = prepared.size + len(parts.skeleton) - len(prepared.split.skeleton)
+            groups = list(self.personal.groups(verdict, prepared.from_address, unique))
         when = self._clock() if received is None else received
-        meta = LetterMeta(size, when, prepared.date, prepared.sender, prepared.subject)
-        letters = [
-            NewStoredLetter(
-                user.id,
-                folder,
-                tuple(
-                    AttachmentRef(p.index, p.key, p.size, p.crc32, random_magic())
-                    for p in parts.parts
-                ),
-                verdict.label if verdict is not None else None,
-                flags,
-            )
-            for user in unique
-        ]
+        written: list[tuple[Split, list[NewStoredLetter], list[int]]] = []
+        try:
+            for mine, users in groups:
+                parts = prepared.split
+                into = folder
+                if mine is not None and self.scanner is not None:
+                    head = verdict_headers(mine, self.scanner.authserv_id, prepared.eol)
+                    parts = prefixed(parts, head)
+                    into = folder or mine.folder
+                into = into or "Inbox"
+                size = prepared.size + len(parts.skeleton) - len(prepared.split.skeleton)
+                meta = LetterMeta(size, when, prepared.date, prepared.sender, prepared.subject)
+                new = [
+                    NewStoredLetter(
+                        user.id,
+                        into,
+                        tuple(
+                            AttachmentRef(p.index, p.key, p.size, p.crc32, random_magic())
+                            for p in parts.parts
+                        ),
+                        mine.label if mine is not None else None,
+                        flags,
+                    )
+                    for user in users
+                ]
+                # nothing to count and one group: one write, and it is delivered
+                at_once = not parts.parts and len(groups) == 1
+                ids = self.index.begin_delivery(parts.skeleton, meta, new, delivered=at_once)
+                written.append((parts, new, ids))
+        except BaseException:
+            self.deletions.abandon([i for _, _, ids in written for i in ids])
+            raise
+        parts, _, _ = written[0]
+        letters = [n for _, new, _ in written for n in new]
+        ids = [i for _, _, got in written for i in got]
         uploaded: set[str] = set()
-        if not parts.parts:  # nothing to count: one write, and the letter is delivered
-            ids = self.index.begin_delivery(parts.skeleton, meta, letters, delivered=True)
-        else:
-            ids = self.index.begin_delivery(parts.skeleton, meta, letters)
+        if parts.parts or len(groups) > 1:
             try:
-                uploaded = self._count(parts, letters, ids, files or {})
+                if parts.parts:
+                    uploaded = self._count(parts, letters, ids, files or {})
             except BaseException:
                 self.deletions.abandon(ids)
                 raise
@@ -193,13 +216,19 @@ class Delivery:
                 self.activity.delivered(verdict.label, [s.symbol for s in verdict.signs], len(ids))
         elif self.shingler is not None and prepared.shingles:
             self.shingler.count(list(prepared.shingles), "ham")
-        stored = len(parts.skeleton) + sum(p.size for p in parts.parts if p.key in uploaded)
+        skeletons = sum(len(p.skeleton) for p, _, _ in written)
+        stored = skeletons + sum(p.size for p in parts.parts if p.key in uploaded)
+        size = prepared.size + len(parts.skeleton) - len(prepared.split.skeleton)
+        if len(groups) > 1:  # the ids in the recipients' order, as with one group
+            by_user = {new.user_id: i for i, new in zip(ids, letters, strict=True)}
+            ids = [by_user[u.id] for u in unique]
         done = Delivered(ids, size, stored, len(parts.parts), len(uploaded), verdict)
-        saved = sum(p.size for p in parts.parts) * len(ids) - (stored - len(parts.skeleton))
+        saved = sum(p.size for p in parts.parts) * len(ids) - (stored - skeletons)
         metrics.stored(len(ids), size, stored, done.attachments, done.uploaded, saved)
         log.debug(
             "stored letter(s) %s in %s: %d attachment(s), %d uploaded, %d bytes added",
-            ",".join(map(str, ids)), folder, done.attachments, done.uploaded, stored,
+            ",".join(map(str, ids)), ",".join(n.folder for n in letters[:1]), done.attachments,
+            done.uploaded, stored,
         )  # fmt: skip
         return done
 

@@ -22,9 +22,12 @@ from pochta.antispam.shingles.extract import extract
 from pochta.antispam.shingles.registry import Shingle
 from pochta.antispam.verdict import Analysis, Analyzer
 from pochta.mailbox.trace import line_ending
+from pochta.mime import normalize
 from pochta.mime.letter import parse
 from pochta.mime.split import Split, cut, whole
 from pochta.types import Envelope
+
+MAX_ADDRESS = 320  # characters of a From address read (64 + @ + 255)
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Prepared:
     date: float | None  # the Date field as a timestamp
     analysis: Analysis | None = None  # None: the letter was not scored
     shingles: tuple[Shingle, ...] = field(default=(), repr=False)  # to count after storing
+    from_address: str = ""  # the header From's address, normalized (what sender lists match)
 
 
 def prepare(
@@ -67,6 +71,7 @@ def prepare(
         date=_timestamp(letter.date),
         analysis=analysis,
         shingles=found,
+        from_address=normalize.address(letter.from_address[:MAX_ADDRESS]) or "",
     )
 
 

@@ -1,6 +1,8 @@
 """The mailbox: one facade over its rooms, each a small class with its collaborators injected.
 
     accounts.Users      users, passwords, sessions
+    lists               each account's sender list (allow / block), read by delivery's
+                        personal step (personal.Personal) and changed by the doors
     delivery.Delivery   a letter to N recipients: split, store, count exactly once
     reading.Reading     folders, letters, raw bytes, attachments, flags (feedback to shingles)
     deletion.Deletions  recorded deletions finished later; deliveries cut short undone
@@ -35,6 +37,8 @@ from pochta.mailbox.checks import Checks, FsckReport
 from pochta.mailbox.deletion import Deletions
 from pochta.mailbox.delivery import Delivered, Delivery
 from pochta.mailbox.journal import Journal
+from pochta.mailbox.lists import SenderListService
+from pochta.mailbox.personal import Personal
 from pochta.mailbox.prepare import Prepared
 from pochta.mailbox.reading import Reading
 from pochta.mime.letter import Letter
@@ -72,14 +76,17 @@ class Mailbox:
         shingler: Shingler | None = None,
         scanner: Scanner | None = None,
         activity: Activity | None = None,
-        forget: Sequence[Callable[[int], None]] = (),
+        lists: SenderListService | None = None,
+        forget: Sequence[Callable[[int], object]] = (),
         clock: Clock = time.time,
     ) -> None:
         self.index = index
-        self.forget_hooks: list[Callable[[int], None]] = list(forget)
+        self.lists = lists
+        self.forget_hooks: list[Callable[[int], object]] = list(forget)
         """What else keeps something of an account, each called with its id when the account
-        is deleted (:meth:`delete_user`): its learned words (``Words.forget``), and whatever a
-        store keyed by account adds (app.py builds the list). Each must be idempotent."""
+        is deleted (:meth:`delete_user`): its learned words (``Words.forget``), its sender
+        lists, and whatever a store keyed by account adds (app.py builds the list). Each must
+        be idempotent."""
         self.blobs = blobs
         self.session_ttl = session_ttl
         self.users = Users(
@@ -99,6 +106,7 @@ class Mailbox:
             shingler=shingler,
             scanner=scanner,
             activity=activity,
+            personal=Personal(lists),
             clock=clock,
         )
         self.reading = Reading(
@@ -114,6 +122,8 @@ class Mailbox:
     def close(self) -> None:
         self.delivery.close()
         self.journal.settle()
+        if self.lists is not None:
+            self.lists.close()
         self.index.close()
 
     # -- users and sessions ------------------------------------------------------------------

@@ -227,6 +227,12 @@ class SQLiteIndex:
             self._db.close()
             raise
 
+    @property
+    def database(self) -> SQLiteDatabase:
+        """The file's one writer, for a store that keeps its table in the same file (the
+        sender lists, :mod:`pochta.mailbox.lists.sqlite`)."""
+        return self._db
+
     # -- users and sessions ----------------------------------------------------------------
     def add_user(self, email: str, password_hash: str, *, admin: bool = False) -> User:
         email = normalize_email(email)

@@ -20,7 +20,7 @@ from pochta import __version__, logs
 from pochta.app import Pochta, build, connection_gate, server_tls, service_token, web_secret
 from pochta.config import Settings
 from pochta.guard.networks import parse_networks
-from pochta.server import blobs, errors, imap, mailbox, scan, shingles, smtp, web
+from pochta.server import blobs, errors, imap, lists, mailbox, scan, shingles, smtp, web
 from pochta.server import metrics as metrics_api
 from pochta.server.connections import Doorman
 from pochta.server.imapstore import ImapStore
@@ -159,6 +159,7 @@ def create_app(
     app.add_middleware(logs.RequestIds)  # outermost: every line of a request has its id
     app.include_router(blobs.router)
     app.include_router(mailbox.router)
+    app.include_router(lists.router)
     app.include_router(scan.router)
     app.include_router(shingles.router)
     if settings.web.enabled:

@@ -173,6 +173,7 @@ def test_a_reader_sees_why_a_letter_is_phishing_says_not_spam_and_downloads(
     assert (count(page, "Inbox"), count(page, "Spam")) == (inbox + 1, spam - 1)
     assert from_counter(site, stored, "unspam") == unspam + 1  # the counters heard it
     assert page.locator("#spam").is_visible()  # now it can be sent back to Spam
+    assert page.locator("#list-offer").count() == 0  # no "always trust" for a phishing letter
     shot(page, "05-letter-not-spam")
 
     page.click('aside a[data-folder="Inbox"]')
@@ -185,6 +186,17 @@ def test_a_reader_sees_why_a_letter_is_phishing_says_not_spam_and_downloads(
     page.click("#spam")  # "this is spam": a complaint for the admin's table
     page.locator("#notice").wait_for()
     assert count(page, "Spam") == spam
+    offer = page.locator('#list-offer button.offer[data-action="block"]')
+    assert offer.get_attribute("data-value") == "sender@example.net"
+    shot(page, "07-letter-spam-offer")
+    offer.click()  # "always spam from sender@example.net"
+    page.locator("#notice").wait_for()
+    page.click("#lists-link")
+    entry = page.locator('#entries tr.entry[data-value="sender@example.net"]')
+    assert entry.get_attribute("data-action") == "block"
+    shot(page, "08-sender-lists")
+    entry.locator("button").click()  # remove it again: the other tests' letters come from it
+    page.locator("#no-entries").wait_for()
 
     page.click("#logout")
     page.wait_for_url(re.compile(r"/webmail/login$"))

@@ -1,4 +1,4 @@
-"""Learned words in PostgreSQL (migration 0008): one table for every loader of an installation.
+"""Learned words in PostgreSQL (migration 0009): one table for every loader of an installation.
 
     pochta.learned_words  (owner, hash, spam, ham, day)  owner 0 the installation, else an
                                                          account's id; hash the word's signed

@@ -135,6 +135,28 @@ WORDS: dict[str, tuple[str, str]] = {  # key: (en, ru)
         "Форма устарела или подделана; откройте страницу заново и повторите.",
     ),
     "error": ("Something went wrong", "Что-то пошло не так"),
+    "lists": ("Sender lists", "Списки отправителей"),
+    "lists_intro": (
+        "Letters from an address or a domain you trust never go to Spam; letters from one you"
+        " block always do. A trusted sender is still checked: a phishing letter, or one whose"
+        " From is forged (it fails DMARC, its name or Reply-To imitates someone else; for a"
+        " domain, it does not prove it comes from there), is not let through on the list alone.",
+        "Письма от адреса или домена, которому вы доверяете, не попадают в «Спам»; письма от"
+        " заблокированного — попадают всегда. Доверенного отправителя всё равно проверяют:"
+        " фишинговое письмо или письмо с поддельным From (не проходит DMARC, имя или Reply-To"
+        " выдают себя за другого; для домена — письмо не доказывает, что оно оттуда) одним"
+        " списком не пропускается.",
+    ),
+    "no_entries": ("Your list is empty.", "Ваш список пуст."),
+    "entry": ("Address or domain", "Адрес или домен"),
+    "action_allow": ("never spam", "не спам"),
+    "action_block": ("always spam", "всегда спам"),
+    "add": ("Add", "Добавить"),
+    "remove": ("Remove", "Удалить"),
+    "trust_sender": ("Always trust {sender}", "Всегда доверять {sender}"),
+    "trust_domain": ("Always trust {domain}", "Всегда доверять {domain}"),
+    "block_sender": ("Always spam from {sender}", "Всегда спам от {sender}"),
+    "list_changed": ("Your sender list was changed.", "Список отправителей изменён."),
 }
 
 

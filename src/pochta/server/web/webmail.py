@@ -1,11 +1,14 @@
 """The webmail: log in, folders with unread counts, a folder a page at a time, a letter
 (text, or sanitized HTML in a sandboxed frame) with its phishing banner, attachments, and
-"spam" / "not spam" / delete / move. Every action is the same service call as the HTTP API
-(``Mailbox.login``, ``update``, ``delete``...), so limits, ownership and the shingles'
-counters behave the same. Plain HTML forms, no script."""
+"spam" / "not spam" / delete / move, and after "spam" / "not spam" the offer to put the
+sender on the reader's own list (``/webmail/lists``: the list, with remove). Every action is
+the same service call as the HTTP API (``Mailbox.login``, ``update``, ``delete``, the lists'
+``add``, ``remove``...), so limits, ownership and the shingles' counters behave the same.
+Plain HTML forms, no script."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from typing import Annotated
@@ -16,9 +19,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from pochta import errors
+from pochta.antispam import personal
 from pochta.antispam.shingles.registry import Shingle, ShingleType
 from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs.registry import Sign
+from pochta.mailbox.lists import SenderListService
 from pochta.mailbox.reading import SPAM
 from pochta.mime import normalize
 from pochta.mime.letter import Letter
@@ -37,13 +42,14 @@ from pochta.server.web.pages import (
     render,
 )
 from pochta.server.web.sanitize import count_remote_images, sanitize
-from pochta.types import Folder
+from pochta.types import Folder, StoredLetter
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
 LetterId = Annotated[int, Path(ge=1, le=2**53 - 1)]
 FolderField = Annotated[str, Form(min_length=1, max_length=200)]
-NOTICES = frozenset({"moved", "deleted"})
+NOTICES = frozenset({"moved", "deleted", "listed"})
+OFFERS = frozenset({"allow", "block"})
 SENDER_MIN_LETTERS = 20
 """Letters from one address over 14 days before its letters' pages say anything of them: with
 fewer, a share could tell a reader what one other reader did."""
@@ -227,6 +233,7 @@ def letter(
     letter_id: LetterId,
     images: Annotated[bool, Query()] = False,
     notice: Annotated[str, Query(max_length=20)] = "",
+    offer: Annotated[str, Query(max_length=10)] = "",
 ) -> Response:
     assert v.user is not None
     box = v.pochta.mailbox
@@ -257,6 +264,7 @@ def letter(
         shares=_sender_shares(v, parsed),
         notice=notice if notice in NOTICES else "",
         in_spam=stored.folder == SPAM,
+        offers=_offers(offer, parsed, stored) if box.lists is not None else [],
         folder_url=_folder_url,
         quote=quote,
     )
@@ -293,22 +301,112 @@ def attachment(
     return security.protect(response, "default-src 'none'; sandbox")
 
 
-def _move(v: Viewer, letter_id: int, folder: str) -> Response:
+def _move(v: Viewer, letter_id: int, folder: str, offer: str = "") -> Response:
     assert v.user is not None
     v.pochta.mailbox.update(v.user.id, letter_id, folder=folder)
-    return redirect(_letter_url(letter_id, notice="moved"))
+    more = {"offer": offer} if offer else {}
+    return redirect(_letter_url(letter_id, notice="moved", **more))
 
 
 @router.post("/webmail/letters/{letter_id}/spam")
 def spam(v: PostedReader, letter_id: LetterId) -> Response:
-    """ "This is spam": to Spam; the letter's shingles get a complaint."""
-    return _move(v, letter_id, SPAM)
+    """ "This is spam": to Spam; the letter's shingles get a complaint. The page then offers
+    "always spam from <sender>"."""
+    return _move(v, letter_id, SPAM, offer="block")
 
 
 @router.post("/webmail/letters/{letter_id}/not-spam")
 def not_spam(v: PostedReader, letter_id: LetterId) -> Response:
-    """ "Not spam": back to the Inbox; the letter's shingles get an "unspam"."""
-    return _move(v, letter_id, "Inbox")
+    """ "Not spam": back to the Inbox; the letter's shingles get an "unspam". The page then
+    offers "always trust <sender>" and "<its domain>"."""
+    return _move(v, letter_id, "Inbox", offer="allow")
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """A button that puts the letter's sender on the reader's list."""
+
+    value: str  # the entry: the From address, or its registrable domain
+    action: str  # allow | block
+    word: str  # the button's words (i18n key)
+    back: str  # the letter's page, to come back to
+
+
+def _offers(offer: str, parsed: Letter, stored: StoredLetter) -> list[Offer]:
+    """After "not spam": trust the From address or its registrable domain; after "spam":
+    always spam from the From address. None for a letter without a usable From, and no
+    "trust" for a letter pochta called phishing (a list never lets phishing through: the
+    button would only mislead)."""
+    if offer not in OFFERS or not parsed.from_address:
+        return []
+    if offer == "allow" and stored.verdict == "phishing":
+        return []
+    letter_id = stored.id
+    try:
+        sender = personal.entry_value(parsed.from_address[: personal.MAX_ENTRY])
+    except errors.InvalidInput:
+        return []
+    back = _letter_url(letter_id, notice="listed")
+    if offer == "block":
+        return [Offer(sender, "block", "block_sender", back)]
+    found = [Offer(sender, "allow", "trust_sender", back)]
+    with contextlib.suppress(errors.InvalidInput):
+        domain = personal.entry_value(normalize.registrable(sender.rpartition("@")[2]) or "")
+        found.append(Offer(domain, "allow", "trust_domain", back))
+    return found
+
+
+def _back(back: str, default: str) -> str:
+    """Where a form may send the reader back to: a page of the webmail, nowhere else."""
+    if back.startswith("/webmail") and "//" not in back and "\\" not in back:
+        return back
+    return default
+
+
+@router.get("/webmail/lists")
+def lists_page(v: Reader, notice: Annotated[str, Query(max_length=20)] = "") -> Response:
+    """The reader's sender list, each entry with its "remove" button, and a form to add one."""
+    assert v.user is not None
+    lists = _sender_lists(v)
+    return render(
+        v,
+        "lists.html",
+        folders=_folders(v),
+        folder="",
+        entries=lists.entries(v.user.id),
+        notice=notice == "changed",
+        max_entry=personal.MAX_ENTRY,
+        folder_url=_folder_url,
+    )
+
+
+EntryField = Annotated[str, Form(min_length=1, max_length=personal.MAX_ENTRY)]
+
+
+@router.post("/webmail/lists")
+def add_entry(
+    v: PostedReader,
+    value: EntryField,
+    action: Annotated[str, Form(max_length=10)],
+    back: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    assert v.user is not None
+    _sender_lists(v).add(v.user.id, value, action)
+    return redirect(_back(back, "/webmail/lists?notice=changed"))
+
+
+@router.post("/webmail/lists/delete")
+def remove_entry(v: PostedReader, value: EntryField) -> Response:
+    assert v.user is not None
+    _sender_lists(v).remove(v.user.id, value)
+    return redirect("/webmail/lists?notice=changed")
+
+
+def _sender_lists(v: Viewer) -> SenderListService:
+    lists = v.pochta.mailbox.lists
+    if lists is None:
+        raise errors.ConfigError("sender lists are not set up on this server")
+    return lists
 
 
 @router.post("/webmail/letters/{letter_id}/move")

@@ -1,0 +1,156 @@
+"""Delivery with personal sender lists (:mod:`pochta.mailbox.personal`): recipients whose
+lists disagree get their own letters (own header, own folder), the attachments are still
+stored once, and only the installation's verdict teaches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.mailtools import letter, payload
+
+from pochta.antispam import personal
+from pochta.antispam.verdict import Verdict
+from pochta.app import Pochta, build
+from pochta.config import load_settings
+from pochta.errors import StorageError
+from pochta.mailbox.trace import verdict_headers
+from pochta.types import Envelope, ListEntry, User
+
+DATA = Path(__file__).parent.parent / "data" / "phishing"
+SENDER = "Shop News <news@mail.shop.example>"
+TEXT = "Hi Ann,\n\nthe minutes of Tuesday's meeting are attached; see you on Friday.\n\nPeter\n"
+
+
+@pytest.fixture
+def pochta(tmp_path: Path) -> Iterator[Pochta]:
+    p = build(load_settings(data_dir=tmp_path / "data"))
+    yield p
+    p.close()
+
+
+def users(p: Pochta, n: int) -> list[User]:
+    return [p.mailbox.index.add_user(f"u{i}@example.org", "x") for i in range(n)]
+
+
+def head(p: Pochta, v: Verdict) -> bytes:
+    return verdict_headers(v, p.scanner.authserv_id, b"\r\n")
+
+
+def test_nobody_listed_is_one_letter_for_all_as_before(pochta: Pochta) -> None:
+    rcpts = users(pochta, 3)
+    pochta.mailbox.lists.add(rcpts[0].id, "other.example", "block")
+    raw = letter(sender=SENDER, text=TEXT, attachments=[("a.bin", payload(1, 20_000))])
+    done = pochta.mailbox.deliver(raw, rcpts, scan=True)
+    assert done.verdict is not None and done.verdict.listed is None
+    skeletons = {pochta.mailbox.index.content(i)[0] for i in done.ids}
+    assert len(skeletons) == 1
+    for u, i in zip(rcpts, done.ids, strict=True):
+        assert pochta.mailbox.raw(u.id, i) == head(pochta, done.verdict) + raw
+
+
+def test_a_block_gives_its_owner_a_letter_of_their_own_and_the_attachment_once(
+    pochta: Pochta,
+) -> None:
+    blocker, other = users(pochta, 2)
+    pochta.mailbox.lists.add(blocker.id, "shop.example", "block")
+    att = payload(2, 120_000)
+    raw = letter(sender=SENDER, text=TEXT, attachments=[("big.bin", att)])
+    done = pochta.mailbox.deliver(raw, [blocker, other], scan=True)
+    installation = done.verdict
+    assert installation is not None and installation.label == "ham"
+    assert done.uploaded == 1 and done.attachments == 1
+    assert pochta.blobs.stat(done_key(pochta, done.ids[0])).counter == 2  # one file, two letters
+    mine_b = pochta.mailbox.letter(blocker.id, done.ids[0])
+    mine_o = pochta.mailbox.letter(other.id, done.ids[1])
+    assert (mine_b.folder, mine_b.verdict) == ("Spam", "spam")
+    assert (mine_o.folder, mine_o.verdict) == ("Inbox", "ham")
+    blocked = personal.personal(
+        installation, [ListEntry("shop.example", "block")], "news@mail.shop.example"
+    )
+    got_b = pochta.mailbox.raw(blocker.id, done.ids[0])
+    assert got_b == head(pochta, blocked) + raw
+    assert b"; list=block\r\n" in got_b.split(b"Authentication-Results")[0]
+    assert pochta.mailbox.raw(other.id, done.ids[1]) == head(pochta, installation) + raw
+    assert pochta.mailbox.attachment(blocker.id, done.ids[0], 0)[0] == att
+    # deleting one letter leaves the other's attachment
+    pochta.mailbox.delete(blocker.id, done.ids[0])
+    pochta.mailbox.process_deletions()
+    assert pochta.mailbox.attachment(other.id, done.ids[1], 0)[0] == att
+    assert pochta.mailbox.fsck().ok
+
+
+def test_groups_without_attachments_are_delivered_together(pochta: Pochta) -> None:
+    rcpts = users(pochta, 4)
+    pochta.mailbox.lists.add(rcpts[1].id, "news@mail.shop.example", "block")
+    pochta.mailbox.lists.add(rcpts[3].id, "mail.shop.example", "block")
+    raw = letter(sender=SENDER, text=TEXT)
+    done = pochta.mailbox.deliver(raw, rcpts, scan=True)
+    folders = [pochta.mailbox.letter(u.id, i).folder for u, i in zip(rcpts, done.ids, strict=True)]
+    assert folders == ["Inbox", "Spam", "Inbox", "Spam"]  # the ids in the recipients' order
+    # two headers: the installation's, and "list=block" (the address's and the domain's)
+    assert len({pochta.mailbox.index.content(i)[0] for i in done.ids}) == 2
+    assert pochta.mailbox.stats()["letters"] == 4
+
+
+def test_an_allowed_sender_of_a_phishing_letter_still_gets_phishing(pochta: Pochta) -> None:
+    truster, other = users(pochta, 2)
+    raw = (DATA / "ru15_sber_spoofed_broken_dkim.eml").read_bytes()
+    pochta.mailbox.lists.add(truster.id, "sberbank.ru", "allow")
+    pochta.mailbox.lists.add(other.id, "info@sberbank.ru", "allow")
+    done = pochta.mailbox.deliver(raw, [truster, other], scan=True)
+    for u, i in zip([truster, other], done.ids, strict=True):
+        stored = pochta.mailbox.letter(u.id, i)
+        assert (stored.folder, stored.verdict) == ("Spam", "phishing")
+        assert b"list=allow-refused:phishing" in pochta.mailbox.raw(u.id, i)
+
+
+def test_an_allow_lets_the_senders_spam_verdict_through_for_its_owner_only(
+    pochta: Pochta,
+) -> None:
+    truster, other = users(pochta, 2)
+    raw = (DATA / "spam_ru01_windows_ad.eml").read_bytes()
+    pochta.mailbox.lists.add(truster.id, "sale@okna-econom.biz", "allow")
+    done = pochta.mailbox.deliver(raw, [truster, other], scan=True, envelope=Envelope())
+    assert done.verdict is not None and done.verdict.label == "spam"
+    assert pochta.mailbox.letter(truster.id, done.ids[0]).folder == "Inbox"
+    assert pochta.mailbox.letter(other.id, done.ids[1]).folder == "Spam"
+
+
+def test_only_the_installations_verdict_teaches(
+    pochta: Pochta, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker, other = users(pochta, 2)
+    pochta.mailbox.lists.add(blocker.id, "shop.example", "block")
+    learned: list[Verdict] = []
+    real = pochta.scanner.learn
+
+    def learn(verdict: Verdict, at: float | None = None) -> str | None:
+        learned.append(verdict)
+        return real(verdict, at)
+
+    monkeypatch.setattr(pochta.scanner, "learn", learn)
+    done = pochta.mailbox.deliver(letter(sender=SENDER, text=TEXT), [blocker, other], scan=True)
+    assert learned == [done.verdict]
+    assert learned[0].listed is None and learned[0].label == "ham"
+
+
+def test_a_list_store_that_cannot_be_read_leaves_everyone_the_installations_verdict(
+    pochta: Pochta, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker, other = users(pochta, 2)
+    pochta.mailbox.lists.add(blocker.id, "shop.example", "block")
+
+    def down(*args: object) -> object:
+        raise StorageError("the database is down")
+
+    assert pochta.mailbox.lists is not None
+    monkeypatch.setattr(pochta.mailbox.lists.store, "lookup", down)
+    done = pochta.mailbox.deliver(letter(sender=SENDER, text=TEXT), [blocker, other], scan=True)
+    got = [pochta.mailbox.letter(u.id, i) for u, i in zip([blocker, other], done.ids, strict=True)]
+    assert [g.folder for g in got] == ["Inbox", "Inbox"]
+
+
+def done_key(p: Pochta, letter_id: int) -> str:
+    return p.mailbox.index.content(letter_id)[1][0].key
