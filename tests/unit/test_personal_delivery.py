@@ -16,6 +16,7 @@ from pochta.app import Pochta, build
 from pochta.config import load_settings
 from pochta.errors import StorageError
 from pochta.mailbox.trace import verdict_headers
+from pochta.mime.letter import parse
 from pochta.types import Envelope, ListEntry, User
 
 DATA = Path(__file__).parent.parent / "data" / "phishing"
@@ -154,3 +155,53 @@ def test_a_list_store_that_cannot_be_read_leaves_everyone_the_installations_verd
 
 def done_key(p: Pochta, letter_id: int) -> str:
     return p.mailbox.index.content(letter_id)[1][0].key
+
+
+def club(i: int) -> bytes:
+    return letter(
+        sender="Rowing Club <club@rowing.example>",
+        subject=f"Rowing club notes, week {i}",
+        text=f"Hi all, the regatta meeting moved to Thursday {i}. The boathouse keys are with"
+        " Pete; the new oars arrived. Training schedule attached below as usual. Cheers, the"
+        " committee",
+    )
+
+
+def test_a_users_own_words_give_that_user_a_letter_of_their_own(pochta: Pochta) -> None:
+    """Personal words in the per-recipient step: alice taught that the club's notes are spam,
+    bob that they are not (each with enough of both kinds), carol taught nothing; the next
+    notes go to alice's Spam with her own header, to bob's Inbox with his, and carol gets the
+    installation's verdict, all in one delivery. (Taught through the scanner's words alone:
+    moving the letters would also complain to the shingle counters; the feedback paths have
+    their own tests.)"""
+    alice, bob, carol = users(pochta, 3)
+    pills = [
+        letter(subject=f"cheap pills {j}", text="buy cheap viagra now, best price online pharmacy")
+        for j in range(3)
+    ]
+    lunch = letter(subject="lunch", text="see you at noon")
+    for i in range(4):
+        pochta.scanner.feedback(parse(club(i)), "spam", "ham", owner=alice.id)
+        pochta.scanner.feedback(parse(club(i + 4)), "not_spam", "spam", owner=bob.id)
+    for owner in (alice.id, bob.id):
+        pochta.scanner.feedback(parse(lunch), "not_spam", "spam", owner=owner)
+        for raw in pills:
+            pochta.scanner.feedback(parse(raw), "spam", "ham", owner=owner)
+    words = pochta.scanner.words
+    personal_words = pochta.scanner.personal
+    assert words is not None and personal_words is not None
+    words.flush()
+    assert personal_words.refresh() == {alice.id, bob.id}
+    raw = club(20)
+    done = pochta.mailbox.deliver(raw, [alice, bob, carol], scan=True)
+    installation = done.verdict
+    assert installation is not None
+    got = [
+        pochta.mailbox.letter(u.id, i) for u, i in zip((alice, bob, carol), done.ids, strict=True)
+    ]
+    assert [(m.folder, m.verdict) for m in got[:2]] == [("Spam", "spam"), ("Inbox", "ham")]
+    assert (got[2].folder, got[2].verdict) == (installation.folder, installation.label)
+    raws = [pochta.mailbox.raw(m.user_id, m.id) for m in got]
+    assert raws[0].endswith(raw) and raws[0].startswith(b"X-Pochta-Spam: spam;")
+    assert raws[1].endswith(raw) and raws[1].startswith(b"X-Pochta-Spam: ham;")
+    assert raws[2] == head(pochta, installation) + raw

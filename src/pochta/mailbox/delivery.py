@@ -4,8 +4,9 @@
    letter once, analyze it for the verdict, take its shingles, split it into skeleton +
    extracted attachments;
 1. decide the verdict (the counters, the rules, the model); make it personal
-   (:mod:`pochta.mailbox.personal`: each recipient's sender list) and group the recipients by
-   the verdict they get (one group unless someone's list names the sender); put each group's
+   (:mod:`pochta.mailbox.personal`: each recipient's own words and sender list) and group
+   the recipients by the verdict they get (one group unless someone's words or list decide
+   otherwise); put each group's
    header lines in front of its skeleton;
 2. write N letters PENDING, one skeleton shared by each group (by all, in the common case),
    each reference with its own random magic; the attachments are the same for every group
@@ -157,7 +158,9 @@ class Delivery:
         groups: list[tuple[Verdict | None, list[User]]] = [(None, unique)]
         if prepared.analysis is not None and self.scanner is not None:
             verdict = self.scanner.decide(prepared.analysis)
-            groups = list(self.personal.groups(verdict, prepared.from_address, unique))
+            groups = list(
+                self.personal.groups(verdict, prepared.from_address, unique, prepared.analysis)
+            )
         when = self._clock() if received is None else received
         written: list[tuple[Split, list[NewStoredLetter], list[int]]] = []
         try:

@@ -3,53 +3,77 @@ each recipient said (today their sender lists, :mod:`pochta.antispam.personal`),
 recipients grouped by the verdict they get, so that the common case (nobody's list names the
 sender) stays one group: one skeleton, one write.
 
-The installation's verdict is the one that teaches (``Scanner.learn``): a personal verdict
-never does.
+Two personal inputs, in this order: the words the recipient taught
+(``Scanner.for_owner``: the model decides again with the recipient's own word statistic, once
+the recipient taught enough; the same verdict object, at no cost, otherwise), then the
+recipient's sender lists (:func:`pochta.antispam.personal.personal`: a block or an allow
+decides over the words, within the list's own checks). Recipients whose verdict is the
+installation's stay in one group; the others are grouped by their label and header (what is
+stored of a verdict).
 
-Another personal input (a user's own learned words) joins here the same way: read what it
-needs for all the recipients in one call, decide each recipient's verdict with a pure function
-(as :func:`pochta.antispam.personal.personal` does), and let the grouping below do the rest;
-whatever a group's verdict adds to its header must then be part of the group's key."""
+The installation's verdict is the one that teaches (``Scanner.learn``): a personal verdict
+never does."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pochta.antispam import personal as rule
-from pochta.antispam.verdict import Verdict
+from pochta.antispam.verdict import Analysis, Verdict
 from pochta.errors import StorageError
 from pochta.mailbox.lists import SenderListService
-from pochta.types import User
+from pochta.types import ListEntry, User
 
 log = logging.getLogger("pochta.delivery")
 
 Group = tuple[Verdict, list[User]]
+ForOwner = Callable[[Verdict, Analysis, int], Verdict]
+"""A recipient's verdict by the words it taught (``Scanner.for_owner``)."""
 
 
 class Personal:
-    def __init__(self, lists: SenderListService | None = None) -> None:
+    def __init__(
+        self, lists: SenderListService | None = None, words: ForOwner | None = None
+    ) -> None:
         self.lists = lists
+        self.words = words
 
-    def groups(self, verdict: Verdict, sender: str, users: Sequence[User]) -> list[Group]:
+    def groups(
+        self,
+        verdict: Verdict,
+        sender: str,
+        users: Sequence[User],
+        analysis: Analysis | None = None,
+    ) -> list[Group]:
         """``users`` grouped by their own verdict on a letter from ``sender`` (its From
-        address), in the order of their first member; one group when nobody's differs. The
-        lists are read once for all the users; a store that cannot be read leaves everyone
-        the installation's verdict (logged), as the counters do: the mail flow never fails
-        for them."""
-        if self.lists is None or not sender or len(users) == 0:
-            return [(verdict, list(users))]
-        try:
-            found = self.lists.lookup([u.id for u in users], sender)
-        except StorageError as exc:
-            log.warning("sender lists: not read, the installation's verdict for all: %s", exc)
-            return [(verdict, list(users))]
-        if not found:
-            return [(verdict, list(users))]
-        groups: dict[tuple[str, str | None], Group] = {}
+        address), in the order of their first member; one group when nobody's differs.
+        ``analysis``: the letter's, for the words (without it, only the lists). The lists
+        are read once for all the users; a store that cannot be read leaves everyone the
+        installation's verdict (logged), as the counters do: the mail flow never fails for
+        them."""
+        users = list(users)
+        found = self._lists(users, sender)
+        words = self.words if analysis is not None else None
+        if not found and words is None:
+            return [(verdict, users)]
+        groups: dict[tuple[str, str] | None, Group] = {}
         for user in users:
-            mine = rule.personal(verdict, found.get(user.id, ()), sender)
+            mine = verdict
+            if words is not None and analysis is not None:
+                mine = words(verdict, analysis, user.id)
+            if found:
+                mine = rule.personal(mine, found.get(user.id, ()), sender)
             # what is stored of a verdict: its label and its header (not which entry matched)
-            key = (mine.label, None if mine.listed is None else mine.listed.header())
+            key = None if mine is verdict else (mine.label, mine.header())
             groups.setdefault(key, (mine, []))[1].append(user)
         return list(groups.values())
+
+    def _lists(self, users: list[User], sender: str) -> dict[int, Sequence[ListEntry]]:
+        if self.lists is None or not sender or not users:
+            return {}
+        try:
+            return dict(self.lists.lookup([u.id for u in users], sender))
+        except StorageError as exc:
+            log.warning("sender lists: not read, the installation's verdict for all: %s", exc)
+            return {}

@@ -106,7 +106,7 @@ class Mailbox:
             shingler=shingler,
             scanner=scanner,
             activity=activity,
-            personal=Personal(lists),
+            personal=Personal(lists, scanner.for_owner if scanner is not None else None),
             clock=clock,
         )
         self.reading = Reading(
