@@ -189,3 +189,30 @@ def test_unknown_or_absurd_addresses_are_one_line_errors(data: Path) -> None:
         code, out, err = run(*args, "--data", data, "--json")
         assert code == 3, (args, out, err)
         assert json.loads(err)["error"] and len(err) < 2000
+
+
+def test_user_delete_forgets_the_words_even_where_learning_is_now_off(
+    data: Path, tmp_path: Path
+) -> None:
+    """Words an account taught are its data: deleted with it even when the installation has
+    since turned learning off (antispam.learn_words = false), and the words kept stay."""
+    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    try:
+        alice = p.mailbox.user(ALICE)
+        assert alice is not None and p.scanner.words is not None
+        assert p.scanner.words.totals(alice.id) == (3, 0)
+    finally:
+        p.close()
+    off = tmp_path / "off.toml"
+    off.write_text("[antispam]\nlearn_words = false\nworkers = 0\n")
+    code, _, err = run("user", "delete", ALICE, "--no-wait", "--data", data, "--config", off)
+    assert code == 0, err
+    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    try:
+        words = p.scanner.words
+        assert words is not None
+        assert words.totals(alice.id) == (0, 0) and not words.learned(alice.id, [1])[0]
+        assert alice.id not in words.store.owners()
+        assert words.totals(INSTALLATION) == (0, 3)  # the installation's stay
+    finally:
+        p.close()
