@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -320,7 +321,9 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         activity=history,
         lists=sender_lists,
         forget=[
-            *([scanner.words.forget] if scanner.words is not None else []),
+            scanner.words.forget
+            if scanner.words is not None
+            else _forget_words(settings, data, pg, redis_client),
             sender_lists.forget,
         ],
     )
@@ -617,8 +620,32 @@ def switch_model(
     log.info("model switched to %s", switched.version or "the shipped one")
 
 
-def _word_store(
+def _forget_words(
     settings: Settings, data: Path, pg: Postgres | None, redis_client: SyncClient | None
+) -> Callable[[int], None]:
+    """What forgets an account's learned words in a loader that does not learn (learn_words
+    off, or no model): what the account taught before is still its data. The store is opened
+    for the call (an embedded file only when there is one)."""
+
+    def forget(owner: int) -> None:
+        if words_backend(settings) == "sqlite" and not (data / "words.sqlite3").exists():
+            return
+        store = _word_store(settings, data, pg, redis_client, warn=False)
+        try:
+            store.forget(owner)
+        finally:
+            store.close()
+
+    return forget
+
+
+def _word_store(
+    settings: Settings,
+    data: Path,
+    pg: Postgres | None,
+    redis_client: SyncClient | None,
+    *,
+    warn: bool = True,
 ) -> WordStore:
     """The learned words' store (``words_backend``). A table shared by several loaders must be
     keyed alike on each: without ``antispam.learned_words_key`` each machine keys it with its
@@ -626,7 +653,7 @@ def _word_store(
     backend = words_backend(settings)
     if backend == "sqlite":
         return SQLiteWordStore(data / "words.sqlite3")
-    if settings.antispam.learned_words_key is None:
+    if warn and settings.antispam.learned_words_key is None:
         log.warning(
             "learned words are in %s, keyed with this machine's <data_dir>/words-key: set"
             " antispam.learned_words_key (POCHTA_ANTISPAM__LEARNED_WORDS_KEY), the same on every"

@@ -733,6 +733,32 @@ class ListEntry:
         return "@" not in self.value
 
 
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """What a recipient's list said of a letter: the entry that matched the From address
+    ``sender``, and whether it was applied (``reason``: why an allow was not)."""
+
+    entry: ListEntry
+    sender: str
+    applied: bool
+    reason: str = ""
+
+    def header(self) -> str:
+        """The ``list=`` part of ``X-Pochta-Spam``."""
+        if self.applied:
+            return f"list={self.entry.action}"
+        return f"list={self.entry.action}-refused:{self.reason}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "action": self.entry.action,
+            "entry": self.entry.value,
+            "from": self.sender,
+            "applied": self.applied,
+            "reason": self.reason or None,
+        }
+
+
 class SenderLists(Protocol):
     """Every account's allow / block entries. Values are given normalized (the service in
     :mod:`pochta.mailbox.lists` validates them); one value has one action per account."""

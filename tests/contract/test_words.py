@@ -264,6 +264,19 @@ def test_each_owner_has_its_own_table(store: WordStore) -> None:
     assert store.owners() == [0, 7, 8]
 
 
+def test_all_totals_are_every_owners_totals_in_one_read(store: WordStore) -> None:
+    assert store.all_totals() == {}
+    store.add(0, {1: (1, 0), 2: (0, 1)}, (1, 1), day=5)
+    for owner in range(7, 7 + 30):  # on several slots: a Cluster's nodes each answer theirs
+        store.add(owner, {1: (owner, 0)}, (owner, 3), day=5)
+    store.add(8, {3: (-100, 0)}, (-100, 0), day=5)  # totals stop at 0, as totals() does
+    want = {0: (1, 1), **{o: (o, 3) for o in range(7, 37)}, 8: (0, 3)}
+    assert store.all_totals() == want
+    assert {o: store.totals(o) for o in store.owners()} == want
+    store.forget(9)
+    assert 9 not in store.all_totals() and len(store.all_totals()) == 30
+
+
 def test_forget_drops_one_owner_only(store: WordStore) -> None:
     store.add(0, {1: (1, 0)}, (1, 0), day=5)
     store.add(7, {1: (0, 4), 2: (1, 1)}, (1, 4), day=5)

@@ -90,6 +90,41 @@ def test_db_upgrade_applies_every_migration_once(dsn_env: str, tmp_path: Path) -
     assert [r[0] for r in rows] == list(range(1, migrate.head() + 1))
 
 
+def test_a_database_at_version_6_upgrades_to_the_models_lists_and_words(
+    dsn_env: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An installation upgraded before issue 28 (schema 6, the IMAP one): ``pochta db
+    upgrade`` adds the model versions (7), the sender lists (8), the learned words and the
+    history (9), in that order, and a pochta built on it uses all three."""
+    real = migrate.shipped()
+    assert [f"{m.version:04d}_{m.name}" for m in real[6:]] == [
+        "0007_models",
+        "0008_sender_lists",
+        "0009_words_history",
+    ]
+    with monkeypatch.context() as m:
+        m.setattr(migrate, "shipped", lambda: real[:6])
+        assert pochta_cli("db", "upgrade", "--data", str(tmp_path))[0] == 0
+    code, out, err = pochta_cli("db", "status", "--data", str(tmp_path))
+    assert code == 6 and "version 6" in out and "pochta db upgrade" in err
+    code, out, _ = pochta_cli("db", "upgrade", "--json", "--data", str(tmp_path))
+    assert code == 0, out
+    assert [a["version"] for a in json.loads(out)["applied"]] == [7, 8, 9]
+    pochta = build(pg_settings(tmp_path / "data", dsn_env))
+    try:
+        user = pochta.mailbox.add_user("a@example.org", "a long enough password")
+        assert pochta.mailbox.lists is not None
+        pochta.mailbox.lists.add(user.id, "shop.example", "block")
+        words = pochta.scanner.words
+        assert words is not None
+        words.learn(words.hashes(["s:w"]), "spam", 3, owner=user.id)
+        words.flush()
+        assert words.totals(user.id) == (3, 0)
+        assert pochta.mailbox.lists.entries(user.id)[0].action == "block"
+    finally:
+        pochta.close()
+
+
 def test_a_database_newer_than_the_code_is_refused(dsn_env: str, tmp_path: Path) -> None:
     assert pochta_cli("db", "upgrade", "--data", str(tmp_path))[0] == 0
     with psycopg.connect(dsn_env) as conn:

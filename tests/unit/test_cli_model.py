@@ -15,6 +15,7 @@ from pochta.app import build
 from pochta.cli import app
 from pochta.config import load_settings
 from pochta.errors import InvalidInput
+from pochta.mime.letter import parse
 from pochta_factory import installation, legit, sources
 
 runner = CliRunner()
@@ -293,3 +294,27 @@ def test_evaluate_a_users_letters_says_which_would_change_folder(data: Path) -> 
     assert {r["folder"] for r in result["letters"]} == {"Inbox", "Spam"}
     moved = sum(1 for r in result["letters"] if (r["folder"] == "Spam") != (r["goes_to"] == "Spam"))
     assert result["summary"]["would_move"] == moved
+
+
+def test_evaluate_a_users_letters_reads_the_users_own_list(data: Path) -> None:
+    """ "Would it go to Spam now" for a user is what a delivery to that user would do: the
+    installation's verdict made personal by the user's sender list (and words)."""
+    pochta = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    try:
+        ann = pochta.mailbox.add_user("ann@example.org", "a long enough password")
+        blocked, kept = ham_letters(2)
+        assert pochta.mailbox.lists is not None
+        pochta.mailbox.lists.add(ann.id, parse(blocked).from_address, "block")
+        done = pochta.mailbox.deliver(blocked, [ann], scan=True)
+        assert done.verdict is not None and done.verdict.label == "ham"
+        assert pochta.mailbox.letter(ann.id, done.ids[0]).folder == "Spam"  # her list
+        pochta.mailbox.deliver(kept, [ann], scan=True)
+    finally:
+        pochta.close()
+    code, out, err = run("model", "evaluate", "--user", "ann@example.org", "--data", data, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    rows = {r["folder"]: r for r in result["letters"]}
+    assert (rows["Spam"]["goes_to"], rows["Spam"]["verdict"]) == ("Spam", "spam")
+    assert rows["Spam"]["list"] == "block" and rows["Inbox"]["list"] is None
+    assert rows["Inbox"]["goes_to"] == "Inbox" and result["summary"]["would_move"] == 0

@@ -48,6 +48,11 @@ def data(tmp_path: Path) -> Path:
         assert words is not None
         words.learn(words.hashes(["s:alice-only", "newsletter"]), "spam", 3, owner=alice.id)
         words.learn(words.hashes(["s:everyone"]), "ham", 3)
+        lists = box.lists
+        assert lists is not None
+        lists.add(alice.id, "shop.example", "block")
+        lists.add(alice.id, "friend@example.net", "allow")
+        lists.add(bob.id, "shop.example", "allow")
     finally:
         p.close()
     return path
@@ -98,6 +103,39 @@ def test_user_delete_leaves_nothing_and_is_safe_to_repeat(data: Path) -> None:
         assert p.mailbox.add_user(ALICE, PASSWORD).id != 0  # the address can be taken again
     finally:
         p.close()
+
+
+def _lists(data: Path, emails: list[str]) -> list[tuple[int, list[tuple[str, str]]]]:
+    """Each account's id and sender-list entries; a deleted one's read by the id it had."""
+    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    try:
+        lists = p.mailbox.lists
+        assert lists is not None
+        out = []
+        for email in emails:
+            user = p.mailbox.user(email)
+            assert user is not None
+            out.append((user.id, [(e.value, e.action) for e in lists.entries(user.id)]))
+        return out
+    finally:
+        p.close()
+
+
+def test_user_delete_forgets_the_accounts_sender_lists(data: Path) -> None:
+    """The forget hooks app.py builds: the account's lists go with it, another's stay."""
+    (alice_id, alice), bob = _lists(data, [ALICE, BOB])
+    assert alice == [("friend@example.net", "allow"), ("shop.example", "block")]
+    code, _, err = run("user", "delete", ALICE, "--no-wait", "--data", data)
+    assert code == 0, err
+    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    try:
+        lists = p.mailbox.lists
+        assert lists is not None
+        assert lists.entries(alice_id) == []
+        assert not lists.lookup([alice_id], "x@shop.example")
+    finally:
+        p.close()
+    assert _lists(data, [BOB]) == [bob]  # Bob's list stays
 
 
 def test_words_stats_and_clear(data: Path) -> None:
@@ -151,3 +189,30 @@ def test_unknown_or_absurd_addresses_are_one_line_errors(data: Path) -> None:
         code, out, err = run(*args, "--data", data, "--json")
         assert code == 3, (args, out, err)
         assert json.loads(err)["error"] and len(err) < 2000
+
+
+def test_user_delete_forgets_the_words_even_where_learning_is_now_off(
+    data: Path, tmp_path: Path
+) -> None:
+    """Words an account taught are its data: deleted with it even when the installation has
+    since turned learning off (antispam.learn_words = false), and the words kept stay."""
+    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    try:
+        alice = p.mailbox.user(ALICE)
+        assert alice is not None and p.scanner.words is not None
+        assert p.scanner.words.totals(alice.id) == (3, 0)
+    finally:
+        p.close()
+    off = tmp_path / "off.toml"
+    off.write_text("[antispam]\nlearn_words = false\nworkers = 0\n")
+    code, _, err = run("user", "delete", ALICE, "--no-wait", "--data", data, "--config", off)
+    assert code == 0, err
+    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    try:
+        words = p.scanner.words
+        assert words is not None
+        assert words.totals(alice.id) == (0, 0) and not words.learned(alice.id, [1])[0]
+        assert alice.id not in words.store.owners()
+        assert words.totals(INSTALLATION) == (0, 3)  # the installation's stay
+    finally:
+        p.close()

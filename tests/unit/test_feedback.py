@@ -24,7 +24,7 @@ from pochta.antispam import tokens as tokens_mod
 from pochta.antispam.words import FEEDBACK_WEIGHT, INSTALLATION, Words
 from pochta.app import Pochta
 from pochta.config import load_settings
-from pochta.mailbox.feedback import SPAM, State, decide, said_spam, says_spam
+from pochta.mailbox.feedback import SPAM, State, decide, placed_flags, said_spam, says_spam
 from pochta.mime.letter import parse
 from pochta.server.http import create_app
 from pochta.types import LetterFlag
@@ -51,6 +51,16 @@ def test_the_owners_word_is_the_keyword_else_the_folder() -> None:
     assert says_spam(State(SPAM, both)) and not says_spam(State("Archive", both))
     assert said_spam("phishing", LetterFlag.NONE) and said_spam(None, LetterFlag.SAID_SPAM)
     assert not said_spam("ham", LetterFlag.NONE) and not said_spam(None, LetterFlag.NONE)
+
+
+@given(state=STATES, hidden=st.booleans())
+def test_a_placed_letters_baseline_is_its_owners_word(state: State, hidden: bool) -> None:
+    """APPEND / import: no verdict, so the baseline is the owner's word as placed (a client
+    cannot set SAID_SPAM itself)."""
+    given_flags = state.flags | (LetterFlag.SAID_SPAM if hidden else LetterFlag.NONE)
+    kept = placed_flags(state.folder, given_flags)
+    assert said_spam(None, kept) == says_spam(state)
+    assert kept & ~LetterFlag.SAID_SPAM == state.flags
 
 
 @given(path=st.lists(STATES, min_size=1, max_size=30), verdict_spam=st.booleans())
@@ -431,3 +441,33 @@ def test_a_letter_imported_into_spam_taken_out_is_a_not_spam(world: World) -> No
     w.pochta.mailbox.update(user_id, stored.id, folder="Inbox")
     st = w.words.stats(user_id)
     assert (st.learned_spam, st.learned_ham) == (0, W)
+
+
+@pytest.mark.parametrize(
+    ("folder", "keyword", "taught"),
+    [("INBOX", "$Junk", (0, W)), (SPAM, "$NotJunk", (W, 0))],
+)
+def test_a_letter_appended_with_a_keyword_keeps_it_as_its_owners_word(
+    world: World, folder: str, keyword: str, taught: tuple[int, int]
+) -> None:
+    """APPEND with $Junk (or into Spam with $NotJunk): the owner's word at APPEND is the
+    keyword, the baseline as the folder is for a plain APPEND. Taking the keyword off turns
+    the word over to the folder's (not spam in the Inbox, spam in Spam), which teaches that,
+    instead of taking off a word nobody taught; putting it back undoes it."""
+    w = world
+    user, user_id = fresh(w, f"kw-{keyword[1:].lower()}")
+    c = _imap(w, user)
+    raw = letter(subject="kept", text=f"zanzibarquokka appended with {keyword}")
+    when = imaplib.Time2Internaldate(time.time())
+    assert c.append(folder, f"({keyword})", when, raw)[0] == "OK"
+    uid = _uid(c, folder)
+    c.select(folder)
+    st = w.words.stats(user_id)
+    assert (st.learned_spam, st.learned_ham) == (0, 0)  # an APPEND alone teaches nothing
+    assert c.uid("STORE", uid, "-FLAGS", f"({keyword})")[0] == "OK"
+    st = w.words.stats(user_id)
+    assert (st.learned_spam, st.learned_ham) == taught
+    assert c.uid("STORE", uid, "+FLAGS", f"({keyword})")[0] == "OK"
+    c.logout()
+    st = w.words.stats(user_id)
+    assert (st.learned_spam, st.learned_ham) == (0, 0)

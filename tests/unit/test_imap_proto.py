@@ -219,6 +219,16 @@ def facts(flags: LetterFlag = LetterFlag.NONE, seq: int = 1) -> Facts:
         ("UID 11:*", LetterFlag.NONE, False),
         ("1", LetterFlag.NONE, True),
         ("(2:3 SEEN) KEYWORD $Junk", LetterFlag.NONE, False),
+        # the keywords pochta keeps ($Junk, $NotJunk: the owner's word) are searched as kept
+        ("KEYWORD $Junk", LetterFlag.JUNK, True),
+        ("KEYWORD $junk", LetterFlag.JUNK, True),  # flag names are case-insensitive
+        ("KEYWORD $Junk", LetterFlag.NOT_JUNK, False),
+        ("UNKEYWORD $Junk", LetterFlag.JUNK, False),
+        ("UNKEYWORD $Junk", LetterFlag.NONE, True),
+        ("KEYWORD $NotJunk", LetterFlag.NOT_JUNK, True),
+        ("NOT KEYWORD $NotJunk", LetterFlag.NOT_JUNK, False),
+        ("KEYWORD Work", LetterFlag.JUNK, False),  # others are not kept: nothing has them
+        ("UNKEYWORD Work", LetterFlag.JUNK, True),
     ],
 )
 def test_search_keys(keys: str, flags: LetterFlag, found: bool) -> None:

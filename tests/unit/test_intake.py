@@ -150,3 +150,11 @@ def test_a_letter_loaded_whole_is_taken_from_the_budget_or_deferred(
         prepared, files = asyncio.run(slow.prepare_apart(given, tmp_path / "parts", 0, held))
         assert (prepared.size, files, held.held) == (len(raw), {}, len(raw))
         held.release()
+
+
+def test_the_learned_words_key_is_not_in_the_analysis_settings_repr() -> None:
+    """AnalysisSettings travels to every worker and may be shown in an error: the key of the
+    learned words' hashes (antispam.learned_words_key) must not be."""
+    settings = AnalysisSettings(dns="off", word_key=b"a-very-secret-words-key")
+    assert settings.word_key == b"a-very-secret-words-key"
+    assert "a-very-secret" not in repr(settings) and "dns='off'" in repr(settings)

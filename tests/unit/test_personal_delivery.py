@@ -205,3 +205,43 @@ def test_a_users_own_words_give_that_user_a_letter_of_their_own(pochta: Pochta) 
     assert raws[0].endswith(raw) and raws[0].startswith(b"X-Pochta-Spam: spam;")
     assert raws[1].endswith(raw) and raws[1].startswith(b"X-Pochta-Spam: ham;")
     assert raws[2] == head(pochta, installation) + raw
+
+
+def test_own_words_that_agree_with_the_installation_keep_the_common_letter(
+    pochta: Pochta,
+) -> None:
+    """Words that do not change the verdict's label change nothing that is stored: of alice
+    (taught the club's notes are spam) and bob (taught they are not), the one who agrees
+    with the installation stays in carol's group (carol taught nothing): one skeleton with
+    the installation's header, as when nobody taught anything; only the one who disagrees
+    gets a letter of their own."""
+    alice, bob, carol = users(pochta, 3)
+    pills = [
+        letter(subject=f"cheap pills {j}", text="buy cheap viagra now, best price online pharmacy")
+        for j in range(3)
+    ]
+    lunch = letter(subject="lunch", text="see you at noon")
+    for i in range(4):
+        pochta.scanner.feedback(parse(club(i)), "spam", "ham", owner=alice.id)
+        pochta.scanner.feedback(parse(club(i + 4)), "not_spam", "spam", owner=bob.id)
+    for owner in (alice.id, bob.id):
+        pochta.scanner.feedback(parse(lunch), "not_spam", "spam", owner=owner)
+        for raw in pills:
+            pochta.scanner.feedback(parse(raw), "spam", "ham", owner=owner)
+    words, personal_words = pochta.scanner.words, pochta.scanner.personal
+    assert words is not None and personal_words is not None
+    words.flush()
+    assert personal_words.refresh() == {alice.id, bob.id}
+    raw = club(20)
+    done = pochta.mailbox.deliver(raw, [alice, bob, carol], scan=True)
+    installation = done.verdict
+    assert installation is not None
+    got = [
+        pochta.mailbox.letter(u.id, i) for u, i in zip((alice, bob, carol), done.ids, strict=True)
+    ]
+    assert [m.verdict for m in got[:2]] == ["spam", "ham"]  # each as they taught
+    agrees, disagrees = (0, 1) if installation.label == "spam" else (1, 0)
+    skeletons = [pochta.mailbox.index.content(i)[0] for i in done.ids]
+    assert skeletons[agrees] == skeletons[2] != skeletons[disagrees]
+    for m in (got[agrees], got[2]):
+        assert pochta.mailbox.raw(m.user_id, m.id) == head(pochta, installation) + raw

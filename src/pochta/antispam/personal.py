@@ -38,13 +38,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from pochta.antispam.verdict import Verdict
 from pochta.errors import InvalidInput
 from pochta.mime import normalize
-from pochta.types import ListAction, ListEntry
+from pochta.types import ListAction, Listed, ListEntry
 
 MAX_ENTRY = 254
 """Characters of one entry (an address is at most 254, RFC 5321 4.5.3.1.3 with 5322)."""
@@ -64,32 +62,6 @@ allow entry is not applied to a letter that shows one."""
 
 _DMARC_REFUSED = frozenset({"fail", "permerror", "temperror"})
 _LOCAL_FORBIDDEN = frozenset(' \t\r\n"(),:;<>[\\]')
-
-
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """What a recipient's list said of a letter: the entry that matched the From address
-    ``sender``, and whether it was applied (``reason``: why an allow was not)."""
-
-    entry: ListEntry
-    sender: str
-    applied: bool
-    reason: str = ""
-
-    def header(self) -> str:
-        """The ``list=`` part of ``X-Pochta-Spam``."""
-        if self.applied:
-            return f"list={self.entry.action}"
-        return f"list={self.entry.action}-refused:{self.reason}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.entry.action,
-            "entry": self.entry.value,
-            "from": self.sender,
-            "applied": self.applied,
-            "reason": self.reason or None,
-        }
 
 
 def entry_value(text: str) -> str:

@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pochta import metrics
 from pochta.antispam import features as feats_mod
@@ -53,10 +53,7 @@ from pochta.antispam.words import Words
 from pochta.antispam.words.personal import Personal
 from pochta.errors import StorageError
 from pochta.mime.letter import Letter, parse
-from pochta.types import Envelope
-
-if TYPE_CHECKING:
-    from pochta.antispam.personal import Listed
+from pochta.types import Envelope, Listed
 
 log = logging.getLogger("pochta.antispam")
 

@@ -16,10 +16,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.progress import Progress
 
+from pochta.antispam import personal
 from pochta.antispam.model import store as store_mod
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.cli.message import find_user
 from pochta.errors import InvalidInput
+from pochta.mailbox.prepare import MAX_ADDRESS
+from pochta.mime import normalize
+from pochta.mime.letter import parse
+from pochta.types import User
 
 if TYPE_CHECKING:
     from pochta.app import Pochta
@@ -271,13 +276,16 @@ def evaluate(
     json_output: JsonOpt = False,
 ) -> None:
     """For every letter: would it go to Spam now, and why (the reasons that pushed the live
-    model most, or the rules' points); then a summary. Nothing is stored or learned."""
+    model most, or the rules' points); then a summary. With --user, for that user: the
+    verdict made personal by the user's own words and sender list, as a delivery would.
+    Nothing is stored or learned."""
     if bool(paths) == (user is not None):
         raise InvalidInput("give letters (PATH...) or --user EMAIL, not both nor neither")
     with opened(data, config) as pochta:
+        owner = find_user(pochta.mailbox, user) if user is not None else None
         rows = [
-            _judged(pochta, name, where, raw)
-            for name, where, raw in _letters(pochta, paths or [], user, limit)
+            _judged(pochta, name, where, raw, owner)
+            for name, where, raw in _letters(pochta, paths or [], owner, limit)
         ]
     summary = _summary(rows)
     payload = {"letters": rows, "summary": summary}
@@ -285,7 +293,8 @@ def evaluate(
     def human() -> None:
         for r in rows:
             now = f"  (now in {r['folder']})" if r["folder"] else ""
-            out.print(f"{r['goes_to']:5} {r['verdict']:8} {r['name']}{now}", markup=False)
+            listed = f"  (list: {r['list']})" if r["list"] else ""
+            out.print(f"{r['goes_to']:5} {r['verdict']:8} {r['name']}{now}{listed}", markup=False)
             for reason in r["reasons"]:
                 out.print(f"        {reason}", markup=False, soft_wrap=True)
         out.print(
@@ -298,12 +307,11 @@ def evaluate(
 
 
 def _letters(
-    pochta: Pochta, paths: list[Path], user: str | None, limit: int
+    pochta: Pochta, paths: list[Path], owner: User | None, limit: int
 ) -> Iterator[tuple[str, str | None, bytes | None]]:
     """(name, its folder now or None, the bytes or None when too large), at most ``limit``."""
     count = 0
-    if user is not None:
-        owner = find_user(pochta.mailbox, user)
+    if owner is not None:
         for folder in pochta.mailbox.folders(owner.id):
             cursor = None
             while True:
@@ -328,11 +336,22 @@ def _letters(
             yield name, None, sources.bounded(f, pochta.settings.smtp.max_message_size)
 
 
-def _judged(pochta: Pochta, name: str, folder: str | None, raw: bytes | None) -> dict[str, Any]:
+def _judged(
+    pochta: Pochta, name: str, folder: str | None, raw: bytes | None, owner: User | None = None
+) -> dict[str, Any]:
+    """One letter's row; for ``owner``, the verdict a delivery to that user would give."""
     if raw is None:
         return {"name": name, "folder": folder, "goes_to": "-", "verdict": "too_large",
-                "probability": None, "reasons": []}  # fmt: skip
-    verdict = pochta.scanner.scan(raw)
+                "probability": None, "list": None, "reasons": []}  # fmt: skip
+    started = time.monotonic()
+    letter = parse(raw)
+    analysis = pochta.scanner.analyzer.analyze(letter, started=started)
+    verdict = pochta.scanner.decide(analysis)
+    if owner is not None:
+        sender = normalize.address(letter.from_address[:MAX_ADDRESS]) or ""
+        ((verdict, _),) = pochta.mailbox.delivery.personal.groups(
+            verdict, sender, [owner], analysis
+        )
     reasons = pochta.scanner.explain(verdict, REASONS)
     return {
         "name": name,
@@ -340,6 +359,7 @@ def _judged(pochta: Pochta, name: str, folder: str | None, raw: bytes | None) ->
         "goes_to": "Inbox" if verdict.label == "ham" else "Spam",
         "verdict": verdict.label,
         "probability": verdict.probability,
+        "list": personal.action_of(verdict),
         "reasons": [f"{r.push:+.2f} toward {r.toward}: {r.en}" for r in reasons],
     }
 

@@ -61,6 +61,15 @@ def says_spam(state: State) -> bool:
     return state.folder == SPAM
 
 
+def placed_flags(folder: str, flags: LetterFlag) -> LetterFlag:
+    """The flags of a letter its owner puts in ``folder`` (IMAP APPEND, an import): it has no
+    verdict but its owner's word (:func:`says_spam`: a keyword, else the folder), kept as
+    ``SAID_SPAM`` when that word is spam. Turning the word over later then teaches it, instead
+    of taking off what nobody taught (pure)."""
+    flags &= ~LetterFlag.SAID_SPAM
+    return flags | LetterFlag.SAID_SPAM if says_spam(State(folder, flags)) else flags
+
+
 def said_spam(verdict: str | None, flags: LetterFlag) -> bool:
     """Whether pochta called the letter (or the original of this copy) spam."""
     return verdict in ("spam", "phishing") or LetterFlag.SAID_SPAM in flags

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pochta.errors import InvalidInput, PochtaError
-from pochta.mailbox.feedback import SPAM
+from pochta.mailbox.feedback import placed_flags
 from pochta.mailbox.service import Mailbox
 from pochta.types import LetterFlag, User
 
@@ -133,7 +133,7 @@ def import_letters(
 ) -> ImportReport:
     report = ImportReport()
     # imported into Spam: its owner called it spam (the feedback rule's baseline)
-    flags = LetterFlag.SAID_SPAM if folder == SPAM else LetterFlag.NONE
+    flags = placed_flags(folder, LetterFlag.NONE)
     for source in letters:
         try:
             done = mailbox.deliver(source.raw, [user], folder=folder, flags=flags)

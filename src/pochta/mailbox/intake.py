@@ -89,7 +89,7 @@ class AnalysisSettings:
     dns_server: str | None = None
     dns_timeout: float = 2.0
     dns_lifetime: float = 7.0
-    word_key: bytes = b""
+    word_key: bytes = dataclasses.field(default=b"", repr=False)  # a secret: never shown
 
 
 def make_analyzer(settings: AnalysisSettings, *, deferred: bool = False) -> Analyzer:

@@ -1,11 +1,13 @@
 """The per-recipient step of a delivery: the installation's verdict, made personal by what
-each recipient said (today their sender lists, :mod:`pochta.antispam.personal`), and the
+each recipient said (their own words, their sender lists), and the
 recipients grouped by the verdict they get, so that the common case (nobody's list names the
 sender) stays one group: one skeleton, one write.
 
 Two personal inputs, in this order: the words the recipient taught
 (``Scanner.for_owner``: the model decides again with the recipient's own word statistic, once
-the recipient taught enough; the same verdict object, at no cost, otherwise), then the
+the recipient taught enough; the same verdict object, at no cost, otherwise; a verdict with
+the installation's label gives way to the installation's own, so that recipients whose words
+agree with it share its letter: one skeleton, one write), then the
 recipient's sender lists (:func:`pochta.antispam.personal.personal`: a block or an allow
 decides over the words, within the list's own checks). Recipients whose verdict is the
 installation's stay in one group; the others are grouped by their label and header (what is
@@ -61,7 +63,9 @@ class Personal:
         for user in users:
             mine = verdict
             if words is not None and analysis is not None:
-                mine = words(verdict, analysis, user.id)
+                own = words(verdict, analysis, user.id)
+                if own.label != verdict.label:  # agreeing words change nothing stored
+                    mine = own
             if found:
                 mine = rule.personal(mine, found.get(user.id, ()), sender)
             # what is stored of a verdict: its label and its header (not which entry matched)

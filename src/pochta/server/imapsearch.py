@@ -3,8 +3,10 @@
 Flags, sizes, dates and UIDs come from the index; header keys read the letter's header
 block (from the skeleton); BODY and TEXT read the letter's decoded text parts, and only when
 a key asks for them. Matching is case-insensitive substring matching on decoded text
-(RFC 3501 §6.4.4). pochta keeps no \\Recent flag and no keywords: RECENT and NEW match
-nothing, OLD everything; KEYWORD nothing, UNKEYWORD everything.
+(RFC 3501 §6.4.4). pochta keeps no \\Recent flag and of the keywords only ``$Junk`` and
+``$NotJunk`` (the owner's word, :mod:`pochta.mailbox.feedback`): RECENT and NEW match
+nothing, OLD everything; KEYWORD / UNKEYWORD test those two as kept, any other keyword is
+on no letter (KEYWORD nothing, UNKEYWORD everything).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from datetime import UTC, date, datetime
 from pymap.parsing.specials.searchkey import SearchKey
 
 from pochta.mime.headers import clean_text, field_value, read_block
-from pochta.server.imapproto import resolve
+from pochta.server.imapproto import letter_flags, resolve
 from pochta.types import LetterFlag
 
 _FLAG_KEYS = {
@@ -74,10 +76,14 @@ def _match(key: SearchKey, facts: Facts) -> bool:
 
 def _test(key: SearchKey, facts: Facts) -> bool:
     value = key.value
-    if value == b"ALL" or value == b"OLD" or value == b"UNKEYWORD":
+    if value == b"ALL" or value == b"OLD":
         return True
-    if value in (b"RECENT", b"NEW", b"KEYWORD"):
+    if value in (b"RECENT", b"NEW"):
         return False
+    if value in (b"KEYWORD", b"UNKEYWORD"):
+        kept, _ = letter_flags([bytes(key.filter_flag)])
+        has = bool(kept) and kept in facts.flags
+        return has if value == b"KEYWORD" else not has
     if value in _FLAG_KEYS:
         return _FLAG_KEYS[value] in facts.flags
     if value.startswith(b"UN") and value[2:] in _FLAG_KEYS:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pochta.errors import InvalidInput, MessageNotFound
 from pochta.guard.logins import Admission
-from pochta.mailbox.feedback import SPAM, State
+from pochta.mailbox.feedback import State, placed_flags
 from pochta.mailbox.intake import Letter, load
 from pochta.mailbox.prepare import Prepared, prepare
 from pochta.mailbox.service import Mailbox
@@ -215,11 +215,11 @@ class ImapStore:
         files: Mapping[int, Path] | None = None,
     ) -> int:
         """Store a letter the client gives (prepared; ``files``: its parts a worker wrote to
-        files); its UID. One put in Spam has no verdict but its owner's: it is kept as one
-        pochta called spam (``SAID_SPAM``), so that taking it out later is a "not spam"."""
-        flags &= ~HIDDEN
-        if folder == SPAM:
-            flags |= LetterFlag.SAID_SPAM
+        files); its UID. It has no verdict but its owner's word (a ``$Junk`` / ``$NotJunk``
+        given, else the folder): one the owner says is spam is kept as one pochta called spam
+        (``SAID_SPAM``), so that taking it out of Spam, or taking its ``$Junk`` off, is a "not
+        spam" (:func:`pochta.mailbox.feedback.placed_flags`)."""
+        flags = placed_flags(folder, flags & ~HIDDEN)
         done = self.mailbox.deliver_prepared(
             prepared, [user], folder=folder, flags=flags, received=received, files=files
         )

@@ -58,6 +58,21 @@ def test_not_spam_offers_to_trust_the_sender_or_its_domain(site: Site) -> None:
     ]
 
 
+def test_no_trust_of_a_whole_public_mailbox_domain_is_offered(site: Site) -> None:
+    """After "Not spam" on a friend's letter from gmail.com: trust the friend, never
+    gmail.com: an entry for a public mail service would let every one of its senders (any
+    of whom passes its DKIM) past the filter with a click."""
+    for n, sender in enumerate(("Ann <ann.friend@gmail.com>", "Ivan <ivan@mail.ru>")):
+        raw = letter(sender=sender, subject=f"Dinner {n}")
+        (letter_id,) = site.deliver(raw, "alice@example.org")
+        site.pochta.mailbox.update(user_id(site, "alice@example.org"), letter_id, folder="Spam")
+        jar = site.login("alice@example.org")
+        c = site.as_user(jar)
+        page = c.post(f"/webmail/letters/{letter_id}/not-spam", data={"csrf": site.csrf(jar)})
+        address = sender.partition("<")[2].rstrip(">")
+        assert offers(page.text) == [("allow", address)]
+
+
 def test_no_trust_is_offered_for_a_letter_pochta_called_phishing(site: Site) -> None:
     raw = (PHISHING / "en01_paypal_confusable.eml").read_bytes()
     box = site.pochta.mailbox

@@ -98,6 +98,10 @@ class WordStore(Protocol):
     def owners(self) -> list[int]:
         """The owners that learned anything, in order."""
 
+    def all_totals(self) -> dict[int, tuple[int, int]]:
+        """Letters each owner that learned anything learned, as (spam, ham), in one read
+        (one round trip per node): what deciding whose words count reads. StorageError."""
+
     def close(self) -> None: ...
 
 
@@ -216,6 +220,31 @@ class Words:
             totals = self.store.totals(owner)
             with self._lock:
                 return self._buffered(owner, hashes, learned, totals)
+
+    def all_totals(self) -> dict[int, tuple[int, int]]:
+        """Every owner's learned letters (spam, ham), stored + buffered, in one read of the
+        store (each learned letter counted once, as :meth:`learned`). StorageError."""
+        for _ in range(3):
+            with self._lock:
+                seen = self._flushes
+            stored = self.store.all_totals()
+            with self._lock:
+                if self._flushes != seen or self._writing:
+                    continue
+                return self._all_buffered(stored)
+        with self._round:
+            stored = self.store.all_totals()
+            with self._lock:
+                return self._all_buffered(stored)
+
+    def _all_buffered(self, stored: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+        """Under ``_lock``: the stored totals plus the letters buffered or being written."""
+        out = dict(stored)
+        for source in (self._letters, self._flight_letters):
+            for owner, (s, h) in source.items():
+                a, b = out.get(owner, (0, 0))
+                out[owner] = (a + s, b + h)
+        return out
 
     def _buffered(
         self,

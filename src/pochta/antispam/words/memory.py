@@ -71,6 +71,10 @@ class MemoryWordStore:
         with self._lock:
             return sorted(self._totals)
 
+    def all_totals(self) -> dict[int, tuple[int, int]]:
+        with self._lock:
+            return dict(self._totals)
+
     def close(self) -> None:
         pass
 

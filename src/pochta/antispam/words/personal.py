@@ -17,8 +17,8 @@ it counts for its own author. The figures behind the defaults: BENCHMARKS.md ("P
 learning", ``benchmarks/personal_replay.py``).
 
 Cheap for users who taught nothing: :class:`Personal` keeps the set of owners past the rule,
-refreshed every ``refresh`` seconds from the store (one query per owner that learned anything,
-made by one caller while the others go on with the set they have); for anyone else
+refreshed every ``refresh`` seconds from the store (one read of every owner's totals, made by
+one caller while the others go on with the set they have); for anyone else
 ``Scanner.for_owner`` returns the verdict it was given without reading anything.
 """
 
@@ -102,11 +102,12 @@ class Personal:
         return owner in self._ready
 
     def refresh(self) -> frozenset[int]:
-        """Read which owners are past the rule now (StorageError)."""
+        """Read which owners are past the rule now: one read of every owner's totals
+        (StorageError)."""
         ready = frozenset(
             owner
-            for owner in self.words.store.owners()
-            if owner != INSTALLATION and self.rule.ready(self.words.totals(owner))
+            for owner, totals in self.words.all_totals().items()
+            if owner != INSTALLATION and self.rule.ready(totals)
         )
         self._ready = ready
         self._next = self.clock() + self.refresh_seconds

@@ -154,6 +154,10 @@ class PostgresWordStore:
         rows = self._db.query("SELECT owner FROM pochta.learned_totals ORDER BY owner")
         return [int(r[0]) for r in rows]
 
+    def all_totals(self) -> dict[int, tuple[int, int]]:
+        rows = self._db.query("SELECT owner, spam, ham FROM pochta.learned_totals")
+        return {int(o): (int(s), int(h)) for o, s, h in rows}
+
     def close(self) -> None:
         self._db.close()
 

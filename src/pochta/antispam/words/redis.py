@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 
 from pochta.antispam.words import WordStore
 from pochta.errors import ConfigError, StorageError
-from pochta.redisconn import UNAVAILABLE, Script, Scripts, SyncClient, text
+from pochta.redisconn import UNAVAILABLE, Call, Script, Scripts, SyncClient, text
 
 _CHUNK = 1000  # words per script call (Lua's unpack and one call's time on the node)
 
@@ -84,6 +84,12 @@ return dropped
     )
     # KEYS: the owner's keys; ARGV: none
     FORGET = Script("return redis.call('DEL', unpack(KEYS))")
+    # KEYS: the owner's t; ARGV: none; returns {spam letters, ham letters} (nil: none)
+    TOTALS = Script(
+        """#!lua flags=no-writes
+return redis.call('HMGET', KEYS[1], 's', 'h')
+"""
+    )
 
     def __init__(self, client: SyncClient, *, prefix: str = "lw") -> None:
         if not prefix or any(c in prefix for c in " {}\n"):
@@ -161,6 +167,21 @@ return dropped
         except UNAVAILABLE as exc:
             raise StorageError(f"redis: learned words' owners: {exc}") from exc
         return sorted(int(text(o)) for o in found)
+
+    def all_totals(self) -> dict[int, tuple[int, int]]:
+        """The owners' set, then every owner's totals in pipelines of ``_CHUNK`` (one round
+        trip per node each)."""
+        owners = self.owners()
+        out: dict[int, tuple[int, int]] = {}
+        for i in range(0, len(owners), _CHUNK):
+            chunk = owners[i : i + _CHUNK]
+            calls: list[Call] = [(self.TOTALS, (self._keys(o)[3],), []) for o in chunk]
+            for owner, (s, m) in zip(chunk, self.io.run_many(calls), strict=True):
+                out[owner] = (
+                    int(text(s)) if s is not None else 0,
+                    int(text(m)) if m is not None else 0,
+                )
+        return out
 
     def close(self) -> None:
         """Give back this store's connections (the client is the caller's)."""

@@ -172,5 +172,9 @@ class SQLiteWordStore:
         rows = self.db.query("SELECT owner FROM learned_totals ORDER BY owner")
         return [int(r[0]) for r in rows]
 
+    def all_totals(self) -> dict[int, tuple[int, int]]:
+        rows = self.db.query("SELECT owner, spam, ham FROM learned_totals")
+        return {int(o): (int(s), int(h)) for o, s, h in rows}
+
     def close(self) -> None:
         self.db.close()

@@ -22,6 +22,7 @@ from pochta import errors
 from pochta.antispam import personal
 from pochta.antispam.shingles.registry import Shingle, ShingleType
 from pochta.antispam.signs import checks as phishing
+from pochta.antispam.signs import protected
 from pochta.antispam.signs.registry import Sign
 from pochta.mailbox.lists import SenderListService
 from pochta.mailbox.reading import SPAM
@@ -333,10 +334,10 @@ class Offer:
 
 
 def _offers(offer: str, parsed: Letter, stored: StoredLetter) -> list[Offer]:
-    """After "not spam": trust the From address or its registrable domain; after "spam":
-    always spam from the From address. None for a letter without a usable From, and no
-    "trust" for a letter pochta called phishing (a list never lets phishing through: the
-    button would only mislead)."""
+    """After "not spam": trust the From address or its registrable domain (not a public
+    mail service's: ``signs/data/freemail.txt``); after "spam": always spam from the From
+    address. None for a letter without a usable From, and no "trust" for a letter pochta
+    called phishing (a list never lets phishing through: the button would only mislead)."""
     if offer not in OFFERS or not parsed.from_address:
         return []
     if offer == "allow" and stored.verdict == "phishing":
@@ -350,9 +351,11 @@ def _offers(offer: str, parsed: Letter, stored: StoredLetter) -> list[Offer]:
     if offer == "block":
         return [Offer(sender, "block", "block_sender", back)]
     found = [Offer(sender, "allow", "trust_sender", back)]
+    registrable = normalize.registrable(sender.rpartition("@")[2]) or ""
+    if registrable in protected.freemail():
+        return found  # trusting gmail.com would let every one of its users through
     with contextlib.suppress(errors.InvalidInput):
-        domain = personal.entry_value(normalize.registrable(sender.rpartition("@")[2]) or "")
-        found.append(Offer(domain, "allow", "trust_domain", back))
+        found.append(Offer(personal.entry_value(registrable), "allow", "trust_domain", back))
     return found
 
 
