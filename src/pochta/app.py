@@ -45,6 +45,7 @@ from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
 from pochta.antispam.words import Words, WordStore
+from pochta.antispam.words.bounded import BoundedReads
 from pochta.antispam.words.personal import Personal, PersonalRule
 from pochta.antispam.words.sqlite import SQLiteWordStore
 from pochta.blobs.evacuations import Evacuations
@@ -660,15 +661,16 @@ def _word_store(
             " loader, or each loader's words stay its own",
             backend,
         )
+    timeout = settings.antispam.learned_words_read_timeout
     if backend == "postgres":
         from pochta.antispam.words.postgres import PostgresWordStore
 
         assert pg is not None
-        return PostgresWordStore(pg.share())
+        return BoundedReads(PostgresWordStore(pg.share()), timeout=timeout)
     from pochta.antispam.words.redis import RedisWordStore
 
     assert redis_client is not None
-    return RedisWordStore(redis_client)
+    return BoundedReads(RedisWordStore(redis_client), timeout=timeout)
 
 
 def analysis_settings(

@@ -739,6 +739,13 @@ class AntispamSettings(Section):
         description="words the learned table keeps (about 40 bytes each); past it the words"
         " learned longest ago are dropped",
     )
+    learned_words_read_timeout: float = Field(
+        0.5,
+        gt=0,
+        le=30,
+        description="how long scoring a letter waits for a shared (PostgreSQL / Redis) learned"
+        " words' store; past it the letter is scored without the learned words",
+    )
     learned_words_flush_seconds: float = Field(
         2.0, gt=0, description="how often learned words are written (a crash loses at most this)"
     )
