@@ -40,7 +40,7 @@ def test_reads_answer_in_time_or_raise_and_a_busy_reader_pool_refuses_at_once() 
     inner.go.clear()  # the store stalls
     for _ in range(2):  # each waits its timeout, and leaves a reader waiting
         t0 = time.monotonic()
-        with pytest.raises(StorageError, match="did not answer within 0.2 s"):
+        with pytest.raises(StorageError, match=r"did not answer within 0\.2 s"):
             store.counts(0, [1])
         assert time.monotonic() - t0 < 1.0
     t0 = time.monotonic()
