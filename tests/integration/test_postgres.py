@@ -22,6 +22,7 @@ from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from pochta.antispam.tokens import FEATURE as TOKENS_FEATURE
+from pochta.antispam.words.bounded import BoundedReads
 from pochta.antispam.words.postgres import PostgresWordStore
 from pochta.app import build
 from pochta.blobs.filedb.postgres import PostgresFileDB
@@ -341,7 +342,8 @@ def test_two_loaders_learn_one_word_table_and_keep_one_history(
     one, two = loader("one"), loader("two")
     try:
         assert one.scanner.words is not None and two.scanner.words is not None
-        assert isinstance(one.scanner.words.store, PostgresWordStore)
+        bounded = one.scanner.words.store  # reads on the mail's path bounded in time
+        assert isinstance(bounded, BoundedReads) and isinstance(bounded.store, PostgresWordStore)
         assert isinstance(two.history.store, PostgresHistory)
         ann = one.mailbox.add_user("ann@example.org", "a long enough password")
         raw = letter(subject="quarterly offer", text="zorblatt quexify mirthwing gadrolux " * 5)
