@@ -292,6 +292,10 @@ def test_two_workers_share_one_limit_and_a_dead_worker_stops_counting(tmp_path: 
         while again < len(gone) and time.monotonic() < deadline:
             time.sleep(0.5)
             again += open_until_refused(srv.smtp_port, STRANGER, held, 60)
+            # a loaded kernel may close one of the victim's sockets later than the two polls
+            # above agreed on: it is the victim's share too
+            rest = [s for s in greeted if s not in gone]
+            gone |= {s for s in select.select(rest, [], [], 0)[0] if closed(s)}
         assert again == len(gone)
     finally:
         for sock in held:
