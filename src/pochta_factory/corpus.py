@@ -133,6 +133,16 @@ def letters(
 ) -> Iterator[CorpusLetter]:
     """The corpus letters in the package's order, fetching the corpus if needed; ``groups``
     picks some of :data:`GROUPS`."""
+    return _read(groups, cache_dir, open_url, skip_sealed=False)
+
+
+def _read(
+    groups: Iterable[str] | None,
+    cache_dir: Path | str | None,
+    open_url: Opener | None,
+    *,
+    skip_sealed: bool,
+) -> Iterator[CorpusLetter]:
     chosen = set(GROUPS) if groups is None else set(groups)
     unknown = chosen - set(GROUPS)
     if unknown:
@@ -144,6 +154,8 @@ def letters(
         if group not in chosen:
             continue
         raw = (root / path).read_bytes()
+        if skip_sealed and is_sealed(raw):
+            continue
         yield CorpusLetter(
             group=group,
             name=filename.removesuffix(".txt"),
@@ -308,24 +320,4 @@ def unsealed(
 ) -> Iterator[CorpusLetter]:
     """The corpus letters that are not sealed, in the package's order: a sealed file is
     hashed and dropped before anything reads it as a letter."""
-    chosen = set(GROUPS) if groups is None else set(groups)
-    unknown = chosen - set(GROUPS)
-    if unknown:
-        raise InvalidInput(f"unknown corpus group(s) {sorted(unknown)}; known: {list(GROUPS)}")
-    root = fetch(cache_dir, open_url=open_url)
-    manifest = json.loads((root / "manifest.json").read_text())
-    for path in manifest["letters"]:
-        group, _, filename = path.partition("/")
-        if group not in chosen:
-            continue
-        raw = (root / path).read_bytes()
-        if is_sealed(raw):
-            continue
-        yield CorpusLetter(
-            group=group,
-            name=filename.removesuffix(".txt"),
-            raw=raw,
-            label=GROUPS[group],
-            date=header_date(raw),
-            received=envelope_date(raw),
-        )
+    return _read(groups, cache_dir, open_url, skip_sealed=True)

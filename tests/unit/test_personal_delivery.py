@@ -167,26 +167,32 @@ def club(i: int) -> bytes:
     )
 
 
-def test_a_users_own_words_give_that_user_a_letter_of_their_own(pochta: Pochta) -> None:
-    """Personal words in the per-recipient step: alice taught that the club's notes are spam,
-    bob that they are not (each with enough of both kinds), carol taught nothing; the next
-    notes go to alice's Spam with her own header, to bob's Inbox with his, and carol gets the
-    installation's verdict, all in one delivery. (Taught through the scanner's words alone:
-    moving the letters would also complain to the shingle counters; the feedback paths have
-    their own tests.)"""
-    alice, bob, carol = users(pochta, 3)
+def teach_club(pochta: Pochta, spam_says: User, ham_says: User) -> None:
+    """``spam_says`` taught the club's notes are spam, ``ham_says`` that they are not; each
+    also said "spam" of three pill letters and "not spam" of a lunch note (enough of both
+    kinds for their words to count). Through the scanner's words alone: moving the letters
+    would also complain to the shingle counters; the feedback paths have their own tests."""
     pills = [
         letter(subject=f"cheap pills {j}", text="buy cheap viagra now, best price online pharmacy")
         for j in range(3)
     ]
     lunch = letter(subject="lunch", text="see you at noon")
     for i in range(4):
-        pochta.scanner.feedback(parse(club(i)), "spam", "ham", owner=alice.id)
-        pochta.scanner.feedback(parse(club(i + 4)), "not_spam", "spam", owner=bob.id)
-    for owner in (alice.id, bob.id):
+        pochta.scanner.feedback(parse(club(i)), "spam", "ham", owner=spam_says.id)
+        pochta.scanner.feedback(parse(club(i + 4)), "not_spam", "spam", owner=ham_says.id)
+    for owner in (spam_says.id, ham_says.id):
         pochta.scanner.feedback(parse(lunch), "not_spam", "spam", owner=owner)
         for raw in pills:
             pochta.scanner.feedback(parse(raw), "spam", "ham", owner=owner)
+
+
+def test_a_users_own_words_give_that_user_a_letter_of_their_own(pochta: Pochta) -> None:
+    """Personal words in the per-recipient step: alice taught that the club's notes are spam,
+    bob that they are not (each with enough of both kinds), carol taught nothing; the next
+    notes go to alice's Spam with her own header, to bob's Inbox with his, and carol gets the
+    installation's verdict, all in one delivery."""
+    alice, bob, carol = users(pochta, 3)
+    teach_club(pochta, alice, bob)
     words = pochta.scanner.words
     personal_words = pochta.scanner.personal
     assert words is not None and personal_words is not None
@@ -216,18 +222,7 @@ def test_own_words_that_agree_with_the_installation_keep_the_common_letter(
     the installation's header, as when nobody taught anything; only the one who disagrees
     gets a letter of their own."""
     alice, bob, carol = users(pochta, 3)
-    pills = [
-        letter(subject=f"cheap pills {j}", text="buy cheap viagra now, best price online pharmacy")
-        for j in range(3)
-    ]
-    lunch = letter(subject="lunch", text="see you at noon")
-    for i in range(4):
-        pochta.scanner.feedback(parse(club(i)), "spam", "ham", owner=alice.id)
-        pochta.scanner.feedback(parse(club(i + 4)), "not_spam", "spam", owner=bob.id)
-    for owner in (alice.id, bob.id):
-        pochta.scanner.feedback(parse(lunch), "not_spam", "spam", owner=owner)
-        for raw in pills:
-            pochta.scanner.feedback(parse(raw), "spam", "ham", owner=owner)
+    teach_club(pochta, alice, bob)
     words, personal_words = pochta.scanner.words, pochta.scanner.personal
     assert words is not None and personal_words is not None
     words.flush()
