@@ -438,6 +438,7 @@ def postgres_pool(settings: Settings) -> Postgres:
         pool_timeout=p.pool_timeout,
         statement_timeout=p.statement_timeout,
         synchronous_commit=p.synchronous_commit,
+        failover_timeout=p.failover_timeout,
     )
     return Postgres.connect(p.dsn.get_secret_value(), pool)
 

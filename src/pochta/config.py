@@ -873,6 +873,12 @@ class PostgresSettings(Section):
     statement_timeout: float = Field(
         30.0, ge=0, description="seconds one statement may run on the server; 0: no limit"
     )
+    failover_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="seconds a step whose answer was lost (the server died or was demoted"
+        " while it ran) is tried again, on whichever server of the dsn takes writes",
+    )
     synchronous_commit: Literal["on", "off"] = Field(
         "on",
         description="on: a step is acknowledged once its commit is on the server's disk; off:"

@@ -11,15 +11,16 @@ statement, or a REPEATABLE READ snapshot.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
 
-from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
+from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput, StorageError
 from pochta.mailbox.sqlite import DEFAULT_FOLDERS, _folder_name, normalize_email
-from pochta.postgres.database import Postgres
+from pochta.postgres.database import Postgres, lost
 from pochta.types import (
     KEPT_FLAGS,
     AttachmentRef,
@@ -37,6 +38,7 @@ from pochta.types import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger("pochta.mailbox")
 Conn = psycopg.Connection[Any]
 
 _LETTER = """
@@ -62,6 +64,22 @@ def _uidvalidity(now: float) -> int:
     return max(1, int(now) % 2**32)
 _USER = "SELECT id, email, password_hash, reset_required, admin FROM pochta.users"
 _REFS = "r.n, r.key, r.size, r.crc32, r.magic"
+# finish a delivery whose first answer was lost: the letters still PENDING, plus those
+# DELIVERED already (the snapshot the second count reads is the one before the UPDATE)
+_FINISH = """
+WITH done AS (
+    UPDATE pochta.letters SET state = 1 WHERE id = ANY(%(ids)s::bigint[]) AND state = 0
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM done)
+     + (SELECT count(*) FROM pochta.letters WHERE id = ANY(%(ids)s::bigint[]) AND state = 1)
+"""
+
+
+def _one(cur: psycopg.Cursor[Any]) -> int:
+    row = cur.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def _letter(row: Sequence[Any]) -> StoredLetter:
@@ -386,10 +404,20 @@ class PostgresIndex:
         return self._db.transaction(op)
 
     def finish_delivery(self, ids: Sequence[int]) -> int:
-        return self._db.execute(
-            "UPDATE pochta.letters SET state = 1 WHERE id = ANY(%s::bigint[]) AND state = 0",
-            (list(ids),),
-        )
+        try:
+            return self._db.execute(
+                "UPDATE pochta.letters SET state = 1 WHERE id = ANY(%s::bigint[]) AND state = 0",
+                (list(ids),),
+            )
+        except StorageError as exc:
+            if not lost(exc.__cause__):
+                raise
+            log.warning("finishing delivery %s: the answer was lost: %s", ids[:1], exc.message)
+        # it may have been committed (a primary lost after its commit, before its answer:
+        # the synchronous standby has it). Only this delivery finishes its letters, so those
+        # DELIVERED now were finished by it; finish the rest, and count both
+        params = {"ids": list(ids)}
+        return self._db.until_answered(lambda conn: _one(conn.execute(_FINISH, params)))
 
     def pending(
         self, ids: Sequence[int] | None = None, before: float | None = None

@@ -6,6 +6,16 @@ server rolled it back for a deadlock or a serialization failure (nothing of it w
 so running it again is safe). Any other failure is a ``StorageError`` naming the server
 (host, port, database, user) and never the DSN itself, which may hold a password.
 
+Several servers, one of them the primary (PostgreSQL under Patroni, README's "Several
+machines"): the DSN names them all with ``target_session_attrs=read-write``, and each new
+connection goes to whichever takes writes. When the primary is lost, the pool's connections
+break; a failed reconnection is given up after ``RECONNECT_TIMEOUT`` (psycopg_pool's backoff
+would otherwise wait 1, 2, 4, 8... s between tries and find the promoted standby late) and
+the next caller starts a new one. A step whose answer was lost (the connection broke after
+the statement was sent: it may or may not have been committed) is for its caller to settle;
+``until_answered`` runs a step that is safe to run again until it gets an answer, for up to
+``failover_timeout`` seconds.
+
 Several stores share one pool: each ``share()`` is matched by one ``close()``, and the last
 close closes the pool.
 """
@@ -15,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -32,6 +43,8 @@ T = TypeVar("T")
 SynchronousCommit = Literal["on", "remote_apply", "remote_write", "local", "off"]
 
 RETRIES = 5  # a transaction the server rolled back (deadlock, serialization) runs again
+RECONNECT_TIMEOUT = 2.0  # seconds the pool retries one failed reconnection before a new one
+LOST_ANSWER_PAUSE = 0.2  # seconds between tries of a step whose answer was lost
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +55,7 @@ class PoolSettings:
     pool_timeout: float = 30.0  # seconds to wait for a free connection
     statement_timeout: float = 30.0  # seconds one statement may run; 0: no limit
     synchronous_commit: SynchronousCommit = "on"
+    failover_timeout: float = 30.0  # seconds a step whose answer was lost is tried again
 
 
 def describe(dsn: str) -> str:
@@ -51,11 +65,14 @@ def describe(dsn: str) -> str:
         parts = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         return "postgres (unparsable dsn)"
-    host = str(parts.get("host") or parts.get("hostaddr") or "localhost")
-    port = str(parts.get("port") or "5432")
+    hosts = str(parts.get("host") or parts.get("hostaddr") or "localhost").split(",")
+    ports = str(parts.get("port") or "5432").split(",")
+    if len(ports) < len(hosts):  # one port for every host, or one each
+        ports = [ports[0]] * len(hosts)
+    where = ",".join(f"{h}:{p}" for h, p in zip(hosts, ports, strict=False))
     user = str(parts.get("user") or "")
     db = str(parts.get("dbname") or user or "")
-    return f"postgres {user + '@' if user else ''}{host}:{port}/{db}"
+    return f"postgres {user + '@' if user else ''}{where}/{db}"
 
 
 def _reason(exc: BaseException) -> str:
@@ -89,6 +106,7 @@ class Postgres:
             timeout=s.pool_timeout,
             kwargs={"autocommit": True, "connect_timeout": max(1, round(s.connect_timeout))},
             configure=self._configure,
+            reconnect_timeout=RECONNECT_TIMEOUT,
             open=False,
             name="pochta",
         )
@@ -202,6 +220,40 @@ class Postgres:
                     raise
                 log.debug("%s: retrying a transaction: %s", self.where, exc.message)
         raise AssertionError("unreachable")
+
+    def until_answered(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """``fn`` on a pooled connection, and again on a new one while its answer is lost
+        (``lost``: the connection broke, the server shut down or is a standby now), for up
+        to ``failover_timeout`` seconds: long enough for a standby to be promoted. Only for
+        a step that is safe to run twice; StorageError when no answer came in time."""
+        deadline = time.monotonic() + self.settings.failover_timeout
+        while True:
+            try:
+                with self.connection() as conn:
+                    return fn(conn)
+            except StorageError as exc:
+                if not lost(exc.__cause__) or time.monotonic() >= deadline:
+                    raise
+                log.info("%s: an answer was lost, trying again: %s", self.where, exc.message)
+            time.sleep(LOST_ANSWER_PAUSE)
+
+
+# the server went away or stopped being the primary: what was sent may or may not have been
+# committed, and another server (a promoted standby) may answer soon
+_LOST_STATES = frozenset({"57P01", "57P02", "57P03", "25006"})  # shut down, crashed, starting;
+# read-only: the server was demoted under a connection opened while it was the primary
+
+
+def lost(exc: BaseException | None) -> bool:
+    """``exc`` says the answer was lost, or that no server takes writes right now: the
+    connection broke (no SQLSTATE: the server died, or the network), a class 08 connection
+    error, the server shutting down or starting, or a read-only server."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    state = exc.sqlstate
+    if state is None:
+        return isinstance(exc, psycopg.OperationalError)
+    return state.startswith("08") or state in _LOST_STATES
 
 
 def retryable(exc: BaseException | None) -> bool:

@@ -1,0 +1,139 @@
+"""A step whose answer was lost (README "Several machines": the primary lost mid-step, a
+standby promoted): ``Postgres.until_answered`` runs it again on a new connection, and a
+delivery's finishing step counts what its lost first try may have committed. The server
+here cuts the pool's connections (``pg_terminate_backend``, as a dying primary does);
+tests/integration/test_several_machines.py loses a real primary under Patroni.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from pochta.errors import StorageError
+from pochta.mailbox.postgres import PostgresIndex
+from pochta.postgres.database import PoolSettings, Postgres, describe, lost
+from pochta.types import LetterMeta, NewStoredLetter
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def db(postgres_dsn: str) -> Iterator[Postgres]:
+    pool = Postgres.connect(postgres_dsn, PoolSettings(min_size=1, max_size=2))
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def cut(dsn: str) -> int:
+    """Every connection of pochta's pools to this database terminated by the server: the
+    next statement on each finds it gone. How many were cut."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = 'pochta'"
+            " AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return len(rows)
+
+
+def test_a_cut_connection_is_a_lost_answer_and_the_step_runs_again(
+    db: Postgres, postgres_dsn: str
+) -> None:
+    assert db.query("SELECT 1") == [(1,)]  # the pool's connection is open
+    assert cut(postgres_dsn) >= 1
+    with pytest.raises(StorageError) as plain:  # a step run once: the caller's to settle
+        db.query("SELECT 1")
+    assert lost(plain.value.__cause__)
+    cut(postgres_dsn)
+    tries: list[int] = []
+
+    def step(conn: psycopg.Connection[Any]) -> int:
+        tries.append(1)
+        row = conn.execute("SELECT 41 + 1").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    assert db.until_answered(step) == 42
+    assert len(tries) == 2  # the cut connection's try, then a new connection's
+
+
+def test_an_error_of_the_statement_is_not_tried_again(db: Postgres) -> None:
+    tries: list[int] = []
+
+    def step(conn: psycopg.Connection[Any]) -> None:
+        tries.append(1)
+        conn.execute("SELECT no_such_column FROM pochta.letters")
+
+    with pytest.raises(StorageError, match="no_such_column"):
+        db.until_answered(step)
+    assert tries == [1]
+
+
+def test_no_answer_within_the_failover_timeout_is_an_error(postgres_dsn: str) -> None:
+    pool = Postgres.connect(
+        postgres_dsn, PoolSettings(min_size=1, max_size=1, failover_timeout=0.5)
+    )
+    try:
+        tries: list[int] = []
+
+        def step(conn: psycopg.Connection[Any]) -> None:
+            tries.append(1)
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")  # always lost
+
+        with pytest.raises(StorageError):
+            pool.until_answered(step)
+        assert len(tries) >= 2
+    finally:
+        pool.close()
+
+
+def deliveries(index: PostgresIndex, n: int) -> list[int]:
+    user = index.add_user("a@example.org", "h")
+    meta = LetterMeta(size=10, received=1.0, date=2.0, sender="s@x.test", subject="hi")
+    return index.begin_delivery(b"skel", meta, [NewStoredLetter(user.id, "Inbox", ())] * n)
+
+
+def test_finishing_a_delivery_whose_answer_was_lost_counts_what_was_committed(
+    db: Postgres, postgres_dsn: str
+) -> None:
+    """The first try's UPDATE was committed for some letters (a primary lost after its
+    commit: the standby has it) and its answer lost: the letters DELIVERED count as
+    finished, the rest are finished now, and the caller hears all of them."""
+    index = PostgresIndex(db)
+    ids = deliveries(index, 3)
+    db.execute("UPDATE pochta.letters SET state = 1 WHERE id = %s", (ids[0],))  # committed
+    cut(postgres_dsn)
+    assert index.finish_delivery(ids) == 3
+    assert index.pending(ids) == []
+    assert index.finish_delivery(ids) == 0  # with every answer there: nothing left
+
+
+def test_an_abandoned_letter_is_not_finished_after_a_lost_answer(
+    db: Postgres, postgres_dsn: str
+) -> None:
+    index = PostgresIndex(db)
+    ids = deliveries(index, 2)
+    assert index.abandon(ids[1:], []) == 1  # undone meanwhile (older than the grace)
+    cut(postgres_dsn)
+    assert index.finish_delivery(ids) == 1  # fewer: the delivery then answers 451
+
+
+@pytest.mark.parametrize(
+    ("dsn", "shown"),
+    [
+        (
+            "postgresql://pochta:pw@10.0.0.1:5432,10.0.0.4:5433/mail?target_session_attrs=read-write",
+            "postgres pochta@10.0.0.1:5432,10.0.0.4:5433/mail",
+        ),
+        ("host=a,b port=6000 user=u dbname=d password=pw", "postgres u@a:6000,b:6000/d"),
+        ("postgresql://u:pw@db/d", "postgres u@db:5432/d"),
+    ],
+)
+def test_every_server_of_a_dsn_is_named_and_no_password(dsn: str, shown: str) -> None:
+    assert describe(dsn) == shown
