@@ -2,8 +2,11 @@
 (tests/netns.py) plus an admin/client host and a stranger, each process started with
 ``ip netns exec``.
 
-    db       10.77.0.1   PostgreSQL, a Redis Cluster master
+    db       10.77.0.1   PostgreSQL, a Redis Cluster master (with ``failover``: Patroni and its
+                         PostgreSQL, an etcd member)
+    db2      10.77.0.4   with ``failover`` only: Patroni and the synchronous standby, an etcd member
     node1    10.77.0.2   nginx WebDAV node (disk1, disk2), a Valkyrie per disk, a loader, a master
+                         (with ``failover``: the third etcd member)
     node2    10.77.0.3   the same
     admin    10.77.0.9   the pochta commands (db upgrade, pairs add, fsck), pg_dump, the SMTP
                          clients and HTTP readers (threads of this process that entered it)
@@ -50,14 +53,18 @@ from redis import Redis as RedisClient  # the field `redis` hides the module in 
 
 from tests import netns
 from tests.nginx import NGINX, children, node_config
+from tests.patroni import PatroniCluster
 from tests.pgserver import PASSWORD, SUPERUSER, _run_as, bindir
 from tests.tlsfiles import TestCA, TLSFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SUBNET = "10.77.0"
-DB, NODE1, NODE2, ADMIN, STRANGER = "db", "node1", "node2", "admin", "stranger"
+DB, DB2, NODE1, NODE2, ADMIN, STRANGER = "db", "db2", "node1", "node2", "admin", "stranger"
 ADDRESSES = {DB: 1, NODE1: 2, NODE2: 3, ADMIN: 9, STRANGER: 66}
+DB2_OCTET = 4  # the standby's host: made with ``failover`` only
+# README's loaders name both database hosts; with one PostgreSQL, the first alone
+BOTH_DBS = f"{SUBNET}.1:5432,{SUBNET}.{DB2_OCTET}:5432"
 PG_PORT, REDIS_PORT, NODE_PORT, HTTP_PORT, SMTP_PORT = 5432, 6379, 8080, 8025, 25
 IMAP_PORT, IMAPS_PORT = 143, 993
 DISKS = ("disk1", "disk2")
@@ -116,11 +123,16 @@ def settings_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, **SECRETS, **TEST_SETTINGS, **(extra or {})}
 
 
-def dsn(dbname: str = "pochta", ca: Path | None = None) -> str:
+def dsn(
+    dbname: str = "pochta", ca: Path | None = None, hosts: str = f"{SUBNET}.1:{PG_PORT}"
+) -> str:
     """The admin host's way to PostgreSQL: over TLS, the server's certificate checked against
     the installation's CA (``ca``: the admin host's ca.pem; None: without TLS, which the
-    server refuses)."""
-    url = f"postgresql://{SUPERUSER}:{PASSWORD}@{SUBNET}.1:{PG_PORT}/{dbname}?connect_timeout=10"
+    server refuses). ``hosts``: ``address:port,...``; with several, the one that takes
+    writes (``target_session_attrs=read-write``)."""
+    url = f"postgresql://{SUPERUSER}:{PASSWORD}@{hosts}/{dbname}?connect_timeout=10"
+    if "," in hosts:
+        url += "&target_session_attrs=read-write"
     if ca is None:
         return url + "&sslmode=disable"
     return url + f"&sslmode=verify-full&sslrootcert={ca}"
@@ -203,18 +215,21 @@ class Machines:
     loaders: dict[str, Process] = field(default_factory=dict)
     pg_dir: Path | None = None
     ca: TestCA | None = None
+    failover: bool = False  # PostgreSQL as a Patroni cluster: a primary, a synchronous standby
+    patroni: PatroniCluster | None = None
 
     # -- building it ------------------------------------------------------------------------
     @classmethod
-    def start(cls, dir: Path) -> Machines:
-        """Every host and server of the recipe, ready to take mail (users not added yet)."""
+    def start(cls, dir: Path, *, failover: bool = False) -> Machines:
+        """Every host and server of the recipe, ready to take mail (users not added yet).
+        ``failover``: PostgreSQL on two hosts under Patroni (tests/patroni.py), not one."""
         for what, found in (("nginx", NGINX), ("redis-server", shutil.which("redis-server"))):
             if found is None:
                 raise RuntimeError(f"{what} is not installed")
         if bindir() is None:
             raise RuntimeError("PostgreSQL's initdb is not installed (Debian: postgresql)")
         dir.mkdir(parents=True, exist_ok=True)
-        machines = cls(dir, netns.Network.create(SUBNET))
+        machines = cls(dir, netns.Network.create(SUBNET), failover=failover)
         try:
             machines._build()
         except BaseException:
@@ -223,10 +238,13 @@ class Machines:
         return machines
 
     def _build(self) -> None:
-        for name, octet in ADDRESSES.items():
+        addresses = {**ADDRESSES, **({DB2: DB2_OCTET} if self.failover else {})}
+        for name, octet in addresses.items():
             self.hosts[name] = self.net.add_host(name, octet)
         self.ca = TestCA.create(self.dir / "ca", "pochta several-machines CA")
-        for name in (DB, NODE1, NODE2, ADMIN):  # pochta tls cert, for each of its hosts
+        for name in self.hosts:  # pochta tls cert, for each of its hosts
+            if name == STRANGER:
+                continue
             self.ca.issue(self.tls_dir(name), [self.address(name)])
         blocks = recipe()
         for name in (NODE1, NODE2, ADMIN):
@@ -234,7 +252,10 @@ class Machines:
         for name in (NODE1, NODE2):
             self.toml(name, storage=True).write_text(self._fill(blocks["storage"], name))
         self.loader_toml = self.toml(ADMIN)
-        self._start_postgres()
+        if self.failover:
+            self._start_patroni()
+        else:
+            self._start_postgres()
         self._start_redis()
         self.pochta("db", "upgrade")
         self.pochta("init")  # the admin host's own data directory
@@ -274,8 +295,18 @@ class Machines:
         return self.dir / name / ("storage.toml" if storage else "pochta.toml")
 
     def _fill(self, block: str, name: str) -> str:
-        """README's block as host ``name`` has it: the password, its certificates' place."""
-        return block.replace("PASSWORD", PASSWORD).replace(TLS_DIR, str(self.tls_dir(name)))
+        """README's block as host ``name`` has it: the password, its certificates' place
+        (and with one PostgreSQL, only its host)."""
+        block = block.replace("PASSWORD", PASSWORD).replace(TLS_DIR, str(self.tls_dir(name)))
+        return block if self.failover else block.replace(BOTH_DBS, f"{SUBNET}.1:5432")
+
+    def pg_hosts(self) -> str:
+        """``address:port,...`` of the PostgreSQL servers."""
+        return BOTH_DBS if self.failover else f"{SUBNET}.1:{PG_PORT}"
+
+    def dsn(self, dbname: str = "pochta") -> str:
+        """The admin host's DSN: over TLS, to whichever server takes writes."""
+        return dsn(dbname, self.tls(ADMIN).ca, self.pg_hosts())
 
     def node_url(self, name: str) -> str:
         return f"https://{self.address(name)}:{NODE_PORT}"
@@ -361,9 +392,19 @@ class Machines:
         self.postgres.start()
         self.admin(lambda: self._sql("postgres", "CREATE DATABASE pochta"))
 
+    def _start_patroni(self) -> None:
+        """etcd on db, db2 and node1; Patroni on db (the first primary) and db2."""
+        self.patroni = PatroniCluster(
+            self.dir / "patroni", self.hosts, (DB, DB2), (DB, DB2, NODE1), self.tls,
+            self.admin, self.tls(ADMIN).ca, SUBNET,
+        )  # fmt: skip
+        self.patroni.dir.mkdir(parents=True, exist_ok=True)
+        self.patroni.start()
+        self.admin(lambda: self._sql("postgres", "CREATE DATABASE pochta"))
+
     def _sql(self, dbname: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Runs on the calling thread: call it through :meth:`admin`."""
-        with psycopg.connect(dsn(dbname, self.tls(ADMIN).ca), autocommit=True) as conn:
+        with psycopg.connect(self.dsn(dbname), autocommit=True) as conn:
             cur = conn.execute(sql.encode(), params)
             return cur.fetchall() if cur.description else []
 
@@ -597,6 +638,8 @@ class Machines:
             if proc is not None and proc.log.exists():
                 tail = proc.log.read_text(errors="replace")[-1500:]
                 parts.append(f"--- {proc.name} ---\n{tail}")
+        if self.patroni is not None:
+            parts.append(self.patroni.logs())
         return "\n".join(parts)
 
     def stop(self) -> None:
@@ -609,6 +652,8 @@ class Machines:
             proc.stop(signal.SIGKILL)
         if self.postgres is not None:
             self.postgres.stop(signal.SIGINT)
+        if self.patroni is not None:
+            self.patroni.stop()
         self.net.remove()
         if self.pg_dir is not None:
             shutil.rmtree(self.pg_dir, ignore_errors=True)

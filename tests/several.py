@@ -142,6 +142,7 @@ class Delivery:
     failures: Counter[str] = field(default_factory=Counter)  # what a failed try met
     replies: list[tuple[float, int]] = field(default_factory=list)  # (monotonic, 4xx/5xx code)
     permanent: list[str] = field(default_factory=list)  # 5xx: must stay empty
+    accepted_at: list[float] = field(default_factory=list)  # monotonic, each 250 to a letter
 
 
 class Sender:
@@ -195,6 +196,8 @@ class Sender:
             for rcpt in accepted:
                 self.result.accepted.add((job.letter.id, rcpt))
                 self.result.via[target] += 1
+            if accepted:
+                self.result.accepted_at.append(time.monotonic())
             if again:
                 self.result.retries += 1
                 pause = min(0.2 * job.attempts, 1.0)
@@ -326,13 +329,13 @@ def fsck(machines: Machines, env: dict[str, str] | None = None) -> dict[str, Any
 def backup_and_check(machines: Machines) -> dict[str, Any]:
     """README's backup: pg_dump of the schema, pg_restore into a new database, fsck there."""
     dump = machines.dir / "pochta.dump"
-    ca = machines.tls(ADMIN).ca
     machines.pg_tool(
-        "pg_dump", "--format=custom", "--schema=pochta", f"--file={dump}", dsn("pochta", ca)
+        "pg_dump", "--format=custom", "--schema=pochta", f"--file={dump}", machines.dsn()
     )
     machines.sql("CREATE DATABASE pochta_restored", dbname="postgres")
-    machines.pg_tool("pg_restore", f"--dbname={dsn('pochta_restored', ca)}", str(dump))
-    return fsck(machines, {"POCHTA_POSTGRES__DSN": dsn("pochta_restored", ca)})
+    restored = machines.dsn("pochta_restored")
+    machines.pg_tool("pg_restore", f"--dbname={restored}", str(dump))
+    return fsck(machines, {"POCHTA_POSTGRES__DSN": restored})
 
 
 ADD_USERS = """
@@ -691,17 +694,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mailboxes", type=int, default=50)
     parser.add_argument("--threads", type=int, default=6, help="SMTP client connections")
     parser.add_argument("--dir", type=Path, help="keep the hosts' files and logs here")
+    parser.add_argument(
+        "--failover",
+        action="store_true",
+        help="PostgreSQL under Patroni with a synchronous standby; lose the primary's host",
+    )
     args = parser.parse_args(argv)
     why = netns.unavailable()
+    if why is None and args.failover:
+        from tests import patroni
+
+        why = patroni.missing()
     if why is not None:
-        print(json.dumps({"error": f"no network namespaces here: {why}"}))
+        print(json.dumps({"error": f"cannot build the machines here: {why}"}))
         return 2
     base = args.dir or Path(tempfile.mkdtemp(prefix="pochta-several-"))
     started = time.monotonic()
-    machines = Machines.start(base / "machines")
+    machines = Machines.start(base / "machines", failover=args.failover)
     try:
         up = time.monotonic() - started
-        summary = run(machines, args.letters, args.mailboxes, args.threads)
+        if args.failover:
+            from tests import several_failover
+
+            summary = several_failover.run(machines, args.letters, args.mailboxes, args.threads)
+        else:
+            summary = run(machines, args.letters, args.mailboxes, args.threads)
         summary = {"setup_seconds": round(up, 1), **summary}
         summary["total_seconds"] = round(time.monotonic() - started, 1)
         summary["dir"] = str(base)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import netns, several
+from tests import netns, patroni, several, several_failover
 from tests.machines import NODE1, NODE2, Machines
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -70,3 +70,37 @@ def test_the_recipe_survives_a_loader_and_a_node_killed(machines: Machines) -> N
     assert summary["attachments_checked"] > 10, shown
     assert not machines.loaders[NODE1].alive() and machines.loaders[NODE2].alive()
     assert machines.nodes[NODE2].alive()
+
+
+FAILOVER_LETTERS = int(os.environ.get("POCHTA_FAILOVER_LETTERS", "120"))
+
+
+@pytest.fixture
+def failover_machines(tmp_path: Path) -> Iterator[Machines]:
+    why = netns.unavailable() or patroni.missing()
+    if why is not None:
+        pytest.skip(why)
+    try:
+        started = Machines.start(tmp_path / "machines", failover=True)
+    except RuntimeError as exc:
+        if "is not installed" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def test_losing_the_primary_promotes_the_standby_and_loses_no_letter(
+    failover_machines: Machines,
+) -> None:
+    machines = failover_machines
+    summary = several_failover.run(machines, FAILOVER_LETTERS)
+    shown = json.dumps({**summary, "problems": summary["problems"][:20]}, indent=1)
+    assert summary["problems"] == [], f"{shown}\n{machines.logs()}"
+    assert summary["old_primary"] != summary["new_primary"], shown
+    # the standby took over within seconds (Patroni's ttl, then its next loop)
+    assert summary["failover_seconds"] < 30, shown
+    assert summary["deliveries_stored"] >= summary["deliveries_accepted"] > FAILOVER_LETTERS
+    assert summary["fsck"]["ok"] and summary["fsck"]["letters"] == summary["deliveries_stored"]

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from tests.machines import (
     ADDRESSES,
+    BOTH_DBS,
     DB,
+    DB2_OCTET,
     DISKS,
     NODE1,
     NODE2,
@@ -54,7 +56,10 @@ def test_both_files_are_valid_and_share_the_stores(settings: dict[str, Settings]
         assert s.redis.mode == "cluster" and list(s.redis.nodes) == redis_nodes
         assert s.postgres.dsn is not None
         dsn = s.postgres.dsn.get_secret_value()
-        assert f"@{address(DB)}:{PG_PORT}/pochta?" in dsn
+        # both PostgreSQL hosts (Patroni's primary and standby), the one taking writes
+        assert f"@{address(DB)}:{PG_PORT},{SUBNET}.{DB2_OCTET}:{PG_PORT}/pochta?" in dsn
+        assert f"@{BOTH_DBS}/pochta?" in dsn  # what the one-server test narrows to db
+        assert dsn.endswith("&target_session_attrs=read-write")
         assert f"sslmode=verify-full&sslrootcert={TLS_DIR}/ca.pem" in dsn
         assert s.redis.tls and s.redis.tls_ca_file == Path(TLS_DIR) / "ca.pem"
         assert (s.blobs.node_ca_file, s.blobs.node_cert_file, s.blobs.node_key_file) == (
