@@ -23,7 +23,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def db(postgres_dsn: str) -> Iterator[Postgres]:
-    pool = Postgres.connect(postgres_dsn, PoolSettings(min_size=1, max_size=2))
+    # one connection: once a statement was answered it is the pool's only one, idle, and no
+    # new one is on its way that a cut could miss
+    pool = Postgres.connect(postgres_dsn, PoolSettings(min_size=1, max_size=1))
     try:
         yield pool
     finally:
@@ -50,7 +52,8 @@ def test_a_cut_connection_is_a_lost_answer_and_the_step_runs_again(
     with pytest.raises(StorageError) as plain:  # a step run once: the caller's to settle
         db.query("SELECT 1")
     assert lost(plain.value.__cause__)
-    cut(postgres_dsn)
+    assert db.query("SELECT 1") == [(1,)]  # a new connection, and the pool's only one
+    assert cut(postgres_dsn) == 1
     tries: list[int] = []
 
     def step(conn: psycopg.Connection[Any]) -> int:

@@ -10,11 +10,11 @@ Several servers, one of them the primary (PostgreSQL under Patroni, README's "Se
 machines"): the DSN names them all with ``target_session_attrs=read-write``, and each new
 connection goes to whichever takes writes. When the primary is lost, the pool's connections
 break; a failed reconnection is given up after ``RECONNECT_TIMEOUT`` (psycopg_pool's backoff
-would otherwise wait 1, 2, 4, 8... s between tries and find the promoted standby late) and
-the next caller starts a new one. A step whose answer was lost (the connection broke after
-the statement was sent: it may or may not have been committed) is for its caller to settle;
-``until_answered`` runs a step that is safe to run again until it gets an answer, for up to
-``failover_timeout`` seconds.
+would otherwise wait 1, 2, 4, 8... s between tries and find the promoted standby late) and,
+while callers wait for a connection, a new one starts at once. A step whose answer was lost
+(the connection broke after the statement was sent: it may or may not have been committed)
+is for its caller to settle; ``until_answered`` runs a step that is safe to run again until
+it gets an answer, for up to ``failover_timeout`` seconds.
 
 Several stores share one pool: each ``share()`` is matched by one ``close()``, and the last
 close closes the pool.
@@ -107,6 +107,7 @@ class Postgres:
             kwargs={"autocommit": True, "connect_timeout": max(1, round(s.connect_timeout))},
             configure=self._configure,
             reconnect_timeout=RECONNECT_TIMEOUT,
+            reconnect_failed=self._reconnect_again,
             open=False,
             name="pochta",
         )
@@ -134,6 +135,14 @@ class Postgres:
         """``_reason``, and should a message ever quote the password, without it."""
         text = _reason(exc)
         return text.replace(self._secret, "***") if self._secret else text
+
+    def _reconnect_again(self, pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
+        """A reconnection was given up after ``RECONNECT_TIMEOUT``: while callers wait for a
+        connection, start another now (a standby promoted meanwhile takes it) rather than
+        when the next caller comes. With nobody waiting, the next caller starts one."""
+        if pool.get_stats().get("requests_waiting", 0) > 0:
+            with contextlib.suppress(PoolClosed):
+                pool.check()
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         s = self.settings
