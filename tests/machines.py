@@ -301,8 +301,15 @@ class Machines:
         return block if self.failover else block.replace(BOTH_DBS, f"{SUBNET}.1:5432")
 
     def pg_hosts(self) -> str:
-        """``address:port,...`` of the PostgreSQL servers."""
-        return BOTH_DBS if self.failover else f"{SUBNET}.1:{PG_PORT}"
+        """``address:port,...`` of the PostgreSQL servers; under Patroni, the primary first:
+        libpq tries no further host after a server's FATAL, and a database just created on
+        the primary may not be replayed on the standby yet (``synchronous_commit = on`` waits
+        for the standby's flush, not its replay)."""
+        if self.patroni is None:
+            return f"{SUBNET}.1:{PG_PORT}"
+        first = self.patroni.leader()
+        names = sorted(self.patroni.pg_hosts, key=lambda n: n != first)
+        return ",".join(f"{self.address(n)}:{PG_PORT}" for n in names)
 
     def dsn(self, dbname: str = "pochta") -> str:
         """The admin host's DSN: over TLS, to whichever server takes writes."""

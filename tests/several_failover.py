@@ -7,8 +7,9 @@ standby. Then: every letter answered 250 is in its mailbox byte for byte, none i
 unless its 250 was lost, nothing was refused with a 5xx, no 4xx came before the fault,
 ``pochta fsck`` is clean.
 
-Used by tests/integration/test_several_machines.py (short) and
-``scripts/several-machines --failover`` (longer, a JSON summary).
+Used by ``scripts/several-machines --failover`` (a JSON summary with the failover time and the
+longest wait for a 250); the CI test (tests/integration/test_several_machines.py) loses the
+primary within the recipe's own run (``several.Faults.lose_primary_at``).
 """
 
 from __future__ import annotations
