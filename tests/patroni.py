@@ -157,7 +157,7 @@ class PatroniCluster:
             "--peer-trusted-ca-file", str(tls.ca), "--peer-client-cert-auth",
             "--heartbeat-interval", "100", "--election-timeout", "1000",
         ]  # fmt: skip
-        return Member(f"etcd {name}", host, args, self.base / f"etcd-{name}.log")
+        return Member(f"etcd {name}", host, args, self.dir / f"etcd-{name}.log")
 
     def _patroni(self, name: str, user: str | None) -> Member:
         assert self.base is not None
@@ -187,6 +187,9 @@ class PatroniCluster:
                 "certfile": cert,
                 "keyfile": key,
                 "cafile": ca,
+                # a client certificate of the CA for every request that changes anything
+                # (switchover, restart, reinitialize); reads (GET /cluster) need none
+                "verify_client": "optional",
             },
             "etcd3": {
                 "hosts": [f"{self.hosts[n].address}:{ETCD_CLIENT}" for n in self.etcd_hosts],
@@ -257,7 +260,7 @@ class PatroniCluster:
         env_home = ["env", f"HOME={home}"]
         return Member(
             f"patroni {name}", host, [*run_as, *env_home, str(PATRONI), str(path)],
-            self.base / f"patroni-{name}.log",
+            self.dir / f"patroni-{name}.log",
         )  # fmt: skip
 
     # -- asking it --------------------------------------------------------------------------

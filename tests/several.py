@@ -52,6 +52,7 @@ from tests.machines import (
     settings_env,
 )
 from tests.mailtools import letter, payload
+from tests.patroni import REST_PORT
 from tests.tlsfiles import TestCA
 
 PHISHING = Path(__file__).parent / "data" / "phishing"
@@ -627,6 +628,28 @@ def clear_text_refused(machines: Machines) -> dict[str, str]:
     return seen
 
 
+def patroni_refused(machines: Machines) -> dict[str, str]:
+    """From the stranger's host, to each Patroni's REST API (verifying its certificate, showing
+    none of its own): a restart of the server must be refused (README: ``verify_client:
+    optional``, a certificate of the CA for anything that changes the cluster)."""
+    cluster = machines.patroni
+    assert cluster is not None
+    ca = ssl.create_default_context(cafile=machines.tls(ADMIN).ca)
+    seen: dict[str, str] = {}
+    for name in cluster.pg_hosts:
+        url = f"https://{machines.address(name)}:{REST_PORT}/restart"
+
+        def restart(url: str = url) -> str:
+            try:
+                r = httpx.post(url, json={}, verify=ca, timeout=STRANGER_TIMEOUT)
+            except httpx.HTTPError as exc:
+                return f"{type(exc).__name__}: {exc}"
+            return "ok" if r.status_code == 403 else f"HTTP {r.status_code}"
+
+        seen[f"restart {name}"] = machines.hosts[STRANGER].call(restart)
+    return seen
+
+
 def stranger(machines: Machines, email: str) -> tuple[dict[str, dict[str, str]], list[str]]:
     """Every stranger's check, and the problems: each answer that is not "ok"."""
     checks = {
@@ -634,6 +657,8 @@ def stranger(machines: Machines, email: str) -> tuple[dict[str, dict[str, str]],
         "storage_node": node_requests(machines, NODE1),
         "clear_text": clear_text_refused(machines),
     }
+    if machines.patroni is not None:
+        checks["patroni"] = patroni_refused(machines)
     problems = [
         f"stranger: {group} {what}: {seen}"
         for group, found in checks.items()
