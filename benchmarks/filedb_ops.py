@@ -213,7 +213,8 @@ def main() -> None:
             note(f"anchor: raw sqlite3, sync={sync}, {label} ...")
             got = measure_anchor(sync, per_commit, ARGS.records, ARGS.seconds, ARGS.dir)
             note(f"  {got['ops_per_s']:>9,} ops/s")
-            result["anchors"].append({"anchor": f"sync={sync}, {label}", **got})
+            row = {"anchor": f"sync={sync}, {label}", "sync": sync, "per_commit": per_commit}
+            result["anchors"].append({**row, **got})
     for name, factory in BACKENDS.items():
         for threads in ARGS.threads:
             note(f"{name}, {threads} thread(s) ...")
@@ -221,6 +222,17 @@ def main() -> None:
                 "backend": name,
                 **measure(factory, threads, ARGS.records, ARGS.seconds, ARGS.dir),
             }
+            anchor = next(
+                (
+                    a
+                    for a in result["anchors"]
+                    if name == f"sqlite sync={a['sync']}" and a["per_commit"] == 256
+                ),
+                None,
+            )
+            if anchor is not None:  # against the group-shaped anchor of the same sync
+                for phase in ("inc", "dec"):
+                    row[phase]["x_anchor"] = round(row[phase]["ops_per_s"] / anchor["ops_per_s"], 2)
             note(
                 f"  inc {row['inc']['ops_per_s']:>9,} ops/s   dec {row['dec']['ops_per_s']:>9,}"
                 " ops/s"

@@ -9,8 +9,16 @@ in leaves filled by random inserts (89 %; benchmarks/filedb_size.py).
     deleted (key BLOB PK, pair INT, moved_at REAL)                       -- space1
     ops     (op BLOB PK)      -- the journal of exactly-once counts: only those in flight
 
-Each step reads the record, applies ``pochta.blobs.counting`` and writes it back inside the
-writer's ``BEGIN IMMEDIATE`` transaction: atomic against threads and other processes.
+Group commit: the counting steps (inc, upsert, dec, each with its journal entry) that
+callers submit while a group is being written form the next group (``GroupCommit`` with one
+writer, up to ``batch_max`` steps): one ``BEGIN IMMEDIATE`` transaction, one commit (one fsync
+with sync=full), each caller answered after that commit. Inside it the steps run in arrival
+order, each mostly one statement returning the record it wrote (``UPDATE ... RETURNING``; the
+rare dec that moves a record to space1 or back goes through ``pochta.blobs.counting``). A step
+that fails (no record) writes nothing, not even its journal entry, so the others of its group
+stand; a group SQLite refuses as a whole (nothing of it is written) is tried again step by
+step, so a refused step fails only its own caller. Other processes on the file are ordered by
+SQLite's own lock.
 """
 
 from __future__ import annotations
