@@ -48,14 +48,36 @@ def file_busy(path: Path) -> Iterator[None]:
         other.close()
 
 
+def wait_for(what: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not what():
+        assert time.monotonic() < deadline, "the steps never queued"
+        time.sleep(0.005)
+
+
+def leading(
+    pool: ThreadPoolExecutor, db: SQLiteFileDB, call: Callable[[], FileRecord]
+) -> Future[FileRecord]:
+    """Submit the step that leads (and waits for the busy file); return once it holds the
+    writer's one slot (``_group`` is this FileDB's own batcher)."""
+    future = pool.submit(call)
+    wait_for(lambda: db._group._free == 0)
+    return future
+
+
+def queue_holds(db: SQLiteFileDB, n: int) -> Callable[[], bool]:
+    return lambda: len(db._group._queue) == n
+
+
 def queued(
-    pool: ThreadPoolExecutor, calls: list[Callable[[], FileRecord]]
+    pool: ThreadPoolExecutor, db: SQLiteFileDB, calls: list[Callable[[], FileRecord]]
 ) -> list[Future[FileRecord]]:
+    """Submit the steps one by one, each only once the one before is queued: they wait in
+    this order behind the leader, and the next group takes them all."""
     futures = []
-    for call in calls:
+    for n, call in enumerate(calls, start=1):
         futures.append(pool.submit(call))
-        time.sleep(0.02)  # in this order
-    time.sleep(0.2)
+        wait_for(queue_holds(db, n))
     return futures
 
 
@@ -71,11 +93,11 @@ def test_a_refused_step_fails_alone_and_the_others_of_its_group_land(
             f" WHEN NEW.key = X'{REFUSED}' BEGIN SELECT RAISE(ABORT, 'refused here'); END"
         )
     conn.close()
-    with ThreadPoolExecutor(max_workers=8) as pool, file_busy(path):
-        first = pool.submit(db.inc, KEYS[0], 1)  # leads, waits for the lock
-        time.sleep(0.1)
+    with ThreadPoolExecutor(max_workers=12) as pool, file_busy(path):
+        first = leading(pool, db, lambda: db.inc(KEYS[0], 1))  # waits for the lock
         rest = queued(
             pool,
+            db,
             [
                 lambda: db.inc(KEYS[1], 2),
                 lambda: db.inc(REFUSED, 3),
@@ -101,11 +123,11 @@ def test_steps_on_one_key_in_one_group_see_each_other_in_order(
     db: SQLiteFileDB, path: Path
 ) -> None:
     key = KEYS[0]
-    with ThreadPoolExecutor(max_workers=8) as pool, file_busy(path):
-        lead = pool.submit(db.upsert, KEYS[1], 9, 1)
-        time.sleep(0.1)
+    with ThreadPoolExecutor(max_workers=12) as pool, file_busy(path):
+        lead = leading(pool, db, lambda: db.upsert(KEYS[1], 9, 1))
         steps = queued(
             pool,
+            db,
             [
                 lambda: db.upsert(key, 7, 3, op=b"up"),
                 lambda: db.inc(key, 5, op=b"one"),
