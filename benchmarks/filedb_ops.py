@@ -11,7 +11,13 @@ reference) and each number of client threads (1 and 8):
    one inc (the path of a real letter deletion; no record reaches counter 0).
 
 Every call is one atomic, acknowledged step (with sync=full: durable against power loss when
-it returns). Reported: ops/s for the whole phase, and per-call latency p50 / p99 in µs.
+it returns). Concurrent calls share one transaction and one commit (group commit). Reported:
+ops/s for the whole phase, and per-call latency p50 / p99 in µs.
+
+Anchors, in the same run, on a file of the same layout and size, without pochta: one thread
+of raw ``sqlite3`` sending ``UPDATE live SET counter = counter + 1, magic = ... WHERE key = ?``
+for random keys, (a) 256 per ``BEGIN IMMEDIATE`` ... ``COMMIT`` (the shape of a full group),
+(b) one per transaction (the shape of one caller alone), each at sync=full and sync=normal.
 
     python benchmarks/filedb_ops.py            # full run
     python benchmarks/filedb_ops.py --quick    # a few seconds, checks the script works
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -145,6 +152,48 @@ def measure(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+ANCHOR_SQL = (
+    "UPDATE live SET counter = counter + 1,"
+    " magic = ((magic + ?2) & 0xFFFFFFFF) - (((magic + ?2) & 0x80000000) << 1) WHERE key = ?1"
+)
+
+
+def measure_anchor(
+    sync: str, per_commit: int, records: int, seconds: float, where: str | None
+) -> dict[str, Any]:
+    """Raw sqlite3, one thread, WAL: ``per_commit`` UPDATEs of random keys per transaction."""
+    workdir = Path(tempfile.mkdtemp(prefix="pochta-bench-filedb-", dir=where))
+    try:
+        keys = _keys(records, random.Random(1))
+        db = SQLiteFileDB(workdir / DB_FILE, synchronous="off")  # the schema, loaded quickly
+        _preload(db, keys, workdir)
+        db.close()
+        raw = [bytes.fromhex(k) for k in keys]
+        rng = random.Random(7)
+        conn = sqlite3.connect(workdir / DB_FILE, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={sync}")
+            ops = 0
+            start = time.perf_counter()
+            deadline = start + seconds
+            while time.perf_counter() < deadline:
+                conn.execute("BEGIN IMMEDIATE")
+                for _ in range(per_commit):
+                    conn.execute(ANCHOR_SQL, (rng.choice(raw), rng.randrange(1, 2**32)))
+                conn.execute("COMMIT")
+                ops += per_commit
+            elapsed = time.perf_counter() - start
+        finally:
+            conn.close()
+        return {"ops": ops, "seconds": round(elapsed, 3), "ops_per_s": round(ops / elapsed)}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+ANCHORS = {"256 UPDATEs per transaction": 256, "one UPDATE per transaction": 1}
+
+
 def main() -> None:
     result: dict[str, Any] = {
         "figure": "filedb_ops",
@@ -157,7 +206,15 @@ def main() -> None:
             "threads": ARGS.threads,
         },
         "results": [],
+        "anchors": [],
     }
+    for sync in ("full", "normal"):
+        for label, per_commit in ANCHORS.items():
+            note(f"anchor: raw sqlite3, sync={sync}, {label} ...")
+            got = measure_anchor(sync, per_commit, ARGS.records, ARGS.seconds, ARGS.dir)
+            note(f"  {got['ops_per_s']:>9,} ops/s")
+            row = {"anchor": f"sync={sync}, {label}", "sync": sync, "per_commit": per_commit}
+            result["anchors"].append({**row, **got})
     for name, factory in BACKENDS.items():
         for threads in ARGS.threads:
             note(f"{name}, {threads} thread(s) ...")
@@ -165,6 +222,17 @@ def main() -> None:
                 "backend": name,
                 **measure(factory, threads, ARGS.records, ARGS.seconds, ARGS.dir),
             }
+            anchor = next(
+                (
+                    a
+                    for a in result["anchors"]
+                    if name == f"sqlite sync={a['sync']}" and a["per_commit"] == 256
+                ),
+                None,
+            )
+            if anchor is not None:  # against the group-shaped anchor of the same sync
+                for phase in ("inc", "dec"):
+                    row[phase]["x_anchor"] = round(row[phase]["ops_per_s"] / anchor["ops_per_s"], 2)
             note(
                 f"  inc {row['inc']['ops_per_s']:>9,} ops/s   dec {row['dec']['ops_per_s']:>9,}"
                 " ops/s"
@@ -178,7 +246,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="a few seconds: check the script works")
     p.add_argument("--records", type=int, default=100_000, help="live records preloaded")
     p.add_argument("--seconds", type=float, default=5.0, help="length of each inc phase")
-    p.add_argument("--threads", type=int, nargs="+", default=[1, 8], help="client threads")
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 8, 64], help="client threads")
     p.add_argument("--dir", default=None, help="where the databases go (default: TMPDIR)")
     args = p.parse_args()
     if args.quick:

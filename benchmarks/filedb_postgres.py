@@ -219,10 +219,15 @@ def main() -> None:
                 for threads in ARGS.threads:
                     note(f"pochta {mode}, synchronous_commit={sync}, {threads} thread(s) ...")
                     got = measure_pochta(dsn, keys, mode, threads, ARGS.seconds, sync, ARGS.leaders)
+                    for phase in ("inc", "dec"):  # against the pipelined anchor of this run
+                        got[phase]["x_anchor"] = round(
+                            got[phase]["ops_per_s"] / result["anchors"][0]["ops_per_s"], 2
+                        )
                     row = {"mode": mode, "synchronous_commit": sync, "threads": threads, **got}
                     note(
                         f"  inc {got['inc']['ops_per_s']:>9,} ops/s"
                         f"   dec {got['dec']['ops_per_s']:>9,} ops/s"
+                        f"   ({got['inc']['x_anchor']}x / {got['dec']['x_anchor']}x the anchor)"
                     )
                     result["results"].append(row)
     emit(result)

@@ -30,8 +30,8 @@ from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
 RETRIES = 5
 
 _STEPS = """
-SELECT * FROM pochta.filedb_steps(%s::"char"[], %s::bytea[], %s::bigint[], %s::bigint[],
-                                  %s::integer[], %s::bytea[], %s::float8[])
+SELECT * FROM pochta.filedb_steps(%b::"char"[], %b::bytea[], %b::bigint[], %b::bigint[],
+                                  %b::integer[], %b::bytea[], %b::float8[])
 """
 _GET = """
 SELECT counter, magic, flags, pair, 0, NULL::float8 FROM pochta.filedb_live WHERE key = %s
@@ -122,7 +122,7 @@ class PostgresFileDB:
         for attempt in range(RETRIES):
             try:
                 with self._db.connection() as conn:
-                    rows = conn.execute(_STEPS, params, prepare=True).fetchall()
+                    rows = conn.execute(_STEPS, params, prepare=True, binary=True).fetchall()
                 break
             except StorageError as exc:
                 if not retryable(exc.__cause__) or attempt == RETRIES - 1:

@@ -9,20 +9,31 @@ in leaves filled by random inserts (89 %; benchmarks/filedb_size.py).
     deleted (key BLOB PK, pair INT, moved_at REAL)                       -- space1
     ops     (op BLOB PK)      -- the journal of exactly-once counts: only those in flight
 
-Each step reads the record, applies ``pochta.blobs.counting`` and writes it back inside the
-writer's ``BEGIN IMMEDIATE`` transaction: atomic against threads and other processes.
+Group commit: the counting steps (inc, upsert, dec, each with its journal entry) that
+callers submit while a group is being written form the next group (``GroupCommit`` with one
+writer, up to ``batch_max`` steps): one ``BEGIN IMMEDIATE`` transaction, one commit (one fsync
+with sync=full), each caller answered after that commit. Inside it the steps run in arrival
+order, each mostly one statement returning the record it wrote (``UPDATE ... RETURNING``; the
+rare dec that moves a record to space1 or back goes through ``pochta.blobs.counting``). A step
+that fails (no record) writes nothing, not even its journal entry, so the others of its group
+stand; a group SQLite refuses as a whole (nothing of it is written) is tried again step by
+step, so a refused step fails only its own caller. Other processes on the file are ordered by
+SQLite's own lock.
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import NamedTuple
 
 from pochta.blobs import counting
 from pochta.blobs.keys import parse_key, parse_magic, parse_op
-from pochta.errors import BlobNotFound
+from pochta.errors import BlobNotFound, StorageError
+from pochta.postgres.batch import GroupCommit
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
 from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
 
@@ -76,16 +87,114 @@ def _put_live(conn: sqlite3.Connection, r: FileRecord) -> None:
     )
 
 
-def _journal(conn: sqlite3.Connection, key: Key, op: Op | None) -> FileRecord | None:
-    """Journal ``op``; when it was journaled already, the record as it is (a replay)."""
-    if op is None:
+# Each counting step is one statement ending in RETURNING the record it wrote. ?1 the raw
+# key, ?2 the magic (1..2^32-1), ?3 the uploading pair, ?4 the magic as stored. The magic is
+# stored as a signed 32-bit integer: a sum is taken modulo 2^32 (``& 0xFFFFFFFF``), then
+# 2^31..2^32-1 is mapped to -2^31..-1 (``- ((x & 0x80000000) << 1)``).
+_INC = """
+UPDATE live SET counter = counter + 1,
+    magic = ((magic + ?2) & 0xFFFFFFFF) - (((magic + ?2) & 0x80000000) << 1)
+WHERE key = ?1
+RETURNING counter, magic, flags, pair
+"""
+_UPSERT = """
+INSERT INTO live (key, counter, magic, flags, pair) VALUES (?1, 1, ?4, 0, ?3)
+ON CONFLICT (key) DO UPDATE SET counter = counter + 1,
+    magic = ((magic + ?2) & 0xFFFFFFFF) - (((magic + ?2) & 0x80000000) << 1)
+RETURNING counter, magic, flags, pair
+"""
+# A dec that leaves the record live, with the sticky DO_NOT_DELETE of ``counting.after_dec``
+# (the counter goes below zero, or reaches zero while the magic does not). No row when the
+# record is not live or would move to space1: ``_dec_slowly`` takes those.
+_DEC_LIVE = """
+UPDATE live SET counter = counter - 1,
+    magic = ((magic - ?2) & 0xFFFFFFFF) - (((magic - ?2) & 0x80000000) << 1),
+    flags = flags | (counter < 1 OR (counter = 1 AND ((magic - ?2) & 0xFFFFFFFF) <> 0))
+WHERE key = ?1 AND NOT (counter = 1 AND ((magic - ?2) & 0xFFFFFFFF) = 0 AND (flags & 1) = 0)
+RETURNING counter, magic, flags, pair
+"""
+
+
+class Step(NamedTuple):
+    kind: str  # 'i' inc, 'u' upsert, 'd' dec
+    key: Key
+    raw: bytes  # the key's 32 bytes
+    magic: Magic
+    pair: int | None
+    op: Op | None
+    now: float | None
+
+
+Outcome = FileRecord | BlobNotFound
+
+
+def _returned(
+    conn: sqlite3.Connection, key: Key, sql: str, params: tuple[object, ...]
+) -> FileRecord | None:
+    """The record a statement ending in ``RETURNING counter, magic, flags, pair`` wrote."""
+    rows = conn.execute(sql, params).fetchall()  # to the end: the statement is done
+    if not rows:
         return None
-    if conn.execute("INSERT OR IGNORE INTO ops (op) VALUES (?)", (op,)).rowcount:
+    counter, magic, flags, pair = rows[0]
+    return FileRecord(key, counter, _from_db(magic), FileFlag(flags), pair)
+
+
+def _replayed(conn: sqlite3.Connection, step: Step) -> Outcome | None:
+    """Journal the step's op; when it was journaled already, the record as it is (a replay)."""
+    if step.op is None:
         return None
-    record = _live(conn, key) or _deleted(conn, key)
-    if record is None:
-        raise BlobNotFound(f"no record for {key}")
+    if conn.execute("INSERT OR IGNORE INTO ops (op) VALUES (?)", (step.op,)).rowcount:
+        return None
+    record = _live(conn, step.key) or _deleted(conn, step.key)
+    return record or BlobNotFound(f"no record for {step.key}")
+
+
+def _dec_slowly(conn: sqlite3.Connection, step: Step) -> Outcome:
+    """The dec that moves a record to space1, or brings one back from it, or finds none."""
+    key, raw = step.key, step.raw
+    before = _live(conn, key) or _deleted(conn, key)
+    if before is None:
+        return BlobNotFound(f"no record for {key}")
+    if step.now is None:
+        raise AssertionError("a dec carries its time")
+    record = counting.after_dec(before, key, step.magic, step.now)
+    if record.space is Space.DELETED:
+        conn.execute("DELETE FROM live WHERE key = ?", (raw,))
+        conn.execute(
+            "INSERT OR REPLACE INTO deleted (key, pair, moved_at) VALUES (?, ?, ?)",
+            (raw, record.pair_id, record.moved_at),
+        )
+    else:
+        if before.space is Space.DELETED:
+            conn.execute("DELETE FROM deleted WHERE key = ?", (raw,))
+        _put_live(conn, record)
     return record
+
+
+def _apply(conn: sqlite3.Connection, step: Step) -> Outcome:
+    """One step inside the group's transaction. A step that fails (not found) writes
+    nothing, not even its journal entry, so the other steps of the group stand."""
+    if (same := _replayed(conn, step)) is not None:
+        return same
+    outcome: Outcome | None
+    if step.kind == "i":
+        outcome = _returned(conn, step.key, _INC, (step.raw, step.magic))
+        outcome = outcome or BlobNotFound(f"no live record for {step.key}")
+    elif step.kind == "u":
+        params = (step.raw, step.magic, step.pair, _to_db(step.magic))
+        outcome = _returned(conn, step.key, _UPSERT, params)
+        if outcome is None:
+            raise AssertionError("an upsert always writes its record")
+    else:
+        outcome = _returned(conn, step.key, _DEC_LIVE, (step.raw, step.magic))
+        outcome = outcome or _dec_slowly(conn, step)
+    if isinstance(outcome, BlobNotFound) and step.op is not None:
+        conn.execute("DELETE FROM ops WHERE op = ?", (step.op,))
+    return outcome
+
+
+def _apply_all(steps: list[Step], conn: sqlite3.Connection) -> list[Outcome]:
+    return [_apply(conn, step) for step in steps]
 
 
 def _exec_many(sql: str, rows: list[tuple[object, ...]]) -> Callable[[sqlite3.Connection], None]:
@@ -97,64 +206,53 @@ def _exec_many(sql: str, rows: list[tuple[object, ...]]) -> Callable[[sqlite3.Co
 
 class SQLiteFileDB:
     def __init__(
-        self, path: Path, *, synchronous: Synchronous = "full", clock: Clock = time.time
+        self,
+        path: Path,
+        *,
+        synchronous: Synchronous = "full",
+        clock: Clock = time.time,
+        batch_max: int = 1024,
     ) -> None:
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
         self._clock = clock
+        self._group: GroupCommit[Step, FileRecord] = GroupCommit(
+            self._run, max_batch=batch_max, leaders=1
+        )
+
+    # -- the counting steps --------------------------------------------------------------
+    def _step(
+        self, kind: str, key: Key, magic: Magic, op: Op | None, pair: int | None = None
+    ) -> FileRecord:
+        key, magic = parse_key(key), parse_magic(magic)
+        op = None if op is None else parse_op(op)
+        now = self._clock() if kind == "d" else None
+        return self._group.submit(Step(kind, key, bytes.fromhex(key), magic, pair, op, now))
+
+    def _run(self, steps: list[Step]) -> list[Outcome | BaseException]:
+        """The steps that arrived together: one transaction, one commit. When it fails as a
+        whole (nothing of it is written), each step is tried again alone, so that a step
+        SQLite refuses fails only its own caller."""
+        try:
+            return list(self._db.write(functools.partial(_apply_all, steps)))
+        except StorageError:
+            if len(steps) == 1:
+                raise
+        outcomes: list[Outcome | BaseException] = []
+        for step in steps:
+            try:
+                outcomes.extend(self._db.write(functools.partial(_apply_all, [step])))
+            except StorageError as exc:
+                outcomes.append(exc)
+        return outcomes
 
     def inc(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
-        key, magic = parse_key(key), parse_magic(magic)
-        op = None if op is None else parse_op(op)
-
-        def step(conn: sqlite3.Connection) -> FileRecord:
-            if (same := _journal(conn, key, op)) is not None:
-                return same
-            record = counting.after_inc(_live(conn, key), key, magic)
-            conn.execute(
-                "UPDATE live SET counter = ?, magic = ? WHERE key = ?",
-                (record.counter, _to_db(record.magic), bytes.fromhex(key)),
-            )
-            return record
-
-        return self._db.write(step)
+        return self._step("i", key, magic, op)
 
     def upsert(self, key: Key, magic: Magic, pair_id: int, op: Op | None = None) -> FileRecord:
-        key, magic = parse_key(key), parse_magic(magic)
-        op = None if op is None else parse_op(op)
-
-        def step(conn: sqlite3.Connection) -> FileRecord:
-            if (same := _journal(conn, key, op)) is not None:
-                return same
-            record = counting.after_upsert(_live(conn, key), key, magic, pair_id)
-            _put_live(conn, record)
-            return record
-
-        return self._db.write(step)
+        return self._step("u", key, magic, op, pair_id)
 
     def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
-        key, magic = parse_key(key), parse_magic(magic)
-        op = None if op is None else parse_op(op)
-        now = self._clock()
-
-        def step(conn: sqlite3.Connection) -> FileRecord:
-            if (same := _journal(conn, key, op)) is not None:
-                return same
-            before = _live(conn, key) or _deleted(conn, key)
-            record = counting.after_dec(before, key, magic, now)
-            raw = bytes.fromhex(key)
-            if record.space is Space.DELETED:
-                conn.execute("DELETE FROM live WHERE key = ?", (raw,))
-                conn.execute(
-                    "INSERT OR REPLACE INTO deleted (key, pair, moved_at) VALUES (?, ?, ?)",
-                    (raw, record.pair_id, record.moved_at),
-                )
-            else:
-                if before is not None and before.space is Space.DELETED:
-                    conn.execute("DELETE FROM deleted WHERE key = ?", (raw,))
-                _put_live(conn, record)
-            return record
-
-        return self._db.write(step)
+        return self._step("d", key, magic, op)
 
     def applied(self, ops: Collection[Op]) -> set[Op]:
         conn = self._db.reader()
@@ -233,4 +331,5 @@ class SQLiteFileDB:
         return self._db.write(step)
 
     def close(self) -> None:
+        self._group.close()
         self._db.close()
