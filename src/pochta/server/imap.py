@@ -102,7 +102,7 @@ from pochta.server.connections import Doorman, imap_refusal, local_doorman
 from pochta.server.imapproto import SPAM, Simple, folder_name, pochta_folder
 from pochta.server.imapread import Appending, Bye, CommandReader, ImapLimits, Refused
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
-from pochta.server.imapstore import ImapStore, Opened
+from pochta.server.imapstore import ImapStore, Opened, Opening
 from pochta.server.imapwire import CHUNK, LINGER_SECONDS, READ_AHEAD, Closed, LineTooLong, Wire
 from pochta.server.passwords import PasswordSlots
 from pochta.server.smtpdata import Spool
@@ -806,24 +806,25 @@ class Session:
         attrs: Sequence[FetchAttribute],
         sets_seen: bool,
     ) -> list[tuple[FolderEntry, list[Value | None] | None]]:
-        """In a store thread: the letters at ``positions``, each marked seen first when
-        ``sets_seen``, with their attributes' values (see ``_values``); fewer when their values
-        pass :data:`FETCH_BATCH_BYTES` bytes."""
+        """In a store thread: the letters at ``positions`` (opened in one index read) with
+        their attributes' values (see ``_values``), fewer when their values pass
+        :data:`FETCH_BATCH_BYTES` bytes; then, when ``sets_seen``, those not yet seen marked
+        seen in one step."""
         out: list[tuple[FolderEntry, list[Value | None] | None]] = []
         size = 0
-        reads = any(a.value not in (b"UID", b"FLAGS") for a in attrs)
-        for pos in positions:
-            entry = selected.entries[pos]
-            if sets_seen and LetterFlag.SEEN not in entry.flags:
-                seen = LetterFlag.SEEN
-                changed = self.store.set_flags(user_id, [entry.letter_id], seen, LetterFlag.NONE)
-                if changed:
-                    entry = changed[0][1]
-            values = self._values(user_id, entry.letter_id, attrs) if reads else []
+        entries = [selected.entries[pos] for pos in positions]
+        opened = self.store.open_many(user_id, [e.letter_id for e in entries])
+        for entry in entries:
+            values = self._values(opened.get(entry.letter_id), attrs)
             out.append((entry, values))
             size += sum(len(v) for v in values or () if isinstance(v, bytes))
             if size >= FETCH_BATCH_BYTES:
                 break
+        unseen = [e.letter_id for e, v in out if v is not None and LetterFlag.SEEN not in e.flags]
+        if sets_seen and unseen:
+            changed = self.store.set_flags(user_id, unseen, LetterFlag.SEEN, LetterFlag.NONE)
+            after = {entry.letter_id: entry for _, entry in changed}
+            out = [(after.get(e.letter_id, e), v) for e, v in out]
         return out
 
     async def _send_fetched(
@@ -861,11 +862,10 @@ class Session:
             await self.wire.drain()
 
     def _values(
-        self, user_id: int, letter_id: int, attrs: Sequence[FetchAttribute]
+        self, opened: Opened | None, attrs: Sequence[FetchAttribute]
     ) -> list[Value | None] | None:
-        """In a store thread: the letter opened and the value of each attribute but UID and
+        """In a store thread: the value of each attribute of an opened letter but UID and
         FLAGS (None for those); None when the letter is gone."""
-        opened = self.store.open(user_id, letter_id)
         if opened is None:
             return None
         return [
@@ -962,7 +962,11 @@ class Session:
 
         def run() -> list[int]:
             found = []
+            opened_at: Opening | None = None
             for pos, entry in enumerate(selected.entries):
+                if not light and pos % FETCH_BATCH == 0:  # the next letters, in one read
+                    chunk = selected.entries[pos : pos + FETCH_BATCH]
+                    opened_at = store.open_many(user_id, [e.letter_id for e in chunk])
                 if light:
                     facts = Facts(
                         pos + 1,
@@ -980,7 +984,8 @@ class Session:
                     if matches(keys, facts):
                         found.append(entry.uid if by_uid else pos + 1)
                     continue
-                opened = store.open(user_id, entry.letter_id)
+                assert opened_at is not None
+                opened = opened_at.get(entry.letter_id)
                 if opened is None:
                     continue
                 letter = opened.letter
