@@ -11,6 +11,7 @@ statement, or a REPEATABLE READ snapshot.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, TypeVar
@@ -55,6 +56,7 @@ FROM pochta.letters l JOIN pochta.folders f ON f.id = l.folder_id
 _OTHER_FLAGS = KEPT_FLAGS
 
 
+@functools.lru_cache(maxsize=1024)  # a few dozen combinations in use; enum arithmetic is slow
 def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
     flags = LetterFlag(int(other) & _OTHER_FLAGS)  # type: ignore[call-overload]
     if seen:

@@ -7,6 +7,7 @@ magic as a signed 32-bit integer, as in the FileDB.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -107,6 +108,7 @@ IDS_PER_STATEMENT = 500  # letter ids bound to one statement (SQLite takes at le
 _OTHER_FLAGS = KEPT_FLAGS
 
 
+@functools.lru_cache(maxsize=1024)  # a few dozen combinations in use; enum arithmetic is slow
 def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
     flags = LetterFlag(int(other) & _OTHER_FLAGS)  # type: ignore[call-overload]
     if seen:
@@ -569,8 +571,10 @@ class SQLiteIndex:
         limit = -1 if max_size is None else max_size
         ids = list(dict.fromkeys(letter_ids))
         conn = self._db.reader()
+        many = len(ids) > IDS_PER_STATEMENT
         with conn:  # one read transaction, however many statements the ids take
-            conn.execute("BEGIN")
+            if many:  # (one statement is one on its own)
+                conn.execute("BEGIN")
             for at in range(0, len(ids), IDS_PER_STATEMENT):
                 part = ids[at : at + IDS_PER_STATEMENT]
                 marks = ",".join("?" * len(part))
