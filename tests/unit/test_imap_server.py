@@ -847,6 +847,26 @@ def test_a_fetch_reads_the_index_once_per_batch(
         c.logout()
 
 
+def test_a_range_of_a_letter_is_its_bytes_with_or_without_attachments(pochta: Pochta) -> None:
+    """``read_bytes`` (which slices a letter kept whole in its skeleton at once) gives every
+    range of a letter as delivered, for a letter with no extracted part and one with two."""
+    user = pochta.mailbox.user(ALICE)
+    assert user is not None
+    store = ImapStore(pochta.mailbox)
+    plain = letter(subject="kept whole")
+    split = letter(subject="split", attachments=[("a", payload(1, 6000)), ("b", payload(2, 5000))])
+    for raw in (plain, split):
+        (letter_id,) = pochta.mailbox.deliver(raw, [user], folder="Inbox").ids
+        opened = store.open(user.id, letter_id)
+        assert opened is not None and opened.size == len(raw)
+        assert (len(opened.layout.segments) == 1) is (raw is plain)
+        edges = [-5, 0, 1, *range(2, len(raw), max(1, len(raw) // 40)), len(raw) - 1, len(raw)]
+        for start in edges:
+            for end in [*edges, len(raw) + 9]:
+                got = store.read_bytes(opened, start, end)
+                assert got == raw[max(0, start) : max(0, end)], (start, end)
+
+
 # -- the review of issue 27's IMAP bounds: APPEND and the memory budget
 
 

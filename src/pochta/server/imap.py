@@ -899,18 +899,18 @@ class Session:
         section = attr.section
         assert section is not None
         parts = list(section.parts)
-        if not parts and not section.specifier:
-            span = imapfetch.Section(0, opened.size)
+        label = bytes(attr.for_response)
+        if not parts and not section.specifier:  # the whole letter
+            start, end = 0, opened.size
         else:
             span = imapfetch.section(
                 opened.tree(), opened.size, parts, section.specifier, section.headers
             )
-        label = bytes(attr.for_response)
-        if span.fields is not None:
-            header = store.read_bytes(opened, span.start, span.end)
-            data = imapfetch.filter_fields(header, span.fields, span.exclude)
-            return label + b" " + _literal(_partial(data, attr))
-        start, end = span.start, span.end
+            if span.fields is not None:
+                header = store.read_bytes(opened, span.start, span.end)
+                data = imapfetch.filter_fields(header, span.fields, span.exclude)
+                return label + b" " + _literal(_partial(data, attr))
+            start, end = span.start, span.end
         if attr.partial is not None:
             start = min(end, start + attr.partial.start)
             if attr.partial.length is not None:
