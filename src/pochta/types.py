@@ -451,6 +451,13 @@ class MailIndex(Protocol):
     def content(self, letter_id: int) -> tuple[bytes, list[AttachmentRef]]:
         """The skeleton and the references of a letter."""
 
+    def skeletons(
+        self, user_id: int, letter_ids: Sequence[int], max_size: int | None = None
+    ) -> dict[int, tuple[StoredLetter, bytes | None]]:
+        """In one read, each delivered letter of this user among ``letter_ids`` with its
+        skeleton: None for a skeleton of more than ``max_size`` bytes (not read; ``content``
+        reads it). Anyone else's letters and letters not delivered are left out."""
+
     def update(
         self,
         user_id: int,

@@ -139,6 +139,45 @@ def test_no_one_reaches_another_users_letter(index: MailIndex) -> None:
     assert index.letter(a.id, letter_id) is not None
 
 
+def test_skeletons_read_a_batch_of_the_users_delivered_letters(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    b = index.add_user("b@example.org", "h")
+    mine = []
+    for size in (3, 10, 30):
+        (letter_id,) = index.begin_delivery(
+            b"s" * size, meta(f"{size}"), [NewStoredLetter(a.id, "Inbox", ())], delivered=True
+        )
+        mine.append(letter_id)
+    (pending,) = index.begin_delivery(b"p", meta(), [NewStoredLetter(a.id, "Inbox", refs(1))])
+    theirs = deliver(index, b.id)
+    deleted = deliver(index, a.id)
+    assert index.delete(a.id, deleted)
+    asked = [*mine, pending, theirs, deleted, 10**9, mine[0]]
+    got = index.skeletons(a.id, asked)
+    assert sorted(got) == mine
+    for letter_id in mine:
+        letter, skeleton = got[letter_id]
+        assert letter == index.letter(a.id, letter_id)
+        assert skeleton == index.content(letter_id)[0]
+    # a skeleton over max_size is left unread, its letter still given
+    capped = index.skeletons(a.id, mine, max_size=10)
+    assert {i: s for i, (_, s) in capped.items()} == {
+        mine[0]: b"sss",
+        mine[1]: b"s" * 10,
+        mine[2]: None,
+    }
+    assert capped[mine[2]][0].subject == "30"
+    assert index.skeletons(a.id, []) == {}
+    assert index.skeletons(b.id, mine) == {}
+
+
+def test_skeletons_take_any_number_of_ids(index: MailIndex) -> None:
+    a = index.add_user("a@example.org", "h")
+    ids = [deliver(index, a.id, f"s{i}") for i in range(3)]
+    asked = [*range(10**9, 10**9 + 1500), *ids]
+    assert sorted(index.skeletons(a.id, asked)) == ids
+
+
 def test_listing_pages_newest_first(index: MailIndex) -> None:
     a = index.add_user("a@example.org", "h")
     ids = [deliver(index, a.id, f"s{i}") for i in range(5)]

@@ -243,3 +243,19 @@ def test_search_keys(keys: str, flags: LetterFlag, found: bool) -> None:
 def test_only_body_and_text_read_the_text() -> None:
     assert needs_text(search_keys("OR SEEN (NOT BODY x)"))
     assert not needs_text(search_keys("OR SEEN (NOT FROM x)"))
+
+
+def test_a_fetch_response_is_one_piece_but_around_a_big_body() -> None:
+    names = [b"UID", b"FLAGS", b"RFC822.SIZE", b"BODY[]"]
+    small = [None, None, b"RFC822.SIZE 3", b"BODY[] {3}\r\nabc"]
+    flags = imapproto.flags(LetterFlag.SEEN | LetterFlag.FLAGGED)
+    assert imapfetch.response(7, 42, flags, names, small) == [
+        b"* 7 FETCH (UID 42 FLAGS (\\Seen \\Flagged) RFC822.SIZE 3 BODY[] {3}\r\nabc)\r\n"
+    ]
+    blocks = iter([b"ab", b"c"])
+    big = [None, None, b"RFC822.SIZE 3", (b"BODY[] ", 3, blocks)]
+    assert imapfetch.response(7, 42, b"()", names, big) == [
+        b"* 7 FETCH (UID 42 FLAGS () RFC822.SIZE 3 BODY[] {3}\r\n",
+        blocks,
+        b")\r\n",
+    ]

@@ -38,7 +38,7 @@ from pochta.config import SmtpSettings, load_settings
 from pochta.errors import RateLimited
 from pochta.guard.networks import LOOPBACK, parse_networks, within
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker
-from pochta.server import smtp
+from pochta.server import imapstore, smtp
 from pochta.server.budget import Budget
 from pochta.server.imap import ImapLimits, ImapServer
 from pochta.server.imapstore import ImapStore
@@ -786,6 +786,85 @@ def test_a_fetch_of_many_letters_reads_them_in_batches_in_order(imap: Running) -
     typ, data = c.search(None, "UNSEEN")
     assert data == [b""]
     c.logout()
+
+
+class CountingIndex:
+    """The mailbox index, recording the reads of letters that FETCH makes."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self.reads: list[tuple[str, int, int | None]] = []
+
+    def skeletons(self, user_id: int, letter_ids: Any, max_size: int | None = None) -> Any:
+        self.reads.append(("skeletons", len(letter_ids), max_size))
+        return self.index.skeletons(user_id, letter_ids, max_size)
+
+    def letter(self, user_id: int, letter_id: int) -> Any:
+        self.reads.append(("letter", 1, None))
+        return self.index.letter(user_id, letter_id)
+
+    def content(self, letter_id: int) -> Any:
+        self.reads.append(("content", 1, None))
+        return self.index.content(letter_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.index, name)
+
+
+def test_a_fetch_reads_the_index_once_per_batch(
+    pochta: Pochta, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FETCH 1:* of 70 letters is two index reads, one for each batch (64, then 6), and one
+    more for the letter whose skeleton is over the batch's bound, read on its own when its
+    turn comes; every letter comes back byte for byte, and UID FETCH of one letter is one
+    read."""
+    monkeypatch.setattr(imapstore, "BATCH_SKELETON", 2000)
+    store = ImapStore(pochta.mailbox)
+    counting = CountingIndex(pochta.mailbox.index)
+    store.index = counting
+    raws = [letter(subject=f"batched {n:02d}") for n in range(70)]
+    raws[5] = letter(subject="batched 05", text="a long line of text\n" * 150)
+    for running in start(pochta, LIMITS, store=store):
+        c = imaplib.IMAP4("127.0.0.1", running.port)
+        c.login(ALICE, PASSWORD)
+        c.create("Batched")
+        for raw in raws:
+            c.append("Batched", None, None, raw)
+        c.select("Batched")
+        counting.reads.clear()
+        typ, data = c.fetch("1:*", "(BODY.PEEK[])")
+        assert typ == "OK"
+        assert [item[1] for item in data if isinstance(item, tuple)] == raws
+        assert counting.reads == [
+            ("skeletons", 64, 2000),
+            ("skeletons", 1, None),  # letter 6's skeleton, over the bound
+            ("skeletons", 6, 2000),
+        ]
+        counting.reads.clear()
+        typ, data = c.uid("FETCH", "6", "(BODY.PEEK[])")
+        assert typ == "OK" and data[0][1] == raws[5]  # type: ignore[index]
+        assert counting.reads == [("skeletons", 1, None)]
+        c.logout()
+
+
+def test_a_range_of_a_letter_is_its_bytes_with_or_without_attachments(pochta: Pochta) -> None:
+    """``read_bytes`` (which slices a letter kept whole in its skeleton at once) gives every
+    range of a letter as delivered, for a letter with no extracted part and one with two."""
+    user = pochta.mailbox.user(ALICE)
+    assert user is not None
+    store = ImapStore(pochta.mailbox)
+    plain = letter(subject="kept whole")
+    split = letter(subject="split", attachments=[("a", payload(1, 6000)), ("b", payload(2, 5000))])
+    for raw in (plain, split):
+        (letter_id,) = pochta.mailbox.deliver(raw, [user], folder="Inbox").ids
+        opened = store.open(user.id, letter_id)
+        assert opened is not None and opened.size == len(raw)
+        assert (len(opened.layout.segments) == 1) is (raw is plain)
+        edges = [-5, 0, 1, *range(2, len(raw), max(1, len(raw) // 40)), len(raw) - 1, len(raw)]
+        for start in edges:
+            for end in [*edges, len(raw) + 9]:
+                got = store.read_bytes(opened, start, end)
+                assert got == raw[max(0, start) : max(0, end)], (start, end)
 
 
 # -- the review of issue 27's IMAP bounds: APPEND and the memory budget

@@ -11,6 +11,7 @@ statement, or a REPEATABLE READ snapshot.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -46,10 +47,18 @@ SELECT l.id, l.user_id, f.name, l.size, l.received, l.date, l.sender, l.subject,
        l.flagged, l.verdict, l.uid, l.flags
 FROM pochta.letters l JOIN pochta.folders f ON f.id = l.folder_id
 """
+_SKELETONS = """
+SELECT l.id, l.user_id, f.name, l.size, l.received, l.date, l.sender, l.subject, l.seen,
+       l.flagged, l.verdict, l.uid, l.flags,
+       CASE WHEN %s::bigint IS NULL OR octet_length(s.data) <= %s::bigint THEN s.data END
+FROM pochta.letters l JOIN pochta.folders f ON f.id = l.folder_id
+     JOIN pochta.skeletons s ON s.id = l.skeleton_id
+"""
 # letters.flags keeps the flags that have no column of their own; seen and flagged keep theirs
 _OTHER_FLAGS = KEPT_FLAGS
 
 
+@functools.lru_cache(maxsize=1024)  # a few dozen combinations in use; enum arithmetic is slow
 def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
     flags = LetterFlag(int(other) & _OTHER_FLAGS)  # type: ignore[call-overload]
     if seen:
@@ -500,6 +509,15 @@ class PostgresIndex:
         if row is None:
             raise InvalidInput(f"no letter {letter_id}")
         return bytes(row[0]), [_ref(r) for r in refs]
+
+    def skeletons(
+        self, user_id: int, letter_ids: Sequence[int], max_size: int | None = None
+    ) -> dict[int, tuple[StoredLetter, bytes | None]]:
+        rows = self._db.query(
+            _SKELETONS + "WHERE l.id = ANY(%s::bigint[]) AND l.user_id = %s AND l.state = 1",
+            (max_size, max_size, list(letter_ids), user_id),
+        )
+        return {int(r[0]): (_letter(r), None if r[-1] is None else bytes(r[-1])) for r in rows}
 
     def update(
         self,

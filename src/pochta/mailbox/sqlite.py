@@ -7,6 +7,7 @@ magic as a signed 32-bit integer, as in the FileDB.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -95,10 +96,19 @@ SELECT l.id, l.user_id, f.name, l.size, l.received, l.date, l.sender, l.subject,
 FROM letters l JOIN folders f ON f.id = l.folder_id
 """
 
+_SKELETONS = """
+SELECT l.id, l.user_id, f.name, l.size, l.received, l.date, l.sender, l.subject, l.seen,
+       l.flagged, l.verdict, l.uid, l.flags,
+       CASE WHEN ? < 0 OR length(s.data) <= ? THEN s.data END
+FROM letters l JOIN folders f ON f.id = l.folder_id JOIN skeletons s ON s.id = l.skeleton_id
+"""
+IDS_PER_STATEMENT = 500  # letter ids bound to one statement (SQLite takes at least 999)
+
 # letters.flags keeps the flags that have no column of their own; seen and flagged keep theirs
 _OTHER_FLAGS = KEPT_FLAGS
 
 
+@functools.lru_cache(maxsize=1024)  # a few dozen combinations in use; enum arithmetic is slow
 def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
     flags = LetterFlag(int(other) & _OTHER_FLAGS)  # type: ignore[call-overload]
     if seen:
@@ -553,6 +563,29 @@ class SQLiteIndex:
         if row is None:
             raise InvalidInput(f"no letter {letter_id}")
         return bytes(row[0]), [_ref(r) for r in refs]
+
+    def skeletons(
+        self, user_id: int, letter_ids: Sequence[int], max_size: int | None = None
+    ) -> dict[int, tuple[StoredLetter, bytes | None]]:
+        out: dict[int, tuple[StoredLetter, bytes | None]] = {}
+        limit = -1 if max_size is None else max_size
+        ids = list(dict.fromkeys(letter_ids))
+        conn = self._db.reader()
+        many = len(ids) > IDS_PER_STATEMENT
+        with conn:  # one read transaction, however many statements the ids take
+            if many:  # (one statement is one on its own)
+                conn.execute("BEGIN")
+            for at in range(0, len(ids), IDS_PER_STATEMENT):
+                part = ids[at : at + IDS_PER_STATEMENT]
+                marks = ",".join("?" * len(part))
+                rows = conn.execute(
+                    _SKELETONS + f"WHERE l.id IN ({marks}) AND l.user_id = ? AND l.state = 1",
+                    (limit, limit, *part, user_id),
+                ).fetchall()
+                for row in rows:
+                    data = row[-1]
+                    out[int(row[0])] = (_letter(row), None if data is None else bytes(data))
+        return out
 
     def update(
         self,

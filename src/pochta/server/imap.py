@@ -99,10 +99,11 @@ from pochta.mailbox.prepare import Prepared
 from pochta.server import imapfetch, imapproto
 from pochta.server.budget import Budget, Share
 from pochta.server.connections import Doorman, imap_refusal, local_doorman
+from pochta.server.imapfetch import Piece, Value
 from pochta.server.imapproto import SPAM, Simple, folder_name, pochta_folder
 from pochta.server.imapread import Appending, Bye, CommandReader, ImapLimits, Refused
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
-from pochta.server.imapstore import ImapStore, Opened
+from pochta.server.imapstore import ImapStore, Opened, Opening
 from pochta.server.imapwire import CHUNK, LINGER_SECONDS, READ_AHEAD, Closed, LineTooLong, Wire
 from pochta.server.passwords import PasswordSlots
 from pochta.server.smtpdata import Spool
@@ -126,8 +127,6 @@ FETCH_BATCH_BYTES = 1 << 20  # or until their values hold this many bytes
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
-Value = bytes | tuple[bytes, int, Iterator[bytes]]
-"""A FETCH attribute's value: its bytes, or a big body's head, size and blocks."""
 
 
 @dataclass
@@ -782,19 +781,27 @@ class Session:
         )
         assert self.user is not None
         reads = sets_seen or any(a.value not in (b"UID", b"FLAGS") for a in attrs)
+        names = [a.value for a in attrs]
         done = 0
         while done < len(positions):
             chunk = positions[done : done + FETCH_BATCH]
-            if reads:  # the letters read in a store thread, many at a time
+            if reads:  # the letters read and their answers made in a store thread
                 batch = await self.server.run(
                     self._fetch_batch, self.user.id, selected, chunk, attrs, sets_seen
                 )
             else:
-                batch = [(selected.entries[p], []) for p in chunk]
-            for pos, (entry, values) in zip(chunk, batch, strict=False):
+                batch = [
+                    (selected.entries[p], self._response(p, names, None, selected.entries[p]))
+                    for p in chunk
+                ]
+            for pos, (entry, pieces) in zip(chunk, batch, strict=False):
                 selected.entries[pos] = entry
-                if values is not None:  # None: expunged meanwhile, nothing to say about it
-                    await self._send_fetched(pos + 1, entry, attrs, values)
+                for piece in pieces or ():  # None: expunged meanwhile, nothing to say of it
+                    if isinstance(piece, bytes):
+                        self.send(piece)
+                    else:
+                        await self._stream(piece)
+            await self.wire.writable()
             done += len(batch)
         self.tagged(tag, b"OK", b"UID FETCH completed" if by_uid else b"FETCH completed")
 
@@ -805,52 +812,47 @@ class Session:
         positions: Sequence[int],
         attrs: Sequence[FetchAttribute],
         sets_seen: bool,
-    ) -> list[tuple[FolderEntry, list[Value | None] | None]]:
-        """In a store thread: the letters at ``positions``, each marked seen first when
-        ``sets_seen``, with their attributes' values (see ``_values``); fewer when their values
-        pass :data:`FETCH_BATCH_BYTES` bytes."""
-        out: list[tuple[FolderEntry, list[Value | None] | None]] = []
+    ) -> list[tuple[FolderEntry, list[Piece] | None]]:
+        """In a store thread: the letters at ``positions`` (opened in one index read), each
+        with its FETCH response (None when it is gone), fewer when their values pass
+        :data:`FETCH_BATCH_BYTES` bytes; those not yet seen marked seen in one step first
+        when ``sets_seen``."""
+        values: list[list[Value | None] | None] = []
         size = 0
-        reads = any(a.value not in (b"UID", b"FLAGS") for a in attrs)
-        for pos in positions:
-            entry = selected.entries[pos]
-            if sets_seen and LetterFlag.SEEN not in entry.flags:
-                seen = LetterFlag.SEEN
-                changed = self.store.set_flags(user_id, [entry.letter_id], seen, LetterFlag.NONE)
-                if changed:
-                    entry = changed[0][1]
-            values = self._values(user_id, entry.letter_id, attrs) if reads else []
-            out.append((entry, values))
-            size += sum(len(v) for v in values or () if isinstance(v, bytes))
+        entries = [selected.entries[pos] for pos in positions]
+        opened = self.store.open_many(user_id, [e.letter_id for e in entries])
+        for entry in entries:
+            got = self._values(opened.get(entry.letter_id), attrs)
+            values.append(got)
+            size += sum(len(v) for v in got or () if isinstance(v, bytes))
             if size >= FETCH_BATCH_BYTES:
                 break
-        return out
+        entries = entries[: len(values)]
+        unseen = [
+            e.letter_id
+            for e, v in zip(entries, values, strict=True)
+            if v is not None and LetterFlag.SEEN not in e.flags
+        ]
+        if sets_seen and unseen:
+            changed = self.store.set_flags(user_id, unseen, LetterFlag.SEEN, LetterFlag.NONE)
+            after = {entry.letter_id: entry for _, entry in changed}
+            entries = [after.get(e.letter_id, e) for e in entries]
+        names = [a.value for a in attrs]
+        return [
+            (e, None if v is None else self._response(pos, names, v, e))
+            for pos, e, v in zip(positions, entries, values, strict=False)
+        ]
 
-    async def _send_fetched(
-        self, seq: int, entry: FolderEntry, attrs: list[FetchAttribute], values: list[Value | None]
-    ) -> None:
-        out = [b"* %d FETCH (" % seq]
-        for i, attr in enumerate(attrs):
-            sep = b" " if i else b""
-            name = attr.value
-            if name == b"UID":
-                out.append(sep + b"UID %d" % entry.uid)
-            elif name == b"FLAGS":
-                out.append(sep + b"FLAGS " + imapproto.flags(entry.flags))
-            else:
-                value = values[i]
-                assert value is not None
-                if isinstance(value, bytes):
-                    out.append(sep + value)
-                else:  # a big body: sent block by block
-                    head, size, chunks = value
-                    out.append(sep + head + b"{%d}\r\n" % size)
-                    self.send(b"".join(out))
-                    out = []
-                    await self._stream(chunks)
-        out.append(b")\r\n")
-        self.send(b"".join(out))
-        await self.wire.writable()
+    @staticmethod
+    def _response(
+        pos: int,
+        names: Sequence[bytes],
+        values: Sequence[Value | None] | None,
+        entry: FolderEntry,
+    ) -> list[Piece]:
+        return imapfetch.response(
+            pos + 1, entry.uid, imapproto.flags(entry.flags), names, values or [None] * len(names)
+        )
 
     async def _stream(self, chunks: Iterator[bytes]) -> None:
         while True:
@@ -861,11 +863,10 @@ class Session:
             await self.wire.drain()
 
     def _values(
-        self, user_id: int, letter_id: int, attrs: Sequence[FetchAttribute]
+        self, opened: Opened | None, attrs: Sequence[FetchAttribute]
     ) -> list[Value | None] | None:
-        """In a store thread: the letter opened and the value of each attribute but UID and
+        """In a store thread: the value of each attribute of an opened letter but UID and
         FLAGS (None for those); None when the letter is gone."""
-        opened = self.store.open(user_id, letter_id)
         if opened is None:
             return None
         return [
@@ -898,18 +899,18 @@ class Session:
         section = attr.section
         assert section is not None
         parts = list(section.parts)
-        if not parts and not section.specifier:
-            span = imapfetch.Section(0, opened.size)
+        label = bytes(attr.for_response)
+        if not parts and not section.specifier:  # the whole letter
+            start, end = 0, opened.size
         else:
             span = imapfetch.section(
                 opened.tree(), opened.size, parts, section.specifier, section.headers
             )
-        label = bytes(attr.for_response)
-        if span.fields is not None:
-            header = store.read_bytes(opened, span.start, span.end)
-            data = imapfetch.filter_fields(header, span.fields, span.exclude)
-            return label + b" " + _literal(_partial(data, attr))
-        start, end = span.start, span.end
+            if span.fields is not None:
+                header = store.read_bytes(opened, span.start, span.end)
+                data = imapfetch.filter_fields(header, span.fields, span.exclude)
+                return label + b" " + _literal(_partial(data, attr))
+            start, end = span.start, span.end
         if attr.partial is not None:
             start = min(end, start + attr.partial.start)
             if attr.partial.length is not None:
@@ -962,7 +963,11 @@ class Session:
 
         def run() -> list[int]:
             found = []
+            opened_at: Opening | None = None
             for pos, entry in enumerate(selected.entries):
+                if not light and pos % FETCH_BATCH == 0:  # the next letters, in one read
+                    chunk = selected.entries[pos : pos + FETCH_BATCH]
+                    opened_at = store.open_many(user_id, [e.letter_id for e in chunk])
                 if light:
                     facts = Facts(
                         pos + 1,
@@ -980,7 +985,8 @@ class Session:
                     if matches(keys, facts):
                         found.append(entry.uid if by_uid else pos + 1)
                     continue
-                opened = store.open(user_id, entry.letter_id)
+                assert opened_at is not None
+                opened = opened_at.get(entry.letter_id)
                 if opened is None:
                     continue
                 letter = opened.letter

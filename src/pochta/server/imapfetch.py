@@ -9,7 +9,7 @@ entities) bound the work on a hostile letter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from email.message import Message
 from email.parser import BytesHeaderParser
@@ -24,6 +24,10 @@ Read = Callable[[int, int], bytes]
 """``read(start, end)``: bytes [start, end) of the letter (only header blocks are read so)."""
 Lines = Callable[[int, int], int]
 """``lines(start, end)``: how many lines bytes [start, end) of the letter hold."""
+Value = bytes | tuple[bytes, int, Iterator[bytes]]
+"""A FETCH attribute's value: its bytes, or a big body's head, size and blocks."""
+Piece = bytes | Iterator[bytes]
+"""Of a FETCH response: bytes, or a big body's blocks (read as they are sent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,35 @@ def filter_fields(header: bytes, names: frozenset[bytes], exclude: bool) -> byte
     ]
     eol = b"\r\n" if b"\r\n" in header[:200] or not header else b"\n"
     return b"".join(kept) + eol
+
+
+def response(
+    seq: int, uid: int, flags: bytes, names: Sequence[bytes], values: Sequence[Value | None]
+) -> list[Piece]:
+    """The untagged FETCH response of one letter, ``values`` the attributes' (None for UID
+    and FLAGS, given as ``uid`` and ``flags``): one piece of bytes, or for each big body its
+    head, its blocks and what follows it."""
+    out: list[Piece] = []
+    line = [b"* %d FETCH (" % seq]
+    for i, name in enumerate(names):
+        sep = b" " if i else b""
+        if name == b"UID":
+            line.append(sep + b"UID %d" % uid)
+        elif name == b"FLAGS":
+            line.append(sep + b"FLAGS " + flags)
+        else:
+            value = values[i]
+            assert value is not None
+            if isinstance(value, bytes):
+                line.append(sep + value)
+            else:
+                head, size, chunks = value
+                line.append(sep + head + b"{%d}\r\n" % size)
+                out += (b"".join(line), chunks)
+                line = []
+    line.append(b")\r\n")
+    out.append(b"".join(line))
+    return out
 
 
 # -- ENVELOPE -------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ selected folder's UIDs.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -152,6 +153,7 @@ _BY_NAME = {name.lower(): flag for flag, name in FLAG_NAMES}
 ALL_FLAGS = b"(" + b" ".join(name for _, name in FLAG_NAMES) + b")"
 
 
+@functools.lru_cache(maxsize=256)  # 128 combinations; enum arithmetic is slow
 def flags(value: LetterFlag) -> bytes:
     return b"(" + b" ".join(name for flag, name in FLAG_NAMES if flag in value) + b")"
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from pochta.errors import InvalidInput, MessageNotFound
+from pochta.errors import MessageNotFound
 from pochta.guard.logins import Admission
 from pochta.mailbox.feedback import State, placed_flags
 from pochta.mailbox.intake import Letter, load
@@ -37,6 +37,7 @@ HIDDEN = LetterFlag.COMPLAINED | LetterFlag.UNSPAMMED | LetterFlag.SAID_SPAM
 KEYWORDS = LetterFlag.JUNK | LetterFlag.NOT_JUNK
 
 WHOLE_READ = 1 << 20  # blobs up to this size are read whole (one read, checked)
+BATCH_SKELETON = 1 << 16  # skeletons up to this size are read with the others of a batch
 
 
 class Opened:
@@ -58,6 +59,29 @@ class Opened:
         if self._tree is None:
             self._tree = ranges.tree(self.layout)
         return self._tree
+
+
+class Opening:
+    """Letters opened together (:meth:`ImapStore.open_many`): one index read gave their rows
+    and every skeleton of at most :data:`BATCH_SKELETON` bytes; a bigger one is read when
+    :meth:`get` asks for its letter, and not kept (so that a batch holds at most one big
+    skeleton at a time, whatever the letters)."""
+
+    __slots__ = ("_big", "_opened", "_store", "_user_id")
+
+    def __init__(
+        self, store: ImapStore, user_id: int, opened: dict[int, Opened], big: set[int]
+    ) -> None:
+        self._store = store
+        self._user_id = user_id
+        self._opened = opened
+        self._big = big
+
+    def get(self, letter_id: int) -> Opened | None:
+        """The letter, None when it is not this user's or is gone."""
+        if letter_id in self._big:
+            return self._store.open(self._user_id, letter_id)
+        return self._opened.get(letter_id)
 
 
 class ImapStore:
@@ -97,14 +121,23 @@ class ImapStore:
         """A letter of this user, None when it is gone (expunged meanwhile). Its owner is
         checked every time: a letter id the session listed may, once the letter is deleted,
         be given to someone else's new letter."""
-        letter = self.index.letter(user_id, letter_id)
-        if letter is None:
+        found = self.index.skeletons(user_id, [letter_id]).get(letter_id)
+        if found is None or found[1] is None:
             return None
-        try:
-            skeleton, _ = self.index.content(letter_id)
-        except InvalidInput:
-            return None
-        return Opened(letter, ranges.layout(skeleton))
+        return Opened(found[0], ranges.layout(found[1]))
+
+    def open_many(self, user_id: int, letter_ids: Sequence[int]) -> Opening:
+        """The letters of this user among ``letter_ids``, read from the index at once (see
+        :class:`Opening`)."""
+        most = None if len(letter_ids) == 1 else BATCH_SKELETON  # one letter: read whole
+        found = self.index.skeletons(user_id, letter_ids, most)
+        opened, big = {}, set()
+        for letter_id, (letter, skeleton) in found.items():
+            if skeleton is None:
+                big.add(letter_id)
+            else:
+                opened[letter_id] = Opened(letter, ranges.layout(skeleton))
+        return Opening(self, user_id, opened, big)
 
     def content(self, ref: Ref) -> Iterator[bytes]:
         """An extracted part's decoded content, checked against the letter's size and CRC-32
@@ -122,6 +155,11 @@ class ImapStore:
         return ranges.read_range(opened.layout, start, end, self.content)
 
     def read_bytes(self, opened: Opened, start: int, end: int) -> bytes:
+        lay = opened.layout
+        if len(lay.segments) == 1 and lay.segments[0].ref is None:  # all in the skeleton
+            at = lay.segments[0].literal
+            start, end = max(0, start), min(end, lay.size)
+            return lay.skeleton[at + start : at + end] if start < end else b""
         return b"".join(self.read(opened, start, end))
 
     def lines(self, opened: Opened, start: int, end: int) -> int:
