@@ -24,9 +24,25 @@ installed and we are root (``--no-anchors`` skips it); otherwise the JSON says w
 
 Import: ``pochta import`` of the same letters (a directory of files) in one process.
 
+``--stack`` (issue 29): what an operator runs instead of pochta, side by side. The letters
+neither filter learned from (the unsealed letters of easy-ham-2, hard-ham-1 and spam-2), sent
+round-robin to ``--mailboxes`` (100) mailboxes, at 1, 4 and 8 connections, to three systems in
+turn, the order rotated each round: ``pochta serve`` with its defaults (verdicts on, log level
+info, IMAP on; its 250 means stored), Postfix -> Rspamd milter -> Dovecot LMTP
+(:class:`anchors.PostfixRspamdDovecot`: Rspamd's proxy worker as the milter on a unix socket,
+Bayes trained on easy-ham-1 + spam-1, network checks off, reject and greylist off so every
+letter is stored; Rspamd is started and trained once and shared by the rounds, Postfix and
+Dovecot are new each round) and Postfix -> Dovecot LMTP. The anchors' rate is end to end
+(every letter in a Maildir); CPU per letter sums every process of each system (for the full
+stack also Rspamd and its Bayes redis-server). The table has each system's median over the
+rounds and pochta's ratio to each anchor; the goal (issue 29) is >= 1.5x the full stack at
+1, 4 and 8 connections with <= 6 ms of CPU per letter.
+
     python benchmarks/smtp_delivery.py            # the whole corpus, 1/4/8 connections
     python benchmarks/smtp_delivery.py --quick    # 300 letters, 4 connections
     python benchmarks/smtp_delivery.py --no-anchors   # pochta only
+    python benchmarks/smtp_delivery.py --stack    # ~2,440 letters, 3 rounds (~30 min)
+    python benchmarks/smtp_delivery.py --stack --quick   # 300 letters, 1 round (~10 min)
 """
 
 from __future__ import annotations
