@@ -19,12 +19,13 @@ from pochta import logs
 @pytest.fixture
 def root() -> Iterator[io.StringIO]:
     """``logs.configure`` into a string; the root logger's state is restored afterwards."""
-    saved = logging.getLogger()
-    handlers, level = saved.handlers[:], saved.level
+    saved, mail = logging.getLogger(), logging.getLogger("mail.log")
+    handlers, level, mail_level = saved.handlers[:], saved.level, mail.level
     stream = io.StringIO()
     yield stream
     saved.handlers[:] = handlers
     saved.setLevel(level)
+    mail.setLevel(mail_level)
     logs._secrets.clear()
 
 
