@@ -19,8 +19,9 @@ started its pool (``snapshot()`` travels with the process, ``restore`` applies i
 
 **Quiet by default.** aiosmtpd logs every command of every session at INFO, envelope addresses
 included (~15 lines per letter); its INFO lines are demoted to DEBUG here, so they show only
-with ``level = "debug"``. Its warnings (a client's bad commands) stay warnings, but a line a
-client sent that is no SMTP command is logged as its length only (it may be a password).
+with ``level = "debug"`` (above it, its logger's own level is WARNING: the records are not
+even made). Its warnings (a client's bad commands) stay warnings, but a line a client sent
+that is no SMTP command is logged as its length only (it may be a password).
 
 **Secrets.** No code logs a password, a token or a secret. As a second line of defence,
 ``redact(value, ...)`` registers secret values (the service token, the guard key secret) that
@@ -31,8 +32,10 @@ print the local variables of every frame).
 Why structlog: it renders stdlib records (``ProcessorFormatter``) both for people
 (``ConsoleRenderer``) and for shippers (``JSONRenderer``), and carries ids in context variables
 (``structlog.contextvars``), so that one maintained, dependency-free package replaces a JSON
-formatter (python-json-logger), a context filter and a text formatter of our own. Cost per line
-(``benchmarks/log_format.py``): see BENCHMARKS.md.
+formatter (python-json-logger), a context filter and a text formatter of our own. The text
+line without colours is ConsoleRenderer's, written by :class:`PlainRenderer` in a few string
+operations (ConsoleRenderer's columns cost about half of a line; a test holds the two
+equal). Cost per line (``benchmarks/log_format.py``): see BENCHMARKS.md.
 """
 
 from __future__ import annotations
