@@ -36,7 +36,9 @@ Dovecot are new each round) and Postfix -> Dovecot LMTP. The anchors' rate is en
 (every letter in a Maildir); CPU per letter sums every process of each system (for the full
 stack also Rspamd and its Bayes redis-server). The table has each system's median over the
 rounds and pochta's ratio to each anchor; the goal (issue 29) is >= 1.5x the full stack at
-1, 4 and 8 connections with <= 6 ms of CPU per letter.
+1, 4 and 8 connections with <= 6 ms of CPU per letter. Needs root and Debian's postfix,
+dovecot-core, dovecot-lmtpd, rspamd and redis-server (``apt-get install``); without them the
+JSON says which are missing and pochta runs alone.
 
     python benchmarks/smtp_delivery.py            # the whole corpus, 1/4/8 connections
     python benchmarks/smtp_delivery.py --quick    # 300 letters, 4 connections
