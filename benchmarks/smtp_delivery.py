@@ -94,7 +94,11 @@ def wire(raw: bytes) -> bytes:
 
 
 def add_user(data: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pochta", "init", "--data", str(data)], check=True)
+    subprocess.run(  # its lines would go into the JSON on stdout
+        [sys.executable, "-m", "pochta", "init", "--data", str(data)],
+        check=True,
+        capture_output=True,
+    )
     subprocess.run(
         [
             *(sys.executable, "-m", "pochta", "user", "add", "bench@example.org"),
