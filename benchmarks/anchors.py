@@ -100,6 +100,33 @@ RSPAMD_PARTLY: dict[str, str] = {
 }
 """Rspamd modules kept with their network parts switched off."""
 
+RSPAMD_MILTER_PROXY = """\
+# pochta benchmarks/anchors.py: the proxy worker as Postfix's milter on a unix socket (over TCP
+# each letter stalls ~40 ms: rspamd issue 1790), scanning the letters itself (self_scan, as
+# Rspamd's quick-start guide sets it up), one process per core
+bind_socket = "{socket} mode=0666";
+milter = yes;
+timeout = 120s;
+upstream "local" {{
+  default = yes;
+  self_scan = yes;
+}}
+count = {count};
+max_retries = 5;
+discard_on_reject = false;
+quarantine_on_reject = false;
+spam_header = "X-Spam";
+"""
+"""``override.d/worker-proxy.inc`` with ``milter=True``."""
+
+RSPAMD_MILTER_ACTIONS = """\
+# pochta benchmarks/anchors.py: every letter is stored (the milter never rejects or
+# greylists); "add header" (score >= 6) stays, so a spam verdict shows as the X-Spam header
+reject = null;
+greylist = null;
+"""
+"""``local.d/actions.conf`` with ``milter=True``."""
+
 RSPAMD_LOCAL_MAPS = {
     "mime_types": 'file = ["${CONFDIR}/maps.d/mime_types.inc"];\n',
     "mid": 'source {\n  url = ["${CONFDIR}/maps.d/mid.inc"];\n}\n',
@@ -369,6 +396,7 @@ class _Anchor:
     """Temporary directory, process bookkeeping and clean-up shared by both anchors."""
 
     name = "anchor"
+    short = "anchor"  # in the temporary directory's name
 
     def __init__(
         self, ham: Sequence[bytes], spam: Sequence[bytes], startup_timeout: float, keep_dir: bool
@@ -386,7 +414,8 @@ class _Anchor:
         self.parent: Path | None = None  # where the temporary directory goes (None: $TMPDIR)
 
     def __enter__(self) -> Self:
-        self.dir = Path(tempfile.mkdtemp(prefix=f"pochta-anchor-{self.name}-", dir=self.parent))
+        # short: Dovecot's unix sockets go in here (a socket's path has at most 107 bytes)
+        self.dir = Path(tempfile.mkdtemp(prefix=f"anchor-{self.short}-", dir=self.parent))
         self.dir.chmod(0o755)  # the daemons may run as a service user
         self.dns = DnsSink()
         try:
@@ -476,6 +505,7 @@ class SpamAssassin(_Anchor):
     """
 
     name = "spamassassin"
+    short = "sa"
     required_score = 5.0
 
     def __init__(
@@ -690,6 +720,7 @@ class Rspamd(_Anchor):
     """
 
     name = "rspamd"
+    short = "rspamd"
 
     def __init__(
         self,
@@ -698,12 +729,14 @@ class Rspamd(_Anchor):
         *,
         workers: int = 2,
         bulk_learn: bool = True,
+        milter: bool = False,
         startup_timeout: float = 180.0,
         keep_dir: bool = False,
     ) -> None:
         super().__init__(ham, spam, startup_timeout, keep_dir)
         self.workers = workers
         self.bulk_learn = bulk_learn
+        self.milter = milter
         self.ports: dict[str, int] = {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.redis: subprocess.Popen[bytes] | None = None
@@ -714,6 +747,11 @@ class Rspamd(_Anchor):
     @property
     def log(self) -> Path:
         return self.dir / "log" / "rspamd.log"
+
+    @property
+    def milter_socket(self) -> Path:
+        """The proxy worker's milter socket (``milter=True``), for Postfix's ``smtpd_milters``."""
+        return self.dir / "run" / "milter.sock"
 
     def _conf(self) -> dict[str, str]:
         """local.d / override.d files, by relative path."""
@@ -727,14 +765,19 @@ class Rspamd(_Anchor):
                 "  timeout = 0.5s;\n  retransmits = 1;\n}\n"
             ),
             "override.d/worker-normal.inc": (
-                f'bind_socket = "{LOOPBACK}:{p["normal"]}";\ncount = {self.workers};\n'
+                f'bind_socket = "{LOOPBACK}:{p["normal"]}";\n'
+                f"count = {1 if self.milter else self.workers};\n"
             ),
             "override.d/worker-controller.inc": (
                 f'bind_socket = "{LOOPBACK}:{p["controller"]}";\ncount = 1;\n'
                 f'secure_ip = "{LOOPBACK}";\n'
             ),
             # not started (count = -1, as the stock fuzzy worker), and off the standard ports
-            "override.d/worker-proxy.inc": f'bind_socket = "{LOOPBACK}:{p["proxy"]}";\n{off}',
+            "override.d/worker-proxy.inc": (
+                RSPAMD_MILTER_PROXY.format(socket=self.milter_socket, count=self.workers)
+                if self.milter
+                else f'bind_socket = "{LOOPBACK}:{p["proxy"]}";\n{off}'
+            ),
             "override.d/worker-fuzzy.inc": f'bind_socket = "{LOOPBACK}:{p["fuzzy"]}";\n{off}',
             "local.d/classifier-bayes.conf": (
                 f'backend = "redis";\nservers = "{LOOPBACK}:{p["redis"]}";\n'
@@ -743,6 +786,8 @@ class Rspamd(_Anchor):
             "mid_enabled = false;\nhostname_enabled = false;\n",
             "local.d/phishing.conf": "phishtank_enabled = false;\nopenphish_enabled = false;\n",
         }
+        if self.milter:
+            files["local.d/actions.conf"] = RSPAMD_MILTER_ACTIONS
         for module in RSPAMD_DISABLED:
             files[f"local.d/{module}.conf"] = "enabled = false;\n"
         for module, text in RSPAMD_LOCAL_MAPS.items():
@@ -817,11 +862,14 @@ class Rspamd(_Anchor):
         compiles after startup (until then the workers match with PCRE, slower), so that scans
         and their CPU are measured in the steady state. False when it never shows in the log
         (an rspamd built without hyperscan) before the deadline."""
-        loaded = re.compile(r"\(normal\).*full hyperscan database of \d+ regexps has been loaded")
+        loaded = re.compile(
+            r"\((normal|rspamd_proxy)\).*full hyperscan database of \d+ regexps has been loaded"
+        )
+        scanners = self.workers + 1 if self.milter else self.workers  # + the idle normal one
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
                 found = loaded.findall(self.log.read_text(errors="replace"))
-                if len(found) >= self.workers:
+                if len(found) >= scanners:
                     return True
             if self.proc is not None and self.proc.poll() is not None:
                 break
@@ -841,7 +889,7 @@ class Rspamd(_Anchor):
         return all(
             self._client.get(self._url(w, "/ping"), timeout=2).text.strip() == "pong"
             for w in ("normal", "controller")
-        )
+        ) and (not self.milter or self.milter_socket.exists())
 
     def _train(self) -> None:
         """POST every letter to /learnham or /learnspam, then read the Bayes counters."""
@@ -1012,6 +1060,18 @@ maillog_file_prefixes = {dir}
 fsyncs each queue file before smtpd answers 250 (always; Postfix has no setting to turn it off),
 ``in_flow_delay = 1s``, LMTP destination concurrency 20, process limit 100."""
 
+POSTFIX_MILTER_CF = """\
+# the letter goes through Rspamd's milter (its proxy worker) before smtpd answers the DATA
+smtpd_milters = unix:{socket}
+non_smtpd_milters =
+milter_protocol = 6
+milter_default_action = tempfail
+milter_mail_macros = i {{mail_addr}} {{client_addr}} {{client_name}} {{auth_authen}}
+"""
+"""Appended to :data:`POSTFIX_MAIN_CF` when a milter is given. ``tempfail``: a milter that
+cannot be reached makes smtpd answer 451, which the client counts as not sent, rather than
+letting the letter through unscanned."""
+
 POSTFIX_MASTER_CF = """\
 # pochta benchmarks/anchors.py: no chroot, no smtp/relay client, no pickup (no local submission)
 127.0.0.1:{smtpd} inet n - n - - smtpd
@@ -1087,12 +1147,14 @@ class PostfixDovecot(_Anchor):
     """
 
     name = "postfix-dovecot"
+    short = "pd"
 
     def __init__(
         self,
         domain: str = "example.org",
         *,
         mail_fsync: str = "optimized",
+        milter: Path | None = None,
         parent: Path | str | None = None,
         startup_timeout: float = 60.0,
         keep_dir: bool = False,
@@ -1100,6 +1162,7 @@ class PostfixDovecot(_Anchor):
         super().__init__((), (), startup_timeout, keep_dir)
         self.domain = domain
         self.mail_fsync = mail_fsync
+        self.milter = milter  # a milter's unix socket, or None
         self.parent = Path(parent) if parent is not None else None
         self.port = 0
         self.lmtp_port = 0
@@ -1177,9 +1240,10 @@ class PostfixDovecot(_Anchor):
             [stderr, self.dir / "dovecot.log"],
         )
         self.conf.mkdir()
-        (self.conf / "main.cf").write_text(
-            POSTFIX_MAIN_CF.format(dir=self.dir, domain=self.domain, lmtp=self.lmtp_port)
-        )
+        main_cf = POSTFIX_MAIN_CF.format(dir=self.dir, domain=self.domain, lmtp=self.lmtp_port)
+        if self.milter is not None:
+            main_cf += POSTFIX_MILTER_CF.format(socket=self.milter)
+        (self.conf / "main.cf").write_text(main_cf)
         (self.conf / "master.cf").write_text(POSTFIX_MASTER_CF.format(smtpd=self.port))
         (self.dir / "postfix-queue").mkdir()
         check = subprocess.run(
@@ -1326,6 +1390,129 @@ class PostfixDovecot(_Anchor):
             if _alive(master):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(master, signal.SIGKILL)
+
+
+class PostfixRspamdDovecot(PostfixDovecot):
+    """The whole C stack an operator runs instead of pochta: :class:`PostfixDovecot` whose
+    smtpd hands every letter to Rspamd's milter before answering the DATA, the milter being
+    Rspamd's proxy worker on a unix socket (:data:`RSPAMD_MILTER_PROXY`: over TCP each letter
+    stalls ~40 ms, rspamd issue 1790) scanning the letter itself, ``workers`` proxy processes.
+    ``rspamd``: one already running with ``milter=True`` (started and trained once, shared by
+    several rounds; not closed here) instead of starting one.
+    Rspamd is :class:`Rspamd` (network checks off, Bayes in a private redis, trained on
+    ``ham`` / ``spam`` before Postfix starts) with reject and greylist off
+    (:data:`RSPAMD_MILTER_ACTIONS`), so every letter is stored; a spam verdict adds the
+    ``X-Spam`` header. Dovecot's static userdb takes any user of ``domain``: one Maildir per
+    recipient, as many mailboxes as the client addresses.
+
+    ``cpu_seconds()`` sums Postfix's, Dovecot's and Rspamd's processes and the redis-server
+    that holds the Bayes statistics; ``cpu_by_process()`` has them under ``postfix/``,
+    ``dovecot/``, ``rspamd/`` and ``redis/``.
+    """
+
+    name = "postfix-rspamd-dovecot"
+    short = "prd"
+
+    def __init__(
+        self,
+        ham: Sequence[bytes] = (),
+        spam: Sequence[bytes] = (),
+        domain: str = "example.org",
+        *,
+        workers: int = 2,
+        rspamd: Rspamd | None = None,
+        parent: Path | str | None = None,
+        startup_timeout: float = 240.0,
+        keep_dir: bool = False,
+    ) -> None:
+        super().__init__(domain, parent=parent, startup_timeout=startup_timeout, keep_dir=keep_dir)
+        self.own_rspamd = rspamd is None
+        if rspamd is None:
+            rspamd = Rspamd(
+                ham, spam, workers=workers, milter=True, startup_timeout=startup_timeout
+            )
+            rspamd.parent = self.parent
+        elif not rspamd.milter:
+            raise ValueError("the Rspamd given must run with milter=True")
+        self.rspamd = rspamd
+
+    @staticmethod
+    def missing() -> str | None:
+        why = PostfixDovecot.missing()
+        absent = [w for w in ("rspamd", "redis-server") if shutil.which(w) is None]
+        if absent:
+            why = "; ".join([*([why] if why else []), "not installed: " + ", ".join(absent)])
+        return why
+
+    def _start(self) -> None:
+        t0 = time.perf_counter()
+        if self.own_rspamd:
+            self.rspamd.__enter__()  # trained before Postfix takes a letter
+        self.milter = self.rspamd.milter_socket
+        super()._start()
+        self.startup_seconds = time.perf_counter() - t0
+
+    def rspamd_cpu_seconds(self) -> float:
+        """Rspamd's processes and its Bayes redis-server."""
+        return self.rspamd.cpu_seconds() + self.rspamd.redis_cpu_seconds()
+
+    def cpu_seconds(self) -> float:
+        return super().cpu_seconds() + self.rspamd_cpu_seconds()
+
+    def cpu_by_process(self) -> dict[str, float]:
+        out = super().cpu_by_process()
+        if self.rspamd.proc is not None:
+            out.update(tree_cpu_by_name(self.rspamd.proc.pid, "rspamd/"))
+        if self.rspamd.redis is not None:
+            out.update(tree_cpu_by_name(self.rspamd.redis.pid, "redis/"))
+        return out
+
+    def spam_headers(self) -> int:
+        """Stored letters that carry Rspamd's ``X-Spam`` header (its spam verdicts)."""
+        n = 0
+        for path in self.dir.glob("vmail/*/Maildir/*/*"):
+            with contextlib.suppress(OSError), path.open("rb") as f:
+                head = f.read(65536).split(b"\n\n", 1)[0].split(b"\r\n\r\n", 1)[0]
+                n += b"\nX-Spam:" in b"\n" + head
+        return n
+
+    def log_summary(self) -> dict[str, Any]:
+        out = super().log_summary()
+        out["rspamd_dns_queries"] = self.rspamd.dns_queries()[:10]
+        out["rspamd_network_findings"] = {
+            k: v[:5] for k, v in self.rspamd.log_findings().items() if v
+        }
+        return out
+
+    def settings(self) -> dict[str, Any]:
+        out = super().settings()
+        out.update(
+            {
+                "rspamd": self.rspamd.version(),
+                "milter": f"unix:{self.milter} (Rspamd proxy worker, milter = yes, self_scan, "
+                f"{self.rspamd.workers} processes); milter_default_action = tempfail",
+                "rspamd_actions": "reject and greylist off: every letter stored; add header "
+                "at 6 (X-Spam)",
+                "rspamd_network": "off (see anchors.RSPAMD_DISABLED / RSPAMD_PARTLY), DNS to a "
+                "sink that answers REFUSED",
+                "rspamd_bayes": {
+                    "ham": self.rspamd.training.ham,
+                    "spam": self.rspamd.training.spam,
+                    **self.rspamd.training.bayes,
+                    "active": self.rspamd.training.bayes_active,
+                },
+                "rspamd_hyperscan_loaded": self.rspamd.hyperscan,
+            }
+        )
+        return out
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self.own_rspamd:
+                self.rspamd.keep_dir = self.rspamd.keep_dir or self._failed
+                self.rspamd.close()
 
 
 def _alive(pid: int) -> bool:

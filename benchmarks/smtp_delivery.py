@@ -24,9 +24,27 @@ installed and we are root (``--no-anchors`` skips it); otherwise the JSON says w
 
 Import: ``pochta import`` of the same letters (a directory of files) in one process.
 
+``--stack`` (issue 29): what an operator runs instead of pochta, side by side. The letters
+neither filter learned from (the unsealed letters of easy-ham-2, hard-ham-1 and spam-2), sent
+round-robin to ``--mailboxes`` (100) mailboxes, at 1, 4 and 8 connections, to three systems in
+turn, the order rotated each round: ``pochta serve`` with its defaults (verdicts on, log level
+info, IMAP on; its 250 means stored), Postfix -> Rspamd milter -> Dovecot LMTP
+(:class:`anchors.PostfixRspamdDovecot`: Rspamd's proxy worker as the milter on a unix socket,
+Bayes trained on easy-ham-1 + spam-1, network checks off, reject and greylist off so every
+letter is stored; Rspamd is started and trained once and shared by the rounds, Postfix and
+Dovecot are new each round) and Postfix -> Dovecot LMTP. The anchors' rate is end to end
+(every letter in a Maildir); CPU per letter sums every process of each system (for the full
+stack also Rspamd and its Bayes redis-server). The table has each system's median over the
+rounds and pochta's ratio to each anchor; the goal (issue 29) is >= 1.5x the full stack at
+1, 4 and 8 connections with <= 6 ms of CPU per letter. Needs root and Debian's postfix,
+dovecot-core, dovecot-lmtpd, rspamd and redis-server (``apt-get install``); without them the
+JSON says which are missing and pochta runs alone.
+
     python benchmarks/smtp_delivery.py            # the whole corpus, 1/4/8 connections
     python benchmarks/smtp_delivery.py --quick    # 300 letters, 4 connections
     python benchmarks/smtp_delivery.py --no-anchors   # pochta only
+    python benchmarks/smtp_delivery.py --stack    # ~2,440 letters, 3 rounds (~30 min)
+    python benchmarks/smtp_delivery.py --stack --quick   # 300 letters, 1 round (~10 min)
 """
 
 from __future__ import annotations
@@ -40,6 +58,7 @@ import shutil
 import signal
 import smtplib
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,7 +67,14 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note
-from anchors import AnchorError, PostfixDovecot, tree_cpu_seconds
+from anchors import (
+    AnchorError,
+    PostfixDovecot,
+    PostfixRspamdDovecot,
+    Rspamd,
+    corpus_training,
+    tree_cpu_seconds,
+)
 from pochta_factory import corpus
 
 GOAL = 240.0  # letters/s with verdicts and 4 connections: Postfix -> Dovecot LMTP's rate here
@@ -68,7 +94,11 @@ def wire(raw: bytes) -> bytes:
 
 
 def add_user(data: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pochta", "init", "--data", str(data)], check=True)
+    subprocess.run(  # its lines would go into the JSON on stdout
+        [sys.executable, "-m", "pochta", "init", "--data", str(data)],
+        check=True,
+        capture_output=True,
+    )
     subprocess.run(
         [
             *(sys.executable, "-m", "pochta", "user", "add", "bench@example.org"),
@@ -86,17 +116,23 @@ def own_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def serve(data: Path, log: Path, verdicts: bool) -> tuple[subprocess.Popen[bytes], int]:
+def serve(
+    data: Path, log: Path, verdicts: bool, *, defaults: bool = False
+) -> tuple[subprocess.Popen[bytes], int]:
+    """``pochta serve`` on free ports; ``defaults``: IMAP on and logs at info, as shipped
+    (else IMAP off and logs at warning, this script's historical setting)."""
     http, smtp = free_port(), free_port()
     env = {
         **os.environ,
         "POCHTA_ANTISPAM__ENABLED": "true" if verdicts else "false",
         "POCHTA_SMTP__PORT": str(smtp),
         "POCHTA_SMTP__LMTP_PORT": "0",
-        "POCHTA_IMAP__ENABLED": "false",
-        "POCHTA_LOG_LEVEL": "warning",
         "POCHTA_SERVICE_TOKEN": "benchmark-service-token-0123456789",
     }
+    if defaults:
+        env["POCHTA_IMAP__PORT"] = str(free_port())
+    else:
+        env |= {"POCHTA_IMAP__ENABLED": "false", "POCHTA_LOG_LEVEL": "warning"}
     with log.open("ab") as sink:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pochta", "serve", "--port", str(http), "--data", str(data)],
@@ -115,16 +151,20 @@ def serve(data: Path, log: Path, verdicts: bool) -> tuple[subprocess.Popen[bytes
     raise RuntimeError(log.read_text())
 
 
-def client(port: int, letters: list[bytes], start: Any, out: Any) -> None:
-    """Send ``letters`` on one connection; put the number answered 250 on ``out`` (always,
-    so that a refused letter or a dropped connection shows as a shortfall, never a hang)."""
+def client(
+    port: int, letters: list[bytes], start: Any, out: Any, rcpts: list[str] | None = None
+) -> None:
+    """Send ``letters`` on one connection, letter i to ``rcpts[i]`` (default: all to
+    bench@example.org); put the number answered 250 on ``out`` (always, so that a refused
+    letter or a dropped connection shows as a shortfall, never a hang)."""
     start.wait()
     ok = 0
+    to = rcpts if rcpts is not None else ["bench@example.org"] * len(letters)
     try:
         with smtplib.SMTP("127.0.0.1", port, timeout=120) as smtp:
-            for raw in letters:
+            for raw, rcpt in zip(letters, to, strict=True):
                 try:
-                    smtp.sendmail("feeder@example.net", ["bench@example.org"], raw)
+                    smtp.sendmail("feeder@example.net", [rcpt], raw)
                     ok += 1
                 except smtplib.SMTPResponseException as exc:  # a 4xx/5xx: count it as not sent
                     print(f"refused: {exc.smtp_code} {exc.smtp_error!r}", file=sys.stderr)
@@ -132,13 +172,25 @@ def client(port: int, letters: list[bytes], start: Any, out: Any) -> None:
         out.put(ok)
 
 
-def start_clients(port: int, letters: list[bytes], connections: int) -> tuple[Any, Any, list[Any]]:
+def start_clients(
+    port: int, letters: list[bytes], connections: int, rcpts: list[str] | None = None
+) -> tuple[Any, Any, list[Any]]:
     """One client process per connection, connected and waiting for ``start.set()``; each
-    puts the number of letters answered 250 on ``out`` when done."""
+    puts the number of letters answered 250 on ``out`` when done. ``rcpts``: the recipient of
+    each letter (default: bench@example.org)."""
     ctx = mp.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     procs = [
-        ctx.Process(target=client, args=(port, letters[i::connections], start, out))
+        ctx.Process(
+            target=client,
+            args=(
+                port,
+                letters[i::connections],
+                start,
+                out,
+                None if rcpts is None else rcpts[i::connections],
+            ),
+        )
         for i in range(connections)
     ]
     for p in procs:
@@ -148,14 +200,25 @@ def start_clients(port: int, letters: list[bytes], connections: int) -> tuple[An
 
 
 def smtp_run(
-    letters: list[bytes], connections: int, workdir: Path, verdicts: bool
+    letters: list[bytes],
+    connections: int,
+    workdir: Path,
+    verdicts: bool,
+    *,
+    template: Path | None = None,
+    rcpts: list[str] | None = None,
 ) -> dict[str, Any]:
+    """One round of ``pochta serve``; ``template``: a data directory with the mailboxes of
+    ``rcpts`` to copy, served with pochta's defaults (else one mailbox, IMAP off, warning)."""
     name = f"smtp-{connections}-{'verdicts' if verdicts else 'plain'}"
     data = workdir / name
-    add_user(data)
-    proc, port = serve(data, workdir / f"{name}.log", verdicts)
+    if template is None:
+        add_user(data)
+    else:
+        shutil.copytree(template, data)
+    proc, port = serve(data, workdir / f"{name}.log", verdicts, defaults=template is not None)
     try:
-        start, out, procs = start_clients(port, letters, connections)
+        start, out, procs = start_clients(port, letters, connections, rcpts)
         cpu0, main0 = tree_cpu_seconds(proc.pid), own_cpu(proc.pid)
         t0 = time.perf_counter()
         start.set()
@@ -181,21 +244,37 @@ def smtp_run(
     }
 
 
-def anchor_run(letters: list[bytes], connections: int, workdir: Path) -> dict[str, Any]:
-    """The same clients against Postfix -> Dovecot LMTP: 250s counted, then every letter
-    waited for in the Maildir."""
-    with PostfixDovecot("example.org", parent=workdir) as pd:
-        start, out, procs = start_clients(pd.port, letters, connections)
+def anchor_run(
+    letters: list[bytes],
+    connections: int,
+    workdir: Path,
+    *,
+    rcpts: list[str] | None = None,
+    rspamd: Rspamd | None = None,
+) -> dict[str, Any]:
+    """The same clients against Postfix -> Dovecot LMTP (with ``rspamd``, a running
+    ``Rspamd(milter=True)``: Postfix -> Rspamd milter -> Dovecot LMTP): 250s counted, then
+    every letter waited for in the Maildirs."""
+    pd = (
+        PostfixDovecot("example.org", parent=workdir)
+        if rspamd is None
+        else PostfixRspamdDovecot(rspamd=rspamd, parent=workdir)
+    )
+    with pd:
+        start, out, procs = start_clients(pd.port, letters, connections, rcpts)
         pf0, dv0, by0 = pd.postfix_cpu_seconds(), pd.dovecot_cpu_seconds(), pd.cpu_by_process()
+        all0 = pd.cpu_seconds()
         t0 = time.perf_counter()
         start.set()
         sent = sum(out.get() for _ in procs)
         accepted = time.perf_counter() - t0
-        cpu_accepted = pd.cpu_seconds() - pf0 - dv0
+        cpu_accepted = pd.cpu_seconds() - all0
         stored, queued, done = pd.wait_delivered(sent, timeout=max(120.0, sent / 10), poll=0.05)
         end_to_end = done - t0
         pf, dv = pd.postfix_cpu_seconds() - pf0, pd.dovecot_cpu_seconds() - dv0
+        total = pd.cpu_seconds() - all0
         by1 = pd.cpu_by_process()
+        spam = pd.spam_headers() if isinstance(pd, PostfixRspamdDovecot) else None
         for p in procs:
             p.join()
         logs = pd.log_summary()
@@ -212,9 +291,11 @@ def anchor_run(letters: list[bytes], connections: int, workdir: Path) -> dict[st
         "still_queued": queued,
         "seconds_end_to_end": round(end_to_end, 2),
         "delivered_end_to_end_per_s": round(stored / end_to_end, 1),
-        "server_cpu_ms_per_letter": per(pf + dv),
+        "server_cpu_ms_per_letter": per(total),
         "postfix_cpu_ms_per_letter": per(pf),
         "dovecot_cpu_ms_per_letter": per(dv),
+        **({} if spam is None else {"rspamd_and_redis_cpu_ms_per_letter": per(total - pf - dv)}),
+        **({} if spam is None else {"stored_with_x_spam_header": spam}),
         "cpu_ms_per_letter_until_last_250": per(cpu_accepted),
         "cpu_ms_per_letter_by_process": {
             k: per(v) for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if v >= 0.005
@@ -254,6 +335,9 @@ def import_run(raws: list[bytes], workdir: Path) -> dict[str, Any]:
 
 def main() -> None:
     args = _args()
+    if args.stack:
+        stack_main(args)
+        return
     raws = [m.raw for m in corpus.letters()]
     if args.quick:
         raws = raws[:300]
@@ -306,6 +390,137 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+# -- --stack: pochta's defaults, many mailboxes, both anchors (issue 29) ----------------------
+
+TEST_GROUPS = ("easy-ham-2", "hard-ham-1", "spam-2")
+"""pochta_factory.training.EVAL_GROUPS: letters neither pochta's model nor the anchor's Bayes
+(trained on easy-ham-1 + spam-1) learned from; their sealed letters are left out."""
+STACK_RATIO_GOAL = 1.5  # pochta / Postfix + Rspamd + Dovecot, end to end, at 1, 4 and 8
+STACK_CPU_GOAL_MS = 6.0  # pochta's CPU per letter
+
+
+def pochta_template(workdir: Path, addresses: list[str]) -> Path:
+    """A data directory (``pochta init``) with one mailbox per address, copied for each
+    round."""
+    data = workdir / "template"
+    subprocess.run(
+        [sys.executable, "-m", "pochta", "init", "--data", str(data)],
+        check=True,
+        capture_output=True,
+    )
+    add = (  # one argon2 hash for all: a hundred would take a minute, and nobody logs in
+        "import sys\nfrom pathlib import Path\nfrom pochta.cli.common import opened\n"
+        "from pochta.guard.passwords import hash_password\n"
+        "secret = hash_password('benchmark password')\n"
+        "with opened(Path(sys.argv[1]), None) as p:\n"
+        "    for a in sys.argv[2:]:\n        p.mailbox.index.add_user(a, secret)\n"
+    )
+    subprocess.run([sys.executable, "-c", add, str(data), *addresses], check=True)
+    return data
+
+
+def stack_main(args: argparse.Namespace) -> None:
+    """Rounds of pochta (defaults), Postfix -> Rspamd milter -> Dovecot and Postfix -> Dovecot,
+    at 1, 4 and 8 connections, the order rotated each round; medians and their ratios."""
+    raws = [m.raw for m in corpus.unsealed(TEST_GROUPS)]
+    if args.quick:
+        raws = raws[:: max(1, len(raws) // QUICK_STACK_LETTERS)][:QUICK_STACK_LETTERS]
+    on_wire = [wire(r) for r in raws]
+    addresses = [f"box{i}@example.org" for i in range(args.mailboxes)]
+    rcpts = [addresses[i % len(addresses)] for i in range(len(on_wire))]
+    rounds = args.rounds or (1 if args.quick else 3)
+    workdir = Path(tempfile.mkdtemp(prefix="pochta-bench-stack-", dir=args.dir))
+    workdir.chmod(0o711)  # Postfix reaches its directories in here as the postfix user
+    result: dict[str, Any] = {
+        "benchmark": "smtp_delivery --stack",
+        "machine": machine(workdir),
+        "letters": len(raws),
+        "letters_from": f"the unsealed letters of {', '.join(TEST_GROUPS)}",
+        "bytes": sum(len(r) for r in raws),
+        "mailboxes": len(addresses),
+        "rounds": rounds,
+        "pochta": "serve with its defaults (verdicts on, log level info, IMAP on), sync=full",
+        "goals": {"ratio_to_full_stack": STACK_RATIO_GOAL, "cpu_ms": STACK_CPU_GOAL_MS},
+        "runs": [],
+    }
+    why = None if args.anchors is not False else "skipped (--no-anchors)"
+    why = why or PostfixRspamdDovecot.missing()
+    result["anchors"] = why or "ran"
+    rspamd: Rspamd | None = None
+    try:
+        template = pochta_template(workdir, addresses)
+        if why is None:
+            note("rspamd: starting and training Bayes")
+            ham, spam = corpus_training(limit=QUICK_TRAINING if args.quick else None)
+            rspamd = Rspamd(ham, spam, milter=True)
+            rspamd.parent = workdir
+            rspamd.__enter__()
+        systems = ["pochta", *(["full_stack", "postfix_dovecot"] if rspamd else [])]
+        for r in range(rounds):
+            for n in args.connections:
+                order = systems[r % len(systems) :] + systems[: r % len(systems)]
+                for system in order:
+                    note(f"round {r + 1}/{rounds}: {n} connection(s), {system}")
+                    if system == "pochta":
+                        run = smtp_run(on_wire, n, workdir, True, template=template, rcpts=rcpts)
+                    else:
+                        run = anchor_run(
+                            on_wire,
+                            n,
+                            workdir,
+                            rcpts=rcpts,
+                            rspamd=rspamd if system == "full_stack" else None,
+                        )
+                        result.setdefault("settings", {})[system] = run.pop("settings")
+                    result["runs"].append({"round": r + 1, "system": system, **run})
+        result["table"] = _stack_table(result["runs"], args.connections)
+        emit(result)
+    finally:
+        if rspamd is not None:
+            rspamd.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+QUICK_STACK_LETTERS = 300
+QUICK_TRAINING = 250  # letters of each class the anchor's Bayes learns in --quick
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
+
+
+def _stack_table(runs: list[dict[str, Any]], connections: list[int]) -> list[dict[str, Any]]:
+    """Per number of connections: each system's median letters/s (pochta: its 250s, which mean
+    stored; the anchors: end to end, every letter in a Maildir) and CPU ms per letter, and
+    pochta's ratio to each anchor."""
+    rows = []
+    for n in connections:
+        row: dict[str, Any] = {"connections": n}
+        for system in ("pochta", "full_stack", "postfix_dovecot"):
+            mine = [r for r in runs if r["system"] == system and r["connections"] == n]
+            if not mine:
+                continue
+            key = "letters_per_s" if system == "pochta" else "delivered_end_to_end_per_s"
+            row[f"{system}_per_s"] = _median([r[key] for r in mine])
+            row[f"{system}_cpu_ms"] = _median(
+                [r["server_cpu_ms_per_letter"] for r in mine if r["server_cpu_ms_per_letter"]]
+            )
+            if system == "pochta":
+                row["pochta_main_process_cpu_ms"] = _median(
+                    [r["of_which_main_process_ms"] for r in mine if r["of_which_main_process_ms"]]
+                )
+        for anchor in ("full_stack", "postfix_dovecot"):
+            if row.get(f"{anchor}_per_s") and row.get("pochta_per_s"):
+                row[f"ratio_to_{anchor}"] = round(row["pochta_per_s"] / row[f"{anchor}_per_s"], 3)
+        if "ratio_to_full_stack" in row:
+            row["goal_met"] = (
+                row["ratio_to_full_stack"] >= STACK_RATIO_GOAL
+                and (row["pochta_cpu_ms"] or 1e9) <= STACK_CPU_GOAL_MS
+            )
+        rows.append(row)
+    return rows
+
+
 def _anchor_status(wanted: bool | None) -> str | None:
     """None when Postfix -> Dovecot is to run; else why not."""
     if wanted is False:
@@ -345,6 +560,20 @@ def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="300 letters: check the script works")
     p.add_argument("--dir", default=None, help="where the data directories go (default: /tmp)")
+    p.add_argument(
+        "--stack",
+        action="store_true",
+        help="pochta with its defaults and --mailboxes mailboxes against Postfix -> Rspamd "
+        "milter -> Dovecot and Postfix -> Dovecot, alternating rounds (issue 29)",
+    )
+    p.add_argument("--mailboxes", type=int, default=100, help="--stack: mailboxes (100)")
+    p.add_argument("--rounds", type=int, default=0, help="--stack: rounds (3; --quick 1)")
+    p.add_argument(
+        "--connections",
+        type=lambda text: [int(x) for x in text.split(",")],
+        default=[1, 4, 8],
+        help="--stack: numbers of connections (1,4,8)",
+    )
     p.add_argument(
         "--anchors",
         action=argparse.BooleanOptionalAction,

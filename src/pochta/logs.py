@@ -19,8 +19,9 @@ started its pool (``snapshot()`` travels with the process, ``restore`` applies i
 
 **Quiet by default.** aiosmtpd logs every command of every session at INFO, envelope addresses
 included (~15 lines per letter); its INFO lines are demoted to DEBUG here, so they show only
-with ``level = "debug"``. Its warnings (a client's bad commands) stay warnings, but a line a
-client sent that is no SMTP command is logged as its length only (it may be a password).
+with ``level = "debug"`` (above it, its logger's own level is WARNING: the records are not
+even made). Its warnings (a client's bad commands) stay warnings, but a line a client sent
+that is no SMTP command is logged as its length only (it may be a password).
 
 **Secrets.** No code logs a password, a token or a secret. As a second line of defence,
 ``redact(value, ...)`` registers secret values (the service token, the guard key secret) that
@@ -31,8 +32,10 @@ print the local variables of every frame).
 Why structlog: it renders stdlib records (``ProcessorFormatter``) both for people
 (``ConsoleRenderer``) and for shippers (``JSONRenderer``), and carries ids in context variables
 (``structlog.contextvars``), so that one maintained, dependency-free package replaces a JSON
-formatter (python-json-logger), a context filter and a text formatter of our own. Cost per line
-(``benchmarks/log_format.py``): see BENCHMARKS.md.
+formatter (python-json-logger), a context filter and a text formatter of our own. The text
+line without colours is ConsoleRenderer's, written by :class:`PlainRenderer` in a few string
+operations (ConsoleRenderer's columns cost about half of a line; a test holds the two
+equal). Cost per line (``benchmarks/log_format.py``): see BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -138,6 +141,48 @@ def _add_pid(_logger: object, _method: str, event: EventDict) -> EventDict:
     return event
 
 
+LEVEL_WIDTH = len("exception")  # ConsoleRenderer pads levels to its longest level name
+EVENT_WIDTH = 30  # and the event to its default pad_event_to
+_SLOW_KEYS = ("stack", "exception", "exc_info")
+PLAIN_COLUMNS = ("timestamp", "level", "event", "logger", "logger_name")
+"""Keys ConsoleRenderer puts first, in this order, without their names."""
+_QUOTED = frozenset(" \t=\r\n\"'")
+
+
+class PlainRenderer:
+    """The text line of ``structlog.dev.ConsoleRenderer(colors=False, sort_keys=False)``,
+    character for character, in a few string operations: ConsoleRenderer builds every column
+    in a StringIO of its own, about half of the cost of a line (``benchmarks/log_format.py``),
+    and pochta writes one per letter at info. A line with a traceback or a stack goes to the
+    ConsoleRenderer (``slow``) itself."""
+
+    def __init__(self, slow: structlog.dev.ConsoleRenderer) -> None:
+        self.slow = slow
+
+    def __call__(self, logger: WrappedLogger, name: str, event: EventDict) -> str:
+        if any(key in event for key in _SLOW_KEYS):
+            return self.slow(logger, name, event)
+        parts = []
+        if (ts := event.pop("timestamp", None)) is not None:
+            parts.append(str(ts))
+        if (level := event.pop("level", None)) is not None:
+            parts.append(f"[{level:<{LEVEL_WIDTH}}]")
+        if (text := event.pop("event", None)) is not None:
+            parts.append(f"{text!s:<{EVENT_WIDTH}}")
+        for key in PLAIN_COLUMNS[3:]:
+            if (value := event.pop(key, None)) is not None:
+                parts.append(f"[{value}]")
+        parts += [f"{key}={_repr(value)}" for key, value in event.items()]
+        return " ".join(part for part in parts if part).rstrip(" ")
+
+
+def _repr(value: object) -> str:
+    """ConsoleRenderer's value: a string as it is unless it has a space, a quote or an ``=``."""
+    if isinstance(value, str) and _QUOTED.isdisjoint(value):
+        return value
+    return repr(value)
+
+
 def formatter(fmt: Format, *, colors: bool = False) -> logging.Formatter:
     """The formatter of every line: ``fmt`` is ``text`` (people) or ``json`` (shippers)."""
     shared: list[Processor] = [
@@ -153,9 +198,10 @@ def formatter(fmt: Format, *, colors: bool = False) -> logging.Formatter:
         renderer = structlog.processors.JSONRenderer(sort_keys=False, default=str)
         tail = [structlog.processors.format_exc_info]
     else:
-        renderer = structlog.dev.ConsoleRenderer(
+        console = structlog.dev.ConsoleRenderer(
             colors=colors, exception_formatter=structlog.dev.plain_traceback, sort_keys=False
         )
+        renderer = console if colors else PlainRenderer(console)
         tail = []
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
@@ -194,6 +240,11 @@ def configure(
         chatty = logging.getLogger(name)
         if _DEMOTE not in chatty.filters:
             chatty.addFilter(_DEMOTE)
+        # its INFO lines would be demoted and dropped below debug: not made at all then (the
+        # records cost ~60 us per letter), its warnings kept
+        chatty.setLevel(
+            logging.DEBUG if numeric <= logging.DEBUG else max(numeric, logging.WARNING)
+        )
     _current = Snapshot(numeric, fmt, frozenset(_secrets))
 
 

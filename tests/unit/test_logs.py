@@ -5,9 +5,13 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 from collections.abc import Iterator
 
 import pytest
+import structlog
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pochta import logs
 
@@ -15,12 +19,13 @@ from pochta import logs
 @pytest.fixture
 def root() -> Iterator[io.StringIO]:
     """``logs.configure`` into a string; the root logger's state is restored afterwards."""
-    saved = logging.getLogger()
-    handlers, level = saved.handlers[:], saved.level
+    saved, mail = logging.getLogger(), logging.getLogger("mail.log")
+    handlers, level, mail_level = saved.handlers[:], saved.level, mail.level
     stream = io.StringIO()
     yield stream
     saved.handlers[:] = handlers
     saved.setLevel(level)
+    mail.setLevel(mail_level)
     logs._secrets.clear()
 
 
@@ -71,7 +76,8 @@ def test_aiosmtpd_chatter_is_debug_and_non_commands_are_hidden(root: io.StringIO
     mail.warning("%r unrecognised: %s", peer, "AW50ZWDYYXRPB24GCGFZC3DVCMQ=")
     assert [json.loads(x)["level"] for x in root.getvalue().splitlines()] == ["warning"]
     assert "AW50ZWDY" not in root.getvalue()
-    logging.getLogger().setLevel(logging.DEBUG)
+    assert not mail.isEnabledFor(logging.INFO)  # below debug its INFO records are not even made
+    logs.configure("debug", "json", stream=root)
     mail.info("%r >> %r", peer, b"MAIL FROM:<a@example.org>")
     mail.debug("_handle_client readline: %r", b"cGFzc3dvcmQ=\r\n")
     mail.debug("%r << %r", peer, b"250 OK")
@@ -88,3 +94,47 @@ def test_a_snapshot_restores_the_format_and_the_secrets(root: io.StringIO) -> No
     snap = logs.snapshot()
     assert snap is not None and snap.fmt == "json" and snap.level == logging.WARNING
     assert "another-secret-value" in snap.secrets
+
+
+CONSOLE = structlog.dev.ConsoleRenderer(
+    colors=False, exception_formatter=structlog.dev.plain_traceback, sort_keys=False
+)
+text = st.text(st.characters(codec="utf-8"), max_size=40)
+values = st.one_of(text, st.integers(), st.floats(allow_nan=False), st.none(), st.booleans())
+
+
+@given(
+    st.fixed_dictionaries(  # what the formatter's chain always gives the renderer
+        {
+            "timestamp": text,
+            "level": st.sampled_from(["debug", "info", "warning", "error", "critical"]),
+            "event": text,
+            "logger": text,
+        },
+        optional={"logger_name": text},
+    ),
+    st.dictionaries(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), values, max_size=4),
+)
+def test_the_plain_renderer_writes_the_console_renderers_line(
+    columns: dict[str, object], extra: dict[str, object]
+) -> None:
+    event = {**columns, **{k: v for k, v in extra.items() if k not in logs.PLAIN_COLUMNS}}
+    fast = logs.PlainRenderer(CONSOLE)
+    assert fast(None, "info", dict(event)) == CONSOLE(None, "info", dict(event))
+
+
+def test_the_plain_renderer_leaves_tracebacks_to_the_console_renderer(
+    root: io.StringIO,
+) -> None:
+    logs.configure("info", "text", stream=root)
+    with logs.bound(queue_id="abc123"):
+        logging.getLogger("pochta.test").info("delivered %s", "abc123")
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            logging.getLogger("pochta.test").exception("failed")
+    first, *rest = root.getvalue().splitlines()
+    assert first.endswith("Z [info     ] delivered abc123               [pochta.test] "
+                          f"queue_id=abc123 pid={os.getpid()}")  # fmt: skip
+    assert rest[0].split(" ", 1)[1].startswith("[error    ] failed")
+    assert "Traceback" in rest[1] and "ValueError: boom" in rest[-1]
