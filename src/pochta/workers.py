@@ -91,7 +91,7 @@ from multiprocessing.process import BaseProcess
 from types import TracebackType
 from typing import Any, Final, TypeVar, TypeVarTuple
 
-from pochta import logs
+from pochta import logs, metrics
 from pochta.errors import WorkerDied, WorkersUnavailable, WorkerTimeout
 
 log = logging.getLogger("pochta.workers")
@@ -151,6 +151,7 @@ class _Worker:
         self.process.kill()
         self.process.join(STOP_GRACE)
         self.conn.close()
+        self._gone()
 
     def stop(self) -> None:
         """Close the pipe: an idle worker reads EOF and exits; one that does not is killed."""
@@ -159,6 +160,12 @@ class _Worker:
         if self.process.exitcode is None:
             self.process.kill()
             self.process.join(STOP_GRACE)
+        self._gone()
+
+    def _gone(self) -> None:
+        """A worker that records metrics (its shingle counters' buffer) stops counting."""
+        if self.process.pid is not None and self.process.exitcode is not None:
+            metrics.process_exited(self.process.pid)
 
 
 class WorkerPool:
