@@ -81,7 +81,14 @@ from pochta.guard.networks import parse_networks
 from pochta.guard.ratelimit import RateLimiter
 from pochta.health import HealthCheck
 from pochta.history import Recorder, SQLiteHistory
-from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker, make_analyzer
+from pochta.mailbox.intake import (
+    AnalysisSettings,
+    Decider,
+    Intake,
+    close_worker,
+    init_worker,
+    make_analyzer,
+)
 from pochta.mailbox.lists import SenderListService
 from pochta.mailbox.lists.sqlite import SQLiteSenderLists
 from pochta.mailbox.service import Mailbox
@@ -333,9 +340,14 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
     executors = Executors.start(
         lookups=settings.smtp.lookup_threads, deliveries=settings.smtp.delivery_threads
     )
-    intake = _intake(settings, analysis, executors, scanner.authserv_id, history)
+    deciding = decider(settings, scanner.model) if settings.antispam.enabled else None
+    intake = _intake(settings, analysis, executors, scanner.authserv_id, history, deciding)
+    if intake.decides:
+        scanner.teacher = intake.teach
     if live_model is not None:
-        live_model.on_switch = functools.partial(switch_model, scanner, intake, analysis)
+        live_model.on_switch = functools.partial(
+            switch_model, scanner, intake, analysis, settings=settings
+        )
     return Pochta(
         settings=settings,
         blobs=blobs,
@@ -602,8 +614,57 @@ def _scanner(
     return scanner, config, live_model
 
 
+def worker_scanner(settings: Settings, model_: model.Model | None) -> Scanner:
+    """A worker process's decision half (``mailbox.intake.init_worker``): the server's rules,
+    ``model_`` (``Model.for_workers``), and this process's own connections to the shingles'
+    counters and the learned words (the same stores the server reads; each process buffers
+    its own increments and writes them every ``flush_interval``, as ``serve --workers``'s
+    processes do). No personal step: the recipients are the server's."""
+    data = settings.data_dir.resolve()
+    redis_client = _redis(settings)
+    backend = words_backend(settings)
+    pg = postgres_pool(settings) if backend == "postgres" else None
+    a = settings.antispam
+    counters = _shingler(settings, data, redis_client).counters
+    counters.start()
+    words = None
+    tokens = model_.tokens if model_ is not None else None
+    if a.learn_words and tokens is not None:
+        key = _secret(settings, a.learned_words_key, "words-key").encode()[:64]
+        words = Words(
+            _word_store(settings, data, pg, redis_client, warn=False),
+            shipped=tokens,
+            key=key,
+            flush_interval=a.learned_words_flush_seconds,
+            max_words=a.learned_words_max,
+            max_words_per_owner=a.learned_words_per_account_max,
+        )
+        words.start()
+    return Scanner(
+        words=words,
+        learn_from_verdicts=a.learn_words_from_verdicts,
+        rules_=rules.load(a.rules_file) if a.rules_file is not None else rules.default(),
+        model=model_,
+        counters=counters,
+        analyzer=Analyzer(),  # unused: the worker's analyzer is the intake's
+        authserv_id=a.authserv_id or settings.smtp.fqdn(),
+        unscored="spam" if a.on_timeout == "spam" else "ham",
+    )
+
+
+def decider(settings: Settings, model_: model.Model | None) -> Decider:
+    """What builds each worker process's scanner (picklable: the settings and the model
+    without its CatBoost booster)."""
+    light = model_.for_workers() if model_ is not None else None
+    return functools.partial(worker_scanner, settings, light)
+
+
 def switch_model(
-    scanner: Scanner, intake: Intake, config: AnalysisSettings, switched: Switched
+    scanner: Scanner,
+    intake: Intake,
+    config: AnalysisSettings,
+    switched: Switched,
+    settings: Settings | None = None,
 ) -> None:
     """A newly promoted model in this loader: the scanner's model, the shipped word table the
     learned words are read with, the analyzers' token table (the server's own, and every
@@ -615,7 +676,9 @@ def switch_model(
     scanner.analyzer = make_analyzer(config)
     intake.analyzer = make_analyzer(config, deferred=True)
     if intake.pool is not None:
-        intake.pool.reinitialize((config,))
+        deciding = settings is not None and intake.decides
+        initargs = (config, decider(settings, new)) if deciding and settings else (config,)
+        intake.pool.reinitialize(initargs)
     if scanner.words is not None:
         scanner.words.shipped = config.tokens
     scanner.model = new
@@ -718,11 +781,13 @@ def _intake(
     executors: Executors,
     authserv_id: str,
     activity: Activity,
+    deciding: Decider | None = None,
 ) -> Intake:
     """Parsing and analysis in ``antispam.workers`` processes (default: one per core; 0: in
     the server's own threads), authentication by the server. Nothing starts before
     ``Pochta.start``. ``authserv_id``: the letters delivered lose the Authentication-Results
-    fields that carry it; ``activity`` hears of the letters that could not be scored."""
+    fields that carry it; ``activity`` hears of the letters that could not be scored.
+    ``deciding``: each worker builds its scanner with it, and decides and counts there."""
     a = settings.antispam
     processes = cores() if a.workers is None else a.workers
     pool = None
@@ -730,9 +795,10 @@ def _intake(
         pool = WorkerPool(
             processes,
             initializer=init_worker,
-            initargs=(analysis,),
+            initargs=(analysis,) if deciding is None else (analysis, deciding),
             max_pending=max(64, 8 * processes),
             name="pochta-letters",
+            finalizer=close_worker,
         )
     return Intake(
         make_analyzer(analysis, deferred=True),
@@ -744,6 +810,7 @@ def _intake(
         activity=activity,
         auth=authenticator(settings, executors.checks),
         local=executors.local,
+        decides=deciding is not None,
     )
 
 

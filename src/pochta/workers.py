@@ -91,7 +91,7 @@ from multiprocessing.process import BaseProcess
 from types import TracebackType
 from typing import Any, Final, TypeVar, TypeVarTuple
 
-from pochta import logs
+from pochta import logs, metrics
 from pochta.errors import WorkerDied, WorkersUnavailable, WorkerTimeout
 
 log = logging.getLogger("pochta.workers")
@@ -151,6 +151,7 @@ class _Worker:
         self.process.kill()
         self.process.join(STOP_GRACE)
         self.conn.close()
+        self._gone()
 
     def stop(self) -> None:
         """Close the pipe: an idle worker reads EOF and exits; one that does not is killed."""
@@ -159,6 +160,12 @@ class _Worker:
         if self.process.exitcode is None:
             self.process.kill()
             self.process.join(STOP_GRACE)
+        self._gone()
+
+    def _gone(self) -> None:
+        """A worker that records metrics (its shingle counters' buffer) stops counting."""
+        if self.process.pid is not None and self.process.exitcode is not None:
+            metrics.process_exited(self.process.pid)
 
 
 class WorkerPool:
@@ -172,6 +179,7 @@ class WorkerPool:
         initargs: tuple[object, ...] = (),
         max_pending: int = 100,
         name: str = "pochta-worker",
+        finalizer: Callable[[], object] | None = None,
     ) -> None:
         if processes < 1:
             raise ValueError("a worker pool needs at least one process")
@@ -182,6 +190,7 @@ class WorkerPool:
         self.name = name
         self._initializer = initializer
         self._initargs = initargs
+        self._finalizer = finalizer  # run by a worker whose pipe closed, before it exits
         self._ctx = multiprocessing.get_context(START_METHOD)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -301,6 +310,17 @@ class WorkerPool:
         big ones, so that a flood of big letters cannot hold up the small)."""
         future: Future[T] = self._submit(fn, args, deadline, urgent)
         return future.result()
+
+    def submit(
+        self,
+        fn: Callable[[*Ts], T],
+        *args: *Ts,
+        deadline: float | None = None,
+        urgent: bool = False,
+    ) -> Future[T]:
+        """``fn(*args)`` in a worker, not waited for (work that needs no answer: the caller
+        may add a callback). Raises ``WorkersUnavailable`` at once, as ``run``."""
+        return self._submit(fn, args, deadline, urgent)
 
     async def arun(
         self,
@@ -474,7 +494,7 @@ class WorkerPool:
         ours, theirs = self._ctx.Pipe()
         with self._lock:
             initargs, generation = self._initargs, self._generation
-        args = (theirs, self._initializer, initargs, logs.snapshot())
+        args = (theirs, self._initializer, initargs, logs.snapshot(), self._finalizer)
         process = self._ctx.Process(target=_worker_main, args=args, name=f"{self.name}-{slot}")
         process.daemon = True  # multiprocessing's atexit ends it if close() was never called
         try:
@@ -516,9 +536,11 @@ def _worker_main(
     initializer: Callable[..., object] | None,
     initargs: tuple[object, ...],
     log: logs.Snapshot | None = None,
+    finalizer: Callable[[], object] | None = None,
 ) -> None:
-    """A worker's whole life: the initializer once, then tasks until the pipe closes. It logs
-    as the server does (``log``), each task's lines with the ids its caller had bound."""
+    """A worker's whole life: the initializer once, then tasks until the pipe closes, then
+    the finalizer (a worker killed never runs it). It logs as the server does (``log``), each
+    task's lines with the ids its caller had bound."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the server to handle
     logs.restore(log)
     if initializer is not None:
@@ -528,6 +550,17 @@ def _worker_main(
             conn.send((_FAILED, traceback.format_exc()))
             return
     conn.send((_READY, os.getpid()))
+    try:
+        _serve_tasks(conn)
+    finally:
+        if finalizer is not None:
+            try:
+                finalizer()
+            except Exception:
+                logging.getLogger("pochta.workers").exception("a worker's finalizer failed")
+
+
+def _serve_tasks(conn: Connection) -> None:
     while True:
         reply: tuple[object, ...]
         try:

@@ -42,7 +42,7 @@ def test_the_phishing_set_gets_the_blocking_analysis(key: Key) -> None:
             raw = case.raw(key)
             env = Envelope(case.envelope["ip"], case.envelope["mail_from"])
             want = blocking.analyze(parse(raw), env, case.envelope["helo"])
-            got = await served.analyze(raw, env, case.envelope["helo"])
+            got, _ = await served.analyze(raw, env, case.envelope["helo"])
             assert (got.auth, got.features, got.plan) == (want.auth, want.features, None)
             prepared = await served.prepare(
                 raw, env, case.envelope["helo"], analyze=True, shingles=True
@@ -59,7 +59,7 @@ def test_without_an_ip_or_without_analysis_nothing_is_asked(key: Key) -> None:
     raw = cases()[0].raw(key)
 
     async def go() -> None:
-        a = await served.analyze(raw, Envelope(None, "x@example.org"), "h")
+        a, _ = await served.analyze(raw, Envelope(None, "x@example.org"), "h")
         assert a.auth.spf.reason == "not checked" and a.plan is None
         p = await served.prepare(
             raw, Envelope("192.0.2.1", "x@example.org"), "h", analyze=False, shingles=True
@@ -84,7 +84,7 @@ def test_a_fault_in_authentication_leaves_the_verdict_partial_not_the_letter_ref
     env = Envelope(case.envelope["ip"], case.envelope["mail_from"])
 
     async def go() -> None:
-        a = await served.analyze(case.raw(key), env, case.envelope["helo"])
+        a, _ = await served.analyze(case.raw(key), env, case.envelope["helo"])
         assert "auth" in a.partial and a.plan is None
 
     asyncio.run(go())

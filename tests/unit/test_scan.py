@@ -120,10 +120,10 @@ def test_a_scan_body_is_held_once_not_copied(
     raw = letter(attachments=[("a.bin", payload(6, 3_000_000))])
     peaks: list[int] = []
 
-    async def analyze(body: bytes, envelope: object, helo: object) -> Analysis:
+    async def analyze(body: bytes, envelope: object, helo: object) -> tuple[Analysis, None]:
         peaks.append(tracemalloc.get_traced_memory()[1])
         assert body == raw
-        return unanalyzed()
+        return unanalyzed(), None
 
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with TestClient(create_app(settings), base_url="https://testserver") as c:
@@ -136,18 +136,21 @@ def test_a_scan_body_is_held_once_not_copied(
     assert peaks and peaks[0] < 1.5 * len(raw), (peaks, len(raw))
 
 
+@pytest.mark.parametrize("workers", [0, 1])
 def test_the_scans_decision_runs_where_smtps_does_not_on_the_local_pool(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
     """The decision reads the shingle counters and the learned words (Redis or PostgreSQL,
-    possibly): a stalled store must hold the deliveries pool, as SMTP's decisions do
-    (``Mailbox.deliver_prepared``), never ``local``, whose threads read the letters spooled
-    for the intake (pochta.executors: local waits on no network)."""
+    possibly). With worker processes it runs in the worker that analyzed the letter (the
+    server only records it); without, a stalled store must hold the deliveries pool, as
+    SMTP's decisions do (``Mailbox.deliver_prepared``), never ``local``, whose threads read
+    the letters spooled for the intake (pochta.executors: local waits on no network)."""
     settings = load_settings(
         data_dir=tmp_path / "d",
         service_token=TOKEN,
         smtp={"enabled": False},
         imap={"enabled": False},
+        antispam={"workers": workers},
     )
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with TestClient(create_app(settings), base_url="https://testserver") as c:
@@ -167,7 +170,11 @@ def test_the_scans_decision_runs_where_smtps_does_not_on_the_local_pool(
         monkeypatch.setattr(scanner, "explain", explaining)
         r = c.post("/v1/scan?explain=1", content=letter(), headers=auth)
         assert r.status_code == 200 and r.json()["explanation"]
-    assert threads["decide"].startswith("pochta-deliver"), threads
+        assert r.json()["verdict"] in ("ham", "spam", "phishing")
+    if workers:
+        assert "decide" not in threads, threads  # the worker decided
+    else:
+        assert threads["decide"].startswith("pochta-deliver"), threads
     assert threads["explain"].startswith("pochta-local"), threads  # the model alone
 
 

@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +36,7 @@ from pochta.antispam.auth.resolver import Resolver
 from pochta.antispam.model import explain as explaining
 from pochta.antispam.model.booster import Model
 from pochta.antispam.rules import ruleset as rules
+from pochta.antispam.shingles.counters import Ref
 from pochta.antispam.shingles.counters.buckets import Counts, parse_window
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.extract import extract
@@ -384,6 +385,23 @@ class Learning:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Lesson:
+    """What one delivered letter teaches (:meth:`Scanner.lesson`): small and picklable, so
+    that a worker process can count it (``Scanner.teach``). ``kind``: the shingles' counter
+    (None: not counted); ``taught``: the learned words' class (None: not taught)."""
+
+    kind: str | None
+    refs: tuple[Ref, ...] = field(repr=False)
+    taught: words_mod.Kind | None = None
+    hashes: tuple[int, ...] = field(default=(), repr=False)
+    at: float | None = None
+
+
+Teacher = Callable[[Lesson], bool]
+"""Takes a lesson to teach elsewhere (True), or refuses it (False: taught in this process)."""
+
+DECISION = "decision"  # the decision's CPU seconds, among the analysis's stages'
 TIMEOUT = "timeout"
 COUNTERS = "counters"  # the shingles' counters could not be read (their store is down)
 
@@ -433,6 +451,7 @@ class Scanner:
                 from_verdicts=learn_from_verdicts,
             )
         self.learning = learning
+        self.teacher: Teacher | None = None  # set by app.py once the worker processes exist
         self._windows = [parse_window(w) for w in WINDOWS]
 
     def statistics(self, analysis: Analysis, now: float | None = None) -> dict[str, float]:
@@ -456,11 +475,23 @@ class Scanner:
         return f, True
 
     def decide(self, analysis: Analysis, now: float | None = None) -> Verdict:
-        started = time.perf_counter()
-        verdict = self._decide(analysis, now)
-        spent = sum(analysis.seconds.values()) + time.perf_counter() - started
-        metrics.verdict(verdict.label, bool(verdict.partial), spent)
+        """The verdict, recorded in this process's metrics."""
+        analysis, verdict = self.judge(analysis, now)
+        self.record(analysis, verdict)
         return verdict
+
+    def judge(self, analysis: Analysis, now: float | None = None) -> tuple[Analysis, Verdict]:
+        """The verdict, not recorded (a worker process judges, the server records), and the
+        analysis with the decision's CPU seconds among its stages' (``decision``)."""
+        started = time.process_time()
+        verdict = self._decide(analysis, now)
+        seconds = {**analysis.seconds, DECISION: time.process_time() - started}
+        return dataclasses.replace(analysis, seconds=seconds), verdict
+
+    @staticmethod
+    def record(analysis: Analysis, verdict: Verdict) -> None:
+        """A verdict in this process's metrics, with the CPU its analysis and decision took."""
+        metrics.verdict(verdict.label, bool(verdict.partial), sum(analysis.seconds.values()))
 
     def _decide(self, analysis: Analysis, now: float | None) -> Verdict:
         if TIMEOUT in analysis.partial:  # nothing was analyzed: the operator's choice decides
@@ -558,21 +589,42 @@ class Scanner:
     def learn(self, verdict: Verdict, at: float | None = None) -> str | None:
         """Count a delivered letter's shingles with its verdict, as :class:`Counting` says
         (only verdicts the model is sure of). Returns the kind counted (None: not counted).
-        Never raises: the letter is stored, and counting must not undo that."""
+        With a ``teacher`` (the worker processes, :mod:`pochta.mailbox.intake`) the lesson is
+        handed to it; it is taught here when there is none or it refuses. Never raises: the
+        letter is stored, and counting must not undo that."""
+        lesson = self.lesson(verdict, at)
+        if lesson.kind is None and lesson.taught is None:
+            return None
+        if self.teacher is None or not self.teacher(lesson):
+            return self.teach(lesson)
+        return lesson.kind if self.counters is not None and lesson.refs else None
+
+    def lesson(self, verdict: Verdict, at: float | None = None) -> Lesson:
+        """What :meth:`learn` would count and teach of ``verdict`` (pure: no store is read)."""
         threshold = self.model.threshold if self.model is not None else None
         kind = self.counting.kind(verdict, threshold)
+        taught: words_mod.Kind | None = None
         if self.words is not None and verdict.hashes:
-            taught = self.learning.kind(verdict, kind)
-            if taught is not None:
-                try:
-                    self.words.learn(verdict.hashes, "spam" if taught == "spam" else "ham")
-                except Exception:
-                    log.exception("learned words: one letter's words dropped")
-        if self.counters is None or not verdict.shingles:
+            found = self.learning.kind(verdict, kind)
+            if found is not None:
+                taught = "spam" if found == "spam" else "ham"
+        refs = tuple(update_refs(verdict.shingles)) if kind is not None else ()
+        hashes = verdict.hashes if taught is not None else ()
+        return Lesson(kind, refs, taught, hashes, at)
+
+    def teach(self, lesson: Lesson) -> str | None:
+        """Count and teach ``lesson`` in this process's counters and words; the kind counted
+        (None: not counted). Never raises."""
+        if self.words is not None and lesson.taught is not None and lesson.hashes:
+            try:
+                self.words.learn(lesson.hashes, lesson.taught)
+            except Exception:
+                log.exception("learned words: one letter's words dropped")
+        kind = lesson.kind
+        if self.counters is None or not lesson.refs or kind is None:
             return None
         try:
-            if kind is not None:
-                self.counters.update(update_refs(verdict.shingles), kind, at=at, wait=0)
+            self.counters.update(lesson.refs, kind, at=lesson.at, wait=0)
         except StorageError as exc:
             log.warning("shingle counters: one letter's %s increments dropped: %s", kind, exc)
             return None

@@ -3,7 +3,8 @@
 0. prepare (:mod:`pochta.mailbox.prepare`, in a worker process on the SMTP path): parse the
    letter once, analyze it for the verdict, take its shingles, split it into skeleton +
    extracted attachments;
-1. decide the verdict (the counters, the rules, the model); make it personal
+1. decide the verdict (the counters, the rules, the model: in the worker of step 0 when it
+   can, see :mod:`pochta.mailbox.intake`); make it personal
    (:mod:`pochta.mailbox.personal`: each recipient's own words and sender list) and group
    the recipients by the verdict they get (one group unless someone's words or list decide
    otherwise); put each group's
@@ -15,8 +16,9 @@
    each count carrying its operation id (``journal.count_op``);
 4. mark the letters DELIVERED. Only then is the delivery acknowledged;
 5. count the shingles computed in 0 with the installation's verdict (never a personal one:
-   one person's list must not teach everyone). This never fails the delivery: the letter is
-   stored, and a 4xx now would make the sender deliver it twice.
+   one person's list must not teach everyone), in a worker process when there are workers
+   (``Scanner.teacher``). This never fails the delivery: the letter is stored, and a 4xx now
+   would make the sender deliver it twice.
 
 A failure in 3 undoes exactly the counts made (``Deletions.abandon``); a crash in 3 leaves
 PENDING letters for ``Deletions.recover``.
@@ -157,9 +159,15 @@ class Delivery:
         verdict = None
         groups: list[tuple[Verdict | None, list[User]]] = [(None, unique)]
         if prepared.analysis is not None and self.scanner is not None:
-            verdict = self.scanner.decide(prepared.analysis)
+            if prepared.verdict is not None:  # decided by the worker that analyzed it
+                verdict = prepared.verdict
+                self.scanner.record(prepared.analysis, verdict)
+            else:
+                verdict = self.scanner.decide(prepared.analysis)
             groups = list(
-                self.personal.groups(verdict, prepared.from_address, unique, prepared.analysis)
+                self.personal.groups(
+                    verdict, prepared.from_address, unique, prepared.analysis, prepared.candidates
+                )
             )
         when = self._clock() if received is None else received
         written: list[tuple[Split, list[NewStoredLetter], list[int]]] = []

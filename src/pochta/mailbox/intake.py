@@ -51,8 +51,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Sequence
-from concurrent.futures import Executor
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +62,7 @@ from pochta.antispam.auth.authenticator import Authenticator, LetterAuth
 from pochta.antispam.auth.resolver import DnsResolver
 from pochta.antispam.auth.results import DkimResult, DkimStep, Keys, finish_dkim, unverified
 from pochta.antispam.tokens import TokenTable
-from pochta.antispam.verdict import Analysis, Analyzer, unanalyzed
+from pochta.antispam.verdict import Analysis, Analyzer, Lesson, Scanner, Verdict, unanalyzed
 from pochta.errors import Overloaded, PochtaError, WorkerDied, WorkerError, WorkerTimeout
 from pochta.executors import run_in
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
@@ -112,14 +113,51 @@ def make_analyzer(settings: AnalysisSettings, *, deferred: bool = False) -> Anal
 
 # -- in a worker process -------------------------------------------------------------------
 _analyzer: Analyzer | None = None
+_scanner: Scanner | None = None
+
+Decider = Callable[[], Scanner]
+"""Builds a worker process's own decision half (``app.worker_scanner``: its own connections
+to the shingles' counters and the learned words, the rules, the model); picklable."""
 
 
-def init_worker(settings: AnalysisSettings) -> None:
+def init_worker(settings: AnalysisSettings, decider: Decider | None = None) -> None:
     """The pool's initializer: build this process's analyzer and load what it reads (the
-    protected organizations, the public suffix list) before the first letter."""
-    global _analyzer
+    protected organizations, the public suffix list) before the first letter; with
+    ``decider``, its scanner too, which decides letters' verdicts here and counts them."""
+    global _analyzer, _scanner
     _analyzer = make_analyzer(settings, deferred=True)
     _analyzer.analyze(parse(b"From: a@example.org\r\nSubject: warm\r\n\r\nhttp://example.org/\r\n"))
+    if decider is not None:
+        _scanner = decider()
+
+
+def close_worker() -> None:
+    """The pool's finalizer: what this process's counters and learned words buffered is
+    written before it exits (a worker killed at its deadline loses it: at most the
+    counters' ``flush_interval`` of increments, as a crash does)."""
+    global _scanner
+    scanner, _scanner = _scanner, None
+    if scanner is None:
+        return
+    if scanner.counters is not None:
+        scanner.counters.close()
+    if scanner.words is not None:
+        scanner.words.close()
+
+
+def _decided(analysis: Analysis | None) -> tuple[Analysis | None, Verdict | None]:
+    """The analysis (with the decision's CPU) and its verdict, when this process decides and
+    nothing is left to the server first (sender authentication: ``Analysis.plan``)."""
+    if _scanner is None or analysis is None or analysis.plan is not None:
+        return analysis, None
+    return _scanner.judge(analysis)
+
+
+def learn_in_worker(lesson: Lesson) -> None:
+    """A delivered letter's shingles counted (and its words taught) in this process."""
+    if _scanner is None:
+        raise RuntimeError("the worker process has no scanner")
+    _scanner.teach(lesson)
 
 
 def _worker_analyzer() -> Analyzer:
@@ -160,7 +198,9 @@ def prepare_in_worker(
     shingles: bool,
     prefix: bytes = b"",
     authserv_id: str | None = None,
+    decide: bool = False,
 ) -> Prepared:
+    """``decide``: the verdict decided here too, when this process can (see ``_decided``)."""
     analyzer = _worker_analyzer() if analyze else None
     prepared = prepare(
         load(raw, prefix, authserv_id),
@@ -170,6 +210,9 @@ def prepare_in_worker(
         analyzer=analyzer,
         shingles=shingles,
     )
+    if decide:
+        analysis, verdict = _decided(prepared.analysis)
+        prepared = dataclasses.replace(prepared, analysis=analysis, verdict=verdict)
     if log.isEnabledFor(logging.DEBUG):
         _log_prepared(prepared)
     return prepared
@@ -234,8 +277,15 @@ def prepare_apart_in_worker(
     return spill(prepared, directory, over)
 
 
-def analyze_in_worker(raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
-    return _worker_analyzer().analyze(parse(raw), envelope, helo)
+def analyze_in_worker(
+    raw: bytes, envelope: Envelope | None, helo: str | None, decide: bool = False
+) -> tuple[Analysis, Verdict | None]:
+    analysis = _worker_analyzer().analyze(parse(raw), envelope, helo)
+    if not decide:
+        return analysis, None
+    decided, verdict = _decided(analysis)
+    assert decided is not None
+    return decided, verdict
 
 
 def verify_in_worker(
@@ -272,8 +322,12 @@ class Intake:
         activity: Activity | None = None,
         auth: Authenticator | None = None,
         local: Executor | None = None,
+        decides: bool = False,
     ) -> None:
         self.analyzer = analyzer
+        self.decides = decides and pool is not None  # the pool's workers have a scanner
+        self._lessons: set[Future[None]] = set()  # handed to the workers, not yet counted
+        self._lock = threading.Lock()
         self.on_timeout = on_timeout
         self.activity = activity
         self.pool = pool
@@ -288,6 +342,11 @@ class Intake:
             self.pool.start()
 
     def close(self) -> None:
+        """The lessons handed to the workers are counted first (within the deadline), then
+        the workers stop and write what their counters buffered."""
+        with self._lock:
+            lessons = list(self._lessons)
+        wait(lessons, timeout=self.deadline)
         if self.pool is not None:
             self.pool.close()
 
@@ -404,6 +463,7 @@ class Intake:
                 shingles,
                 prefix,
                 self.authserv_id,
+                analyze and self.decides,
                 deadline=self.deadline,
                 urgent=size <= SMALL,
             )
@@ -478,33 +538,64 @@ class Intake:
             log.warning("a letter of %d bytes is stored whole: %s", size, exc.message)
             return unprepared(whole, None), {}
 
-    async def analyze(self, raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
-        """The analysis alone, authenticated (the scan API); past the deadline, an empty one
-        (partial)."""
+    async def analyze(
+        self, raw: bytes, envelope: Envelope | None, helo: str | None
+    ) -> tuple[Analysis, Verdict | None]:
+        """The analysis, authenticated (the scan API), and its verdict when a worker decided
+        it (None: the server decides); past the deadline, an empty analysis (partial)."""
         auth = self._begin(envelope, helo)
         try:
-            analysis = await self._analyze(raw, envelope, helo)
+            analysis, verdict = await self._analyze(raw, envelope, helo)
             if auth is not None:
                 analysis = await self._authenticate(auth, analysis, raw, b"")
-            return analysis
+            return analysis, verdict
         finally:
             if auth is not None:
                 auth.close()
 
-    async def _analyze(self, raw: bytes, envelope: Envelope | None, helo: str | None) -> Analysis:
+    async def _analyze(
+        self, raw: bytes, envelope: Envelope | None, helo: str | None
+    ) -> tuple[Analysis, Verdict | None]:
         if self.pool is None:
-            return await run_in(
+            analysis = await run_in(
                 self.local, lambda: self.analyzer.analyze(parse(raw), envelope, helo)
             )
+            return analysis, None
         try:
             return await self.pool.arun(
                 analyze_in_worker,
                 raw,
                 envelope,
                 helo,
+                self.decides,
                 deadline=self.deadline,
                 urgent=len(raw) <= SMALL,
             )
         except (WorkerTimeout, WorkerDied) as exc:
             log.warning("a letter of %d bytes is not analyzed: %s", len(raw), exc.message)
-            return unanalyzed()
+            return unanalyzed(), None
+
+    def teach(self, lesson: Lesson) -> bool:
+        """``lesson`` handed to a worker to count (``Scanner.teacher``), not waited for; False
+        (the caller teaches it) when the workers do not decide or half their queue is taken:
+        a lesson never takes the place of a letter."""
+        if not self.decides or self.pool is None:
+            return False
+        stats = self.pool.stats
+        if stats.pending * 2 >= self.pool.max_pending:
+            return False
+        try:
+            done = self.pool.submit(learn_in_worker, lesson, deadline=self.deadline, urgent=True)
+        except WorkerError:
+            return False
+        with self._lock:
+            self._lessons.add(done)
+        done.add_done_callback(self._taught)
+        return True
+
+    def _taught(self, done: Future[None]) -> None:
+        with self._lock:
+            self._lessons.discard(done)
+        exc = None if done.cancelled() else done.exception()
+        if exc is not None:
+            log.warning("one letter's shingle counts dropped: %s", exc)

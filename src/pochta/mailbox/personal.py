@@ -47,15 +47,17 @@ class Personal:
         sender: str,
         users: Sequence[User],
         analysis: Analysis | None = None,
+        candidates: Sequence[str] | None = None,
     ) -> list[Group]:
         """``users`` grouped by their own verdict on a letter from ``sender`` (its From
         address), in the order of their first member; one group when nobody's differs.
         ``analysis``: the letter's, for the words (without it, only the lists). The lists
         are read once for all the users; a store that cannot be read leaves everyone the
         installation's verdict (logged), as the counters do: the mail flow never fails for
-        them."""
+        them. ``candidates``: the list values ``sender`` can match, when the worker that
+        parsed the letter found them (``Prepared.candidates``); else found here."""
         users = list(users)
-        found = self._lists(users, sender)
+        found = self._lists(users, sender, candidates)
         words = self.words if analysis is not None else None
         if not found and words is None:
             return [(verdict, users)]
@@ -73,11 +75,13 @@ class Personal:
             groups.setdefault(key, (mine, []))[1].append(user)
         return list(groups.values())
 
-    def _lists(self, users: list[User], sender: str) -> dict[int, Sequence[ListEntry]]:
+    def _lists(
+        self, users: list[User], sender: str, candidates: Sequence[str] | None
+    ) -> dict[int, Sequence[ListEntry]]:
         if self.lists is None or not sender or not users:
             return {}
         try:
-            return dict(self.lists.lookup([u.id for u in users], sender))
+            return dict(self.lists.lookup([u.id for u in users], sender, candidates))
         except StorageError as exc:
             log.warning("sender lists: not read, the installation's verdict for all: %s", exc)
             return {}

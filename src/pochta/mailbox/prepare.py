@@ -7,9 +7,11 @@ it (when an analyzer is given), the shingles are taken from it (the same ones th
 and later counted), and the split cuts the parts the parse planned. The result crosses the
 process boundary: it holds the skeleton and the extracted parts, not the letter.
 
+A worker process that can decide (:func:`pochta.mailbox.intake.init_worker` with a decider)
+also decides the verdict there (the counters, the rules, the model: ``Prepared.verdict``).
 What is left for the server (:meth:`pochta.mailbox.service.Mailbox.deliver_prepared`): the
-decision (the counters, the rules, the model), the verdict's header lines put in front of the
-skeleton, storing, and counting.
+decision when no worker made it, the personal step, the verdict's header lines put in front of
+the skeleton, storing, and handing the counting back to the workers.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pochta.antispam.personal import candidates
 from pochta.antispam.shingles.extract import extract
 from pochta.antispam.shingles.registry import Shingle
-from pochta.antispam.verdict import Analysis, Analyzer
+from pochta.antispam.verdict import Analysis, Analyzer, Verdict
 from pochta.mailbox.trace import line_ending
 from pochta.mime import normalize
 from pochta.mime.letter import parse
@@ -41,6 +44,8 @@ class Prepared:
     analysis: Analysis | None = None  # None: the letter was not scored
     shingles: tuple[Shingle, ...] = field(default=(), repr=False)  # to count after storing
     from_address: str = ""  # the header From's address, normalized (what sender lists match)
+    verdict: Verdict | None = field(default=None, repr=False)  # decided by the worker, if so
+    candidates: tuple[str, ...] | None = None  # the sender list values From can match
 
 
 def prepare(
@@ -62,6 +67,7 @@ def prepare(
         found = analysis.shingles
     elif shingles:
         found = tuple(extract(letter, envelope))
+    sender = normalize.address(letter.from_address[:MAX_ADDRESS]) or ""
     return Prepared(
         size=len(raw),
         eol=line_ending(raw),
@@ -71,7 +77,8 @@ def prepare(
         date=_timestamp(letter.date),
         analysis=analysis,
         shingles=found,
-        from_address=normalize.address(letter.from_address[:MAX_ADDRESS]) or "",
+        from_address=sender,
+        candidates=tuple(candidates(sender)) if analysis is not None else None,
     )
 
 

@@ -67,13 +67,15 @@ async def scan(
         if not raw:
             raise InvalidInput("send the letter as the request body")
         envelope = Envelope(ip=ip, sender=mail_from) if ip or mail_from else None
-        analysis = await pochta.intake.analyze(raw, envelope, helo)
+        analysis, verdict = await pochta.intake.analyze(raw, envelope, helo)
         del raw
     finally:
         held.release()
-    # the counters and learned words (Redis or PostgreSQL, possibly): the deliveries pool, as
-    # SMTP's decision; the explanation is the model's alone: the local pool (pochta.executors)
-    verdict = await run_in(pochta.executors.deliveries, pochta.scanner.decide, analysis)
+    if verdict is not None:  # decided in the worker process, with the analysis
+        pochta.scanner.record(analysis, verdict)
+    else:  # the counters and learned words (Redis or PostgreSQL, possibly): the deliveries
+        # pool, as SMTP's decision; the explanation is the model's alone: the local pool
+        verdict = await run_in(pochta.executors.deliveries, pochta.scanner.decide, analysis)
     result: dict[str, Any] = verdict.as_dict(pochta.scanner.authserv_id)
     if explain:
         reasons = await run_in(pochta.executors.local, pochta.scanner.explain, verdict)

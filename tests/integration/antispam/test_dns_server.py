@@ -267,7 +267,7 @@ def test_a_letter_through_the_intake_authenticates_as_the_blocking_analyzer(
         async def go() -> None:
             for raw, envelope, helo in envelopes:
                 want = blocking.analyze(parse(raw), envelope, helo)
-                got = await pochta.intake.analyze(raw, envelope, helo)
+                got, _ = await pochta.intake.analyze(raw, envelope, helo)
                 assert got.auth == want.auth
                 assert got.features == want.features and got.plan is None
                 prepared = await pochta.intake.prepare(

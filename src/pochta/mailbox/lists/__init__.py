@@ -60,9 +60,12 @@ class SenderListService:
         """Drop the account's whole list (the account is being deleted)."""
         return self.store.forget(user_id)
 
-    def lookup(self, user_ids: Sequence[int], sender: str) -> dict[int, list[ListEntry]]:
-        """In one store read: the entries of each account that can match the From address."""
-        values = candidates(sender)
+    def lookup(
+        self, user_ids: Sequence[int], sender: str, values: Sequence[str] | None = None
+    ) -> dict[int, list[ListEntry]]:
+        """In one store read: the entries of each account that can match the From address
+        (``values``: its ``candidates``, when they are known already)."""
+        values = candidates(sender) if values is None else values
         if not values or not user_ids:
             return {}
         return self.store.lookup(user_ids, values)
