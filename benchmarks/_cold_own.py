@@ -3,11 +3,12 @@ truth modes nor the anchors), for a loaded machine: the shipped model, the count
 with the non-sealed letters of easy-ham-1 + spam-1, then easy-ham-2, hard-ham-1 and spam-2
 replayed in date order learning pochta's own verdicts.
 
-    python benchmarks/_cold_own.py
+    python benchmarks/_cold_own.py [--model DIR]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 import time
@@ -19,8 +20,11 @@ from pochta_factory import corpus, training
 
 
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", type=Path, help="a model directory (default: the shipped one)")
+    args = p.parse_args()
     started = time.perf_counter()
-    model = booster.load()
+    model = booster.load(args.model) if args.model else booster.load()
     if model is None:
         raise SystemExit("no shipped model")
     letters = [m for _, m in training.in_time_order(corpus.letters(training.EVAL_GROUPS))]
