@@ -1,9 +1,12 @@
 """Spam and phishing verdicts on corpus groups never used for training (issue 6).
 
 pochta: the shipped model (trained by ``pochta model train`` on easy-ham-1 + spam-1 and the
-legitimate letters pochta generates; see its ``info``). The counters first learn the training
-groups with their true labels (what a deployed pochta would know), then the evaluation groups
-easy-ham-2, hard-ham-1 and spam-2 are replayed in date order, twice:
+legitimate letters pochta generates; see its ``info``). Only the NON-sealed letters of
+easy-ham-1 and spam-1 train anything (the model, the counters' warm-up, the anchors' Bayes:
+:func:`pochta_factory.corpus.unsealed`); every letter of the evaluation groups is evaluated.
+The counters first learn the training groups with their true labels (what a deployed pochta
+would know), then the evaluation groups easy-ham-2, hard-ham-1 and spam-2 are replayed in date
+order, twice:
 
     own      the counters learn only pochta's own verdicts, as ``Scanner.learn`` counts them
              (``verdict.Counting``: every ham verdict; spam when the content alone is sure;
@@ -23,9 +26,9 @@ Reported per group: spam recall, false-positive rate; letters/s and CPU ms per l
 process, one core), how many verdicts were counted as spam / ham / not at all.
 
 Anchors, in the same run and on the same letters (benchmarks/anchors.py, when SpamAssassin
-and Rspamd are installed): network tests off, Bayes trained on easy-ham-1 + spam-1, asked with
-two letters in flight; their own verdicts (SpamAssassin: score >= 5; Rspamd: add header or
-reject). ``--compare-generated`` also trains, in this run, a model without the generated
+and Rspamd are installed): network tests off, Bayes trained on easy-ham-1 + spam-1 (non-sealed),
+asked with two letters in flight; their own verdicts (SpamAssassin: score >= 5; Rspamd: add
+header or reject). ``--compare-generated`` also trains, in this run, a model without the generated
 letters and evaluates it the same way (what the generated letters change).
 
     python benchmarks/antispam_eval.py            # all 3,046 evaluation letters
@@ -107,7 +110,7 @@ def per_group(letters: list[corpus.CorpusLetter], spam: list[bool]) -> dict[str,
 def pochta(
     model: Model, letters: list[corpus.CorpusLetter], share: float, from_verdicts: bool = False
 ) -> dict[str, Any]:
-    warm = list(corpus.letters(training.TRAIN_GROUPS))
+    warm = list(corpus.unsealed(training.TRAIN_GROUPS))
     note(f"pochta, own verdicts: {len(letters)} letters")
     own = training.evaluate(
         model, warm=warm, groups=training.EVAL_GROUPS, only=letters, from_verdicts=from_verdicts
@@ -201,7 +204,14 @@ def main() -> None:
             **pochta(bare, letters, args.share),
         }
     if not args.no_anchors:
-        result["anchors"] = anchors(letters, args.quick)
+        trained = None
+        if not args.quick:  # the same non-sealed training letters as pochta's
+            chosen = list(corpus.unsealed(training.TRAIN_GROUPS))
+            trained = (
+                [m.raw for m in chosen if m.label == "ham"],
+                [m.raw for m in chosen if m.label == "spam"],
+            )
+        result["anchors"] = anchors(letters, args.quick, trained)
     emit(result)
 
 

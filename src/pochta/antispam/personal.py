@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
+from pochta.antispam import verdict as verdict_mod
 from pochta.antispam.verdict import Verdict
 from pochta.errors import InvalidInput
 from pochta.mime import normalize
@@ -47,20 +48,11 @@ from pochta.types import ListAction, Listed, ListEntry
 MAX_ENTRY = 254
 """Characters of one entry (an address is at most 254, RFC 5321 4.5.3.1.3 with 5322)."""
 
-SPOOFING = frozenset(
-    {
-        "PHISH_DISPLAY_NAME_BRAND",  # the display name names an organization the address is not
-        "PHISH_DISPLAY_NAME_ADDRESS",  # the display name shows another address
-        "PHISH_REPLY_TO_MISMATCH",  # replies go to another party
-        "PHISH_SENDER_LOOKALIKE",  # the From domain imitates a protected one
-        "PHISH_SENDER_FOREIGN_TLD",
-        "PHISH_SENDER_IDN",
-    }
-)
-"""Signs (:mod:`pochta.antispam.signs.registry`) that the sender imitates another party: an
-allow entry is not applied to a letter that shows one."""
+SPOOFING = verdict_mod.SPOOFING
+"""Signs that the sender imitates another party: an allow entry is not applied to a letter
+that shows one (:data:`pochta.antispam.verdict.SPOOFING`)."""
 
-_DMARC_REFUSED = frozenset({"fail", "permerror", "temperror"})
+_DMARC_REFUSED = verdict_mod.DMARC_REFUSED
 _LOCAL_FORBIDDEN = frozenset(' \t\r\n"(),:;<>[\\]')
 
 

@@ -6,7 +6,11 @@ not show. This is the classic statistic for it, as SpamBayes computes it:
 
 - a letter's tokens are its distinct words (subject words marked ``s:``), lower-cased, cut
   from the visible text at white space with punctuation stripped, 3 to 20 characters, at most
-  :data:`MAX_TOKENS` of them (the first ones): linear in the text, bounded;
+  :data:`MAX_TOKENS` of them (the first ones): linear in the text, bounded; and, as
+  SpamBayes and SpamAssassin's Bayes read the header too, the sender (``from:`` its address,
+  ``fromdomain:`` its domain, ``fromname:`` the words of its display name) and the
+  registrable domain of each of the first :data:`MAX_LINK_TOKENS` links (``url:``): an
+  installation learns which senders and linked sites its mail comes with;
 - a token's spam probability is Robinson's ``f(w) = (s·x + n·p) / (s + n)``, ``p`` the share of
   its occurrences in spam with each class's count normalized by its number of letters, ``n``
   the letters it was seen in, ``x = 0.5`` and strength ``s = 1`` (a token seen once is a weak
@@ -53,6 +57,10 @@ MIN_LETTERS = 2
 CLAMP = 0.01
 
 
+MAX_LINK_TOKENS = 50
+"""Links whose domains are read as tokens (the first ones)."""
+
+
 def tokenize(letter: Letter) -> frozenset[str]:
     """The letter's distinct tokens (see the module's doc)."""
     out: set[str] = set()
@@ -60,6 +68,16 @@ def tokenize(letter: Letter) -> frozenset[str]:
         word = word.strip(STRIP)
         if MIN_LEN <= len(word) <= MAX_LEN:
             out.add("s:" + word)
+    address = letter.from_address.lower()
+    if address:
+        out.add("from:" + address[:100])
+        out.add("fromdomain:" + (letter.from_domain or "")[:100])
+    for word in letter.from_name.lower().split():
+        word = word.strip(STRIP)
+        if MIN_LEN <= len(word) <= MAX_LEN:
+            out.add("fromname:" + word)
+    for link in letter.web_links[:MAX_LINK_TOKENS]:
+        out.add("url:" + link.registrable[:100])
     for word in letter.text[:MAX_TEXT].lower().split():
         if len(out) >= MAX_TOKENS:
             break

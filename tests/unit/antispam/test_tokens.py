@@ -21,20 +21,35 @@ def tokens_of(subject: str, text: str) -> frozenset[str]:
     return tokens.tokenize(parse(letter(subject=subject, text=text)))
 
 
+SENDER = {"from:sender@example.net", "fromdomain:example.net", "fromname:sender"}
+"""The tokens of tests.mailtools.letter's From: "Sender <sender@example.net>"."""
+
+
 def test_distinct_lower_cased_words_with_the_subject_marked() -> None:
     got = tokens_of("FREE Money!", "Click HERE, click here... (now) a an x" + " word" * 50)
-    assert got == {"s:free", "s:money", "click", "here", "now", "word"}
+    assert got == {"s:free", "s:money", "click", "here", "now", "word", *SENDER}
 
 
 def test_words_longer_than_the_limit_are_left_out() -> None:
-    assert tokens_of("x", "a" * 21 + " " + "b" * 20) == {"b" * 20}
+    assert tokens_of("x", "a" * 21 + " " + "b" * 20) == {"b" * 20, *SENDER}
+
+
+def test_the_sender_and_the_linked_domains_are_tokens() -> None:
+    raw = letter(
+        sender='"Big Bank Support" <NoReply@Mail.Example.COM>',
+        text="see https://www.shop.example.org/a?b=1 and http://198.51.100.7/x",
+    )
+    got = tokens.tokenize(parse(raw))
+    assert {"from:noreply@mail.example.com", "fromdomain:mail.example.com"} <= got
+    assert {"fromname:big", "fromname:bank", "fromname:support"} <= got
+    assert {"url:example.org", "url:198.51.100.7"} <= got
 
 
 def test_a_letter_gives_at_most_max_tokens() -> None:
     text = " ".join(f"word{i}" for i in range(3 * tokens.MAX_TOKENS))
     got = tokens_of("subject line", text)
     assert len(got) == tokens.MAX_TOKENS
-    assert {"s:subject", "s:line", "word0"} <= got  # the subject and the start are read
+    assert {"s:subject", "s:line", "word0", *SENDER} <= got  # the subject and the start
 
 
 def table() -> tokens.TokenTable:

@@ -1,0 +1,59 @@
+"""The installation protocol's pochta row without the ``pochta model train`` subprocess, for a
+machine too loaded to run it (BENCHMARKS.md, the second sealed run): the replay of every
+non-sealed letter and the generated ones (:func:`installation_kfold.replayed`: what
+``pochta model train --ham --spam`` replays), one :func:`pochta_factory.fitting.fit` with the
+factory's defaults, the ``--threshold`` a k-fold run chose (``installation_kfold.py``), then
+:func:`pochta_factory.training.evaluate` on the sealed letters as ``antispam_eval.py
+--protocol installation`` does. No anchors (their rows come from a full run).
+
+    python benchmarks/_final_installation.py --threshold 0.820
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from _common import emit, machine, note
+from antispam_eval import split_sealed
+from installation_kfold import replayed
+from pochta.antispam.model import design
+from pochta.antispam.verdict import model_columns
+from pochta_factory import legit, training
+from pochta_factory.fitting import fit
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threshold", type=float, required=True)
+    args = p.parse_args()
+    started = time.perf_counter()
+    data, _, _ = replayed(legit.COUNT)
+    columns = design.model_columns(model_columns())
+    everything = range(len(data.rows))
+    rows, _ = training.token_rows(data, everything)
+    model = fit(rows, data.labels, columns, iterations=400, seed=training.SEED,
+                threshold=args.threshold, weights=training.weights_of(data.labels))  # fmt: skip
+    model.tokens = training.token_table(data, everything)
+    note(f"fitted at {time.perf_counter() - started:.0f} s")
+    train_letters, sealed = split_sealed()
+    groups = tuple(sorted({m.group for m in sealed}))
+    own = training.evaluate(model, warm=train_letters, groups=groups, only=sealed)
+    emit(
+        {
+            "benchmark": "final_installation",
+            "machine": machine(Path(tempfile.gettempdir())),
+            "threshold": args.threshold,
+            "ham_weight": training.HAM_WEIGHT,
+            "pochta": {"own_verdicts": own},
+            "seconds": round(time.perf_counter() - started, 1),
+            "loadavg_at_end": list(os.getloadavg()),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()
