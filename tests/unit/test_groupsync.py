@@ -105,6 +105,21 @@ def test_a_failed_sync_fails_its_batch_only() -> None:
     assert after == ["ok"]  # the group works on after a failure
 
 
+def test_an_interrupted_sync_covers_nobody() -> None:
+    calls: list[int] = []
+
+    def sync() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    group = GroupSync(sync)
+    with pytest.raises(KeyboardInterrupt):
+        group.wait()
+    group.wait()  # the next caller gets a sync of its own
+    assert len(calls) == 2
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=12))
 def test_every_caller_is_covered_by_a_sync_that_started_after_it_called(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import platform
 import threading
@@ -64,6 +65,9 @@ class GroupSync:
                     self._sync()
                 except OSError as exc:
                     error = exc
+                except BaseException as exc:  # the leader is interrupted: nobody is covered
+                    error = OSError(errno.EIO, f"the sync was interrupted: {exc!r}")
+                    raise
                 finally:
                     self._cond.acquire()
                     self.syncs += 1
