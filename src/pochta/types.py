@@ -180,6 +180,10 @@ class BlobWriter(Protocol):
     def commit(self) -> None:
         """Flush and fsync; after this the bytes survive a crash."""
 
+    def commit_as(self, name: str) -> None:
+        """``commit`` then the disk's ``publish`` to ``name``, in as few rounds as the disk
+        allows: on return the bytes are under ``name`` and survive a crash."""
+
     def abort(self) -> None:
         """Close and remove the temporary file; never raises."""
 

@@ -31,7 +31,7 @@ from tests.pgserver import NewDatabase
 FILEDB_KINDS = ["memory", "sqlite", "postgres"]
 SHARED_FILEDB_KINDS = ["sqlite", "postgres"]  # several processes share one (workers.py)
 PAIRDB_KINDS = ["memory", "sqlite", "postgres"]
-DISK_KINDS = ["local", "webdav"]
+DISK_KINDS = ["local", "local-fsync", "webdav"]  # local-fsync: no group sync
 BROKEN_DISK_KINDS = [
     "local-root-is-a-file",
     "local-tmp-is-a-file",
@@ -203,6 +203,8 @@ def disk(
     (tmp_path / "disk").mkdir()
     if request.param == "local":
         return LocalDisk(tmp_path / "disk")
+    if request.param == "local-fsync":
+        return LocalDisk(tmp_path / "disk", group_sync=False)
     if request.param == "webdav":
         node = request.getfixturevalue("nginx_factory")(served=tmp_path)
         write_report(tmp_path / "disk")

@@ -51,6 +51,51 @@ def test_a_file_is_not_there_before_publish(disk: Disk) -> None:
     assert disk.size(NAME) == len(DATA)
 
 
+def test_commit_as_puts_the_bytes_under_their_name(disk: Disk) -> None:
+    writer = disk.create("tmp/as.part")
+    writer.write(DATA[:100_000])
+    writer.write(DATA[100_000:])
+    writer.commit_as(NAME)
+    assert read(disk, NAME) == DATA
+    assert disk.size("tmp/as.part") is None
+
+
+def test_commit_as_replaces_a_file_of_the_same_name(disk: Disk) -> None:
+    """A leftover under the name (a crash's, or another loader's) gives way to the new bytes."""
+    store(disk, NAME, b"an older, shorter file")
+    writer = disk.create("tmp/as.part")
+    writer.write(DATA)
+    writer.commit_as(NAME)
+    assert read(disk, NAME) == DATA
+    assert disk.size("tmp/as.part") is None
+
+
+def test_many_loaders_commit_one_name_at_once(disk: Disk) -> None:
+    """Each reader sees one loader's bytes whole; no temporary name stays behind."""
+    contents = [os.urandom(20_000) for _ in range(6)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(contents))
+
+    def load(i: int) -> None:
+        try:
+            writer = disk.create(f"tmp/many-{i}.part")
+            writer.write(contents[i])
+            barrier.wait(10)
+            writer.commit_as(NAME)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load, args=(i,)) for i in range(len(contents))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    assert read(disk, NAME) in contents
+    for i in range(len(contents)):
+        assert disk.size(f"tmp/many-{i}.part") is None
+
+
 def test_empty_file(disk: Disk) -> None:
     store(disk, NAME, b"")
     assert disk.size(NAME) == 0

@@ -63,6 +63,10 @@ class WatchedWriter:
         self._inner.commit()
         self._done = True
 
+    def commit_as(self, name: str) -> None:
+        self._inner.commit_as(name)
+        self._done = True
+
     def abort(self) -> None:
         if not self._done:
             self._meter.aborted.append(self._bytes)

@@ -458,6 +458,9 @@ class FullWriter:
     def commit(self) -> None:
         self._inner.commit()
 
+    def commit_as(self, name: str) -> None:
+        self._inner.commit_as(name)
+
     def abort(self) -> None:
         self._inner.abort()
 

@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -148,11 +149,8 @@ class Upload:
                         f"{key} was deleted while its content was being sent; send it again"
                     ) from None
                 return Stored(record, self._magic, self._size, self._crc, uploaded=False)
-            self._store.commit_copies(self._writers)
-            disks = self._store.disks(self._pair)
             final = blob_path(key)
-            for disk in disks:
-                disk.publish(self._tmp, final)
+            self._store.at_once([partial(w.commit_as, final) for w in self._writers])
             self._done = True
         except BaseException:
             self.abort()
@@ -303,12 +301,16 @@ class BlobStore:
 
     def commit_copies(self, writers: list[BlobWriter]) -> None:
         """fsync both copies at once."""
-        if not writers:
+        self.at_once([w.commit for w in writers])
+
+    def at_once(self, calls: list[Callable[[], None]]) -> None:
+        """Run ``calls`` (one per disk) at the same time; the first error, after all ended."""
+        if not calls:
             return
-        later = [self._pool.submit(w.commit) for w in writers[1:]]
+        later = [self._pool.submit(call) for call in calls[1:]]
         errors: list[BaseException] = []
         try:
-            writers[0].commit()
+            calls[0]()
         except BaseException as exc:
             errors.append(exc)
         for fut in later:

@@ -27,9 +27,7 @@ router = APIRouter(
     responses=documented(401, 422, 503),
 )
 
-MagicValue = Annotated[
-    int, Field(ge=1, le=2**32 - 1, description="1..2**32-1, never 0"), NotBool
-]
+MagicValue = Annotated[int, Field(ge=1, le=2**32 - 1, description="1..2**32-1, never 0"), NotBool]
 Key = Annotated[
     str, PathParam(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the content, lowercase hex")
 ]
@@ -119,6 +117,10 @@ async def upload(
     """The body must hash (SHA-256) to the key; otherwise 422 and nothing is kept. When the key
     is already live the body is only hashed and the record counted."""
     size_hint = int(request.headers.get("content-length") or 0)
+    if 0 < size_hint <= CHUNK:  # a small file: received whole, then one trip to a thread
+        body = [chunk async for chunk in request.stream()]
+        stored = await to_thread.run_sync(store.upload, key, magic, body, size_hint)
+        return StoredOut.stored(stored)
     up = await to_thread.run_sync(store.begin_upload, key, magic, size_hint)
     # One CHUNK is hashed and written in a worker thread while the next arrives.
     writing: asyncio.Future[None] | None = None

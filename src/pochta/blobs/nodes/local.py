@@ -1,4 +1,13 @@
-"""A disk that is a local directory: files at ``root/ab/cd/<key>``, durable renames."""
+"""A disk that is a local directory: files at ``root/ab/cd/<key>``, durable renames.
+
+Durability: a committed file's bytes and a published file's name are on the device before
+``commit`` / ``publish`` return. Where the kernel allows (Linux >= 5.8), concurrent writers share
+one ``syncfs`` of the disk's filesystem per batch (:mod:`pochta.blobs.nodes.groupsync`): a
+writer's call returns only after a sync that started after its own writes (bytes, mkdirs,
+rename) has finished, so the same order holds as with one ``fsync`` per file and per directory
+(bytes durable before the rename that names them; the rename durable before the caller is
+answered); elsewhere each file and directory is fsynced on its own.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +17,18 @@ import errno
 import os
 import secrets
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from pochta.blobs.nodes.groupsync import GroupSync, syncfs_of
 from pochta.errors import DiskError, MissingFile
 from pochta.types import DiskEntry, DiskSpec
 
 CHUNK = 1 << 20
 SYNC_FILE_RANGE_WRITE = 2
+# link(2) errors of a filesystem without hard links: commit_as renames instead
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
 
 
 def _writeback_starter() -> Callable[[int, int, int, int], object] | None:
@@ -42,8 +55,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _makedirs_durable(path: Path) -> None:
-    """mkdir -p, fsyncing the parent of each directory created so the entries survive a crash."""
+def _makedirs_durable(path: Path, *, fsync: bool = True) -> None:
+    """mkdir -p, fsyncing the parent of each directory created so the entries survive a crash
+    (``fsync=False``: the caller's group sync will make them durable)."""
     missing: list[Path] = []
     while not path.is_dir():
         missing.append(path)
@@ -53,7 +67,8 @@ def _makedirs_durable(path: Path) -> None:
             directory.mkdir()
         except FileExistsError:
             continue
-        _fsync_dir(directory.parent)
+        if fsync:
+            _fsync_dir(directory.parent)
 
 
 def _disk_error(spec: DiskSpec, action: str, exc: OSError) -> DiskError:
@@ -68,6 +83,7 @@ class LocalWriter:
         self._path = path
         try:
             _makedirs_durable(path.parent)
+            self._group = disk.group()  # before the first byte: its sync must cover them
             self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - closed in commit/abort
             self._written = 0  # bytes written so far
             self._flushed = 0  # bytes already sent on their way to the device
@@ -93,10 +109,45 @@ class LocalWriter:
 
     def commit(self) -> None:
         try:
-            os.fsync(self._file.fileno())
+            if self._group is not None:
+                self._group.wait()
+            else:
+                os.fsync(self._file.fileno())
             self._file.close()
         except OSError as exc:
             raise _disk_error(self._disk.spec, "fsync", exc) from exc
+
+    def commit_as(self, name: str) -> None:
+        """Without a group sync: fsync the file, rename it, fsync the directory. With one,
+        a single sync serves both when the name is new: the file is hard-linked to ``name``
+        (which never replaces anything), the temporary name removed, and one sync makes the
+        bytes and the name durable together. A crash before that sync may leave ``name`` with
+        bytes that never reached the device, but nobody was answered and no record names it
+        (Valkyrie's orphan). When ``name`` exists already (another loader's copy, or such a
+        leftover) it is replaced only once our bytes are durable, as ``publish`` does: a name
+        is never pointed at bytes that are not on the device, so an answered upload is never
+        undone by a later or concurrent one."""
+        group = self._group
+        if group is None:
+            self.commit()
+            self._disk.publish(self._disk.relative(self._path), name)
+            return
+        final = self._disk.root / name
+        try:
+            self._file.close()
+            _makedirs_durable(final.parent, fsync=False)
+            try:
+                os.link(self._path, final)
+            except OSError as exc:
+                if not isinstance(exc, FileExistsError) and exc.errno not in _NO_LINKS:
+                    raise
+                group.wait()  # our bytes first: only durable bytes may replace a name
+                os.replace(self._path, final)
+            else:
+                os.unlink(self._path)
+            group.wait()
+        except OSError as exc:
+            raise _disk_error(self._disk.spec, "committing into place", exc) from exc
 
     def abort(self) -> None:
         with contextlib.suppress(OSError):
@@ -136,12 +187,35 @@ class LocalReader:
 
 
 class LocalDisk:
-    def __init__(self, root: Path, spec: DiskSpec | None = None) -> None:
+    """``group_sync=False`` fsyncs every file and directory on its own (the pattern of one
+    writer); by default concurrent writers share syncs of the filesystem (module docstring)."""
+
+    def __init__(
+        self, root: Path, spec: DiskSpec | None = None, *, group_sync: bool = True
+    ) -> None:
         self.root = root
         self.spec = spec or DiskSpec("local", str(root))
+        self._group_sync = group_sync
+        self._group: GroupSync | None = None
+        self._group_lock = threading.Lock()
+
+    def group(self) -> GroupSync | None:
+        """The group sync of this disk's filesystem (made on first use, once the root
+        exists), or None when each file is fsynced on its own."""
+        if not self._group_sync:
+            return None
+        with self._group_lock:
+            if self._group is None:
+                self._group = syncfs_of(self.root)
+                if self._group is None:
+                    self._group_sync = False  # not available here: fsync each
+            return self._group
 
     def _path(self, name: str) -> Path:
         return self.root / name
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
 
     def create(self, name: str) -> LocalWriter:
         return LocalWriter(self, self._path(name))
@@ -149,9 +223,13 @@ class LocalDisk:
     def publish(self, tmp_name: str, name: str) -> None:
         final = self._path(name)
         try:
-            _makedirs_durable(final.parent)
+            group = self.group()
+            _makedirs_durable(final.parent, fsync=group is None)
             os.replace(self._path(tmp_name), final)
-            _fsync_dir(final.parent)
+            if group is not None:
+                group.wait()  # the new directories and the rename, with everyone else's
+            else:
+                _fsync_dir(final.parent)
         except OSError as exc:
             raise _disk_error(self.spec, "renaming into place", exc) from exc
 
@@ -195,7 +273,7 @@ def _walk(spec: DiskSpec, directory: Path, prefix: str, after: str) -> Iterator[
     """Files under ``directory`` in ascending order of their relative names, ``> after``."""
     try:
         with os.scandir(directory) as it:
-            entries = sorted(it, key=lambda e: e.name + ('/' if e.is_dir() else ''))
+            entries = sorted(it, key=lambda e: e.name + ("/" if e.is_dir() else ""))
     except FileNotFoundError:
         return
     except OSError as exc:

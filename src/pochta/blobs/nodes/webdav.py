@@ -158,6 +158,10 @@ class WebDAVWriter:
         if response.status not in (201, 204):
             raise status_error(self._disk.client.node, f"PUT {self._name}", response)
 
+    def commit_as(self, name: str) -> None:
+        self.commit()
+        self._disk.publish(self._name, name)
+
     def abort(self) -> None:
         self._closed = True
         self._buffer = bytearray()

@@ -1,0 +1,196 @@
+"""GroupSync: callers share syncs, and none is released by a sync that began before it called."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pochta.blobs.nodes import groupsync
+from pochta.blobs.nodes.groupsync import GroupSync
+from pochta.blobs.nodes.local import LocalDisk
+
+
+class GatedSync:
+    """A sync that blocks until the test opens its gate; it counts starts and ends."""
+
+    def __init__(self) -> None:
+        self.started = threading.Semaphore(0)
+        self.gate = threading.Semaphore(0)
+        self.runs = 0
+        self.fail_next: OSError | None = None
+
+    def __call__(self) -> None:
+        self.runs += 1
+        self.started.release()
+        assert self.gate.acquire(timeout=10)
+        if self.fail_next is not None:
+            error, self.fail_next = self.fail_next, None
+            raise error
+
+
+def _start(target: GroupSync, results: list[object]) -> threading.Thread:
+    def run() -> None:
+        try:
+            target.wait()
+            results.append("ok")
+        except OSError as exc:
+            results.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _wait_until(predicate: object, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_callers_arriving_during_a_sync_share_the_next_one() -> None:
+    sync = GatedSync()
+    group = GroupSync(sync)
+    first: list[object] = []
+    leader = _start(group, first)
+    assert sync.started.acquire(timeout=5)  # the first sync runs, for the first caller only
+    later: list[object] = []
+    threads = [_start(group, later) for _ in range(6)]
+    _wait_until(lambda: sum(t.is_alive() for t in threads) == 6)
+    time.sleep(0.05)  # let all six reach the wait
+    sync.gate.release()  # the first sync ends: it does not count for the six
+    leader.join(5)
+    assert first == ["ok"]
+    assert sync.started.acquire(timeout=5)  # one more sync, for all six together
+    assert later == []  # nobody was released by the sync that started before they came
+    sync.gate.release()
+    for t in threads:
+        t.join(5)
+    assert later == ["ok"] * 6
+    assert sync.runs == group.syncs == 2
+
+
+def test_a_failed_sync_fails_its_batch_only() -> None:
+    sync = GatedSync()
+    group = GroupSync(sync)
+    first: list[object] = []
+    leader = _start(group, first)
+    assert sync.started.acquire(timeout=5)
+    batch: list[object] = []
+    threads = [_start(group, batch) for _ in range(3)]
+    time.sleep(0.05)
+    sync.gate.release()
+    leader.join(5)
+    assert sync.started.acquire(timeout=5)
+    sync.fail_next = OSError(errno.EIO, "I/O error")
+    sync.gate.release()
+    for t in threads:
+        t.join(5)
+    assert first == ["ok"]
+    assert len(batch) == 3
+    assert all(isinstance(r, OSError) and r.errno == errno.EIO for r in batch)
+    after: list[object] = []
+    t = _start(group, after)
+    assert sync.started.acquire(timeout=5)
+    sync.gate.release()
+    t.join(5)
+    assert after == ["ok"]  # the group works on after a failure
+
+
+def test_an_interrupted_sync_covers_nobody() -> None:
+    calls: list[int] = []
+
+    def sync() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    group = GroupSync(sync)
+    with pytest.raises(KeyboardInterrupt):
+        group.wait()
+    group.wait()  # the next caller gets a sync of its own
+    assert len(calls) == 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=12))
+def test_every_caller_is_covered_by_a_sync_that_started_after_it_called(
+    delays: list[int],
+) -> None:
+    """Many callers at random moments: each returns after the end of a sync that began after
+    its call (a logical clock orders calls, sync starts and ends)."""
+    clock = itertools.count()
+    syncs: list[tuple[int, int]] = []
+
+    def sync() -> None:
+        start = next(clock)
+        time.sleep(0.002)
+        syncs.append((start, next(clock)))
+
+    group = GroupSync(sync)
+    spans: list[tuple[int, int]] = []
+
+    def caller(delay: int) -> None:
+        time.sleep(delay / 1000)
+        called = next(clock)
+        group.wait()
+        spans.append((called, next(clock)))
+
+    threads = [threading.Thread(target=caller, args=(d,)) for d in delays]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(spans) == len(delays)
+    assert len(syncs) <= len(delays)
+    for called, returned in spans:
+        assert any(called < s and e < returned for s, e in syncs), (called, returned, syncs)
+
+
+@pytest.mark.skipif(groupsync.syncfs_of(Path("/")) is None, reason="no trusted syncfs here")
+def test_disks_on_one_filesystem_share_one_group_and_the_files_land(tmp_path: Path) -> None:
+    a, b = LocalDisk(tmp_path / "a"), LocalDisk(tmp_path / "b")
+    for root in (a.root, b.root):
+        root.mkdir()
+    assert a.group() is b.group() is not None
+    data = [os.urandom(5000) for _ in range(16)]
+
+    def put(i: int) -> None:
+        for disk in (a, b):
+            writer = disk.create(f"tmp/{i}.part")
+            writer.write(data[i])
+            writer.commit_as(f"ab/{i:02x}/file{i}")
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for disk in (a, b):
+        for i in range(16):
+            assert b"".join(disk.open(f"ab/{i:02x}/file{i}")) == data[i]
+        assert list((disk.root / "tmp").iterdir()) == []
+    group = a.group()
+    assert group is not None
+    assert 1 <= group.syncs <= 32  # one wait per copy at most, fewer when they overlap
+
+
+def test_without_syncfs_the_disk_fsyncs_each_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(groupsync, "_syncfs", None)
+    disk = LocalDisk(tmp_path)
+    assert disk.group() is None
+    writer = disk.create("tmp/x.part")
+    writer.write(b"bytes")
+    writer.commit_as("ab/cd/x")
+    assert b"".join(disk.open("ab/cd/x")) == b"bytes"
+    assert disk.size("tmp/x.part") is None
