@@ -30,6 +30,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from anchors import free_port
+
 SERVER = "/usr/bin/swift-object-server"
 DEVICE = "sdb1"
 PARTITIONS = 1024  # objects spread over partition directories, as a ring would place them
@@ -37,13 +39,6 @@ PARTITIONS = 1024  # objects spread over partition directories, as a ring would 
 
 def available() -> bool:
     return Path(SERVER).exists() and Path("/etc/swift/swift.conf").exists()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class SwiftObjectServer:
@@ -74,7 +69,7 @@ class SwiftObjectServer:
 
     def _start(self) -> None:
         (self.dir / "srv" / DEVICE).mkdir(parents=True)
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         conf = self.dir / "object-server.conf"
         conf.write_text(

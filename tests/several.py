@@ -320,6 +320,18 @@ def copies_on_both_nodes(machines: Machines, contents: set[bytes]) -> list[str]:
     return problems
 
 
+def fsck_problems(name: str, report: dict[str, Any]) -> list[str]:
+    """What a ``pochta fsck --json`` report (:func:`fsck`) found wrong, one line each."""
+    problems = [
+        f"{name}: {what}: {item}"
+        for what in ("lost", "damaged", "undercounted", "unreadable", "miscounted", "leaks")
+        for item in report[what]
+    ]
+    if report["exit"] != 0:
+        problems.append(f"{name}: exit {report['exit']}")
+    return problems
+
+
 def fsck(machines: Machines, env: dict[str, str] | None = None) -> dict[str, Any]:
     done = machines.pochta("fsck", "--json", env=env, check=False)
     report: dict[str, Any] = json.loads(done.stdout)
@@ -696,10 +708,7 @@ def run(machines: Machines, n: int, mailboxes: int = 8, threads: int = 4) -> dic
     checked = fsck(machines)
     restored = backup_and_check(machines)
     for name, report in (("fsck", checked), ("fsck of the restored dump", restored)):
-        for what in ("lost", "damaged", "undercounted", "unreadable", "miscounted", "leaks"):
-            problems += [f"{name}: {what}: {item}" for item in report[what]]
-        if report["exit"] != 0:
-            problems.append(f"{name}: exit {report['exit']}")
+        problems += fsck_problems(name, report)
     # deliveries the killed loader had begun: invisible, counted exactly (fsck), undone later
     [(pending,)] = machines.sql("SELECT count(*) FROM pochta.letters WHERE state = 0")
     if restored["letters"] != checked["letters"]:

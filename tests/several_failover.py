@@ -27,6 +27,7 @@ from tests.several import (
     check_letters,
     corpus,
     fsck,
+    fsck_problems,
     users,
 )
 
@@ -80,10 +81,7 @@ def run(
     if not after:
         problems.append("no letter was accepted after the failover")
     checked = fsck(machines)
-    for what in ("lost", "damaged", "undercounted", "unreadable", "miscounted", "leaks"):
-        problems += [f"fsck: {what}: {item}" for item in checked[what]]
-    if checked["exit"] != 0:
-        problems.append(f"fsck: exit {checked['exit']}")
+    problems += fsck_problems("fsck", checked)
     return {
         "letters": n,
         "mailboxes": mailboxes,
