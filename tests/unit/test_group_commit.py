@@ -1,4 +1,4 @@
-"""``pochta.postgres.batch.GroupCommit``: every caller gets its own outcome exactly once,
+"""``pochta.blobs.filedb.group.GroupCommit``: every caller gets its own outcome exactly once,
 groups never exceed ``max_batch``, never more than ``leaders`` groups run at once, and
 concurrent callers do share groups."""
 
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from pochta.blobs.filedb.group import GroupCommit
 from pochta.errors import StorageError
-from pochta.postgres.batch import GroupCommit
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ Tables and functions are in ``pochta/postgres/migrations/0001_filedb.sql``:
 Every counting step (inc, upsert, dec with the move to space1 and DO_NOT_DELETE, each with
 its journal entry) is one call of the PL/pgSQL function ``pochta.filedb_steps``: one atomic
 server-side step (see the migration for how each is atomic). Concurrent callers in one
-process share round trips and commits (``pochta.postgres.batch``): the steps waiting while
+process share round trips and commits (``pochta.blobs.filedb.group``): the steps waiting while
 a group is on the wire go out together in one call (arrays in, one row per step out),
 ordered by lock number so that groups never deadlock. ``batch_max = 1`` sends every step
 alone.
@@ -21,9 +21,9 @@ import time
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
 
+from pochta.blobs.filedb.group import GroupCommit
 from pochta.blobs.keys import parse_key, parse_magic, parse_op
 from pochta.errors import BlobNotFound, StorageError
-from pochta.postgres.batch import GroupCommit
 from pochta.postgres.database import Postgres, retryable
 from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
 

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pochta.blobs import counting
+from pochta.blobs.filedb.group import GroupCommit
 from pochta.blobs.keys import parse_key, parse_magic, parse_op
 from pochta.errors import BlobNotFound, StorageError
-from pochta.postgres.batch import GroupCommit
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
 from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
 
