@@ -106,3 +106,60 @@ def test_a_closed_group_refuses_new_steps() -> None:
     group.close()
     with pytest.raises(StorageError, match="closed"):
         group.submit(4)
+
+
+def rounds(group: GroupCommit[int, int], threads: int, per_thread: int) -> None:
+    """``threads`` callers, each submitting its steps one after the other."""
+    start = threading.Barrier(threads)
+
+    def work(t: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            assert group.submit(t * per_thread + i) == (t * per_thread + i) ** 2
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+
+
+def test_callers_answered_together_come_back_as_one_group() -> None:
+    """Without gathering, the first caller back from a group leads a group of one and the
+    others form the next: sizes alternate 1, 7, 1, 7. With it, the groups stay whole."""
+    server = Server(delay=0.002)
+    group: GroupCommit[int, int] = GroupCommit(server.run, max_batch=64, leaders=1)
+    rounds(group, threads=8, per_thread=30)
+    sizes = [len(g) for g in server.groups[2:-2]]  # past the start, before callers leave
+    assert sum(sizes) / len(sizes) >= 6, sizes
+    assert sum(1 for s in sizes if s == 1) <= len(sizes) // 10, sizes
+
+
+def test_a_lone_caller_is_never_kept_waiting() -> None:
+    """A leader gathers at most once after the others left: its own last group held one step."""
+    server = Server(delay=0.05)
+    group: GroupCommit[int, int] = GroupCommit(
+        server.run, max_batch=64, leaders=1, gather=1000.0, max_gather=1.0
+    )
+    rounds(group, threads=4, per_thread=4)  # groups of several: the next leader gathers
+    started = time.monotonic()
+    for i in range(200, 210):
+        assert group.submit(i) == i * i
+    assert time.monotonic() - started < 4.0  # 10 trips of 0.05 s and one gathering of 1 s
+
+
+def test_a_second_group_goes_out_only_for_spread_steps() -> None:
+    """With slots free, a caller that finds a group on the wire waits for the next group
+    unless ``spread`` steps are waiting: 8 callers share groups instead of sending 8 groups
+    of one; 64 callers keep several groups on the wire."""
+    server = Server(delay=0.002)
+    group: GroupCommit[int, int] = GroupCommit(server.run, max_batch=256, leaders=8, spread=8)
+    rounds(group, threads=8, per_thread=30)
+    sizes = [len(g) for g in server.groups]
+    assert sum(sizes) / len(sizes) >= 4, sizes
+
+    server = Server(delay=0.002)
+    group = GroupCommit(server.run, max_batch=256, leaders=8, spread=8)
+    rounds(group, threads=64, per_thread=10)
+    assert server.most_running > 1
+    assert server.most_running <= 8
