@@ -230,12 +230,26 @@ def main() -> None:
                 ),
                 None,
             )
-            if anchor is not None:  # against the group-shaped anchor of the same sync
+            single = next(
+                (
+                    a
+                    for a in result["anchors"]
+                    if name == f"sqlite sync={a['sync']}" and a["per_commit"] == 1
+                ),
+                None,
+            )
+            shown = ""
+            if anchor is not None and single is not None:
+                # x_anchor: against the group-shaped anchor of the same sync; x_commit_bound:
+                # against threads x one transaction each (each caller waits for its commit)
                 for phase in ("inc", "dec"):
-                    row[phase]["x_anchor"] = round(row[phase]["ops_per_s"] / anchor["ops_per_s"], 2)
+                    ops = row[phase]["ops_per_s"]
+                    row[phase]["x_anchor"] = round(ops / anchor["ops_per_s"], 2)
+                    row[phase]["x_commit_bound"] = round(ops / (threads * single["ops_per_s"]), 2)
+                shown = f"   ({row['inc']['x_anchor']}x / {row['dec']['x_anchor']}x the anchor)"
             note(
                 f"  inc {row['inc']['ops_per_s']:>9,} ops/s   dec {row['dec']['ops_per_s']:>9,}"
-                " ops/s"
+                f" ops/s{shown}"
             )
             result["results"].append(row)
     emit(result)
