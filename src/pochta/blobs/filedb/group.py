@@ -23,7 +23,9 @@ all the others, and every other round trip carries almost nothing. So a leader w
 would be smaller than the last one sent waits, at most ``gather`` times the last round trip
 (and never more than ``max_gather`` seconds), for the steps of that many callers to arrive.
 One caller alone never waits (its last group held one step); when callers go away, the next
-group is smaller and so is what its successor waits for.
+group is smaller and so is what its successor waits for. ``gather=0`` never waits: for a
+server whose step costs CPU rather than a round trip (the embedded FileDB), where waiting
+only idles the writer.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ class GroupCommit(Generic[S, R]):
         hand the slot to the oldest caller still waiting, or free it."""
         with self._mutex:
             want = min(self._last, self._max) - 1  # steps of others this group waits for
-            if len(self._queue) < want and self._trip > 0:
+            if self._gather > 0 and len(self._queue) < want and self._trip > 0:
                 self._gather_for(want)
             n = min(len(self._queue), self._max - 1)
             batch = [me, *(self._queue.popleft() for _ in range(n))]

@@ -215,8 +215,12 @@ class SQLiteFileDB:
     ) -> None:
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
         self._clock = clock
+        # no gathering (``gather=0``): a leader does not wait for the callers its last group
+        # answered. A step here costs the writer CPU, not a round trip; waiting idles the
+        # writer while they come back (alternating runs against main, 8 and 64 callers,
+        # sync=full and normal: gathering was no faster, often slower; BENCHMARKS.md).
         self._group: GroupCommit[Step, FileRecord] = GroupCommit(
-            self._run, max_batch=batch_max, leaders=1
+            self._run, max_batch=batch_max, leaders=1, gather=0.0
         )
 
     # -- the counting steps --------------------------------------------------------------
