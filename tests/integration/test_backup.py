@@ -25,7 +25,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pochta.app import build
-from pochta.blobs.keys import key_of
+from pochta.blobs.keys import blob_path, key_of
 from pochta.cli import app as cli
 from pochta.cli.backup import check_target, parse_time, recovery_settings
 from pochta.config import load_settings
@@ -56,7 +56,7 @@ def deliver(pochta: object, user: User, seed: int) -> tuple[int, bytes]:
 # -- pure ------------------------------------------------------------------------------------
 def test_target_times_outside_the_backup_are_refused() -> None:
     end = parse_time("2026-11-28T12:00:00Z")
-    last = parse_time("2026-11-28T13:00:00+01:00")  # 12:00 UTC... one hour later below
+    assert parse_time("2026-11-28T13:00:00+01:00") == end  # a zone is converted to UTC
     last = end + dt.timedelta(hours=1)
     check_target(end + dt.timedelta(minutes=5), end, last)  # inside: fine
     with pytest.raises(InvalidInput, match="before this backup ended"):
@@ -75,6 +75,37 @@ def test_recovery_settings_quote_the_archive_and_stop_archiving() -> None:
     assert "restore_command = 'cp ''/b/it''\"''\"''s''/%f %p'" in text
     assert "recovery_target_time = '2026-11-28T12:00:00.000+00:00'" in text
     assert "archive_mode = 'off'" in text and "recovery_target_action = 'promote'" in text
+
+
+def test_fsck_walks_the_disks_and_reads_a_manifest(tmp_path: Path) -> None:
+    """A file no FileDB record names is unindexed (and fails the check) only when the disks
+    are walked; a manifest tells a file lost since the backup from one written after it."""
+    pochta = build(load_settings(data_dir=tmp_path / "data", antispam={"workers": 0}))
+    try:
+        ann = pochta.mailbox.add_user("ann@example.org", "a long enough password")
+        deliver(pochta, ann, 1)
+        lost_key = key_of(payload(2, 9_000))
+        deliver(pochta, ann, 2)
+        stray = b"an upload whose letter never came"
+        stray_key = key_of(stray)
+        pair = pochta.blobs.pairs()[0]
+        for disk in pair.disks:
+            (Path(disk.root) / blob_path(stray_key)).parent.mkdir(parents=True, exist_ok=True)
+            (Path(disk.root) / blob_path(stray_key)).write_bytes(stray)
+        assert pochta.mailbox.fsck().ok  # without the disks walked, the stray is not seen
+        report = pochta.mailbox.fsck(disks=True)
+        assert not report.ok and report.files_on_disks == 6
+        assert [line.split(":")[0] for line in report.unindexed] == [stray_key]
+        for disk in pair.disks:  # both copies of a referenced file gone
+            (Path(disk.root) / blob_path(lost_key)).unlink()
+        seen = pochta.mailbox.fsck(manifest={lost_key: ["a"], stray_key: ["a"]})
+        assert "the backup's manifest has it on a: lost since" in seen.lost[0]
+        assert "; in the backup's manifest" in seen.unindexed[0]
+        unseen = pochta.mailbox.fsck(manifest={})
+        assert "not in the backup's manifest: written after the backup" in unseen.lost[0]
+        assert "not in the backup's manifest: written after the backup" in unseen.unindexed[0]
+    finally:
+        pochta.close()
 
 
 # -- embedded --------------------------------------------------------------------------------
