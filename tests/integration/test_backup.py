@@ -339,3 +339,22 @@ def test_point_in_time_restore_and_fsck_reports_the_letters_after_it(tmp_path: P
         if restored is not None:
             restored.remove()
         server.remove()
+
+
+def test_a_server_that_does_not_archive_is_refused(postgres_dsn: str, tmp_path: Path) -> None:
+    """Without archive_mode a base backup restores to its own end only: refused, exit 6;
+    without --wal-dir, exit 2; nothing is written to --to either way."""
+    data = tmp_path / "data"
+    data.mkdir()
+    cfg = write_config(tmp_path / "pochta.toml", data, postgres_dsn)
+    to = tmp_path / "b"
+    code, _, err = pochta_cli("backup", "create", "--to", str(to), "--config", str(cfg))
+    assert code == 2 and "--wal-dir is needed" in err
+    (tmp_path / "wal").mkdir()
+    code, _, err = pochta_cli(
+        "backup", "create", "--to", str(to), "--wal-dir", str(tmp_path / "wal"),
+        "--config", str(cfg),
+    )  # fmt: skip
+    assert code == 6 and "archive_mode is 'off'" in err and "archive_command" in err
+    assert "pochta-test-secret" not in err  # the DSN's password is never shown
+    assert not to.exists()
