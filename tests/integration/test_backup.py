@@ -190,6 +190,12 @@ def test_backup_bad_input_is_one_line_and_an_exit_code(tmp_path: Path) -> None:
         "--target-time", "2026-01-01T00:00:00Z",
     )  # fmt: skip
     assert code == 2 and "embedded backup restores to the moment" in err
+    mixed = tmp_path / "mixed.toml"
+    mixed.write_text(f'data_dir = "{data}"\n[mailbox]\nbackend = "postgres"\n')
+    code, _, err = pochta_cli(
+        "backup", "create", "--to", str(tmp_path / "m"), "--config", str(mixed)
+    )
+    assert code == 6 and "both on PostgreSQL or both embedded" in err
     code, _, err = pochta_cli("fsck", "--manifest", str(tmp_path / "nope"), "--data", str(data))
     assert code == 3 and "no manifest at" in err
 

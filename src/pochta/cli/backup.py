@@ -38,7 +38,6 @@ from typing import Annotated, Any
 import typer
 
 from pochta import errors
-from pochta.app import _postgres_stores as postgres_stores
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.valkyrie import Kind, parse_name
 from pochta.cli.common import (
@@ -469,6 +468,21 @@ def _restore_embedded(backup: Path, data_dir: Path) -> dict[str, Any]:
     return {"kind": "embedded", "data_dir": str(data_dir), "disks": moved}
 
 
+def kind_of(s: Any) -> str:
+    """postgres when the index and the blob store are there, embedded when both are SQLite;
+    a mix is refused (neither kind of backup would hold both)."""
+    backends = {"mailbox.backend": s.mailbox.backend, "blobs.backend": s.blobs.backend}
+    if set(backends.values()) == {"postgres"}:
+        return "postgres"
+    if "postgres" not in backends.values():
+        return "embedded"
+    shown = ", ".join(f"{k} = {v}" for k, v in backends.items())
+    raise errors.ConfigError(
+        f"{shown}: pochta backup covers an installation whose index and blob store are both"
+        " on PostgreSQL or both embedded"
+    )
+
+
 # -- the commands --------------------------------------------------------------------------------
 ToOpt = Annotated[Path, typer.Option("--to", help="a new (or empty) directory for the backup")]
 WalOpt = Annotated[
@@ -495,7 +509,7 @@ def create(
     the manifest of the disks (the WAL archive in --wal-dir carries it forward in time);
     embedded, every SQLite file at one instant, the data directory and the local disks."""
     s = settings(data, config)
-    if postgres_stores(s):
+    if kind_of(s) == "postgres":
         info = _create_postgres(s, data, config, to, wal_dir, pg_bin)
     else:
         info = _create_embedded(s, data, config, to)
