@@ -364,34 +364,47 @@ def _sqlite_files(data_dir: Path) -> list[Path]:
     return found
 
 
+TOGETHER = ("filedb.sqlite3", "pairdb.sqlite3", "mailbox.sqlite3")  # a delivery spans these
+ATTACH_LIMIT = 10  # SQLite's default SQLITE_MAX_ATTACHED + the main database
+
+
 def snapshot_sqlite(files: list[Path], target: Path, busy_timeout: float = 60.0) -> None:
-    """One consistent cut of several SQLite files: one connection attaches them all and takes
-    the write lock of each (BEGIN IMMEDIATE locks every attached file); while it holds them,
+    """One consistent cut of several SQLite files: one connection attaches them and takes the
+    write lock of each (BEGIN IMMEDIATE locks every attached file); while it holds them,
     each file is copied through its own reading connection with the online backup API.
     Writers wait (their busy timeout), readers go on; no step of a delivery or a deletion
-    is in one copy and not in another."""
+    is in one copy and not in another. Past SQLite's limit of attached files, the files no
+    step spans with another (guard, history, counters) are copied each at its own instant."""
     if not files:
         return
-    lock = sqlite3.connect(files[0], timeout=busy_timeout, isolation_level=None)
+    ordered = sorted(files, key=lambda p: (p.name not in TOGETHER, p.name))
+    locked, alone = ordered[:ATTACH_LIMIT], ordered[ATTACH_LIMIT:]
+    lock = sqlite3.connect(locked[0], timeout=busy_timeout, isolation_level=None)
     try:
-        for i, path in enumerate(files[1:]):
+        for i, path in enumerate(locked[1:]):
             lock.execute("ATTACH DATABASE ? AS ?", (str(path), f"f{i}"))
         lock.execute("BEGIN IMMEDIATE")
         try:
-            for path in files:
-                src = sqlite3.connect(path, timeout=busy_timeout)
-                dst = sqlite3.connect(target / path.name)
-                try:
-                    src.backup(dst)
-                finally:
-                    dst.close()
-                    src.close()
+            for path in locked:
+                _copy_sqlite(path, target, busy_timeout)
         finally:
             lock.execute("ROLLBACK")
+        for path in alone:
+            _copy_sqlite(path, target, busy_timeout)
     except sqlite3.Error as exc:
         raise errors.StorageError(f"SQLite backup failed: {exc}") from None
     finally:
         lock.close()
+
+
+def _copy_sqlite(path: Path, target: Path, busy_timeout: float) -> None:
+    src = sqlite3.connect(path, timeout=busy_timeout)
+    dst = sqlite3.connect(target / path.name)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
 
 
 def _local_roots(pochta: Any) -> list[Path]:
