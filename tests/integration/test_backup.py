@@ -299,10 +299,17 @@ def test_point_in_time_restore_and_fsck_reports_the_letters_after_it(tmp_path: P
         assert not pgdata.exists()
 
         owner = ["--owner", server.user] if server.user is not None else []
+        version = backup / "base" / "PG_VERSION"
+        kept_version = version.read_bytes()
+        version.write_bytes(kept_version + b"\n")  # a damaged backup: pg_verifybackup says so
+        code, _, err = pochta_cli("backup", "restore", *common, "--target-time", target.isoformat())
+        assert code == 5 and "pg_verifybackup failed" in err and not pgdata.exists()
+        version.write_bytes(kept_version)
         code, out, err = pochta_cli(
-            "backup", "restore", *common, "--target-time", target.isoformat(), *owner
+            "backup", "restore", *common, "--target-time", target.isoformat(), *owner, "--json"
         )
         assert code == 0, err
+        assert json.loads(out)["verified"] is True
         # a fresh server on the restored directory: it replays the archive to the target
         bin_dir = bindir()
         assert bin_dir is not None

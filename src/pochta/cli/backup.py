@@ -233,9 +233,26 @@ def _write_manifest(
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------------
+def _find_pg_tool(name: str, pg_bin: Path | None) -> str | None:
+    """``--pg-bin``, else PATH, else Debian's versioned directories (newest first), which
+    hold the tools the PATH wrappers do not (pg_verifybackup)."""
+    if pg_bin is not None:
+        return str(pg_bin / name) if (pg_bin / name).is_file() else None
+    found = shutil.which(name)
+    if found is not None:
+        return found
+
+    def version(p: Path) -> int:
+        v = p.parent.parent.name
+        return int(v) if v.isdigit() else 0
+
+    candidates = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), key=version)
+    return str(candidates[-1]) if candidates else None
+
+
 def _pg_tool(name: str, pg_bin: Path | None) -> str:
-    found = str(pg_bin / name) if pg_bin is not None else shutil.which(name)
-    if found is None or not Path(found).is_file():
+    found = _find_pg_tool(name, pg_bin)
+    if found is None:
         raise errors.ConfigError(
             f"{name} is not installed (Debian: postgresql-client); or give --pg-bin DIR"
         )
@@ -331,8 +348,8 @@ def _restore_postgres(
     last_wal = newest_wal(wal)
     if target is not None:
         check_target(target, info.finished, last_wal)
-    verify = shutil.which("pg_verifybackup") if pg_bin is None else str(pg_bin / "pg_verifybackup")
-    if verify is not None and Path(verify).is_file():
+    verify = _find_pg_tool("pg_verifybackup", pg_bin)
+    if verify is not None:  # the files against the backup_manifest pg_basebackup wrote
         _run([verify, "--no-parse-wal", str(backup / "base")], None, "pg_verifybackup")
     _fresh_dir(pgdata, "--pgdata")
     pgdata.rmdir()
@@ -350,6 +367,7 @@ def _restore_postgres(
         "target_time": None if target is None else iso(target),
         "wal_dir": str(wal),
         "newest_wal": None if last_wal is None else iso(last_wal),
+        "verified": verify is not None,
     }
 
 
