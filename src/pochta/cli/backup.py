@@ -269,7 +269,9 @@ def _pg_env(dsn: str) -> tuple[str, dict[str, str]]:
     password = params.pop("password", None)
     if password is not None:
         env["PGPASSWORD"] = password
-    params.pop("target_session_attrs", None)  # a replication connection takes the primary
+    # libpq cannot check it on a replication connection; a base backup of a standby (the
+    # first host that answers) is as good as one of the primary
+    params.pop("target_session_attrs", None)
     return make_conninfo(**params), env
 
 
