@@ -6,6 +6,7 @@ import typer
 
 from pochta.cli import (
     antispam,
+    backup,
     blob,
     db,
     guard,
@@ -42,6 +43,7 @@ app.add_typer(guard.app, name="guard")
 app.add_typer(shingles.app, name="shingles")
 app.add_typer(valkyrie.app, name="valkyrie")
 app.add_typer(db.app, name="db")
+app.add_typer(backup.app, name="backup")
 app.add_typer(tls.app, name="tls")
 app.add_typer(model.app, name="model")
 app.add_typer(words.app, name="words")

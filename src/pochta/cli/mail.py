@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+from pochta.cli.backup import read_manifest
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.cli.message import find_user
 from pochta.mailbox.importer import ImportReport, import_letters, sources, total_bytes
@@ -85,26 +86,49 @@ def _show_import(r: ImportReport) -> None:
 
 @handles_errors
 def fsck(
+    disks: Annotated[
+        bool,
+        typer.Option(
+            "--disks",
+            help="also walk every disk: files with no FileDB record (after a restore: letters"
+            " after the restore point) are reported and fail the check",
+        ),
+    ] = False,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            "--manifest",
+            help="a backup directory (or its disks.jsonl): say of each missing or unindexed"
+            " file whether the backup saw it; implies --disks",
+        ),
+    ] = None,
     data: DataOpt = None,
     config: ConfigOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Check that every attachment of every letter is readable on both disks of its pair with
     the right SHA-256, size and CRC-32, and that every counter equals its references. Exits 1
-    on any loss or damage; leaks (files kept longer than needed) are listed but do not fail."""
+    on any loss or damage; leaks (files kept longer than needed) are listed but do not fail.
+    With --disks, files on the disks that FileDB has no record of are listed and fail too."""
+    seen = None if manifest is None else read_manifest(manifest)
     with opened(data, config) as pochta:
         bar = _bar(json_output)
         if bar is None:
-            report = pochta.mailbox.fsck()
+            report = pochta.mailbox.fsck(disks=disks, manifest=seen)
         else:
             with bar:
                 task = bar.add_task("checking", total=None)
-                report = pochta.mailbox.fsck(progress=lambda n: bar.advance(task, n))
+                report = pochta.mailbox.fsck(
+                    progress=lambda n: bar.advance(task, n), disks=disks, manifest=seen
+                )
     payload = {**asdict(report), "ok": report.ok}
 
     def human() -> None:
         out.print(f"letters {report.letters:,}, references {report.refs:,}, blobs {report.blobs:,}")
-        for name in ("lost", "damaged", "undercounted", "unreadable", "miscounted", "leaks"):
+        if disks or manifest is not None:
+            out.print(f"files on the disks {report.files_on_disks:,}")
+        names = ["lost", "damaged", "undercounted", "unreadable", "miscounted", "leaks"]
+        for name in names + (["unindexed"] if disks or manifest is not None else []):
             items: list[str] = getattr(report, name)
             out.print(f"{name:<13} {len(items)}")
             for item in items[:20]:

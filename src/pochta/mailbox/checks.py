@@ -12,20 +12,29 @@ dec did: the journal says which. What it finds, by category:
 - unreadable: skeleton and references disagree (no check fills it yet);
 - miscounted: the counter is below the references but the magic differs, so the file can
   never be deleted automatically (kept, like a leak);
-- leaks: counted more than referenced (or the magic differs): kept, safe.
+- leaks: counted more than referenced (or the magic differs): kept, safe;
+- unindexed (only when the disks are scanned, ``disks=True``): a file on a disk with no
+  FileDB record at all: after a restore to a point in time, the attachment of a letter
+  delivered after that point (its letter is gone with the index rows); on a live
+  installation also an upload whose letter never finished (Valkyrie quarantines those).
 
-Only the first four make ``FsckReport.ok`` false.
+A backup's manifest (``manifest``: key -> the disks that held it when the backup was taken)
+adds to each lost and unindexed file whether the backup saw it, so that a letter written
+after the backup is told from one lost since.
+
+Only lost, damaged, undercounted, unreadable and unindexed make ``FsckReport.ok`` false.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pochta.blobs.keys import add_magic
 from pochta.blobs.store import BlobStore
+from pochta.blobs.valkyrie import Kind, parse_name
 from pochta.mailbox.journal import count_op, dec_op
 from pochta.types import AttachmentRef, LetterState, MailIndex, Op, Space
 
@@ -42,10 +51,15 @@ class FsckReport:
     leaks: list[str] = field(default_factory=list)  # counted more than referenced: kept, safe
     # counted less than referenced, but the magic disagrees: never deleted automatically
     miscounted: list[str] = field(default_factory=list)
+    # on a disk without any FileDB record (only with the disks scanned)
+    unindexed: list[str] = field(default_factory=list)
+    files_on_disks: int = 0  # files seen on the disks (only with the disks scanned)
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.damaged or self.undercounted or self.unreadable)
+        return not (
+            self.lost or self.damaged or self.undercounted or self.unreadable or self.unindexed
+        )
 
 
 class Checks:
@@ -70,7 +84,13 @@ class Checks:
             "pending_deletions": s.pending_deletions,
         }
 
-    def fsck(self, progress: Callable[[int], None] | None = None) -> FsckReport:
+    def fsck(
+        self,
+        progress: Callable[[int], None] | None = None,
+        *,
+        disks: bool = False,
+        manifest: Mapping[str, Sequence[str]] | None = None,
+    ) -> FsckReport:
         report = FsckReport()
         expected: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # count, magic, live
         wanted: dict[str, tuple[int, int]] = {}
@@ -107,7 +127,10 @@ class Checks:
             record = self.blobs.record(key)
             if record is None or record.space is not Space.LIVE:
                 if live_refs:
-                    report.lost.append(f"{key}: referenced by {live_refs} letter(s), not live")
+                    report.lost.append(
+                        f"{key}: referenced by {live_refs} letter(s), not live"
+                        + _seen(manifest, key)
+                    )
                 continue
             if record.counter < count and record.magic == magic:
                 # the sums agree, yet the counter is short: decs to zero would delete it
@@ -128,7 +151,51 @@ class Checks:
             size, crc32 = wanted[key]
             problems = self.blobs.check_copies(key, size, crc32)
             if len(problems) >= 2:
-                report.lost.append(f"{key}: " + "; ".join(problems))
+                report.lost.append(f"{key}: " + "; ".join(problems) + _seen(manifest, key))
             elif problems:
                 report.damaged.append(f"{key}: {problems[0]}")
+        if disks or manifest is not None:
+            self._scan_disks(report, manifest, progress)
         return report
+
+    def _scan_disks(
+        self,
+        report: FsckReport,
+        manifest: Mapping[str, Sequence[str]] | None,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        """Every stored file on every disk of every pair: those FileDB has no record of."""
+        unindexed: dict[str, list[str]] = {}
+        for pair in self.blobs.pairs():
+            for disk in self.blobs.disks(pair):
+                for entry in disk.walk():
+                    name = parse_name(entry.name)
+                    if name.kind is not Kind.BLOB or name.key is None:
+                        continue
+                    report.files_on_disks += 1
+                    if progress is not None:
+                        progress(1)
+                    if name.key in unindexed:
+                        unindexed[name.key].append(str(disk.spec))
+                    elif self.blobs.record(name.key) is None:
+                        unindexed[name.key] = [str(disk.spec)]
+        for key, where in sorted(unindexed.items()):
+            if manifest is None:
+                seen = ""
+            elif key in manifest:
+                seen = "; in the backup's manifest"
+            else:
+                seen = "; not in the backup's manifest: written after the backup"
+            report.unindexed.append(
+                f"{key}: on {', '.join(where)}, no FileDB record"
+                " (a letter after the restore point, or an upload never finished)" + seen
+            )
+
+
+def _seen(manifest: Mapping[str, Sequence[str]] | None, key: str) -> str:
+    """What a backup's manifest says of a file the index needs and the disks lack."""
+    if manifest is None:
+        return ""
+    if key in manifest:
+        return f"; the backup's manifest has it on {', '.join(manifest[key])}: lost since"
+    return "; not in the backup's manifest: written after the backup, and not on the disks"

@@ -291,5 +291,11 @@ class Mailbox:
     def stats(self) -> dict[str, Any]:
         return self.checks.stats()
 
-    def fsck(self, progress: Callable[[int], None] | None = None) -> FsckReport:
-        return self.checks.fsck(progress)
+    def fsck(
+        self,
+        progress: Callable[[int], None] | None = None,
+        *,
+        disks: bool = False,
+        manifest: Mapping[str, Sequence[str]] | None = None,
+    ) -> FsckReport:
+        return self.checks.fsck(progress, disks=disks, manifest=manifest)
