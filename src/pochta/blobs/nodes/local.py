@@ -26,6 +26,7 @@ from pochta.errors import DiskError, MissingFile
 from pochta.types import DiskEntry, DiskSpec
 
 CHUNK = 1 << 20
+PROBE = b"pochta probe\n"
 SYNC_FILE_RANGE_WRITE = 2
 # link(2) errors of a filesystem without hard links: commit_as renames instead
 _NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
@@ -89,6 +90,15 @@ class LocalWriter:
             self._flushed = 0  # bytes already sent on their way to the device
         except OSError as exc:
             raise _disk_error(disk.spec, "creating a file", exc) from exc
+
+    def probe(self) -> None:
+        """The probe bytes into the new file, then removed again (no content yet)."""
+        try:
+            fd = self._file.fileno()
+            os.pwrite(fd, PROBE, 0)
+            os.ftruncate(fd, 0)
+        except OSError as exc:
+            raise _disk_error(self._disk.spec, "probing", exc) from exc
 
     def write(self, chunk: bytes) -> None:
         try:
@@ -259,7 +269,7 @@ class LocalDisk:
     def probe(self) -> None:
         writer = self.create(f"tmp/probe-{secrets.token_hex(8)}.part")
         try:
-            writer.write(b"pochta probe\n")
+            writer.probe()
         finally:
             writer.abort()
 
