@@ -83,9 +83,13 @@ class LocalWriter:
         self._disk = disk
         self._path = path
         try:
-            _makedirs_durable(path.parent)
-            self._group = disk.group()  # before the first byte: its sync must cover them
-            self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - closed in commit/abort
+            try:  # the directories are there but for the first file (no stat of them each time)
+                self._group = disk.group()  # before the first byte: its sync must cover them
+                self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - commit/abort close
+            except FileNotFoundError:
+                _makedirs_durable(path.parent)
+                self._group = disk.group()
+                self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - commit/abort close
             self._written = 0  # bytes written so far
             self._flushed = 0  # bytes already sent on their way to the device
         except OSError as exc:
@@ -145,9 +149,12 @@ class LocalWriter:
         final = self._disk.root / name
         try:
             self._file.close()
-            _makedirs_durable(final.parent, fsync=False)
             try:
-                os.link(self._path, final)
+                try:
+                    os.link(self._path, final)
+                except FileNotFoundError:  # a new ab/cd/ (made durable by the sync below)
+                    _makedirs_durable(final.parent, fsync=False)
+                    os.link(self._path, final)
             except OSError as exc:
                 if not isinstance(exc, FileExistsError) and exc.errno not in _NO_LINKS:
                     raise
