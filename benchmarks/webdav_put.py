@@ -5,9 +5,10 @@ README's, one worker each) on free loopback ports, their disks in one temporary 
 this machine's filesystem. Measured, for 64 KB and 10 MB files of random bytes:
 
 - ``pochta_webdav_pair``: ``BlobStore.upload`` of new content onto a pair of disks on the two
-  nodes, with the embedded FileDB/PairDB (SQLite, sync=full): placement, a probe written to
-  and removed from both disks, both copies sent at once while SHA-256/CRC-32 are computed,
-  MOVE to ``ab/cd/<key>`` on both, the FileDB upsert. 1 and 4 loader threads;
+  nodes, with the embedded FileDB/PairDB (SQLite, sync=full): placement, the probe PUT of the
+  upload's temporary file on both disks at once, both copies sent at once (replacing the
+  probe's bytes) while SHA-256/CRC-32 are computed, MOVE to ``ab/cd/<key>`` on both, the
+  FileDB upsert. 1 and 4 loader threads;
 - ``pochta_local_pair``: the same upload onto a pair of two local directories (the embedded
   default), for reference;
 - ``nginx_put_wrk``: the anchor: wrk PUTting the same size to one node, 1 and 4
@@ -16,8 +17,10 @@ this machine's filesystem. Measured, for 64 KB and 10 MB files of random bytes:
   then GETting (streamed, 1 MiB reads), with each client (why urllib3: see
   pochta/blobs/nodes/client.py).
 
-Each pochta upload is 4 requests to each of 2 nodes (probe PUT + DELETE, PUT, MOVE); the
-ratio to nginx is per stored file (a file = two copies).
+Each pochta upload is 3 requests to each of 2 nodes (probe PUT, PUT, MOVE; the same request
+to both nodes at once: 3 round trips in series), before issue 29 it was 4 (a probe file of
+its own, PUT then DELETE, one node after the other: 6 round trips); the ratio to nginx is per
+stored file (a file = two copies).
 
 With ``--tls`` the nodes are README's: HTTPS with client certificates (``ssl_verify_client
 on``), every certificate signed by one CA made for the run, and the loader shows its own
