@@ -1,9 +1,11 @@
 """The loader: inc / upload / dec / get over FileDB, PairDB and the disks (SPEC §2).
 
-upload: pick a writable pair (weighted by free^(1/N)), probe both disks, stream the content to
-both at once under ``tmp/<random>.part`` while hashing (SHA-256 and CRC-32), refuse it if it does
-not match the key given, fsync both copies, rename them to ``ab/cd/<key>`` and fsync the
-directories, then upsert the record. Only then is the upload acknowledged.
+upload: pick a writable pair (weighted by free^(1/N)), create ``tmp/<random>.part`` on both
+disks and probe it on both at once (the probe's bytes, which the content replaces; a pair that
+fails is left for another), stream the content to both at once while hashing (SHA-256 and
+CRC-32), refuse it if it does not match the key given, fsync both copies, rename them to
+``ab/cd/<key>`` and fsync the directories, then upsert the record. Only then is the upload
+acknowledged.
 
 get: read from the master disk of the pair (first bit of the key), falling back to the other;
 with an expected size / CRC-32 (kept by the letter) a copy that differs is never served.
