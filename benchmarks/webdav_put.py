@@ -5,19 +5,25 @@ README's, one worker each) on free loopback ports, their disks in one temporary 
 this machine's filesystem. Measured, for 64 KB and 10 MB files of random bytes:
 
 - ``pochta_webdav_pair``: ``BlobStore.upload`` of new content onto a pair of disks on the two
-  nodes, with the embedded FileDB/PairDB (SQLite, sync=full): placement, a probe written to
-  and removed from both disks, both copies sent at once while SHA-256/CRC-32 are computed,
-  MOVE to ``ab/cd/<key>`` on both, the FileDB upsert. 1 and 4 loader threads;
+  nodes, with the embedded FileDB/PairDB (SQLite, sync=full): placement, the probe PUT of the
+  upload's temporary file on both disks at once, both copies sent at once (replacing the
+  probe's bytes) while SHA-256/CRC-32 are computed, MOVE to ``ab/cd/<key>`` on both, the
+  FileDB upsert. 1 and 4 loader threads;
 - ``pochta_local_pair``: the same upload onto a pair of two local directories (the embedded
   default), for reference;
+- ``letters_webdav_pair``: letters of 4 attachments of 16 KB each onto the WebDAV pair, one
+  letter after the other, the 4 uploads of a letter started together (as delivery starts
+  them): letters/s, time and CPU (loader, nginx) per letter;
 - ``nginx_put_wrk``: the anchor: wrk PUTting the same size to one node, 1 and 4
   connections (nginx's own rate for one copy: no probe, no MOVE, no second node);
 - ``nginx_put_urllib3`` / ``nginx_put_httpx``: one Python thread PUTting straight to one node,
   then GETting (streamed, 1 MiB reads), with each client (why urllib3: see
   pochta/blobs/nodes/client.py).
 
-Each pochta upload is 4 requests to each of 2 nodes (probe PUT + DELETE, PUT, MOVE); the
-ratio to nginx is per stored file (a file = two copies).
+Each pochta upload is 3 requests to each of 2 nodes (probe PUT, PUT, MOVE; the same request
+to both nodes at once: 3 round trips in series), before issue 29 it was 4 (a probe file of
+its own, PUT then DELETE, one node after the other: 6 round trips); the ratio to nginx is per
+stored file (a file = two copies).
 
 With ``--tls`` the nodes are README's: HTTPS with client certificates (``ssl_verify_client
 on``), every certificate signed by one CA made for the run, and the loader shows its own
@@ -41,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +69,7 @@ from pochta.blobs.store import BlobStore
 from pochta.types import DiskSpec
 
 SIZES = {"64KB": 64 << 10, "10MB": 10 << 20}
+LETTER = (4, 16 << 10)  # a letter's small attachments: how many, bytes each
 WRK = shutil.which("wrk")
 
 
@@ -125,6 +133,36 @@ def loader_rate(
         result["loader_cpu_ms_per_file"] = round(cpu / files * 1000, 2)
         result["nginx_cpu_ms_per_file"] = round(nginx_cpu / files * 1000, 2)
     return result
+
+
+def letter_rate(store: BlobStore, seconds: float, nodes: list[NginxNode]) -> dict[str, Any]:
+    """Letters of ``LETTER`` small attachments, one letter after the other, the uploads of a
+    letter started together on a pool of 16 threads as ``Mailbox`` delivery starts them: what
+    a letter's attachments cost in time and CPU on a WebDAV pair."""
+    count, size = LETTER
+    pool = ThreadPoolExecutor(16)
+    nginx = [pid for node in nodes for pid in node.pids()]
+    letters = 0
+    stop = time.monotonic() + seconds
+    t0, cpu0, nginx0 = time.perf_counter(), time.process_time(), cpu_seconds(nginx)
+    while time.monotonic() < stop:
+        datas = [os.urandom(size) for _ in range(count)]
+        uploads = [pool.submit(store.upload, None, 1, [d], size) for d in datas]
+        for upload in uploads:
+            upload.result()
+        letters += 1
+    elapsed = time.perf_counter() - t0
+    cpu, nginx_cpu = time.process_time() - cpu0, cpu_seconds(nginx) - nginx0
+    pool.shutdown()
+    return {
+        "attachments": count,
+        "bytes_each": size,
+        "letters": letters,
+        "letters_per_s": round(letters / elapsed, 1),
+        "ms_per_letter": round(elapsed / letters * 1000, 2),
+        "loader_cpu_ms_per_letter": round(cpu / letters * 1000, 2),
+        "nginx_cpu_ms_per_letter": round(nginx_cpu / letters * 1000, 2),
+    }
 
 
 def wrk_rate(
@@ -243,6 +281,8 @@ def main() -> None:
         local_dirs = (workdir / "local-0", workdir / "local-1")
         local_specs = (DiskSpec("local", str(local_dirs[0])), DiskSpec("local", str(local_dirs[1])))
         local = store_on(workdir, "local", local_specs)
+        note(f"letters of {LETTER[0]} x {LETTER[1]} B attachments onto the WebDAV pair")
+        result["letters_webdav_pair"] = letter_rate(webdav, seconds, nodes)
         for label, size in SIZES.items():
             run: dict[str, Any] = {"size": label, "bytes": size}
             for name, store in (("pochta_webdav_pair", webdav), ("pochta_local_pair", local)):

@@ -175,6 +175,12 @@ class BlobReader(Protocol):
 class BlobWriter(Protocol):
     """A temporary file being written on one disk."""
 
+    def probe(self) -> None:
+        """Before any content: write a few bytes to the node under the temporary name and
+        return once the disk has taken them (DiskError when it did not). The content written
+        afterwards replaces them: the probe that seed 004 asks for before every upload is the
+        upload's own temporary file, not a file of its own."""
+
     def write(self, chunk: bytes) -> None: ...
 
     def commit(self) -> None:

@@ -245,9 +245,39 @@ def test_probe_repeats_and_the_disk_stays_usable(disk: Disk) -> None:
     assert read(disk, NAME) == DATA
 
 
+@pytest.mark.parametrize("size", [0, 5, 300_000])
+def test_the_content_replaces_the_probe_of_its_own_file(disk: Disk, size: int) -> None:
+    data = DATA[:size]
+    writer = disk.create("tmp/probed.part")
+    writer.probe()
+    assert disk.size("tmp/probed.part") is not None  # the node took the probe's bytes
+    for i in range(0, len(data), 65_536):
+        writer.write(data[i : i + 65_536])
+    writer.commit_as(NAME)
+    assert read(disk, NAME) == data  # not a byte of the probe left, whatever the size
+    assert disk.size("tmp/probed.part") is None
+
+
+def test_a_probed_file_aborted_leaves_nothing(disk: Disk) -> None:
+    writer = disk.create("tmp/probed.part")
+    writer.probe()
+    writer.abort()
+    assert disk.size("tmp/probed.part") is None
+
+
 def test_an_unwritable_disk_fails_the_probe(broken_disk: Disk) -> None:
     with pytest.raises(DiskError):
         broken_disk.probe()
+
+    def probe_a_file() -> None:
+        writer = broken_disk.create("tmp/p.part")
+        try:
+            writer.probe()
+        finally:
+            writer.abort()
+
+    with pytest.raises(DiskError):  # at create (a local disk), at the probe (a node)
+        probe_a_file()
 
     def store_one() -> None:
         writer = broken_disk.create("tmp/x.part")

@@ -413,3 +413,31 @@ def test_pairs_add_over_https_with_the_blobs_settings(
     out = runner.invoke(pochta_app, ["pairs", "list", "--data", str(data)])
     assert out.exit_code == 6 and "blobs.node_cert_file" in out.output, out.output
     assert "missing.pem" in out.output
+
+
+def test_an_upload_is_three_requests_to_each_node_and_no_probe_file_is_left(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe is the upload's own temporary file: one PUT to each node (the content's PUT
+    replaces it), then the content's PUT and the MOVE; no DELETE of a probe file."""
+    from pochta.blobs.nodes.client import NodeClient
+
+    sent: list[tuple[str, str, str]] = []
+    real = NodeClient.request
+
+    def request(self: NodeClient, method: str, path: str, **kwargs: object) -> object:
+        sent.append((self.node, method, path))
+        return real(self, method, path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(NodeClient, "request", request)
+    for size in (0, 13, 65_536):  # the probe's bytes are replaced, whatever the size
+        data = os.urandom(size)
+        sent.clear()
+        stored = rig.store.upload(None, 1, [data])
+        pair = rig.store.pairdb.get(stored.record.pair_id)
+        for spec in pair.disks:
+            mine = [(m, p) for node, m, p in sent if node == spec.node and "/tmp/" in p]
+            assert [m for m, _ in mine] == ["PUT", "PUT", "MOVE"], sent
+            assert len({p for _, p in mine}) == 1  # one temporary name: probe, content, MOVE
+            assert (rig.directory(spec) / blob_path(stored.record.key)).read_bytes() == data
+            assert list((rig.directory(spec) / "tmp").iterdir()) == []

@@ -53,6 +53,9 @@ class WatchedWriter:
         self._done = False
         meter.written[id(self)] = 0
 
+    def probe(self) -> None:
+        self._inner.probe()
+
     def write(self, chunk: bytes) -> None:
         self._inner.write(chunk)
         self._bytes += len(chunk)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -196,3 +197,52 @@ def test_generated_token_is_kept_in_data_dir(tmp_path: Path) -> None:
         assert token_file.stat().st_mode & 0o777 == 0o600
         r = c.get(K + "/stat", headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 404
+
+
+def test_upload_answer_is_the_documented_model(client: TestClient) -> None:
+    """The upload is served by a plain route (server.blobs): its answer is exactly StoredOut,
+    the model the OpenAPI document gives for it."""
+    from pochta.server.blobs import StoredOut
+
+    for size in (0, 4096, 300_000, 1_500_000):  # empty, small, one chunk, several chunks
+        data = os.urandom(size)
+        key = hashlib.sha256(data).hexdigest()
+        r = client.put(f"/v1/blobs/{key}", params={"magic": 7}, content=data, headers=AUTH)
+        assert r.status_code == 201, r.text
+        assert r.headers["content-type"] == "application/json"
+        body = r.json()
+        assert StoredOut.model_validate(body).model_dump(mode="json") == body
+        assert (body["key"], body["size"], body["uploaded"]) == (key, size, True)
+        assert body["crc32"] == f"{zlib.crc32(data):08x}"
+        stat = client.get(f"/v1/blobs/{key}/stat", headers=AUTH).json()
+        assert stat == {k: body[k] for k in stat}
+        assert client.get(f"/v1/blobs/{key}", headers=AUTH).content == data
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "headers", "status", "message"),
+    [
+        # the token first, whatever else is wrong (as the router's dependency does)
+        ("/v1/blobs/zz", {"magic": 0}, {}, 401, "a valid service token is required"),
+        ("/v1/blobs/zz", {}, {"Authorization": "Basic " + TOKEN}, 401, None),
+        (K, {"magic": 1}, {"Authorization": "Bearer " + TOKEN + "x"}, 401, None),
+        ("/v1/blobs/zz", {"magic": 1}, AUTH, 422, "path.key: String should match pattern"),
+        (K, {"magic": 0}, AUTH, 422, "query.magic: Input should be greater than or equal to 1"),
+        (K, {"magic": "x"}, AUTH, 422, "query.magic: Input should be a valid integer"),
+        (K, {}, AUTH, 422, "query.magic: Field required"),
+    ],
+)
+def test_upload_refusals_say_what_fastapi_would(
+    client: TestClient,
+    path: str,
+    params: dict[str, object],
+    headers: dict[str, str],
+    status: int,
+    message: str | None,
+) -> None:
+    r = client.put(path, params=params, content=b"x", headers=headers)
+    assert r.status_code == status, r.text
+    if status == 401:
+        assert r.headers["www-authenticate"] == "Bearer"
+    if message is not None:
+        assert r.json()["message"].startswith(message), r.json()

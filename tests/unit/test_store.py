@@ -18,7 +18,7 @@ import pytest
 
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.keys import blob_path, key_of, master_index
-from pochta.blobs.nodes.local import LocalDisk
+from pochta.blobs.nodes.local import PROBE, LocalDisk, LocalWriter
 from pochta.blobs.pairs import SQLitePairDB
 from pochta.blobs.store import BlobStore, Stored
 from pochta.errors import (
@@ -402,7 +402,8 @@ def test_dec_to_zero_moves_the_record_and_the_file_stays_readable(rig: Rig) -> N
 
 # -- placement over real and failing disks ------------------------------------------------------
 class CountingDisk(LocalDisk):
-    """A local disk that counts its probes."""
+    """A local disk that counts its probes: of the disk, and the creation of an upload's
+    temporary file (which the upload then probes)."""
 
     def __init__(self, spec: DiskSpec, probes: Counter[DiskSpec]) -> None:
         super().__init__(Path(spec.root), spec=spec)
@@ -411,6 +412,10 @@ class CountingDisk(LocalDisk):
     def probe(self) -> None:
         self.probes[self.spec] += 1
         super().probe()
+
+    def create(self, name: str) -> LocalWriter:
+        self.probes[self.spec] += 1
+        return super().create(name)
 
 
 def test_a_pair_with_an_unwritable_disk_is_skipped(make_rig: Callable[..., Rig]) -> None:
@@ -446,6 +451,11 @@ class FullWriter:
         self._inner = inner
         self._spec = spec
         self._left = budget
+
+    def probe(self) -> None:
+        if len(PROBE) > self._left:  # the probe's bytes do not fit either (then go again)
+            raise DiskError(f"disk {self._spec} is full (probing)")
+        self._inner.probe()
 
     def write(self, chunk: bytes) -> None:
         if len(chunk) > self._left:

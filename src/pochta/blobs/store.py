@@ -1,9 +1,11 @@
 """The loader: inc / upload / dec / get over FileDB, PairDB and the disks (SPEC §2).
 
-upload: pick a writable pair (weighted by free^(1/N)), probe both disks, stream the content to
-both at once under ``tmp/<random>.part`` while hashing (SHA-256 and CRC-32), refuse it if it does
-not match the key given, fsync both copies, rename them to ``ab/cd/<key>`` and fsync the
-directories, then upsert the record. Only then is the upload acknowledged.
+upload: pick a writable pair (weighted by free^(1/N)), create ``tmp/<random>.part`` on both
+disks and probe it on both at once (the probe's bytes, which the content replaces; a pair that
+fails is left for another), stream the content to both at once while hashing (SHA-256 and
+CRC-32), refuse it if it does not match the key given, fsync both copies, rename them to
+``ab/cd/<key>`` and fsync the directories, then upsert the record. Only then is the upload
+acknowledged.
 
 get: read from the master disk of the pair (first bit of the key), falling back to the other;
 with an expected size / CRC-32 (kept by the letter) a copy that differs is never served.
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 from pochta import metrics
 from pochta.blobs.keys import blob_path, master_index, parse_key, parse_magic
@@ -53,6 +56,7 @@ from pochta.types import (
 )
 
 CHUNK = 1 << 20
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,12 @@ def _chunks(
         yield chunk
 
 
+def tmp_name() -> str:
+    """A new temporary name for an upload's bytes on a disk (random: two loaders storing
+    one file never mix bytes)."""
+    return f"tmp/{secrets.token_hex(16)}.part"
+
+
 class Upload:
     """One upload in progress; use as a context manager, feed ``write``, end with ``finish``.
     Any exception before ``finish`` returns removes every temporary byte."""
@@ -100,7 +110,12 @@ class Upload:
         magic: Magic,
         pair: Pair | None,
         op: Op | None = None,
+        *,
+        tmp: str | None = None,
+        writers: list[BlobWriter] | None = None,
     ) -> None:
+        """``writers``: the temporary file ``tmp`` already created (and probed) on both disks
+        of ``pair``; else they are created here."""
         self._store = store
         self._op = op
         self._key = key
@@ -109,10 +124,10 @@ class Upload:
         self._sha = hashlib.sha256()
         self._crc = 0
         self._size = 0
-        self._tmp = f"tmp/{secrets.token_hex(16)}.part"
-        self._writers: list[BlobWriter] = []
+        self._tmp = tmp or tmp_name()
+        self._writers: list[BlobWriter] = writers if writers is not None else []
         self._done = False
-        if pair is not None:
+        if pair is not None and writers is None:
             try:
                 for disk in store.disks(pair):
                     self._writers.append(disk.create(self._tmp))
@@ -275,6 +290,16 @@ class BlobStore:
         return pair
 
     def _place(self, size: int) -> Pair:
+        pair, _ = self._place_with(size, self._probe)
+        return pair
+
+    def _probe(self, pair: Pair) -> None:
+        self.at_once([disk.probe for disk in self.disks(pair)])
+
+    def _place_with(self, size: int, try_pair: Callable[[Pair], T]) -> tuple[Pair, T]:
+        """A writable pair for ``size`` bytes on which ``try_pair`` (the probe of both disks)
+        succeeded, and what it returned; a pair whose probe fails (DiskError) is left for
+        another."""
         tried: set[int] = set()
         pairs = self.refresh_free()
         reasons: list[str] = []
@@ -291,13 +316,30 @@ class BlobStore:
                 )
                 raise NoWritablePair(f"no pair can take the file: {detail}")
             try:
-                for disk in self.disks(pair):
-                    disk.probe()
-                return pair
+                return pair, try_pair(pair)
             except DiskError as exc:
                 tried.add(pair.id)
                 reasons.append(f"pair {pair.id}: {exc.message}")
                 self._refreshed_at = -float("inf")
+
+    def _probed_writers(self, tmp: str) -> Callable[[Pair], list[BlobWriter]]:
+        """For ``_place_with``: the upload's temporary file created on both disks of a pair
+        and probed on both at once (the probe of seed 004 is the upload's own file: for a
+        WebDAV pair one PUT per node instead of a PUT and a DELETE of a file of its own)."""
+
+        def create_and_probe(pair: Pair) -> list[BlobWriter]:
+            writers: list[BlobWriter] = []
+            try:
+                for disk in self.disks(pair):
+                    writers.append(disk.create(tmp))
+                self.at_once([w.probe for w in writers])
+            except BaseException:
+                for writer in writers:
+                    writer.abort()
+                raise
+            return writers
+
+        return create_and_probe
 
     def commit_copies(self, writers: list[BlobWriter]) -> None:
         """fsync both copies at once."""
@@ -336,16 +378,9 @@ class BlobStore:
             record = self.filedb.get(key)
             if record is not None and record.space is Space.LIVE:
                 return Upload(self, key, magic, None, op)
-        for attempt in range(3):
-            pair = self._place(size_hint)
-            try:
-                return Upload(self, key, magic, pair, op)
-            except DiskError:
-                # the disk failed right after its probe: place again (which re-probes)
-                self._refreshed_at = -float("inf")
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+        tmp = tmp_name()
+        pair, writers = self._place_with(size_hint, self._probed_writers(tmp))
+        return Upload(self, key, magic, pair, op, tmp=tmp, writers=writers)
 
     def upload(
         self,

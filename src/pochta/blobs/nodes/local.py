@@ -26,6 +26,7 @@ from pochta.errors import DiskError, MissingFile
 from pochta.types import DiskEntry, DiskSpec
 
 CHUNK = 1 << 20
+PROBE = b"pochta probe\n"
 SYNC_FILE_RANGE_WRITE = 2
 # link(2) errors of a filesystem without hard links: commit_as renames instead
 _NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
@@ -82,13 +83,26 @@ class LocalWriter:
         self._disk = disk
         self._path = path
         try:
-            _makedirs_durable(path.parent)
-            self._group = disk.group()  # before the first byte: its sync must cover them
-            self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - closed in commit/abort
+            try:  # the directories are there but for the first file (no stat of them each time)
+                self._group = disk.group()  # before the first byte: its sync must cover them
+                self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - commit/abort close
+            except FileNotFoundError:
+                _makedirs_durable(path.parent)
+                self._group = disk.group()
+                self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - commit/abort close
             self._written = 0  # bytes written so far
             self._flushed = 0  # bytes already sent on their way to the device
         except OSError as exc:
             raise _disk_error(disk.spec, "creating a file", exc) from exc
+
+    def probe(self) -> None:
+        """The probe bytes into the new file, then removed again (no content yet)."""
+        try:
+            fd = self._file.fileno()
+            os.pwrite(fd, PROBE, 0)
+            os.ftruncate(fd, 0)
+        except OSError as exc:
+            raise _disk_error(self._disk.spec, "probing", exc) from exc
 
     def write(self, chunk: bytes) -> None:
         try:
@@ -135,9 +149,12 @@ class LocalWriter:
         final = self._disk.root / name
         try:
             self._file.close()
-            _makedirs_durable(final.parent, fsync=False)
             try:
-                os.link(self._path, final)
+                try:
+                    os.link(self._path, final)
+                except FileNotFoundError:  # a new ab/cd/ (made durable by the sync below)
+                    _makedirs_durable(final.parent, fsync=False)
+                    os.link(self._path, final)
             except OSError as exc:
                 if not isinstance(exc, FileExistsError) and exc.errno not in _NO_LINKS:
                     raise
@@ -259,7 +276,7 @@ class LocalDisk:
     def probe(self) -> None:
         writer = self.create(f"tmp/probe-{secrets.token_hex(8)}.part")
         try:
-            writer.write(b"pochta probe\n")
+            writer.probe()
         finally:
             writer.abort()
 

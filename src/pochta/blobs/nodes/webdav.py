@@ -43,6 +43,7 @@ from pochta.types import DiskEntry, DiskSpec
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
+PROBE = b"pochta probe\n"
 STREAM_AFTER = 1 << 20  # bytes held back before a PUT starts streaming
 QUEUE_CHUNKS = 8  # chunks buffered between the loader and a streaming PUT
 MAX_LISTING = 64 << 20  # bytes of one directory listing
@@ -131,6 +132,18 @@ class WebDAVWriter:
         self._stream: _StreamingPut | None = None
         self._sent = False  # a PUT may have reached the node: abort must DELETE
         self._closed = False
+
+    def probe(self) -> None:
+        """One PUT of the probe bytes under the temporary name; the content's PUT (or a
+        streaming one) replaces them, ``abort`` deletes them."""
+        if self._closed or self._stream is not None or self._buffer:
+            raise DiskError(f"disk {self._disk.spec}: a probe comes before the content")
+        self._sent = True
+        response = self._disk.client.request(
+            "PUT", self._disk.path(self._name), body=PROBE, what=f"probe {self._name}"
+        )
+        if response.status not in (201, 204):
+            raise status_error(self._disk.client.node, f"probe PUT {self._name}", response)
 
     def write(self, chunk: bytes) -> None:
         if self._closed:
@@ -339,8 +352,7 @@ class WebDAVDisk:
         name = f"tmp/probe-{secrets.token_hex(8)}.part"
         writer = self.create(name)
         try:
-            writer.write(b"pochta probe\n")
-            writer.commit()
+            writer.probe()
         finally:
             writer.abort()
 
