@@ -99,6 +99,7 @@ from pochta.mailbox.prepare import Prepared
 from pochta.server import imapfetch, imapproto
 from pochta.server.budget import Budget, Share
 from pochta.server.connections import Doorman, imap_refusal, local_doorman
+from pochta.server.imapahead import AHEAD_SMALL, ReadAhead
 from pochta.server.imapfetch import Piece, Value
 from pochta.server.imapproto import SPAM, Simple, folder_name, pochta_folder
 from pochta.server.imapread import Appending, Bye, CommandReader, ImapLimits, Refused
@@ -346,6 +347,8 @@ class Session:
         self.reader = CommandReader(wire, server.limits, server.budget, server.spool_dir)
         self.held = self.reader.held  # the literals of the command in hand, in memory
         self.cleartext = within(wire.peer, server.cleartext)  # may log in without TLS
+        # letters read ahead for a client that fetches one after another (imapahead)
+        self.ahead = ReadAhead(server.budget, asyncio.get_running_loop().call_later)
 
     def may_login(self) -> bool:
         """Whether LOGIN / AUTHENTICATE may be used now: over TLS, or from a network allowed
@@ -359,6 +362,7 @@ class Session:
             await self._commands()
         finally:
             self.held.release()
+            self.ahead.forget()
 
     async def _commands(self) -> None:
         while not self.wire.closing:
@@ -398,7 +402,7 @@ class Session:
             if done:
                 return
 
-    def send(self, data: bytes) -> None:
+    def send(self, data: bytes | memoryview) -> None:
         self.wire.write(data)
 
     def tagged(self, tag: bytes, kind: bytes, text: str | bytes) -> None:
@@ -638,6 +642,7 @@ class Session:
     async def select(self, tag: bytes, name: str, *, readonly: bool) -> None:
         user = self.need_auth()
         self.selected = None
+        self.ahead.forget()
         folder = await self.server.run(self.store.folder, user.id, pochta_folder(name))
         if folder is None:
             raise no("[NONEXISTENT] no such folder")
@@ -782,13 +787,31 @@ class Session:
         assert self.user is not None
         reads = sets_seen or any(a.value not in (b"UID", b"FLAGS") for a in attrs)
         names = [a.value for a in attrs]
+        # a few letters, nothing set, no ENVELOPE / BODYSTRUCTURE: from what was read ahead
+        light = reads and not sets_seen and len(positions) <= AHEAD_SMALL
+        light = light and all(_light(a) for a in attrs)
+        ahead = self.ahead
         done = 0
         while done < len(positions):
             chunk = positions[done : done + FETCH_BATCH]
-            if reads:  # the letters read and their answers made in a store thread
-                batch = await self.server.run(
-                    self._fetch_batch, self.user.id, selected, chunk, attrs, sets_seen
+            batch: list[tuple[FolderEntry, list[Piece] | None]]
+            kept = None
+            if light:
+                kept = ahead.get(selected, [selected.entries[p].letter_id for p in chunk])
+            if kept is not None:  # on the loop: whole letters, no I/O
+                batch = [
+                    (e, self._response(p, names, self._values(o, attrs), e))
+                    for p, o in zip(chunk, kept, strict=True)
+                    for e in (selected.entries[p],)
+                ]
+            elif reads:  # the letters read and their answers made in a store thread
+                more = ahead.plan(selected, chunk, len(selected.entries)) if light else range(0)
+                extra = [selected.entries[p].letter_id for p in more]
+                batch, read_ahead = await self.server.run(
+                    self._fetch_batch, self.user.id, selected, chunk, attrs, sets_seen, extra
                 )
+                if read_ahead:
+                    ahead.keep(selected, read_ahead)
             else:
                 batch = [
                     (selected.entries[p], self._response(p, names, None, selected.entries[p]))
@@ -797,12 +820,14 @@ class Session:
             for pos, (entry, pieces) in zip(chunk, batch, strict=False):
                 selected.entries[pos] = entry
                 for piece in pieces or ():  # None: expunged meanwhile, nothing to say of it
-                    if isinstance(piece, bytes):
+                    if isinstance(piece, bytes | memoryview):
                         self.send(piece)
                     else:
                         await self._stream(piece)
             await self.wire.writable()
             done += len(batch)
+        if light:
+            ahead.fetched(selected, positions)
         self.tagged(tag, b"OK", b"UID FETCH completed" if by_uid else b"FETCH completed")
 
     def _fetch_batch(
@@ -812,19 +837,21 @@ class Session:
         positions: Sequence[int],
         attrs: Sequence[FetchAttribute],
         sets_seen: bool,
-    ) -> list[tuple[FolderEntry, list[Piece] | None]]:
+        ahead: Sequence[int] = (),
+    ) -> tuple[list[tuple[FolderEntry, list[Piece] | None]], dict[int, Opened]]:
         """In a store thread: the letters at ``positions`` (opened in one index read), each
         with its FETCH response (None when it is gone), fewer when their values pass
         :data:`FETCH_BATCH_BYTES` bytes; those not yet seen marked seen in one step first
-        when ``sets_seen``."""
+        when ``sets_seen``. The letters of ids ``ahead`` are read in the same index read and
+        given back opened (those read with the batch: :meth:`Opening.small`)."""
         values: list[list[Value | None] | None] = []
         size = 0
         entries = [selected.entries[pos] for pos in positions]
-        opened = self.store.open_many(user_id, [e.letter_id for e in entries])
+        opened = self.store.open_many(user_id, [e.letter_id for e in entries] + list(ahead))
         for entry in entries:
             got = self._values(opened.get(entry.letter_id), attrs)
             values.append(got)
-            size += sum(len(v) for v in got or () if isinstance(v, bytes))
+            size += sum(_held(v) for v in got or ())
             if size >= FETCH_BATCH_BYTES:
                 break
         entries = entries[: len(values)]
@@ -841,7 +868,7 @@ class Session:
         return [
             (e, None if v is None else self._response(pos, names, v, e))
             for pos, e, v in zip(positions, entries, values, strict=False)
-        ]
+        ], opened.small(ahead)
 
     @staticmethod
     def _response(
@@ -916,8 +943,8 @@ class Session:
             if attr.partial.length is not None:
                 end = min(end, start + attr.partial.length)
         size = end - start
-        if size <= STREAM_OVER:
-            return label + b" " + _literal(store.read_bytes(opened, start, end))
+        if size <= STREAM_OVER:  # its bytes apart from its head: copied once, when sent
+            return label + b" {%d}\r\n" % size, store.view(opened, start, end)
         return label + b" ", size, store.read(opened, start, end)
 
     # -- STORE, SEARCH ---------------------------------------------------------------------------
@@ -1172,6 +1199,26 @@ class Session:
 
 _EVERY = LetterFlag.SEEN | LetterFlag.FLAGGED | LetterFlag.ANSWERED | LetterFlag.DELETED
 _EVERY |= LetterFlag.DRAFT | LetterFlag.JUNK | LetterFlag.NOT_JUNK  # what a client may set
+
+
+_LIGHT = frozenset({b"UID", b"FLAGS", b"RFC822.SIZE", b"INTERNALDATE"})
+_SECTIONS = frozenset({b"BODY", b"BODY.PEEK", b"RFC822", b"RFC822.HEADER", b"RFC822.TEXT"})
+
+
+def _light(attr: FetchAttribute) -> bool:
+    """Whether an attribute's value is a slice of a whole letter, or less (not ENVELOPE or
+    BODYSTRUCTURE, which parse headers): it may be made on the event loop."""
+    return attr.value in _LIGHT or (attr.value in _SECTIONS and attr.section is not None)
+
+
+def _held(value: Value | None) -> int:
+    """Bytes a FETCH attribute's value holds in memory (a big body's blocks are read as
+    they are sent)."""
+    if isinstance(value, bytes):
+        return len(value)
+    if value is None or len(value) == 3:
+        return 0
+    return len(value[0]) + len(value[1])
 
 
 def _literal(data: bytes) -> bytes:

@@ -99,7 +99,7 @@ class Wire(asyncio.BufferedProtocol):
         self._writable = asyncio.Event()
         self._writable.set()
         self._paused = False
-        self._out: list[bytes] = []
+        self._out: list[bytes | memoryview] = []
         self._queued = 0
         self._lingering: int | None = None  # bytes still to drop before the close
         self._unread = False  # the client is sending what will not be read
@@ -251,7 +251,7 @@ class Wire(asyncio.BufferedProtocol):
         self._consumed()
 
     # -- writing ----------------------------------------------------------------------------
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         """Queue bytes; they go out together (one send) at ``flush``, at ``drain``, when
         ``FLUSH_AT`` bytes are queued, or before the next wait for the client."""
         self._out.append(data)
@@ -262,7 +262,8 @@ class Wire(asyncio.BufferedProtocol):
     def flush(self) -> None:
         if not self._out:
             return
-        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        first = self._out[0]
+        data = first if len(self._out) == 1 and isinstance(first, bytes) else b"".join(self._out)
         self._out.clear()
         self._queued = 0
         if not self.closing:
