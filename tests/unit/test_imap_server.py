@@ -274,6 +274,22 @@ def test_errors_end_the_session_and_silence_too(imap: Running, pochta: Pochta) -
         quiet = Raw(running.port)
         assert quiet.f.readline().startswith(b"* BYE autologout")
         quiet.close()
+        # the bound is on a whole command, not on the silence between two bytes of it
+        slow = Raw(running.port)
+        began = time.monotonic()
+        for ch in b"a NO":
+            slow.send(bytes([ch]))
+            time.sleep(0.1)
+        assert slow.f.readline().startswith(b"* BYE autologout")
+        assert time.monotonic() - began < 1.5
+        slow.close()
+        # a command every 0.3 s: each within the bound, the session goes on past it
+        busy = Raw(running.port)
+        for n in range(5):
+            time.sleep(0.3)
+            busy.send(b"n%d NOOP\r\n" % n)
+            assert busy.f.readline().startswith(b"n%d OK" % n)
+        busy.close()
 
 
 def test_idle_sessions_are_limited(imap: Running) -> None:

@@ -365,15 +365,21 @@ class Session:
             self.ahead.forget()
 
     async def _commands(self) -> None:
-        while not self.wire.closing:
+        wire = self.wire
+        while not wire.closing:
             # every other connection's turn before this one's next command: a command already
             # buffered is read without waiting, so a client pipelining thousands of them in
-            # one write would otherwise keep the event loop until the last
-            await asyncio.sleep(0)
+            # one write would otherwise keep the event loop until the last (with nothing
+            # buffered, the read waits, and that is their turn)
+            if wire.pending():
+                await asyncio.sleep(0)
             timeout = self.limits.idle_timeout if self.user else self.limits.login_timeout
             try:
-                async with asyncio.timeout(timeout):
+                wire.deadline(timeout)  # the whole command within it
+                try:
                     command = await self.reader.read(self.user is not None)
+                finally:
+                    wire.deadline(None)
                 if isinstance(command, Refused):
                     self.held.release()
                     self.tagged(command.tag, command.kind, command.text)
@@ -778,18 +784,12 @@ class Session:
         selected = self.need_selected()
         by_uid = isinstance(cmd, select_cmd.UidFetchCommand)
         positions = imapproto.resolve(cmd.sequence_set, selected.uids, self.limits.ranges)
-        attrs = [a for a in cmd.attributes if a.value != b"UID"]  # pymap adds one for UID FETCH
-        if by_uid or len(attrs) < len(cmd.attributes):
-            attrs.insert(0, _UID)
-        sets_seen = not selected.readonly and any(
-            a.value in _SETS_SEEN and a.section is not None for a in attrs
-        )
+        plan = _fetch_plan(cmd.attributes, by_uid)
+        attrs, names, reads = plan.attrs, plan.names, plan.reads
+        sets_seen = plan.marks_seen and not selected.readonly
         assert self.user is not None
-        reads = sets_seen or any(a.value not in (b"UID", b"FLAGS") for a in attrs)
-        names = [a.value for a in attrs]
         # a few letters, nothing set, no ENVELOPE / BODYSTRUCTURE: from what was read ahead
-        light = reads and not sets_seen and len(positions) <= AHEAD_SMALL
-        light = light and all(_light(a) for a in attrs)
+        light = plan.light and not sets_seen and len(positions) <= AHEAD_SMALL
         ahead = self.ahead
         done = 0
         while done < len(positions):
@@ -1199,6 +1199,45 @@ class Session:
 
 _EVERY = LetterFlag.SEEN | LetterFlag.FLAGGED | LetterFlag.ANSWERED | LetterFlag.DELETED
 _EVERY |= LetterFlag.DRAFT | LetterFlag.JUNK | LetterFlag.NOT_JUNK  # what a client may set
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPlan:
+    """What a FETCH's attribute list asks, worked out once per list (pymap's parse of a
+    list is reused for the same list: :func:`pochta.server.imapproto.parse`)."""
+
+    attrs: list[FetchAttribute]  # UID first when the command is UID FETCH or names it
+    names: list[bytes]
+    marks_seen: bool  # in a folder opened with SELECT, it sets \Seen
+    reads: bool  # it reads the letters (an attribute but UID and FLAGS)
+    light: bool  # each attribute :func:`_light`
+
+
+_PLANS: dict[tuple[int, bool], tuple[object, FetchPlan]] = {}
+_PLANS_KEPT = 512
+
+
+def _fetch_plan(given: Sequence[FetchAttribute], by_uid: bool) -> FetchPlan:
+    """The plan of an attribute list; kept by the list's identity (the list is kept with
+    it, so that its id is not reused meanwhile)."""
+    key = (id(given), by_uid)
+    kept = _PLANS.get(key)
+    if kept is not None and kept[0] is given:
+        return kept[1]
+    attrs = [a for a in given if a.value != b"UID"]  # pymap adds one for UID FETCH
+    if by_uid or len(attrs) < len(given):
+        attrs.insert(0, _UID)
+    plan = FetchPlan(
+        attrs,
+        [a.value for a in attrs],
+        any(a.value in _SETS_SEEN and a.section is not None for a in attrs),
+        reads := any(a.value not in (b"UID", b"FLAGS") for a in attrs),
+        reads and all(_light(a) for a in attrs),
+    )
+    if len(_PLANS) >= _PLANS_KEPT:
+        _PLANS.clear()
+    _PLANS[key] = (given, plan)
+    return plan
 
 
 _LIGHT = frozenset({b"UID", b"FLAGS", b"RFC822.SIZE", b"INTERNALDATE"})
