@@ -785,7 +785,7 @@ class Session:
         by_uid = isinstance(cmd, select_cmd.UidFetchCommand)
         positions = imapproto.resolve(cmd.sequence_set, selected.uids, self.limits.ranges)
         plan = _fetch_plan(cmd.attributes, by_uid)
-        attrs, names, reads = plan.attrs, plan.names, plan.reads
+        names, reads = plan.names, plan.reads
         sets_seen = plan.marks_seen and not selected.readonly
         assert self.user is not None
         # a few letters, nothing set, no ENVELOPE / BODYSTRUCTURE: from what was read ahead
@@ -794,38 +794,39 @@ class Session:
         done = 0
         while done < len(positions):
             chunk = positions[done : done + FETCH_BATCH]
-            batch: list[tuple[FolderEntry, list[Piece] | None]]
+            entries: list[FolderEntry]
+            pieces: list[bytes | Iterator[bytes]]
             kept = None
             if light:
                 kept = ahead.get(selected, [selected.entries[p].letter_id for p in chunk])
             if kept is not None:  # on the loop: whole letters, no I/O
-                batch = [
-                    (e, self._response(p, names, self._values(o, attrs), e))
-                    for p, o in zip(chunk, kept, strict=True)
-                    for e in (selected.entries[p],)
-                ]
+                entries = [selected.entries[p] for p in chunk]
+                pieces = _joined(
+                    self._response(p, names, self._values(o, plan), e)
+                    for p, o, e in zip(chunk, kept, entries, strict=True)
+                )
             elif reads:  # the letters read and their answers made in a store thread
                 more = ahead.plan(selected, chunk, len(selected.entries)) if light else range(0)
                 extra = [selected.entries[p].letter_id for p in more]
-                batch, read_ahead = await self.server.run(
-                    self._fetch_batch, self.user.id, selected, chunk, attrs, sets_seen, extra
+                entries, pieces, read_ahead = await self.server.run(
+                    self._fetch_batch, self.user.id, selected, chunk, plan, sets_seen, extra
                 )
                 if read_ahead:
                     ahead.keep(selected, read_ahead)
             else:
-                batch = [
-                    (selected.entries[p], self._response(p, names, None, selected.entries[p]))
-                    for p in chunk
-                ]
-            for pos, (entry, pieces) in zip(chunk, batch, strict=False):
+                entries = [selected.entries[p] for p in chunk]
+                pieces = _joined(
+                    self._response(p, names, None, e) for p, e in zip(chunk, entries, strict=True)
+                )
+            for pos, entry in zip(chunk, entries, strict=False):
                 selected.entries[pos] = entry
-                for piece in pieces or ():  # None: expunged meanwhile, nothing to say of it
-                    if isinstance(piece, bytes | memoryview):
-                        self.send(piece)
-                    else:
-                        await self._stream(piece)
+            for piece in pieces:
+                if isinstance(piece, bytes):
+                    self.send(piece)
+                else:
+                    await self._stream(piece)
             await self.wire.writable()
-            done += len(batch)
+            done += len(entries)
         if light:
             ahead.fetched(selected, positions)
         self.tagged(tag, b"OK", b"UID FETCH completed" if by_uid else b"FETCH completed")
@@ -835,25 +836,28 @@ class Session:
         user_id: int,
         selected: Selected,
         positions: Sequence[int],
-        attrs: Sequence[FetchAttribute],
+        plan: FetchPlan,
         sets_seen: bool,
         ahead: Sequence[int] = (),
-    ) -> tuple[list[tuple[FolderEntry, list[Piece] | None]], dict[int, Opened]]:
-        """In a store thread: the letters at ``positions`` (opened in one index read), each
-        with its FETCH response (None when it is gone), fewer when their values pass
-        :data:`FETCH_BATCH_BYTES` bytes; those not yet seen marked seen in one step first
-        when ``sets_seen``. The letters of ids ``ahead`` are read in the same index read and
-        given back opened (those read with the batch: :meth:`Opening.small`)."""
+    ) -> tuple[list[FolderEntry], list[bytes | Iterator[bytes]], dict[int, Opened]]:
+        """In a store thread: the letters at ``positions`` (opened in one index read), fewer
+        when their values pass :data:`FETCH_BATCH_BYTES` bytes: their entries (after those
+        not yet seen are marked seen in one step, when ``sets_seen``) and their FETCH
+        responses (none for a letter gone meanwhile), every run of bytes joined into one
+        (the one copy of a letter's bytes, made here rather than on the event loop). The
+        letters of ids ``ahead`` are read in the same index read and given back opened
+        (those read with the batch: :meth:`Opening.small`)."""
         values: list[list[Value | None] | None] = []
         size = 0
         entries = [selected.entries[pos] for pos in positions]
         opened = self.store.open_many(user_id, [e.letter_id for e in entries] + list(ahead))
         for entry in entries:
-            got = self._values(opened.get(entry.letter_id), attrs)
+            got = self._values(opened.get(entry.letter_id), plan)
             values.append(got)
-            size += sum(_held(v) for v in got or ())
-            if size >= FETCH_BATCH_BYTES:
-                break
+            if got is not None:
+                size += sum(map(_held, got))
+                if size >= FETCH_BATCH_BYTES:
+                    break
         entries = entries[: len(values)]
         unseen = [
             e.letter_id
@@ -864,11 +868,12 @@ class Session:
             changed = self.store.set_flags(user_id, unseen, LetterFlag.SEEN, LetterFlag.NONE)
             after = {entry.letter_id: entry for _, entry in changed}
             entries = [after.get(e.letter_id, e) for e in entries]
-        names = [a.value for a in attrs]
-        return [
-            (e, None if v is None else self._response(pos, names, v, e))
+        names = plan.names
+        pieces = _joined(
+            None if v is None else self._response(pos, names, v, e)
             for pos, e, v in zip(positions, entries, values, strict=False)
-        ], opened.small(ahead)
+        )
+        return entries, pieces, opened.small(ahead)
 
     @staticmethod
     def _response(
@@ -889,16 +894,23 @@ class Session:
             self.send(chunk)
             await self.wire.drain()
 
-    def _values(
-        self, opened: Opened | None, attrs: Sequence[FetchAttribute]
-    ) -> list[Value | None] | None:
-        """In a store thread: the value of each attribute of an opened letter but UID and
-        FLAGS (None for those); None when the letter is gone."""
+    def _values(self, opened: Opened | None, plan: FetchPlan) -> list[Value | None] | None:
+        """In a store thread (or on the loop, for a letter read ahead): the value of each
+        attribute of an opened letter but UID and FLAGS (None for those); None when the
+        letter is gone. The whole letter of a letter kept whole in its skeleton is a view of
+        it at once."""
         if opened is None:
             return None
-        return [
-            None if a.value in (b"UID", b"FLAGS") else self._attribute(opened, a) for a in attrs
-        ]
+        out: list[Value | None] = []
+        for attr, label in zip(plan.attrs, plan.wholes, strict=True):
+            if label is not None and opened.whole and opened.size <= STREAM_OVER:
+                size = opened.size
+                out.append((label + b" {%d}\r\n" % size, self.store.view(opened, 0, size)))
+            elif attr.value in (b"UID", b"FLAGS"):
+                out.append(None)
+            else:
+                out.append(self._attribute(opened, attr))
+        return out
 
     def _attribute(self, opened: Opened, attr: FetchAttribute) -> Value:
         """One attribute's value (in a store thread): its bytes, or for a big body its head,
@@ -1211,6 +1223,7 @@ class FetchPlan:
     marks_seen: bool  # in a folder opened with SELECT, it sets \Seen
     reads: bool  # it reads the letters (an attribute but UID and FLAGS)
     light: bool  # each attribute :func:`_light`
+    wholes: list[bytes | None]  # of each attribute that is the whole letter, its label
 
 
 _PLANS: dict[tuple[int, bool], tuple[object, FetchPlan]] = {}
@@ -1233,6 +1246,7 @@ def _fetch_plan(given: Sequence[FetchAttribute], by_uid: bool) -> FetchPlan:
         any(a.value in _SETS_SEEN and a.section is not None for a in attrs),
         reads := any(a.value not in (b"UID", b"FLAGS") for a in attrs),
         reads and all(_light(a) for a in attrs),
+        [_whole_label(a) for a in attrs],
     )
     if len(_PLANS) >= _PLANS_KEPT:
         _PLANS.clear()
@@ -1248,6 +1262,36 @@ def _light(attr: FetchAttribute) -> bool:
     """Whether an attribute's value is a slice of a whole letter, or less (not ENVELOPE or
     BODYSTRUCTURE, which parse headers): it may be made on the event loop."""
     return attr.value in _LIGHT or (attr.value in _SECTIONS and attr.section is not None)
+
+
+def _joined(responses: Iterable[list[Piece] | None]) -> list[bytes | Iterator[bytes]]:
+    """The pieces of FETCH responses in order (None: a letter with none), each run of bytes
+    joined into one: what the event loop sends in one call; a big body's blocks apart."""
+    out: list[bytes | Iterator[bytes]] = []
+    run: list[bytes | memoryview] = []
+    for pieces in responses:
+        for piece in pieces or ():
+            if isinstance(piece, bytes | memoryview):
+                run.append(piece)
+                continue
+            if run:
+                out.append(b"".join(run))
+                run = []
+            out.append(piece)
+    if run:
+        out.append(b"".join(run))
+    return out
+
+
+def _whole_label(attr: FetchAttribute) -> bytes | None:
+    """An attribute that names the whole letter (``BODY[]``, ``BODY.PEEK[]``, ``RFC822``):
+    its label in the response; None for any other."""
+    section = attr.section
+    if attr.value not in (b"BODY", b"BODY.PEEK", b"RFC822") or section is None:
+        return None
+    if section.parts or section.specifier or attr.partial is not None:
+        return None
+    return bytes(attr.for_response)
 
 
 def _held(value: Value | None) -> int:
