@@ -104,7 +104,7 @@ from pochta.server.imapfetch import Piece, Value
 from pochta.server.imapproto import SPAM, Simple, folder_name, pochta_folder
 from pochta.server.imapread import Appending, Bye, CommandReader, ImapLimits, Refused
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
-from pochta.server.imapstore import ImapStore, Opened, Opening
+from pochta.server.imapstore import WHOLE, ImapStore, Opened, Opening
 from pochta.server.imapwire import CHUNK, LINGER_SECONDS, READ_AHEAD, Closed, LineTooLong, Wire
 from pochta.server.passwords import PasswordSlots
 from pochta.server.smtpdata import Spool
@@ -859,12 +859,12 @@ class Session:
                 if size >= FETCH_BATCH_BYTES:
                     break
         entries = entries[: len(values)]
-        unseen = [
+        unseen = sets_seen and [
             e.letter_id
             for e, v in zip(entries, values, strict=True)
             if v is not None and LetterFlag.SEEN not in e.flags
         ]
-        if sets_seen and unseen:
+        if unseen:
             changed = self.store.set_flags(user_id, unseen, LetterFlag.SEEN, LetterFlag.NONE)
             after = {entry.letter_id: entry for _, entry in changed}
             entries = [after.get(e.letter_id, e) for e in entries]
@@ -904,8 +904,8 @@ class Session:
         out: list[Value | None] = []
         for attr, label in zip(plan.attrs, plan.wholes, strict=True):
             if label is not None and opened.whole and opened.size <= STREAM_OVER:
-                size = opened.size
-                out.append((label + b" {%d}\r\n" % size, self.store.view(opened, 0, size)))
+                letter = memoryview(opened.skeleton)[len(WHOLE) :]  # the letter, no copy
+                out.append((label + b" {%d}\r\n" % opened.size, letter))
             elif attr.value in (b"UID", b"FLAGS"):
                 out.append(None)
             else:
