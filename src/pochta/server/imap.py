@@ -42,7 +42,9 @@ wait on it, never a greeting, a login prompt or a health check.
 
 FETCH streams: a letter's bytes come from its skeleton and its parts in blocks
 (:mod:`pochta.mime.ranges`), the socket's flow control paces them, and a big letter is never
-whole in memory.
+whole in memory. A client that fetches letter after letter is read ahead
+(:mod:`pochta.server.imapahead`): letters kept whole in their skeleton, read with the
+session's owner check, answered on the event loop with no read at all.
 
 A selected folder is a list of (UID, letter, flags) read from the index at SELECT; NOOP, CHECK
 and IDLE (which polls the index every ``idle_poll`` seconds) send what changed since.
