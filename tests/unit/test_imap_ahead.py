@@ -9,16 +9,26 @@ from typing import Any
 from pochta.server.budget import Budget
 from pochta.server.imapahead import AHEAD_BYTES, AHEAD_MAX, AHEAD_MIN, AHEAD_SECONDS, ReadAhead
 from pochta.server.imapstore import WHOLE, Opened
-from pochta.types import StoredLetter
+from pochta.types import FolderEntry, LetterFlag, StoredLetter
 
 
 def opened(letter_id: int, size: int = 100, whole: bool = True) -> Opened:
-    row = StoredLetter(letter_id, 1, "Inbox", size, 0.0, None, "", "", False, False)
+    row = StoredLetter(
+        letter_id, 1, "Inbox", size, 0.0, None, "", "", False, False, uid=uid(letter_id)
+    )
     if whole:
         return Opened(row, WHOLE + b"x" * size)
     # a skeleton with one identity reference of 3 bytes (pochta.mime.skeleton's format)
     ref = bytes([0]) + b"k" * 32 + bytes([3]) + b"\0\0\0\0" + bytes([3, 0, 0, 0])
     return Opened(row, WHOLE[:5] + bytes([1]) + ref + b"y" * size)
+
+
+def uid(letter_id: int) -> int:
+    return letter_id + 1000
+
+
+def entries(*letter_ids: int, moved: int = 0) -> list[FolderEntry]:
+    return [FolderEntry(uid(i) + moved, i, LetterFlag.NONE) for i in letter_ids]
 
 
 class Timers:
@@ -73,23 +83,24 @@ def test_kept_letters_answer_for_their_folder_only_and_all_or_none() -> None:
     a, _, _ = ahead()
     folder = object()
     a.keep(folder, {i: opened(i) for i in (5, 6, 7)})
-    got = a.get(folder, [6, 7])
+    got = a.get(folder, entries(6, 7))
     assert got is not None and [o.letter.id for o in got] == [6, 7]
-    assert a.get(folder, [7, 8]) is None  # 8 was not read ahead
-    assert a.get(object(), [6]) is None  # another selection
+    assert a.get(folder, entries(7, 8)) is None  # 8 was not read ahead
+    assert a.get(object(), entries(6)) is None  # another selection
+    assert a.get(folder, entries(6, moved=1)) is None  # the id now stands for another letter
 
 
 def test_only_letters_whole_in_their_skeleton_are_kept_and_no_more_than_the_bound() -> None:
     a, _, _ = ahead()
     folder = object()
     a.keep(folder, {1: opened(1), 2: opened(2, whole=False), 3: opened(3)})
-    assert a.get(folder, [1, 3]) is not None
-    assert a.get(folder, [2]) is None  # would read a blob: never answered on the loop
+    assert a.get(folder, entries(1, 3)) is not None
+    assert a.get(folder, entries(2)) is None  # would read a blob: never answered on the loop
     big = AHEAD_BYTES // 4
     a.keep(folder, {i: opened(i, size=big) for i in range(10, 20)})
-    assert a.get(folder, [10, 11, 12]) is not None
-    assert a.get(folder, [13]) is None
-    assert a.get(folder, [1]) is None  # replaced by the newer read
+    assert a.get(folder, entries(10, 11, 12)) is not None
+    assert a.get(folder, entries(13)) is None
+    assert a.get(folder, entries(1)) is None  # replaced by the newer read
 
 
 def test_kept_letters_hold_budget_and_give_it_back_when_dropped_or_old() -> None:
@@ -101,10 +112,10 @@ def test_kept_letters_hold_budget_and_give_it_back_when_dropped_or_old() -> None
     ((delay, fn, _),) = timers.calls
     assert delay == AHEAD_SECONDS
     fn()  # the timer: given back
-    assert budget.used == 0 and a.get(folder, [1]) is None
+    assert budget.used == 0 and a.get(folder, entries(1)) is None
     a.keep(folder, {1: opened(1, 1000)})
     now[0] += AHEAD_SECONDS + 0.1  # too old, though its timer has not run yet
-    assert a.get(folder, [1]) is None and budget.used == 0
+    assert a.get(folder, entries(1)) is None and budget.used == 0
     assert timers.calls[-1][2].cancelled
     a.keep(folder, {1: opened(1, 1000)})
     a.forget()
@@ -117,4 +128,4 @@ def test_nothing_is_kept_when_the_budget_is_spent() -> None:
     a, timers, _ = ahead(budget)
     folder = object()
     a.keep(folder, {1: opened(1, 1000)})
-    assert a.get(folder, [1]) is None and budget.used == 9_500 and not timers.calls
+    assert a.get(folder, entries(1)) is None and budget.used == 9_500 and not timers.calls

@@ -800,9 +800,9 @@ class Session:
             pieces: list[bytes | Iterator[bytes]]
             kept = None
             if light:
-                kept = ahead.get(selected, [selected.entries[p].letter_id for p in chunk])
-            if kept is not None:  # on the loop: whole letters, no I/O
                 entries = [selected.entries[p] for p in chunk]
+                kept = ahead.get(selected, entries)
+            if kept is not None:  # on the loop: whole letters, no I/O
                 pieces = _joined(
                     self._response(p, names, self._values(o, plan), e)
                     for p, o, e in zip(chunk, kept, entries, strict=True)

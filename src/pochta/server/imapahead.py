@@ -11,7 +11,8 @@ never stalls the loop; nothing here reads one). A FETCH that does not go on from
 one reads nothing ahead: a client that jumps around reads what it asks for.
 
 The kept letters are the session's own: read for its user, with the owner and the state
-checked in the read, for the folder selected then (another selection finds none). They are
+checked in the read, for the folder selected then (another selection finds none), each
+answered only for the UID it had when read. They are
 kept at most :data:`AHEAD_BYTES` bytes of skeletons, taken from the server's budget of
 bytes in flight (none kept when it is spent), and at most :data:`AHEAD_SECONDS` seconds
 (a timer gives them back; an IMAP command but FETCH drops them too). Within that time a
@@ -28,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 from pochta.server.budget import Budget
 from pochta.server.imapstore import Opened
+from pochta.types import FolderEntry
 
 AHEAD_MIN = 4  # letters read ahead at the first sequential miss
 AHEAD_MAX = 64  # at most (the size of a FETCH's batch)
@@ -56,9 +58,10 @@ class ReadAhead:
         self._until = 0.0
         self._timer: asyncio.TimerHandle | None = None
 
-    def get(self, selected: object, letter_ids: Sequence[int]) -> list[Opened] | None:
-        """The kept letters of these ids, in order; None unless every one is kept (for this
-        selection, and not too long ago)."""
+    def get(self, selected: object, entries: Sequence[FolderEntry]) -> list[Opened] | None:
+        """The kept letters of these entries, in order; None unless every one is kept (for
+        this selection, not too long ago, and with the entry's UID: a letter id given anew
+        to another letter comes with a new UID)."""
         if self._of is not selected or not self._kept:
             return None
         if self.clock() > self._until:
@@ -66,9 +69,9 @@ class ReadAhead:
             return None
         kept = self._kept
         out = []
-        for i in letter_ids:
-            opened = kept.get(i)
-            if opened is None:
+        for entry in entries:
+            opened = kept.get(entry.letter_id)
+            if opened is None or opened.letter.uid != entry.uid:
                 return None
             out.append(opened)
         return out
