@@ -274,6 +274,22 @@ def test_errors_end_the_session_and_silence_too(imap: Running, pochta: Pochta) -
         quiet = Raw(running.port)
         assert quiet.f.readline().startswith(b"* BYE autologout")
         quiet.close()
+        # the bound is on a whole command, not on the silence between two bytes of it
+        slow = Raw(running.port)
+        began = time.monotonic()
+        for ch in b"a NO":
+            slow.send(bytes([ch]))
+            time.sleep(0.1)
+        assert slow.f.readline().startswith(b"* BYE autologout")
+        assert time.monotonic() - began < 1.5
+        slow.close()
+        # a command every 0.3 s: each within the bound, the session goes on past it
+        busy = Raw(running.port)
+        for n in range(5):
+            time.sleep(0.3)
+            busy.send(b"n%d NOOP\r\n" % n)
+            assert busy.f.readline().startswith(b"n%d OK" % n)
+        busy.close()
 
 
 def test_idle_sessions_are_limited(imap: Running) -> None:
@@ -845,6 +861,55 @@ def test_a_fetch_reads_the_index_once_per_batch(
         assert typ == "OK" and data[0][1] == raws[5]  # type: ignore[index]
         assert counting.reads == [("skeletons", 1, None)]
         c.logout()
+
+
+def test_letter_after_letter_is_read_ahead_and_answered_byte_for_byte(
+    pochta: Pochta, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """UID FETCH of one letter after another (as mbsync fetches) reads the letters after it
+    in the same index read, a window that doubles (4, 8, ... 64), and answers the next
+    commands from them: 40 letters in 5 index reads, not 40, every one byte for byte, one
+    with attachments (never kept: its parts are read in a store thread) among them. A FETCH
+    that jumps reads what it asks for alone. The bytes kept are taken from the budget and
+    given back."""
+    monkeypatch.setattr(imapstore, "BATCH_SKELETON", 2000)
+    store = ImapStore(pochta.mailbox)
+    counting = CountingIndex(pochta.mailbox.index)
+    store.index = counting
+    budget = Budget(1 << 24)
+    raws = [letter(subject=f"ahead {n:02d}") for n in range(40)]
+    raws[9] = letter(subject="ahead 09", attachments=[("a.bin", payload(3, 6000))])
+    for running in start(pochta, LIMITS, store=store, budget=budget):
+        c = imaplib.IMAP4("127.0.0.1", running.port)
+        c.login(ALICE, PASSWORD)
+        c.create("Ahead")
+        for raw in raws:
+            c.append("Ahead", None, None, raw)
+        c.select("Ahead")
+        typ, data = c.uid("SEARCH", "ALL")
+        uids = data[0].split()  # type: ignore[union-attr]
+        counting.reads.clear()
+        got = []
+        for uid in uids:
+            typ, data = c.uid("FETCH", uid.decode(), "(BODY.PEEK[])")
+            assert typ == "OK"
+            got.append(data[0][1])  # type: ignore[index]
+        assert got == raws
+        sizes = [n for _, n, _ in counting.reads]
+        # the first alone; then 1 + 4 and 1 + 8 ahead; letter 10 (not kept) 1 + 16; the
+        # remaining 13 with letter 27
+        assert sizes == [1, 5, 9, 17, 14]
+        counting.reads.clear()
+        typ, data = c.uid("FETCH", uids[3].decode(), "(UID RFC822.SIZE BODY.PEEK[HEADER])")
+        assert typ == "OK" and counting.reads == [("skeletons", 1, None)]  # a jump
+        head = raws[3][: raws[3].index(b"\r\n\r\n") + 4]
+        assert data[0][1] == head  # type: ignore[index]
+        assert b"RFC822.SIZE %d" % len(raws[3]) in data[0][0]  # type: ignore[index]
+        typ, data = c.uid("FETCH", uids[4].decode(), "(FLAGS BODY.PEEK[]<10.20>)")
+        assert typ == "OK" and data[0][1] == raws[4][10:30]  # type: ignore[index]
+        assert budget.used > 0
+        c.logout()
+        wait_until(lambda: budget.used == 0)
 
 
 def test_a_range_of_a_letter_is_its_bytes_with_or_without_attachments(pochta: Pochta) -> None:

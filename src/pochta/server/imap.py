@@ -42,7 +42,9 @@ wait on it, never a greeting, a login prompt or a health check.
 
 FETCH streams: a letter's bytes come from its skeleton and its parts in blocks
 (:mod:`pochta.mime.ranges`), the socket's flow control paces them, and a big letter is never
-whole in memory.
+whole in memory. A client that fetches letter after letter is read ahead
+(:mod:`pochta.server.imapahead`): letters kept whole in their skeleton, read with the
+session's owner check, answered on the event loop with no read at all.
 
 A selected folder is a list of (UID, letter, flags) read from the index at SELECT; NOOP, CHECK
 and IDLE (which polls the index every ``idle_poll`` seconds) send what changed since.
@@ -99,11 +101,12 @@ from pochta.mailbox.prepare import Prepared
 from pochta.server import imapfetch, imapproto
 from pochta.server.budget import Budget, Share
 from pochta.server.connections import Doorman, imap_refusal, local_doorman
+from pochta.server.imapahead import AHEAD_SMALL, ReadAhead
 from pochta.server.imapfetch import Piece, Value
 from pochta.server.imapproto import SPAM, Simple, folder_name, pochta_folder
 from pochta.server.imapread import Appending, Bye, CommandReader, ImapLimits, Refused
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
-from pochta.server.imapstore import ImapStore, Opened, Opening
+from pochta.server.imapstore import WHOLE, ImapStore, Opened, Opening
 from pochta.server.imapwire import CHUNK, LINGER_SECONDS, READ_AHEAD, Closed, LineTooLong, Wire
 from pochta.server.passwords import PasswordSlots
 from pochta.server.smtpdata import Spool
@@ -346,6 +349,8 @@ class Session:
         self.reader = CommandReader(wire, server.limits, server.budget, server.spool_dir)
         self.held = self.reader.held  # the literals of the command in hand, in memory
         self.cleartext = within(wire.peer, server.cleartext)  # may log in without TLS
+        # letters read ahead for a client that fetches one after another (imapahead)
+        self.ahead = ReadAhead(server.budget, asyncio.get_running_loop().call_later)
 
     def may_login(self) -> bool:
         """Whether LOGIN / AUTHENTICATE may be used now: over TLS, or from a network allowed
@@ -359,17 +364,24 @@ class Session:
             await self._commands()
         finally:
             self.held.release()
+            self.ahead.forget()
 
     async def _commands(self) -> None:
-        while not self.wire.closing:
+        wire = self.wire
+        while not wire.closing:
             # every other connection's turn before this one's next command: a command already
             # buffered is read without waiting, so a client pipelining thousands of them in
-            # one write would otherwise keep the event loop until the last
-            await asyncio.sleep(0)
+            # one write would otherwise keep the event loop until the last (with nothing
+            # buffered, the read waits, and that is their turn)
+            if wire.pending():
+                await asyncio.sleep(0)
             timeout = self.limits.idle_timeout if self.user else self.limits.login_timeout
             try:
-                async with asyncio.timeout(timeout):
+                wire.deadline(timeout)  # the whole command within it
+                try:
                     command = await self.reader.read(self.user is not None)
+                finally:
+                    wire.deadline(None)
                 if isinstance(command, Refused):
                     self.held.release()
                     self.tagged(command.tag, command.kind, command.text)
@@ -398,7 +410,7 @@ class Session:
             if done:
                 return
 
-    def send(self, data: bytes) -> None:
+    def send(self, data: bytes | memoryview) -> None:
         self.wire.write(data)
 
     def tagged(self, tag: bytes, kind: bytes, text: str | bytes) -> None:
@@ -638,6 +650,7 @@ class Session:
     async def select(self, tag: bytes, name: str, *, readonly: bool) -> None:
         user = self.need_auth()
         self.selected = None
+        self.ahead.forget()
         folder = await self.server.run(self.store.folder, user.id, pochta_folder(name))
         if folder is None:
             raise no("[NONEXISTENT] no such folder")
@@ -773,36 +786,51 @@ class Session:
         selected = self.need_selected()
         by_uid = isinstance(cmd, select_cmd.UidFetchCommand)
         positions = imapproto.resolve(cmd.sequence_set, selected.uids, self.limits.ranges)
-        attrs = [a for a in cmd.attributes if a.value != b"UID"]  # pymap adds one for UID FETCH
-        if by_uid or len(attrs) < len(cmd.attributes):
-            attrs.insert(0, _UID)
-        sets_seen = not selected.readonly and any(
-            a.value in _SETS_SEEN and a.section is not None for a in attrs
-        )
+        plan = _fetch_plan(cmd.attributes, by_uid)
+        names, reads = plan.names, plan.reads
+        sets_seen = plan.marks_seen and not selected.readonly
         assert self.user is not None
-        reads = sets_seen or any(a.value not in (b"UID", b"FLAGS") for a in attrs)
-        names = [a.value for a in attrs]
+        # a few letters, nothing set, no ENVELOPE / BODYSTRUCTURE: from what was read ahead
+        light = plan.light and not sets_seen and len(positions) <= AHEAD_SMALL
+        ahead = self.ahead
         done = 0
         while done < len(positions):
             chunk = positions[done : done + FETCH_BATCH]
-            if reads:  # the letters read and their answers made in a store thread
-                batch = await self.server.run(
-                    self._fetch_batch, self.user.id, selected, chunk, attrs, sets_seen
+            entries: list[FolderEntry]
+            pieces: list[bytes | Iterator[bytes]]
+            kept = None
+            if light:
+                entries = [selected.entries[p] for p in chunk]
+                kept = ahead.get(selected, entries)
+            if kept is not None:  # on the loop: whole letters, no I/O
+                pieces = _joined(
+                    self._response(p, names, self._values(o, plan), e)
+                    for p, o, e in zip(chunk, kept, entries, strict=True)
                 )
+            elif reads:  # the letters read and their answers made in a store thread
+                more = ahead.plan(selected, chunk, len(selected.entries)) if light else range(0)
+                extra = [selected.entries[p].letter_id for p in more]
+                entries, pieces, read_ahead = await self.server.run(
+                    self._fetch_batch, self.user.id, selected, chunk, plan, sets_seen, extra
+                )
+                if read_ahead:
+                    ahead.keep(selected, read_ahead)
             else:
-                batch = [
-                    (selected.entries[p], self._response(p, names, None, selected.entries[p]))
-                    for p in chunk
-                ]
-            for pos, (entry, pieces) in zip(chunk, batch, strict=False):
+                entries = [selected.entries[p] for p in chunk]
+                pieces = _joined(
+                    self._response(p, names, None, e) for p, e in zip(chunk, entries, strict=True)
+                )
+            for pos, entry in zip(chunk, entries, strict=False):
                 selected.entries[pos] = entry
-                for piece in pieces or ():  # None: expunged meanwhile, nothing to say of it
-                    if isinstance(piece, bytes):
-                        self.send(piece)
-                    else:
-                        await self._stream(piece)
+            for piece in pieces:
+                if isinstance(piece, bytes):
+                    self.send(piece)
+                else:
+                    await self._stream(piece)
             await self.wire.writable()
-            done += len(batch)
+            done += len(entries)
+        if light:
+            ahead.fetched(selected, positions)
         self.tagged(tag, b"OK", b"UID FETCH completed" if by_uid else b"FETCH completed")
 
     def _fetch_batch(
@@ -810,38 +838,44 @@ class Session:
         user_id: int,
         selected: Selected,
         positions: Sequence[int],
-        attrs: Sequence[FetchAttribute],
+        plan: FetchPlan,
         sets_seen: bool,
-    ) -> list[tuple[FolderEntry, list[Piece] | None]]:
-        """In a store thread: the letters at ``positions`` (opened in one index read), each
-        with its FETCH response (None when it is gone), fewer when their values pass
-        :data:`FETCH_BATCH_BYTES` bytes; those not yet seen marked seen in one step first
-        when ``sets_seen``."""
+        ahead: Sequence[int] = (),
+    ) -> tuple[list[FolderEntry], list[bytes | Iterator[bytes]], dict[int, Opened]]:
+        """In a store thread: the letters at ``positions`` (opened in one index read), fewer
+        when their values pass :data:`FETCH_BATCH_BYTES` bytes: their entries (after those
+        not yet seen are marked seen in one step, when ``sets_seen``) and their FETCH
+        responses (none for a letter gone meanwhile), every run of bytes joined into one
+        (the one copy of a letter's bytes, made here rather than on the event loop). The
+        letters of ids ``ahead`` are read in the same index read and given back opened
+        (those read with the batch: :meth:`Opening.small`)."""
         values: list[list[Value | None] | None] = []
         size = 0
         entries = [selected.entries[pos] for pos in positions]
-        opened = self.store.open_many(user_id, [e.letter_id for e in entries])
+        opened = self.store.open_many(user_id, [e.letter_id for e in entries] + list(ahead))
         for entry in entries:
-            got = self._values(opened.get(entry.letter_id), attrs)
+            got = self._values(opened.get(entry.letter_id), plan)
             values.append(got)
-            size += sum(len(v) for v in got or () if isinstance(v, bytes))
-            if size >= FETCH_BATCH_BYTES:
-                break
+            if got is not None:
+                size += sum(map(_held, got))
+                if size >= FETCH_BATCH_BYTES:
+                    break
         entries = entries[: len(values)]
-        unseen = [
+        unseen = sets_seen and [
             e.letter_id
             for e, v in zip(entries, values, strict=True)
             if v is not None and LetterFlag.SEEN not in e.flags
         ]
-        if sets_seen and unseen:
+        if unseen:
             changed = self.store.set_flags(user_id, unseen, LetterFlag.SEEN, LetterFlag.NONE)
             after = {entry.letter_id: entry for _, entry in changed}
             entries = [after.get(e.letter_id, e) for e in entries]
-        names = [a.value for a in attrs]
-        return [
-            (e, None if v is None else self._response(pos, names, v, e))
+        names = plan.names
+        pieces = _joined(
+            None if v is None else self._response(pos, names, v, e)
             for pos, e, v in zip(positions, entries, values, strict=False)
-        ]
+        )
+        return entries, pieces, opened.small(ahead)
 
     @staticmethod
     def _response(
@@ -862,16 +896,23 @@ class Session:
             self.send(chunk)
             await self.wire.drain()
 
-    def _values(
-        self, opened: Opened | None, attrs: Sequence[FetchAttribute]
-    ) -> list[Value | None] | None:
-        """In a store thread: the value of each attribute of an opened letter but UID and
-        FLAGS (None for those); None when the letter is gone."""
+    def _values(self, opened: Opened | None, plan: FetchPlan) -> list[Value | None] | None:
+        """In a store thread (or on the loop, for a letter read ahead): the value of each
+        attribute of an opened letter but UID and FLAGS (None for those); None when the
+        letter is gone. The whole letter of a letter kept whole in its skeleton is a view of
+        it at once."""
         if opened is None:
             return None
-        return [
-            None if a.value in (b"UID", b"FLAGS") else self._attribute(opened, a) for a in attrs
-        ]
+        out: list[Value | None] = []
+        for attr, label in zip(plan.attrs, plan.wholes, strict=True):
+            if label is not None and opened.whole and opened.size <= STREAM_OVER:
+                letter = memoryview(opened.skeleton)[len(WHOLE) :]  # the letter, no copy
+                out.append((label + b" {%d}\r\n" % opened.size, letter))
+            elif attr.value in (b"UID", b"FLAGS"):
+                out.append(None)
+            else:
+                out.append(self._attribute(opened, attr))
+        return out
 
     def _attribute(self, opened: Opened, attr: FetchAttribute) -> Value:
         """One attribute's value (in a store thread): its bytes, or for a big body its head,
@@ -916,8 +957,8 @@ class Session:
             if attr.partial.length is not None:
                 end = min(end, start + attr.partial.length)
         size = end - start
-        if size <= STREAM_OVER:
-            return label + b" " + _literal(store.read_bytes(opened, start, end))
+        if size <= STREAM_OVER:  # its bytes apart from its head: copied once, when sent
+            return label + b" {%d}\r\n" % size, store.view(opened, start, end)
         return label + b" ", size, store.read(opened, start, end)
 
     # -- STORE, SEARCH ---------------------------------------------------------------------------
@@ -1172,6 +1213,97 @@ class Session:
 
 _EVERY = LetterFlag.SEEN | LetterFlag.FLAGGED | LetterFlag.ANSWERED | LetterFlag.DELETED
 _EVERY |= LetterFlag.DRAFT | LetterFlag.JUNK | LetterFlag.NOT_JUNK  # what a client may set
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPlan:
+    """What a FETCH's attribute list asks, worked out once per list (pymap's parse of a
+    list is reused for the same list: :func:`pochta.server.imapproto.parse`)."""
+
+    attrs: list[FetchAttribute]  # UID first when the command is UID FETCH or names it
+    names: list[bytes]
+    marks_seen: bool  # in a folder opened with SELECT, it sets \Seen
+    reads: bool  # it reads the letters (an attribute but UID and FLAGS)
+    light: bool  # each attribute :func:`_light`
+    wholes: list[bytes | None]  # of each attribute that is the whole letter, its label
+
+
+_PLANS: dict[tuple[int, bool], tuple[object, FetchPlan]] = {}
+_PLANS_KEPT = 512
+
+
+def _fetch_plan(given: Sequence[FetchAttribute], by_uid: bool) -> FetchPlan:
+    """The plan of an attribute list; kept by the list's identity (the list is kept with
+    it, so that its id is not reused meanwhile)."""
+    key = (id(given), by_uid)
+    kept = _PLANS.get(key)
+    if kept is not None and kept[0] is given:
+        return kept[1]
+    attrs = [a for a in given if a.value != b"UID"]  # pymap adds one for UID FETCH
+    if by_uid or len(attrs) < len(given):
+        attrs.insert(0, _UID)
+    plan = FetchPlan(
+        attrs,
+        [a.value for a in attrs],
+        any(a.value in _SETS_SEEN and a.section is not None for a in attrs),
+        reads := any(a.value not in (b"UID", b"FLAGS") for a in attrs),
+        reads and all(_light(a) for a in attrs),
+        [_whole_label(a) for a in attrs],
+    )
+    if len(_PLANS) >= _PLANS_KEPT:
+        _PLANS.clear()
+    _PLANS[key] = (given, plan)
+    return plan
+
+
+_LIGHT = frozenset({b"UID", b"FLAGS", b"RFC822.SIZE", b"INTERNALDATE"})
+_SECTIONS = frozenset({b"BODY", b"BODY.PEEK", b"RFC822", b"RFC822.HEADER", b"RFC822.TEXT"})
+
+
+def _light(attr: FetchAttribute) -> bool:
+    """Whether an attribute's value is a slice of a whole letter, or less (not ENVELOPE or
+    BODYSTRUCTURE, which parse headers): it may be made on the event loop."""
+    return attr.value in _LIGHT or (attr.value in _SECTIONS and attr.section is not None)
+
+
+def _joined(responses: Iterable[list[Piece] | None]) -> list[bytes | Iterator[bytes]]:
+    """The pieces of FETCH responses in order (None: a letter with none), each run of bytes
+    joined into one: what the event loop sends in one call; a big body's blocks apart."""
+    out: list[bytes | Iterator[bytes]] = []
+    run: list[bytes | memoryview] = []
+    for pieces in responses:
+        for piece in pieces or ():
+            if isinstance(piece, bytes | memoryview):
+                run.append(piece)
+                continue
+            if run:
+                out.append(b"".join(run))
+                run = []
+            out.append(piece)
+    if run:
+        out.append(b"".join(run))
+    return out
+
+
+def _whole_label(attr: FetchAttribute) -> bytes | None:
+    """An attribute that names the whole letter (``BODY[]``, ``BODY.PEEK[]``, ``RFC822``):
+    its label in the response; None for any other."""
+    section = attr.section
+    if attr.value not in (b"BODY", b"BODY.PEEK", b"RFC822") or section is None:
+        return None
+    if section.parts or section.specifier or attr.partial is not None:
+        return None
+    return bytes(attr.for_response)
+
+
+def _held(value: Value | None) -> int:
+    """Bytes a FETCH attribute's value holds in memory (a big body's blocks are read as
+    they are sent)."""
+    if isinstance(value, bytes):
+        return len(value)
+    if value is None or len(value) == 3:
+        return 0
+    return len(value[0]) + len(value[1])
 
 
 def _literal(data: bytes) -> bytes:

@@ -24,10 +24,13 @@ Read = Callable[[int, int], bytes]
 """``read(start, end)``: bytes [start, end) of the letter (only header blocks are read so)."""
 Lines = Callable[[int, int], int]
 """``lines(start, end)``: how many lines bytes [start, end) of the letter hold."""
-Value = bytes | tuple[bytes, int, Iterator[bytes]]
-"""A FETCH attribute's value: its bytes, or a big body's head, size and blocks."""
-Piece = bytes | Iterator[bytes]
-"""Of a FETCH response: bytes, or a big body's blocks (read as they are sent)."""
+Value = bytes | tuple[bytes, bytes | memoryview] | tuple[bytes, int, Iterator[bytes]]
+"""A FETCH attribute's value: its bytes; a body's head (its name, size and the literal's
+CRLF) and its bytes, kept apart so that they are not copied; or a big body's head, size and
+blocks."""
+Piece = bytes | memoryview | Iterator[bytes]
+"""Of a FETCH response: bytes (or a view of them), or a big body's blocks (read as they are
+sent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +116,9 @@ def response(
     seq: int, uid: int, flags: bytes, names: Sequence[bytes], values: Sequence[Value | None]
 ) -> list[Piece]:
     """The untagged FETCH response of one letter, ``values`` the attributes' (None for UID
-    and FLAGS, given as ``uid`` and ``flags``): one piece of bytes, or for each big body its
-    head, its blocks and what follows it."""
+    and FLAGS, given as ``uid`` and ``flags``): one piece of bytes, or for each body kept
+    apart its head, its bytes and what follows it, for each big body its head, its blocks
+    and what follows it."""
     out: list[Piece] = []
     line = [b"* %d FETCH (" % seq]
     for i, name in enumerate(names):
@@ -128,6 +132,11 @@ def response(
             assert value is not None
             if isinstance(value, bytes):
                 line.append(sep + value)
+            elif len(value) == 2:
+                head, body = value
+                line.append(sep + head)
+                out += (b"".join(line), body)
+                line = []
             else:
                 head, size, chunks = value
                 line.append(sep + head + b"{%d}\r\n" % size)

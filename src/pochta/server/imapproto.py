@@ -68,6 +68,7 @@ def tag_of(line: bytes) -> bytes:
 
 
 _FETCH = re.compile(rb"(\S{1,64}) (UID )?FETCH ([0-9:*,]+) ([^\r\n{}]{1,1000})\r?\n\Z", re.I)
+_NUMBER = re.compile(rb"[1-9][0-9]{0,18}")
 _ATTRIBUTES: OrderedDict[tuple[bool, bytes], Sequence[FetchAttribute]] = OrderedDict()
 _CACHED = 256
 
@@ -85,10 +86,14 @@ def parse(command: bytes) -> Command | Simple:
         by_uid = fetch.group(2) is not None
         attrs = _ATTRIBUTES.get((by_uid, fetch.group(4)))
         if attrs is not None:
-            try:
-                seqset, rest = SequenceSet.parse(memoryview(fetch.group(3)), Params(uid=by_uid))
-            except NotParseable:
-                rest = memoryview(b"?")
+            numbers = fetch.group(3)
+            if _NUMBER.fullmatch(numbers):  # one letter: what pymap's parse would give
+                seqset, rest = SequenceSet([int(numbers)], uid=by_uid), memoryview(b"")
+            else:
+                try:
+                    seqset, rest = SequenceSet.parse(memoryview(numbers), Params(uid=by_uid))
+                except NotParseable:
+                    rest = memoryview(b"?")
             if not rest:
                 kind = UidFetchCommand if by_uid else FetchCommand
                 return kind(fetch.group(1), seqset, attrs)

@@ -18,7 +18,7 @@ them, so that IMAP and HTTP give the same feedback:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from pochta.errors import MessageNotFound
@@ -29,7 +29,7 @@ from pochta.mailbox.prepare import Prepared, prepare
 from pochta.mailbox.service import Mailbox
 from pochta.mime import ranges
 from pochta.mime.letter import parse
-from pochta.mime.skeleton import Ref
+from pochta.mime.skeleton import MAGIC, VERSION, Ref
 from pochta.mime.tree import Entity
 from pochta.types import Folder, FolderEntry, LetterFlag, StoredLetter, User
 
@@ -38,22 +38,35 @@ KEYWORDS = LetterFlag.JUNK | LetterFlag.NOT_JUNK
 
 WHOLE_READ = 1 << 20  # blobs up to this size are read whole (one read, checked)
 BATCH_SKELETON = 1 << 16  # skeletons up to this size are read with the others of a batch
+WHOLE = MAGIC + bytes([VERSION, 0])
+"""How a skeleton with no reference begins (magic, version, count 0): the letter follows."""
 
 
 class Opened:
-    """A letter opened for FETCH: its index row and layout (skeleton segments); its MIME tree
-    is read on first use."""
+    """A letter opened for FETCH: its index row and skeleton; its layout (skeleton segments)
+    and MIME tree are made on first use. A letter nothing was cut from (``whole``) is its
+    skeleton's 6-byte header and then the letter itself: its bytes are sliced from there,
+    no layout made."""
 
-    __slots__ = ("_tree", "layout", "letter")
+    __slots__ = ("_layout", "_tree", "letter", "size", "skeleton", "whole")
 
-    def __init__(self, letter: StoredLetter, lay: ranges.Layout) -> None:
+    def __init__(self, letter: StoredLetter, skeleton: bytes) -> None:
         self.letter = letter
-        self.layout = lay
+        self.skeleton = skeleton
+        self.whole = skeleton.startswith(WHOLE)
+        self._layout: ranges.Layout | None = None
         self._tree: Entity | None = None
+        if self.whole:
+            self.size = len(skeleton) - len(WHOLE)
+        else:  # read (and checked) at once, as the whole one's header was
+            self._layout = ranges.layout(skeleton)
+            self.size = self._layout.size
 
     @property
-    def size(self) -> int:
-        return self.layout.size
+    def layout(self) -> ranges.Layout:
+        if self._layout is None:
+            self._layout = ranges.layout(self.skeleton)
+        return self._layout
 
     def tree(self) -> Entity:
         if self._tree is None:
@@ -82,6 +95,11 @@ class Opening:
         if letter_id in self._big:
             return self._store.open(self._user_id, letter_id)
         return self._opened.get(letter_id)
+
+    def small(self, letter_ids: Iterable[int]) -> dict[int, Opened]:
+        """Those of ``letter_ids`` read in the batch (neither gone nor big), by id."""
+        opened = self._opened
+        return {i: opened[i] for i in letter_ids if i in opened}
 
 
 class ImapStore:
@@ -124,7 +142,7 @@ class ImapStore:
         found = self.index.skeletons(user_id, [letter_id]).get(letter_id)
         if found is None or found[1] is None:
             return None
-        return Opened(found[0], ranges.layout(found[1]))
+        return Opened(found[0], found[1])
 
     def open_many(self, user_id: int, letter_ids: Sequence[int]) -> Opening:
         """The letters of this user among ``letter_ids``, read from the index at once (see
@@ -136,7 +154,7 @@ class ImapStore:
             if skeleton is None:
                 big.add(letter_id)
             else:
-                opened[letter_id] = Opened(letter, ranges.layout(skeleton))
+                opened[letter_id] = Opened(letter, skeleton)
         return Opening(self, user_id, opened, big)
 
     def content(self, ref: Ref) -> Iterator[bytes]:
@@ -155,12 +173,26 @@ class ImapStore:
         return ranges.read_range(opened.layout, start, end, self.content)
 
     def read_bytes(self, opened: Opened, start: int, end: int) -> bytes:
+        start, end = max(0, start), min(end, opened.size)
+        if start >= end:
+            return b""
+        if opened.whole:
+            at = len(WHOLE)
+            return opened.skeleton[at + start : at + end]
         lay = opened.layout
         if len(lay.segments) == 1 and lay.segments[0].ref is None:  # all in the skeleton
             at = lay.segments[0].literal
-            start, end = max(0, start), min(end, lay.size)
-            return lay.skeleton[at + start : at + end] if start < end else b""
+            return lay.skeleton[at + start : at + end]
         return b"".join(self.read(opened, start, end))
+
+    def view(self, opened: Opened, start: int, end: int) -> bytes | memoryview:
+        """Bytes [start, end) of the letter; of a ``whole`` one, a view of its skeleton
+        (no copy: it is copied once, into what is sent)."""
+        if opened.whole:
+            start, end = max(0, start), min(end, opened.size)
+            at = len(WHOLE)
+            return memoryview(opened.skeleton)[at + start : at + max(start, end)]
+        return self.read_bytes(opened, start, end)
 
     def lines(self, opened: Opened, start: int, end: int) -> int:
         return sum(chunk.count(b"\n") for chunk in self.read(opened, start, end))

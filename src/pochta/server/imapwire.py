@@ -99,13 +99,15 @@ class Wire(asyncio.BufferedProtocol):
         self._writable = asyncio.Event()
         self._writable.set()
         self._paused = False
-        self._out: list[bytes] = []
+        self._out: list[bytes | memoryview] = []
         self._queued = 0
         self._lingering: int | None = None  # bytes still to drop before the close
         self._unread = False  # the client is sending what will not be read
         self._linger: asyncio.TimerHandle | None = None
         self._gone = asyncio.Event()
         self.write_timeout = 300.0
+        self._deadline: float | None = None  # the loop's time by which a read must end
+        self._watch: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -140,6 +142,9 @@ class Wire(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._linger is not None:
             self._linger.cancel()
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         self._eof = True
         self._data.set()
         self._writable.set()
@@ -184,6 +189,29 @@ class Wire(asyncio.BufferedProtocol):
         if len(self._buf) <= self.read_ahead // 2:
             self._resume()
 
+    def deadline(self, seconds: float | None) -> None:
+        """The reads from now on must end within ``seconds`` (None: no bound): a read that
+        waits for the client past it raises TimeoutError. One timer per connection, moved
+        on only when it fires (a command every few milliseconds costs a float, not a timer
+        each, as ``asyncio.timeout`` would)."""
+        if seconds is None:
+            self._deadline = None
+            return
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + seconds
+        if self._watch is None:
+            self._watch = loop.call_at(self._deadline, self._check_deadline)
+
+    def _check_deadline(self) -> None:
+        self._watch = None
+        if self._deadline is None or self.transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._deadline:  # moved on since: wait for the new one
+            self._watch = loop.call_at(self._deadline, self._check_deadline)
+        else:
+            self._data.set()  # the waiting read wakes and sees the deadline passed
+
     async def _more(self) -> None:
         """Wait for more input: the caller asked for more than is here, so the socket is
         read on even past ``read_ahead`` (the caller bounds what it asks for)."""
@@ -193,6 +221,8 @@ class Wire(asyncio.BufferedProtocol):
         self._resume()
         self._data.clear()
         await self._data.wait()
+        if self._deadline is not None and asyncio.get_running_loop().time() >= self._deadline:
+            raise TimeoutError("the client sent nothing in time")
 
     async def readline(self, limit: int) -> bytes:
         """One line with its LF; LineTooLong when none ends within ``limit`` bytes (the
@@ -251,7 +281,7 @@ class Wire(asyncio.BufferedProtocol):
         self._consumed()
 
     # -- writing ----------------------------------------------------------------------------
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         """Queue bytes; they go out together (one send) at ``flush``, at ``drain``, when
         ``FLUSH_AT`` bytes are queued, or before the next wait for the client."""
         self._out.append(data)
@@ -262,7 +292,8 @@ class Wire(asyncio.BufferedProtocol):
     def flush(self) -> None:
         if not self._out:
             return
-        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        first = self._out[0]
+        data = first if len(self._out) == 1 and isinstance(first, bytes) else b"".join(self._out)
         self._out.clear()
         self._queued = 0
         if not self.closing:
