@@ -17,6 +17,7 @@ there. ``--rounds`` servers one after another; medians.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import signal
 import smtplib
@@ -144,10 +145,11 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="pochta-bench-start-"))
     rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     base = os.environ.get("PYTHONPATH", "")
-    for n in range(args.rounds):
+    serial = itertools.count()
+    for _ in range(args.rounds):
         for name, src in trees.items():  # in turns, so the load falls on both alike
             os.environ["PYTHONPATH"] = src + (os.pathsep + base if base else "")
-            rounds[name].append(one_round(workdir, len(rounds[name]) + n * len(trees)))
+            rounds[name].append(one_round(workdir, next(serial)))
             print(name, {k: v for k, v in rounds[name][-1].items() if k != "processes"},
                   file=sys.stderr)  # fmt: skip
     summary = {

@@ -26,8 +26,12 @@ Start method: ``forkserver``. ``fork`` would copy a server that runs threads (uv
 SQLite writers, the shingles flusher) with their locks held, a deadlock waiting in the
 child: Python 3.12 warns about it, and 3.14 made forkserver the default on Linux. The fork
 server is a fresh interpreter started by fork+exec; it forks each worker from itself, in
-~7 ms plus the worker's imports (spawn: ~40 ms plus imports). ``fn``, its arguments, its
-result and the initializer travel by pickle: module-level functions and plain data.
+~7 ms plus the worker's imports (spawn: ~40 ms plus imports). ``preload`` names the modules the
+fork server imports once, before it forks any worker (see :func:`preload`): a worker then
+starts with them, shares their pages with its siblings, and a replacement after a deadline
+starts in milliseconds. ``fn``, its arguments, its result and the initializer travel by
+pickle: module-level functions and plain data (a function's module is imported by the worker
+that unpickles it, so it should be a light one: ``app.py`` is not).
 
 How: one thread in the server per worker owns that worker's own pipe. It takes a task from
 the shared queue, sends it, waits with ``poll(deadline)``, and kills and replaces its worker
