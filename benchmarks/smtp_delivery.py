@@ -140,7 +140,7 @@ def serve(
             stderr=subprocess.STDOUT,
             env=env,
         )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a loaded machine: the start takes tens of seconds
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", smtp), timeout=0.5).close()

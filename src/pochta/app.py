@@ -20,9 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import SecretStr
-
-from pochta import secretfile
 from pochta.antispam.auth import replay
 from pochta.antispam.auth.asyncdns import DnsAsyncResolver, SharedDns
 from pochta.antispam.auth.authenticator import Authenticator
@@ -37,17 +34,11 @@ from pochta.antispam.model.store import (
     Switched,
 )
 from pochta.antispam.rules import ruleset as rules
-from pochta.antispam.shingles.counters import CounterStore
-from pochta.antispam.shingles.counters.redis import RedisStore
-from pochta.antispam.shingles.counters.service import Counters
-from pochta.antispam.shingles.counters.sqlite import SQLiteStore
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analyzer, Scanner
-from pochta.antispam.words import Words, WordStore
-from pochta.antispam.words.bounded import BoundedReads
+from pochta.antispam.words import Words
 from pochta.antispam.words.personal import Personal, PersonalRule
-from pochta.antispam.words.sqlite import SQLiteWordStore
 from pochta.blobs.evacuations import Evacuations
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.nodes import DiskFactory
@@ -81,7 +72,15 @@ from pochta.guard.networks import parse_networks
 from pochta.guard.ratelimit import RateLimiter
 from pochta.health import HealthCheck
 from pochta.history import Recorder, SQLiteHistory
+from pochta.mailbox.deciding import postgres_pool as postgres_pool  # re-exported (cli.db)
+from pochta.mailbox.deciding import primary_postgres_stores, worker_scanner
+from pochta.mailbox.deciding import redis_client as _redis
+from pochta.mailbox.deciding import secret as _secret
+from pochta.mailbox.deciding import shingler as _shingler
+from pochta.mailbox.deciding import word_store as _word_store
+from pochta.mailbox.deciding import words_backend as words_backend  # re-exported
 from pochta.mailbox.intake import (
+    WORKER_MODULES,
     AnalysisSettings,
     Decider,
     Intake,
@@ -94,7 +93,7 @@ from pochta.mailbox.lists.sqlite import SQLiteSenderLists
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
-from pochta.redisconn import SyncClient, connect
+from pochta.redisconn import SyncClient
 from pochta.server.budget import Budget
 from pochta.server.tls import ServerTLS
 from pochta.types import (
@@ -385,43 +384,21 @@ def storage_sample(mailbox: Mailbox) -> StorageSample:
     )
 
 
-def _redis(settings: Settings) -> SyncClient | None:
-    """The one Redis client, from ``[redis]``, when guard, the shingle counters or the learned
-    words use Redis (they share it); reached once here, so that wrong settings stop pochta at
-    start."""
-    if "redis" not in (settings.guard.backend, settings.shingles.backend, words_backend(settings)):
-        return None
-    return connect(settings.redis, ping=True)
-
-
 def _postgres_stores(settings: Settings, *, followers: bool = True) -> list[str]:
     """The stores whose ``backend`` setting says postgres (``followers``: with the learned
     words and the history, whose ``auto`` follows the others)."""
-    backends: list[tuple[str, str]] = [
-        ("mailbox.backend", settings.mailbox.backend),
-        ("blobs.backend", settings.blobs.backend),
-        ("valkyrie.backend", settings.valkyrie.backend),
-    ]
+    backends = primary_postgres_stores(settings)
     if followers:
         backends += [
-            ("antispam.model_store", settings.antispam.model_store),
-            ("antispam.learned_words_backend", words_backend(settings)),
-            ("web.history_backend", history_backend(settings)),
+            name
+            for name, backend in (
+                ("antispam.model_store", settings.antispam.model_store),
+                ("antispam.learned_words_backend", words_backend(settings)),
+                ("web.history_backend", history_backend(settings)),
+            )
+            if backend == "postgres"
         ]
-    return [name for name, backend in backends if backend == "postgres"]
-
-
-def words_backend(settings: Settings) -> Literal["sqlite", "postgres", "redis"]:
-    """Where the learned words live (``antispam.learned_words_backend``; ``auto``: where the
-    installation's other shared stores are, so that every loader learns one table)."""
-    chosen = settings.antispam.learned_words_backend
-    if chosen != "auto":
-        return chosen
-    if _postgres_stores(settings, followers=False):
-        return "postgres"
-    if "redis" in (settings.guard.backend, settings.shingles.backend):
-        return "redis"
-    return "sqlite"
+    return backends
 
 
 def history_backend(settings: Settings) -> Literal["sqlite", "postgres"]:
@@ -431,28 +408,6 @@ def history_backend(settings: Settings) -> Literal["sqlite", "postgres"]:
     if chosen != "auto":
         return chosen
     return "postgres" if _postgres_stores(settings, followers=False) else "sqlite"
-
-
-def postgres_pool(settings: Settings) -> Postgres:
-    """A pool on the ``[postgres]`` database (``pochta db``); ConfigError without a dsn."""
-    from pochta.postgres.database import PoolSettings, Postgres
-
-    p = settings.postgres
-    if p.dsn is None:
-        raise ConfigError(
-            "postgres.dsn is not set: give the database as [postgres] dsn in the settings file"
-            " or POCHTA_POSTGRES__DSN"
-        )
-    pool = PoolSettings(
-        min_size=p.pool_min,
-        max_size=p.pool_max,
-        connect_timeout=p.connect_timeout,
-        pool_timeout=p.pool_timeout,
-        statement_timeout=p.statement_timeout,
-        synchronous_commit=p.synchronous_commit,
-        failover_timeout=p.failover_timeout,
-    )
-    return Postgres.connect(p.dsn.get_secret_value(), pool)
 
 
 def _postgres(settings: Settings) -> Postgres | None:
@@ -538,27 +493,6 @@ def connection_gate(settings: Settings) -> Gate:
     )
 
 
-def _shingler(settings: Settings, data: Path, redis_client: SyncClient | None) -> Shingler:
-    s = settings.shingles
-    store: CounterStore
-    if s.backend == "redis":
-        assert redis_client is not None
-        store = RedisStore(redis_client, prefix=s.key_prefix)
-    else:
-        store = SQLiteStore(data / "shingles.sqlite3", synchronous="normal")
-    return Shingler(
-        Counters(
-            store,
-            flush_interval=s.flush_interval,
-            shard_cells=s.shard_cells,
-            max_cells=s.max_cells,
-            wait_timeout=s.wait_timeout,
-            cache_size=s.cache_size,
-            cache_ttl=s.cache_ttl,
-        )
-    )
-
-
 def _scanner(
     settings: Settings,
     shingler: Shingler,
@@ -614,44 +548,6 @@ def _scanner(
     return scanner, config, live_model
 
 
-def worker_scanner(settings: Settings, model_: model.Model | None) -> Scanner:
-    """A worker process's decision half (``mailbox.intake.init_worker``): the server's rules,
-    ``model_`` (``Model.for_workers``), and this process's own connections to the shingles'
-    counters and the learned words (the same stores the server reads; each process buffers
-    its own increments and writes them every ``flush_interval``, as ``serve --workers``'s
-    processes do). No personal step: the recipients are the server's."""
-    data = settings.data_dir.resolve()
-    redis_client = _redis(settings)
-    backend = words_backend(settings)
-    pg = postgres_pool(settings) if backend == "postgres" else None
-    a = settings.antispam
-    counters = _shingler(settings, data, redis_client).counters
-    counters.start()
-    words = None
-    tokens = model_.tokens if model_ is not None else None
-    if a.learn_words and tokens is not None:
-        key = _secret(settings, a.learned_words_key, "words-key").encode()[:64]
-        words = Words(
-            _word_store(settings, data, pg, redis_client, warn=False),
-            shipped=tokens,
-            key=key,
-            flush_interval=a.learned_words_flush_seconds,
-            max_words=a.learned_words_max,
-            max_words_per_owner=a.learned_words_per_account_max,
-        )
-        words.start()
-    return Scanner(
-        words=words,
-        learn_from_verdicts=a.learn_words_from_verdicts,
-        rules_=rules.load(a.rules_file) if a.rules_file is not None else rules.default(),
-        model=model_,
-        counters=counters,
-        analyzer=Analyzer(),  # unused: the worker's analyzer is the intake's
-        authserv_id=a.authserv_id or settings.smtp.fqdn(),
-        unscored="spam" if a.on_timeout == "spam" else "ham",
-    )
-
-
 def decider(settings: Settings, model_: model.Model | None) -> Decider:
     """What builds each worker process's scanner (picklable: the settings and the model
     without its CatBoost booster)."""
@@ -702,39 +598,6 @@ def _forget_words(
             store.close()
 
     return forget
-
-
-def _word_store(
-    settings: Settings,
-    data: Path,
-    pg: Postgres | None,
-    redis_client: SyncClient | None,
-    *,
-    warn: bool = True,
-) -> WordStore:
-    """The learned words' store (``words_backend``). A table shared by several loaders must be
-    keyed alike on each: without ``antispam.learned_words_key`` each machine keys it with its
-    own ``<data_dir>/words-key``, and their words would not meet (said once, at start)."""
-    backend = words_backend(settings)
-    if backend == "sqlite":
-        return SQLiteWordStore(data / "words.sqlite3")
-    if warn and settings.antispam.learned_words_key is None:
-        log.warning(
-            "learned words are in %s, keyed with this machine's <data_dir>/words-key: set"
-            " antispam.learned_words_key (POCHTA_ANTISPAM__LEARNED_WORDS_KEY), the same on every"
-            " loader, or each loader's words stay its own",
-            backend,
-        )
-    timeout = settings.antispam.learned_words_read_timeout
-    if backend == "postgres":
-        from pochta.antispam.words.postgres import PostgresWordStore
-
-        assert pg is not None
-        return BoundedReads(PostgresWordStore(pg.share()), timeout=timeout)
-    from pochta.antispam.words.redis import RedisWordStore
-
-    assert redis_client is not None
-    return BoundedReads(RedisWordStore(redis_client), timeout=timeout)
 
 
 def analysis_settings(
@@ -799,6 +662,7 @@ def _intake(
             max_pending=max(64, 8 * processes),
             name="pochta-letters",
             finalizer=close_worker,
+            preload=WORKER_MODULES,
         )
     return Intake(
         make_analyzer(analysis, deferred=True),
@@ -832,19 +696,6 @@ def _guard_backends(
         SqliteFence(data / "guard-locks.sqlite3"),
         SqliteKnownClients(data / "guard-known.sqlite3"),
     )
-
-
-def _secret(settings: Settings, given: SecretStr | None, name: str) -> str:
-    """A secret from settings, else kept in ``<data_dir>/<name>`` (made once, mode 0600, by
-    whichever process comes first: ``pochta.secretfile``)."""
-    if given is not None:
-        value = given.get_secret_value()
-        if len(value) < secretfile.MIN_LENGTH:
-            raise ConfigError(
-                f"{name.replace('-', '_')} must be at least {secretfile.MIN_LENGTH} characters long"
-            )
-        return value
-    return secretfile.read_or_create(settings.data_dir / name)
 
 
 def service_token(settings: Settings) -> str:

@@ -26,8 +26,12 @@ Start method: ``forkserver``. ``fork`` would copy a server that runs threads (uv
 SQLite writers, the shingles flusher) with their locks held, a deadlock waiting in the
 child: Python 3.12 warns about it, and 3.14 made forkserver the default on Linux. The fork
 server is a fresh interpreter started by fork+exec; it forks each worker from itself, in
-~7 ms plus the worker's imports (spawn: ~40 ms plus imports). ``fn``, its arguments, its
-result and the initializer travel by pickle: module-level functions and plain data.
+~7 ms plus the worker's imports (spawn: ~40 ms plus imports). ``preload`` names the modules the
+fork server imports once, before it forks any worker (see :func:`preload`): a worker then
+starts with them, shares their pages with its siblings, and a replacement after a deadline
+starts in milliseconds. ``fn``, its arguments, its result and the initializer travel by
+pickle: module-level functions and plain data (a function's module is imported by the worker
+that unpickles it, so it should be a light one: ``app.py`` is not).
 
 How: one thread in the server per worker owns that worker's own pipe. It takes a task from
 the shared queue, sends it, waits with ``poll(deadline)``, and kills and replaces its worker
@@ -83,7 +87,7 @@ import pickle
 import signal
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -180,6 +184,7 @@ class WorkerPool:
         max_pending: int = 100,
         name: str = "pochta-worker",
         finalizer: Callable[[], object] | None = None,
+        preload: Sequence[str] = (),
     ) -> None:
         if processes < 1:
             raise ValueError("a worker pool needs at least one process")
@@ -191,6 +196,7 @@ class WorkerPool:
         self._initializer = initializer
         self._initargs = initargs
         self._finalizer = finalizer  # run by a worker whose pipe closed, before it exits
+        self._preload = tuple(preload)  # modules the fork server imports once for every worker
         self._ctx = multiprocessing.get_context(START_METHOD)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -214,6 +220,8 @@ class WorkerPool:
             if self._started:
                 return
             self._started = True
+        if self._preload:
+            preload(self._preload)
         workers: list[_Worker] = []
         try:
             for i in range(self.processes):  # all start at once, then each is awaited
@@ -524,6 +532,23 @@ class WorkerPool:
             raise WorkersUnavailable(f"a worker exited with code {code} while starting") from None
         if status != _READY:
             raise WorkersUnavailable(f"a worker's initializer failed:\n{detail}")
+
+
+def preload(modules: Sequence[str]) -> None:
+    """The fork server imports ``modules`` once, when it starts, and every worker forked from
+    it has them already: a worker then starts in milliseconds and shares those pages with its
+    siblings, instead of importing them itself (seconds of CPU each, and their memory each).
+    The fork server is one per process and starts with the first worker of any pool: modules
+    asked after that are imported by each worker as before. A module that fails to import is
+    skipped there (``multiprocessing`` ignores it) and imported, or fails, in the worker."""
+    with _preload_lock:
+        wanted = [*_preloaded, *(m for m in modules if m not in _preloaded)]
+        _preloaded[:] = wanted
+        multiprocessing.get_context(START_METHOD).set_forkserver_preload(wanted)
+
+
+_preload_lock = threading.Lock()
+_preloaded: list[str] = ["__main__"]  # multiprocessing's own default
 
 
 def _fail(future: Future[Any], exc: BaseException) -> None:

@@ -93,3 +93,13 @@ def test_without_workers_the_server_decides_and_counts(tmp_path: Path) -> None:
         assert p.shingles.counters.stats().updates > 0  # counted in the server's counters
     finally:
         p.close()
+
+
+def test_a_worker_imports_what_it_runs_not_the_whole_application(pochta: Pochta) -> None:
+    # its scanner is built by pochta.mailbox.deciding, not by pochta.app (which imports the
+    # blob store, guard, the HTTP side: ~300 modules and ~25 MB more in every worker)
+    pool = pochta.intake.pool
+    assert pool is not None
+    modules = ("pochta.app", "pochta.mailbox.deciding")
+    loaded = f"[m for m in {modules!r} if m in __import__('sys').modules]"
+    assert pool.run(eval, loaded) == ["pochta.mailbox.deciding"]

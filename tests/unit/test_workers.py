@@ -8,6 +8,8 @@ import asyncio
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -372,3 +374,27 @@ def test_stats_start_at_zero() -> None:
 
 def test_cores_counts_the_usable_cores() -> None:
     assert 1 <= cores() <= (os.cpu_count() or 1)
+
+
+# -- start-up: modules imported once by the fork server -------------------------------------
+
+_PRELOAD = """
+import sys
+from pochta.workers import WorkerPool
+assert "tabnanny" not in sys.modules
+with WorkerPool(1, preload={preload!r}, name="test-preload") as pool:
+    print(pool.run(eval, "'tabnanny' in __import__('sys').modules"))
+"""
+
+
+@pytest.mark.parametrize(("preload", "imported"), [(["tabnanny"], "True"), ([], "False")])
+def test_a_preloaded_module_is_in_every_worker_before_its_first_task(
+    preload: list[str], imported: str
+) -> None:
+    # a fresh interpreter each: the fork server is one per process and keeps its first preload
+    script = _PRELOAD.format(preload=preload)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [imported]

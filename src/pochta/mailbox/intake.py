@@ -75,6 +75,9 @@ from pochta.workers import WorkerPool
 log = logging.getLogger("pochta.intake")
 
 SMALL = 512 << 10  # bytes: a letter this small is taken by a worker before bigger ones
+WORKER_MODULES = ("pochta.mailbox.intake", "pochta.mailbox.deciding")
+"""What a worker process runs: imported once by the fork server (``WorkerPool(preload=)``),
+so that each worker starts with them already imported."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ _analyzer: Analyzer | None = None
 _scanner: Scanner | None = None
 
 Decider = Callable[[], Scanner]
-"""Builds a worker process's own decision half (``app.worker_scanner``: its own connections
+"""Builds a worker process's own decision half (``deciding.worker_scanner``: its own connections
 to the shingles' counters and the learned words, the rules, the model); picklable."""
 
 
