@@ -79,13 +79,21 @@ def tokenize(letter: Letter) -> frozenset[str]:
             out.add("fromname:" + word)
     for link in letter.web_links[:MAX_LINK_TOKENS]:
         out.add("url:" + link.registrable[:100])
-    for word in letter.text[:MAX_TEXT].lower().split():
+    words = letter.text[:MAX_TEXT].lower().split()
+    every = {w for w in map(_strip, words) if MIN_LEN <= len(w) <= MAX_LEN}
+    if len(out) + len(every) <= MAX_TOKENS:  # the bound is not reached: every word is read
+        return frozenset(out | every)
+    for word in words:
         if len(out) >= MAX_TOKENS:
             break
         word = word.strip(STRIP)
         if MIN_LEN <= len(word) <= MAX_LEN:
             out.add(word)
     return frozenset(out)
+
+
+def _strip(word: str) -> str:
+    return word.strip(STRIP)
 
 
 _KEYED: dict[bytes, Any] = {}
