@@ -49,7 +49,7 @@ def _format_chars() -> dict[int, None]:
 
 def text(value: str) -> str:
     s = unicodedata.normalize("NFKC", value).casefold().translate(_format_chars())
-    return _SPACE.sub(" ", s).strip()
+    return " ".join(s.split())  # _SPACE.sub(" ", s).strip(): re's \s is str.isspace()
 
 
 def subject(value: str) -> str:
