@@ -106,16 +106,24 @@ _CYRILLIC = re.compile(r"[\u0400-\u052f]+")
 _LATIN = re.compile(r"[A-Za-z]+")
 
 
+_ASCII = bytes(range(128))
+_NOT_LATIN = bytes(c for c in _ASCII if not chr(c).isalpha())  # an ASCII letter is Latin
+_NOT_UPPER = bytes(c for c in _ASCII if not chr(c).isupper())
+_NOT_DIGIT = bytes(c for c in _ASCII if not chr(c).isdigit())
+
+
 def _count(rx: re.Pattern[str], text: str) -> int:
     return sum(map(len, rx.findall(text)))
 
 
 def _letters(text: str) -> tuple[int, int, int, int, int]:
     """(letters, upper, digits, cyrillic, latin)"""
+    if text.isascii():  # every letter is Latin; counted by deleting every other byte
+        b = text.encode("ascii")
+        latin = len(b.translate(None, _NOT_LATIN))
+        upper = len(b.translate(None, _NOT_UPPER))
+        return latin, upper, len(b.translate(None, _NOT_DIGIT)), 0, latin
     upper, digits = sum(map(str.isupper, text)), sum(map(str.isdigit, text))
-    if text.isascii():  # every letter is Latin
-        latin = _count(_LATIN, text)
-        return latin, upper, digits, 0, latin
     return _count(_LETTERS, text), upper, digits, _count(_CYRILLIC, text), _count(_LATIN, text)
 
 

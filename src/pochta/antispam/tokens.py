@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from pochta.errors import ConfigError
 from pochta.mime.letter import Letter
@@ -85,7 +86,11 @@ def tokenize(letter: Letter) -> frozenset[str]:
     for link in letter.web_links[:MAX_LINK_TOKENS]:
         out.add("url:" + link.registrable[:100])
     out.update(header_tokens(letter))
-    for word in letter.text[:MAX_TEXT].lower().split():
+    words = letter.text[:MAX_TEXT].lower().split()
+    every = {w for w in map(_strip, words) if MIN_LEN <= len(w) <= MAX_LEN}
+    if len(out) + len(every) <= MAX_TOKENS:  # the bound is not reached: every word is read
+        return frozenset(out | every)
+    for word in words:
         if len(out) >= MAX_TOKENS:
             break
         word = word.strip(STRIP)
@@ -139,21 +144,44 @@ def header_tokens(letter: Letter) -> set[str]:
     return out
 
 
+def _strip(word: str) -> str:
+    return word.strip(STRIP)
+
+
+_KEYED: dict[bytes, Any] = {}
+"""Per key, a BLAKE2b state that has read the key and the personalization (hashing a token
+copies it: the same digest as a new keyed hash, without compressing the key's block again)."""
+
+
+def _keyed(key: bytes) -> Any:
+    state = _KEYED.get(key)
+    if state is None:
+        state = hashlib.blake2b(digest_size=8, key=key, person=b"pochta-word")
+        if len(_KEYED) < 16:
+            _KEYED[key] = state
+    return state
+
+
 def token_hash(token: str, key: bytes = b"") -> int:
     """A word's 64-bit name in the learned table (:mod:`pochta.antispam.words`): the table
     keeps hashes, never the words of people's letters, and with the installation's ``key``
     (at most 64 bytes) a short word (a code, a password) cannot be found again by hashing
     every candidate."""
-    digest = hashlib.blake2b(
-        token.encode("utf-8", "surrogatepass"), digest_size=8, key=key, person=b"pochta-word"
-    ).digest()
-    return int.from_bytes(digest, "big")
+    h = _keyed(key).copy()
+    h.update(token.encode("utf-8", "surrogatepass"))
+    return int.from_bytes(h.digest(), "big")
 
 
 def hashed(tokens: Iterable[str], key: bytes = b"") -> tuple[tuple[str, ...], tuple[int, ...]]:
     """The tokens, and their hashes (with ``key``) in the same order."""
     ordered = tuple(tokens)
-    return ordered, tuple(token_hash(t, key) for t in ordered)
+    state = _keyed(key)
+    out = []
+    for t in ordered:
+        h = state.copy()
+        h.update(t.encode("utf-8", "surrogatepass"))
+        out.append(int.from_bytes(h.digest(), "big"))
+    return ordered, tuple(out)
 
 
 def _chi2q(x2: float, freedom: int) -> float:
@@ -191,19 +219,30 @@ class TokenTable:
         c = self.counts.get(token)
         if c is None:
             return None
+        return self._f(c)
+
+    def _f(self, c: tuple[int, int]) -> float:
         s, h = c
         ps, ph = s / max(self.spam_letters, 1), h / max(self.ham_letters, 1)
         p = ps / (ps + ph) if ps + ph else PRIOR
         n = s + h
         return (STRENGTH * PRIOR + n * p) / (STRENGTH + n)
 
+    @cached_property
+    def _clues(self) -> dict[str, float]:
+        """f(w) of every token that can be a clue (computed once per table: the shipped
+        table's for every letter a process reads)."""
+        out = {}
+        for t, c in self.counts.items():
+            f = self._f(c)
+            if abs(f - 0.5) + 1e-12 >= MIN_DISTANCE:  # 0.4 as 0.6
+                out[t] = f
+        return out
+
     def clues(self, tokens: Iterable[str]) -> list[tuple[str, float]]:
         """The tokens that count, farthest from 0.5 first."""
-        found = []
-        for t in tokens:
-            f = self.probability(t)
-            if f is not None and abs(f - 0.5) + 1e-12 >= MIN_DISTANCE:  # 0.4 as 0.6
-                found.append((t, f))
+        known = self._clues
+        found = [(t, known[t]) for t in tokens if t in known]
         found.sort(key=lambda tf: (-abs(tf[1] - 0.5), tf[0]))
         return found[:MAX_CLUES]
 

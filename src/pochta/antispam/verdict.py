@@ -19,10 +19,10 @@ is a safety net, not the rule.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -232,27 +232,43 @@ def shingle_features(
     type was never seen in the window: "unknown" is not "clean" (the rules read these).
     ``spam_lean`` (:func:`spam_lean`, what the model reads) is 0 when nothing is known:
     unknown is neutral, between a shingle seen with ham and one seen with spam."""
-    sums: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    sums: dict[tuple[int, str], dict[str, int]] = {}
     for shingle, by_window in zip(shingles, counts, strict=True):
+        t = int(shingle.type)
         for window, values in by_window.items():
-            acc = sums[(int(shingle.type), window)]
+            acc = sums.get((t, window))
+            if acc is None:
+                sums[(t, window)] = dict(values)
+                continue
             for kind, value in values.items():
-                acc[kind] += value
-    unique_types = {int(u) for u in UNIQUE_TYPES}
+                acc[kind] = acc.get(kind, 0) + value
     out: dict[str, float] = {}
     for (t, window), c in sums.items():
-        seen = c["ham"] + c["spam"]
-        if t in unique_types:  # distinct pairs: the count is the feature
-            seen = max(seen, c["ham"] + c["spam"] + c["complaint"])
-        out[f"shingle.{t}.volume_{window}"] = math.log1p(seen)
-        out[f"shingle.{t}.spam_lean_{window}"] = spam_lean(c)
+        names = _feature_names(t, window)
+        ham, spam = c.get("ham", 0), c.get("spam", 0)
+        seen = ham + spam
+        if t in _UNIQUE_TYPES:  # distinct pairs: the count is the feature
+            seen = max(seen, ham + spam + c.get("complaint", 0))
+        out[names[0]] = math.log1p(seen)
+        out[names[1]] = spam_lean(c)
         if seen:
-            out[f"shingle.{t}.spam_ratio_{window}"] = c["spam"] / seen
-            out[f"shingle.{t}.ham_ratio_{window}"] = c["ham"] / seen
-            out[f"shingle.{t}.complaint_ratio_{window}"] = c["complaint"] / seen
-            out[f"shingle.{t}.unspam_ratio_{window}"] = c["unspam"] / seen
-            out[f"shingle.{t}.read_ratio_{window}"] = c["read"] / seen
+            out[names[2]] = spam / seen
+            out[names[3]] = ham / seen
+            out[names[4]] = c.get("complaint", 0) / seen
+            out[names[5]] = c.get("unspam", 0) / seen
+            out[names[6]] = c.get("read", 0) / seen
     return out
+
+
+_UNIQUE_TYPES = frozenset(int(u) for u in UNIQUE_TYPES)
+_NAMES = ("volume", "spam_lean", "spam_ratio", "ham_ratio", "complaint_ratio", "unspam_ratio",
+          "read_ratio")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _feature_names(t: int, window: str) -> tuple[str, ...]:
+    """``shingle.<type>.<stat>_<window>`` for the stats of :data:`_NAMES`, in that order."""
+    return tuple(f"shingle.{t}.{stat}_{window}" for stat in _NAMES)
 
 
 SPOOFING = frozenset(

@@ -49,7 +49,7 @@ def _format_chars() -> dict[int, None]:
 
 def text(value: str) -> str:
     s = unicodedata.normalize("NFKC", value).casefold().translate(_format_chars())
-    return _SPACE.sub(" ", s).strip()
+    return " ".join(s.split())  # _SPACE.sub(" ", s).strip(): re's \s is str.isspace()
 
 
 def subject(value: str) -> str:
@@ -74,9 +74,15 @@ def _psl() -> PublicSuffixList:
     return PublicSuffixList()
 
 
+_IPV4_CHARS = "0123456789."
+
+
 def ip(value: str) -> str | None:
+    s = value.strip().strip("[]").removeprefix("IPv6:")
+    if ":" not in s and s.strip(_IPV4_CHARS):
+        return None  # no IPv6 address lacks a colon, no IPv4 one has another character
     try:
-        addr = ipaddress.ip_address(value.strip().strip("[]").removeprefix("IPv6:"))
+        addr = ipaddress.ip_address(s)
     except ValueError:
         return None
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:

@@ -385,3 +385,34 @@ def test_any_text_is_a_condition_or_a_named_error(source: str) -> None:
     except expr.ExprError:
         return
     expr.truth(expr.evaluate(node, {"x": 1.0, "A": True}.get))
+
+
+def test_compiled_conditions_give_what_the_tree_gives() -> None:
+    """Each shipped rule's compiled condition (what ``evaluate`` runs) gives, for any values
+    of the names it reads (missing, 0, NaN, text, true...), exactly the tree walk's value."""
+    import random
+
+    shipped = rules.default()
+    names: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, expr.Name):
+            names.add(node.name)
+        for slot in getattr(node, "__slots__", ()):
+            value = getattr(node, slot)
+            for child in value if isinstance(value, tuple) else (value,):
+                if hasattr(child, "__slots__"):
+                    walk(child)
+
+    for rule in shipped.rules:
+        walk(rule.condition)
+    assert len(names) > 20
+    choices: list[expr.Value] = [None, 0.0, 1.0, -1.0, 0.5, 2.0, 10.0, math.nan, math.inf]
+    choices += [True, False, "pass", "fail", "none", "softfail", "reject"]
+    rng = random.Random(29)
+    for _ in range(500):
+        values = {name: rng.choice(choices) for name in names}
+        for rule in shipped.rules:
+            want = expr.evaluate(rule.condition, values.get)
+            got = expr.compiled(rule.condition)(values.get)
+            assert type(got) is type(want) and (got == want or got != got), rule.symbol

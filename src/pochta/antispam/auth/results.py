@@ -28,6 +28,7 @@ where the bytes are, and :func:`check_dmarc` runs on the answers.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import logging
@@ -443,8 +444,15 @@ def from_domain(letter: Letter) -> str | None:
     values = [v[:4096] for v in letter.headers("from")]
     if len(values) != 1:
         return None
+    return _from_domain(values[0])
+
+
+@functools.lru_cache(maxsize=1024)  # of at most 4 KiB each
+def _from_domain(value: str) -> str | None:
+    """The domain of the one address of a From field's value (remembered: a sender's letters
+    repeat it, and both the analysis and the authentication plan ask)."""
     try:
-        addresses = [a for _, a in getaddresses(values) if a]
+        addresses = [a for _, a in getaddresses([value]) if a]
     except Exception:
         return None
     if len(addresses) != 1:

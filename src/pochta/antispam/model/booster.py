@@ -19,6 +19,7 @@ module only loads, saves and runs a model.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -73,11 +74,19 @@ class Model:
     def content_probability(self, features: Mapping[str, float]) -> float:
         """P(spam) with the counters' columns at their defaults ("nothing known"): what the
         letter itself says (exactly the content model's part of :func:`fit`)."""
-        d = self.defaults
         return self.trees.probability(
-            [d[c] if design.LEAN.match(c) else float(features.get(c, math.nan))
-             for c in self.columns]
+            [float(features.get(c, math.nan)) if known else default
+             for c, known, default in self._content_columns]
         )  # fmt: skip
+
+    @functools.cached_property
+    def _content_columns(self) -> list[tuple[str, bool, float]]:
+        """Per column: its name, whether the letter's value is read (not a counters'
+        column), and the default a counters' column takes (read once per model)."""
+        d = self.defaults
+        return [
+            (c, False, d[c]) if design.LEAN.match(c) else (c, True, math.nan) for c in self.columns
+        ]
 
     def probabilities(self, rows: Sequence[Mapping[str, float]]) -> list[float]:
         return [float(p[1]) for p in self.booster.predict_proba([self.row(r) for r in rows])]

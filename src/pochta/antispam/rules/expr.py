@@ -420,6 +420,59 @@ def evaluate(node: Node, lookup: Lookup) -> Value:
     raise ExprError(f"unknown node {node!r}")  # pragma: no cover
 
 
+Compiled = Callable[[Lookup], Value]
+
+
+def compiled(node: Node) -> Compiled:
+    """``node`` as one function of the lookup: ``compiled(node)(lookup)`` is
+    ``evaluate(node, lookup)``, the same values in the same order (``and`` / ``or`` stop
+    where ``evaluate`` does), with the node types told apart once instead of for every
+    letter."""
+    if isinstance(node, Const):
+        const = node.value
+        return lambda lookup: const
+    if isinstance(node, Name):
+        name = node.name
+        return lambda lookup: lookup(name)
+    if isinstance(node, Not):
+        arg = compiled(node.arg)
+        return lambda lookup: not truth(arg(lookup))
+    if isinstance(node, BoolOp):
+        args = tuple(compiled(a) for a in node.args)
+        if node.op == "and":
+            return lambda lookup: all(truth(a(lookup)) for a in args)
+        return lambda lookup: any(truth(a(lookup)) for a in args)
+    if isinstance(node, Neg):
+        negated = compiled(node.arg)
+
+        def neg(lookup: Lookup) -> Value:
+            v = negated(lookup)
+            return -v if isinstance(v, float) else None
+
+        return neg
+    if isinstance(node, Arith):
+        op, left, right = node.op, compiled(node.left), compiled(node.right)
+        return lambda lookup: _arith(op, left(lookup), right(lookup))
+    if isinstance(node, Compare):
+        op = node.op
+        if isinstance(node.left, Name) and isinstance(node.right, Const):  # feature <op> 1.5
+            name, value = node.left.name, node.right.value
+            return lambda lookup: _compare(op, lookup(name), value)
+        left, right = compiled(node.left), compiled(node.right)
+        return lambda lookup: _compare(op, left(lookup), right(lookup))
+    if isinstance(node, In):
+        member, values, negative = compiled(node.left), node.values, node.negated
+
+        def in_(lookup: Lookup) -> Value:
+            v = member(lookup)
+            if v is None:
+                return False
+            return (v in values) != negative
+
+        return in_
+    raise ExprError(f"unknown node {node!r}")  # pragma: no cover
+
+
 def _arith(op: str, a: Value, b: Value) -> Value:
     if not isinstance(a, float) or not isinstance(b, float):
         return None

@@ -275,12 +275,27 @@ def evaluate(
             value = feats.get(name)
         return None if value is None else float(value)
 
-    for rule in rules.rules:
-        if expr.truth(expr.evaluate(rule.condition, lookup)):
+    for rule, condition in zip(rules.rules, _conditions(rules), strict=True):
+        if expr.truth(condition(lookup)):
             fired.add(rule.symbol)
             hits.append(Hit(rule.symbol, rule.score, rule.group, rule.description,
                             rule.description_ru))
     return hits
+
+
+_COMPILED: dict[int, tuple[Rules, tuple[expr.Compiled, ...]]] = {}
+"""Per rules object (by id, kept alive here so that the id stays its own): its conditions
+compiled (:func:`pochta.antispam.rules.expr.compiled`). A process holds one or two."""
+
+
+def _conditions(rules: Rules) -> tuple[expr.Compiled, ...]:
+    found = _COMPILED.get(id(rules))
+    if found is None or found[0] is not rules:
+        if len(_COMPILED) >= 8:  # rules reloaded many times: the old ones are let go
+            _COMPILED.clear()
+        conditions = tuple(expr.compiled(r.condition) for r in rules.rules)
+        found = _COMPILED[id(rules)] = (rules, conditions)
+    return found[1]
 
 
 def score(hits: Iterable[Hit]) -> float:

@@ -29,13 +29,14 @@ MAX_RECIPIENTS = 50
 MAX_RECEIVED = 20
 MAX_BODY_CHARS = 100_000
 MAX_BODY_WORDS = 5000
-MINHASH_WORDS = 4
+MINHASH_WORDS = 4  # minhash_run's zip of four slices reads exactly this many
 MINHASH_SPAN = 2000
 
 _WORD = re.compile(r"[^\W\d_]++")
 # a blank-separated token that is an address or a link: one with "@" or "://", or "www."
 # first; a match starts only at a token's start, so no token is read twice
 _DROPPED = re.compile(r"(?<!\S)(?:[^\s@]*+@|\S*?://|www\.)\S*+")
+_SPACE = b" "
 _BRACKET_IP = re.compile(r"\[(?:IPv6:)?([0-9A-Fa-f:.]{2,45})\]")
 
 
@@ -51,7 +52,8 @@ def minhash_run(words: Sequence[str]) -> str | None:
     if len(words) < MINHASH_WORDS:
         return None
     span = [w.encode("utf-8", "surrogatepass") for w in words[:MINHASH_SPAN]]
-    runs = [b" ".join(span[i : i + MINHASH_WORDS]) for i in range(len(span) - MINHASH_WORDS + 1)]
+    # each run of MINHASH_WORDS (4) consecutive words, in order
+    runs = list(map(_SPACE.join, zip(span, span[1:], span[2:], span[3:], strict=False)))
     crcs = list(map(zlib.crc32, runs))
     least = min(crcs)
     best = min(run for run, crc in zip(runs, crcs, strict=True) if crc == least)

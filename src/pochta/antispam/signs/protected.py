@@ -34,7 +34,7 @@ import functools
 import re
 import tomllib
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
@@ -148,6 +148,19 @@ def _skeleton_pattern(name: str) -> str:
     return r"\s+".join(re.escape(w) for w in skeleton(name).split())
 
 
+def _alternatives(names: Sequence[str], pattern: Callable[[str], str]) -> str:
+    return "(?:" + "|".join(map(pattern, names)) + ")"
+
+
+def _bounded_any(alternatives: Sequence[str], flags: int) -> re.Pattern[str]:
+    r"""One pattern that matches where any of ``alternatives`` does between word boundaries
+    (``(?<!\w)(?:a|b)(?!\w)``: the same texts as ``(?<!\w)a(?!\w)|(?<!\w)b(?!\w)``, as
+    the engine backtracks into every alternative); one that never matches when there is none."""
+    if not alternatives:
+        return re.compile("(?!)")
+    return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)", flags)
+
+
 class Protected:
     def __init__(self, orgs: Sequence[Org], abused_tlds: Iterable[str] = ()) -> None:
         self.orgs = tuple(orgs)
@@ -176,13 +189,17 @@ class Protected:
             for org in self.orgs
             if (latin := [_skeleton_pattern(n) for n in org.names if n.isascii()])
         ]
-        # one pass first: most texts name no organization, and then none is tried alone
-        self._any_name = re.compile(
-            "|".join(f"(?:{rx.pattern})" for _, rx in self._patterns) or "(?!)", re.IGNORECASE
-        )
-        self._any_skeleton = re.compile(
-            "|".join(f"(?:{rx.pattern})" for _, rx in self._skeleton_patterns) or "(?!)"
-        )
+        # one pass first: most texts name no organization, and then none is tried alone. The
+        # word boundaries are checked once for every name (not once per organization at every
+        # position): a match exists where one organization's pattern matches, and only there
+        names = [_alternatives(org.names, _name_pattern) for org in self.orgs if org.names]
+        self._any_name = _bounded_any(names, re.IGNORECASE)
+        latin_names = [
+            _alternatives([n for n in org.names if n.isascii()], _skeleton_pattern)
+            for org in self.orgs
+            if any(n.isascii() for n in org.names)
+        ]
+        self._any_skeleton = _bounded_any(latin_names, 0)
         self._tokens = [(org, t, skeleton(t)) for org in self.orgs for t in org.tokens]
         self._imitations: dict[str, Imitation | None] = {}
         self._confusable = [(org, t, skeleton(t)) for org in self.orgs for t in org.confusable_only]
