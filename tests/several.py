@@ -764,6 +764,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=30, help="the fault schedule's seed")
     parser.add_argument("--minutes", type=float, default=10.0, help="of faults (--faults)")
+    parser.add_argument(
+        "--longest", type=float, default=8.0, help="seconds a fault is held at most (--faults)"
+    )
     args = parser.parse_args(argv)
     why = netns.unavailable()
     if why is None:
@@ -778,7 +781,9 @@ def main(argv: list[str] | None = None) -> int:
         from tests import several_faults
 
         base.mkdir(parents=True, exist_ok=True)
-        return several_faults.main(args.seed, args.minutes, args.threads, args.mailboxes, base)
+        return several_faults.main(
+            args.seed, args.minutes, args.threads, args.mailboxes, base, args.longest
+        )
     started = time.monotonic()
     machines = Machines.start(base / "machines", failover=True)  # README's: under Patroni
     try:

@@ -179,8 +179,11 @@ class Scheduler:
     """Faults one after another, from ``random.Random(seed)``: every kind once per round, in a
     shuffled order; targets and durations drawn too. ``say`` prints each as it happens."""
 
-    def __init__(self, machines: Machines, seed: int, say: Any = print) -> None:
+    def __init__(
+        self, machines: Machines, seed: int, say: Any = print, longest: float = 8.0
+    ) -> None:
         self.m = machines
+        self.longest = longest
         self.kinds = [k for k in KINDS if k != "full disk" or isinstance(machines, FaultMachines)]
         self.rng = random.Random(seed)
         self.round: list[str] = []
@@ -195,7 +198,7 @@ class Scheduler:
 
     def run_one(self, t0: float) -> Fault:
         kind = self.next_kind()
-        fault = Fault(kind, "", round(self.rng.uniform(2.0, 8.0), 1))
+        fault = Fault(kind, "", round(self.rng.uniform(2.0, self.longest), 1))
         fault.both = self.rng.random() < 0.5
         undo = self._apply(fault)
         fault.began = fault.began or time.monotonic()
@@ -495,15 +498,19 @@ def run(
     max_faults: int | None = None,
     say: Any = print,
     history: Path | None = None,
+    longest: float = 8.0,
 ) -> dict[str, Any]:
-    """Faults for ``seconds`` (or ``max_faults`` of them) under ``rate`` letters a second;
-    a JSON-ready summary whose ``problems`` must be empty."""
+    """Faults for ``seconds`` (or ``max_faults`` of them, each held 2 s to ``longest``) under
+    ``rate`` letters a second; a JSON-ready summary whose ``problems`` must be empty."""
     boxes = [f"faults{i:02d}@example.org" for i in range(mailboxes)]
     add_users(machines, boxes)
     n = letters or int(rate * seconds * 1.5) + 50
     sent = corpus(n, boxes, seed=seed + 1000)
-    scheduler = Scheduler(machines, seed, say)
-    say(f"fault schedule: seed {seed}, {seconds:g} s, {rate:g} letters/s, {threads} clients")
+    scheduler = Scheduler(machines, seed, say, longest)
+    say(
+        f"fault schedule: seed {seed}, {seconds:g} s, faults held 2-{longest:g} s,"
+        f" {rate:g} letters/s, {threads} clients"
+    )
     sender = PacedSender(machines, sent, threads, rate)
     shard = login_shard(machines)
     guesser = Guesser(machines, boxes[-1])
@@ -586,7 +593,9 @@ def run(
     }
 
 
-def main(seed: int, minutes: float, threads: int, mailboxes: int, base: Path) -> int:
+def main(
+    seed: int, minutes: float, threads: int, mailboxes: int, base: Path, longest: float = 8.0
+) -> int:
     """``scripts/several-machines --faults``: the machines, the schedule, a JSON summary."""
     import sys
 
@@ -600,7 +609,7 @@ def main(seed: int, minutes: float, threads: int, mailboxes: int, base: Path) ->
 
         summary = run(
             machines, seed=seed, seconds=minutes * 60, threads=threads, mailboxes=mailboxes,
-            say=say, history=base / "history.jsonl",
+            say=say, history=base / "history.jsonl", longest=longest,
         )  # fmt: skip
         summary = {"setup_seconds": round(up, 1), **summary}
         summary["total_seconds"] = round(time.monotonic() - started, 1)
