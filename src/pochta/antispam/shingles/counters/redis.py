@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import redis
 from redis.crc import key_slot
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pochta.antispam.shingles.counters import Batch, Ref
 from pochta.antispam.shingles.counters.buckets import (
@@ -47,10 +48,11 @@ from pochta.errors import ConfigError, StorageError
 from pochta.redisconn import Call, Nodes, Script, SyncClient
 
 CALL_CELLS = 4096
-# after a read found Redis unavailable, reads fail at once for this long, and then one reader
-# at a time tries once (the others still fail at once) until one succeeds: a master that hangs
-# (stopped, cut off: its packets dropped) costs each letter nothing, not the timeout of every
-# try (up to 4 tries of ``[redis] timeout`` each, and a refresh of the map, per letter)
+# after a read found Redis unavailable (from its first failed try on), reads fail at once for
+# this long, and then one reader at a time tries once (the others still fail at once) until one
+# succeeds: a master that hangs (stopped, cut off: its packets dropped) costs one letter one
+# ``[redis] timeout`` (a timed-out try is not repeated), not every letter the timeout of every
+# try (up to 4 tries, and a refresh of the map, per letter)
 READ_PAUSE = 0.5
 """Cells per APPLY call at most (a call blocks its node while it runs: ~1-2 ms)."""
 
@@ -283,6 +285,11 @@ return table.concat(out, '\\n')
                 for b in out:
                     b.slots.clear()
                     b.days.clear()
+                with self._read_lock:  # the other readers fail at once meanwhile
+                    self._failing = True
+                    self._paused_until = time.monotonic() + READ_PAUSE
+                if isinstance(exc, RedisTimeoutError):
+                    break  # a node that hangs or is cut off: another try would hang as long
         raise StorageError(f"shingle counters: Redis unavailable: {last}")
 
     @staticmethod
