@@ -757,6 +757,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the loss of PostgreSQL's primary host, with its failover time",
     )
+    parser.add_argument(
+        "--faults",
+        action="store_true",
+        help="a seeded schedule of faults for --minutes (tests/several_faults.py)",
+    )
+    parser.add_argument("--seed", type=int, default=30, help="the fault schedule's seed")
+    parser.add_argument("--minutes", type=float, default=10.0, help="of faults (--faults)")
+    parser.add_argument(
+        "--longest", type=float, default=8.0, help="seconds a fault is held at most (--faults)"
+    )
     args = parser.parse_args(argv)
     why = netns.unavailable()
     if why is None:
@@ -767,6 +777,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"error": f"cannot build the machines here: {why}"}))
         return 2
     base = args.dir or Path(tempfile.mkdtemp(prefix="pochta-several-"))
+    if args.faults:
+        from tests import several_faults
+
+        base.mkdir(parents=True, exist_ok=True)
+        return several_faults.main(
+            args.seed, args.minutes, args.threads, args.mailboxes, base, args.longest
+        )
     started = time.monotonic()
     machines = Machines.start(base / "machines", failover=True)  # README's: under Patroni
     try:

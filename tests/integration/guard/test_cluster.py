@@ -1,5 +1,6 @@
 """Locks and limits on a Redis Cluster of 3 masters and 3 replicas: one slot per lock, work
-spread over the shards, and a master killed under a held lease."""
+spread over the shards, a master killed under a held lease, and the login limits' master
+lost (they fail closed, then hold on the promoted replica)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,17 @@ import pytest
 import redis
 from tests.servers import RedisCluster
 
-from pochta.errors import LeaseLost
+from pochta.config import RedisSettings
+from pochta.errors import GuardUnavailable, LeaseLost, RateLimited
+from pochta.guard.backends.redisknown import RedisKnownClients
 from pochta.guard.backends.redislock import RedisLockBackend
 from pochta.guard.backends.redisrate import RedisRateLimitBackend
+from pochta.guard.known import KnownClients
 from pochta.guard.lock import Locks
+from pochta.guard.logins import LoginGuard
 from pochta.guard.ratelimit import RateLimiter
-from pochta.types import Limit
+from pochta.redisconn import connect
+from pochta.types import Limit, Schedule
 
 pytestmark = pytest.mark.integration
 
@@ -75,5 +81,71 @@ def test_locks_and_limits_survive_a_master_kill(
     finally:
         with contextlib.suppress(LeaseLost):
             locks.close()
+        client.close()
+        redis_cluster.restart(victim)
+
+
+@pytest.mark.slow
+def test_login_limits_fail_closed_while_their_master_is_lost_and_hold_after_the_failover(
+    redis_cluster: RedisCluster, redis_cluster_client: redis.RedisCluster
+) -> None:
+    """Issue 30 item 3: the login limits' shard loses its master. While no master serves it,
+    every login is refused as unavailable (GuardUnavailable: HTTP 503, IMAP NO), the known
+    owner's included: no password is checked, so no guess gets
+    through unlimited. Once the replica has taken over, the counts it had are there: the
+    address that spent its failures is still refused, and new guesses are counted again."""
+    nodes = [f"127.0.0.1:{n.port}" for n in redis_cluster.live()]
+    client = connect(RedisSettings(mode="cluster", nodes=nodes, timeout=1.0))  # pochta's leash
+    guard = LoginGuard(
+        RateLimiter(RedisRateLimitBackend(client), SECRET, tag="login"),
+        KnownClients(RedisKnownClients(client), SECRET, remember_for=86400.0, tag="login"),
+        per_ip=Limit("login-ip", 5, 3600.0),
+        per_client=Limit("login-client", 3, 3600.0),
+        per_account=Schedule("login-account", free=10, checks=100, period=3600.0, max_wait=0.0),
+    )
+    alice, attacker, owner_ip = "alice@example.org", "203.0.113.7", "192.0.2.10"
+    binding = "0123456789abcdef0123456789abcdef"
+    guard.succeeded(guard.admit(owner_ip, alice, binding=binding))  # her usual address
+    guesses = 0
+    while True:  # the attacker guesses until refused: 3 failures on this account
+        try:
+            admission = guard.admit(attacker, alice, binding=binding)
+        except RateLimited:
+            break
+        guard.failed(admission)
+        guesses += 1
+    assert guesses == 3
+    victim = redis_cluster.master_of("{login}")
+    home = redis_cluster_client.get_node_from_key("{login}")
+    redis_cluster_client.wait(1, 1000, target_nodes=home)  # the replica has the counts
+    victim.kill()
+    outcomes: list[str] = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the attacker, then the owner, in turn
+            for ip in (attacker, owner_ip):
+                try:
+                    guard.admit(ip, alice, binding=binding)
+                    outcomes.append(f"{ip} admitted")
+                except RateLimited:
+                    outcomes.append(f"{ip} limited")
+                except GuardUnavailable:
+                    outcomes.append(f"{ip} unavailable")
+            if outcomes[-1] == f"{owner_ip} admitted":
+                break
+            time.sleep(0.1)
+        # the master was missed (refused as unavailable), then the replica took over
+        assert f"{attacker} unavailable" in outcomes and outcomes[-1] == f"{owner_ip} admitted"
+        assert f"{attacker} admitted" not in outcomes  # never let through while it was lost
+        assert redis_cluster.master_of("{login}").port != victim.port
+        with pytest.raises(RateLimited):  # the failures counted before the loss are there
+            guard.admit(attacker, alice, binding=binding)
+        # another address: its failures are counted on the new master as before
+        stranger = "198.51.100.9"
+        for _ in range(3):
+            guard.failed(guard.admit(stranger, alice, binding=binding))
+        with pytest.raises(RateLimited):
+            guard.admit(stranger, alice, binding=binding)
+    finally:
         client.close()
         redis_cluster.restart(victim)

@@ -22,12 +22,14 @@ the service write that batch again (at least once).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 
 import redis
 from redis.crc import key_slot
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pochta.antispam.shingles.counters import Batch, Ref
 from pochta.antispam.shingles.counters.buckets import (
@@ -46,6 +48,12 @@ from pochta.errors import ConfigError, StorageError
 from pochta.redisconn import Call, Nodes, Script, SyncClient
 
 CALL_CELLS = 4096
+# after a read found Redis unavailable (from its first failed try on), reads fail at once for
+# this long, and then one reader at a time tries once (the others still fail at once) until one
+# succeeds: a master that hangs (stopped, cut off: its packets dropped) costs one letter one
+# ``[redis] timeout`` (a timed-out try is not repeated), not every letter the timeout of every
+# try (up to 4 tries, and a refresh of the map, per letter)
+READ_PAUSE = 0.5
 """Cells per APPLY call at most (a call blocks its node while it runs: ~1-2 ms)."""
 
 
@@ -128,6 +136,10 @@ return table.concat(out, '\\n')
         self._tags = [f"{prefix}{{{tag(s)}}}" for s in range(SHARDS)]
         self._slots = [key_slot(tag(s).encode()) for s in range(SHARDS)]
         self._life = str(DAY_KEY_DAYS * DAY + EXPIRY_MARGIN)
+        self._read_lock = threading.Lock()
+        self._failing = False  # the last read found Redis unavailable
+        self._probing = False  # a reader is trying it again
+        self._paused_until = 0.0  # monotonic: reads fail at once until then
 
     def _nodes(self, shards: Sequence[int]) -> list[tuple[redis.Redis, list[int]]]:
         """The node client serving each shard, grouped: (client, shards)."""
@@ -201,20 +213,55 @@ return table.concat(out, '\\n')
                     results[i] = error
         if failed:
             self.nodes.refresh()
+        elif self._failing:  # every node took its batch: reads need not wait for a probe
+            with self._read_lock:
+                self._failing = False
         return results
 
     # -- reads ----------------------------------------------------------------------------
     def read(self, refs: Sequence[Ref], span: Span) -> list[Buckets]:
+        """The stored buckets of ``refs``. StorageError when Redis cannot be read: at once
+        while a recent read found it unavailable (``READ_PAUSE``; then one reader tries
+        again, once, while the others still fail at once)."""
         out = [Buckets() for _ in refs]
         if not refs:
             return out
+        probe = False
+        with self._read_lock:
+            if self._failing:
+                if self._probing or time.monotonic() < self._paused_until:
+                    raise StorageError("shingle counters: Redis unavailable (a read just failed)")
+                self._probing = probe = True
+        try:
+            if probe:  # the Cluster's masters may have changed meanwhile (a failover)
+                self.nodes.refresh()
+            got = self._read(refs, span, out, 0 if probe else self.retries)
+        except StorageError:
+            with self._read_lock:
+                self._failing, self._paused_until = True, time.monotonic() + READ_PAUSE
+                if probe:
+                    self._probing = False
+            raise
+        except BaseException:
+            if probe:
+                with self._read_lock:
+                    self._probing = False
+            raise
+        if self._failing:
+            with self._read_lock:
+                self._failing = self._probing = False
+        return got
+
+    def _read(
+        self, refs: Sequence[Ref], span: Span, out: list[Buckets], retries: int
+    ) -> list[Buckets]:
         days = range(
             min([span.day_from, *span.slot_days[:1]]), max([span.day_to, *span.slot_days[-1:]]) + 1
         )
         head = (days.start, days.stop - 1)
         prefix = self.prefix
         last: Exception | None = None
-        for attempt in range(self.retries + 1):
+        for attempt in range(retries + 1):
             if attempt:
                 self.nodes.refresh()
                 time.sleep(min(1.0, 0.05 * 4**attempt))
@@ -238,6 +285,11 @@ return table.concat(out, '\\n')
                 for b in out:
                     b.slots.clear()
                     b.days.clear()
+                with self._read_lock:  # the other readers fail at once meanwhile
+                    self._failing = True
+                    self._paused_until = time.monotonic() + READ_PAUSE
+                if isinstance(exc, RedisTimeoutError):
+                    break  # a node that hangs or is cut off: another try would hang as long
         raise StorageError(f"shingle counters: Redis unavailable: {last}")
 
     @staticmethod
