@@ -376,13 +376,15 @@ ROWS: list[Row] = [
         "(?<!\\w)-led literals; tails bounded {0,3}", "display_name", rep("сбер "),
         lambda t: protected.default().named_in(t)),
     *(
-        Row(f"pochta/antispam/signs/protected.py:Protected.__init__() ({i})", what,
+        Row(f"pochta/antispam/signs/protected.py:{key}", what,
             "display name, visible text (4,096 chars: MAX_NAMED_TEXT)", LINEAR, AS_IS,
             "(?<!\\w)-led literals; bounded input", None, rep("сбер "),
             lambda t: protected.default().named_in(t))
-        for i, what in [(2, "organization names as skeletons (PayPaI)"),
-                        (3, "any organization name, one pass first"),
-                        (4, "any skeleton, one pass first")]
+        for key, what in [
+            ("Protected.__init__() (2)", "organization names as skeletons (PayPaI)"),
+            ("_bounded_any()", "any organization name, one pass first"),
+            ("_bounded_any() (2)", "any skeleton, one pass first"),
+        ]
     ),
     # -- lures.py (issue 28): today's lures, behind the RE2 prefilter like wording's ------------
     Row(f"{LU}:ACCOUNT_LURE", "account lures: keep your password, mailbox full, pending "
@@ -515,6 +517,9 @@ ROWS: list[Row] = [
              "search; \\d{1,19} between literal braces, then \\r?\\n\\Z: one way to match"),
             ("pochta/server/imapproto.py:_NO_ARGS", "UNSELECT / NAMESPACE with a tag",
              "an IMAP command", "match; one character class, then a literal word"),
+            ("pochta/server/imapproto.py:_NUMBER",
+             "a one-letter sequence set (a FETCH of one letter, without pymap's parser)",
+             "a FETCH command's sequence set", "fullmatch; a digit, then {0,18} of one class"),
             ("pochta/server/imapproto.py:_TAG", "a command's tag", "an IMAP command",
              "match, {1,64} of one class"),
             ("pochta/server/imapproto.py:_FETCH", "a FETCH's tag, UID, sequence set, attributes",

@@ -10,12 +10,7 @@ not show. This is the classic statistic for it, as SpamBayes computes it:
   SpamBayes and SpamAssassin's Bayes read the header too, the sender (``from:`` its address,
   ``fromdomain:`` its domain, ``fromname:`` the words of its display name) and the
   registrable domain of each of the first :data:`MAX_LINK_TOKENS` links (``url:``): an
-  installation learns which senders and linked sites its mail comes with; and what the
-  sender's program wrote in the header (:func:`header_tokens`: the mail program, the body's
-  type, charset and transfer encoding, priority and precedence, the Reply-To domain, the
-  number of recipients, whether it answers a letter): fields the sender writes, never those
-  the receiving side adds (Received, Delivered-To, X-Keywords, the Message-ID a relay made
-  up);
+  installation learns which senders and linked sites its mail comes with;
 - a token's spam probability is Robinson's ``f(w) = (s·x + n·p) / (s + n)``, ``p`` the share of
   its occurrences in spam with each class's count normalized by its number of letters, ``n``
   the letters it was seen in, ``x = 0.5`` and strength ``s = 1`` (a token seen once is a weak
@@ -34,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -85,7 +79,6 @@ def tokenize(letter: Letter) -> frozenset[str]:
             out.add("fromname:" + word)
     for link in letter.web_links[:MAX_LINK_TOKENS]:
         out.add("url:" + link.registrable[:100])
-    out.update(header_tokens(letter))
     words = letter.text[:MAX_TEXT].lower().split()
     every = {w for w in map(_strip, words) if MIN_LEN <= len(w) <= MAX_LEN}
     if len(out) + len(every) <= MAX_TOKENS:  # the bound is not reached: every word is read
@@ -97,51 +90,6 @@ def tokenize(letter: Letter) -> frozenset[str]:
         if MIN_LEN <= len(word) <= MAX_LEN:
             out.add(word)
     return frozenset(out)
-
-
-_CHARSET = re.compile(r'charset\s*=\s*"?([\w.:-]{1,40})', re.IGNORECASE)
-_PRESENT = ("in-reply-to", "references", "list-id", "organization", "mime-version")
-_VALUED = ("x-priority", "x-msmail-priority", "importance", "precedence")
-
-
-def header_tokens(letter: Letter) -> set[str]:
-    """Tokens of the header fields the sender's program writes: ``xm:`` its name (X-Mailer or
-    User-Agent, first two words; ``xm:none``) and ``xm1:`` its first word, ``ct:`` the top
-    MIME type (``ct:none``), ``cs:`` its charset, ``cte:`` the transfer encoding, ``has:``
-    the presence of a field of :data:`_PRESENT` and ``<field>:`` the value of one of
-    :data:`_VALUED`, ``rt:`` the Reply-To address's domain, ``nto:`` the To addresses (0..5,
-    5 for more). Each value cut to 40 characters."""
-    out: set[str] = set()
-
-    def value(name: str) -> str:
-        return (letter.header(name) or "").strip().lower()
-
-    mailer = (value("x-mailer") or value("user-agent")).split()
-    if mailer:
-        out.add("xm:" + " ".join(mailer[:2])[:40])
-        out.add("xm1:" + mailer[0][:40])
-    else:
-        out.add("xm:none")
-    ctype = value("content-type")
-    out.add("ct:" + (ctype.split(";", 1)[0].strip()[:40] if ctype else "none"))
-    charset = _CHARSET.search(ctype)
-    if charset:
-        out.add("cs:" + charset.group(1).lower())
-    cte = value("content-transfer-encoding")
-    if cte:
-        out.add("cte:" + cte[:40])
-    for name in _PRESENT:
-        if letter.header(name) is not None:
-            out.add("has:" + name)
-    for name in _VALUED:
-        v = value(name)
-        if v:
-            out.add(f"{name}:{v[:40]}")
-    reply_to = value("reply-to")
-    if "@" in reply_to:
-        out.add("rt:" + reply_to.rsplit("@", 1)[1].strip("<>\"' ")[-40:])
-    out.add(f"nto:{min(len(letter.to_addresses), 5)}")
-    return out
 
 
 def _strip(word: str) -> str:
