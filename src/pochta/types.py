@@ -2,6 +2,7 @@
 
 Backends (SQLite, in-memory, later PostgreSQL / Tarantool / WebDAV) implement these Protocols and
 pass the same contract suite in ``tests/contract``. Nothing here does I/O.
+The words used here and across pochta are defined in ``docs/glossary.md``.
 """
 
 from __future__ import annotations
