@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note, percentile
-from pochta.server.tls import new_ca, signed
+from pochta.tls import new_ca, signed
 
 GOAL_MB = 300.0
 PASSWORD = "benchmark password"

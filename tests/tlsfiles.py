@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pochta.server.tls import new_ca, signed
+from pochta.tls import new_ca, signed
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ from pochta.blobs.valkyrie import (
     ValkyrieRunner,
     ValkyrieState,
 )
+from pochta.budget import Budget
 from pochta.config import HttpSettings, ImapSettings, Settings, SmtpSettings
 from pochta.errors import ConfigError, InvalidInput
 from pochta.executors import Executors
@@ -68,7 +69,6 @@ from pochta.guard.devices import Devices
 from pochta.guard.known import KnownClients
 from pochta.guard.lock import Locks
 from pochta.guard.logins import LoginGuard
-from pochta.guard.networks import parse_networks
 from pochta.guard.ratelimit import RateLimiter
 from pochta.health import HealthCheck
 from pochta.history import Recorder, SQLiteHistory
@@ -93,9 +93,9 @@ from pochta.mailbox.lists.sqlite import SQLiteSenderLists
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.mailbox.worker import DeletionWorker
+from pochta.netaddr import parse_networks
 from pochta.redisconn import SyncClient
-from pochta.server.budget import Budget
-from pochta.server.tls import ServerTLS
+from pochta.tls import ServerTLS
 from pochta.types import (
     Activity,
     DiskSpec,

@@ -32,6 +32,12 @@ from pydantic_settings import (
 )
 
 from pochta.errors import ConfigError
+from pochta.netaddr import parse_networks, parse_server
+from pochta.types import RAMP
+
+CHECK_SLACK = 1.0
+"""Seconds past a letter's DNS lifetime that its last runs of SPF and DMARC may take (a few
+milliseconds each, and the wait for a thread of the pool they run in)."""
 
 
 class Section(BaseModel):
@@ -114,8 +120,6 @@ class HttpSettings(Section):
     @field_validator("trusted_proxies")
     @classmethod
     def _networks(cls, proxies: list[str]) -> list[str]:
-        from pochta.guard.networks import parse_networks
-
         parse_networks(proxies)  # ValueError: names the value
         return proxies
 
@@ -506,8 +510,6 @@ class GuardSettings(Section):
     def _schedule_fits(self) -> GuardSettings:
         """The account's schedule needs room past its free checks and the ramp of growing
         delays (``pochta.guard.schedule``)."""
-        from pochta.guard.schedule import RAMP
-
         least = 2 * self.login_account_free + RAMP
         if self.login_account_checks <= least:
             raise ValueError(
@@ -797,8 +799,6 @@ class AntispamSettings(Section):
     @classmethod
     def _dns_server(cls, value: str | None) -> str | None:
         if value is not None:
-            from pochta.antispam.auth.resolver import parse_server
-
             parse_server(value)  # ValueError: a clear message for the settings error
         return value
 
@@ -986,8 +986,6 @@ class ConnectionSettings(Section):
     @field_validator("trusted_networks", "cleartext_login_networks")
     @classmethod
     def _networks(cls, values: list[str]) -> list[str]:
-        from pochta.guard.networks import parse_networks
-
         parse_networks(values)  # ValueError: names the value
         return values
 
@@ -1062,8 +1060,6 @@ class Settings(BaseSettings):
         deadline, bounded here by lifetime + slack + 2 x deadline. Not bounded by time: the
         waits for a free worker (their queue is bounded, ``WorkerPool.max_pending``) and the
         storing itself."""
-        from pochta.antispam.auth.authenticator import CHECK_SLACK
-
         a = self.antispam
         worst = a.dns_lifetime + CHECK_SLACK + 2 * a.deadline_seconds
         if a.dns == "system" and worst >= self.smtp.command_timeout:

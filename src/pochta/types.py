@@ -2,6 +2,7 @@
 
 Backends (SQLite, in-memory, later PostgreSQL / Tarantool / WebDAV) implement these Protocols and
 pass the same contract suite in ``tests/contract``. Nothing here does I/O.
+The words used here and across pochta are defined in ``docs/glossary.md``.
 """
 
 from __future__ import annotations
@@ -610,6 +611,11 @@ class RateDecision:
     denied: tuple[str, ...] = ()  # the names of the limits that refused
 
 
+RAMP = 5
+"""A :class:`Schedule`'s checks over ``free`` before the interval reaches its spacing
+(``pochta.guard.schedule``; the settings check that a schedule leaves room for it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """Spaces out one subject's checks (an account's password checks by clients it does not
@@ -895,7 +901,7 @@ class Activity(Protocol):
 
 class Held(Protocol):
     """One holder's share of the server's budget of bytes in memory (``memory_budget``;
-    :class:`pochta.server.budget.Share`): what it takes is given back all at once by its
+    :class:`pochta.budget.Share`): what it takes is given back all at once by its
     owner, whatever way the holding ends."""
 
     def take(self, n: int) -> bool:

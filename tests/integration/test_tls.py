@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pochta.server.tls import self_signed
+from pochta.tls import self_signed
 from tests.integration.conftest import Server, start_server
 from tests.integration.test_smtp import add_users, raws, strip_trace
 from tests.mailtools import letter, payload

@@ -1,4 +1,4 @@
-"""The server-wide budget of bytes in flight (pochta.server.budget): never more than its total
+"""The server-wide budget of bytes in flight (pochta.budget): never more than its total
 taken, and every share gives back exactly what it took, whatever order things happen in."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pochta.server.budget import Budget
+from pochta.budget import Budget
 
 
 def test_take_is_all_or_nothing_and_give_returns_it() -> None:

@@ -11,7 +11,7 @@ from cryptography import x509
 from typer.testing import CliRunner
 
 from pochta.cli import app
-from pochta.server.tls import server_context
+from pochta.tls import server_context
 
 runner = CliRunner()
 

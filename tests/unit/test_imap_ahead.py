@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pochta.server.budget import Budget
+from pochta.budget import Budget
 from pochta.server.imapahead import AHEAD_BYTES, AHEAD_MAX, AHEAD_MIN, AHEAD_SECONDS, ReadAhead
 from pochta.server.imapstore import WHOLE, Opened
 from pochta.types import FolderEntry, LetterFlag, StoredLetter

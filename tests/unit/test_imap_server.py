@@ -34,12 +34,12 @@ from tests.mailtools import letter, payload
 
 from pochta.antispam.verdict import Analyzer
 from pochta.app import Pochta, build
+from pochta.budget import Budget
 from pochta.config import SmtpSettings, load_settings
 from pochta.errors import RateLimited
-from pochta.guard.networks import LOOPBACK, parse_networks, within
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker
+from pochta.netaddr import LOOPBACK, parse_networks, within
 from pochta.server import imapstore, smtp
-from pochta.server.budget import Budget
 from pochta.server.imap import ImapLimits, ImapServer
 from pochta.server.imapstore import ImapStore
 from pochta.server.passwords import PasswordSlots

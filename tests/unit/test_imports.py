@@ -1,6 +1,6 @@
-"""Import rules, read from the source with ``ast``: the runtime (``pochta``) never imports the
-model factory (``pochta_factory``) except inside a CLI command, and no package has an import
-circle."""
+"""Import rules, read from the source with ``ast``: no import runs up SPEC §1's layers
+(``LAYERS``); the runtime (``pochta``) never imports the model factory (``pochta_factory``)
+except inside a CLI command; no package has an import circle."""
 
 from __future__ import annotations
 
@@ -141,3 +141,53 @@ def test_loading_the_server_and_the_cli_loads_no_factory_module() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+LAYERS = {
+    # the bottom: settings, the contract, errors, and what every part uses (no domain logic)
+    **dict.fromkeys(
+        (
+            *("pochta", "errors", "types", "config", "netaddr", "tls", "budget", "logs"),
+            *("metrics", "health", "secretfile", "sqlitedb", "executors", "workers"),
+            *("postgres", "redisconn"),
+        ),
+        0,
+    ),
+    "mime": 1,  # the letter: split and reassembled, pure
+    **dict.fromkeys(["antispam", "blobs", "guard", "history"], 2),
+    "mailbox": 3,  # delivery, the index, deletion: over the blob store, antispam and guard
+    "app": 4,  # builds the services from the settings
+    **dict.fromkeys(["server", "cli", "__main__"], 5),  # the edges
+}
+"""SPEC §1's parts, bottom to top: a module may import its own part and the parts below it."""
+
+
+def _part(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of ``graph`` from a part to a part above it."""
+    return sorted(
+        f"{a} -> {b}"
+        for a, imported in graph.items()
+        for b in imported
+        if LAYERS[_part(b)] > LAYERS[_part(a)]
+    )
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    graph = _graph("pochta")
+    assert {_part(m) for m in graph} <= set(LAYERS)  # a new part must be placed in a layer
+    assert _upward(graph) == []
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    graph = {
+        "pochta.config": {"pochta.antispam.auth.resolver", "pochta.errors"},
+        "pochta.mailbox.intake": {"pochta.mime.letter", "pochta.app"},
+    }
+    assert _upward(graph) == [
+        "pochta.config -> pochta.antispam.auth.resolver",
+        "pochta.mailbox.intake -> pochta.app",
+    ]

@@ -11,9 +11,9 @@ import pytest
 from tests.mailtools import letter
 
 from pochta.antispam.verdict import TIMEOUT, Analyzer, Scanner, unanalyzed
+from pochta.budget import Budget
 from pochta.errors import Overloaded, WorkerTimeout
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker
-from pochta.server.budget import Budget
 from pochta.types import Envelope
 from pochta.workers import WorkerPool
 

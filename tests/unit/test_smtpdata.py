@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pochta.server.budget import Budget
+from pochta.budget import Budget
 from pochta.server.smtpdata import COMMAND_LIMIT, CommandWatch, DataReader, Spool
 
 

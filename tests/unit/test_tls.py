@@ -1,4 +1,4 @@
-"""pochta.server.tls: handshakes see the newest certificate; a failed reload changes nothing."""
+"""pochta.tls: handshakes see the newest certificate; a failed reload changes nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from pochta.config import TlsSettings
 from pochta.errors import ConfigError
-from pochta.server.tls import ServerTLS, self_signed
+from pochta.tls import ServerTLS, self_signed
 
 
 def write(directory: Path, hosts: list[str]) -> bytes:

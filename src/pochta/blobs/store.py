@@ -1,4 +1,5 @@
-"""The loader: inc / upload / dec / get over FileDB, PairDB and the disks (SPEC §2).
+"""``BlobStore``, the blob store's four operations: inc / upload / dec / get over FileDB, PairDB
+and the disks (SPEC §2; seed 004 calls the service that runs them "the loader").
 
 upload: pick a writable pair (weighted by free^(1/N)), create ``tmp/<random>.part`` on both
 disks and probe it on both at once (the probe's bytes, which the content replaces; a pair that

@@ -14,8 +14,8 @@ import typer
 
 from pochta.cli.common import JsonOpt, emit, handles_errors, out
 from pochta.errors import ConfigError, InvalidInput
-from pochta.server.tls import new_ca, signed
-from pochta.server.tls import self_signed as make_self_signed
+from pochta.tls import new_ca, signed
+from pochta.tls import self_signed as make_self_signed
 
 app = typer.Typer(help="TLS certificates.", no_args_is_help=True)
 

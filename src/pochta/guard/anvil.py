@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from pochta.guard.networks import Network, parse_networks
+from pochta.netaddr import Network, parse_networks
 from pochta.types import Clock, ConnectionTable, ConnectionTally
 
 Scope = Literal["ip", "network", "total"]

@@ -43,9 +43,9 @@ import math
 from dataclasses import dataclass
 
 from pochta.errors import InvalidInput
+from pochta.types import RAMP as RAMP  # the formula's constant: in the contract, for the settings
 from pochta.types import Schedule, Slot
 
-RAMP = 5  # checks over ``free`` before the interval reaches ``spacing``
 EPSILON = 1e-6  # seconds: a slot this little past max_wait is within it (float rounding)
 
 

@@ -30,7 +30,7 @@ they are unpickled).
 
 Only a letter no worker could prepare (past the deadline, or its worker died) is read whole
 into the server, to be stored unsplit; so its bytes are taken from the server's memory budget
-(:mod:`pochta.server.budget`) first, into the caller's share (``held``: the letter's spool's,
+(:mod:`pochta.budget`) first, into the caller's share (``held``: the letter's spool's,
 given back once the letter is stored). When the budget cannot hold them the letter is not
 read: :class:`~pochta.errors.Overloaded` goes up (SMTP answers 451, IMAP ``NO
 [UNAVAILABLE]``), as a letter's memory must never grow past the budget. Without workers

@@ -1,7 +1,7 @@
 """The CPU half of a delivery: parse the letter once, analyze it, split it. Pure; no I/O.
 
 ``prepare`` is what a worker process runs for each letter received over SMTP/LMTP (see
-:mod:`pochta.antispam.worker`), and what an import or a test runs in its own process: the raw
+:mod:`pochta.mailbox.intake`), and what an import or a test runs in its own process: the raw
 bytes are parsed once into a :class:`~pochta.mime.letter.Letter`, the verdict's analysis reads
 it (when an analyzer is given), the shingles are taken from it (the same ones the verdict saw,
 and later counted), and the split cuts the parts the parse planned. The result crosses the

@@ -1,5 +1,6 @@
 """PostgreSQL for pochta's metadata: a connection pool (``database``), schema migrations
-(``migrate`` and the numbered files in ``migrations/``) and group commit (``batch``).
+(``migrate`` and the numbered files in ``migrations/``). Group commit, which FileDB uses on
+both engines, is ``pochta.blobs.filedb.group``.
 
 The stores kept there live beside their embedded twins: ``pochta.blobs.filedb.postgres``,
 ``pochta.blobs.pairs_postgres``, ``pochta.blobs.valkyrie_postgres``, ``pochta.mailbox.postgres``.

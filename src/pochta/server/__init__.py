@@ -1,1 +1,2 @@
-"""Protocol edges: HTTP (FastAPI) now; SMTP/LMTP later. Edges translate, never decide."""
+"""Protocol edges: SMTP/LMTP (aiosmtpd), IMAP, and HTTP (FastAPI: the API, webmail, admin).
+Edges translate, never decide."""

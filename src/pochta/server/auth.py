@@ -11,7 +11,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pochta.errors import TlsRequired
-from pochta.guard.networks import within
+from pochta.netaddr import within
 
 _bearer = HTTPBearer(
     auto_error=False,

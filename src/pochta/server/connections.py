@@ -35,7 +35,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from pochta import metrics
 from pochta.guard.anvil import Admission, Gate, Limits
 from pochta.guard.backends.conntable import CAPACITY, MemoryConnectionTable
-from pochta.guard.networks import Network, within
+from pochta.netaddr import Network, within
 
 log = logging.getLogger("pochta.connections")
 

@@ -19,14 +19,14 @@ from pydantic import BaseModel
 from pochta import __version__, logs
 from pochta.app import Pochta, build, connection_gate, server_tls, service_token, web_secret
 from pochta.config import Settings
-from pochta.guard.networks import parse_networks
+from pochta.netaddr import parse_networks
 from pochta.server import blobs, errors, imap, lists, mailbox, scan, shingles, smtp, web
 from pochta.server import metrics as metrics_api
 from pochta.server.connections import Doorman
 from pochta.server.imapstore import ImapStore
 from pochta.server.limits import Bound, RequestBounds
 from pochta.server.passwords import PasswordSlots
-from pochta.server.tls import ServerTLS
+from pochta.tls import ServerTLS
 
 log = logging.getLogger("pochta.http")
 

@@ -14,7 +14,7 @@ with their reason. Everything a client controls is bounded (:class:`ImapLimits`)
   most ``literal_size`` (``smtp.max_message_size``, advertised as APPENDLIMIT), spooled as
   SMTP's DATA is (:class:`pochta.server.smtpdata.Spool`: memory up to ``spool_threshold``,
   then a file). The literals held in memory, an APPEND's letter among them, are taken from
-  the server-wide budget of bytes in flight (:mod:`pochta.server.budget`, shared with SMTP)
+  the server-wide budget of bytes in flight (:mod:`pochta.budget`, shared with SMTP)
   until the command is done;
 - an APPEND's letter is prepared from where it lies by the intake (worker processes read the
   file, and write its big parts to files of their own) and delivered. A letter in memory is
@@ -80,6 +80,7 @@ from pymap.parsing.command import nonauth as nonauth_cmd
 from pymap.parsing.command import select as select_cmd
 from pymap.parsing.specials.fetchattr import FetchAttribute
 
+from pochta.budget import Budget, Share
 from pochta.config import ImapSettings, Settings, SmtpSettings
 from pochta.errors import (
     AlreadyExists,
@@ -95,11 +96,10 @@ from pochta.errors import (
 )
 from pochta.executors import run_in
 from pochta.guard.anvil import Limits
-from pochta.guard.networks import LOOPBACK, Network, parse_networks, within
 from pochta.mailbox.intake import Intake, Letter, Spilled
 from pochta.mailbox.prepare import Prepared
+from pochta.netaddr import LOOPBACK, Network, parse_networks, within
 from pochta.server import imapfetch, imapproto
-from pochta.server.budget import Budget, Share
 from pochta.server.connections import Doorman, imap_refusal, local_doorman
 from pochta.server.imapahead import AHEAD_SMALL, ReadAhead
 from pochta.server.imapfetch import Piece, Value

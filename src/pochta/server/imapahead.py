@@ -27,7 +27,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 
-from pochta.server.budget import Budget
+from pochta.budget import Budget
 from pochta.server.imapstore import Opened
 from pochta.types import FolderEntry
 

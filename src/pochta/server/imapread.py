@@ -13,7 +13,7 @@ A command is read line by line; each literal is refused or read as its line anno
   comes, and the command holds a one-byte stand-in;
 - at most ``literals`` literals per command;
 - the literals kept in memory are taken from the server's budget of bytes in flight
-  (:mod:`pochta.server.budget`) into the reader's ``held`` share, given back once the command
+  (:mod:`pochta.budget`) into the reader's ``held`` share, given back once the command
   is done; when the budget is spent, such a literal is refused (``NO [UNAVAILABLE]``; BYE for
   LITERAL+ and before the login), while APPEND's letter goes to its file from the first byte.
 
@@ -31,8 +31,8 @@ from pathlib import Path
 from pymap.parsing.command import Command
 from pymap.parsing.command import auth as auth_cmd
 
+from pochta.budget import Budget
 from pochta.server import imapproto
-from pochta.server.budget import Budget
 from pochta.server.imapproto import Simple, Unparsed
 from pochta.server.imapwire import LineTooLong, Wire
 from pochta.server.smtpdata import Spool

@@ -6,7 +6,7 @@ smtpd_recipient_limit). DATA: the letter is read by pochta, not gathered by aios
 (:mod:`pochta.server.smtpdata`: only CRLF.CRLF ends it, so no smuggling variant splits it in
 two): up to ``smtp.spool_threshold`` bytes in memory, beyond in a file under
 ``<data_dir>/spool``, never whole in the server; the bytes in memory are taken from the
-server's ``memory_budget`` (:mod:`pochta.server.budget`), and once it is spent letters go to
+server's ``memory_budget`` (:mod:`pochta.budget`), and once it is spent letters go to
 their file from the first byte. Past ``max_message_size`` the letter is
 dropped as it comes and answered 552 once it ends; a line longer than ``line_length_limit``,
 500. The letter (with a Received header put in front) is then parsed, analyzed and split in
@@ -59,6 +59,7 @@ from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import SMTP, Envelope, Session, syntax
 
 from pochta import logs, metrics
+from pochta.budget import Budget, Share
 from pochta.config import ImapSettings, SmtpSettings
 from pochta.errors import (
     ConfigError,
@@ -76,7 +77,6 @@ from pochta.guard.reserve import DiskReserve, free_bytes, reserve_for
 from pochta.mailbox.intake import Intake, Letter
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
-from pochta.server.budget import Budget, Share
 from pochta.server.connections import Doorman, smtp_refusal
 from pochta.server.smtpdata import CommandWatch, DataReader, Spool
 from pochta.types import Envelope as MailEnvelope

@@ -34,7 +34,7 @@ import secrets
 from pathlib import Path
 from typing import Literal
 
-from pochta.server.budget import Budget, Share
+from pochta.budget import Budget, Share
 
 END = b"\r\n.\r\n"
 COMMAND_LIMIT = 512  # aiosmtpd's command_size_limit: a longer DATA line is not a command
@@ -46,7 +46,7 @@ class Spool:
     """The letter being received: in memory up to ``threshold`` bytes, then in a file of
     ``directory`` (mode 0600, a random name) that the owner removes with :meth:`discard`.
 
-    With a ``budget`` (:mod:`pochta.server.budget`, shared by every connection of the server)
+    With a ``budget`` (:mod:`pochta.budget`, shared by every connection of the server)
     the bytes kept in memory are taken from it first, into the share ``held``; when it has
     none left the letter goes to the file at once, so that many letters at once cannot
     together fill the memory. They are given back at :meth:`discard`: the letter that

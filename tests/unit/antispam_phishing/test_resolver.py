@@ -13,10 +13,10 @@ from pochta.antispam.auth.resolver import (
     DnsTempError,
     FixtureResolver,
     LimitedResolver,
-    parse_server,
 )
 from pochta.config import load_settings
 from pochta.errors import ConfigError
+from pochta.netaddr import parse_server
 
 
 def test_fixture_resolver() -> None:

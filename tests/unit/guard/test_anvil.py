@@ -20,7 +20,7 @@ from pochta.guard.anvil import (
     window_of,
 )
 from pochta.guard.backends.conntable import MemoryConnections, MemoryConnectionTable
-from pochta.guard.networks import parse_networks
+from pochta.netaddr import parse_networks
 from pochta.types import ConnectionTally
 
 PERIOD = 60.0

@@ -53,15 +53,13 @@ from pochta.antispam.auth.results import (
     policy_domains,
     to_verify,
 )
+from pochta.config import CHECK_SLACK
 
 T = TypeVar("T")
 
 INLINE_CPU = 0.001
 """Seconds of CPU one letter's runs may take on the event loop before the rest go to
 ``run``'s threads."""
-CHECK_SLACK = 1.0
-"""Seconds past a letter's DNS lifetime that its last runs of SPF and DMARC may take (a few
-milliseconds each, and the wait for a thread of the pool they run in)."""
 
 Verify = Callable[[tuple[DkimStep, ...], Keys], Awaitable[tuple[DkimResult, ...]]]
 """Verifies a letter's signatures given their keys (:func:`~pochta.antispam.auth.results.

@@ -26,10 +26,11 @@ tests, and the checks re-run on gathered answers.
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal, Protocol
+
+from pochta.netaddr import parse_server
 
 RType = Literal["TXT", "A", "AAAA", "MX", "PTR"]
 RTYPES: tuple[RType, ...] = ("TXT", "A", "AAAA", "MX", "PTR")
@@ -154,34 +155,6 @@ class AsyncFixture:
             await asyncio.sleep(timeout)
             return False
         return True
-
-
-def parse_server(text: str) -> tuple[str, int]:
-    """``"127.0.0.1"``, ``"127.0.0.1:5353"``, ``"::1"`` or ``"[::1]:5353"`` as (address,
-    port); ValueError for anything else (a host name is not accepted: the resolver's own
-    address cannot be looked up)."""
-    value = text.strip()
-    host, port = value, 53
-    if value.startswith("["):
-        host, sep, rest = value[1:].partition("]")
-        if not sep or (rest and not rest.startswith(":")):
-            raise ValueError(f"not an address[:port]: {text!r}")
-        if rest:
-            port = _port(rest[1:], text)
-    elif value.count(":") == 1:
-        host, _, p = value.partition(":")
-        port = _port(p, text)
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        raise ValueError(f"not an IP address[:port]: {text!r}") from None
-    return str(address), port
-
-
-def _port(text: str, whole: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise ValueError(f"bad port in {whole!r}")
-    return int(text)
 
 
 def servers_of(texts: Sequence[str]) -> list[Any]:

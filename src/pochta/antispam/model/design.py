@@ -6,7 +6,7 @@ letters (tests/data/phishing) and the letters pochta writes itself (:mod:`.legit
 the evaluation groups (easy-ham-2, hard-ham-1, spam-2). ``benchmarks/feature_separation.py``
 prints the measurements quoted below; :data:`LOG` is copied into the model's ``info``.
 
-The model is two CatBoost models summed (:func:`pochta.antispam.model.booster.fit`):
+The model is two CatBoost models summed (:func:`pochta_factory.fitting.fit`):
 
     content     every column but the counters': what the letter itself shows
     counters    only ``shingle.<type>.spam_lean_<window>`` (:func:`verdict.spam_lean`), fitted

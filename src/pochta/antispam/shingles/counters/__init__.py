@@ -1,7 +1,7 @@
 """The shingler's counters (seed 002): per (shingle, type) and kind, in time buckets.
 
     Counters (service.py)       update / query / flush / close; what callers use
-      ├── WriteBuffer (buffer.py)   per-shard increments added up in memory, swapped out by a
+      ├── ShardBuffer (buffer.py)   per-shard increments added up in memory, swapped out by a
       │                             background flusher and written one batch per shard
       ├── ReadCache (buffer.py)     recent store values of hot shingles
       └── CounterStore              this Protocol; one atomic step per shard batch
