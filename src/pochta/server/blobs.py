@@ -55,6 +55,19 @@ class MagicIn(BaseModel):
     magic: MagicValue
 
 
+def _record_fields(r: FileRecord) -> dict[str, Any]:
+    """A record as RecordOut's fields (the plain upload route writes them without the model)."""
+    return {
+        "key": r.key,
+        "counter": r.counter,
+        "magic": r.magic,
+        "flags": ["do_not_delete"] if r.flags & FileFlag.DO_NOT_DELETE else [],
+        "pair": r.pair_id,
+        "space": "live" if r.space is Space.LIVE else "deleted",
+        "moved_at": r.moved_at,
+    }
+
+
 class RecordOut(BaseModel):
     key: str
     counter: int
@@ -66,15 +79,7 @@ class RecordOut(BaseModel):
 
     @classmethod
     def of(cls, r: FileRecord) -> RecordOut:
-        return cls(
-            key=r.key,
-            counter=r.counter,
-            magic=r.magic,
-            flags=["do_not_delete"] if r.flags & FileFlag.DO_NOT_DELETE else [],
-            pair=r.pair_id,
-            space="live" if r.space is Space.LIVE else "deleted",
-            moved_at=r.moved_at,
-        )
+        return cls(**_record_fields(r))
 
 
 class StoredOut(RecordOut):
@@ -85,7 +90,7 @@ class StoredOut(RecordOut):
     @classmethod
     def stored(cls, s: Stored) -> StoredOut:
         return cls(
-            **RecordOut.of(s.record).model_dump(),
+            **_record_fields(s.record),
             size=s.size,
             crc32=f"{s.crc32:08x}",
             uploaded=s.uploaded,
@@ -113,16 +118,9 @@ def inc(key: Key, body: MagicIn, store: Store) -> RecordOut:
 
 def _stored_body(s: Stored) -> bytes:
     """StoredOut's JSON, written directly (no model built per upload)."""
-    r = s.record
     return json.dumps(
         {
-            "key": r.key,
-            "counter": r.counter,
-            "magic": r.magic,
-            "flags": ["do_not_delete"] if r.flags & FileFlag.DO_NOT_DELETE else [],
-            "pair": r.pair_id,
-            "space": "live" if r.space is Space.LIVE else "deleted",
-            "moved_at": r.moved_at,
+            **_record_fields(s.record),
             "size": s.size,
             "crc32": f"{s.crc32:08x}",
             "uploaded": s.uploaded,

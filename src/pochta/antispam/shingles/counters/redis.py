@@ -48,13 +48,13 @@ from pochta.errors import ConfigError, StorageError
 from pochta.redisconn import Call, Nodes, Script, SyncClient
 
 CALL_CELLS = 4096
-# after a read found Redis unavailable (from its first failed try on), reads fail at once for
-# this long, and then one reader at a time tries once (the others still fail at once) until one
-# succeeds: a master that hangs (stopped, cut off: its packets dropped) costs one letter one
-# ``[redis] timeout`` (a timed-out try is not repeated), not every letter the timeout of every
-# try (up to 4 tries, and a refresh of the map, per letter)
-READ_PAUSE = 0.5
 """Cells per APPLY call at most (a call blocks its node while it runs: ~1-2 ms)."""
+READ_PAUSE = 0.5
+"""Seconds that reads fail at once after a read found Redis unavailable (from its first failed
+try on); then one reader at a time tries once (the others still fail at once) until one
+succeeds. A master that hangs (stopped, cut off: its packets dropped) costs one letter one
+``[redis] timeout`` (a timed-out try is not repeated), not every letter the timeout of every
+try (up to 4 tries, and a refresh of the map, per letter)."""
 
 
 class RedisStore:
