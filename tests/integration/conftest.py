@@ -60,6 +60,8 @@ def start_server(
 ) -> Server:
     """``pochta serve`` with HTTP, SMTP and LMTP on free loopback ports (or the ports given:
     a restart keeps its ports); ``settings``: more POCHTA_* environment variables."""
+    chosen = smtp_port is None and lmtp_port is None and imap_port is None  # all ours to pick
+    logged = log.stat().st_size if log.exists() else 0  # what earlier starts wrote
     port = free_port()
     smtp_port = smtp_port or free_port()
     lmtp_port = lmtp_port or free_port()
@@ -90,7 +92,11 @@ def start_server(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"pochta serve exited early:\n{log.read_text()}")
+            text = log.read_text()
+            if chosen and b"address already in use" in log.read_bytes()[logged:] and timeout > 0:
+                # a free port we picked was taken by another process meanwhile: pick again
+                return start_server(data, log, settings=settings, args=args, timeout=timeout - 1)
+            raise RuntimeError(f"pochta serve exited early:\n{text}")
         try:
             if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
                 return server
