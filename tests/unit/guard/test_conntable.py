@@ -90,3 +90,25 @@ def test_a_slot_of_another_layout_is_not_read(tmp_path: Path) -> None:
     assert big.read(7, W) == ConnectionTally()
     small.close()
     big.close()
+
+
+def test_the_heir_of_a_dead_slot_counts_at_once_not_at_the_next_look(tmp_path: Path) -> None:
+    """A reader that has seen a slot dead still counts the process that claims it again before
+    its own next look: a replaced worker's connections never go uncounted for `refresh`."""
+    now = [0.0]
+    reader = MappedConnectionTable(tmp_path, refresh=1.0, clock=lambda: now[0])
+    dying = MappedConnectionTable(tmp_path)
+    now[0] = 1.0
+    dying.add(7, W, connections=4)
+    assert reader.read(7, W) == ConnectionTally(4, 0, 0)
+    dying.close()
+    now[0] = 2.0
+    assert reader.read(7, W) == ConnectionTally()  # seen dead at this look
+    heir = MappedConnectionTable(tmp_path)
+    assert heir.slot == dying.slot
+    heir.add(7, W, connections=2)
+    assert reader.read(7, W) == ConnectionTally(2, 0, 0)  # no look since: counted all the same
+    heir.close()
+    now[0] = 3.0
+    assert reader.read(7, W) == ConnectionTally()
+    reader.close()

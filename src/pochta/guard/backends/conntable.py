@@ -12,7 +12,10 @@ files in ``<data_dir>/connections/``:
   process exits, however it dies (SIGKILL, OOM), so a dead worker's connections stop counting
   within ``refresh`` seconds (every read looks at the slots again once that long has passed),
   and the process that next claims the slot clears it first. Nothing has to clean up after
-  a death, and the supervisor takes no part;
+  a death, and the supervisor takes no part. A dead slot stays mapped, its counts ignored
+  while its header still names the dead process's claim: the heir that claims it (a replaced worker
+  takes the lowest free slot, its predecessor's) counts in every reader at once, not at the
+  reader's next look, so a restart does not open a second of twice the limit;
 - a slot is a fixed-size hash table (open addressing, linear probing from the key's hash, at
   most ``MAX_PROBE`` steps). An entry whose connections are all closed and whose attempts have
   aged out of the rate windows counts nothing and is reused for another key. A key that finds
@@ -56,7 +59,7 @@ from pochta.guard.anvil import seen_from
 from pochta.types import Clock, ConnectionTally
 
 MAGIC = b"PCHCONN1"
-HEADER = struct.Struct("<8sIIII")  # magic, capacity, totals area, pid, reserved
+HEADER = struct.Struct("<8sIIII")  # magic, capacity, totals area, pid, claim (random, not 0)
 HEADER_SIZE = 64
 ENTRY = struct.Struct("<QqiII")  # key, window, connections, attempts now, attempts before
 KEY = struct.Struct("<Q")
@@ -127,7 +130,8 @@ class MappedConnectionTable:
         self._refresh = refresh
         self._clock = clock
         self._looked = -float("inf")
-        self._others: dict[int, tuple[int, mmap.mmap]] = {}  # slot -> (fd, read-only map)
+        # slot -> (fd, read-only map, the claim its header named when it was found dead, or 0)
+        self._others: dict[int, tuple[int, mmap.mmap, int]] = {}
         self._own: dict[int, int] = {}  # key -> offset in our slot
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -153,7 +157,8 @@ class MappedConnectionTable:
                 raise
             if had:  # a dead process's counts: cleared before anything is counted
                 buf[: self.size] = bytes(self.size)
-            HEADER.pack_into(buf, 0, MAGIC, self.capacity, TOTALS, os.getpid(), 0)
+            claim = int.from_bytes(os.urandom(4), "little") or 1  # tells one claim from the next
+            HEADER.pack_into(buf, 0, MAGIC, self.capacity, TOTALS, os.getpid(), claim)
             return slot, fd, buf
         raise ConfigError(
             f"all {slots} connection-count slots in {self.directory} are held by running"
@@ -175,10 +180,16 @@ class MappedConnectionTable:
             slot = int(suffix)
             seen.add(slot)
             mapped = self._others.get(slot)
-            if mapped is not None and self._live(mapped[0]):
+            if mapped is None:
+                self._map(slot, path)
                 continue
-            self._forget(slot)
-            self._map(slot, path)
+            fd, buf, _ = mapped
+            if not self._live(fd):  # left mapped: its heir is counted as soon as it claims it
+                self._others[slot] = (fd, buf, HEADER.unpack_from(buf, 0)[4] or -1)
+            elif self._ours(buf):
+                self._others[slot] = (fd, buf, 0)
+            else:  # claimed again by a process of another layout
+                self._forget(slot)
         for slot in set(self._others) - seen:
             self._forget(slot)
 
@@ -199,14 +210,18 @@ class MappedConnectionTable:
         try:
             if self._live(fd) and os.fstat(fd).st_size >= self.size:
                 buf = mmap.mmap(fd, self.size, access=mmap.ACCESS_READ)
-                magic, capacity, totals, _, _ = HEADER.unpack_from(buf, 0)
-                if (magic, capacity, totals) == (MAGIC, self.capacity, TOTALS):
-                    self._others[slot] = (fd, buf)
+                if self._ours(buf):
+                    self._others[slot] = (fd, buf, 0)
                     return
                 buf.close()  # being set up, or another layout: looked at again later
         except OSError:
             pass
         os.close(fd)
+
+    def _ours(self, buf: mmap.mmap) -> bool:
+        """Whether the slot in ``buf`` has our layout."""
+        magic, capacity, totals, _, _ = HEADER.unpack_from(buf, 0)
+        return (magic, capacity, totals) == (MAGIC, self.capacity, TOTALS)
 
     def _forget(self, slot: int) -> None:
         mapped = self._others.pop(slot, None)
@@ -220,7 +235,12 @@ class MappedConnectionTable:
         own = self._own.get(key)
         buffers: list[tuple[mmap.mmap, int | None]] = [(self._buf, own)]
         area = self._areas[total]
-        buffers += [(buf, _find(buf, area, key)) for _, buf in self._others.values()]
+        buffers += [
+            (buf, _find(buf, area, key))
+            for _, buf, dead in self._others.values()
+            # a dead slot counts again once another process has claimed it
+            if not dead or (HEADER.unpack_from(buf, 0)[4] != dead and self._ours(buf))
+        ]
         for buf, offset in buffers:
             if offset is None:
                 continue
