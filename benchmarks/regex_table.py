@@ -488,7 +488,7 @@ ROWS: list[Row] = [
             ("pochta/blobs/keys.py:_KEY_RE", "a blob key", "API path", "fullmatch {64}"),
             ("pochta/antispam/model/store.py:_VERSION", "a model version's name",
              "the CLI's argument, the store's folder names", "fullmatch {0,63}"),
-            ("pochta/blobs/valkyrie.py:_BLOB_RE", "a blob file name", "the node's own files",
+            ("pochta/blobs/valkyrie/names.py:_BLOB_RE", "a blob file name", "the node's own files",
              "fullmatch, bounded"),
             ("pochta/server/blobs.py:_RANGE", "an HTTP Range header", "HTTP clients",
              "fullmatch; \\d* then - once"),

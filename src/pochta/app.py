@@ -156,7 +156,7 @@ class Pochta:
         if self._valkyrie is None:
             state: StateStore
             if self.settings.valkyrie.backend == "postgres":
-                from pochta.blobs.valkyrie_postgres import PostgresValkyrieState
+                from pochta.blobs.valkyrie.state.postgres import PostgresValkyrieState
 
                 assert self.postgres is not None
                 state = PostgresValkyrieState(self.postgres.share())

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pochta.blobs.valkyrie import COUNT_NAMES, Counts, StateStore, ValkyrieState
-from pochta.blobs.valkyrie_postgres import PostgresValkyrieState
+from pochta.blobs.valkyrie.state.postgres import PostgresValkyrieState
 from pochta.postgres.migrate import shipped
 from tests.contract.conftest import postgres
 

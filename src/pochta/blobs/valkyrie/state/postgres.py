@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pochta.blobs.valkyrie import COUNT_NAMES, Counts, summarize
+from pochta.blobs.valkyrie.report import COUNT_NAMES, Counts
+from pochta.blobs.valkyrie.state import summarize
 from pochta.postgres.database import Postgres
 
 _SETS = ", ".join(f"{n} = d.{n} + excluded.{n}" for n in COUNT_NAMES)
