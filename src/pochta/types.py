@@ -377,15 +377,11 @@ class IndexStats:
     pending_deletions: int
 
 
-class MailIndex(Protocol):
-    """Users, sessions, folders, letters and their attachment references.
+# The index seen by each of its callers: a caller is annotated with the narrowest of these
+# that has what it calls, and MailIndex, which every backend implements, is all of them.
+class UserIndex(Protocol):
+    """The accounts (``Users``, ``Mailbox.delete_user``, the leak audit, IMAP's login)."""
 
-    Letters of one delivery share one skeleton. A letter is written PENDING before its
-    attachments are counted in the blob store and DELIVERED after; a deletion moves it to
-    DELETING first, and its references are removed one by one as their decs are done.
-    """
-
-    # users and sessions
     def add_user(self, email: str, password_hash: str, *, admin: bool = False) -> User:
         """A new user with folders Inbox and Spam; InvalidInput if the e-mail is taken."""
 
@@ -410,19 +406,33 @@ class MailIndex(Protocol):
         letters were marked. None (nothing changed) when no such user; InvalidInput (nothing
         changed) while a delivery to the user is still PENDING."""
 
+
+class SessionIndex(Protocol):
+    """Login sessions, by the SHA-256 of their bearer token (``Users``)."""
+
     def add_session(self, token_hash: bytes, user_id: int, expires: float) -> None: ...
 
     def session_user(self, token_hash: bytes, now: float) -> int | None: ...
 
     def drop_session(self, token_hash: bytes) -> None: ...
 
-    # folders
+
+class AccountIndex(UserIndex, SessionIndex, Protocol):
+    """What ``Users`` (``mailbox/accounts.py``) asks: accounts and their sessions."""
+
+
+class FolderIndex(Protocol):
+    """An account's folders (``Reading``, IMAP)."""
+
     def folders(self, user_id: int) -> list[Folder]: ...
 
     def add_folder(self, user_id: int, name: str) -> Folder:
         """InvalidInput if the user already has a folder of that name."""
 
-    # delivery
+
+class DeliveryIndex(Protocol):
+    """Writing a delivery's letters (``Delivery``): PENDING, then DELIVERED once counted."""
+
     def begin_delivery(
         self,
         skeleton: bytes,
@@ -439,18 +449,10 @@ class MailIndex(Protocol):
     def finish_delivery(self, ids: Sequence[int]) -> int:
         """PENDING letters become DELIVERED; returns how many (fewer: some were abandoned)."""
 
-    def pending(
-        self, ids: Sequence[int] | None = None, before: float | None = None
-    ) -> list[tuple[int, list[AttachmentRef]]]:
-        """PENDING letters with their references: those of ``ids``, or all; with ``before``,
-        only those received before that time."""
 
-    def abandon(self, ids: Sequence[int], uncounted: Collection[tuple[int, int]]) -> int:
-        """In one step: drop the references (letter id, n) in ``uncounted`` (never counted),
-        and turn the PENDING letters of ``ids`` into DELETING ones (the deletion worker decs
-        what was counted). Returns how many letters changed."""
+class LetterIndex(Protocol):
+    """Reading delivered letters and changing one (``Reading``, IMAP)."""
 
-    # reading
     def letters(
         self, user_id: int, folder: str, limit: int, before: int | None = None
     ) -> list[StoredLetter]:
@@ -482,7 +484,10 @@ class MailIndex(Protocol):
         (two concurrent moves see different befores, so only one of them is a move); None
         for anyone else's letter."""
 
-    # IMAP: UIDs and flags
+
+class FlagIndex(Protocol):
+    """IMAP's UIDs and the letters' flags (IMAP, ``Reading``, ``Feedback``)."""
+
     def entries(self, user_id: int, folder: str) -> list[FolderEntry]:
         """The delivered letters of a folder in ascending UID order; FolderNotFound."""
 
@@ -493,7 +498,25 @@ class MailIndex(Protocol):
         (flags | add) & ~remove. Returns (flags before, entry after) for each, in the order
         given; letters that are not the user's (or not delivered) are left out."""
 
-    # deletion
+
+class ReadingIndex(FolderIndex, LetterIndex, FlagIndex, Protocol):
+    """What ``Reading`` (``mailbox/reading.py``) asks: folders, letters, flags."""
+
+
+class DeletionIndex(Protocol):
+    """Deleting letters and settling abandoned deliveries (``Deletions``; IMAP's EXPUNGE)."""
+
+    def pending(
+        self, ids: Sequence[int] | None = None, before: float | None = None
+    ) -> list[tuple[int, list[AttachmentRef]]]:
+        """PENDING letters with their references: those of ``ids``, or all; with ``before``,
+        only those received before that time."""
+
+    def abandon(self, ids: Sequence[int], uncounted: Collection[tuple[int, int]]) -> int:
+        """In one step: drop the references (letter id, n) in ``uncounted`` (never counted),
+        and turn the PENDING letters of ``ids`` into DELETING ones (the deletion worker decs
+        what was counted). Returns how many letters changed."""
+
     def delete(self, user_id: int, letter_id: int) -> bool:
         """Record the deletion (DELETING); False when the user has no such letter."""
 
@@ -502,16 +525,43 @@ class MailIndex(Protocol):
 
     def ref_done(self, letter_id: int, n: int) -> None: ...
 
+    def finish_deletion(self, letter_id: int) -> None: ...
+
+
+class CheckIndex(Protocol):
+    """The references as the consistency work reads them: ``Journal`` (which counts are
+    settled) and ``Checks`` (fsck, stats)."""
+
     def ref_states(self, refs: Collection[tuple[int, int]]) -> dict[tuple[int, int], LetterState]:
         """For each existing reference (letter id, n) of ``refs``: its letter's state."""
 
-    def finish_deletion(self, letter_id: int) -> None: ...
-
-    # checks
     def all_refs(self) -> Iterator[tuple[int, LetterState, AttachmentRef]]:
         """Every reference of every letter, with its letter's id and state."""
 
     def stats(self) -> IndexStats: ...
+
+
+class ImapIndex(UserIndex, FolderIndex, LetterIndex, FlagIndex, DeletionIndex, Protocol):
+    """What IMAP's store (``server/imapstore.py``) asks of the index directly."""
+
+
+class MailIndex(
+    UserIndex,
+    SessionIndex,
+    FolderIndex,
+    DeliveryIndex,
+    LetterIndex,
+    FlagIndex,
+    DeletionIndex,
+    CheckIndex,
+    Protocol,
+):
+    """Users, sessions, folders, letters and their attachment references.
+
+    Letters of one delivery share one skeleton. A letter is written PENDING before its
+    attachments are counted in the blob store and DELIVERED after; a deletion moves it to
+    DELETING first, and its references are removed one by one as their decs are done.
+    """
 
     def close(self) -> None: ...
 

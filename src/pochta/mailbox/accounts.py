@@ -14,7 +14,7 @@ from pochta import metrics
 from pochta.errors import InvalidCredentials, InvalidInput, RateLimited, ResetRequired
 from pochta.guard.logins import Admission, LoginGuard
 from pochta.guard.passwords import hash_password, verify_password
-from pochta.types import Activity, Clock, MailIndex, User
+from pochta.types import AccountIndex, Activity, Clock, User, UserIndex
 
 MIN_PASSWORD = 8
 
@@ -35,7 +35,7 @@ class Users:
 
     def __init__(
         self,
-        index: MailIndex,
+        index: AccountIndex,
         *,
         session_ttl: float = 30 * 86400,
         logins: LoginGuard | None = None,
@@ -174,7 +174,7 @@ class Users:
 
 
 class IndexAccounts:
-    def __init__(self, index: MailIndex) -> None:
+    def __init__(self, index: UserIndex) -> None:
         self.index = index
 
     def password_hash(self, email: str) -> str | None:

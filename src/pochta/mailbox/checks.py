@@ -36,7 +36,7 @@ from pochta.blobs.keys import add_magic
 from pochta.blobs.store import BlobStore
 from pochta.blobs.valkyrie import Kind, parse_name
 from pochta.mailbox.journal import count_op, dec_op
-from pochta.types import AttachmentRef, LetterState, MailIndex, Op, Space
+from pochta.types import AttachmentRef, CheckIndex, LetterState, Op, Space
 
 
 @dataclass
@@ -63,7 +63,7 @@ class FsckReport:
 
 
 class Checks:
-    def __init__(self, index: MailIndex, blobs: BlobStore) -> None:
+    def __init__(self, index: CheckIndex, blobs: BlobStore) -> None:
         self.index = index
         self.blobs = blobs
 

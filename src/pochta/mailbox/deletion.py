@@ -25,7 +25,7 @@ from pochta.blobs.store import BlobStore
 from pochta.errors import BlobNotFound, LeaseLost, MessageNotFound, PochtaError
 from pochta.guard.lock import Lease, Locks
 from pochta.mailbox.journal import Journal, count_op, dec_op
-from pochta.types import Clock, MailIndex
+from pochta.types import Clock, DeletionIndex
 
 log = logging.getLogger("pochta.mailbox")
 
@@ -35,7 +35,7 @@ DELETIONS_LOCK = "mailbox-deletions"
 class Deletions:
     def __init__(
         self,
-        index: MailIndex,
+        index: DeletionIndex,
         blobs: BlobStore,
         journal: Journal,
         *,

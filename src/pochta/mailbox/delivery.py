@@ -49,10 +49,10 @@ from pochta.types import (
     Activity,
     AttachmentRef,
     Clock,
+    DeliveryIndex,
     Envelope,
     LetterFlag,
     LetterMeta,
-    MailIndex,
     NewStoredLetter,
     User,
 )
@@ -75,7 +75,7 @@ class Delivery:
 
     def __init__(
         self,
-        index: MailIndex,
+        index: DeliveryIndex,
         blobs: BlobStore,
         journal: Journal,
         deletions: Deletions,

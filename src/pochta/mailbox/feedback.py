@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pochta.errors import MessageNotFound
 from pochta.mime.letter import Letter, parse
-from pochta.types import Activity, LetterFlag, MailIndex
+from pochta.types import Activity, FlagIndex, LetterFlag
 
 if TYPE_CHECKING:
     from pochta.antispam.shingles.registry import Shingle
@@ -106,7 +106,7 @@ class Feedback:
 
     def __init__(
         self,
-        index: MailIndex,
+        index: FlagIndex,
         raw: Callable[[int], bytes],
         *,
         inline_limit: int = 4096,

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from pochta.blobs.store import BlobStore
 from pochta.errors import PochtaError
-from pochta.types import AttachmentRef, LetterState, MailIndex, Op
+from pochta.types import AttachmentRef, CheckIndex, LetterState, Op
 
 log = logging.getLogger("pochta.mailbox")
 
@@ -51,7 +51,7 @@ class Journal:
     """Forgets the journal entries whose outcome the index holds: in batches as they
     settle, and by a sweep after a crash."""
 
-    def __init__(self, index: MailIndex, blobs: BlobStore) -> None:
+    def __init__(self, index: CheckIndex, blobs: BlobStore) -> None:
         self.index = index
         self.blobs = blobs
         self._settled: list[Op] = []

@@ -12,7 +12,7 @@ from pochta.errors import MessageNotFound
 from pochta.mailbox.feedback import SPAM, Feedback, State, moved_flags
 from pochta.mime.letter import Letter, parse
 from pochta.mime.split import reassemble
-from pochta.types import Activity, Folder, LetterFlag, MailIndex, StoredLetter
+from pochta.types import Activity, Folder, LetterFlag, ReadingIndex, StoredLetter
 
 __all__ = ["SPAM", "Reading"]
 
@@ -20,7 +20,7 @@ __all__ = ["SPAM", "Reading"]
 class Reading:
     def __init__(
         self,
-        index: MailIndex,
+        index: ReadingIndex,
         blobs: BlobStore,
         *,
         inline_limit: int = 4096,

@@ -31,7 +31,7 @@ from pochta.mime import ranges
 from pochta.mime.letter import parse
 from pochta.mime.skeleton import MAGIC, VERSION, Ref
 from pochta.mime.tree import Entity
-from pochta.types import Folder, FolderEntry, LetterFlag, StoredLetter, User
+from pochta.types import Folder, FolderEntry, ImapIndex, LetterFlag, StoredLetter, User
 
 HIDDEN = LetterFlag.COMPLAINED | LetterFlag.UNSPAMMED | LetterFlag.SAID_SPAM
 KEYWORDS = LetterFlag.JUNK | LetterFlag.NOT_JUNK
@@ -105,7 +105,7 @@ class Opening:
 class ImapStore:
     def __init__(self, mailbox: Mailbox, *, wake_deletions: Callable[[], None] | None = None):
         self.mailbox = mailbox
-        self.index = mailbox.index
+        self.index: ImapIndex = mailbox.index
         self.blobs = mailbox.blobs
         self._wake = wake_deletions
 
