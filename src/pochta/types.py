@@ -3,6 +3,27 @@
 Backends (SQLite, in-memory, later PostgreSQL / Tarantool / WebDAV) implement these Protocols and
 pass the same contract suite in ``tests/contract``. Nothing here does I/O.
 The words used here and across pochta are defined in ``docs/glossary.md``.
+
+The contract files. This one holds the ports of the blob store (FileDB, PairDB, Disk), the
+mail index (``MailIndex`` and the narrow interfaces its callers are annotated with), guard,
+sender lists and history: their records are here too. A port that speaks in records of its
+own part lives beside them, in that part's contract file, because this module is the bottom
+layer and may import nothing above it (``tests/unit/test_imports.py``); moving those records
+down would put one part's words into every part's contract. They are:
+
+    antispam/words/__init__.py              WordStore: learned words, per owner
+    antispam/shingles/counters/__init__.py  CounterStore: the shingle counters (Batch, Ref, Span)
+    antispam/model/store.py                 ModelStore: model versions and promotions
+    antispam/auth/resolver.py               Resolver, AsyncResolver: DNS (RType)
+    antispam/auth/asyncdns.py               Upstream: where the shared DNS client asks
+    blobs/valkyrie/state/__init__.py        StateStore: Valkyrie's positions and totals (Counts)
+
+and two Protocols that only type a callable inside one module, no port:
+
+    antispam/auth/replay.py                 Runner: where a run of a check executes
+    antispam/shingles/extract.py            _Add: extract's helper that adds one shingle
+
+``tests/unit/test_contract_files.py`` keeps these lists true.
 """
 
 from __future__ import annotations
