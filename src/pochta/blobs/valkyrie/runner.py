@@ -12,7 +12,7 @@ from pochta.errors import LeaseLost, PochtaError
 from pochta.guard.singleton import Singleton
 from pochta.types import DiskSpec, Fence
 
-log = logging.getLogger("pochta.blobs.valkyrie")
+log = logging.getLogger("pochta.blobs.valkyrie")  # the name it had before the split
 
 
 class ValkyrieRunner:

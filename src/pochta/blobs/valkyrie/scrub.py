@@ -25,7 +25,7 @@ from pochta.errors import DiskError, InvalidInput, MissingFile, PochtaError
 from pochta.guard.lock import Lease, Locks
 from pochta.types import Disk, DiskSpec, Key, Pair, PairFlag
 
-log = logging.getLogger("pochta.blobs.valkyrie")
+log = logging.getLogger("pochta.blobs.valkyrie")  # the name it had before the split
 
 
 def lock_name(spec: DiskSpec) -> str:
