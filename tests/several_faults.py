@@ -588,7 +588,13 @@ def shingle_check(
             loses.append((f.began - flush - SLACK, f.back, m.address(loader), None))
         if f.kind == "kill redis":  # what its replica had not copied yet (asynchronous)
             loses.append((f.began - flush - SLACK, f.back, "", f.slots))
-        if f.kind in ("kill redis", "stop redis", "cut loader-db", "cut node-pair"):
+        # a batch's reply lost: Redis stopped or killed, or a cut that drops a loader's
+        # packets to a host with Redis servers (loader-db: the db host runs two; node-pair,
+        # and loader-node both ways: the way back is every packet between the two hosts)
+        cuts_redis = f.kind in ("cut loader-db", "cut node-pair") or (
+            f.kind == "cut loader-node" and f.both
+        )
+        if f.kind in ("kill redis", "stop redis") or cuts_redis:
             doubles.append((f.began - flush - SLACK, f.back + SLACK, "", None))
 
     def within(letter_id: str, windows: list[Window]) -> bool:
