@@ -2,11 +2,11 @@
 (tests/netns.py) plus an admin/client host and a stranger, each process started with
 ``ip netns exec``.
 
-    db       10.77.0.1   PostgreSQL, a Redis Cluster master (with ``failover``: Patroni and its
-                         PostgreSQL, an etcd member)
+    db       10.77.0.1   PostgreSQL, a Redis Cluster master and the replica of node2's (with
+                         ``failover``: Patroni and its PostgreSQL, an etcd member)
     db2      10.77.0.4   with ``failover`` only: Patroni and the synchronous standby, an etcd member
     node1    10.77.0.2   nginx WebDAV node (disk1, disk2), a Valkyrie per disk, a loader, a master
-                         (with ``failover``: the third etcd member)
+                         and the replica of db's (with ``failover``: the third etcd member)
     node2    10.77.0.3   the same
     admin    10.77.0.9   the pochta commands (db upgrade, pairs add, fsck), pg_dump, the SMTP
                          clients and HTTP readers (threads of this process that entered it)
@@ -66,6 +66,9 @@ DB2_OCTET = 4  # the standby's host: made with ``failover`` only
 # README's loaders name both database hosts; with one PostgreSQL, the first alone
 BOTH_DBS = f"{SUBNET}.1:5432,{SUBNET}.{DB2_OCTET}:5432"
 PG_PORT, REDIS_PORT, NODE_PORT, HTTP_PORT, SMTP_PORT = 5432, 6379, 8080, 8025, 25
+REPLICA_PORT = 6380  # each host's second redis-server: a replica of another host's master
+REDIS_HOSTS = (DB, NODE1, NODE2)  # a master each at first (REDIS_PORT)
+REPLICA_OF = {DB: NODE2, NODE1: DB, NODE2: NODE1}  # host -> whose master its replica copies
 IMAP_PORT, IMAPS_PORT = 143, 993
 DISKS = ("disk1", "disk2")
 TLS_DIR = "/etc/pochta/tls"  # README's: each host's ca.pem, cert.pem, key.pem
@@ -418,83 +421,142 @@ class Machines:
     def sql(self, sql: str, params: Sequence[Any] = (), dbname: str = "pochta") -> Any:
         return self.admin(lambda: self._sql(dbname, sql, params))
 
-    def _start_redis(self) -> None:
+    def _redis_server(self, name: str, port: int) -> Process:
         home = self.dir / "redis"
-        home.mkdir(exist_ok=True)
-        for name in (DB, NODE1, NODE2):
-            host = self.hosts[name]
-            tls = self.tls(name)
-            args = [
-                "redis-server",
-                "--port", "0",  # README: TLS only, the cluster bus and replication too
-                "--tls-port", str(REDIS_PORT),
-                "--tls-cert-file", str(tls.cert),
-                "--tls-key-file", str(tls.key),
-                "--tls-ca-cert-file", str(tls.ca),
-                "--tls-cluster", "yes",
-                "--tls-replication", "yes",
-                "--tls-auth-clients", "no",  # clients show the password, not a certificate
-                "--requirepass", REDIS_PASSWORD,
-                "--masterauth", REDIS_PASSWORD,
-                "--bind", host.address,
-                "--protected-mode", "no",
-                "--cluster-enabled", "yes",
-                "--cluster-config-file", str(home / f"nodes-{name}.conf"),
-                "--cluster-node-timeout", "2000",
-                "--cluster-announce-ip", host.address,
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(home),
-                "--daemonize", "no",
-            ]  # fmt: skip
-            address = host.address
-            proc = Process(
-                f"redis {name}",
-                host,
-                args,
-                home / f"{name}.log",
-                self._answers(address, REDIS_PORT),
-            )
-            proc.start()
-            self.redis.append(proc)
-        nodes = [f"{self.address(n)}:{REDIS_PORT}" for n in (DB, NODE1, NODE2)]
+        host = self.hosts[name]
+        tls = self.tls(name)
+        args = [
+            "redis-server",
+            "--port", "0",  # README: TLS only, the cluster bus and replication too
+            "--tls-port", str(port),
+            "--tls-cert-file", str(tls.cert),
+            "--tls-key-file", str(tls.key),
+            "--tls-ca-cert-file", str(tls.ca),
+            "--tls-cluster", "yes",
+            "--tls-replication", "yes",
+            "--tls-auth-clients", "no",  # clients show the password, not a certificate
+            "--requirepass", REDIS_PASSWORD,
+            "--masterauth", REDIS_PASSWORD,
+            "--bind", host.address,
+            "--protected-mode", "no",
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", str(home / f"nodes-{name}-{port}.conf"),
+            "--cluster-node-timeout", "2000",
+            "--cluster-announce-ip", host.address,
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(home),
+            "--daemonize", "no",
+        ]  # fmt: skip
+        return Process(
+            f"redis {name}:{port}",
+            host,
+            args,
+            home / f"{name}-{port}.log",
+            self._answers(host.address, port),
+        )
+
+    def _start_redis(self) -> None:
+        """README's Redis Cluster: a master on each of db, node1 and node2 and, on each, a
+        replica of another host's master (``REPLICA_OF``), so that a lost master's replica
+        takes over its slots. ``self.redis``: the three masters first, then the replicas."""
+        (self.dir / "redis").mkdir(exist_ok=True)
+        for port in (REDIS_PORT, REPLICA_PORT):
+            for name in REDIS_HOSTS:
+                proc = self._redis_server(name, port)
+                proc.start()
+                self.redis.append(proc)
+        cli = ["redis-cli", "--tls", "--cacert", str(self.tls(DB).ca), "--cluster"]
+        env = {**os.environ, "REDISCLI_AUTH": REDIS_PASSWORD}
+        masters = [f"{self.address(n)}:{REDIS_PORT}" for n in REDIS_HOSTS]
         self.hosts[DB].run(
-            ["redis-cli", "--tls", "--cacert", str(self.tls(DB).ca), "--cluster", "create",
-             *nodes, "--cluster-replicas", "0", "--cluster-yes"],
-            check=True, capture_output=True, timeout=60,
-            env={**os.environ, "REDISCLI_AUTH": REDIS_PASSWORD},
+            [*cli, "create", *masters, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True, capture_output=True, timeout=60, env=env,
         )  # fmt: skip
+        for name in REDIS_HOSTS:
+            of = REPLICA_OF[name]
 
-        def healthy() -> bool:
-            for n in (DB, NODE1, NODE2):
-                try:
-                    with self.redis_client(n) as r:
-                        info = r.execute_command("CLUSTER INFO")
-                        if isinstance(info, dict):
-                            state = info.get("cluster_state", info.get(b"cluster_state"))
-                        else:
-                            text = info.decode() if isinstance(info, bytes) else str(info)
-                            state = "ok" if "cluster_state:ok" in text else "fail"
-                        if state not in ("ok", b"ok"):
-                            return False
-                except (redis.RedisError, OSError):
-                    return False
-            return True
+            def myid(of: str = of) -> str:
+                with self.redis_client(of) as r:
+                    found = r.execute_command("CLUSTER MYID")
+                    return found.decode() if isinstance(found, bytes) else str(found)
 
-        deadline = time.monotonic() + 30
-        while not self.admin(healthy):
+            self.hosts[DB].run(
+                [*cli, "add-node", f"{self.address(name)}:{REPLICA_PORT}",
+                 f"{self.address(of)}:{REDIS_PORT}", "--cluster-slave",
+                 "--cluster-master-id", self.admin(myid)],
+                check=True, capture_output=True, timeout=60, env=env,
+            )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not self.admin(self.redis_healthy):
             if time.monotonic() > deadline:
                 raise RuntimeError("the Redis Cluster did not become healthy")
             time.sleep(0.2)
 
+    def redis_servers(self) -> dict[tuple[str, int], Process]:
+        """Every redis-server by (address, port)."""
+        out = {}
+        for proc in self.redis:
+            port = int(proc.args[proc.args.index("--tls-port") + 1])
+            out[(proc.host.address, port)] = proc
+        return out
+
+    def redis_slots(self) -> list[tuple[int, int, tuple[str, int], list[tuple[str, int]]]]:
+        """``CLUSTER SLOTS`` as the first server that answers sees it (call on the admin host):
+        (first slot, last slot, its master, its replicas) by (address, port)."""
+        for address, port in self.redis_servers():
+            try:
+                with self.redis_client_at(address, port) as r:
+                    ranges = r.execute_command("CLUSTER SLOTS")
+            except (redis.RedisError, OSError):
+                continue
+            out = []
+            for start, end, master, *replicas in ranges:
+
+                def at(node: Any) -> tuple[str, int]:
+                    host = node[0].decode() if isinstance(node[0], bytes) else str(node[0])
+                    return host, int(node[1])
+
+                out.append((int(start), int(end), at(master), [at(r) for r in replicas]))
+            return out
+        raise RuntimeError("no redis-server answers")
+
+    def redis_healthy(self) -> bool:
+        """Every server runs and says ``cluster_state:ok``, and every slot has a master and a
+        replica (call on the admin host)."""
+        for (address, port), proc in self.redis_servers().items():
+            if not proc.alive():
+                return False
+            try:
+                with self.redis_client_at(address, port) as r:
+                    info = r.execute_command("CLUSTER INFO")
+                    if isinstance(info, dict):
+                        state = info.get("cluster_state", info.get(b"cluster_state"))
+                    else:
+                        text = info.decode() if isinstance(info, bytes) else str(info)
+                        state = "ok" if "cluster_state:ok" in text else "fail"
+                    if state not in ("ok", b"ok"):
+                        return False
+            except (redis.RedisError, OSError):
+                return False
+        try:
+            ranges = self.redis_slots()
+        except RuntimeError:
+            return False
+        covered = sum(end - start + 1 for start, end, _, _ in ranges)
+        return covered == 16384 and all(replicas for _, _, _, replicas in ranges)
+
     def redis_client(self, name: str, *, tls: bool = True) -> RedisClient:
-        """A client of host ``name``'s Redis from the admin host's side (call it there)."""
+        """A client of host ``name``'s first Redis from the admin host's side (call it there)."""
         if not tls:
             return redis.Redis(
                 self.address(name), REDIS_PORT, password=REDIS_PASSWORD, socket_timeout=2
             )
+        return self.redis_client_at(self.address(name), REDIS_PORT)
+
+    def redis_client_at(self, address: str, port: int) -> RedisClient:
         return redis.Redis(
-            self.address(name), REDIS_PORT, password=REDIS_PASSWORD, socket_timeout=2,
+            address, port, password=REDIS_PASSWORD, socket_timeout=2,
             ssl=True, ssl_ca_certs=str(self.tls(ADMIN).ca),
         )  # fmt: skip
 

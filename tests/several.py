@@ -458,8 +458,16 @@ def check_letters(
 
 
 def byte_exact(
-    machines: Machines, loader: str, letters: list[Outgoing], mailboxes: list[str]
+    machines: Machines,
+    loader: str,
+    letters: list[Outgoing],
+    mailboxes: list[str],
+    traces: dict[str, list[bytes]] | None = None,
 ) -> tuple[Counter[tuple[str, str]], list[str]]:
+    """Every letter in ``mailboxes`` read back over ``loader``'s HTTP API and compared with
+    what was sent: how many copies of each (letter, mailbox), and the problems. ``traces``:
+    filled with what pochta prepended to each stored copy (its verdict and Received header),
+    by letter id."""
     from tests.integration.test_smtp import strip_trace
 
     by_id = {m.id: m.raw for m in letters}
@@ -486,6 +494,9 @@ def byte_exact(
                             raw = strip_trace(got.content)
                             letter_id = _id_of(raw)
                             stored[(letter_id, email)] += 1
+                            if traces is not None:
+                                added = got.content[: len(got.content) - len(raw)]
+                                traces.setdefault(letter_id, []).append(added)
                             if by_id.get(letter_id) != raw:
                                 problems.append(f"{letter_id} in {email}: bytes differ")
                         cursor = page["next_cursor"]
@@ -767,6 +778,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--longest", type=float, default=8.0, help="seconds a fault is held at most (--faults)"
     )
+    parser.add_argument(
+        "--kinds",
+        help="only these fault kinds, comma-separated (--faults), e.g. 'cut loader-db'",
+    )
     args = parser.parse_args(argv)
     why = netns.unavailable()
     if why is None:
@@ -781,8 +796,11 @@ def main(argv: list[str] | None = None) -> int:
         from tests import several_faults
 
         base.mkdir(parents=True, exist_ok=True)
+        kinds = several_faults.KINDS
+        if args.kinds:
+            kinds = tuple(k.strip() for k in args.kinds.split(","))
         return several_faults.main(
-            args.seed, args.minutes, args.threads, args.mailboxes, base, args.longest
+            args.seed, args.minutes, args.threads, args.mailboxes, base, args.longest, kinds
         )
     started = time.monotonic()
     machines = Machines.start(base / "machines", failover=True)  # README's: under Patroni

@@ -879,6 +879,14 @@ class PostgresSettings(Section):
         description="seconds a step whose answer was lost (the server died or was demoted"
         " while it ran) is tried again, on whichever server of the dsn takes writes",
     )
+    network_timeout: float = Field(
+        10.0,
+        ge=0,
+        le=3600,
+        description="seconds a connection waits for a server gone silent (its machine lost,"
+        " packets dropped) before it is broken: libpq's tcp_user_timeout and keepalives,"
+        " unless the dsn sets them; 0: the kernel's (minutes to hours)",
+    )
     synchronous_commit: Literal["on", "off"] = Field(
         "on",
         description="on: a step is acknowledged once its commit is on the server's disk; off:"

@@ -231,6 +231,30 @@ def test_an_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
         build(pg_settings(tmp_path / "data", dsn))
 
 
+def test_connections_give_up_on_a_silent_server_as_settings_say(postgres_dsn: str) -> None:
+    """A server gone silent (packets dropped, no reset) is found within
+    ``network_timeout``: every connection carries libpq's tcp_user_timeout and keepalives
+    (tests/several_faults.py's ``cut loader-db`` drops the packets for real); a value the DSN
+    sets wins, and 0 leaves the kernel's."""
+
+    def options(dsn: str, **settings: Any) -> dict[str, str]:
+        db = Postgres.connect(dsn, PoolSettings(max_size=1, **settings))
+        try:
+            with db.connection() as conn:
+                return conn.info.get_parameters()
+        finally:
+            db.close()
+
+    given = options(postgres_dsn, network_timeout=6.0)
+    assert given["tcp_user_timeout"] == "6000"
+    assert (given["keepalives"], given["keepalives_idle"]) == ("1", "3")
+    assert given["keepalives_interval"] == "2" and given["keepalives_count"] == "3"
+    own = options(postgres_dsn + " tcp_user_timeout=2500 keepalives_idle=7")  # key=value
+    assert own["tcp_user_timeout"] == "2500" and own["keepalives_idle"] == "7"
+    assert own["keepalives_count"] == "3"
+    assert "tcp_user_timeout" not in options(postgres_dsn, network_timeout=0)
+
+
 # -- the whole of pochta on PostgreSQL --------------------------------------------------------
 def test_two_pochtas_share_one_mailbox_and_fsck_is_clean(postgres_dsn: str, tmp_path: Path) -> None:
     """Two instances (two loaders' worth: each its own data directory and pool) on one

@@ -94,6 +94,7 @@ def postgres_pool(settings: Settings) -> Postgres:
         statement_timeout=p.statement_timeout,
         synchronous_commit=p.synchronous_commit,
         failover_timeout=p.failover_timeout,
+        network_timeout=p.network_timeout,
     )
     return Postgres.connect(p.dsn.get_secret_value(), pool)
 
