@@ -127,6 +127,8 @@ MONOTONE: tuple[tuple[re.Pattern[str], int, str], ...] = (
     (re.compile(r"^tokens\.score$"), 1, "the words a letter shares with spam (1) or with "
      "legitimate mail (0) in the training letters (pochta.antispam.tokens); 0.5, nothing "
      "known, sits between"),
+    (re.compile(r"^tokens\.weights$"), 1, "the log-odds of spam a regression over the letter's "
+     "words gives (pochta.antispam.tokens.WordWeights); its bias alone when no word is known"),
     (re.compile(r"^links\.shortener$"), 1, "links through URL shorteners hide their target"),
     (re.compile(r"^html\.hidden_chars$"), 1, "text hidden from the reader"),
     (re.compile(r"^(text|subject)\.(upper_ratio|exclamations)$"), 1, "shouting: capitals "
