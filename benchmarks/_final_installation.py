@@ -37,7 +37,7 @@ def main() -> None:
     rows, _ = training.token_rows(data, everything)
     model = fit(rows, data.labels, columns, iterations=400, seed=training.SEED,
                 threshold=args.threshold, weights=training.weights_of(data.labels))  # fmt: skip
-    model.tokens = training.token_table(data, everything)
+    model.tokens = training.word_knowledge(data, everything)  # with its word weights
     note(f"fitted at {time.perf_counter() - started:.0f} s")
     train_letters, sealed = split_sealed()
     groups = tuple(sorted({m.group for m in sealed}))

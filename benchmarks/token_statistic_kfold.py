@@ -11,6 +11,9 @@ file's SHA-256); each part is scored by a table of the other four. Scores compar
                 constants STRENGTH / MAX_CLUES / MIN_DISTANCE of each row
     nb          a naive-Bayes sum of the present words' log-ratios, each capped at +-3
     lr          a logistic regression over the same words (AdaGrad, 8 passes, seed 0)
+    weights     the same regression as the factory fits it for a model's ``tokens.weights``
+                (:func:`pochta_factory.wordweights.fit_weights`: each letter's words sorted,
+                so the result does not hang on the process's string hashing)
 
     python benchmarks/token_statistic_kfold.py
 """
@@ -31,7 +34,7 @@ from typing import Any
 from _common import emit, machine, note
 from pochta.antispam import tokens
 from pochta.mime.letter import parse
-from pochta_factory import corpus
+from pochta_factory import corpus, wordweights
 
 Scorer = Callable[[frozenset[str]], float]
 FISHER = ((1.0, 150, 0.1), (0.45, 150, 0.1), (1.0, 50, 0.1), (1.0, 30, 0.1), (1.0, 75, 0.1))
@@ -113,6 +116,7 @@ def main() -> None:
     }
     scorers["nb"] = naive_bayes
     scorers["lr"] = logistic
+    scorers["weights"] = lambda t, y: wordweights.fit_weights(t, y).score
     rows: dict[str, Any] = {}
     for name, make in scorers.items():
         oof = [0.0] * len(toks)

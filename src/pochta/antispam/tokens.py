@@ -22,6 +22,16 @@ not show. This is the classic statistic for it, as SpamBayes computes it:
 The table is learned from the training letters only (:func:`learn`, called by
 ``pochta model train``) and ships beside the model (``tokens.json``); the model reads the
 score as ``tokens.score``, monotone toward spam, 0.5 when the letter has no known word.
+
+A model trained by ``pochta model train`` also carries :class:`WordWeights` in the same file:
+a logistic regression over the same words (one weight per word, fitted on the training
+letters by :mod:`pochta_factory.wordweights`), read as a second column ``tokens.weights``,
+the letter's log-odds from its words (0 when none is known). Fisher's score judges each word
+by its own counts; the regression weighs words against each other (a word that only comes
+with another spam word adds little), which out of fold separates the corpus's spam from its
+ham better at the ham rates the goals allow (BENCHMARKS.md). The weights are fixed with the
+model; what the installation and its users learn later moves ``tokens.score``
+(:mod:`pochta.antispam.words`). The shipped model has no weights: nothing changes for it.
 """
 
 from __future__ import annotations
@@ -41,6 +51,9 @@ from pochta.mime.letter import Letter
 
 FILE = "tokens.json"
 FEATURE = "tokens.score"
+WEIGHTS_FEATURE = "tokens.weights"
+MAX_WEIGHTS = 200_000
+"""Words a model's :class:`WordWeights` may carry (a file with more is refused)."""
 NEUTRAL = 0.5
 
 MIN_LEN, MAX_LEN = 3, 20
@@ -143,12 +156,43 @@ def _chi2q(x2: float, freedom: int) -> float:
 
 
 @dataclass(frozen=True)
+class WordWeights:
+    """A logistic regression over a letter's tokens: ``bias`` plus the weight of each token
+    it has (unknown tokens weigh 0)."""
+
+    bias: float
+    weights: Mapping[str, float]
+
+    def score(self, tokens: Iterable[str]) -> float:
+        """The letter's log-odds of spam from its words alone."""
+        w = self.weights
+        return round(self.bias + sum(w.get(t, 0.0) for t in tokens), 6)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"bias": self.bias, "tokens": dict(sorted(self.weights.items()))}
+
+    @staticmethod
+    def from_dict(raw: Mapping[str, Any]) -> WordWeights:
+        weights = {str(t): float(w) for t, w in raw["tokens"].items()}
+        if len(weights) > MAX_WEIGHTS:
+            raise ValueError(f"more than {MAX_WEIGHTS} word weights")
+        if not all(math.isfinite(w) for w in weights.values()):
+            raise ValueError("a word weight is not a finite number")
+        bias = float(raw["bias"])
+        if not math.isfinite(bias):
+            raise ValueError("the word weights' bias is not a finite number")
+        return WordWeights(bias, weights)
+
+
+@dataclass(frozen=True)
 class TokenTable:
-    """Per token: the training letters it was seen in, spam and ham."""
+    """Per token: the training letters it was seen in, spam and ham; ``weights``: the
+    model's word weights, when it was trained with them (only a model's own table)."""
 
     counts: Mapping[str, tuple[int, int]]
     spam_letters: int
     ham_letters: int
+    weights: WordWeights | None = None
 
     @cached_property
     def _by_key(self) -> dict[bytes, dict[int, tuple[int, int]]]:
@@ -223,15 +267,14 @@ class TokenTable:
         return (spam - ham + 1.0) / 2.0
 
     def as_json(self) -> str:
-        return json.dumps(
-            {
-                "spam_letters": self.spam_letters,
-                "ham_letters": self.ham_letters,
-                "tokens": {t: list(c) for t, c in sorted(self.counts.items())},
-            },
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        out: dict[str, Any] = {
+            "spam_letters": self.spam_letters,
+            "ham_letters": self.ham_letters,
+            "tokens": {t: list(c) for t, c in sorted(self.counts.items())},
+        }
+        if self.weights is not None:
+            out["weights"] = self.weights.as_dict()
+        return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
 
 
 def learn(tokens: Sequence[Iterable[str]], labels: Sequence[int]) -> TokenTable:
@@ -263,6 +306,7 @@ def load(directory: Path) -> TokenTable | None:
     try:
         raw = json.loads(path.read_text())
         counts = {str(t): (int(c[0]), int(c[1])) for t, c in raw["tokens"].items()}
-        return TokenTable(counts, int(raw["spam_letters"]), int(raw["ham_letters"]))
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        weights = WordWeights.from_dict(raw["weights"]) if "weights" in raw else None
+        return TokenTable(counts, int(raw["spam_letters"]), int(raw["ham_letters"]), weights)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise ConfigError(f"cannot load the token table {path}: {exc}") from exc

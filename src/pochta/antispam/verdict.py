@@ -199,6 +199,8 @@ class Analyzer:
             tokens, hashes = tokens_mod.hashed(tokens_mod.tokenize(letter), self.word_key)
             if self.tokens is not None:
                 f[tokens_mod.FEATURE], words = self.tokens.judge(tokens, shown=WORDS_SHOWN)
+                if self.tokens.weights is not None:
+                    f[tokens_mod.WEIGHTS_FEATURE] = self.tokens.weights.score(tokens)
         lap("features")
         shingles: list[Shingle] = []
         if late():
@@ -752,6 +754,7 @@ def model_columns() -> list[str]:
                 "phish.signs",
                 *feats_mod.AUTH_FEATURES,
                 tokens_mod.FEATURE,
+                tokens_mod.WEIGHTS_FEATURE,
                 *SHINGLE_FEATURES,
                 *MODEL_EXTRA,
             ]

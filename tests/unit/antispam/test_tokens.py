@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -147,3 +148,55 @@ def test_judge_names_only_words_that_lean_the_way_of_the_score() -> None:
     assert score > 0.5
     assert set(words) == {"viagra", "free"}
     assert table().judge(["unknown"], shown=5) == (tokens.NEUTRAL, ())
+
+
+def weighed() -> tokens.TokenTable:
+    """table() with word weights fitted on the same letters (pochta_factory.wordweights)."""
+    from pochta_factory.wordweights import fit_weights
+
+    spam = [{"viagra", "free", "click"}, {"viagra", "mortgage", "click"}, {"free", "click"}]
+    ham = [{"patch", "kernel", "click"}, {"kernel", "build"}, {"patch", "build", "thanks"}]
+    labels = [1, 1, 1, 0, 0, 0]
+    return dataclasses.replace(table(), weights=fit_weights([*spam, *ham], labels))
+
+
+def test_word_weights_lean_each_word_its_letters_way_and_skip_words_seen_once() -> None:
+    w = weighed().weights
+    assert w is not None
+    assert w.weights["viagra"] > 0 and w.weights["free"] > 0
+    assert w.weights["kernel"] < 0 and w.weights["patch"] < 0
+    assert "thanks" not in w.weights and "mortgage" not in w.weights  # one letter each
+    assert w.score(["viagra", "free"]) > w.score([]) > w.score(["kernel", "patch"])
+    assert w.score(["never", "seen"]) == pytest.approx(w.bias)
+    assert weighed().weights == w  # the same letters, the same weights
+
+
+def test_word_weights_survive_the_file_and_a_bad_weight_is_a_clear_error(tmp_path: Path) -> None:
+    t = weighed()
+    tokens.save(t, tmp_path)
+    assert tokens.load(tmp_path) == t
+    raw = json.loads((tmp_path / tokens.FILE).read_text())
+    raw["weights"]["tokens"]["viagra"] = "nan"
+    (tmp_path / tokens.FILE).write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match="finite"):
+        tokens.load(tmp_path)
+    raw["weights"]["tokens"] = {f"w{i}": 0.1 for i in range(tokens.MAX_WEIGHTS + 1)}
+    (tmp_path / tokens.FILE).write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match="word weights"):
+        tokens.load(tmp_path)
+
+
+def test_a_model_with_word_weights_reads_them_and_the_shipped_one_has_none() -> None:
+    from pochta.antispam.verdict import Analyzer
+
+    raw = letter(subject="free viagra", text="click here for free viagra")
+    with_weights = Analyzer(tokens=weighed()).analyze(parse(raw))
+    t = weighed()
+    assert t.weights is not None
+    got = with_weights.features[tokens.WEIGHTS_FEATURE]
+    assert got == t.weights.score(tokens.tokenize(parse(raw))) and got > 0
+    assert tokens.WEIGHTS_FEATURE not in Analyzer(tokens=table()).analyze(parse(raw)).features
+    shipped = booster.load()
+    assert shipped is not None and shipped.tokens is not None
+    assert shipped.tokens.weights is None  # the shipped model's verdicts are unchanged
+    assert tokens.WEIGHTS_FEATURE not in Scanner(model=shipped).scan(raw).features

@@ -122,6 +122,15 @@ def _words(v: float) -> tuple[str, str]:
     return ("its words say nothing either way", "слова письма ни о чём не говорят")
 
 
+def _weighed_words(v: float) -> tuple[str, str]:
+    """``tokens.weights``: the log-odds of spam the model's word weights give the letter."""
+    if v > 0:
+        return (f"its words, weighed together, lean to spam ({v:+.1f})",
+                f"слова письма в совокупности ближе к спаму ({v:+.1f})")  # fmt: skip
+    return (f"its words, weighed together, lean to legitimate mail ({v:+.1f})",
+            f"слова письма в совокупности ближе к обычной почте ({v:+.1f})")  # fmt: skip
+
+
 PHRASES: dict[str, Phrase] = {
     "text.words": lambda v: (_of(v, "word", "words") + " of text", f"слов в тексте: {_n(v)}"),
     "text.letters": lambda v: (_of(v, "letter", "letters") + " of text", f"букв в тексте: {_n(v)}"),
@@ -229,6 +238,7 @@ PHRASES: dict[str, Phrase] = {
         f"{_pct(v)} of links go to the sender's own site",
         f"ссылок на сайт самого отправителя: {_pct(v)}"),
     "tokens.score": lambda v: _words(v),
+    "tokens.weights": lambda v: _weighed_words(v),
     "headers.has_in_reply_to": lambda v: (
         ("answers an earlier letter (In-Reply-To)", "ответ на письмо (In-Reply-To)") if v
         else ("answers no earlier letter", "не ответ на другое письмо")),
