@@ -56,8 +56,9 @@ class HttpSettings(Section):
     )
     parser: Literal["httptools", "h11"] = Field(
         "httptools",
-        description="the HTTP/1.1 parser: httptools (llhttp, in C) or h11 (pure Python, several"
-        " times the CPU per request); both are held to the same limits",
+        description="the HTTP/1.1 parser: httptools (llhttp, in C) or h11 (pure Python: about"
+        " twice the server's CPU for parsing and writing a request); both are held to the same"
+        " limits (h11 answers a header block that never ends with 400)",
     )
     max_login_body: int = Field(
         4096, ge=256, description="bytes of a POST /v1/session body; larger gets 413"

@@ -207,7 +207,9 @@ def head_too_large(max_header_size: int) -> bytes:
     """The answer to a request whose line and headers are larger than ``max_header_size``
     (the API's 431, as its middleware words it); the connection is then closed."""
     message = f"the request line and headers are larger than {max_header_size} bytes"
-    body = json.dumps({"error": "headers_too_large", "message": message}).encode()
+    body = json.dumps(
+        {"error": "headers_too_large", "message": message}, separators=(",", ":")
+    ).encode()
     head = (
         "HTTP/1.1 431 Request Header Fields Too Large\r\n"
         "content-type: application/json\r\n"
