@@ -52,7 +52,13 @@ class HttpSettings(Section):
     max_header_size: int = Field(
         16384,
         ge=1024,
-        description="bytes of request line and headers; more closes the connection with 400",
+        description="bytes of request line and headers; more gets 431 and the connection is closed",
+    )
+    parser: Literal["httptools", "h11"] = Field(
+        "httptools",
+        description="the HTTP/1.1 parser: httptools (llhttp, in C) or h11 (pure Python: about"
+        " twice the server's CPU for parsing and writing a request); both are held to the same"
+        " limits (h11 answers a header block that never ends with 400)",
     )
     max_login_body: int = Field(
         4096, ge=256, description="bytes of a POST /v1/session body; larger gets 413"

@@ -138,3 +138,19 @@ def test_the_plain_renderer_leaves_tracebacks_to_the_console_renderer(
                           f"queue_id=abc123 pid={os.getpid()}")  # fmt: skip
     assert rest[0].split(" ", 1)[1].startswith("[error    ] failed")
     assert "Traceback" in rest[1] and "ValueError: boom" in rest[-1]
+
+
+def test_request_ids_are_12_hex_digits_and_a_forked_child_draws_its_own() -> None:
+    ids = [logs.new_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 12 and int(i, 16) >= 0 for i in ids)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child's next ids, next to the parent's: not the same sequence
+        os.write(write, " ".join(logs.new_id() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 100).decode().split()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child and child != [logs.new_id() for _ in range(3)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -19,10 +20,10 @@ import uvicorn
 from pochta import logs, metrics
 from pochta.app import connection_gate, server_tls, service_token, token_file
 from pochta.cli.common import ConfigOpt, DataOpt, handles_errors, settings
-from pochta.config import Settings
+from pochta.config import HttpSettings, Settings
 from pochta.errors import ConfigError
 from pochta.netaddr import parse_networks
-from pochta.server.connections import Doorman, governed_h11
+from pochta.server.connections import Doorman, governed_h11, governed_httptools
 from pochta.server.http import create_app
 from pochta.server.supervisor import Address, Supervisor, bind_all, fds_arg, inherited
 from pochta.tls import ServerTLS
@@ -144,6 +145,16 @@ def serve(
     _run(s, sock, None, tls, level)
 
 
+def http_protocol(doorman: Doorman, http: HttpSettings) -> type[asyncio.Protocol]:
+    """The HTTP protocol class of ``http.parser``, governed by ``doorman``."""
+    proxies = parse_networks(http.trusted_proxies)
+    if http.parser == "h11":  # h11 bounds the head itself (h11_max_incomplete_event_size)
+        return governed_h11(doorman, proxies, header_timeout=http.header_timeout)
+    return governed_httptools(
+        doorman, proxies, header_timeout=http.header_timeout, max_header_size=http.max_header_size
+    )
+
+
 def _run(
     s: Settings,
     sock: socket.socket,
@@ -166,11 +177,9 @@ def _run(
         ssl_context_factory=(lambda _config, _default: tls.context) if https and tls else None,
         lifespan="on",
         timeout_graceful_shutdown=10,
-        # h11 bounds the request line and headers (httptools has no such limit); pochta's
-        # subclass of uvicorn's h11 protocol asks the doorman for each connection
-        http=governed_h11(
-            doorman, parse_networks(http.trusted_proxies), header_timeout=http.header_timeout
-        ),
+        # pochta's subclass of uvicorn's httptools (or h11) protocol asks the doorman for each
+        # connection and bounds the request line and headers
+        http=http_protocol(doorman, http),
         # X-Forwarded-For / -Proto believed from these only (the client's address, https)
         proxy_headers=bool(http.trusted_proxies),
         forwarded_allow_ips=http.trusted_proxies or None,

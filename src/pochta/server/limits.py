@@ -125,8 +125,10 @@ def _is_json(headers: Headers) -> bool:
 class RequestBounds:
     """The middleware. ``bound_of(method, path)`` gives each request its bound; headers larger
     than ``max_header_size`` in all (names, values and the request target, as on the wire) get
-    431. (The HTTP server's own limit, uvicorn's h11 ``max_incomplete_event_size``, keeps a
-    header block that never ends from being held; this one makes the limit exact.)"""
+    431. (The HTTP server's own limit keeps a header block that never ends from being held:
+    pochta's httptools protocol counts the head as it is parsed and answers the same 431
+    (``pochta.server.connections``), h11's ``max_incomplete_event_size`` answers 400; this
+    one makes the limit exact with either parser.)"""
 
     def __init__(
         self,
