@@ -218,3 +218,8 @@ NAME_PIECES = [
 @given(st.lists(st.sampled_from(NAME_PIECES), max_size=12).map("".join))
 def test_named_in_reads_each_name_where_the_one_pass_found_one(text: str) -> None:
     assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)
+
+
+@pytest.mark.parametrize("text", ["Сбербанк " * 40 + "и PayPaI", "x " + "Госуслуги, " * 33, "ozon"])
+def test_named_in_past_the_bound_of_positions(text: str) -> None:
+    assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)

@@ -171,12 +171,20 @@ def _starts(lookahead: re.Pattern[str], text: str) -> list[int]:
     return [m.start() for m in lookahead.finditer(text)]
 
 
+NAME_STARTS = 32
+"""Positions where some name begins, past which :func:`_at_any` searches each organization's
+pattern over the whole text instead (as many tries as positions would cost more)."""
+
+
 def _at_any(rx: re.Pattern[str], texts: Sequence[tuple[str, list[int]]]) -> bool:
     """Whether ``rx`` matches at one of the given positions of its text: ``rx.search`` for
     a pattern that matches only where the pattern that gave the positions does (one
     organization's names, of the pattern of every organization's), without reading the
-    whole text once for each organization."""
-    return any(rx.match(text, i) for text, starts in texts for i in starts)
+    whole text once for each organization (unless there are over :data:`NAME_STARTS`)."""
+    return any(
+        rx.search(text) if len(starts) > NAME_STARTS else any(rx.match(text, i) for i in starts)
+        for text, starts in texts
+    )
 
 
 class Protected:
