@@ -384,6 +384,8 @@ ROWS: list[Row] = [
             ("Protected.__init__() (2)", "organization names as skeletons (PayPaI)"),
             ("_bounded_any()", "any organization name, one pass first"),
             ("_bounded_any() (2)", "any skeleton, one pass first"),
+            ("_lookahead()", "where any organization name or skeleton begins: the one pass in "
+             "a look-ahead, overlapping matches too; each organization is then tried only there"),
         ]
     ),
     # -- lures.py (issue 28): today's lures, behind the RE2 prefilter like wording's ------------

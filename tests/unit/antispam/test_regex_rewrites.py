@@ -239,9 +239,68 @@ def test_prefilter_finds_a_candidate_where_every_match_begins(text: str) -> None
                     assert found.start() == m.start(), (rx.pattern[:40], candidate, m)
 
 
+def finditer_spans(rx: re.Pattern[str], text: str) -> Spans:
+    return [m.span() for m in rx.finditer(text) if m.lastgroup != wording.SKIP]
+
+
+def matched_spans(rx: re.Pattern[str], text: str) -> Spans:
+    return [m.span() for m in wording.matches(rx, text) if m.lastgroup != wording.SKIP]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts_with_case)
+def test_matches_are_finditers_matches(text: str) -> None:
+    """Python's engine tried only where RE2 says a match may begin finds what it finds
+    trying every position, for every prefiltered family, in folded text and not."""
+    for candidate in (text, wording.fold(text), "x\n" + text + " " + text):
+        for rx in wording._PREFILTERS:
+            assert matched_spans(rx, candidate) == finditer_spans(rx, candidate), (
+                rx.pattern[:40],
+                candidate,
+            )
+            start = wording.first_candidate(rx, candidate)
+            found = finditer_spans(rx, candidate)
+            assert start is not None or not found
+            assert not found or start is None or start <= found[0][0]
+
+
+def test_matches_hand_over_to_python_after_the_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "приз " * 10 + "выиграли приз lottery 5 000 руб в день " * 5
+    every = finditer_spans(wording.OFFER, text)
+    assert len(every) > 12
+    for bound in (0, 1, 2, 7):
+        monkeypatch.setattr(wording, "CANDIDATES", bound)
+        assert matched_spans(wording.OFFER, text) == every
+
+
+@pytest.mark.slow
+def test_matches_on_the_corpus_letters() -> None:
+    """Every unsealed training letter (easy-ham-1, spam-1), its folded text and subject."""
+    checked = 0
+    for m in corpus.unsealed(("easy-ham-1", "spam-1")):
+        letter = parse(m.raw)
+        body = wording.fold(letter.all_text)
+        for text in (body, wording.fold(letter.subject) + "\n" + body):
+            for rx in wording._PREFILTERS:
+                assert matched_spans(rx, text) == finditer_spans(rx, text), (m.name, rx.pattern)
+        checked += 1
+    assert checked > 1000
+
+
+def test_the_set_names_the_prefilters_that_match() -> None:
+    text = wording.fold("Dear customer, you have won a prize; enter your password")
+    scan = wording._scan(text)
+    assert scan is not None
+    data, hits = scan
+    assert data == text.encode() and hits is not None
+    for rx, index in wording._INDEX.items():
+        assert (index in hits) == (wording._PREFILTERS[rx].search(data) is not None)
+
+
 def test_prefilter_steps_aside_for_lone_surrogates() -> None:
     assert wording.first_candidate(wording.OFFER, "\udc80 приз") == 0
     assert wording.find_all(wording.OFFER, "\udc80 приз") == ["приз"]
+    assert matched_spans(wording.OFFER, "\udc80 приз") == [(2, 6)]
 
 
 # -- the shingles' dropped tokens ------------------------------------------------------------

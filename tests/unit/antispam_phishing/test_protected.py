@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
@@ -195,3 +196,30 @@ def test_lookalike_helpers() -> None:
     assert lookalike.unicode_label("xn--80ak6aa92e") == "аррӏе"
     assert lookalike.unicode_label("xn--zz") is None
     assert lookalike.unicode_domain("xn--80ak6aa92e.com") == "аррӏе.com"
+
+
+def _named_in_by_search(p: Protected, text: str) -> list[str]:
+    """named_in as it was: each organization's pattern searched over the whole text."""
+    s = unicodedata.normalize("NFKC", text[: protected.MAX_NAMED_TEXT])
+    variants = [s, s.translate(protected._LAT_TO_CYR), s.translate(protected._CYR_TO_LAT)]
+    found = [org for org, rx in p._patterns if any(rx.search(v) for v in variants)]
+    sk = lookalike.skeleton(s)
+    found += [org for org, rx in p._skeleton_patterns if org not in found and rx.search(sk)]
+    return [org.name for org in p.orgs if org in found]
+
+
+NAME_PIECES = [
+    *sorted({n for org in P.orgs for n in org.names})[:60],
+    "PayPaI", "Сбербанка", "Госуслуг", "Mail.Ru", "x", " ", "-", ".", "ё", "0", "_", "\n",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(NAME_PIECES), max_size=12).map("".join))
+def test_named_in_reads_each_name_where_the_one_pass_found_one(text: str) -> None:
+    assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)
+
+
+@pytest.mark.parametrize("text", ["Сбербанк " * 40 + "и PayPaI", "x " + "Госуслуги, " * 33, "ozon"])
+def test_named_in_past_the_bound_of_positions(text: str) -> None:
+    assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)

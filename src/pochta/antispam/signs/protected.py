@@ -161,6 +161,32 @@ def _bounded_any(alternatives: Sequence[str], flags: int) -> re.Pattern[str]:
     return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)", flags)
 
 
+def _lookahead(rx: re.Pattern[str]) -> re.Pattern[str]:
+    """``rx`` inside a look-ahead: its ``finditer`` gives every position where ``rx`` matches
+    (overlapping matches too), in one pass of the engine."""
+    return re.compile(f"(?=(?:{rx.pattern}))", rx.flags)
+
+
+def _starts(lookahead: re.Pattern[str], text: str) -> list[int]:
+    return [m.start() for m in lookahead.finditer(text)]
+
+
+NAME_STARTS = 32
+"""Positions where some name begins, past which :func:`_at_any` searches each organization's
+pattern over the whole text instead (as many tries as positions would cost more)."""
+
+
+def _at_any(rx: re.Pattern[str], texts: Sequence[tuple[str, list[int]]]) -> bool:
+    """Whether ``rx`` matches at one of the given positions of its text: ``rx.search`` for
+    a pattern that matches only where the pattern that gave the positions does (one
+    organization's names, of the pattern of every organization's), without reading the
+    whole text once for each organization (unless there are over :data:`NAME_STARTS`)."""
+    return any(
+        rx.search(text) if len(starts) > NAME_STARTS else any(rx.match(text, i) for i in starts)
+        for text, starts in texts
+    )
+
+
 class Protected:
     def __init__(self, orgs: Sequence[Org], abused_tlds: Iterable[str] = ()) -> None:
         self.orgs = tuple(orgs)
@@ -193,13 +219,13 @@ class Protected:
         # word boundaries are checked once for every name (not once per organization at every
         # position): a match exists where one organization's pattern matches, and only there
         names = [_alternatives(org.names, _name_pattern) for org in self.orgs if org.names]
-        self._any_name = _bounded_any(names, re.IGNORECASE)
+        self._any_name = _lookahead(_bounded_any(names, re.IGNORECASE))
         latin_names = [
             _alternatives([n for n in org.names if n.isascii()], _skeleton_pattern)
             for org in self.orgs
             if any(n.isascii() for n in org.names)
         ]
-        self._any_skeleton = _bounded_any(latin_names, 0)
+        self._any_skeleton = _lookahead(_bounded_any(latin_names, 0))
         self._tokens = [(org, t, skeleton(t)) for org in self.orgs for t in org.tokens]
         self._imitations: dict[str, Imitation | None] = {}
         self._confusable = [(org, t, skeleton(t)) for org in self.orgs for t in org.confusable_only]
@@ -253,12 +279,14 @@ class Protected:
             return []
         s = unicodedata.normalize("NFKC", text[:MAX_NAMED_TEXT])
         variants = [s, s.translate(_LAT_TO_CYR), s.translate(_CYR_TO_LAT)]
-        named = [v for v in variants if self._any_name.search(v)]
-        found = [org for org, rx in self._patterns if any(rx.search(v) for v in named)]
+        named = [(v, starts) for v in variants if (starts := _starts(self._any_name, v))]
+        found = [org for org, rx in self._patterns if _at_any(rx, named)]
         sk = skeleton(s)
-        if self._any_skeleton.search(sk):
+        if starts := _starts(self._any_skeleton, sk):
             found += [
-                org for org, rx in self._skeleton_patterns if org not in found and rx.search(sk)
+                org
+                for org, rx in self._skeleton_patterns
+                if org not in found and _at_any(rx, [(sk, starts)])
             ]
         return [org for org in self.orgs if org in found]
 

@@ -30,9 +30,10 @@ number, tried again from every "dear" of a "dear dear dear ..."; the checks read
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,10 +213,7 @@ def find_all(rx: re.Pattern[str], text: str, limit: int = 3) -> list[str]:
     """The first ``limit`` distinct quotes of ``rx`` in ``text`` (matches of a group named
     :data:`SKIP` are not findings)."""
     out: list[str] = []
-    start = first_candidate(rx, text)
-    if start is None:
-        return out
-    for m in rx.finditer(text, start):
+    for m in matches(rx, text):
         if m.lastgroup == SKIP:
             continue
         q = quote(text, m)
@@ -397,26 +395,111 @@ def relaxed(pattern: str) -> str:
 
 
 def _prefilter(pattern: str) -> Any:
+    return re2.compile(relaxed(pattern).encode(), _options(8 << 20))
+
+
+def _options(max_mem: int) -> Any:
     options = re2.Options()
     options.never_capture = True
-    options.max_mem = 8 << 20  # RE2's default; a DFA that needs more falls back to the NFA
-    return re2.compile(relaxed(pattern), options)
+    options.max_mem = max_mem  # a DFA that needs more falls back to the NFA (a set: gives up)
+    options.log_errors = False
+    return options
 
 
 _PREFILTERS: dict[re.Pattern[str], Any] = {}
+_INDEX: dict[re.Pattern[str], int] = {}  # a pattern's place in the set: 1, 2, ...
+_RELAXED: list[bytes] = []
+_SET: list[Any] = []  # the set of every prefilter, compiled at its first use
+SET_MEMORY = 16 << 20
+"""Bytes RE2 may spend on the set's automaton (the default 8 MiB makes it rebuild its states
+several times over a long letter: 3x slower)."""
+
+
+def _prefilter_set() -> Any:
+    """One RE2 automaton for every registered prefilter: one pass over a text says which of
+    them match anywhere in it (most match nowhere). Pattern 0 matches every text: an answer
+    without it is a set that gave up (its memory ran out), and then each prefilter runs alone."""
+    if not _SET:
+        found = re2.Set.SearchSet(_options(SET_MEMORY))
+        found.Add(b"")
+        for pattern in _RELAXED:
+            found.Add(pattern)
+        found.Compile()
+        _SET.append(found)
+    return _SET[0]
+
+
+@functools.lru_cache(maxsize=8)
+def _scan(text: str) -> tuple[bytes, frozenset[int] | None] | None:
+    """``text`` as UTF-8 and the prefilters (:data:`_INDEX`) matching somewhere in it (None:
+    not known, the set gave up); None for a text RE2 cannot read (a lone surrogate). The
+    checks read one text with several families: it is encoded and scanned once."""
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        return None
+    hits = _prefilter_set().Match(data) or ()
+    return data, (frozenset(hits) if 0 in hits else None)
 
 
 def first_candidate(rx: re.Pattern[str], text: str) -> int | None:
     """Where a match of ``rx`` may begin at the earliest (RE2 over the relaxed copy of
-    ``rx``); None when it matches nowhere in ``text``; 0 for a pattern without a prefilter."""
+    ``rx``); None when it matches nowhere in ``text``; 0 for a pattern without a prefilter or
+    a text RE2 cannot read."""
     pre = _PREFILTERS.get(rx)
-    if pre is None:
+    scan = None if pre is None else _scan(text)
+    if pre is None or scan is None:
         return 0
-    try:
-        m = pre.search(text)
-    except UnicodeEncodeError:  # a lone surrogate: RE2 reads UTF-8 only
-        return 0
-    return None if m is None else int(m.start())
+    data, hits = scan
+    if hits is not None and _INDEX[rx] not in hits:
+        return None
+    m = pre.search(data)
+    return None if m is None else len(data[: m.start()].decode("utf-8", "ignore"))
+
+
+CANDIDATES = 32
+"""Positions :func:`matches` tries where RE2 says a match may begin, before it leaves the rest
+of the text to Python's engine alone. Each try is one RE2 search from there, which may read to
+the end of the text (a relaxed ``[^.\\n]{0,40}`` reads any length); the bound keeps a text full
+of near-matches linear."""
+
+
+def matches(rx: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """``rx.finditer(text)``: the same matches, but Python's engine tries ``rx`` only where RE2
+    says a match may begin (the relaxed copy matches there: every match of ``rx`` begins at such
+    a position), not at every position of the text; after :data:`CANDIDATES` positions tried,
+    as ``finditer`` from there."""
+    pre = _PREFILTERS.get(rx)
+    scan = None if pre is None else _scan(text)
+    if pre is None or scan is None:  # no prefilter, or a text RE2 cannot read
+        yield from rx.finditer(text)
+        return
+    data, hits = scan
+    if hits is not None and _INDEX[rx] not in hits:
+        return
+    char = byte = 0  # the same place, in characters and in bytes
+    for _ in range(CANDIDATES):
+        found = pre.search(data, byte)
+        if found is None:
+            return
+        start = found.start()
+        if start < len(data) and data[start] & 0xC0 == 0x80:  # inside a character: RE2 in
+            break  # UTF-8 never starts a match there, but should it, Python reads from here
+        char += len(data[byte:start].decode())
+        byte = start
+        m = rx.match(text, char)
+        if m is None:
+            if char >= len(text):
+                return
+            byte += len(text[char].encode())
+            char += 1
+            continue
+        if m.end() == char:  # an empty match: Python's own rules from here
+            break
+        yield m
+        byte += len(text[char : m.end()].encode())
+        char = m.end()
+    yield from rx.finditer(text, char)
 
 
 def _register(rx: re.Pattern[str], *, without: str = "") -> None:
@@ -426,6 +509,10 @@ def _register(rx: re.Pattern[str], *, without: str = "") -> None:
     if without:  # an alternative that is no finding: the prefilter leaves it out
         pattern = pattern.replace(without, "")
     _PREFILTERS[rx] = _prefilter(pattern)
+    _RELAXED.append(relaxed(pattern).encode())
+    _INDEX[rx] = len(_RELAXED)
+    _SET.clear()
+    _scan.cache_clear()
 
 
 for _rx_ in (GREETING, ALARM, URGENCY, *CARD_ITEMS.values(), PERSONAL_OBJECTS, REQUEST, NEGATION):
