@@ -235,7 +235,9 @@ class DeliveryHandler:
         held: Share | None,
     ) -> str:
         try:
-            prepared = await self.intake.prepare(
+            stored = await self.intake.prepare_then(
+                lambda prepared: self._store(prepared, envelope.recipients),
+                self.deliveries,
                 letter,
                 envelope,
                 helo,
@@ -244,7 +246,6 @@ class DeliveryHandler:
                 shingles=self.mailbox.counts_shingles,
                 held=held,
             )
-            stored = await run_in(self.deliveries, self._store, prepared, envelope.recipients)
         except NoRecipients:
             return "554 5.1.1 no valid recipients"
         except TooLarge as exc:
