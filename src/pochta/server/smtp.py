@@ -11,7 +11,9 @@ their file from the first byte. Past ``max_message_size`` the letter is
 dropped as it comes and answered 552 once it ends; a line longer than ``line_length_limit``,
 500. The letter (with a Received header put in front) is then parsed, analyzed and split in
 a worker process (``mailbox.intake``, which reads the spooled file itself), and stored by
-``Mailbox.deliver_prepared`` in a thread; 250 comes only after the delivery is durable. A
+``Mailbox.deliver_prepared`` in a delivery thread, to which the worker's answer goes straight
+from the pool's thread (``Intake.prepare_then``), the recipients looked up again there (one
+deleted since its RCPT is left out); 250 comes only after the delivery is durable. A
 letter no worker could prepare in time is read whole into the server to be stored unscored
 (``antispam.on_timeout``): its bytes are taken from the budget first, into the share of the
 letter's spool, until it is stored. A storage failure, workers too busy to take the letter,
