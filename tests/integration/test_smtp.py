@@ -141,6 +141,34 @@ def test_unknown_recipient_gets_550_at_rcpt(mx: Server) -> None:
     assert len(raws(mx, "alice@example.org")) == 1
 
 
+def test_a_recipient_deleted_after_rcpt_is_left_out_at_the_end_of_data(
+    mx: Server, tmp_path: Path
+) -> None:
+    """The recipients accepted at RCPT are looked up again when the letter is stored: one
+    deleted in between gets nothing (the others get the letter); all of them deleted, 554."""
+    with smtplib.SMTP("127.0.0.1", mx.smtp_port, timeout=30) as smtp:
+        smtp.ehlo()
+        smtp.mail("sender@example.net")
+        assert smtp.rcpt("alice@example.org")[0] == 250
+        assert smtp.rcpt("bob@example.org")[0] == 250
+        pochta = build(load_settings(None, data_dir=tmp_path / "data"))
+        try:
+            pochta.mailbox.delete_user("bob@example.org")
+        finally:
+            pochta.close()
+        assert smtp.data(letter())[0] == 250
+        assert len(raws(mx, "alice@example.org")) == 1
+        smtp.mail("sender@example.net")
+        assert smtp.rcpt("alice@example.org")[0] == 250
+        pochta = build(load_settings(None, data_dir=tmp_path / "data"))
+        try:
+            pochta.mailbox.delete_user("alice@example.org")
+        finally:
+            pochta.close()
+        code, msg = smtp.data(letter())
+        assert code == 554 and b"no valid recipients" in msg
+
+
 def test_too_large_gets_552_and_stores_nothing(tmp_path: Path) -> None:
     data = tmp_path / "data"
     add_users(data, "alice@example.org")

@@ -158,3 +158,60 @@ def test_the_learned_words_key_is_not_in_the_analysis_settings_repr() -> None:
     settings = AnalysisSettings(dns="off", word_key=b"a-very-secret-words-key")
     assert settings.word_key == b"a-very-secret-words-key"
     assert "a-very-secret" not in repr(settings) and "dns='off'" in repr(settings)
+
+
+def test_prepare_then_hands_the_workers_answer_to_the_executor(pool: WorkerPool) -> None:
+    """``prepare_then``: ``then`` runs in a thread of the given executor with the prepared
+    letter (no sender authentication here: the pool's thread hands it over), and its result
+    or its error comes back; a letter past the deadline goes the way of ``on_timeout`` first;
+    with ``defer``, or cancelled while its worker runs, ``then`` is never called."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    raw = letter()
+    seen: list[tuple[int, str]] = []
+
+    def then(prepared: object) -> str:
+        seen.append((getattr(prepared, "size", -1), threading.current_thread().name))
+        return "stored"
+
+    def broken(prepared: object) -> str:
+        raise OSError("disk")
+
+    async def run(where: Intake, given: bytes, store: object = then) -> object:
+        return await where.prepare_then(
+            store,  # type: ignore[arg-type]
+            executor,
+            given,
+            ENVELOPE,
+            "helo",
+            analyze=True,
+            shingles=True,
+            prefix=b"Received: x\r\n",
+        )
+
+    told = Told()
+    with ThreadPoolExecutor(1, thread_name_prefix="store") as executor:
+        assert asyncio.run(run(intake(pool, "inbox", told, 30.0), raw)) == "stored"
+        assert seen == [(len(b"Received: x\r\n" + raw), seen[0][1])]
+        assert seen[0][1].startswith("store")
+        with pytest.raises(OSError, match="disk"):
+            asyncio.run(run(intake(pool, "inbox", told, 30.0), raw, broken))
+        slow = FORGED + slow_letter()
+        assert asyncio.run(run(intake(pool, "inbox", told, 0.05), slow)) == "stored"
+        assert seen[-1][0] == len(b"Received: x\r\n" + slow) - len(FORGED)  # whole, unscored
+        with pytest.raises(WorkerTimeout):
+            asyncio.run(run(intake(pool, "defer", told, 0.05), slow))
+        assert told.actions == ["inbox", "defer"]
+        assert len(seen) == 2
+
+        async def cancelled() -> None:
+            task = asyncio.ensure_future(run(intake(pool, "inbox", told, 30.0), slow_letter()))
+            await asyncio.sleep(0.2)  # its worker is parsing
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancelled())
+        pool.run(len, b"")  # the worker has finished the cancelled letter
+        assert len(seen) == 2

@@ -48,14 +48,17 @@ no worker time.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import dataclasses
 import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, wait
+from concurrent.futures import CancelledError, Executor, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pochta import metrics
 from pochta.antispam.auth.authenticator import Authenticator, LetterAuth
@@ -73,6 +76,7 @@ from pochta.types import Activity, Envelope, Held
 from pochta.workers import WorkerPool
 
 log = logging.getLogger("pochta.intake")
+T = TypeVar("T")
 
 SMALL = 512 << 10  # bytes: a letter this small is taken by a worker before bigger ones
 WORKER_MODULES = ("pochta.mailbox.intake", "pochta.mailbox.deciding")
@@ -383,6 +387,10 @@ class Intake:
             if auth is not None:
                 auth.close()
 
+    def _begins_auth(self, envelope: Envelope | None) -> bool:
+        """Whether a letter of ``envelope`` is authenticated (in the server, see the module)."""
+        return self.auth is not None and envelope is not None and bool(envelope.ip)
+
     def _begin(self, envelope: Envelope | None, helo: str | None) -> LetterAuth | None:
         """SPF starts as the letter comes in (as ``Analyzer.analyze`` would check it)."""
         if self.auth is None or envelope is None or not envelope.ip:
@@ -471,25 +479,105 @@ class Intake:
                 urgent=size <= SMALL,
             )
         except (WorkerTimeout, WorkerDied) as exc:
-            refusal: PochtaError = exc
-            whole = None
-            if not analyze or self.on_timeout != "defer":
-                try:
-                    whole = await self._whole(raw, prefix, self.authserv_id, held, exc)
-                except Overloaded as overloaded:  # deferred after all: the sender retries
-                    refusal = overloaded
-            if analyze:
-                action = self.on_timeout if whole is not None else "defer"
-                metrics.unscored("timeout" if isinstance(exc, WorkerTimeout) else "died", action)
-                if self.activity is not None:
-                    self.activity.unscored(action)
-            if whole is None:
-                log.warning("a letter of %d bytes is deferred unscored: %s", size, exc.message)
-                if refusal is exc:
-                    raise
-                raise refusal from exc
-            log.warning("a letter of %d bytes is stored unscored: %s", size, exc.message)
-            return unprepared(whole, unanalyzed() if analyze else None)
+            return await self._unprepared(exc, raw, prefix, analyze=analyze, held=held)
+
+    async def _unprepared(
+        self,
+        exc: WorkerTimeout | WorkerDied,
+        raw: Letter,
+        prefix: bytes,
+        *,
+        analyze: bool,
+        held: Held | None,
+    ) -> Prepared:
+        """A letter no worker could prepare: kept whole and unscored, or refused (``exc``
+        raised again, or Overloaded), as ``on_timeout`` says (see the module)."""
+        size = len(prefix) + size_of(raw)
+        refusal: PochtaError = exc
+        whole = None
+        if not analyze or self.on_timeout != "defer":
+            try:
+                whole = await self._whole(raw, prefix, self.authserv_id, held, exc)
+            except Overloaded as overloaded:  # deferred after all: the sender retries
+                refusal = overloaded
+        if analyze:
+            action = self.on_timeout if whole is not None else "defer"
+            metrics.unscored("timeout" if isinstance(exc, WorkerTimeout) else "died", action)
+            if self.activity is not None:
+                self.activity.unscored(action)
+        if whole is None:
+            log.warning("a letter of %d bytes is deferred unscored: %s", size, exc.message)
+            if refusal is exc:
+                raise exc
+            raise refusal from exc
+        log.warning("a letter of %d bytes is stored unscored: %s", size, exc.message)
+        return unprepared(whole, unanalyzed() if analyze else None)
+
+    async def prepare_then(
+        self,
+        then: Callable[[Prepared], T],
+        executor: Executor | None,
+        raw: Letter,
+        envelope: Envelope | None,
+        helo: str | None,
+        *,
+        analyze: bool,
+        shingles: bool,
+        prefix: bytes = b"",
+        held: Held | None = None,
+    ) -> T:
+        """``then`` (storing it) called in a thread of ``executor`` with the letter
+        :meth:`prepare` gives. When nothing between the two needs the server's loop (a pool,
+        an executor, no sender authentication to finish), the worker's answer goes from the
+        pool's thread straight to ``executor``: the loop wakes once, for ``then``'s result,
+        not also in between (a wake-up and a hop less per letter). A letter its worker could
+        not prepare takes the way of :meth:`prepare` (``on_timeout``). Cancelled while the
+        worker runs, ``then`` is not called."""
+        authenticates = analyze and self._begins_auth(envelope)
+        if self.pool is None or executor is None or authenticates:
+            prepared = await self.prepare(
+                raw, envelope, helo, analyze=analyze, shingles=shingles, prefix=prefix, held=held
+            )
+            return await run_in(executor, then, prepared)
+        context = contextvars.copy_context()  # the log's ids, as run_in gives them
+        size = len(prefix) + size_of(raw)
+        job: Future[Prepared] = self.pool.submit(
+            prepare_in_worker,
+            raw,
+            envelope,
+            helo,
+            self.inline_limit,
+            analyze,
+            shingles,
+            prefix,
+            self.authserv_id,
+            analyze and self.decides,
+            deadline=self.deadline,
+            urgent=size <= SMALL,
+        )
+        out: Future[T] = Future()
+
+        def hand_over(job: Future[Prepared]) -> None:  # in the pool's thread
+            if job.cancelled() or not out.set_running_or_notify_cancel():
+                return
+            exc = job.exception()
+            if exc is not None:
+                out.set_exception(exc)
+                return
+            try:
+                step = executor.submit(context.run, then, job.result())
+            except BaseException as exc:  # the executor is shutting down
+                out.set_exception(exc)
+                return
+            step.add_done_callback(lambda step: _pass_on(step, out))
+
+        out.add_done_callback(lambda out: job.cancel() if out.cancelled() else None)
+        job.add_done_callback(hand_over)
+        try:
+            return await asyncio.wrap_future(out)
+        except (WorkerTimeout, WorkerDied) as exc:
+            prepared = await self._unprepared(exc, raw, prefix, analyze=analyze, held=held)
+            return await run_in(executor, then, prepared)
 
     async def _whole(
         self,
@@ -602,3 +690,13 @@ class Intake:
         exc = None if done.cancelled() else done.exception()
         if exc is not None:
             log.warning("one letter's shingle counts dropped: %s", exc)
+
+
+def _pass_on(step: Future[T], out: Future[T]) -> None:
+    """``step``'s outcome given to ``out`` (running: its caller no longer cancels it)."""
+    if step.cancelled():
+        out.set_exception(CancelledError())
+    elif (exc := step.exception()) is not None:
+        out.set_exception(exc)
+    else:
+        out.set_result(step.result())

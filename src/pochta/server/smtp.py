@@ -11,7 +11,9 @@ their file from the first byte. Past ``max_message_size`` the letter is
 dropped as it comes and answered 552 once it ends; a line longer than ``line_length_limit``,
 500. The letter (with a Received header put in front) is then parsed, analyzed and split in
 a worker process (``mailbox.intake``, which reads the spooled file itself), and stored by
-``Mailbox.deliver_prepared`` in a thread; 250 comes only after the delivery is durable. A
+``Mailbox.deliver_prepared`` in a delivery thread, to which the worker's answer goes straight
+from the pool's thread (``Intake.prepare_then``), the recipients looked up again there (one
+deleted since its RCPT is left out); 250 comes only after the delivery is durable. A
 letter no worker could prepare in time is read whole into the server to be stored unscored
 (``antispam.on_timeout``): its bytes are taken from the budget first, into the share of the
 letter's spool, until it is stored. A storage failure, workers too busy to take the letter,
@@ -48,7 +50,7 @@ import shutil
 import socket
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -75,12 +77,12 @@ from pochta.executors import Executors, run_in
 from pochta.guard.anvil import Admission
 from pochta.guard.reserve import DiskReserve, free_bytes, reserve_for
 from pochta.mailbox.intake import Intake, Letter
+from pochta.mailbox.prepare import Prepared
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
 from pochta.server.connections import Doorman, smtp_refusal
 from pochta.server.smtpdata import CommandWatch, DataReader, Spool
 from pochta.types import Envelope as MailEnvelope
-from pochta.types import User
 
 log = logging.getLogger("pochta.smtp")
 
@@ -192,15 +194,6 @@ class DeliveryHandler:
         queue_id: str,
         held: Share | None,
     ) -> str:
-        users: list[User] = []
-        try:
-            for address in envelope.rcpt_tos:
-                user = await run_in(self.lookups, self.mailbox.user, address)
-                if user is not None:
-                    users.append(user)
-        except StorageError as exc:
-            log.warning("delivery %s deferred: %s", queue_id, exc.message)
-            return self._each(envelope, STORAGE_UNAVAILABLE)
         if self.lmtp:
             protocol = "LMTP"
         elif "SMTPUTF8" in envelope.mail_options:
@@ -225,9 +218,7 @@ class DeliveryHandler:
             sender=envelope.mail_from or "",
             recipients=tuple(envelope.rcpt_tos),
         )
-        status = await self._deliver(
-            trace, letter, users, queue_id, envelope_, session.host_name, held
-        )
+        status = await self._deliver(trace, letter, queue_id, envelope_, session.host_name, held)
         return self._each(envelope, status)
 
     def _each(self, envelope: Envelope, status: str) -> str:
@@ -240,16 +231,15 @@ class DeliveryHandler:
         self,
         trace: bytes,
         letter: Letter,
-        users: list[User],
         queue_id: str,
         envelope: MailEnvelope,
         helo: str | None,
         held: Share | None,
     ) -> str:
-        if not users:
-            return "554 5.1.1 no valid recipients"
         try:
-            prepared = await self.intake.prepare(
+            stored = await self.intake.prepare_then(
+                lambda prepared: self._store(prepared, envelope.recipients),
+                self.deliveries,
                 letter,
                 envelope,
                 helo,
@@ -258,7 +248,8 @@ class DeliveryHandler:
                 shingles=self.mailbox.counts_shingles,
                 held=held,
             )
-            done = await run_in(self.deliveries, self.mailbox.deliver_prepared, prepared, users)
+        except NoRecipients:
+            return "554 5.1.1 no valid recipients"
         except TooLarge as exc:
             return f"552 5.3.4 {exc.message}"
         except InvalidInput as exc:
@@ -277,15 +268,29 @@ class DeliveryHandler:
         except Exception:
             log.exception("delivery %s failed", queue_id)
             return "451 4.3.0 temporary failure; try again later"
+        done, recipients = stored
         log.info(
             "delivered %s: %d bytes to %d recipient(s), letters %s, verdict %s",
             queue_id,
             done.size,
-            len(users),
+            recipients,
             ",".join(map(str, done.ids)),
             _verdict(done),
         )
         return f"250 2.0.0 OK queued as {queue_id}"
+
+    def _store(self, prepared: Prepared, addresses: Sequence[str]) -> tuple[Delivered, int]:
+        """In a delivery thread: the recipients looked up again (one may have been deleted
+        since its RCPT) and the letter stored for them; the delivery and how many they were.
+        One hop off the loop for both (each costs a thread's wake-up and the loop's)."""
+        users = [u for u in map(self.mailbox.user, addresses) if u is not None]
+        if not users:
+            raise NoRecipients
+        return self.mailbox.deliver_prepared(prepared, users), len(users)
+
+
+class NoRecipients(Exception):
+    """None of a letter's recipients has a mailbox any more (all deleted since RCPT)."""
 
 
 def _verdict(done: Delivered) -> str:
