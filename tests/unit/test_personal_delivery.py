@@ -4,6 +4,8 @@ stored once, and only the installation's verdict teaches."""
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,10 +13,13 @@ import pytest
 from tests.mailtools import letter, payload
 
 from pochta.antispam import personal
+from pochta.antispam.shingles.registry import update_refs
 from pochta.antispam.verdict import Verdict
 from pochta.app import Pochta, build
 from pochta.config import load_settings
 from pochta.errors import StorageError
+from pochta.mailbox.intake import for_the_server
+from pochta.mailbox.prepare import prepare
 from pochta.mailbox.trace import verdict_headers
 from pochta.mime.letter import parse
 from pochta.types import Envelope, ListEntry, User
@@ -240,3 +245,50 @@ def test_own_words_that_agree_with_the_installation_keep_the_common_letter(
     assert skeletons[agrees] == skeletons[2] != skeletons[disagrees]
     for m in (got[agrees], got[2]):
         assert pochta.mailbox.raw(m.user_id, m.id) == head(pochta, installation) + raw
+
+
+def test_a_workers_slim_answer_delivers_what_its_whole_analysis_does(pochta: Pochta) -> None:
+    """What a worker sends back of a letter it decided (``intake.for_the_server``: the
+    analysis without its signs, features and shingles; the verdict's features as the model
+    reads them; the shingles once, without their text) stores the same bytes, in the same
+    folders, with the same per-recipient verdicts (alice's and bob's own words re-run the
+    model on those features) and teaches the same lesson, in a fraction of the bytes."""
+    alice, bob, carol = users(pochta, 3)
+    teach_club(pochta, alice, bob)
+    words, personal_words = pochta.scanner.words, pochta.scanner.personal
+    assert words is not None and personal_words is not None
+    words.flush()
+    assert personal_words.refresh() == {alice.id, bob.id}
+    scanner = pochta.scanner
+    raw = club(20)
+    envelope = Envelope(ip="192.0.2.1", sender="club@rowing.example", recipients=())
+    prepared = prepare(raw, envelope, "helo", inline_limit=4096, analyzer=scanner.analyzer)
+    assert prepared.analysis is not None
+    analysis, verdict = scanner.judge(prepared.analysis)
+    whole = dataclasses.replace(prepared, analysis=analysis, verdict=verdict)
+    slim = for_the_server(whole, scanner.model)
+    assert slim.verdict is not None and slim.analysis is not None
+    assert len(pickle.dumps(slim, pickle.HIGHEST_PROTOCOL)) * 2 < len(
+        pickle.dumps(whole, pickle.HIGHEST_PROTOCOL)
+    )
+    assert not slim.analysis.features and not slim.analysis.shingles and not slim.shingles
+    assert all(s.value == "" for s in slim.verdict.shingles)
+    assert len(slim.verdict.features) < len(verdict.features)
+    refs = update_refs(verdict.shingles)  # what a lesson counts, when the verdict counts
+    assert refs and update_refs(slim.verdict.shingles) == refs
+    assert scanner.lesson(slim.verdict) == scanner.lesson(verdict)
+    for owner in (alice, bob):  # the model reads the slim features as it reads the whole
+        mine = scanner.for_owner(verdict, analysis, owner.id)
+        assert mine.probability != verdict.probability
+        assert scanner.for_owner(slim.verdict, slim.analysis, owner.id).probability == (
+            mine.probability
+        )
+    stored = []
+    for given in (whole, slim):
+        done = pochta.mailbox.deliver_prepared(given, [alice, bob, carol])
+        pairs = zip((alice, bob, carol), done.ids, strict=True)
+        got = [pochta.mailbox.letter(u.id, i) for u, i in pairs]
+        raws = [pochta.mailbox.raw(m.user_id, m.id) for m in got]
+        stored.append(([(m.folder, m.verdict) for m in got], raws, done.size, done.stored))
+    assert stored[0] == stored[1]
+    assert [v for _, v in stored[1][0]] == ["spam", "ham", verdict.label]

@@ -56,7 +56,7 @@ def test_the_worker_decides_as_the_server_would_and_counts_after_storing(
         assert "decision" in prepared.analysis.seconds  # the worker's CPU, for the metrics
         probabilities.append(prepared.verdict.probability)
         if i == 0:  # nothing counted yet: the server, deciding now, sees what the worker saw
-            server = pochta.scanner.decide(prepared.analysis)
+            server = pochta.scanner.scan(raw, ENVELOPE, "helo")
             assert (server.label, server.probability) == (
                 prepared.verdict.label,
                 prepared.verdict.probability,
@@ -66,8 +66,8 @@ def test_the_worker_decides_as_the_server_would_and_counts_after_storing(
     # the worker read its own counts: each copy looked more like the ham counted before it
     assert probabilities == sorted(probabilities, reverse=True) and len(set(probabilities)) > 1
     assert pochta.shingles.counters.stats().updates == 0  # the server counted nothing itself
-    assert prepared.analysis is not None
-    refs = query_refs(prepared.analysis.shingles)
+    assert prepared.verdict is not None
+    refs = query_refs(prepared.verdict.shingles)  # the answer's shingles: once, without text
     pochta.intake.close()  # the worker counts what it was handed and writes its buffer
     # read from the store itself (the server's own read cache may still hold the zeros)
     fresh = Counters(SQLiteStore(pochta.settings.data_dir / "shingles.sqlite3"), cache_size=0)
