@@ -13,8 +13,9 @@ import pytest
 from tests.mailtools import letter, payload
 
 from pochta.antispam import personal
+from pochta.antispam.shingles.counters import Packed, unpack
 from pochta.antispam.shingles.registry import update_refs
-from pochta.antispam.verdict import Verdict
+from pochta.antispam.verdict import Counting, Verdict
 from pochta.app import Pochta, build
 from pochta.config import load_settings
 from pochta.errors import StorageError
@@ -132,9 +133,11 @@ def test_only_the_installations_verdict_teaches(
     learned: list[Verdict] = []
     real = pochta.scanner.learn
 
-    def learn(verdict: Verdict, at: float | None = None) -> str | None:
+    def learn(
+        verdict: Verdict, at: float | None = None, packed: tuple[Packed, ...] | None = None
+    ) -> str | None:
         learned.append(verdict)
-        return real(verdict, at)
+        return real(verdict, at, packed)
 
     monkeypatch.setattr(pochta.scanner, "learn", learn)
     done = pochta.mailbox.deliver(letter(sender=SENDER, text=TEXT), [blocker, other], scan=True)
@@ -272,11 +275,22 @@ def test_a_workers_slim_answer_delivers_what_its_whole_analysis_does(pochta: Poc
         pickle.dumps(whole, pickle.HIGHEST_PROTOCOL)
     )
     assert not slim.analysis.features and not slim.analysis.shingles and not slim.shingles
-    assert all(s.value == "" for s in slim.verdict.shingles)
+    assert not slim.verdict.shingles and slim.refs is not None
     assert len(slim.verdict.features) < len(verdict.features)
     refs = update_refs(verdict.shingles)  # what a lesson counts, when the verdict counts
-    assert refs and update_refs(slim.verdict.shingles) == refs
-    assert scanner.lesson(slim.verdict) == scanner.lesson(verdict)
+    assert refs and unpack(slim.refs) == refs
+    scanner.counting = Counting(spam_at=0.0, ham_below=2.0)  # every verdict counts
+    mine, theirs = scanner.lesson(verdict), scanner.lesson(slim.verdict, packed=slim.refs)
+    assert mine.kind is not None and (mine.kind, mine.taught) == (theirs.kind, theirs.taught)
+    assert [*mine.refs] == [*theirs.refs, *unpack(theirs.packed)] == refs
+    counters = scanner.counters
+    assert counters is not None
+    updates = []
+    for lesson in (mine, theirs):  # taught in this process (no workers): the same increments
+        before = counters.stats().updates
+        assert scanner.teach(lesson) == mine.kind
+        updates.append(counters.stats().updates - before)
+    assert updates[0] == updates[1] > 0
     for owner in (alice, bob):  # the model reads the slim features as it reads the whole
         mine = scanner.for_owner(verdict, analysis, owner.id)
         assert mine.probability != verdict.probability

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from tests.mailtools import letter
 
+from pochta.antispam.shingles.counters import unpack
 from pochta.antispam.shingles.counters.buckets import parse_window
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.counters.sqlite import SQLiteStore
-from pochta.antispam.shingles.registry import query_refs
 from pochta.app import Pochta, build
 from pochta.config import load_settings
 from pochta.types import Envelope
@@ -66,8 +66,8 @@ def test_the_worker_decides_as_the_server_would_and_counts_after_storing(
     # the worker read its own counts: each copy looked more like the ham counted before it
     assert probabilities == sorted(probabilities, reverse=True) and len(set(probabilities)) > 1
     assert pochta.shingles.counters.stats().updates == 0  # the server counted nothing itself
-    assert prepared.verdict is not None
-    refs = query_refs(prepared.verdict.shingles)  # the answer's shingles: once, without text
+    assert prepared.refs is not None  # the answer's shingles, once, as the counters take them
+    refs = unpack(prepared.refs)
     pochta.intake.close()  # the worker counts what it was handed and writes its buffer
     # read from the store itself (the server's own read cache may still hold the zeros)
     fresh = Counters(SQLiteStore(pochta.settings.data_dir / "shingles.sqlite3"), cache_size=0)

@@ -36,7 +36,7 @@ from pochta.antispam.auth.resolver import Resolver
 from pochta.antispam.model import explain as explaining
 from pochta.antispam.model.booster import Model
 from pochta.antispam.rules import ruleset as rules
-from pochta.antispam.shingles.counters import Ref
+from pochta.antispam.shingles.counters import Packed, Ref, unpack
 from pochta.antispam.shingles.counters.buckets import Counts, parse_window
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.extract import extract
@@ -461,6 +461,7 @@ class Lesson:
     taught: words_mod.Kind | None = None
     hashes: tuple[int, ...] = field(default=(), repr=False)
     at: float | None = None
+    packed: tuple[Packed, ...] = field(default=(), repr=False)  # more refs, as numbers
 
 
 Teacher = Callable[[Lesson], bool]
@@ -656,21 +657,29 @@ class Scanner:
             return explaining.from_rules(verdict.hits, top)
         return explaining.explain(self.model, verdict.features, top, words=verdict.words)
 
-    def learn(self, verdict: Verdict, at: float | None = None) -> str | None:
+    def learn(
+        self, verdict: Verdict, at: float | None = None, packed: tuple[Packed, ...] | None = None
+    ) -> str | None:
         """Count a delivered letter's shingles with its verdict, as :class:`Counting` says
         (only verdicts the model is sure of). Returns the kind counted (None: not counted).
         With a ``teacher`` (the worker processes, :mod:`pochta.mailbox.intake`) the lesson is
         handed to it; it is taught here when there is none or it refuses. Never raises: the
-        letter is stored, and counting must not undo that."""
-        lesson = self.lesson(verdict, at)
+        letter is stored, and counting must not undo that. ``packed``: the refs of the
+        verdict's shingles, packed by the worker that decided it (its verdict then carries
+        none: ``pochta.mailbox.intake.for_the_server``)."""
+        lesson = self.lesson(verdict, at, packed)
         if lesson.kind is None and lesson.taught is None:
             return None
         if self.teacher is None or not self.teacher(lesson):
             return self.teach(lesson)
-        return lesson.kind if self.counters is not None and lesson.refs else None
+        counted = lesson.refs or lesson.packed
+        return lesson.kind if self.counters is not None and counted else None
 
-    def lesson(self, verdict: Verdict, at: float | None = None) -> Lesson:
-        """What :meth:`learn` would count and teach of ``verdict`` (pure: no store is read)."""
+    def lesson(
+        self, verdict: Verdict, at: float | None = None, packed: tuple[Packed, ...] | None = None
+    ) -> Lesson:
+        """What :meth:`learn` would count and teach of ``verdict`` (pure: no store is read);
+        ``packed``: its shingles' refs as numbers, passed on as they are (see ``learn``)."""
         threshold = self.model.threshold if self.model is not None else None
         kind = self.counting.kind(verdict, threshold)
         taught: words_mod.Kind | None = None
@@ -680,7 +689,8 @@ class Scanner:
                 taught = "spam" if found == "spam" else "ham"
         refs = tuple(update_refs(verdict.shingles)) if kind is not None else ()
         hashes = verdict.hashes if taught is not None else ()
-        return Lesson(kind, refs, taught, hashes, at)
+        more = packed if kind is not None and packed is not None else ()
+        return Lesson(kind, refs, taught, hashes, at, more)
 
     def teach(self, lesson: Lesson) -> str | None:
         """Count and teach ``lesson`` in this process's counters and words; the kind counted
@@ -691,10 +701,11 @@ class Scanner:
             except Exception:
                 log.exception("learned words: one letter's words dropped")
         kind = lesson.kind
-        if self.counters is None or not lesson.refs or kind is None:
+        if self.counters is None or not (lesson.refs or lesson.packed) or kind is None:
             return None
+        refs = [*lesson.refs, *unpack(lesson.packed)] if lesson.packed else lesson.refs
         try:
-            self.counters.update(lesson.refs, kind, at=lesson.at, wait=0)
+            self.counters.update(refs, kind, at=lesson.at, wait=0)
         except StorageError as exc:
             log.warning("shingle counters: one letter's %s increments dropped: %s", kind, exc)
             return None

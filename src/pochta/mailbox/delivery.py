@@ -222,7 +222,7 @@ class Delivery:
                 count_op(i, ref) for i, new in zip(ids, letters, strict=True) for ref in new.refs
             )
         if verdict is not None and self.scanner is not None:
-            self.scanner.learn(verdict)
+            self.scanner.learn(verdict, packed=prepared.refs)
             if self.activity is not None:
                 self.activity.delivered(verdict.label, [s.symbol for s in verdict.signs], len(ids))
         elif self.shingler is not None and prepared.shingles:

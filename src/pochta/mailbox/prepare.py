@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from pochta.antispam.personal import candidates
+from pochta.antispam.shingles.counters import Packed
 from pochta.antispam.shingles.extract import extract
 from pochta.antispam.shingles.registry import Shingle
 from pochta.antispam.verdict import Analysis, Analyzer, Verdict
@@ -46,6 +47,10 @@ class Prepared:
     from_address: str = ""  # the header From's address, normalized (what sender lists match)
     verdict: Verdict | None = field(default=None, repr=False)  # decided by the worker, if so
     candidates: tuple[str, ...] | None = None  # the sender list values From can match
+    refs: tuple[Packed, ...] | None = field(default=None, repr=False)  # see below
+    """The counters' refs of the verdict's shingles, packed, when the worker that decided the
+    verdict sent them apart (``pochta.mailbox.intake.for_the_server``; the verdict then has
+    no shingles): what the server hands back to be counted."""
 
 
 def prepare(

@@ -14,7 +14,7 @@ Time buckets, windows and key names are pure functions in ``buckets.py``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -38,6 +38,26 @@ class Ref:
     @property
     def id(self) -> tuple[int, int]:
         return (self.type, self.hash)
+
+
+Packed = tuple[int, int, "tuple[int, int] | None"]
+"""A :class:`Ref` as plain numbers, (type, hash, (unique's type, hash) or None): what a
+worker's answer carries of a letter's shingles (``pochta.mailbox.intake.for_the_server``).
+Tuples of ints read back ~20x cheaper than as many frozen dataclasses."""
+
+
+def pack(refs: Iterable[Ref]) -> tuple[Packed, ...]:
+    """``refs`` as numbers; a unique has no unique of its own (ValueError if one has)."""
+    refs = tuple(refs)
+    if any(r.unique is not None and r.unique.unique is not None for r in refs):
+        raise ValueError("a shingle's unique names a unique of its own")
+    return tuple(
+        (r.type, r.hash, None if r.unique is None else (r.unique.type, r.unique.hash)) for r in refs
+    )
+
+
+def unpack(packed: Iterable[Packed]) -> list[Ref]:
+    return [Ref(t, h, None if u is None else Ref(*u)) for t, h, u in packed]
 
 
 Cell = tuple[int, int, str, int, int, "tuple[int, int] | None"]
