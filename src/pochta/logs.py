@@ -45,7 +45,7 @@ import logging
 import os
 import random
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
@@ -307,18 +307,3 @@ def new_id() -> str:
     guards nothing, so it comes from ``random`` (reseeded in a forked child), not from the
     kernel: ``secrets`` asks the kernel for every id (a system call per request)."""
     return f"{random.getrandbits(48):012x}"
-
-
-class RequestIds:
-    """ASGI middleware: every line logged while a request is served carries ``request_id``
-    (uvicorn's access line too, which it writes from within the request)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if scope.get("type") != "http":
-            await self.app(scope, receive, send)
-            return
-        with bound(request_id=new_id()):
-            await self.app(scope, receive, send)

@@ -156,7 +156,6 @@ def create_app(
         max_depth=settings.http.max_json_depth,
         max_header_size=settings.http.max_header_size,
     )
-    app.add_middleware(logs.RequestIds)  # outermost: every line of a request has its id
     app.include_router(blobs.router)
     app.include_router(mailbox.router)
     app.include_router(lists.router)
