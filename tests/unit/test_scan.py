@@ -311,9 +311,7 @@ def test_scan_api_explains_on_request(tmp_path: Path) -> None:
         assert rules_said["explanation"][0]["feature"].startswith("rule.PHISH_")
 
 
-def test_the_plain_scan_route_answers_as_the_documented_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_plain_scan_route_answers_as_the_documented_one(tmp_path: Path) -> None:
     """``POST /v1/scan`` is served by a plain route (server.scan) ahead of the documented
     FastAPI one: the same request gets the same status, headers that matter and body from
     both, refusals included (token before parameters, pydantic's words for ``explain``)."""
@@ -344,21 +342,24 @@ def test_the_plain_scan_route_answers_as_the_documented_one(
         ("/v1/scan?ip=&mail_from=&helo=", phishing, {**auth, "content-type": "message/rfc822"}),
     ]
 
-    def answers() -> list[tuple[int, str | None, str | None, Any]]:
+    def answers(c: TestClient) -> list[tuple[int, str | None, str | None, Any]]:
         out = []
-        with TestClient(create_app(settings), base_url="https://testserver") as c:
-            for url, body, headers in cases:
-                r = c.post(url, content=body, headers=headers)
-                www = r.headers.get("www-authenticate")
-                out.append((r.status_code, r.headers.get("content-type"), www, r.json()))
+        for url, body, headers in cases:
+            r = c.post(url, content=body, headers=headers)
+            www = r.headers.get("www-authenticate")
+            out.append((r.status_code, r.headers.get("content-type"), www, r.json()))
         return out
 
-    plain = [r for r in scan.router.routes if getattr(r, "endpoint", None) is scan.scan_route]
-    assert len(plain) == 1 and scan.router.routes.index(plain[0]) == 0  # ahead of the other
-    served = answers()
-    with monkeypatch.context() as m:  # only the documented FastAPI route answers
-        m.setattr(scan.router, "routes", [r for r in scan.router.routes if r is not plain[0]])
-        assert answers() == served
+    with TestClient(create_app(settings), base_url="https://testserver") as c:
+        routes = c.app.router.routes  # type: ignore[attr-defined]
+        assert routes[0] is scan.ROUTE  # first of all: no router is searched for a scan
+        served = answers(c)
+        routes.remove(scan.ROUTE)  # now only the documented FastAPI route answers
+        assert answers(c) == served
+        get = c.get("/v1/scan", headers=auth)  # the documented methods, with either
+        assert get.status_code == 405 and get.headers["allow"] == "POST"
+        routes.insert(0, scan.ROUTE)
+        assert c.get("/v1/scan", headers=auth).headers["allow"] == "POST"
     statuses = [s for s, *_ in served]
     assert statuses == [401, 401, 401, 401, 401, 422, 422, 422, 400, 200, 200, 200, 200]
     assert served[5][3]["message"].startswith("query.explain: Input should be a valid boolean")

@@ -175,10 +175,10 @@ async def put_blob(request: Request) -> Response:
     return Response(_stored_body(stored), status_code=201, media_type="application/json")
 
 
-# first in the router, so it answers every PUT of a blob; the route below documents it
-router.routes.append(
-    Route(f"{router.prefix}/{{key}}", put_blob, methods=["PUT"], include_in_schema=False)
-)
+ROUTE = Route(f"{router.prefix}/{{key}}", put_blob, methods=["PUT"], include_in_schema=False)
+"""The route that serves every PUT of a blob: first in the application's routes
+(``server.http``), so that no router is searched for it; the FastAPI route below documents
+it."""
 
 
 @router.put(
