@@ -45,7 +45,7 @@ import logging
 import os
 import random
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
@@ -74,6 +74,11 @@ _current: Snapshot | None = None
 def _redact(logger: WrappedLogger, name: str, event: EventDict) -> EventDict:
     """Replace every registered secret value in the line's strings by ``[redacted]``."""
     if not _secrets:
+        return event
+    # one search of all the strings together first: most lines hold no secret (a secret that
+    # only seems to span two strings costs the search field by field below, nothing else)
+    strings = "\0".join([v for v in event.values() if isinstance(v, str)])
+    if not any(s in strings for s in _secrets):
         return event
     for key, value in event.items():
         if isinstance(value, str) and any(s in value for s in _secrets):
@@ -307,18 +312,3 @@ def new_id() -> str:
     guards nothing, so it comes from ``random`` (reseeded in a forked child), not from the
     kernel: ``secrets`` asks the kernel for every id (a system call per request)."""
     return f"{random.getrandbits(48):012x}"
-
-
-class RequestIds:
-    """ASGI middleware: every line logged while a request is served carries ``request_id``
-    (uvicorn's access line too, which it writes from within the request)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if scope.get("type") != "http":
-            await self.app(scope, receive, send)
-            return
-        with bound(request_id=new_id()):
-            await self.app(scope, receive, send)

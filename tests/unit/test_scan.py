@@ -309,3 +309,58 @@ def test_scan_api_explains_on_request(tmp_path: Path) -> None:
         assert rules_said["verdict"] == "phishing"
         assert rules_said["explanation"][0]["unit"] == "points"
         assert rules_said["explanation"][0]["feature"].startswith("rule.PHISH_")
+
+
+def test_the_plain_scan_route_answers_as_the_documented_one(tmp_path: Path) -> None:
+    """``POST /v1/scan`` is served by a plain route (server.scan) ahead of the documented
+    FastAPI one: the same request gets the same status, headers that matter and body from
+    both, refusals included (token before parameters, pydantic's words for ``explain``)."""
+    from pochta.server import scan
+
+    settings = load_settings(
+        data_dir=tmp_path / "d",
+        service_token=TOKEN,
+        smtp={"enabled": False},
+        imap={"enabled": False},
+    )
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    ham = letter(subject="Lunch tomorrow?", text="Shall we meet at noon, Anna?\n")
+    phishing = (PHISHING / "en01_paypal_confusable.eml").read_bytes()
+    cases: list[tuple[str, bytes, dict[str, str]]] = [
+        ("/v1/scan", ham, {}),
+        ("/v1/scan?explain=x", ham, {}),  # the token first, whatever else is wrong
+        ("/v1/scan", ham, {"Authorization": "Basic " + TOKEN}),
+        ("/v1/scan", ham, {"Authorization": "Bearer " + TOKEN + "x"}),
+        ("/v1/scan", ham, {"Authorization": "Bearer"}),
+        ("/v1/scan?explain=x", ham, auth),
+        ("/v1/scan?explain=", ham, auth),
+        ("/v1/scan?explain=2", b"", auth),
+        ("/v1/scan", b"", auth),
+        ("/v1/scan", ham, auth),
+        ("/v1/scan?explain=yes&explain=off", ham, auth),  # the last one counts
+        ("/v1/scan?explain=on&ip=203.0.113.9&mail_from=a@paypa1.example&helo=x", phishing, auth),
+        ("/v1/scan?ip=&mail_from=&helo=", phishing, {**auth, "content-type": "message/rfc822"}),
+    ]
+
+    def answers(c: TestClient) -> list[tuple[int, str | None, str | None, Any]]:
+        out = []
+        for url, body, headers in cases:
+            r = c.post(url, content=body, headers=headers)
+            www = r.headers.get("www-authenticate")
+            out.append((r.status_code, r.headers.get("content-type"), www, r.json()))
+        return out
+
+    with TestClient(create_app(settings), base_url="https://testserver") as c:
+        routes = c.app.router.routes  # type: ignore[attr-defined]
+        assert routes[0] is scan.ROUTE  # first of all: no router is searched for a scan
+        served = answers(c)
+        routes.remove(scan.ROUTE)  # now only the documented FastAPI route answers
+        assert answers(c) == served
+        get = c.get("/v1/scan", headers=auth)  # the documented methods, with either
+        assert get.status_code == 405 and get.headers["allow"] == "POST"
+        routes.insert(0, scan.ROUTE)
+        assert c.get("/v1/scan", headers=auth).headers["allow"] == "POST"
+    statuses = [s for s, *_ in served]
+    assert statuses == [401, 401, 401, 401, 401, 422, 422, 422, 400, 200, 200, 200, 200]
+    assert served[5][3]["message"].startswith("query.explain: Input should be a valid boolean")
+    assert "explanation" in served[11][3] and "explanation" not in served[10][3]

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 
 from pochta.errors import TlsRequired
 from pochta.netaddr import within
@@ -27,6 +28,22 @@ async def require_service(
     expected: str = request.app.state.service_token
     if credentials is None or not hmac.compare_digest(
         credentials.credentials.encode(), expected.encode()
+    ):
+        raise HTTPException(
+            401, "a valid service token is required", headers={"WWW-Authenticate": "Bearer"}
+        )
+
+
+def authorize_service(request: Request) -> None:
+    """``require_service`` without FastAPI's dependency machinery, for the plain routes ahead
+    of documented ones (``PUT /v1/blobs/{key}``, ``POST /v1/scan``): the same bearer parsing
+    (``HTTPBearer``'s), constant-time comparison and 401."""
+    scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
+    expected: str = request.app.state.service_token
+    if (
+        scheme.lower() != "bearer"
+        or not token
+        or not hmac.compare_digest(token.encode(), expected.encode())
     ):
         raise HTTPException(
             401, "a valid service token is required", headers={"WWW-Authenticate": "Bearer"}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import re
 from typing import Annotated, Any, Literal
@@ -20,18 +19,15 @@ from typing import Annotated, Any, Literal
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi import Path as PathParam
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
-from fastapi.security.utils import get_authorization_scheme_param
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from starlette.exceptions import HTTPException
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from starlette.routing import Route
 
 from pochta.blobs.store import CHUNK, BlobStore, Opened, Stored
 from pochta.errors import InvalidInput, RangeNotSatisfiable
-from pochta.server.auth import require_service
+from pochta.server.auth import authorize_service, require_service
 from pochta.server.errors import documented
-from pochta.server.fields import NotBool
+from pochta.server.fields import NotBool, checked
 from pochta.types import FileFlag, FileRecord, Space
 
 router = APIRouter(
@@ -133,35 +129,6 @@ _key_check: TypeAdapter[str] = TypeAdapter(Annotated[str, Field(pattern=KEY_PATT
 _magic_check: TypeAdapter[int] = TypeAdapter(Annotated[int, Field(ge=1, le=2**32 - 1)])
 
 
-def _checked(adapter: TypeAdapter[Any], value: str | None, loc: tuple[str, str]) -> Any:
-    """``value`` validated as FastAPI validates a path or query parameter (the same pydantic
-    errors, located the same way); RequestValidationError when it fails."""
-    if value is None:
-        raise RequestValidationError(
-            [{"type": "missing", "loc": loc, "msg": "Field required", "input": None}]
-        )
-    try:
-        return adapter.validate_python(value)
-    except ValidationError as exc:
-        errors = [{**e, "loc": loc + tuple(e["loc"])} for e in exc.errors()]
-        raise RequestValidationError(errors) from None
-
-
-def _authorize(request: Request) -> None:
-    """``require_service`` without FastAPI's dependency machinery: the same bearer parsing
-    (``HTTPBearer``'s), constant-time comparison and 401."""
-    scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
-    expected: str = request.app.state.service_token
-    if (
-        scheme.lower() != "bearer"
-        or not token
-        or not hmac.compare_digest(token.encode(), expected.encode())
-    ):
-        raise HTTPException(
-            401, "a valid service token is required", headers={"WWW-Authenticate": "Bearer"}
-        )
-
-
 async def _receive(request: Request, store: BlobStore, key: str, magic: int) -> Stored:
     """The body to both disks: a small file received whole and stored in one trip to a worker
     thread; a larger one hashed and written one CHUNK at a time in a worker thread while the
@@ -201,17 +168,17 @@ async def _receive(request: Request, store: BlobStore, key: str, magic: int) -> 
 
 async def put_blob(request: Request) -> Response:
     """``PUT /v1/blobs/{key}`` as served (see the module's docstring)."""
-    _authorize(request)
-    key = _checked(_key_check, request.path_params["key"], ("path", "key"))
-    magic = _checked(_magic_check, request.query_params.get("magic"), ("query", "magic"))
+    authorize_service(request)
+    key = checked(_key_check, request.path_params["key"], ("path", "key"))
+    magic = checked(_magic_check, request.query_params.get("magic"), ("query", "magic"))
     stored = await _receive(request, request.app.state.pochta.blobs, key, magic)
     return Response(_stored_body(stored), status_code=201, media_type="application/json")
 
 
-# first in the router, so it answers every PUT of a blob; the route below documents it
-router.routes.append(
-    Route(f"{router.prefix}/{{key}}", put_blob, methods=["PUT"], include_in_schema=False)
-)
+ROUTE = Route(f"{router.prefix}/{{key}}", put_blob, methods=["PUT"], include_in_schema=False)
+"""The route that serves every PUT of a blob: first in the application's routes
+(``server.http``), so that no router is searched for it; the FastAPI route below documents
+it."""
 
 
 @router.put(

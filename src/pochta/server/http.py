@@ -156,7 +156,9 @@ def create_app(
         max_depth=settings.http.max_json_depth,
         max_header_size=settings.http.max_header_size,
     )
-    app.add_middleware(logs.RequestIds)  # outermost: every line of a request has its id
+    # the scan and the upload are served by plain routes, first of all (the FastAPI routes of
+    # the same paths document them; a wrong method still gets 405 with the documented Allow)
+    app.router.routes[:0] = [scan.ROUTE, blobs.ROUTE]
     app.include_router(blobs.router)
     app.include_router(mailbox.router)
     app.include_router(lists.router)

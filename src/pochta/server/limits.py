@@ -1,4 +1,6 @@
-"""Request bodies bounded before and while they arrive: an ASGI middleware.
+"""Request bodies bounded before and while they arrive: an ASGI middleware, which also gives
+every request its ``request_id`` (``pochta.logs``): the one middleware of pochta's own, as each
+layer costs every request a coroutine of its own.
 
 Each request gets the bound of its endpoint (``Bound``, chosen by ``bound_of`` from the method
 and path). A ``Content-Length`` above the bound is refused with 413 before one byte of the body
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from pochta import logs
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,9 @@ class RequestBounds:
     431. (The HTTP server's own limit keeps a header block that never ends from being held:
     pochta's httptools protocol counts the head as it is parsed and answers the same 431
     (``pochta.server.connections``), h11's ``max_incomplete_event_size`` answers 400; this
-    one makes the limit exact with either parser.)"""
+    one makes the limit exact with either parser.) Outermost of the application's own
+    middleware: every line logged while a request is served, its refusal included, carries
+    ``request_id`` (uvicorn's access line too, which it writes from within the request)."""
 
     def __init__(
         self,
@@ -146,51 +152,54 @@ class RequestBounds:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
-        head += sum(len(name) + len(value) + 4 for name, value in scope["headers"])
-        if head > self.max_header_size:
-            message = f"the request line and headers are larger than {self.max_header_size} bytes"
-            await Refusal(431, "headers_too_large", message).response()(scope, receive, send)
-            return
-        bound = self.bound_of(scope["method"], scope["path"])
-        headers = Headers(scope=scope)
-        length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > bound.body:
-            await too_large(bound.body).response()(scope, receive, send)
-            return
-        depth = JsonDepth(self.max_depth) if bound.json and _is_json(headers) else None
-        received = 0
-        refusal: Refusal | None = None
-        started = False
+        with logs.bound(request_id=logs.new_id()):  # in this layer: one coroutine less
+            head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+            head += sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+            if head > self.max_header_size:
+                message = (
+                    f"the request line and headers are larger than {self.max_header_size} bytes"
+                )
+                await Refusal(431, "headers_too_large", message).response()(scope, receive, send)
+                return
+            bound = self.bound_of(scope["method"], scope["path"])
+            headers = Headers(scope=scope)
+            length = headers.get("content-length", "")
+            if length.isdigit() and int(length) > bound.body:
+                await too_large(bound.body).response()(scope, receive, send)
+                return
+            depth = JsonDepth(self.max_depth) if bound.json and _is_json(headers) else None
+            received = 0
+            refusal: Refusal | None = None
+            started = False
 
-        async def bounded_receive() -> Message:
-            nonlocal received, refusal
-            if refusal is not None:
-                raise Refused(refusal)
-            message = await receive()
-            if message["type"] == "http.request":
-                body: bytes = message.get("body", b"")
-                received += len(body)
-                if received > bound.body:
-                    refusal = too_large(bound.body)
-                elif depth is not None and depth.feed(body):
-                    refusal = Refusal(
-                        400,
-                        "json_too_deep",
-                        f"the JSON body is nested deeper than {self.max_depth} levels",
-                    )
+            async def bounded_receive() -> Message:
+                nonlocal received, refusal
                 if refusal is not None:
                     raise Refused(refusal)
-            return message
+                message = await receive()
+                if message["type"] == "http.request":
+                    body: bytes = message.get("body", b"")
+                    received += len(body)
+                    if received > bound.body:
+                        refusal = too_large(bound.body)
+                    elif depth is not None and depth.feed(body):
+                        refusal = Refusal(
+                            400,
+                            "json_too_deep",
+                            f"the JSON body is nested deeper than {self.max_depth} levels",
+                        )
+                    if refusal is not None:
+                        raise Refused(refusal)
+                return message
 
-        async def send_unless_refused(message: Message) -> None:
-            nonlocal started
+            async def send_unless_refused(message: Message) -> None:
+                nonlocal started
+                if refusal is not None and not started:
+                    return  # the application's answer to a body it could not read
+                started = started or message["type"] == "http.response.start"
+                await send(message)
+
+            with contextlib.suppress(Refused):  # refusal says what to answer
+                await self.app(scope, bounded_receive, send_unless_refused)
             if refusal is not None and not started:
-                return  # the application's answer to a body it could not read
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        with contextlib.suppress(Refused):  # refusal says what to answer
-            await self.app(scope, bounded_receive, send_unless_refused)
-        if refusal is not None and not started:
-            await refusal.response()(scope, receive, send)
+                await refusal.response()(scope, receive, send)
