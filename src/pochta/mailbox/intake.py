@@ -59,7 +59,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Executor, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pochta import metrics
 from pochta.antispam.auth.authenticator import Authenticator, LetterAuth
@@ -420,6 +420,28 @@ class Intake:
         if self.pool is not None:
             self.pool.close()
 
+    def _job(
+        self,
+        raw: Letter,
+        envelope: Envelope | None,
+        helo: str | None,
+        analyze: bool,
+        shingles: bool,
+        prefix: bytes,
+    ) -> tuple[Any, ...]:
+        """The arguments of ``prepare_in_worker`` for this letter (both ways to a worker)."""
+        return (
+            raw,
+            envelope,
+            helo,
+            self.inline_limit,
+            analyze,
+            shingles,
+            prefix,
+            self.authserv_id,
+            analyze and self.decides,
+        )
+
     async def prepare(
         self,
         raw: Letter,
@@ -525,21 +547,13 @@ class Intake:
                     shingles=shingles,
                 ),
             )
-        size = len(prefix) + size_of(raw)
+        args = self._job(raw, envelope, helo, analyze, shingles, prefix)
         try:
             return await self.pool.arun(
                 prepare_in_worker,
-                raw,
-                envelope,
-                helo,
-                self.inline_limit,
-                analyze,
-                shingles,
-                prefix,
-                self.authserv_id,
-                analyze and self.decides,
+                *args,
                 deadline=self.deadline,
-                urgent=size <= SMALL,
+                urgent=len(prefix) + size_of(raw) <= SMALL,
             )
         except (WorkerTimeout, WorkerDied) as exc:
             return await self._unprepared(exc, raw, prefix, analyze=analyze, held=held)
@@ -603,20 +617,11 @@ class Intake:
             )
             return await run_in(executor, then, prepared)
         context = contextvars.copy_context()  # the log's ids, as run_in gives them
-        size = len(prefix) + size_of(raw)
         job: Future[Prepared] = self.pool.submit(
             prepare_in_worker,
-            raw,
-            envelope,
-            helo,
-            self.inline_limit,
-            analyze,
-            shingles,
-            prefix,
-            self.authserv_id,
-            analyze and self.decides,
+            *self._job(raw, envelope, helo, analyze, shingles, prefix),
             deadline=self.deadline,
-            urgent=size <= SMALL,
+            urgent=len(prefix) + size_of(raw) <= SMALL,
         )
         out: Future[T] = Future()
 
