@@ -17,6 +17,7 @@ Intended differences, excluded from the comparison where they can arise:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 
@@ -275,16 +276,21 @@ def test_matches_hand_over_to_python_after_the_candidates(monkeypatch: pytest.Mo
 
 @pytest.mark.slow
 def test_matches_on_the_corpus_letters() -> None:
-    """Every unsealed training letter (easy-ham-1, spam-1), its folded text and subject."""
+    """A fixed quarter of the unsealed training letters (easy-ham-1, spam-1), chosen by the
+    hash of the name so that every run checks the same ones: its folded text and subject. The
+    hypothesis tests above cover the input space; this one keeps real letters in view at a
+    quarter of the cost of all of them (30 s -> ~8 s of CI)."""
     checked = 0
     for m in corpus.unsealed(("easy-ham-1", "spam-1")):
+        if hashlib.sha256(m.name.encode()).digest()[0] % 4:
+            continue
         letter = parse(m.raw)
         body = wording.fold(letter.all_text)
         for text in (body, wording.fold(letter.subject) + "\n" + body):
             for rx in wording._PREFILTERS:
                 assert matched_spans(rx, text) == finditer_spans(rx, text), (m.name, rx.pattern)
         checked += 1
-    assert checked > 1000
+    assert checked > 250
 
 
 def test_the_set_names_the_prefilters_that_match() -> None:
