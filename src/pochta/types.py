@@ -535,7 +535,7 @@ class DeletionIndex(Protocol):
 
     def abandon(self, ids: Sequence[int], uncounted: Collection[tuple[int, int]]) -> int:
         """In one step: drop the references (letter id, n) in ``uncounted`` (never counted),
-        and turn the PENDING letters of ``ids`` into DELETING ones (the deletion worker decs
+        and turn the PENDING letters of ``ids`` into DELETING ones (the deletion job decs
         what was counted). Returns how many letters changed."""
 
     def delete(self, user_id: int, letter_id: int) -> bool:

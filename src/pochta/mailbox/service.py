@@ -146,7 +146,7 @@ class Mailbox:
 
     def delete_user(self, email: str) -> tuple[User, int]:
         """Delete an account and everything of it: its letters go through the deletion job
-        as any deletion does (their attachments' counts are decremented by the worker), the
+        as any deletion does (their attachments' counts are decremented by that job), the
         forget hooks drop what else was kept of it (learned words...), then its sessions,
         folders and the account row go in one atomic step; the login limits of its address
         are lifted. The user and how many letters were marked for deletion.
