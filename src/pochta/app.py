@@ -79,6 +79,7 @@ from pochta.mailbox.deciding import secret as _secret
 from pochta.mailbox.deciding import shingler as _shingler
 from pochta.mailbox.deciding import word_store as _word_store
 from pochta.mailbox.deciding import words_backend as words_backend  # re-exported
+from pochta.mailbox.deletionjob import DeletionJob
 from pochta.mailbox.intake import (
     WORKER_MODULES,
     AnalysisSettings,
@@ -92,7 +93,6 @@ from pochta.mailbox.lists import SenderListService
 from pochta.mailbox.lists.sqlite import SQLiteSenderLists
 from pochta.mailbox.service import Mailbox
 from pochta.mailbox.sqlite import SQLiteIndex
-from pochta.mailbox.worker import DeletionWorker
 from pochta.netaddr import parse_networks
 from pochta.redisconn import SyncClient
 from pochta.tls import ServerTLS
@@ -132,7 +132,7 @@ class Pochta:
     shingles: Shingler
     scanner: Scanner
     intake: Intake
-    deletions: DeletionWorker
+    deletions: DeletionJob
     history: Recorder
     evacuations: Evacuations
     budget: Budget  # the listeners' bytes in memory for clients, in all (memory_budget)
@@ -172,9 +172,9 @@ class Pochta:
 
     def start(self) -> None:
         """Start the background work of a server (once): the worker processes that parse and
-        analyze letters; the shingle counters' flusher; the deletion worker, which first
+        analyze letters; the shingle counters' flusher; the deletion job, which first
         recovers what a crash left; and, when ``valkyrie.enabled``, Valkyrie, one thread per
-        local disk. The deletion worker and Valkyrie are single-run jobs: among every process
+        local disk. The deletion job and Valkyrie are single-run jobs: among every process
         sharing the locks one leads each (``pochta.guard.singleton``)."""
         if self._started:
             return
@@ -194,7 +194,7 @@ class Pochta:
 
     def close(self) -> None:
         """Stop what ``start`` started and join its threads, then close the services (once).
-        The deletion worker and Valkyrie stop first (they hold leases and use the stores);
+        The deletion job and Valkyrie stop first (they hold leases and use the stores);
         the shingle counters then write what is buffered; the locks release their leases;
         the mailbox settles the journal into the blob store, which closes last."""
         if self._closed:
@@ -355,7 +355,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         shingles=shingler,
         scanner=scanner,
         intake=intake,
-        deletions=DeletionWorker(mailbox.deletions, pochta_locks, fence=fence),
+        deletions=DeletionJob(mailbox.deletions, pochta_locks, fence=fence),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
         budget=Budget(settings.memory_budget),

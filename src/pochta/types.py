@@ -535,7 +535,7 @@ class DeletionIndex(Protocol):
 
     def abandon(self, ids: Sequence[int], uncounted: Collection[tuple[int, int]]) -> int:
         """In one step: drop the references (letter id, n) in ``uncounted`` (never counted),
-        and turn the PENDING letters of ``ids`` into DELETING ones (the deletion worker decs
+        and turn the PENDING letters of ``ids`` into DELETING ones (the deletion job decs
         what was counted). Returns how many letters changed."""
 
     def delete(self, user_id: int, letter_id: int) -> bool:
@@ -562,8 +562,21 @@ class CheckIndex(Protocol):
     def stats(self) -> IndexStats: ...
 
 
-class ImapIndex(UserIndex, FolderIndex, LetterIndex, FlagIndex, DeletionIndex, Protocol):
-    """What IMAP's store (``server/imapstore.py``) asks of the index directly."""
+class ImapIndex(Protocol):
+    """The reads IMAP's store (``server/imapstore.py``) makes of the index itself, given by
+    ``Mailbox.reads``: folders, UIDs, letters and their skeletons (the same methods as
+    ``FolderIndex``, ``FlagIndex`` and ``LetterIndex``). No change goes this way: a change
+    is a ``Mailbox`` call, which holds its feedback and its deletion."""
+
+    def folders(self, user_id: int) -> list[Folder]: ...
+
+    def entries(self, user_id: int, folder: str) -> list[FolderEntry]: ...
+
+    def letter(self, user_id: int, letter_id: int) -> StoredLetter | None: ...
+
+    def skeletons(
+        self, user_id: int, letter_ids: Sequence[int], max_size: int | None = None
+    ) -> dict[int, tuple[StoredLetter, bytes | None]]: ...
 
 
 class MailIndex(

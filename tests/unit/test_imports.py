@@ -191,3 +191,94 @@ def test_the_layer_check_sees_an_upward_import() -> None:
         "pochta.config -> pochta.antispam.auth.resolver",
         "pochta.mailbox.intake -> pochta.app",
     ]
+
+
+EDGES = ("server", "cli", "__main__")
+"""The parts that serve people and programs: the HTTP API and pages, IMAP, SMTP, the CLI."""
+DOOR = {
+    "pochta.mailbox",
+    "pochta.mailbox.service",  # Mailbox, the door
+    "pochta.mailbox.intake",  # raw letters handed to the workers
+    "pochta.mailbox.prepare",  # what a worker makes of one (Prepared)
+    "pochta.mailbox.trace",  # the trace header SMTP writes
+    "pochta.mailbox.lists",  # the sender lists: a service with a door of its own
+    "pochta.mailbox.importer",  # mbox / Maildir import (pochta mail import)
+}
+"""The mailbox modules an edge may import; the rest (the rooms, the index, feedback,
+deletion...) are behind ``Mailbox``."""
+ROOMS = {
+    *("index", "blobs", "users", "reading", "delivery", "deletions", "journal", "checks"),
+    "forget_hooks",
+}
+"""``Mailbox``'s rooms and what it owns: an edge calls the door's methods instead."""
+
+
+def _names_a_mailbox(node: ast.expr, names: set[str]) -> bool:
+    """``x.mailbox``, ``mailbox(request)`` or a name bound to one (or annotated ``Mailbox``)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "mailbox"
+    if isinstance(node, ast.Name):
+        return node.id in names
+    return isinstance(node, ast.Call) and _names_a_mailbox(node.func, {"mailbox"})
+
+
+def _past_the_door(source: str) -> list[str]:
+    """Every ``<a mailbox>.<room>`` in ``source`` (line: attribute)."""
+    tree = ast.parse(source)
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        annotation = node.annotation if isinstance(node, ast.arg | ast.AnnAssign) else None
+        if annotation is not None and ast.unparse(annotation).strip("'\"") in ("Mailbox", "Box"):
+            if isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+    for node in ast.walk(tree):  # names bound to a mailbox: `box = v.pochta.mailbox`
+        if isinstance(node, ast.Assign) and _names_a_mailbox(node.value, names):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return sorted(
+        f"{node.lineno}: .{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in ROOMS
+        and _names_a_mailbox(node.value, names)
+    )
+
+
+def test_the_edges_go_through_the_mailbox_door() -> None:
+    """SPEC §1's edges import of the mailbox only the door and what it hands out (``DOOR``)
+    and never reach past ``Mailbox`` into its rooms or its index (``ROOMS``)."""
+    modules = _modules("pochta")
+    known = set(modules)
+    wrong = []
+    for name, (path, is_package) in sorted(modules.items()):
+        if _part(name) not in EDGES:
+            continue
+        for module, line in _imports(name, path, is_package, known):
+            if _part(module) == "mailbox" and module.startswith("pochta.") and module not in DOOR:
+                wrong.append(f"{path.relative_to(SRC)}:{line} imports {module}")
+        wrong += [f"{path.relative_to(SRC)}:{w}" for w in _past_the_door(path.read_text())]
+    assert wrong == []
+
+
+def test_the_door_check_sees_an_edge_reach_past_the_mailbox() -> None:
+    source = """
+def page(pochta, v, request, m: Mailbox, n: "Mailbox"):
+    pochta.mailbox.index.users()
+    box = v.pochta.mailbox
+    box.users.logins
+    mailbox(request).reading
+    m.delivery
+    n.deletions.wake()
+    pochta.mailbox.user(email)
+    pochta.deletions.wake()
+    pochta.blobs.pairs()
+    settings.mailbox.backend
+"""
+    assert _past_the_door(source) == [
+        "3: .index",
+        "5: .users",
+        "6: .reading",
+        "7: .delivery",
+        "8: .deletions",
+    ]

@@ -50,7 +50,7 @@ def reset(
     ip = None if ip is None else _ip(ip)
     account = None if account is None else _email(account)
     with opened(data, config) as pochta:
-        logins = pochta.mailbox.users.logins
+        logins = pochta.mailbox.logins
         if logins is None:
             raise InvalidInput("login limits are off")
         logins.reset(ip=ip, email=account)
@@ -76,7 +76,7 @@ def trust(
     attack (guesses from many addresses compete for its slots; a known client does not)."""
     ip, account = _ip(ip), _email(account)
     with opened(data, config) as pochta:
-        pochta.mailbox.users.trust(account, ip)
+        pochta.mailbox.trust(account, ip)
     emit(
         json_output,
         {"ip": ip, "account": account, "trusted": True},

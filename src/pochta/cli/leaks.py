@@ -13,7 +13,6 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColu
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import InvalidInput
 from pochta.guard.leaks import LeakReport, audit, audit_record, dump_lines
-from pochta.mailbox.accounts import IndexAccounts
 
 app = typer.Typer(
     help="Leaked credentials: audit a dump against the accounts.", no_args_is_help=True
@@ -39,7 +38,7 @@ def audit_(
     if str(file) != "-" and not file.is_file():
         raise InvalidInput(f"{file} is not a readable file")
     with opened(data, config) as pochta:
-        accounts = IndexAccounts(pochta.mailbox.index)
+        accounts = pochta.mailbox.credentials()
         if str(file) == "-":
             report = audit(dump_lines(sys.stdin.buffer), accounts, workers)
         else:

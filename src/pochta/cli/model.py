@@ -349,9 +349,7 @@ def _judged(
     verdict = pochta.scanner.decide(analysis)
     if owner is not None:
         sender = normalize.address(letter.from_address[:MAX_ADDRESS]) or ""
-        ((verdict, _),) = pochta.mailbox.delivery.personal.groups(
-            verdict, sender, [owner], analysis
-        )
+        verdict = pochta.mailbox.verdict_for(owner, verdict, sender, analysis)
     reasons = pochta.scanner.explain(verdict, REASONS)
     return {
         "name": name,

@@ -59,7 +59,7 @@ def add(
 def list_(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt = False) -> None:
     """List users."""
     with opened(data, config) as pochta:
-        users = pochta.mailbox.index.users()
+        users = pochta.mailbox.list_users()
     payload = [
         {"id": u.id, "email": u.email, "reset_required": u.reset_required, "admin": u.admin}
         for u in users

@@ -1,7 +1,7 @@
 """Jobs that run in one process at a time among all that share pochta's locks.
 
 Every ``pochta serve`` (on one machine or many, sharing PostgreSQL + Redis, or on one machine
-the SQLite files) starts the same background jobs: the deletion worker, the journal sweep,
+the SQLite files) starts the same background jobs: the deletion job, the journal sweep,
 Valkyrie for each local disk. Each must run once, not once per process. A ``Singleton`` is a
 thread that waits for the job's lock, ``job:<name>``, and runs the job's rounds while it holds
 it (leader election by lease):

@@ -1,6 +1,6 @@
 """Deletion: recorded first, finished by a background step; and undoing cut-short deliveries.
 
-``delete`` turns the letter DELETING in one write. ``process`` (the deletion worker's step)
+``delete`` turns the letter DELETING in one write. ``process`` (the deletion job's step)
 decs each of its references with the reference's own magic, removes the reference, and finally
 the letter. Every dec carries its operation id (``journal.dec_op``): a crash between a dec and
 the removal of its reference replays the dec on restart, and the FileDB, finding the id
@@ -87,7 +87,7 @@ class Deletions:
     def abandon(self, ids: list[int]) -> None:
         """A delivery failed: undo exactly the counts it made, through the deletion path, at
         once (unless another process holds the deletions: then it does them). When even that
-        fails, the letters stay PENDING or DELETING for ``recover`` or the deletion worker."""
+        fails, the letters stay PENDING or DELETING for ``recover`` or the deletion job."""
         try:
             self._give_up(ids)
             self.process()
@@ -105,7 +105,7 @@ class Deletions:
         """Undo the deliveries cut short (a crash, a failure whose undo failed too): PENDING
         letters older than ``grace`` seconds (default ``pending_grace``), exactly the counts
         they made. Another process's delivery in flight is younger, and left alone. Returns
-        how many letters were undone; the deletion worker finishes them."""
+        how many letters were undone; the deletion job finishes them."""
         before = self._clock() - (self.pending_grace if grace is None else grace)
         return self._give_up(None, before)
 

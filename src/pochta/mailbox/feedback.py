@@ -76,21 +76,21 @@ def said_spam(verdict: str | None, flags: LetterFlag) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class FeedbackEffect:
     read: bool  # \\Seen for the first time: the shingles' read counter
     word: Word | None  # the owner's word turned over: teach (words), count (shingles, history)
     counted: LetterFlag  # the hidden flag that says this direction was counted (or NONE)
 
 
-def decide(before: State, after: State) -> Decision:
+def decide(before: State, after: State) -> FeedbackEffect:
     """What a change from ``before`` to ``after`` teaches (pure)."""
     read = LetterFlag.SEEN in after.flags and LetterFlag.SEEN not in before.flags
     was, now = says_spam(before), says_spam(after)
     if was == now:
-        return Decision(read, None, LetterFlag.NONE)
+        return FeedbackEffect(read, None, LetterFlag.NONE)
     if now:
-        return Decision(read, "spam", LetterFlag.COMPLAINED)
-    return Decision(read, "not_spam", LetterFlag.UNSPAMMED)
+        return FeedbackEffect(read, "spam", LetterFlag.COMPLAINED)
+    return FeedbackEffect(read, "not_spam", LetterFlag.UNSPAMMED)
 
 
 def moved_flags(flags: LetterFlag, folder: str) -> LetterFlag:
@@ -129,33 +129,33 @@ class Feedback:
         after: State,
         verdict: str | None,
         parsed: Letter | None = None,
-    ) -> Decision:
+    ) -> FeedbackEffect:
         """Teach what the change of this user's letter from ``before`` to ``after`` says;
         ``verdict``: pochta's at delivery; ``parsed``: the letter when the caller has it."""
-        decision = decide(before, after)
-        read = decision.read and self.shingler is not None
-        if not read and (decision.word is None or (self.shingler is None and self.scanner is None)):
-            return decision  # nothing to teach: the letter is not even read
+        effect = decide(before, after)
+        read = effect.read and self.shingler is not None
+        if not read and (effect.word is None or (self.shingler is None and self.scanner is None)):
+            return effect  # nothing to teach: the letter is not even read
         if parsed is None:
             try:
                 parsed = parse(self.raw(letter_id), inline_limit=self.inline_limit)
             except MessageNotFound:
-                return decision
+                return effect
         if read:
             self._shingles(parsed, "read")
-        if decision.word is None:
-            return decision
+        if effect.word is None:
+            return effect
         if self.scanner is not None:
             word_verdict = "spam" if said_spam(verdict, after.flags) else "ham"
-            self.scanner.feedback(parsed, decision.word, word_verdict, owner=user_id)
-        if self._first(user_id, letter_id, decision.counted):
-            shingles = self._shingles(parsed, decision.word)
+            self.scanner.feedback(parsed, effect.word, word_verdict, owner=user_id)
+        if self._first(user_id, letter_id, effect.counted):
+            shingles = self._shingles(parsed, effect.word)
             if self.activity is not None and shingles is not None:
                 self.activity.feedback(
-                    "complaint" if decision.word == "spam" else "unspam",
+                    "complaint" if effect.word == "spam" else "unspam",
                     [(int(s.type), s.hash, s.value) for s in shingles],
                 )
-        return decision
+        return effect
 
     def _first(self, user_id: int, letter_id: int, flag: LetterFlag) -> bool:
         """Set ``flag`` on the letter; whether it was not set before (one atomic step)."""

@@ -1,9 +1,11 @@
-"""Reading: folders, letter lists, a letter reassembled byte for byte, its attachments, and
-the user's changes to flags and folders, which feed the shingles' counters (SPEC §3)."""
+"""Reading: a letter reassembled byte for byte, its attachments and extracted parts, and the
+user's changes to flags and folders, which feed the shingles' counters (SPEC §3). Folders and
+letter lists are plain reads of the index: ``Mailbox`` makes them itself."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Sequence
 
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.verdict import Scanner
@@ -11,10 +13,17 @@ from pochta.blobs.store import BlobStore
 from pochta.errors import MessageNotFound
 from pochta.mailbox.feedback import SPAM, Feedback, State, moved_flags
 from pochta.mime.letter import Letter, parse
+from pochta.mime.skeleton import Ref
 from pochta.mime.split import reassemble
-from pochta.types import Activity, Folder, LetterFlag, ReadingIndex, StoredLetter
+from pochta.types import Activity, FolderEntry, LetterFlag, ReadingIndex, StoredLetter
 
-__all__ = ["SPAM", "Reading"]
+__all__ = ["HIDDEN", "SPAM", "Reading"]
+
+HIDDEN = LetterFlag.COMPLAINED | LetterFlag.UNSPAMMED | LetterFlag.SAID_SPAM
+"""pochta's own flags: never a client's to set or clear (IMAP STORE, APPEND)."""
+KEYWORDS = LetterFlag.JUNK | LetterFlag.NOT_JUNK
+
+WHOLE_READ = 1 << 20  # extracted parts up to this size are read whole (one read, checked)
 
 
 class Reading:
@@ -43,17 +52,6 @@ class Reading:
             activity=activity,
         )
 
-    def folders(self, user_id: int) -> list[Folder]:
-        return self.index.folders(user_id)
-
-    def add_folder(self, user_id: int, name: str) -> Folder:
-        return self.index.add_folder(user_id, name)
-
-    def letters(
-        self, user_id: int, folder: str = "Inbox", limit: int = 50, cursor: int | None = None
-    ) -> list[StoredLetter]:
-        return self.index.letters(user_id, folder, limit, cursor)
-
     def letter(self, user_id: int, letter_id: int) -> StoredLetter:
         letter = self.index.letter(user_id, letter_id)
         if letter is None:
@@ -74,6 +72,18 @@ class Reading:
             return self.blobs.read(ref.key, ref.size, ref.crc32)
 
         return reassemble(skeleton, fetch)
+
+    def part(self, ref: Ref) -> Iterator[bytes]:
+        """An extracted part's decoded content, checked against the letter's size and CRC-32
+        before its first byte is given (the other copy when the first differs)."""
+        if ref.size <= WHOLE_READ:
+            yield self.blobs.read(ref.key, ref.size, ref.crc32)
+            return
+        opened = self.blobs.open(ref.key, expect_size=ref.size, expect_crc32=ref.crc32)
+        try:
+            yield from opened
+        finally:
+            opened.reader.close()
 
     def message(self, user_id: int, letter_id: int) -> tuple[StoredLetter, Letter]:
         letter = self.letter(user_id, letter_id)
@@ -125,3 +135,29 @@ class Reading:
             parsed,
         )
         return letter
+
+    def set_flags(
+        self, user_id: int, letter_ids: Sequence[int], add: LetterFlag, remove: LetterFlag
+    ) -> list[tuple[LetterFlag, FolderEntry]]:
+        """Set and clear flags (a client's: pochta's own, :data:`HIDDEN`, are left alone);
+        \\Seen set for the first time and ``$Junk`` / ``$NotJunk`` that turn the owner's word
+        over teach (the one feedback rule). (flags before, entry after) of each letter
+        changed, as ``FlagIndex.set_flags`` gives them."""
+        add &= ~HIDDEN
+        remove &= ~HIDDEN
+        changed = self.index.set_flags(user_id, letter_ids, add, remove)
+        for before, entry in changed:
+            read = LetterFlag.SEEN in entry.flags and LetterFlag.SEEN not in before
+            if not read and (before & KEYWORDS) == (entry.flags & KEYWORDS):
+                continue  # nothing the rule reads changed: the letter is not even read
+            letter = self.index.letter(user_id, entry.letter_id)
+            if letter is None:
+                continue
+            self.feedback.changed(
+                user_id,
+                entry.letter_id,
+                State(letter.folder, before),
+                State(letter.folder, entry.flags),
+                letter.verdict,
+            )
+        return changed

@@ -15,45 +15,56 @@ every dec carries an operation id, journaled by the FileDB in the same atomic st
 database, an operator's hand) makes the sums disagree, and the FileDB keeps the file
 (DO_NOT_DELETE).
 
-``Mailbox`` keeps the methods the HTTP routers, the SMTP handler and the CLI call; a caller
-that needs one room only may use it directly (``mailbox.deletions``, ...).
+``Mailbox`` is the one door of the mailbox: the HTTP API and pages, IMAP, the SMTP handler
+and the CLI call its methods and never reach past it into its rooms or the index
+(``tests/unit/test_imports.py`` keeps them out). Most methods hand a call to the room that
+does it; the door holds what spans rooms: deleting an account (its letters, what else is
+kept of it), IMAP's COPY, APPEND and EXPUNGE (a delivery or a deletion with the feedback the
+owner's move teaches). An edge that reads letters in pieces (IMAP) reads the index through
+the narrow ``ImapIndex`` (``reads``), never a change. ``app.py``, which builds the mailbox,
+wires the rooms (the deletion job gets ``deletions``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pochta.antispam.shingles.shingler import Shingler
-from pochta.antispam.verdict import Scanner
+from pochta.antispam.verdict import Analysis, Scanner, Verdict
 from pochta.blobs.store import BlobStore
 from pochta.errors import UserNotFound
 from pochta.guard.lock import Locks
 from pochta.guard.logins import Admission, LoginGuard
-from pochta.mailbox.accounts import Entry, Users
+from pochta.mailbox.accounts import Entry, IndexAccounts, Users
 from pochta.mailbox.checks import Checks, FsckReport
 from pochta.mailbox.deletion import Deletions
 from pochta.mailbox.delivery import Delivered, Delivery
+from pochta.mailbox.feedback import SPAM, State, placed_flags
 from pochta.mailbox.journal import Journal
 from pochta.mailbox.lists import SenderListService
 from pochta.mailbox.personal import Personal
-from pochta.mailbox.prepare import Prepared
-from pochta.mailbox.reading import Reading
+from pochta.mailbox.prepare import Prepared, prepare
+from pochta.mailbox.reading import HIDDEN, Reading
 from pochta.mime.letter import Letter
+from pochta.mime.skeleton import Ref
 from pochta.types import (
+    Accounts,
     Activity,
     Clock,
     Envelope,
     Folder,
+    FolderEntry,
+    ImapIndex,
     LetterFlag,
     MailIndex,
     StoredLetter,
     User,
 )
 
-__all__ = ["Delivered", "FsckReport", "Mailbox", "shown"]
+__all__ = ["SPAM", "Delivered", "FsckReport", "Mailbox", "shown"]
 
 
 def shown(value: str, limit: int = 100) -> str:
@@ -135,7 +146,7 @@ class Mailbox:
 
     def delete_user(self, email: str) -> tuple[User, int]:
         """Delete an account and everything of it: its letters go through the deletion job
-        as any deletion does (their attachments' counts are decremented by the worker), the
+        as any deletion does (their attachments' counts are decremented by that job), the
         forget hooks drop what else was kept of it (learned words...), then its sessions,
         folders and the account row go in one atomic step; the login limits of its address
         are lifted. The user and how many letters were marked for deletion.
@@ -180,8 +191,30 @@ class Mailbox:
     def logout(self, token: str) -> None:
         self.users.logout(token)
 
+    def verify_admitted(self, admission: Admission, password: str) -> User:
+        return self.users.verify_admitted(admission, password)
+
+    def trust(self, email: str, ip: str) -> None:
+        self.users.trust(email, ip)
+
     def user(self, email: str) -> User | None:
         return self.users.user(email)
+
+    def user_by_id(self, user_id: int) -> User | None:
+        return self.index.user_by_id(user_id)
+
+    def list_users(self) -> list[User]:
+        return self.index.users()
+
+    @property
+    def logins(self) -> LoginGuard | None:
+        """The login limits (``pochta.guard.logins``), None when they are off: the admin
+        pages and ``pochta guard`` read and lift them."""
+        return self.users.logins
+
+    def credentials(self) -> Accounts:
+        """The accounts as the leaked-credential audit sees them (``pochta leaks audit``)."""
+        return IndexAccounts(self.index)
 
     # -- delivery ----------------------------------------------------------------------------
     def deliver(
@@ -224,6 +257,20 @@ class Mailbox:
             prepared, recipients, folder=folder, flags=flags, received=received, files=files
         )
 
+    def prepare(self, raw: bytes) -> Prepared:
+        """A letter a client gives (IMAP APPEND), parsed and split in this thread: InvalidInput
+        over ``max_message_size``."""
+        self.delivery.check_size(len(raw))
+        return prepare(raw, inline_limit=self.delivery.inline_limit)
+
+    def verdict_for(
+        self, owner: User, verdict: Verdict, sender: str, analysis: Analysis
+    ) -> Verdict:
+        """The verdict a delivery to ``owner`` gives a letter from ``sender`` that got
+        ``verdict``: the owner's words and sender lists have their say (``Personal``)."""
+        ((mine, _),) = self.delivery.personal.groups(verdict, sender, [owner], analysis)
+        return mine
+
     @property
     def scores(self) -> bool:
         """Letters received over SMTP/LMTP get a verdict (antispam is enabled)."""
@@ -234,16 +281,22 @@ class Mailbox:
         return self.delivery.shingler is not None
 
     # -- reading -----------------------------------------------------------------------------
+    @property
+    def reads(self) -> ImapIndex:
+        """The index's reads for an edge that reads letters in pieces (IMAP): folders, UIDs,
+        skeletons. Changes are this door's methods."""
+        return self.index
+
     def folders(self, user_id: int) -> list[Folder]:
-        return self.reading.folders(user_id)
+        return self.index.folders(user_id)
 
     def add_folder(self, user_id: int, name: str) -> Folder:
-        return self.reading.add_folder(user_id, name)
+        return self.index.add_folder(user_id, name)
 
     def letters(
         self, user_id: int, folder: str = "Inbox", limit: int = 50, cursor: int | None = None
     ) -> list[StoredLetter]:
-        return self.reading.letters(user_id, folder, limit, cursor)
+        return self.index.letters(user_id, folder, limit, cursor)
 
     def letter(self, user_id: int, letter_id: int) -> StoredLetter:
         return self.reading.letter(user_id, letter_id)
@@ -256,6 +309,9 @@ class Mailbox:
 
     def attachment(self, user_id: int, letter_id: int, n: int) -> tuple[bytes, str, str | None]:
         return self.reading.attachment(user_id, letter_id, n)
+
+    def part(self, ref: Ref) -> Iterator[bytes]:
+        return self.reading.part(ref)
 
     def update(
         self,
@@ -271,7 +327,87 @@ class Mailbox:
             user_id, letter_id, seen=seen, flagged=flagged, folder=folder, parsed=parsed
         )
 
+    def set_flags(
+        self, user_id: int, letter_ids: Sequence[int], add: LetterFlag, remove: LetterFlag
+    ) -> list[tuple[LetterFlag, FolderEntry]]:
+        return self.reading.set_flags(user_id, letter_ids, add, remove)
+
+    def copy(
+        self, user: User, original: StoredLetter, raw: bytes, folder: str
+    ) -> tuple[int, StoredLetter | None]:
+        """Store a copy of a letter (its bytes ``raw``) in ``folder`` with its flags and
+        internal date (IMAP COPY); the copy's id and the copy as stored (None when it is gone
+        already). A copy alone teaches nothing (the user keeps the letter where it was); a
+        client without MOVE copies, then expunges the original: that is a move, and
+        :meth:`expunge` teaches it."""
+        done = self.deliver(
+            raw,
+            [user],
+            folder=folder,
+            flags=self.reading.feedback.copied(original.flags, original.verdict),
+            received=original.received,
+        )
+        return done.ids[0], self.index.letter(user.id, done.ids[0])
+
+    def append(
+        self,
+        user: User,
+        folder: str,
+        prepared: Prepared,
+        flags: LetterFlag,
+        received: float | None,
+        files: Mapping[int, Path] | None = None,
+    ) -> StoredLetter | None:
+        """Store a letter a client gives (IMAP APPEND; prepared; ``files``: its parts a worker
+        wrote to files); the letter as stored. It has no verdict but its owner's word (a
+        ``$Junk`` / ``$NotJunk`` given, else the folder): one the owner says is spam is kept
+        as one pochta called spam (``SAID_SPAM``), so that taking it out of Spam, or taking
+        its ``$Junk`` off, is a "not spam" (:func:`pochta.mailbox.feedback.placed_flags`)."""
+        flags = placed_flags(folder, flags & ~HIDDEN)
+        done = self.deliver_prepared(
+            prepared, [user], folder=folder, flags=flags, received=received, files=files
+        )
+        return self.index.letter(user.id, done.ids[0])
+
     # -- deletion ----------------------------------------------------------------------------
+    def expunge(
+        self,
+        user_id: int,
+        letter_ids: Sequence[int],
+        copies: Mapping[int, int] | None = None,
+        *,
+        wake: Callable[[], None] | None = None,
+    ) -> list[int]:
+        """Delete letters (IMAP EXPUNGE: journaled; the deletion job finishes them, ``wake``
+        wakes it); the ids deleted. ``copies``: letter id -> the id of its copy made by the
+        same session's COPY: an original expunged after its copy is a move (a client without
+        MOVE), taught by the feedback rule as a move from where the original was to where
+        the copy is."""
+        copies = copies or {}
+        originals = {}
+        for i in letter_ids:
+            if i in copies:
+                letter = self.index.letter(user_id, i)
+                if letter is not None:
+                    originals[i] = letter
+        gone = [i for i in letter_ids if self.index.delete(user_id, i)]
+        if gone and wake is not None:
+            wake()
+        feedback = self.reading.feedback
+        for i in gone:
+            original = originals.get(i)
+            copy = self.index.letter(user_id, copies[i]) if original is not None else None
+            if original is None or copy is None:
+                continue
+            feedback.changed(
+                user_id,
+                copy.id,
+                State(original.folder, original.flags),
+                State(copy.folder, copy.flags | (original.flags & LetterFlag.SEEN)),
+                copy.verdict,
+            )
+        return gone
+
     def delete(self, user_id: int, letter_id: int) -> None:
         self.deletions.delete(user_id, letter_id)
 

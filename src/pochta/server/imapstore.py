@@ -1,15 +1,15 @@
 """What the IMAP server asks of pochta's mailbox, in blocking calls (the server runs every one
 that reaches the index or a blob in its own threads, never on the event loop): logins under
-the HTTP API's limits, folders and their UIDs, letters read
-in pieces from the skeleton and the blob store, and changes made the way the HTTP API makes
-them, so that IMAP and HTTP give the same feedback:
+the HTTP API's limits, folders and their UIDs, letters read in pieces from the skeleton
+(through ``Mailbox.reads``, the index's reads only) and the blob store, and changes made
+through the ``Mailbox`` door, the way the HTTP API makes them, so that IMAP and HTTP give the
+same feedback:
 
 - \\Seen set on a letter for the first time feeds the read counters of its shingles; a
-  move into Spam is a "spam" complaint, out of Spam "not spam" (``Reading.update``), and so
-  are ``$Junk`` / ``$NotJunk`` set, and a COPY whose original is then expunged: the one
-  feedback rule (:mod:`pochta.mailbox.feedback`);
-- EXPUNGE is the journaled deletion (``Deletions.delete``; the deletion worker decs the
-  attachments);
+  move into Spam is a "spam" complaint, out of Spam "not spam" (``Mailbox.update``), and so
+  are ``$Junk`` / ``$NotJunk`` set (``Mailbox.set_flags``), and a COPY whose original is
+  then expunged (``Mailbox.expunge``): the one feedback rule (:mod:`pochta.mailbox.feedback`);
+- EXPUNGE is the journaled deletion (the deletion job decs the attachments);
 - APPEND and COPY store a letter as an import does (parsed once, split, attachments counted,
   no verdict): the user put it there. APPEND's letter comes prepared (parsed and split by the
   intake's workers from the file it was spooled to, as SMTP's letters are; or here, by
@@ -23,9 +23,8 @@ from pathlib import Path
 
 from pochta.errors import MessageNotFound
 from pochta.guard.logins import Admission
-from pochta.mailbox.feedback import State, placed_flags
 from pochta.mailbox.intake import Letter, load
-from pochta.mailbox.prepare import Prepared, prepare
+from pochta.mailbox.prepare import Prepared
 from pochta.mailbox.service import Mailbox
 from pochta.mime import ranges
 from pochta.mime.letter import parse
@@ -33,10 +32,6 @@ from pochta.mime.skeleton import MAGIC, VERSION, Ref
 from pochta.mime.tree import Entity
 from pochta.types import Folder, FolderEntry, ImapIndex, LetterFlag, StoredLetter, User
 
-HIDDEN = LetterFlag.COMPLAINED | LetterFlag.UNSPAMMED | LetterFlag.SAID_SPAM
-KEYWORDS = LetterFlag.JUNK | LetterFlag.NOT_JUNK
-
-WHOLE_READ = 1 << 20  # blobs up to this size are read whole (one read, checked)
 BATCH_SKELETON = 1 << 16  # skeletons up to this size are read with the others of a batch
 WHOLE = MAGIC + bytes([VERSION, 0])
 """How a skeleton with no reference begins (magic, version, count 0): the letter follows."""
@@ -105,19 +100,18 @@ class Opening:
 class ImapStore:
     def __init__(self, mailbox: Mailbox, *, wake_deletions: Callable[[], None] | None = None):
         self.mailbox = mailbox
-        self.index: ImapIndex = mailbox.index
-        self.blobs = mailbox.blobs
+        self.index: ImapIndex = mailbox.reads
         self._wake = wake_deletions
 
     # -- accounts and folders ------------------------------------------------------------
     def admit(self, email: str, ip: str) -> Admission:
         """Before the password: how long this login waits (the server sleeps, asynchronously),
         or RateLimited, as for the HTTP API (``Users.admit``)."""
-        return self.mailbox.users.admit(email, ip)
+        return self.mailbox.admit(email, ip)
 
     def login(self, admission: Admission, password: str) -> User:
         """The user, once admitted; InvalidCredentials or ResetRequired as for the HTTP API."""
-        return self.mailbox.users.verify_admitted(admission, password)
+        return self.mailbox.verify_admitted(admission, password)
 
     def folders(self, user_id: int) -> list[Folder]:
         return self.index.folders(user_id)
@@ -129,7 +123,7 @@ class ImapStore:
         return None
 
     def add_folder(self, user_id: int, name: str) -> Folder:
-        return self.index.add_folder(user_id, name)
+        return self.mailbox.add_folder(user_id, name)
 
     def entries(self, user_id: int, folder: str) -> list[FolderEntry]:
         return self.index.entries(user_id, folder)
@@ -160,14 +154,7 @@ class ImapStore:
     def content(self, ref: Ref) -> Iterator[bytes]:
         """An extracted part's decoded content, checked against the letter's size and CRC-32
         before its first byte is given (the other copy when the first differs)."""
-        if ref.size <= WHOLE_READ:
-            yield self.blobs.read(ref.key, ref.size, ref.crc32)
-            return
-        opened = self.blobs.open(ref.key, expect_size=ref.size, expect_crc32=ref.crc32)
-        try:
-            yield from opened
-        finally:
-            opened.reader.close()
+        return self.mailbox.part(ref)
 
     def read(self, opened: Opened, start: int, end: int) -> Iterator[bytes]:
         return ranges.read_range(opened.layout, start, end, self.content)
@@ -206,27 +193,8 @@ class ImapStore:
     def set_flags(
         self, user_id: int, letter_ids: Sequence[int], add: LetterFlag, remove: LetterFlag
     ) -> list[tuple[LetterFlag, FolderEntry]]:
-        """Set and clear flags; \\Seen set for the first time and ``$Junk`` / ``$NotJunk``
-        that turn the owner's word over teach (the one feedback rule)."""
-        add &= ~HIDDEN
-        remove &= ~HIDDEN  # pochta's own flags are never the client's to change
-        changed = self.index.set_flags(user_id, letter_ids, add, remove)
-        feedback = self.mailbox.reading.feedback
-        for before, entry in changed:
-            read = LetterFlag.SEEN in entry.flags and LetterFlag.SEEN not in before
-            if not read and (before & KEYWORDS) == (entry.flags & KEYWORDS):
-                continue  # nothing the rule reads changed: the letter is not even read
-            letter = self.index.letter(user_id, entry.letter_id)
-            if letter is None:
-                continue
-            feedback.changed(
-                user_id,
-                entry.letter_id,
-                State(letter.folder, before),
-                State(letter.folder, entry.flags),
-                letter.verdict,
-            )
-        return changed
+        """Set and clear flags, with the feedback they give (``Mailbox.set_flags``)."""
+        return self.mailbox.set_flags(user_id, letter_ids, add, remove)
 
     def move(self, user_id: int, letter_ids: Sequence[int], folder: str) -> list[tuple[int, int]]:
         """Move letters (the HTTP API's move, with its feedback); (letter id, new UID) of
@@ -234,7 +202,7 @@ class ImapStore:
         out = []
         for letter_id in letter_ids:
             try:
-                moved = self.mailbox.reading.update(user_id, letter_id, folder=folder)
+                moved = self.mailbox.update(user_id, letter_id, folder=folder)
             except MessageNotFound:
                 continue
             out.append((letter_id, moved.uid))
@@ -243,37 +211,25 @@ class ImapStore:
     def copy(
         self, user_id: int, letter_ids: Sequence[int], folder: str
     ) -> list[tuple[int, int, int]]:
-        """Store a copy of each letter in ``folder`` with its flags and internal date; (letter
-        id, UID of the copy, id of the copy) of each copied. A copy alone teaches nothing
-        (the user keeps the letter where it was); a client without MOVE copies, then
-        expunges the original: that is a move, and :meth:`expunge` teaches it."""
-        user = self.index.user_by_id(user_id)
+        """Store a copy of each letter in ``folder`` (``Mailbox.copy``); (letter id, UID of
+        the copy, id of the copy) of each copied."""
+        user = self.mailbox.user_by_id(user_id)
         if user is None:
             return []
-        feedback = self.mailbox.reading.feedback
         out = []
         for letter_id in letter_ids:
             opened = self.open(user_id, letter_id)
             if opened is None:
                 continue
             raw = self.read_bytes(opened, 0, opened.size)
-            done = self.mailbox.deliver(
-                raw,
-                [user],
-                folder=folder,
-                flags=feedback.copied(opened.letter.flags, opened.letter.verdict),
-                received=opened.letter.received,
-            )
-            copy = self.index.letter(user_id, done.ids[0])
-            out.append((letter_id, copy.uid if copy is not None else 0, done.ids[0]))
+            copy_id, copy = self.mailbox.copy(user, opened.letter, raw, folder)
+            out.append((letter_id, copy.uid if copy is not None else 0, copy_id))
         return out
 
     def prepare(self, letter: Letter) -> Prepared:
         """A letter the client gives, parsed and split in this thread (when the server has
         no intake of worker processes to do it)."""
-        raw = load(letter)
-        self.mailbox.delivery.check_size(len(raw))
-        return prepare(raw, inline_limit=self.mailbox.delivery.inline_limit)
+        return self.mailbox.prepare(load(letter))
 
     def append(
         self,
@@ -284,46 +240,13 @@ class ImapStore:
         received: float | None,
         files: Mapping[int, Path] | None = None,
     ) -> int:
-        """Store a letter the client gives (prepared; ``files``: its parts a worker wrote to
-        files); its UID. It has no verdict but its owner's word (a ``$Junk`` / ``$NotJunk``
-        given, else the folder): one the owner says is spam is kept as one pochta called spam
-        (``SAID_SPAM``), so that taking it out of Spam, or taking its ``$Junk`` off, is a "not
-        spam" (:func:`pochta.mailbox.feedback.placed_flags`)."""
-        flags = placed_flags(folder, flags & ~HIDDEN)
-        done = self.mailbox.deliver_prepared(
-            prepared, [user], folder=folder, flags=flags, received=received, files=files
-        )
-        letter = self.index.letter(user.id, done.ids[0])
+        """Store a letter the client gives (``Mailbox.append``); its UID."""
+        letter = self.mailbox.append(user, folder, prepared, flags, received, files)
         return letter.uid if letter is not None else 0
 
     def expunge(
         self, user_id: int, letter_ids: Sequence[int], copies: Mapping[int, int] | None = None
     ) -> list[int]:
-        """Delete letters (journaled; the deletion worker finishes them); the ids deleted.
-        ``copies``: letter id -> the id of its copy made by this session's COPY: an original
-        expunged after its copy is a move (a client without MOVE), taught by the feedback
-        rule as a move from where the original was to where the copy is."""
-        copies = copies or {}
-        originals = {}
-        for i in letter_ids:
-            if i in copies:
-                letter = self.index.letter(user_id, i)
-                if letter is not None:
-                    originals[i] = letter
-        gone = [i for i in letter_ids if self.index.delete(user_id, i)]
-        if gone and self._wake is not None:
-            self._wake()
-        feedback = self.mailbox.reading.feedback
-        for i in gone:
-            original = originals.get(i)
-            copy = self.index.letter(user_id, copies[i]) if original is not None else None
-            if original is None or copy is None:
-                continue
-            feedback.changed(
-                user_id,
-                copy.id,
-                State(original.folder, original.flags),
-                State(copy.folder, copy.flags | (original.flags & LetterFlag.SEEN)),
-                copy.verdict,
-            )
-        return gone
+        """Delete letters (``Mailbox.expunge``: an original expunged after its copy is a
+        move); the ids deleted."""
+        return self.mailbox.expunge(user_id, letter_ids, copies, wake=self._wake)

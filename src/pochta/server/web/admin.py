@@ -270,7 +270,7 @@ def _live_counts(refs: list[Ref], v: Viewer) -> list[dict[str, int] | None]:
 # -- logins ----------------------------------------------------------------------------------
 @router.get("/logins")
 def logins(v: Admin) -> Response:
-    guard = v.pochta.mailbox.users.logins
+    guard = v.pochta.mailbox.logins
     history = v.pochta.history.store
     since = _hour() - 23
     rows: list[LoginRow] = []
@@ -308,7 +308,7 @@ def reset_login(
     kind: Annotated[str, Form(pattern="^(ip|account)$")],
     subject: Annotated[str, Form(min_length=1, max_length=320)],
 ) -> Response:
-    guard = v.pochta.mailbox.users.logins
+    guard = v.pochta.mailbox.logins
     if guard is None:
         raise InvalidInput("login limits are off")
     if kind == "ip":

@@ -84,7 +84,7 @@ def viewer(request: Request) -> Viewer:
     user = None
     if token and len(token) <= 128:
         try:
-            user = pochta.mailbox.index.user_by_id(pochta.mailbox.authenticate(token))
+            user = pochta.mailbox.user_by_id(pochta.mailbox.authenticate(token))
         except errors.InvalidCredentials:
             user = None
     if user is None or token is None:

@@ -25,7 +25,7 @@ from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs import protected
 from pochta.antispam.signs.registry import Sign
 from pochta.mailbox.lists import SenderListService
-from pochta.mailbox.reading import SPAM
+from pochta.mailbox.service import SPAM
 from pochta.mime import normalize
 from pochta.mime.letter import Letter
 from pochta.server.auth import password_allowed

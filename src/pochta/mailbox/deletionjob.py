@@ -1,6 +1,6 @@
 """The background job that finishes recorded deletions: one process at a time.
 
-Every ``pochta serve`` starts a ``DeletionWorker``; among all the processes that share the
+Every ``pochta serve`` starts a ``DeletionJob``; among all the processes that share the
 locks (the ``--workers`` of one machine, the loaders of many), one leads the job
 (``pochta.guard.singleton``). When it becomes the leader it first recovers what a crash left
 (``Deletions.recover``: deliveries cut short, then the journal sweep), then every ``interval``
@@ -25,7 +25,7 @@ JOB = "mailbox-deletions"
 STOP_TIMEOUT = 10.0  # seconds a stopping server waits for the round in progress
 
 
-class DeletionWorker:
+class DeletionJob:
     def __init__(
         self,
         deletions: Deletions,
