@@ -116,18 +116,19 @@ class _Pool(ConnectionPool[psycopg.Connection[Any]]):
     """psycopg_pool's pool, whose check of an idle connection (``check()``, after an error)
     has a deadline too: a frozen server would keep it waiting."""
 
-    def __init__(self, *args: Any, watchdog: Watchdog, check_timeout: float, **kw: Any) -> None:
-        self.watchdog = watchdog
-        self.check_timeout = check_timeout
+    def __init__(self, *args: Any, deadlines: Watchdog, check_deadline: float, **kw: Any) -> None:
+        self.pochta_deadlines = deadlines
+        self.pochta_check_deadline = check_deadline
         super().__init__(*args, **kw)
 
     def check_connection(self, conn: psycopg.Connection[Any]) -> None:  # type: ignore[override]
-        watch = self.watchdog.arm(conn, self.check_timeout)
+        deadlines = self.pochta_deadlines
+        watch = deadlines.arm(conn, self.pochta_check_deadline)
         try:
             ConnectionPool.check_connection(conn)
         finally:
-            if watch is not None and self.watchdog.disarm(watch):
-                conn.close()
+            if watch is not None and deadlines.disarm(watch):
+                conn.close()  # check() finds it broken and opens another
 
 
 class Postgres:
@@ -152,9 +153,9 @@ class Postgres:
         self._watchdog = Watchdog()
         self._pool = _Pool(
             self._conninfo,
-            watchdog=self._watchdog,
+            deadlines=self._watchdog,
             # an empty statement: any live server answers it faster than it opens a connection
-            check_timeout=min(s.answer_timeout, s.connect_timeout) if s.answer_timeout else 0,
+            check_deadline=min(s.answer_timeout, s.connect_timeout) if s.answer_timeout else 0,
             min_size=s.min_size,
             max_size=max(s.max_size, s.min_size),
             timeout=s.pool_timeout,
