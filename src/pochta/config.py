@@ -893,6 +893,16 @@ class PostgresSettings(Section):
         " packets dropped) before it is broken: libpq's tcp_user_timeout and keepalives,"
         " unless the dsn sets them; 0: the kernel's (minutes to hours)",
     )
+    answer_timeout: float = Field(
+        60.0,
+        ge=0,
+        le=86400,
+        description="seconds one use of a pooled connection (a statement, or a transaction) may"
+        " wait for the server: then the connection is shut down and dropped and the step fails"
+        " as if its answer were lost (a frozen server - SIGSTOP, a paused VM - still answers"
+        " TCP, so network_timeout does not find it); keep it above statement_timeout;"
+        " 0: no limit",
+    )
     synchronous_commit: Literal["on", "off"] = Field(
         "on",
         description="on: a step is acknowledged once its commit is on the server's disk; off:"

@@ -95,6 +95,7 @@ def postgres_pool(settings: Settings) -> Postgres:
         synchronous_commit=p.synchronous_commit,
         failover_timeout=p.failover_timeout,
         network_timeout=p.network_timeout,
+        answer_timeout=p.answer_timeout,
     )
     return Postgres.connect(p.dsn.get_secret_value(), pool)
 

@@ -659,8 +659,8 @@ class PostgresIndex:
     # -- checks ----------------------------------------------------------------------------
     def all_refs(self) -> Iterator[tuple[int, LetterState, AttachmentRef]]:
         """Streamed through a server-side cursor (a pooled connection is held until the
-        iteration ends)."""
-        with self._db.connection() as conn, conn.transaction():
+        iteration ends: for as long as the consumer takes, so no ``answer_timeout``)."""
+        with self._db.connection(deadline=False) as conn, conn.transaction():
             cursor = conn.cursor(name="pochta_all_refs")
             cursor.itersize = 2000
             cursor.execute(

@@ -16,6 +16,13 @@ while callers wait for a connection, a new one starts at once. A step whose answ
 is for its caller to settle; ``until_answered`` runs a step that is safe to run again until
 it gets an answer, for up to ``failover_timeout`` seconds.
 
+A server that is frozen rather than gone (SIGSTOP, a paused VM: its kernel still answers TCP,
+so ``network_timeout`` does not fire) would keep a step waiting for as long as it is frozen:
+each use of a pooled connection (a statement, or a transaction) has ``answer_timeout``
+seconds, after which ``pochta.postgres.deadline`` shuts its socket down. The step fails as a
+lost answer would (the server may still run it when it wakes), and the connection is
+discarded.
+
 Several stores share one pool: each ``share()`` is matched by one ``close()``, and the last
 close closes the pool.
 """
@@ -36,6 +43,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from pochta.errors import ConfigError, StorageError
+from pochta.postgres.deadline import Watchdog
 
 log = logging.getLogger("pochta.postgres")
 
@@ -57,6 +65,7 @@ class PoolSettings:
     synchronous_commit: SynchronousCommit = "on"
     failover_timeout: float = 30.0  # seconds a step whose answer was lost is tried again
     network_timeout: float = 10.0  # seconds a silent server is waited for (TCP); 0: the kernel's
+    answer_timeout: float = 60.0  # seconds one use of a connection may take; 0: no limit
 
 
 def network_options(dsn_parts: dict[str, Any], timeout: float) -> dict[str, str]:
@@ -103,6 +112,25 @@ def _reason(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+class _Pool(ConnectionPool[psycopg.Connection[Any]]):
+    """psycopg_pool's pool, whose check of an idle connection (``check()``, after an error)
+    has a deadline too: a frozen server would keep it waiting."""
+
+    def __init__(self, *args: Any, deadlines: Watchdog, check_deadline: float, **kw: Any) -> None:
+        self.pochta_deadlines = deadlines
+        self.pochta_check_deadline = check_deadline
+        super().__init__(*args, **kw)
+
+    def check_connection(self, conn: psycopg.Connection[Any]) -> None:  # type: ignore[override]
+        deadlines = self.pochta_deadlines
+        watch = deadlines.arm(conn, self.pochta_check_deadline)
+        try:
+            ConnectionPool.check_connection(conn)
+        finally:
+            if watch is not None and deadlines.disarm(watch):
+                conn.close()  # check() finds it broken and opens another
+
+
 class Postgres:
     """A pool of connections to one database. ``Postgres.connect`` opens it and checks that
     the server answers (a wrong password or an unreachable server is one clear error)."""
@@ -122,8 +150,12 @@ class Postgres:
         s = self.settings
         # the DSN with the TCP options added (a secret too: never logged)
         self._conninfo = make_conninfo(dsn, **network_options(parts, s.network_timeout))
-        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+        self._watchdog = Watchdog()
+        self._pool = _Pool(
             self._conninfo,
+            deadlines=self._watchdog,
+            # an empty statement: any live server answers it faster than it opens a connection
+            check_deadline=min(s.answer_timeout, s.connect_timeout) if s.answer_timeout else 0,
             min_size=s.min_size,
             max_size=max(s.max_size, s.min_size),
             timeout=s.pool_timeout,
@@ -169,12 +201,17 @@ class Postgres:
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         s = self.settings
-        conn.execute(
-            "SELECT set_config('statement_timeout', %s, false),"
-            " set_config('synchronous_commit', %s, false),"
-            " set_config('application_name', 'pochta', false)",
-            (f"{round(s.statement_timeout * 1000)}", s.synchronous_commit),
-        )
+        watch = self._watchdog.arm(conn, s.answer_timeout)
+        try:
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, false),"
+                " set_config('synchronous_commit', %s, false),"
+                " set_config('application_name', 'pochta', false)",
+                (f"{round(s.statement_timeout * 1000)}", s.synchronous_commit),
+            )
+        finally:
+            if watch is not None and self._watchdog.disarm(watch):
+                conn.close()  # the pool drops it and opens another
 
     # -- sharing -------------------------------------------------------------------------
     def share(self) -> Postgres:
@@ -203,15 +240,26 @@ class Postgres:
             last = self._users == 0
         if last:
             self._pool.close()
+            self._watchdog.close()
 
     # -- use -----------------------------------------------------------------------------
     @contextlib.contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection (autocommit). psycopg's errors become StorageError; pochta's
-        own errors raised inside pass through."""
+    def connection(self, *, deadline: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection (autocommit), to be given back within ``answer_timeout``
+        seconds: then its socket is shut down (its statement fails, or the next one), and
+        it is closed, never reused. ``deadline=False``: no limit (a migration, a stream
+        read at its consumer's pace). psycopg's errors become StorageError; pochta's own
+        errors raised inside pass through."""
+        watch = None
         try:
             with self._pool.connection() as conn:
-                yield conn
+                if deadline:
+                    watch = self._watchdog.arm(conn, self.settings.answer_timeout)
+                try:
+                    yield conn
+                finally:
+                    if watch is not None and self._watchdog.disarm(watch):
+                        conn.close()  # shut down: never back into the pool
         except PoolTimeout:
             raise StorageError(
                 f"{self.where}: no connection within {self.settings.pool_timeout:g} s"
@@ -223,6 +271,12 @@ class Postgres:
                 f"{self.where}: {self._reason(exc)}: the schema is missing; run `pochta db upgrade`"
             ) from None
         except psycopg.OperationalError as exc:
+            if watch is not None and watch.fired:
+                # a frozen server: its idle connections would not answer a check either
+                raise StorageError(
+                    f"{self.where}: no answer within {self.settings.answer_timeout:g} s"
+                    " (postgres.answer_timeout): the connection is dropped"
+                ) from exc
             # the server went away (a restart, a crash): the pool drops this connection; test
             # the idle ones too, so that the next callers get live connections, not errors
             with contextlib.suppress(psycopg.Error, PoolClosed):

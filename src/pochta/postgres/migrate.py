@@ -98,8 +98,9 @@ def upgrade(db: Postgres) -> list[Migration]:
     ConfigError for a database newer than this pochta."""
     done: list[Migration] = []
     for migration in shipped():
-        with db.connection() as conn, conn.transaction():
-            conn.execute("SET LOCAL statement_timeout = 0")  # an index on a big table
+        # no time limit, on the server or here: an index on a big table takes what it takes
+        with db.connection(deadline=False) as conn, conn.transaction():
+            conn.execute("SET LOCAL statement_timeout = 0")
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK,))
             conn.execute(BOOTSTRAP)
             version = _applied(conn)
