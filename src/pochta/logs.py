@@ -35,7 +35,10 @@ Why structlog: it renders stdlib records (``ProcessorFormatter``) both for peopl
 formatter (python-json-logger), a context filter and a text formatter of our own. The text
 line without colours is ConsoleRenderer's, written by :class:`PlainRenderer` in a few string
 operations (ConsoleRenderer's columns cost about half of a line; a test holds the two
-equal). Cost per line (``benchmarks/log_format.py``): see BENCHMARKS.md.
+equal). structlog's ``ProcessorFormatter`` is run by :class:`LineFormatter`, its chain
+unchanged, without the copy it makes of every record; the per-letter lines come from loggers
+that look up no caller (``logger``), and records look up no thread or process name (no
+format shows them). Cost per line (``benchmarks/log_format.py``): see BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -45,9 +48,9 @@ import logging
 import os
 import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, TextIO, cast
 
 import structlog
 from structlog.contextvars import bind_contextvars, get_contextvars, reset_contextvars
@@ -188,8 +191,32 @@ def _repr(value: object) -> str:
     return repr(value)
 
 
-def formatter(fmt: Format, *, colors: bool = False) -> logging.Formatter:
-    """The formatter of every line: ``fmt`` is ``text`` (people) or ``json`` (shippers)."""
+class LineFormatter(logging.Formatter):
+    """What ``structlog.stdlib.ProcessorFormatter(foreign_pre_chain=..., processors=...)``
+    writes for a stdlib record, line for line (a test holds the two equal), without its copy
+    of every record: ProcessorFormatter makes a second ``LogRecord`` of each one so that other
+    handlers may see the original untouched, about a quarter of a line's cost, and pochta's
+    one handler is the only one. ``chain``: the pre-chain and the processors in turn, the
+    last one the renderer."""
+
+    def __init__(self, chain: Sequence[Processor]) -> None:
+        super().__init__()
+        self.chain = tuple(chain)
+
+    def format(self, record: logging.LogRecord) -> str:
+        event: Any = {"event": record.getMessage(), "_record": record, "_from_structlog": False}
+        if record.exc_info:
+            event["exc_info"] = record.exc_info
+        if record.stack_info:
+            event["stack_info"] = record.stack_info
+        method = record.levelname.lower()
+        for processor in self.chain:
+            event = processor(None, method, event)
+        return cast(str, event)
+
+
+def chains(fmt: Format, *, colors: bool = False) -> tuple[list[Processor], list[Processor]]:
+    """structlog's pre-chain for stdlib records and its processors for ``fmt``."""
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -208,16 +235,43 @@ def formatter(fmt: Format, *, colors: bool = False) -> logging.Formatter:
         )
         renderer = console if colors else PlainRenderer(console)
         tail = []
-    return structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
-        processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            _event_text,
-            *tail,
-            _redact,
-            renderer,
-        ],
-    )
+    return shared, [
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+        _event_text,
+        *tail,
+        _redact,
+        renderer,
+    ]
+
+
+def formatter(fmt: Format, *, colors: bool = False) -> logging.Formatter:
+    """The formatter of every line: ``fmt`` is ``text`` (people) or ``json`` (shippers)."""
+    shared, processors = chains(fmt, colors=colors)
+    return LineFormatter([*shared, *processors])
+
+
+class _Uncalled(logging.Logger):
+    """A logger whose records carry no caller unless a stack is asked for (see ``logger``)."""
+
+    def findCaller(
+        self, stack_info: bool = False, stacklevel: int = 1
+    ) -> tuple[str, int, str, str | None]:
+        if stack_info:
+            return super().findCaller(stack_info, stacklevel)
+        return "(unknown file)", 0, "(unknown function)", None  # the stdlib's own "unknown"
+
+
+def logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)`` for code that logs a line per letter or request: its
+    records carry no caller (file, line, function), which no pochta format shows and which
+    the stdlib finds by walking the stack for every record (unless the logger already
+    exists: then it is returned as it is)."""
+    previous = logging.getLoggerClass()
+    logging.setLoggerClass(_Uncalled)
+    try:
+        return logging.getLogger(name)
+    finally:
+        logging.setLoggerClass(previous)
 
 
 def configure(
@@ -236,6 +290,9 @@ def configure(
     root.addHandler(handler)
     numeric = level if isinstance(level, int) else logging.getLevelName(level.upper())
     root.setLevel(numeric)
+    # no format shows a record's thread, process or process name: not looked up for each
+    # record (the logging HOWTO's "Optimization"; the pid comes from _add_pid)
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     for name in ROUTED:
         lib = logging.getLogger(name)
         for old in lib.handlers[:]:

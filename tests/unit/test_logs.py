@@ -154,3 +154,78 @@ def test_request_ids_are_12_hex_digits_and_a_forked_child_draws_its_own() -> Non
     os.close(read)
     os.waitpid(pid, 0)
     assert child and child != [logs.new_id() for _ in range(3)]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@given(
+    message=st.text(max_size=40).map(lambda t: t.replace("%", "%%") + " %s %d"),
+    arg=st.text(max_size=20),
+    number=st.integers(),
+    ids=st.dictionaries(st.sampled_from(["queue_id", "session", "request_id"]), st.text()),
+    level=st.sampled_from([logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR]),
+    trouble=st.sampled_from(["", "exc_info", "stack_info"]),
+)
+def test_the_line_formatter_writes_the_processor_formatters_line(
+    fmt: logs.Format,
+    message: str,
+    arg: str,
+    number: int,
+    ids: dict[str, str],
+    level: int,
+    trouble: str,
+) -> None:
+    """The same records through pochta's formatter and structlog's ProcessorFormatter with
+    the same chains: the same line (the timestamp aside, which each takes itself)."""
+    shared, processors = logs.chains(fmt)
+    theirs = structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=processors)
+    ours = logs.formatter(fmt)
+    logs.redact("a-secret-value-0123")
+    try:
+        try:
+            raise ValueError(f"boom {arg}")
+        except ValueError as exc:
+            exc_info = (type(exc), exc, exc.__traceback__)
+        record = logging.LogRecord(
+            "pochta.test",
+            level,
+            __file__,
+            1,
+            message + " a-secret-value-0123",
+            (arg, number),
+            exc_info if trouble == "exc_info" else None,
+            sinfo="Stack (most recent call last):\n  here" if trouble == "stack_info" else None,
+        )
+        with logs.bound(**ids):
+            lines = [ours.format(record), theirs.format(record)]
+        if fmt == "json":
+            mine, structlogs = (json.loads(line) for line in lines)
+            assert mine.pop("timestamp").endswith("Z") and structlogs.pop("timestamp").endswith("Z")
+            assert mine == structlogs
+            assert "a-secret-value-0123" not in lines[0]
+        else:
+            mine_, structlogs_ = (line.split(" ", 1) for line in lines)
+            assert mine_[1] == structlogs_[1]
+    finally:
+        logs._secrets.clear()
+
+
+def test_a_logger_for_lines_per_letter_skips_the_caller(root: io.StringIO) -> None:
+    logs.configure("info", "text", stream=root)
+    quick = logs.logger("pochta.test.quick")
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep()
+    quick.addHandler(keep)
+    try:
+        quick.info("delivered %s", "abc123")
+        quick.info("with its stack", stack_info=True)
+    finally:
+        quick.removeHandler(keep)
+    assert records[0].lineno == 0 and records[0].funcName == "(unknown function)"
+    assert records[1].lineno > 0  # a stack asked for: the caller is found as usual
+    first = root.getvalue().splitlines()[0]
+    assert first.endswith(f"delivered abc123               [pochta.test.quick] pid={os.getpid()}")

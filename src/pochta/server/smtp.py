@@ -84,7 +84,7 @@ from pochta.server.connections import Doorman, smtp_refusal
 from pochta.server.smtpdata import CommandWatch, DataReader, Spool
 from pochta.types import Envelope as MailEnvelope
 
-log = logging.getLogger("pochta.smtp")
+log = logs.logger("pochta.smtp")  # a line per letter: no caller looked up
 
 
 def utf8(address: str) -> bool:
