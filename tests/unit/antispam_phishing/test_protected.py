@@ -239,25 +239,3 @@ def test_named_in_past_the_re2_prefilter(text: str) -> None:
     """RE2 skips texts that name nothing; what is named is the same, in every case form
     Python's engine takes for a name's letters (and a text RE2 cannot read)."""
     assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)
-
-
-def test_spaces_are_what_python_s_backslash_s_matches() -> None:
-    every = "".join(map(chr, range(0x110000)))
-    assert set(protected._SPACES) == set(re.findall(r"\s", every))
-
-
-def test_folding_keeps_what_python_takes_for_a_name_s_letter() -> None:
-    """Every character Python's case-insensitive engine takes for a letter of a name folds
-    (protected._folded) to that letter folded: the RE2 prefilter finds every name Python does."""
-    letters = sorted({c for org in P.orgs for n in org.names for c in n if not c.isspace()})
-    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
-    near = set(re.findall("[" + re.escape("".join(letters)) + "]", every, re.IGNORECASE))
-    folded = {protected._folded(x) for x in letters}
-    near |= {c for c in every if protected._folded(c) in folded}
-    assert len(near) < 1000
-    for c in near:
-        for letter in letters:
-            if re.fullmatch(re.escape(letter), c, re.IGNORECASE):
-                assert protected._folded(c) == protected._folded(letter), (c, letter)
-    for group in protected._SAME_CASE:
-        assert all(re.fullmatch(group[0], c, re.IGNORECASE) for c in group)

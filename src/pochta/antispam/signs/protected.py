@@ -37,10 +37,9 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal
+from typing import Literal
 
-import re2
-
+from pochta.antispam.signs import casefold
 from pochta.antispam.signs.links import is_tld
 from pochta.antispam.signs.lookalike import distance, skeleton, unicode_label
 from pochta.errors import ConfigError
@@ -173,33 +172,6 @@ def _starts(lookahead: re.Pattern[str], text: str) -> list[int]:
     return [m.start() for m in lookahead.finditer(text)]
 
 
-_SPACES = (
-    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
-    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-"""What Python's ``\\s`` matches in a text (``str.isspace``)."""
-_SAME_CASE = (
-    "i\u0131", "s\u017f", "\u00b5\u03bc", "\u0345\u03b9\u1fbe", "\u0390\u1fd3", "\u03b0\u1fe3",
-    "\u03b2\u03d0", "\u03b5\u03f5", "\u03b8\u03d1", "\u03ba\u03f0", "\u03c0\u03d6", "\u03c1\u03f1",
-    "\u03c2\u03c3", "\u03c6\u03d5", "\u0432\u1c80", "\u0434\u1c81", "\u043e\u1c82", "\u0441\u1c83",
-    "\u0442\u1c84\u1c85", "\u044a\u1c86", "\u0463\u1c87", "\u1c88\ua64b", "\u1e61\u1e9b",
-    "\ufb05\ufb06",
-)  # fmt: skip
-"""Lower-case letters Python's case-insensitive matching takes for one another although
-neither is the other's lower case (its engine's own table of them: dotless i, long s, the
-Greek symbol forms, the old Cyrillic round forms...)."""
-_FOLD: dict[int, int | None] = {ord(c): ord(group[0]) for group in _SAME_CASE for c in group[1:]}
-_FOLD[0x307] = None  # "İ".lower() is "i" and a combining dot; Python's matching reads it as "i"
-
-
-def _folded(text: str) -> str:
-    """``text`` so that where Python's case-insensitive engine takes one character of it for
-    a letter of a name, the folded character is the folded letter: its lower case, the
-    letters of :data:`_SAME_CASE` as the first of their group, the combining dot above
-    dropped (every ``str.lower()`` is one character but that of "İ", "i" and the dot)."""
-    return text.lower().translate(_FOLD)
-
-
 def _plain_name(name: str) -> str:
     """An RE2 pattern for the folded text where :func:`_name_pattern` matches ``name``
     case-insensitively, or more: its words (a Russian name's stem, without the optional
@@ -209,41 +181,13 @@ def _plain_name(name: str) -> str:
     is_cyrillic = any("а" <= ch.lower() <= "я" or ch in "ёЁ" for ch in last)
     if is_cyrillic and not last.isupper():
         words[-1] = last.rstrip(_CYR_VOWELS) or last
-    return _plain([_folded(w) for w in words])
+    return casefold.plain([casefold.folded(w) for w in words])
 
 
 def _plain_skeleton(name: str) -> str:
     """An RE2 pattern for a skeleton where :func:`_skeleton_pattern` matches ``name``, or
     more: the same words (matched as they are), any whitespace between them."""
-    return _plain(skeleton(name).split())
-
-
-def _plain(words: Sequence[str]) -> str:
-    spaces = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in _SPACES) + "]+"
-    return spaces.join(
-        "".join(c if c.isalnum() or not c.isascii() else "\\" + c for c in w) for w in words
-    )
-
-
-def _anywhere(patterns: Sequence[str]) -> Any:
-    """One RE2 pattern that finds a place where any of ``patterns`` (of :func:`_plain_name`
-    or :func:`_plain_skeleton`) may be: a text where it finds none names none of them (every
-    place Python's pattern of the names finds, it finds too), in one pass of a DFA instead of
-    Python's engine trying every name at every position."""
-    options = re2.Options()
-    options.never_capture = True
-    options.log_errors = False
-    return re2.compile(("|".join(patterns) or "[^\\x00-\\x{10ffff}]").encode(), options)
-
-
-def _found(rx: Any, text: str) -> bool:
-    """Whether ``rx`` (of :func:`_anywhere`) finds a place in ``text``; True when RE2 cannot
-    read the text (a lone surrogate): then Python's engine looks."""
-    try:
-        data = text.encode()
-    except UnicodeEncodeError:
-        return True
-    return rx.search(data) is not None
+    return casefold.plain(skeleton(name).split())
 
 
 NAME_STARTS = 32
@@ -295,14 +239,16 @@ class Protected:
         # position): a match exists where one organization's pattern matches, and only there
         names = [_alternatives(org.names, _name_pattern) for org in self.orgs if org.names]
         self._any_name = _lookahead(_bounded_any(names, re.IGNORECASE))
-        self._names_anywhere = _anywhere([_plain_name(n) for org in self.orgs for n in org.names])
+        self._names_anywhere = casefold.compile_first_look(
+            [_plain_name(n) for org in self.orgs for n in org.names]
+        )
         latin_names = [
             _alternatives([n for n in org.names if n.isascii()], _skeleton_pattern)
             for org in self.orgs
             if any(n.isascii() for n in org.names)
         ]
         self._any_skeleton = _lookahead(_bounded_any(latin_names, 0))
-        self._skeletons_anywhere = _anywhere(
+        self._skeletons_anywhere = casefold.compile_first_look(
             [_plain_skeleton(n) for org in self.orgs for n in org.names if n.isascii()]
         )
         self._tokens = [(org, t, skeleton(t)) for org in self.orgs for t in org.tokens]
@@ -361,11 +307,13 @@ class Protected:
         named = [
             (v, starts)
             for v in variants
-            if _found(self._names_anywhere, _folded(v)) and (starts := _starts(self._any_name, v))
+            if casefold.found(self._names_anywhere, casefold.folded(v))
+            and (starts := _starts(self._any_name, v))
         ]
         found = [org for org, rx in self._patterns if _at_any(rx, named)] if named else []
         sk = skeleton(s)
-        if _found(self._skeletons_anywhere, sk) and (starts := _starts(self._any_skeleton, sk)):
+        found_skeleton = casefold.found(self._skeletons_anywhere, sk)
+        if found_skeleton and (starts := _starts(self._any_skeleton, sk)):
             found += [
                 org
                 for org, rx in self._skeleton_patterns
