@@ -5,11 +5,12 @@ character."""
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pochta.antispam.signs import casefold, links, protected
+from pochta.antispam.signs import casefold, links, protected, wording
 
 P = protected.default()
 EVERY = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
@@ -78,3 +79,16 @@ def test_obfuscated_past_the_re2_first_look(text: str) -> None:
     folded = casefold.folded(text, dot=True)
     if links._HINT.search(text) is not None:
         assert casefold.found(links._HINT_FIRST, folded)
+
+
+BLANKS = [" ", "  ", "\t", "\r", "\n", "\f", "\v", "\u00a0", "\u200b", "a", "Ё", "б", "\ud800"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(BLANKS), max_size=16).map("".join))
+def test_fold_writes_blanks_as_it_did(text: str) -> None:
+    """wording.fold, which leaves alone the texts RE2 finds no run of blanks in, and rewrites
+    only runs that are not one space already, folds as every run rewritten did."""
+    s = unicodedata.normalize("NFKC", text).casefold().replace("ё", "е")
+    s = re.sub("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]", "", s)
+    assert wording.fold(text) == re.sub(r"[ \t\r\f\v\u00a0]+", " ", s)
