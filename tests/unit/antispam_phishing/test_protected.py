@@ -223,3 +223,19 @@ def test_named_in_reads_each_name_where_the_one_pass_found_one(text: str) -> Non
 @pytest.mark.parametrize("text", ["Сбербанк " * 40 + "и PayPaI", "x " + "Госуслуги, " * 33, "ozon"])
 def test_named_in_past_the_bound_of_positions(text: str) -> None:
     assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)
+
+
+CASE_PIECES = [
+    *NAME_PIECES,
+    *sorted({n.upper() for org in P.orgs for n in org.names})[:20],
+    "Tınkoff", "TİNKOFF", "ᲃбербанк", "ſberbank", "paypal\u2003inc", "\x1c", "\u0307", "İ", "ı",
+    "Σ", "\ud800",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(CASE_PIECES), max_size=12).map("".join))
+def test_named_in_past_the_re2_prefilter(text: str) -> None:
+    """RE2 skips texts that name nothing; what is named is the same, in every case form
+    Python's engine takes for a name's letters (and a text RE2 cannot read)."""
+    assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)

@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 from publicsuffixlist import PublicSuffixList
 
+from pochta.antispam.signs import casefold
 from pochta.mime import normalize
 
 MAX_HOST = 253  # characters of a host name (RFC 1035); a longer "host" is none
@@ -71,6 +72,10 @@ _HINT = re.compile(
     r"|[ \t](?:dot|точка|тчк)[ \t]|h(?:xx|\*\*|__|tx|xt|t\*|\*t)ps?\W|\[:\]|\(:\)|\[://\]",
     re.IGNORECASE,
 )
+_HINT_FIRST = casefold.compile_first_look([_HINT.pattern])
+"""RE2 over the folded text first (:mod:`pochta.antispam.signs.casefold`: ``\\W``, ASCII in
+RE2, is every non-ASCII character too, and ``_HINT`` has no ``i``): Python's engine looks
+only in the few texts where it finds a place."""
 _SCHEME_ONLY = re.compile(rf"(?:{_DEFANGED_SCHEME})([^\s<>\"'\]]{{1,253}})", re.IGNORECASE)
 # Top-level domains written out in Cyrillic ("точка ру").
 _CYRILLIC_TLDS = {"ру": "ru", "ком": "com", "нет": "net", "орг": "org", "рф": "рф", "су": "su",
@@ -188,7 +193,7 @@ def obfuscated(text: str, known: Callable[[str], bool]) -> list[Obfuscated]:
     text with more than :data:`MAX_OBFUSCATED` of them is a list of indicators (a security
     bulletin), not a lure: nothing is returned. ``text`` is folded (lowercase)."""
     s = text[:MAX_TEXT]
-    if _HINT.search(s) is None:
+    if not casefold.found(_HINT_FIRST, casefold.folded(s, dot=True)) or _HINT.search(s) is None:
         return []
     found: dict[str, tuple[Obfuscated, int, int]] = {}
     for m in _SCHEME_ONLY.finditer(s):

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
+from pochta.antispam.signs import casefold
 from pochta.antispam.signs.links import is_tld
 from pochta.antispam.signs.lookalike import distance, skeleton, unicode_label
 from pochta.errors import ConfigError
@@ -171,6 +172,24 @@ def _starts(lookahead: re.Pattern[str], text: str) -> list[int]:
     return [m.start() for m in lookahead.finditer(text)]
 
 
+def _plain_name(name: str) -> str:
+    """An RE2 pattern for the folded text where :func:`_name_pattern` matches ``name``
+    case-insensitively, or more: its words (a Russian name's stem, without the optional
+    ending) folded, any whitespace between them, no word boundary."""
+    words = name.split()
+    last = words[-1]
+    is_cyrillic = any("а" <= ch.lower() <= "я" or ch in "ёЁ" for ch in last)
+    if is_cyrillic and not last.isupper():
+        words[-1] = last.rstrip(_CYR_VOWELS) or last
+    return casefold.plain([casefold.folded(w) for w in words])
+
+
+def _plain_skeleton(name: str) -> str:
+    """An RE2 pattern for a skeleton where :func:`_skeleton_pattern` matches ``name``, or
+    more: the same words (matched as they are), any whitespace between them."""
+    return casefold.plain(skeleton(name).split())
+
+
 NAME_STARTS = 32
 """Positions where some name begins, past which :func:`_at_any` searches each organization's
 pattern over the whole text instead (as many tries as positions would cost more)."""
@@ -220,12 +239,18 @@ class Protected:
         # position): a match exists where one organization's pattern matches, and only there
         names = [_alternatives(org.names, _name_pattern) for org in self.orgs if org.names]
         self._any_name = _lookahead(_bounded_any(names, re.IGNORECASE))
+        self._names_anywhere = casefold.compile_first_look(
+            [_plain_name(n) for org in self.orgs for n in org.names]
+        )
         latin_names = [
             _alternatives([n for n in org.names if n.isascii()], _skeleton_pattern)
             for org in self.orgs
             if any(n.isascii() for n in org.names)
         ]
         self._any_skeleton = _lookahead(_bounded_any(latin_names, 0))
+        self._skeletons_anywhere = casefold.compile_first_look(
+            [_plain_skeleton(n) for org in self.orgs for n in org.names if n.isascii()]
+        )
         self._tokens = [(org, t, skeleton(t)) for org in self.orgs for t in org.tokens]
         self._imitations: dict[str, Imitation | None] = {}
         self._confusable = [(org, t, skeleton(t)) for org in self.orgs for t in org.confusable_only]
@@ -279,10 +304,16 @@ class Protected:
             return []
         s = unicodedata.normalize("NFKC", text[:MAX_NAMED_TEXT])
         variants = [s, s.translate(_LAT_TO_CYR), s.translate(_CYR_TO_LAT)]
-        named = [(v, starts) for v in variants if (starts := _starts(self._any_name, v))]
-        found = [org for org, rx in self._patterns if _at_any(rx, named)]
+        named = [
+            (v, starts)
+            for v in variants
+            if casefold.found(self._names_anywhere, casefold.folded(v))
+            and (starts := _starts(self._any_name, v))
+        ]
+        found = [org for org, rx in self._patterns if _at_any(rx, named)] if named else []
         sk = skeleton(s)
-        if starts := _starts(self._any_skeleton, sk):
+        found_skeleton = casefold.found(self._skeletons_anywhere, sk)
+        if found_skeleton and (starts := _starts(self._any_skeleton, sk)):
             found += [
                 org
                 for org, rx in self._skeleton_patterns

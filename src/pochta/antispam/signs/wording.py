@@ -39,7 +39,14 @@ from typing import Any
 
 import re2
 
-_SPACE = re.compile(r"[ \t\r\f\v\u00a0]+")
+from pochta.antispam.signs import casefold
+
+_SPACE = re.compile(r"[ \t\r\f\v\u00a0]{2,}|[\t\r\f\v\u00a0]")
+"""Runs of blanks to write as one space: those that are not one already (a single space, the
+most of them, is no match to rebuild the text around)."""
+_SPACE_FIRST = casefold.compile_first_look([r"[ \t\r\f\v\x{a0}]{2,}|[\t\r\f\v\x{a0}]"])
+""":data:`_SPACE` in RE2 (the same characters): a text it finds nothing in is left as it is
+(two in five of the texts folded), without a pass of Python's engine."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 
@@ -48,7 +55,8 @@ _FORMAT = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064
 
 def fold(text: str) -> str:
     s = unicodedata.normalize("NFKC", text).casefold().replace("ё", "е")
-    return _SPACE.sub(" ", _FORMAT.sub("", s))
+    s = _FORMAT.sub("", s)
+    return _SPACE.sub(" ", s) if casefold.found(_SPACE_FIRST, s) else s
 
 
 def _rx(*parts: str) -> re.Pattern[str]:

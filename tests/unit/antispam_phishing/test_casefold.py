@@ -1,0 +1,94 @@
+"""The RE2 first looks for Python's case-insensitive patterns (signs/casefold.py): what they
+let through is at least what Python's engine finds, checked against the engine over every
+character."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pochta.antispam.signs import casefold, links, protected, wording
+
+P = protected.default()
+EVERY = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+
+
+def test_spaces_are_what_python_s_backslash_s_matches() -> None:
+    assert set(casefold.SPACES) == set(re.findall(r"\s", EVERY))
+
+
+def test_lower_case_is_one_character_but_for_dotted_capital_i() -> None:
+    assert [c for c in EVERY if len(c.lower()) != 1] == ["\u0130"]
+
+
+def _keeps_what_python_takes_for(letters: list[str], dot: bool) -> None:
+    fold = {x: casefold.folded(x, dot=dot) for x in letters}
+    near = set(re.findall("[" + re.escape("".join(letters)) + "]", EVERY, re.IGNORECASE))
+    targets = set(fold.values())
+    near |= {c for c in EVERY if casefold.folded(c, dot=dot) in targets}
+    assert len(near) < 1000
+    for c in near:
+        for letter in letters:
+            if re.fullmatch(re.escape(letter), c, re.IGNORECASE):
+                assert casefold.folded(c, dot=dot) == fold[letter], (c, letter)
+
+
+def test_folding_keeps_what_python_takes_for_a_name_s_letter() -> None:
+    """Every character Python's case-insensitive engine takes for a letter of an
+    organization's name folds to that letter folded: RE2 finds every name Python does."""
+    letters = sorted({c for org in P.orgs for n in org.names for c in n if not c.isspace()})
+    _keeps_what_python_takes_for(letters, dot=False)
+
+
+def test_folding_keeps_what_python_takes_for_a_hint_s_letter() -> None:
+    """The same for the letters of links._HINT, whose text keeps its combining dots (the
+    pattern reads \\W, and has no i, the one letter "İ" is taken for)."""
+    letters = sorted({c for c in links._HINT.pattern if c.isalpha()} - {"W"})
+    assert "i" not in letters
+    _keeps_what_python_takes_for(letters, dot=True)
+
+
+def test_same_case_groups_are_python_s() -> None:
+    for group in casefold.SAME_CASE:
+        assert all(re.fullmatch(group[0], c, re.IGNORECASE) for c in group)
+    for c in EVERY:
+        if c.lower() == c and casefold.folded(c, dot=True) != c:
+            assert re.fullmatch(re.escape(c), casefold.folded(c, dot=True), re.IGNORECASE)
+
+
+def test_a_text_re2_cannot_read_is_left_to_python() -> None:
+    nothing = casefold.compile_first_look([])
+    assert not casefold.found(nothing, "abc")
+    assert casefold.found(nothing, "\ud800")
+
+
+HINT_PIECES = [
+    "[.]", "(.)", "{dot}", "[DOT]", "[точка]", "(ТОЧКА)", " . ", "\t.\t", " dot ", " ТЧК ",
+    " тᲃк ", "hxxps://", "HXXP:", "h**ps ", "htxp\u0307", "hxxpſ:", "[:]", "[://]", "ı", "a", " ",
+    "sber-bonus", "ru", ".", "перейдите на ", "\n", "\ud800",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(HINT_PIECES), max_size=10).map("".join))
+def test_obfuscated_past_the_re2_first_look(text: str) -> None:
+    """Wherever Python's _HINT finds a hint, so does RE2 first: the same sites are found."""
+    folded = casefold.folded(text, dot=True)
+    if links._HINT.search(text) is not None:
+        assert casefold.found(links._HINT_FIRST, folded)
+
+
+BLANKS = [" ", "  ", "\t", "\r", "\n", "\f", "\v", "\u00a0", "\u200b", "a", "Ё", "б", "\ud800"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(BLANKS), max_size=16).map("".join))
+def test_fold_writes_blanks_as_it_did(text: str) -> None:
+    """wording.fold, which leaves alone the texts RE2 finds no run of blanks in, and rewrites
+    only runs that are not one space already, folds as every run rewritten did."""
+    s = unicodedata.normalize("NFKC", text).casefold().replace("ё", "е")
+    s = re.sub("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]", "", s)
+    assert wording.fold(text) == re.sub(r"[ \t\r\f\v\u00a0]+", " ", s)
