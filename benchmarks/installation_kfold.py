@@ -54,10 +54,11 @@ def replayed(generated: int) -> tuple[training.Replay, list[int], list[bool]]:
     """The replay of every non-sealed letter and ``generated`` letters, each corpus letter's
     fold key (the second hash byte; -1 for a generated letter), and whether the rules call it
     phishing. Cached in the temporary directory (by the code's inputs: the number of
-    generated letters and the source of the replay's modules)."""
+    generated letters, the source of the replay's modules and the default rules)."""
     key = hashlib.sha256(f"{generated}".encode())
     for mod in (training, design, rules):
         key.update(Path(mod.__file__ or "").read_bytes())
+    key.update(rules.default_text().encode())  # the rules' points are features too
     path = CACHE / f"replay-{key.hexdigest()[:16]}.pickle"
     if path.is_file():
         with path.open("rb") as fh:

@@ -34,6 +34,8 @@ No shingle counters (both modes alike: the model reads them as unknown senders).
 
     python benchmarks/personal_replay.py            # all 4,847 non-sealed letters
     python benchmarks/personal_replay.py --quick    # 600 of them: check the script works
+    python benchmarks/personal_replay.py --model DIR   # a model `pochta model train --output
+        # DIR` wrote (with word weights) instead of the shipped one
 """
 
 from __future__ import annotations
@@ -195,9 +197,9 @@ def modes(model: model_mod.Model, only: list[str] | None) -> list[Mode]:
 
 def main() -> None:
     args = _args()
-    model = model_mod.load()
+    model = model_mod.load(args.model)
     if model is None:
-        raise SystemExit("no shipped model: run `pochta model train` first")
+        raise SystemExit(f"no model in {args.model or 'the package'}: run `pochta model train`")
     letters = [m for _, m in training.in_time_order(corpus.unsealed())]
     if args.quick:
         letters = letters[:: max(1, len(letters) // 600)]
@@ -234,6 +236,8 @@ def main() -> None:
         "disputed_copies": disputed,
         "share_correcting": args.share,
         "model": {**model.info, "threshold": model.threshold},
+        "model_dir": str(args.model) if args.model else "shipped",
+        "word_weights": model.tokens is not None and model.tokens.weights is not None,
         "seconds": round(time.perf_counter() - started, 1),
         "modes": {},
     }
@@ -258,6 +262,7 @@ def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="600 letters: check the script works")
     p.add_argument("--share", type=float, default=0.3, help="misfiled copies their owner corrects")
+    p.add_argument("--model", type=Path, default=None, help="a model directory (default: shipped)")
     p.add_argument(
         "--mode", action="append", help="only these modes (repeat; default: all)", default=None
     )

@@ -416,3 +416,20 @@ def test_compiled_conditions_give_what_the_tree_gives() -> None:
             want = expr.evaluate(rule.condition, values.get)
             got = expr.compiled(rule.condition)(values.get)
             assert type(got) is type(want) and (got == want or got != got), rule.symbol
+
+
+def test_one_account_lure_from_other_servers_is_counted_once() -> None:
+    """PHISH_ALARM_FROM_ELSEWHERE does not add to PHISH_LURE_FROM_ELSEWHERE: a mailing list
+    discussing a "mailbox full" bounce (a lure's words, the list's own servers, a link) is
+    not phishing on that alone (k-fold, BENCHMARKS.md); an alarming subject from other
+    servers still gets the alarm rule's points."""
+    r = rules.default()
+    elsewhere = [sign("PHISH_RECEIVED_MISMATCH", ["x"]), sign("PHISH_RETURN_PATH_MISMATCH", ["x"])]
+    lure = rules.evaluate(r, {"links.count": 1}, [sign("PHISH_ACCOUNT_LURE", ["x"]), *elsewhere])
+    fired = {h.symbol for h in lure}
+    assert "PHISH_LURE_FROM_ELSEWHERE" in fired and "PHISH_ALARM_FROM_ELSEWHERE" not in fired
+    assert rules.verdict(lure, r.actions) != "phishing"
+    alarm = rules.evaluate(
+        r, {"links.count": 1}, [sign("PHISH_ALARMING_SUBJECT", ["x"]), *elsewhere]
+    )
+    assert "PHISH_ALARM_FROM_ELSEWHERE" in {h.symbol for h in alarm}
