@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 from pochta import metrics
 from pochta.blobs.keys import blob_path, master_index, parse_key, parse_magic
 from pochta.blobs.nodes import DiskFactory
+from pochta.blobs.nodes.local import LocalWriter
 from pochta.blobs.placement import choose_pair
 from pochta.errors import (
     BlobNotFound,
@@ -92,6 +93,11 @@ def _chunks(
         if progress is not None:
             progress(len(chunk))
         yield chunk
+
+
+def _shared(writers: list[BlobWriter]) -> TypeGuard[list[LocalWriter]]:
+    """Whether every writer is a local file made durable by its filesystem's group sync."""
+    return all(isinstance(w, LocalWriter) and w.shares_syncs for w in writers)
 
 
 def tmp_name() -> str:
@@ -165,8 +171,7 @@ class Upload:
                         f"{key} was deleted while its content was being sent; send it again"
                     ) from None
                 return Stored(record, self._magic, self._size, self._crc, uploaded=False)
-            final = blob_path(key)
-            self._store.at_once([partial(w.commit_as, final) for w in self._writers])
+            self._store.commit_as(self._writers, blob_path(key))
             self._done = True
         except BaseException:
             self.abort()
@@ -333,7 +338,11 @@ class BlobStore:
             try:
                 for disk in self.disks(pair):
                     writers.append(disk.create(tmp))
-                self.at_once([w.probe for w in writers])
+                if _shared(writers):  # system calls that wait for no device: in turn
+                    for local in writers:
+                        local.probe()
+                else:
+                    self.at_once([w.probe for w in writers])
             except BaseException:
                 for writer in writers:
                     writer.abort()
@@ -341,6 +350,20 @@ class BlobStore:
             return writers
 
         return create_and_probe
+
+    def commit_as(self, writers: list[BlobWriter], name: str) -> None:
+        """Both copies under ``name``, durable, at once (``at_once``). Local copies that
+        share their filesystem's syncs are placed in turn (system calls that wait for no
+        device), then wait once per filesystem: two copies on one filesystem take one sync
+        together and no trip to another thread (waiting for each copy on its own may take
+        two syncs in a row, when the second copy misses the sync the first one joined)."""
+        if not _shared(writers):
+            self.at_once([partial(w.commit_as, name) for w in writers])
+            return
+        waits: dict[int, Callable[[], None]] = {}  # one writer's wait per group sync
+        for writer in writers:
+            waits.setdefault(id(writer.place(name)), writer.wait_durable)
+        self.at_once(list(waits.values()))
 
     def commit_copies(self, writers: list[BlobWriter]) -> None:
         """fsync both copies at once."""

@@ -80,6 +80,26 @@ def _deleted(conn: sqlite3.Connection, key: Key) -> FileRecord | None:
     return FileRecord(key, 0, 0, FileFlag.NONE, row[0], Space.DELETED, row[1])
 
 
+_RECORD = """
+SELECT 0, counter, magic, flags, pair, NULL FROM live WHERE key = ?1
+UNION ALL
+SELECT 1, 0, 0, 0, pair, moved_at FROM deleted WHERE key = ?1
+ORDER BY 1 LIMIT 1
+"""
+
+
+def _record(conn: sqlite3.Connection, key: Key) -> FileRecord | None:
+    """The live record, else the deleted one: one statement (one snapshot, one trip into
+    SQLite; an upload asks this of every key before it writes)."""
+    row = conn.execute(_RECORD, (bytes.fromhex(key),)).fetchone()
+    if row is None:
+        return None
+    deleted, counter, magic, flags, pair, moved_at = row
+    if deleted:
+        return FileRecord(key, 0, 0, FileFlag.NONE, pair, Space.DELETED, moved_at)
+    return FileRecord(key, counter, _from_db(magic), FileFlag(flags), pair)
+
+
 def _put_live(conn: sqlite3.Connection, r: FileRecord) -> None:
     conn.execute(
         "INSERT OR REPLACE INTO live (key, counter, magic, flags, pair) VALUES (?, ?, ?, ?, ?)",
@@ -274,9 +294,7 @@ class SQLiteFileDB:
         return [bytes(row[0]) for row in rows]
 
     def get(self, key: Key) -> FileRecord | None:
-        key = parse_key(key)
-        conn = self._db.reader()
-        return _live(conn, key) or _deleted(conn, key)
+        return _record(self._db.reader(), parse_key(key))
 
     def compact(self) -> None:
         """Pack the records into full pages (VACUUM); see ``SQLiteDatabase.vacuum``."""

@@ -131,28 +131,59 @@ class LocalWriter:
         except OSError as exc:
             raise _disk_error(self._disk.spec, "fsync", exc) from exc
 
+    @property
+    def shares_syncs(self) -> bool:
+        """True when this copy is made durable by its filesystem's group sync: then
+        :meth:`place` and :meth:`wait_durable` do what :meth:`commit_as` does, and the
+        copies placed on one filesystem need one wait between them."""
+        return self._group is not None
+
     def commit_as(self, name: str) -> None:
         """Without a group sync: fsync the file, rename it, fsync the directory. With one,
-        a single sync serves both when the name is new: the file is hard-linked to ``name``
-        (which never replaces anything), the temporary name removed, and one sync makes the
-        bytes and the name durable together. A crash before that sync may leave ``name`` with
-        bytes that never reached the device, but nobody was answered and no record names it
-        (Valkyrie's orphan). When ``name`` exists already (another loader's copy, or such a
-        leftover) it is replaced only once our bytes are durable, as ``publish`` does: a name
-        is never pointed at bytes that are not on the device, so an answered upload is never
-        undone by a later or concurrent one."""
-        group = self._group
-        if group is None:
+        :meth:`place` then a wait for the group's next sync (one sync makes the bytes and
+        the name durable together)."""
+        if self._group is None:
             self.commit()
             self._disk.publish(self._disk.relative(self._path), name)
             return
+        self.place(name)
+        self.wait_durable()
+
+    def wait_durable(self) -> None:
+        """After :meth:`place`: return once the group's next sync has made the copy and its
+        name durable (the copies placed on one filesystem need one such wait)."""
+        try:
+            self._sync().wait()
+        except OSError as exc:
+            raise _disk_error(self._disk.spec, "committing into place", exc) from exc
+
+    def _sync(self) -> GroupSync:
+        if self._group is None:
+            raise AssertionError("only for a writer that shares syncs")
+        return self._group
+
+    def place(self, name: str) -> GroupSync:
+        """For a writer that shares syncs (:attr:`shares_syncs`): put the file under
+        ``name`` without waiting for the device, and return the group whose next sync
+        makes the bytes and the name durable together (:meth:`wait_durable` of any writer
+        placed on that filesystem waits for it: the loader places both copies of a pair,
+        then waits once, and answers only after that wait).
+
+        When the name is new the file is hard-linked to ``name`` (which never replaces
+        anything) and the temporary name removed. A crash before the sync may leave ``name``
+        with bytes that never reached the device, but nobody was answered and no record
+        names it (Valkyrie's orphan). When ``name`` exists already (another loader's copy,
+        or such a leftover) it is replaced only once our bytes are durable, as ``publish``
+        does: a name is never pointed at bytes that are not on the device, so an answered
+        upload is never undone by a later or concurrent one."""
+        group = self._sync()
         final = self._disk.root / name
         try:
             self._file.close()
             try:
                 try:
                     os.link(self._path, final)
-                except FileNotFoundError:  # a new ab/cd/ (made durable by the sync below)
+                except FileNotFoundError:  # a new ab/cd/ (made durable by the group's sync)
                     _makedirs_durable(final.parent, fsync=False)
                     os.link(self._path, final)
             except OSError as exc:
@@ -162,9 +193,9 @@ class LocalWriter:
                 os.replace(self._path, final)
             else:
                 os.unlink(self._path)
-            group.wait()
         except OSError as exc:
             raise _disk_error(self._disk.spec, "committing into place", exc) from exc
+        return group
 
     def abort(self) -> None:
         with contextlib.suppress(OSError):
