@@ -55,6 +55,7 @@ from pochta.blobs.valkyrie import (
 )
 from pochta.budget import Budget
 from pochta.config import HttpSettings, ImapSettings, Settings, SmtpSettings
+from pochta.cpupool import CpuPool, cores
 from pochta.errors import ConfigError, InvalidInput
 from pochta.executors import Executors
 from pochta.guard.anvil import Gate, Limits
@@ -112,7 +113,6 @@ from pochta.types import (
     SenderLists,
     StorageSample,
 )
-from pochta.workers import WorkerPool, cores
 
 if TYPE_CHECKING:
     from pochta.postgres.database import Postgres
@@ -655,7 +655,7 @@ def _intake(
     processes = cores() if a.workers is None else a.workers
     pool = None
     if processes:
-        pool = WorkerPool(
+        pool = CpuPool(
             processes,
             initializer=init_worker,
             initargs=(analysis,) if deciding is None else (analysis, deciding),

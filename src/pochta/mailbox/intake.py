@@ -1,7 +1,7 @@
 """Letters coming in: parsed, analyzed and split off the event loop, in worker processes.
 
 The CPU-bound half of a delivery (:func:`pochta.mailbox.prepare.prepare`) and of a scan runs in
-the worker pool (:mod:`pochta.workers`): ``antispam.workers`` processes, one per core by default,
+the CPU pool (:mod:`pochta.cpupool`): ``antispam.workers`` processes, one per core by default,
 each holding its own :class:`~pochta.antispam.verdict.Analyzer` built once by
 :func:`init_worker`. The server's event loop only awaits the result, so a letter that takes
 long to analyze delays no other client, and no letter is analyzed under the server's GIL.
@@ -69,6 +69,7 @@ from pochta.antispam.shingles.counters import pack
 from pochta.antispam.shingles.registry import update_refs
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analysis, Analyzer, Lesson, Scanner, Verdict, unanalyzed
+from pochta.cpupool import CpuPool
 from pochta.errors import Overloaded, PochtaError, WorkerDied, WorkerError, WorkerTimeout
 from pochta.executors import run_in
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
@@ -76,7 +77,6 @@ from pochta.mailbox.trace import without_claims
 from pochta.mime.letter import parse
 from pochta.mime.split import Split
 from pochta.types import Activity, Envelope, Held
-from pochta.workers import WorkerPool
 
 if TYPE_CHECKING:
     from pochta.antispam.model.booster import Model
@@ -86,7 +86,7 @@ T = TypeVar("T")
 
 SMALL = 512 << 10  # bytes: a letter this small is taken by a worker before bigger ones
 WORKER_MODULES = ("pochta.mailbox.intake", "pochta.mailbox.deciding")
-"""What a worker process runs: imported once by the fork server (``WorkerPool(preload=)``),
+"""What a worker process runs: imported once by the fork server (``CpuPool(preload=)``),
 so that each worker starts with them already imported."""
 
 
@@ -383,7 +383,7 @@ class Intake:
     def __init__(
         self,
         analyzer: Analyzer,
-        pool: WorkerPool | None,
+        pool: CpuPool | None,
         *,
         inline_limit: int,
         deadline: float,
