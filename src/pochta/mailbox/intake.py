@@ -179,11 +179,11 @@ def _worker_analyzer() -> Analyzer:
     return _analyzer
 
 
-Letter = bytes | Path
+RawLetter = bytes | Path
 """A letter as the intake takes it: its bytes, or a file holding them (read where it is used)."""
 
 
-def load(letter: Letter, prefix: bytes = b"", authserv_id: str | None = None) -> bytes:
+def load(letter: RawLetter, prefix: bytes = b"", authserv_id: str | None = None) -> bytes:
     """``prefix`` and the letter's bytes; with ``authserv_id``, the letter without the header
     fields that claim to be pochta's (:func:`pochta.mailbox.trace.without_claims`)."""
     if isinstance(letter, Path):
@@ -198,12 +198,12 @@ def load(letter: Letter, prefix: bytes = b"", authserv_id: str | None = None) ->
     return prefix + raw
 
 
-def size_of(letter: Letter) -> int:
+def size_of(letter: RawLetter) -> int:
     return letter.stat().st_size if isinstance(letter, Path) else len(letter)
 
 
 def prepare_in_worker(
-    raw: Letter,
+    raw: RawLetter,
     envelope: Envelope | None,
     helo: str | None,
     inline_limit: int,
@@ -340,7 +340,7 @@ def spill(prepared: Prepared, directory: Path, over: int) -> tuple[Prepared, Spi
 
 
 def prepare_apart_in_worker(
-    raw: Letter, inline_limit: int, directory: Path, over: int
+    raw: RawLetter, inline_limit: int, directory: Path, over: int
 ) -> tuple[Prepared, Spilled]:
     """A letter a user gives (no analysis, no shingles), its big parts spilled."""
     prepared = prepare(load(raw), inline_limit=inline_limit)
@@ -359,7 +359,7 @@ def analyze_in_worker(
 
 
 def verify_in_worker(
-    raw: Letter,
+    raw: RawLetter,
     prefix: bytes,
     steps: Sequence[DkimStep],
     keys: Keys,
@@ -422,7 +422,7 @@ class Intake:
 
     def _job(
         self,
-        raw: Letter,
+        raw: RawLetter,
         envelope: Envelope | None,
         helo: str | None,
         analyze: bool,
@@ -444,7 +444,7 @@ class Intake:
 
     async def prepare(
         self,
-        raw: Letter,
+        raw: RawLetter,
         envelope: Envelope | None,
         helo: str | None,
         *,
@@ -483,7 +483,7 @@ class Intake:
         return self.auth.begin(envelope.ip, envelope.sender or "", helo or "")
 
     async def _authenticate(
-        self, auth: LetterAuth, analysis: Analysis, raw: Letter, prefix: bytes
+        self, auth: LetterAuth, analysis: Analysis, raw: RawLetter, prefix: bytes
     ) -> Analysis:
         if analysis.plan is None:  # not analyzed, or the budget cut it before authentication
             return analysis
@@ -499,7 +499,7 @@ class Intake:
             return dataclasses.replace(analysis, plan=None, partial=partial)
 
     async def _verify(
-        self, raw: Letter, prefix: bytes, steps: tuple[DkimStep, ...], keys: Keys
+        self, raw: RawLetter, prefix: bytes, steps: tuple[DkimStep, ...], keys: Keys
     ) -> tuple[DkimResult, ...]:
         """DKIM signatures verified in a worker (a short task; a small letter's is taken
         before big letters, as its first pass was); one that could not run leaves them
@@ -525,7 +525,7 @@ class Intake:
 
     async def _prepare(
         self,
-        raw: Letter,
+        raw: RawLetter,
         envelope: Envelope | None,
         helo: str | None,
         *,
@@ -561,7 +561,7 @@ class Intake:
     async def _unprepared(
         self,
         exc: WorkerTimeout | WorkerDied,
-        raw: Letter,
+        raw: RawLetter,
         prefix: bytes,
         *,
         analyze: bool,
@@ -594,7 +594,7 @@ class Intake:
         self,
         then: Callable[[Prepared], T],
         executor: Executor | None,
-        raw: Letter,
+        raw: RawLetter,
         envelope: Envelope | None,
         helo: str | None,
         *,
@@ -649,7 +649,7 @@ class Intake:
 
     async def _whole(
         self,
-        raw: Letter,
+        raw: RawLetter,
         prefix: bytes,
         authserv_id: str | None,
         held: Held | None,
@@ -666,7 +666,7 @@ class Intake:
         return await run_in(self.local, load, raw, prefix, authserv_id)
 
     async def prepare_apart(
-        self, raw: Letter, directory: Path, over: int, held: Held | None = None
+        self, raw: RawLetter, directory: Path, over: int, held: Held | None = None
     ) -> tuple[Prepared, Spilled]:
         """``raw`` parsed and split without analysis (a letter a user puts in her mailbox),
         each extracted part over ``over`` bytes written by the worker to a file in

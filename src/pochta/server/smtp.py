@@ -75,7 +75,7 @@ from pochta.errors import (
 from pochta.executors import Executors, run_in
 from pochta.guard.anvil import Admission
 from pochta.guard.reserve import DiskReserve, free_bytes, reserve_for
-from pochta.mailbox.intake import Intake, Letter
+from pochta.mailbox.intake import Intake, RawLetter
 from pochta.mailbox.prepare import Prepared
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
@@ -173,7 +173,7 @@ class DeliveryHandler:
         self,
         session: Session,
         envelope: Envelope,
-        letter: Letter,
+        letter: RawLetter,
         eol: bytes,
         held: Share | None = None,
     ) -> str:
@@ -188,7 +188,7 @@ class DeliveryHandler:
         self,
         session: Session,
         envelope: Envelope,
-        letter: Letter,
+        letter: RawLetter,
         eol: bytes,
         queue_id: str,
         held: Share | None,
@@ -229,7 +229,7 @@ class DeliveryHandler:
     async def _deliver(
         self,
         trace: bytes,
-        letter: Letter,
+        letter: RawLetter,
         queue_id: str,
         envelope: MailEnvelope,
         helo: str | None,
