@@ -40,7 +40,7 @@ Sender authentication (``antispam.dns = "system"``) never makes a worker wait fo
 server asks (:mod:`pochta.antispam.auth.authenticator`). SPF starts when the letter is handed
 in, beside the worker's pass; the pass returns the DKIM keys and DMARC policies the letter
 needs (``Analysis.plan``), which the server then asks; signatures with a key are verified in
-a second, short task (``verify_in_worker``: the body hash and RSA; a small letter's taken
+a second, short task (``verify_in_pool``: the body hash and RSA; a small letter's taken
 before big letters, as its first pass); DMARC is judged in the server. A sender whose DNS
 never answers costs a letter its ``antispam.dns_lifetime`` of waiting on the event loop, and
 no worker time.
@@ -166,7 +166,7 @@ def _decided(analysis: Analysis | None) -> tuple[Analysis | None, Verdict | None
     return _scanner.judge(analysis)
 
 
-def learn_in_worker(lesson: Lesson) -> None:
+def learn_in_pool(lesson: Lesson) -> None:
     """A delivered letter's shingles counted (and its words taught) in this process."""
     if _scanner is None:
         raise RuntimeError("the worker process has no scanner")
@@ -202,7 +202,7 @@ def size_of(letter: RawLetter) -> int:
     return letter.stat().st_size if isinstance(letter, Path) else len(letter)
 
 
-def prepare_in_worker(
+def prepare_in_pool(
     raw: RawLetter,
     envelope: Envelope | None,
     helo: str | None,
@@ -339,7 +339,7 @@ def spill(prepared: Prepared, directory: Path, over: int) -> tuple[Prepared, Spi
     return dataclasses.replace(prepared, split=split), files
 
 
-def prepare_apart_in_worker(
+def prepare_apart_in_pool(
     raw: RawLetter, inline_limit: int, directory: Path, over: int
 ) -> tuple[Prepared, Spilled]:
     """A letter a user gives (no analysis, no shingles), its big parts spilled."""
@@ -347,7 +347,7 @@ def prepare_apart_in_worker(
     return spill(prepared, directory, over)
 
 
-def analyze_in_worker(
+def analyze_in_pool(
     raw: bytes, envelope: Envelope | None, helo: str | None, decide: bool = False
 ) -> tuple[Analysis, Verdict | None]:
     analysis = _worker_analyzer().analyze(parse(raw), envelope, helo)
@@ -358,7 +358,7 @@ def analyze_in_worker(
     return decided, verdict
 
 
-def verify_in_worker(
+def verify_in_pool(
     raw: RawLetter,
     prefix: bytes,
     steps: Sequence[DkimStep],
@@ -429,7 +429,7 @@ class Intake:
         shingles: bool,
         prefix: bytes,
     ) -> tuple[Any, ...]:
-        """The arguments of ``prepare_in_worker`` for this letter (both ways to a worker)."""
+        """The arguments of ``prepare_in_pool`` for this letter (both ways to a worker)."""
         return (
             raw,
             envelope,
@@ -506,11 +506,11 @@ class Intake:
         ``temperror``."""
         if self.pool is None:
             return await run_in(
-                self.local, verify_in_worker, raw, prefix, steps, keys, self.authserv_id
+                self.local, verify_in_pool, raw, prefix, steps, keys, self.authserv_id
             )
         try:
             return await self.pool.arun(
-                verify_in_worker,
+                verify_in_pool,
                 raw,
                 prefix,
                 steps,
@@ -550,7 +550,7 @@ class Intake:
         args = self._job(raw, envelope, helo, analyze, shingles, prefix)
         try:
             return await self.pool.arun(
-                prepare_in_worker,
+                prepare_in_pool,
                 *args,
                 deadline=self.deadline,
                 urgent=len(prefix) + size_of(raw) <= SMALL,
@@ -618,7 +618,7 @@ class Intake:
             return await run_in(executor, then, prepared)
         context = contextvars.copy_context()  # the log's ids, as run_in gives them
         job: Future[Prepared] = self.pool.submit(
-            prepare_in_worker,
+            prepare_in_pool,
             *self._job(raw, envelope, helo, analyze, shingles, prefix),
             deadline=self.deadline,
             urgent=len(prefix) + size_of(raw) <= SMALL,
@@ -680,7 +680,7 @@ class Intake:
         size = size_of(raw)
         try:
             return await self.pool.arun(
-                prepare_apart_in_worker,
+                prepare_apart_in_pool,
                 raw,
                 self.inline_limit,
                 directory,
@@ -722,7 +722,7 @@ class Intake:
             return analysis, None
         try:
             return await self.pool.arun(
-                analyze_in_worker,
+                analyze_in_pool,
                 raw,
                 envelope,
                 helo,
@@ -744,7 +744,7 @@ class Intake:
         if stats.pending * 2 >= self.pool.max_pending:
             return False
         try:
-            done = self.pool.submit(learn_in_worker, lesson, deadline=self.deadline, urgent=True)
+            done = self.pool.submit(learn_in_pool, lesson, deadline=self.deadline, urgent=True)
         except WorkerError:
             return False
         with self._lock:
