@@ -1,7 +1,7 @@
 """CPU per letter of a worker process's path, by stage, and its verdicts (issue 29, item 3).
 
 What one ``serve`` worker does with a letter that arrives by SMTP (``mailbox.intake``'s
-``prepare_in_worker`` with ``decide``): ``mailbox.prepare.prepare`` — the parse, the analysis
+``prepare_in_pool`` with ``decide``): ``mailbox.prepare.prepare`` — the parse, the analysis
 (phishing signs, features, the words' tokens, shingles), the split, the From address and its
 sender-list candidates — then ``Scanner.judge``: the shingles' counters, the rules, the learned
 words and the model. The letters are the unsealed ones of easy-ham-2, hard-ham-1 and spam-2

@@ -1,4 +1,4 @@
-"""Process pools side by side: pochta's WorkerPool, the stdlib's ProcessPoolExecutor and
+"""Process pools side by side: pochta's CpuPool, the stdlib's ProcessPoolExecutor and
 pebble's ProcessPool (when installed: ``pip install pebble``), all with 2 workers started by
 forkserver, in the same run.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note, percentile
-from pochta.workers import WorkerPool
+from pochta.cpupool import CpuPool
 
 WORKERS = 2
 ARG = bytes(range(256)) * 20  # 5,120 bytes
@@ -63,7 +63,7 @@ class Contestant:
         self.name = name
         ctx = multiprocessing.get_context("forkserver")
         if name == "pochta":
-            pool = WorkerPool(WORKERS)
+            pool = CpuPool(WORKERS)
             pool.start()
             self.submit: Submit = lambda fn, *a, deadline=None: pool._submit(fn, a, deadline)
             self.close: Callable[[], None] = pool.close

@@ -55,6 +55,7 @@ from pochta.blobs.valkyrie import (
 )
 from pochta.budget import Budget
 from pochta.config import HttpSettings, ImapSettings, Settings, SmtpSettings
+from pochta.cpupool import CpuPool, cores
 from pochta.errors import ConfigError, InvalidInput
 from pochta.executors import Executors
 from pochta.guard.anvil import Gate, Limits
@@ -112,7 +113,6 @@ from pochta.types import (
     SenderLists,
     StorageSample,
 )
-from pochta.workers import WorkerPool, cores
 
 if TYPE_CHECKING:
     from pochta.postgres.database import Postgres
@@ -132,7 +132,7 @@ class Pochta:
     shingles: Shingler
     scanner: Scanner
     intake: Intake
-    deletions: DeletionJob
+    deletion_job: DeletionJob
     history: Recorder
     evacuations: Evacuations
     budget: Budget  # the listeners' bytes in memory for clients, in all (memory_budget)
@@ -184,7 +184,7 @@ class Pochta:
         self.shingles.start()
         if self.scanner.words is not None:
             self.scanner.words.start()
-        self.deletions.start()
+        self.deletion_job.start()
         self.history.start()  # samples the store's size, writes the hourly tallies
         if self.live_model is not None:
             self.live_model.start()  # reads the live pointer every model_check_seconds
@@ -206,7 +206,7 @@ class Pochta:
         self.intake.close()
         self.executors.close()  # the listeners have stopped: nothing new comes
         self.evacuations.stop()  # each stops at its next file; resumable
-        self.deletions.stop()
+        self.deletion_job.stop()
         if self._scrubbers is not None:
             self._scrubbers.stop()
         if self._valkyrie is not None:
@@ -355,7 +355,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         shingles=shingler,
         scanner=scanner,
         intake=intake,
-        deletions=DeletionJob(mailbox.deletions, pochta_locks, fence=fence),
+        deletion_job=DeletionJob(mailbox.deletions, pochta_locks, fence=fence),
         history=history,
         evacuations=Evacuations(blobs, pochta_locks),
         budget=Budget(settings.memory_budget),
@@ -655,7 +655,7 @@ def _intake(
     processes = cores() if a.workers is None else a.workers
     pool = None
     if processes:
-        pool = WorkerPool(
+        pool = CpuPool(
             processes,
             initializer=init_worker,
             initargs=(analysis,) if deciding is None else (analysis, deciding),

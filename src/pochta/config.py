@@ -1082,7 +1082,7 @@ class Settings(BaseSettings):
         signatures verified by a second worker task (deadline_seconds again), DMARC's runs
         (within dns_lifetime + CHECK_SLACK): at most max(deadline, lifetime + slack) +
         deadline, bounded here by lifetime + slack + 2 x deadline. Not bounded by time: the
-        waits for a free worker (their queue is bounded, ``WorkerPool.max_pending``) and the
+        waits for a free worker (their queue is bounded, ``CpuPool.max_pending``) and the
         storing itself."""
         a = self.antispam
         worst = a.dns_lifetime + CHECK_SLACK + 2 * a.deadline_seconds

@@ -171,7 +171,7 @@ class MissingFile(DiskError):
 
 
 class WorkerError(PochtaError):
-    """The worker pool (``pochta.workers``) could not run a task; an exception that the task
+    """The CPU pool (``pochta.cpupool``) could not run a task; an exception that the task
     itself raised reaches its caller as itself, not as one of these."""
 
     code = "worker"

@@ -12,7 +12,7 @@ uvicorn and aiosmtpd) goes through the same processors and comes out as
 
 **Ids.** ``bound(queue_id=..., session=...)`` binds ids in a context variable for the code it
 wraps; every line logged inside carries them, in threads started with ``asyncio.to_thread``
-(which copies the context) and in the worker processes: :mod:`pochta.workers` sends the ids
+(which copies the context) and in the worker processes: :mod:`pochta.cpupool` sends the ids
 bound when a task is submitted along with it, and the worker binds them while it runs the task
 (``context()`` / ``bound(**ids)``). A worker process logs in the format of the process that
 started its pool (``snapshot()`` travels with the process, ``restore`` applies it).

@@ -7,7 +7,7 @@ one function, and this file is the one list of names, labels and buckets. ``/met
 totals).
 
 **Several processes.** ``pochta serve`` records in its own process (the worker processes of
-:mod:`pochta.workers` only compute; their results, timings included, come back to the server,
+:mod:`pochta.cpupool` only compute; their results, timings included, come back to the server,
 which records them), and there may be several servers behind one port (``pochta serve
 --workers N``). So the server uses prometheus-client's multiprocess mode: ``use_directory``
 (called by ``pochta serve`` before the first metric exists, and before it starts any other

@@ -29,7 +29,7 @@ from pochta.types import Clock, Disk, DiskSpec, FileDB, PairDB
 from tests.pgserver import NewDatabase
 
 FILEDB_KINDS = ["memory", "sqlite", "postgres"]
-SHARED_FILEDB_KINDS = ["sqlite", "postgres"]  # several processes share one (workers.py)
+SHARED_FILEDB_KINDS = ["sqlite", "postgres"]  # several processes share one (cpupool.py)
 PAIRDB_KINDS = ["memory", "sqlite", "postgres"]
 DISK_KINDS = ["local", "local-fsync", "webdav"]  # local-fsync: no group sync
 BROKEN_DISK_KINDS = [

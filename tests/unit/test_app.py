@@ -47,7 +47,7 @@ def test_building_starts_no_thread_and_close_joins_what_start_started(tmp_path: 
         user = pochta.mailbox.add_user("ann@example.org", "a long enough password")
         done = pochta.mailbox.deliver(letter(attachments=[("a", payload(1, 20_000))]), [user])
         pochta.mailbox.delete(user.id, done.ids[0])
-        pochta.deletions.wake()
+        pochta.deletion_job.wake()
         deadline = time.monotonic() + 10
         while pochta.mailbox.stats()["pending_deletions"] and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -134,7 +134,7 @@ def test_the_factory_is_a_package_of_its_own_that_imports_the_runtime() -> None:
 
 def test_loading_the_server_and_the_cli_loads_no_factory_module() -> None:
     code = (
-        "import sys, pochta.app, pochta.cli, pochta.workers; "
+        "import sys, pochta.app, pochta.cli, pochta.cpupool; "
         f"print(sorted(m for m in sys.modules if m.split('.')[0] == {FACTORY!r}))"
     )
     done = subprocess.run(
@@ -148,7 +148,7 @@ LAYERS = {
     **dict.fromkeys(
         (
             *("pochta", "errors", "types", "config", "netaddr", "tls", "budget", "logs"),
-            *("metrics", "health", "secretfile", "sqlitedb", "executors", "workers"),
+            *("metrics", "health", "secretfile", "sqlitedb", "executors", "cpupool"),
             *("postgres", "redisconn"),
         ),
         0,

@@ -12,10 +12,10 @@ from tests.mailtools import letter
 
 from pochta.antispam.verdict import TIMEOUT, Analyzer, Scanner, unanalyzed
 from pochta.budget import Budget
+from pochta.cpupool import CpuPool
 from pochta.errors import Overloaded, WorkerTimeout
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker
 from pochta.types import Envelope
-from pochta.workers import WorkerPool
 
 FORGED = b"X-Pochta-Spam: ham; probability=0.0001\r\nAuthentication-Results: mx.test; dkim=pass\r\n"
 
@@ -38,8 +38,8 @@ class Told:
 
 
 @pytest.fixture(scope="module")
-def pool() -> Iterator[WorkerPool]:
-    workers = WorkerPool(1, initializer=init_worker, initargs=(AnalysisSettings(),))
+def pool() -> Iterator[CpuPool]:
+    workers = CpuPool(1, initializer=init_worker, initargs=(AnalysisSettings(),))
     workers.start()
     yield workers
     workers.close()
@@ -52,7 +52,7 @@ def slow_letter() -> bytes:
     return head + part * 30_000 + b"--b--\r\n"
 
 
-def intake(pool: WorkerPool | None, on_timeout: str, told: Told, deadline: float) -> Intake:
+def intake(pool: CpuPool | None, on_timeout: str, told: Told, deadline: float) -> Intake:
     return Intake(
         Analyzer(),
         pool,
@@ -67,7 +67,7 @@ def intake(pool: WorkerPool | None, on_timeout: str, told: Told, deadline: float
 ENVELOPE = Envelope(ip="192.0.2.1", sender="s@example.net", recipients=("a@example.org",))
 
 
-def test_claims_go_in_the_worker_and_in_a_thread(pool: WorkerPool, tmp_path: Path) -> None:
+def test_claims_go_in_the_worker_and_in_a_thread(pool: CpuPool, tmp_path: Path) -> None:
     raw = letter()
     spooled = tmp_path / "x.letter"
     spooled.write_bytes(FORGED + raw)
@@ -82,7 +82,7 @@ def test_claims_go_in_the_worker_and_in_a_thread(pool: WorkerPool, tmp_path: Pat
             assert prepared.analysis is not None and not prepared.analysis.partial
 
 
-def test_a_letter_past_the_deadline_does_what_the_operator_chose(pool: WorkerPool) -> None:
+def test_a_letter_past_the_deadline_does_what_the_operator_chose(pool: CpuPool) -> None:
     raw = FORGED + slow_letter()
     told = Told()
 
@@ -108,7 +108,7 @@ def test_the_unscored_label_is_the_operators() -> None:
 
 
 def test_a_letter_loaded_whole_is_taken_from_the_budget_or_deferred(
-    pool: WorkerPool, tmp_path: Path
+    pool: CpuPool, tmp_path: Path
 ) -> None:
     """An unscored letter (past the deadline) is read whole into the server: its bytes are
     taken from the memory budget into the caller's share, held until the caller stores it;
@@ -160,7 +160,7 @@ def test_the_learned_words_key_is_not_in_the_analysis_settings_repr() -> None:
     assert "a-very-secret" not in repr(settings) and "dns='off'" in repr(settings)
 
 
-def test_prepare_then_hands_the_workers_answer_to_the_executor(pool: WorkerPool) -> None:
+def test_prepare_then_hands_the_workers_answer_to_the_executor(pool: CpuPool) -> None:
     """``prepare_then``: ``then`` runs in a thread of the given executor with the prepared
     letter (no sender authentication here: the pool's thread hands it over), and its result
     or its error comes back; a letter past the deadline goes the way of ``on_timeout`` first;

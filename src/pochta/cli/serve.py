@@ -21,13 +21,13 @@ from pochta import logs, metrics
 from pochta.app import connection_gate, server_tls, service_token, token_file
 from pochta.cli.common import ConfigOpt, DataOpt, handles_errors, settings
 from pochta.config import HttpSettings, Settings
+from pochta.cpupool import cores
 from pochta.errors import ConfigError
 from pochta.netaddr import parse_networks
 from pochta.server.connections import Doorman, governed_h11, governed_httptools
 from pochta.server.http import create_app
 from pochta.server.supervisor import Address, Supervisor, bind_all, fds_arg, inherited
 from pochta.tls import ServerTLS
-from pochta.workers import cores
 
 log = logging.getLogger("pochta.serve")
 

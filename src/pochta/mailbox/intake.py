@@ -1,7 +1,7 @@
 """Letters coming in: parsed, analyzed and split off the event loop, in worker processes.
 
 The CPU-bound half of a delivery (:func:`pochta.mailbox.prepare.prepare`) and of a scan runs in
-the worker pool (:mod:`pochta.workers`): ``antispam.workers`` processes, one per core by default,
+the CPU pool (:mod:`pochta.cpupool`): ``antispam.workers`` processes, one per core by default,
 each holding its own :class:`~pochta.antispam.verdict.Analyzer` built once by
 :func:`init_worker`. The server's event loop only awaits the result, so a letter that takes
 long to analyze delays no other client, and no letter is analyzed under the server's GIL.
@@ -40,7 +40,7 @@ Sender authentication (``antispam.dns = "system"``) never makes a worker wait fo
 server asks (:mod:`pochta.antispam.auth.authenticator`). SPF starts when the letter is handed
 in, beside the worker's pass; the pass returns the DKIM keys and DMARC policies the letter
 needs (``Analysis.plan``), which the server then asks; signatures with a key are verified in
-a second, short task (``verify_in_worker``: the body hash and RSA; a small letter's taken
+a second, short task (``verify_in_pool``: the body hash and RSA; a small letter's taken
 before big letters, as its first pass); DMARC is judged in the server. A sender whose DNS
 never answers costs a letter its ``antispam.dns_lifetime`` of waiting on the event loop, and
 no worker time.
@@ -69,6 +69,7 @@ from pochta.antispam.shingles.counters import pack
 from pochta.antispam.shingles.registry import update_refs
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analysis, Analyzer, Lesson, Scanner, Verdict, unanalyzed
+from pochta.cpupool import CpuPool
 from pochta.errors import Overloaded, PochtaError, WorkerDied, WorkerError, WorkerTimeout
 from pochta.executors import run_in
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
@@ -76,7 +77,6 @@ from pochta.mailbox.trace import without_claims
 from pochta.mime.letter import parse
 from pochta.mime.split import Split
 from pochta.types import Activity, Envelope, Held
-from pochta.workers import WorkerPool
 
 if TYPE_CHECKING:
     from pochta.antispam.model.booster import Model
@@ -86,7 +86,7 @@ T = TypeVar("T")
 
 SMALL = 512 << 10  # bytes: a letter this small is taken by a worker before bigger ones
 WORKER_MODULES = ("pochta.mailbox.intake", "pochta.mailbox.deciding")
-"""What a worker process runs: imported once by the fork server (``WorkerPool(preload=)``),
+"""What a worker process runs: imported once by the fork server (``CpuPool(preload=)``),
 so that each worker starts with them already imported."""
 
 
@@ -166,7 +166,7 @@ def _decided(analysis: Analysis | None) -> tuple[Analysis | None, Verdict | None
     return _scanner.judge(analysis)
 
 
-def learn_in_worker(lesson: Lesson) -> None:
+def learn_in_pool(lesson: Lesson) -> None:
     """A delivered letter's shingles counted (and its words taught) in this process."""
     if _scanner is None:
         raise RuntimeError("the worker process has no scanner")
@@ -179,11 +179,11 @@ def _worker_analyzer() -> Analyzer:
     return _analyzer
 
 
-Letter = bytes | Path
+RawLetter = bytes | Path
 """A letter as the intake takes it: its bytes, or a file holding them (read where it is used)."""
 
 
-def load(letter: Letter, prefix: bytes = b"", authserv_id: str | None = None) -> bytes:
+def load(letter: RawLetter, prefix: bytes = b"", authserv_id: str | None = None) -> bytes:
     """``prefix`` and the letter's bytes; with ``authserv_id``, the letter without the header
     fields that claim to be pochta's (:func:`pochta.mailbox.trace.without_claims`)."""
     if isinstance(letter, Path):
@@ -198,12 +198,12 @@ def load(letter: Letter, prefix: bytes = b"", authserv_id: str | None = None) ->
     return prefix + raw
 
 
-def size_of(letter: Letter) -> int:
+def size_of(letter: RawLetter) -> int:
     return letter.stat().st_size if isinstance(letter, Path) else len(letter)
 
 
-def prepare_in_worker(
-    raw: Letter,
+def prepare_in_pool(
+    raw: RawLetter,
     envelope: Envelope | None,
     helo: str | None,
     inline_limit: int,
@@ -339,15 +339,15 @@ def spill(prepared: Prepared, directory: Path, over: int) -> tuple[Prepared, Spi
     return dataclasses.replace(prepared, split=split), files
 
 
-def prepare_apart_in_worker(
-    raw: Letter, inline_limit: int, directory: Path, over: int
+def prepare_apart_in_pool(
+    raw: RawLetter, inline_limit: int, directory: Path, over: int
 ) -> tuple[Prepared, Spilled]:
     """A letter a user gives (no analysis, no shingles), its big parts spilled."""
     prepared = prepare(load(raw), inline_limit=inline_limit)
     return spill(prepared, directory, over)
 
 
-def analyze_in_worker(
+def analyze_in_pool(
     raw: bytes, envelope: Envelope | None, helo: str | None, decide: bool = False
 ) -> tuple[Analysis, Verdict | None]:
     analysis = _worker_analyzer().analyze(parse(raw), envelope, helo)
@@ -358,8 +358,8 @@ def analyze_in_worker(
     return decided, verdict
 
 
-def verify_in_worker(
-    raw: Letter,
+def verify_in_pool(
+    raw: RawLetter,
     prefix: bytes,
     steps: Sequence[DkimStep],
     keys: Keys,
@@ -383,7 +383,7 @@ class Intake:
     def __init__(
         self,
         analyzer: Analyzer,
-        pool: WorkerPool | None,
+        pool: CpuPool | None,
         *,
         inline_limit: int,
         deadline: float,
@@ -422,14 +422,14 @@ class Intake:
 
     def _job(
         self,
-        raw: Letter,
+        raw: RawLetter,
         envelope: Envelope | None,
         helo: str | None,
         analyze: bool,
         shingles: bool,
         prefix: bytes,
     ) -> tuple[Any, ...]:
-        """The arguments of ``prepare_in_worker`` for this letter (both ways to a worker)."""
+        """The arguments of ``prepare_in_pool`` for this letter (both ways to a worker)."""
         return (
             raw,
             envelope,
@@ -444,7 +444,7 @@ class Intake:
 
     async def prepare(
         self,
-        raw: Letter,
+        raw: RawLetter,
         envelope: Envelope | None,
         helo: str | None,
         *,
@@ -483,7 +483,7 @@ class Intake:
         return self.auth.begin(envelope.ip, envelope.sender or "", helo or "")
 
     async def _authenticate(
-        self, auth: LetterAuth, analysis: Analysis, raw: Letter, prefix: bytes
+        self, auth: LetterAuth, analysis: Analysis, raw: RawLetter, prefix: bytes
     ) -> Analysis:
         if analysis.plan is None:  # not analyzed, or the budget cut it before authentication
             return analysis
@@ -499,18 +499,18 @@ class Intake:
             return dataclasses.replace(analysis, plan=None, partial=partial)
 
     async def _verify(
-        self, raw: Letter, prefix: bytes, steps: tuple[DkimStep, ...], keys: Keys
+        self, raw: RawLetter, prefix: bytes, steps: tuple[DkimStep, ...], keys: Keys
     ) -> tuple[DkimResult, ...]:
         """DKIM signatures verified in a worker (a short task; a small letter's is taken
         before big letters, as its first pass was); one that could not run leaves them
         ``temperror``."""
         if self.pool is None:
             return await run_in(
-                self.local, verify_in_worker, raw, prefix, steps, keys, self.authserv_id
+                self.local, verify_in_pool, raw, prefix, steps, keys, self.authserv_id
             )
         try:
             return await self.pool.arun(
-                verify_in_worker,
+                verify_in_pool,
                 raw,
                 prefix,
                 steps,
@@ -525,7 +525,7 @@ class Intake:
 
     async def _prepare(
         self,
-        raw: Letter,
+        raw: RawLetter,
         envelope: Envelope | None,
         helo: str | None,
         *,
@@ -550,7 +550,7 @@ class Intake:
         args = self._job(raw, envelope, helo, analyze, shingles, prefix)
         try:
             return await self.pool.arun(
-                prepare_in_worker,
+                prepare_in_pool,
                 *args,
                 deadline=self.deadline,
                 urgent=len(prefix) + size_of(raw) <= SMALL,
@@ -561,7 +561,7 @@ class Intake:
     async def _unprepared(
         self,
         exc: WorkerTimeout | WorkerDied,
-        raw: Letter,
+        raw: RawLetter,
         prefix: bytes,
         *,
         analyze: bool,
@@ -594,7 +594,7 @@ class Intake:
         self,
         then: Callable[[Prepared], T],
         executor: Executor | None,
-        raw: Letter,
+        raw: RawLetter,
         envelope: Envelope | None,
         helo: str | None,
         *,
@@ -618,7 +618,7 @@ class Intake:
             return await run_in(executor, then, prepared)
         context = contextvars.copy_context()  # the log's ids, as run_in gives them
         job: Future[Prepared] = self.pool.submit(
-            prepare_in_worker,
+            prepare_in_pool,
             *self._job(raw, envelope, helo, analyze, shingles, prefix),
             deadline=self.deadline,
             urgent=len(prefix) + size_of(raw) <= SMALL,
@@ -649,7 +649,7 @@ class Intake:
 
     async def _whole(
         self,
-        raw: Letter,
+        raw: RawLetter,
         prefix: bytes,
         authserv_id: str | None,
         held: Held | None,
@@ -666,7 +666,7 @@ class Intake:
         return await run_in(self.local, load, raw, prefix, authserv_id)
 
     async def prepare_apart(
-        self, raw: Letter, directory: Path, over: int, held: Held | None = None
+        self, raw: RawLetter, directory: Path, over: int, held: Held | None = None
     ) -> tuple[Prepared, Spilled]:
         """``raw`` parsed and split without analysis (a letter a user puts in her mailbox),
         each extracted part over ``over`` bytes written by the worker to a file in
@@ -680,7 +680,7 @@ class Intake:
         size = size_of(raw)
         try:
             return await self.pool.arun(
-                prepare_apart_in_worker,
+                prepare_apart_in_pool,
                 raw,
                 self.inline_limit,
                 directory,
@@ -722,7 +722,7 @@ class Intake:
             return analysis, None
         try:
             return await self.pool.arun(
-                analyze_in_worker,
+                analyze_in_pool,
                 raw,
                 envelope,
                 helo,
@@ -744,7 +744,7 @@ class Intake:
         if stats.pending * 2 >= self.pool.max_pending:
             return False
         try:
-            done = self.pool.submit(learn_in_worker, lesson, deadline=self.deadline, urgent=True)
+            done = self.pool.submit(learn_in_pool, lesson, deadline=self.deadline, urgent=True)
         except WorkerError:
             return False
         with self._lock:

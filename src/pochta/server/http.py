@@ -104,7 +104,7 @@ def create_app(
                     imap=settings.imap if settings.imap.enabled else None,
                 )
             if settings.imap.enabled:
-                store = ImapStore(pochta.mailbox, wake_deletions=pochta.deletions.wake)
+                store = ImapStore(pochta.mailbox, wake_deletions=pochta.deletion_job.wake)
                 server_tls_ = pochta.tls
                 imap_server, imap_listeners = await imap.start(
                     store,

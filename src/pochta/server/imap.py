@@ -96,7 +96,7 @@ from pochta.errors import (
 )
 from pochta.executors import run_in
 from pochta.guard.anvil import Limits
-from pochta.mailbox.intake import Intake, Letter, Spilled
+from pochta.mailbox.intake import Intake, RawLetter, Spilled
 from pochta.mailbox.prepare import Prepared
 from pochta.netaddr import LOOPBACK, Network, parse_networks, within
 from pochta.server import imapfetch, imapproto
@@ -221,7 +221,7 @@ class ImapServer:
         return await run_in(self.executor, fn, *args)
 
     async def prepare(
-        self, letter: Letter, parts: Path, held: Share | None
+        self, letter: RawLetter, parts: Path, held: Share | None
     ) -> tuple[Prepared, Spilled]:
         """An APPEND's letter (its bytes or its spool file) parsed and split, off the loop:
         by the intake's workers, which write its extracted parts (but ``spool_threshold``
@@ -1154,7 +1154,7 @@ class Session:
         message = cmd.messages[0]
         given, _ = imapproto.letter_flags([f.value for f in message.flag_set])
         when = message.when.timestamp() if message.when is not None else None
-        letter: Letter = spooled.finish() if spooled is not None else bytes(message.literal)
+        letter: RawLetter = spooled.finish() if spooled is not None else bytes(message.literal)
         size = spooled.size if spooled is not None else len(message.literal)
         if size == 0:
             raise bad("an empty letter")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pochta.errors import MessageNotFound
 from pochta.guard.logins import Admission
-from pochta.mailbox.intake import Letter, load
+from pochta.mailbox.intake import RawLetter, load
 from pochta.mailbox.prepare import Prepared
 from pochta.mailbox.service import Mailbox
 from pochta.mime import ranges
@@ -226,7 +226,7 @@ class ImapStore:
             out.append((letter_id, copy.uid if copy is not None else 0, copy_id))
         return out
 
-    def prepare(self, letter: Letter) -> Prepared:
+    def prepare(self, letter: RawLetter) -> Prepared:
         """A letter the client gives, parsed and split in this thread (when the server has
         no intake of worker processes to do it)."""
         return self.mailbox.prepare(load(letter))

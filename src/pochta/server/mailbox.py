@@ -327,5 +327,5 @@ def patch(message_id: MessageId, body: PatchIn, box: Box, user: UserId) -> Messa
 )
 def delete(request: Request, message_id: MessageId, box: Box, user: UserId) -> Response:
     box.delete(user, message_id)
-    request.app.state.pochta.deletions.wake()
+    request.app.state.pochta.deletion_job.wake()
     return Response(status_code=204)

@@ -56,8 +56,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, AnyStr, cast
 
+import aiosmtpd.smtp
 from aiosmtpd.lmtp import LMTP
-from aiosmtpd.smtp import SMTP, Envelope, Session, syntax
+from aiosmtpd.smtp import SMTP, Session, syntax
 
 from pochta import logs, metrics
 from pochta.budget import Budget, Share
@@ -75,13 +76,13 @@ from pochta.errors import (
 from pochta.executors import Executors, run_in
 from pochta.guard.anvil import Admission
 from pochta.guard.reserve import DiskReserve, free_bytes, reserve_for
-from pochta.mailbox.intake import Intake, Letter
+from pochta.mailbox.intake import Intake, RawLetter
 from pochta.mailbox.prepare import Prepared
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
 from pochta.server.connections import Doorman, smtp_refusal
 from pochta.server.smtpdata import CommandWatch, DataReader, Spool
-from pochta.types import Envelope as MailEnvelope
+from pochta.types import Envelope
 
 log = logs.logger("pochta.smtp")  # a line per letter: no caller looked up
 
@@ -123,7 +124,7 @@ class DeliveryHandler:
         self,
         server: SMTP,
         session: Session,
-        envelope: Envelope,
+        envelope: aiosmtpd.smtp.Envelope,
         address: str,
         mail_options: list[str],
     ) -> str:
@@ -150,7 +151,7 @@ class DeliveryHandler:
         self,
         server: SMTP,
         session: Session,
-        envelope: Envelope,
+        envelope: aiosmtpd.smtp.Envelope,
         address: str,
         rcpt_options: list[str],
     ) -> str:
@@ -172,8 +173,8 @@ class DeliveryHandler:
     async def handle_letter(
         self,
         session: Session,
-        envelope: Envelope,
-        letter: Letter,
+        envelope: aiosmtpd.smtp.Envelope,
+        letter: RawLetter,
         eol: bytes,
         held: Share | None = None,
     ) -> str:
@@ -187,8 +188,8 @@ class DeliveryHandler:
     async def _letter(
         self,
         session: Session,
-        envelope: Envelope,
-        letter: Letter,
+        envelope: aiosmtpd.smtp.Envelope,
+        letter: RawLetter,
         eol: bytes,
         queue_id: str,
         held: Share | None,
@@ -212,7 +213,7 @@ class DeliveryHandler:
             when=datetime.now(UTC),
             eol=eol,
         )
-        envelope_ = MailEnvelope(
+        envelope_ = Envelope(
             ip=str(peer[0]) if isinstance(peer, tuple) else None,
             sender=envelope.mail_from or "",
             recipients=tuple(envelope.rcpt_tos),
@@ -220,7 +221,7 @@ class DeliveryHandler:
         status = await self._deliver(trace, letter, queue_id, envelope_, session.host_name, held)
         return self._each(envelope, status)
 
-    def _each(self, envelope: Envelope, status: str) -> str:
+    def _each(self, envelope: aiosmtpd.smtp.Envelope, status: str) -> str:
         """The reply to the end of DATA: LMTP answers once per accepted recipient."""
         if self.lmtp:
             return "\r\n".join(status for _ in envelope.rcpt_tos)
@@ -229,9 +230,9 @@ class DeliveryHandler:
     async def _deliver(
         self,
         trace: bytes,
-        letter: Letter,
+        letter: RawLetter,
         queue_id: str,
-        envelope: MailEnvelope,
+        envelope: Envelope,
         helo: str | None,
         held: Share | None,
     ) -> str:
@@ -462,7 +463,7 @@ class PochtaSMTP(SMTP):
         finally:
             conn.reader = conn.ended = None
             spool.discard()
-            self.envelope = Envelope()
+            self.envelope = aiosmtpd.smtp.Envelope()
         metrics.delivery("lmtp" if isinstance(self, LMTP) else "smtp", status)
         await self.push(status)
 

@@ -33,7 +33,7 @@ The package, one concept a module (this module re-exports what the rest of pocht
 from __future__ import annotations
 
 from pochta.blobs.valkyrie.names import QUARANTINE_MARK, Kind, Name, parse_name, quarantine_name
-from pochta.blobs.valkyrie.policy import Action, Decision, Seen, ValkyrieConfig, decide
+from pochta.blobs.valkyrie.policy import Action, FileAction, Seen, ValkyrieConfig, decide
 from pochta.blobs.valkyrie.report import COUNT_NAMES, Counts, PassReport
 from pochta.blobs.valkyrie.runner import ValkyrieRunner
 from pochta.blobs.valkyrie.scrub import Valkyrie, lock_name
@@ -47,7 +47,7 @@ __all__ = [
     "STATE_FILE",
     "Action",
     "Counts",
-    "Decision",
+    "FileAction",
     "Kind",
     "Name",
     "PassReport",

@@ -60,45 +60,45 @@ class Seen:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class FileAction:
     action: Action
     forget_space1: bool = False  # drop the space1 record (after the action succeeded)
 
 
-def decide(seen: Seen, config: ValkyrieConfig, now: float) -> Decision:
+def decide(seen: Seen, config: ValkyrieConfig, now: float) -> FileAction:
     """What to do with one file. Pure: no I/O, time passed in."""
     name = seen.name
     age = now - seen.mtime
     live_here = seen.live is not None and seen.live.pair_id == seen.pair_id
     if name.kind is Kind.OTHER:
-        return Decision(Action.SKIP)
+        return FileAction(Action.SKIP)
     if seen.service:
-        return Decision(Action.CHECK if name.kind is Kind.BLOB and live_here else Action.SKIP)
+        return FileAction(Action.CHECK if name.kind is Kind.BLOB and live_here else Action.SKIP)
     if name.kind is Kind.TMP:
-        return Decision(Action.DELETE_TMP if age > config.tmp_max_age_seconds else Action.SKIP)
+        return FileAction(Action.DELETE_TMP if age > config.tmp_max_age_seconds else Action.SKIP)
     if name.kind is Kind.QUARANTINE:
         if live_here and not seen.blob_present:
-            return Decision(Action.RESTORE)
+            return FileAction(Action.RESTORE)
         assert name.ts is not None
         if now >= name.ts + config.quarantine_seconds:
-            return Decision(Action.PURGE)
-        return Decision(Action.SKIP)
+            return FileAction(Action.PURGE)
+        return FileAction(Action.SKIP)
     # a blob
     if live_here:
         stale = seen.deleted is not None
-        return Decision(Action.VERIFY, forget_space1=stale)
+        return FileAction(Action.VERIFY, forget_space1=stale)
     old_enough = age >= config.orphan_min_age_seconds
     if seen.live is not None:  # live on another pair
-        return Decision(Action.STRAY if old_enough else Action.SKIP)
+        return FileAction(Action.STRAY if old_enough else Action.SKIP)
     deleted = seen.deleted
     if deleted is not None and deleted.pair_id == seen.pair_id:
         moved_at = deleted.moved_at or 0.0
         if seen.mtime >= moved_at:
-            return Decision(Action.SKIP)  # written after the move: an upload may be finishing
+            return FileAction(Action.SKIP)  # written after the move: an upload may be finishing
         assert name.key is not None
         if master_index(name.key) == seen.disk_index:
-            return Decision(Action.QUARANTINE_DELETED)
+            return FileAction(Action.QUARANTINE_DELETED)
         if now >= moved_at + config.slave_delay_seconds:
-            return Decision(Action.QUARANTINE_DELETED, forget_space1=True)
-        return Decision(Action.SKIP)
-    return Decision(Action.QUARANTINE_ORPHAN if old_enough else Action.SKIP)
+            return FileAction(Action.QUARANTINE_DELETED, forget_space1=True)
+        return FileAction(Action.SKIP)
+    return FileAction(Action.QUARANTINE_ORPHAN if old_enough else Action.SKIP)

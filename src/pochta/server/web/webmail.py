@@ -422,7 +422,7 @@ def delete(v: PostedReader, letter_id: LetterId) -> Response:
     assert v.user is not None
     folder = v.pochta.mailbox.letter(v.user.id, letter_id).folder
     v.pochta.mailbox.delete(v.user.id, letter_id)
-    v.pochta.deletions.wake()
+    v.pochta.deletion_job.wake()
     return redirect(_folder_url(folder, notice="deleted"))
 
 

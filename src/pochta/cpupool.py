@@ -1,4 +1,4 @@
-"""Worker processes for CPU-bound work, with a hard deadline per task.
+"""The CPU pool: pool processes for CPU-bound work, with a hard deadline per task.
 
 Why: Python's ``re`` holds the GIL, so scoring a crafted letter in a thread of the server
 stalled every client (a normal letter took 17.9 s, ``/healthz`` 27 s). Such work runs here
@@ -62,8 +62,8 @@ shared with other test suites (load average 5.6 to 11):
 
 Use in ``app.py`` (one place wires)::
 
-    pool = WorkerPool(settings.antispam.processes, initializer=scorer.init_worker,
-                      initargs=(rules_file, model_dir))   # starts nothing
+    pool = CpuPool(settings.antispam.processes, initializer=scorer.init_worker,
+                   initargs=(rules_file, model_dir))   # starts nothing
     pool.start()   # lifespan startup: the processes start; each runs the initializer once
     ...
     pool.close()   # lifespan shutdown, once the listeners have stopped
@@ -98,7 +98,7 @@ from typing import Any, Final, TypeVar, TypeVarTuple
 from pochta import logs, metrics
 from pochta.errors import WorkerDied, WorkersUnavailable, WorkerTimeout
 
-log = logging.getLogger("pochta.workers")
+log = logging.getLogger("pochta.cpupool")
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -172,7 +172,7 @@ class _Worker:
             metrics.process_exited(self.process.pid)
 
 
-class WorkerPool:
+class CpuPool:
     """``processes`` worker processes that run module-level functions; see the module doc."""
 
     def __init__(
@@ -274,7 +274,7 @@ class WorkerPool:
         for thread in self._threads:
             thread.join()
 
-    def __enter__(self) -> WorkerPool:
+    def __enter__(self) -> CpuPool:
         self.start()
         return self
 
@@ -582,7 +582,7 @@ def _worker_main(
             try:
                 finalizer()
             except Exception:
-                logging.getLogger("pochta.workers").exception("a worker's finalizer failed")
+                logging.getLogger("pochta.cpupool").exception("a worker's finalizer failed")
 
 
 def _serve_tasks(conn: Connection) -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from pochta.cpupool import CpuPool, PoolStats, RemoteTraceback, cores
 from pochta.errors import TooLarge, WorkerDied, WorkersUnavailable, WorkerTimeout
-from pochta.workers import PoolStats, RemoteTraceback, WorkerPool, cores
 
 # -- what the workers run (module level: they travel by name) ----------------------------
 
@@ -109,22 +109,22 @@ def pool_threads(name: str) -> list[threading.Thread]:
 
 
 @pytest.fixture(scope="module")
-def pool() -> Iterator[WorkerPool]:
-    with WorkerPool(2, name="test-shared") as p:
+def pool() -> Iterator[CpuPool]:
+    with CpuPool(2, name="test-shared") as p:
         yield p
 
 
 # -- results and errors --------------------------------------------------------------------
 
 
-def test_results_come_back(pool: WorkerPool) -> None:
+def test_results_come_back(pool: CpuPool) -> None:
     assert pool.run(echo, {"a": [1, 2]}) == {"a": [1, 2]}
     letter = os.urandom(5 * 1024)
     assert pool.run(double, letter) == letter + letter
     assert asyncio.run(pool.arun(double, letter)) == letter + letter
 
 
-def test_concurrent_callers_all_get_their_own_result(pool: WorkerPool) -> None:
+def test_concurrent_callers_all_get_their_own_result(pool: CpuPool) -> None:
     async def main() -> list[object]:
         return await asyncio.gather(*(pool.arun(echo, i) for i in range(50)))
 
@@ -133,7 +133,7 @@ def test_concurrent_callers_all_get_their_own_result(pool: WorkerPool) -> None:
         assert list(threads.map(lambda i: pool.run(echo, i), range(50))) == list(range(50))
 
 
-def test_an_exception_reaches_the_caller_as_itself(pool: WorkerPool) -> None:
+def test_an_exception_reaches_the_caller_as_itself(pool: CpuPool) -> None:
     with pytest.raises(ValueError, match="bad letter") as info:
         pool.run(fail, "bad letter")
     assert isinstance(info.value.__cause__, RemoteTraceback)
@@ -143,7 +143,7 @@ def test_an_exception_reaches_the_caller_as_itself(pool: WorkerPool) -> None:
     assert too.value.code == "too_large"
 
 
-def test_what_does_not_pickle_is_an_error_and_the_worker_goes_on(pool: WorkerPool) -> None:
+def test_what_does_not_pickle_is_an_error_and_the_worker_goes_on(pool: CpuPool) -> None:
     with pytest.raises(RuntimeError, match="Unpicklable"):
         pool.run(raise_unpicklable)
     with pytest.raises(Exception, match="pickle"):
@@ -154,7 +154,7 @@ def test_what_does_not_pickle_is_an_error_and_the_worker_goes_on(pool: WorkerPoo
     assert pool.stats.killed == pool.stats.died == 0
 
 
-def test_a_deadline_must_be_positive(pool: WorkerPool) -> None:
+def test_a_deadline_must_be_positive(pool: CpuPool) -> None:
     with pytest.raises(ValueError, match="deadline"):
         pool.run(echo, 1, deadline=0)
 
@@ -165,7 +165,7 @@ def test_a_deadline_must_be_positive(pool: WorkerPool) -> None:
 def test_a_task_past_its_deadline_is_killed_and_the_others_go_on(tmp_path: Path) -> None:
     pid_file = tmp_path / "forever.pid"
     log = str(tmp_path / "init.log")  # the initializer imports this module in each worker
-    with WorkerPool(2, initializer=init, initargs=(log,), name="test-deadline") as pool:
+    with CpuPool(2, initializer=init, initargs=(log,), name="test-deadline") as pool:
         before = pool.pids
         early = pool._submit(nap, (0.3,), None)  # already running when the loop starts
         t0 = time.monotonic()
@@ -196,7 +196,7 @@ def test_a_task_past_its_deadline_is_killed_and_the_others_go_on(tmp_path: Path)
 
 
 def test_a_worker_that_exits_under_its_task_is_replaced() -> None:
-    with WorkerPool(1, name="test-died") as pool:
+    with CpuPool(1, name="test-died") as pool:
         (before,) = pool.pids
         with pytest.raises(WorkerDied, match=r"exit_now.*code 3"):
             pool.run(exit_now, deadline=30.0)
@@ -211,7 +211,7 @@ def test_a_worker_that_exits_under_its_task_is_replaced() -> None:
 
 def test_the_initializer_runs_once_per_process(tmp_path: Path) -> None:
     log = tmp_path / "init.log"
-    with WorkerPool(2, initializer=init, initargs=(str(log),), name="test-init") as pool:
+    with CpuPool(2, initializer=init, initargs=(str(log),), name="test-init") as pool:
         assert sorted(map(int, log.read_text().split())) == sorted(pool.pids)
         seen = {pool.run(whoami) for _ in range(40)}
         assert {count for _, count in seen} == {1}  # never twice in one process
@@ -227,7 +227,7 @@ def test_the_initializer_runs_once_per_process(tmp_path: Path) -> None:
 
 def test_reinitialize_restarts_every_worker_with_the_new_arguments(tmp_path: Path) -> None:
     old, new = tmp_path / "old.log", tmp_path / "new.log"
-    with WorkerPool(2, initializer=init, initargs=(str(old),), name="test-reinit") as pool:
+    with CpuPool(2, initializer=init, initargs=(str(old),), name="test-reinit") as pool:
         before = set(pool.pids)
         pool.reinitialize((str(new),))
         # each worker is replaced before its next task (idle) or after its task (busy): within
@@ -244,7 +244,7 @@ def test_reinitialize_restarts_every_worker_with_the_new_arguments(tmp_path: Pat
 
 
 def test_a_failing_initializer_fails_start_and_leaves_nothing() -> None:
-    pool = WorkerPool(2, initializer=broken_init, name="test-broken")
+    pool = CpuPool(2, initializer=broken_init, name="test-broken")
     with pytest.raises(WorkersUnavailable, match="rules file is unreadable"):
         pool.start()
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("test-broken")]
@@ -256,7 +256,7 @@ def test_a_failing_initializer_fails_start_and_leaves_nothing() -> None:
 
 
 def test_max_pending_is_enforced_at_once() -> None:
-    with WorkerPool(1, max_pending=2, name="test-pending") as pool:
+    with CpuPool(1, max_pending=2, name="test-pending") as pool:
         busy = pool._submit(nap, (0.6,), None)
         deadline = time.monotonic() + 10
         while pool.stats.running == 0 and time.monotonic() < deadline:
@@ -272,7 +272,7 @@ def test_max_pending_is_enforced_at_once() -> None:
 
 
 def test_an_urgent_task_is_taken_before_the_others_that_wait() -> None:
-    with WorkerPool(1, max_pending=10, name="test-urgent") as pool:
+    with CpuPool(1, max_pending=10, name="test-urgent") as pool:
         busy = pool._submit(nap, (0.5,), None)
         deadline = time.monotonic() + 10
         while pool.stats.running == 0 and time.monotonic() < deadline:
@@ -289,7 +289,7 @@ def test_an_urgent_task_is_taken_before_the_others_that_wait() -> None:
 
 
 def test_a_cancelled_waiting_task_gives_its_place_back() -> None:
-    async def main(pool: WorkerPool) -> None:
+    async def main(pool: CpuPool) -> None:
         busy = asyncio.ensure_future(pool.arun(nap, 0.5))
         await asyncio.sleep(0.2)
         waiting = asyncio.ensure_future(pool.arun(echo, "late"))
@@ -301,14 +301,14 @@ def test_a_cancelled_waiting_task_gives_its_place_back() -> None:
         assert await pool.arun(echo, "in its place") == "in its place"
         await busy
 
-    with WorkerPool(1, max_pending=1, name="test-cancel") as pool:
+    with CpuPool(1, max_pending=1, name="test-cancel") as pool:
         asyncio.run(main(pool))
 
 
 # -- the event loop ------------------------------------------------------------------------------
 
 
-def test_arun_does_not_block_the_event_loop(pool: WorkerPool) -> None:
+def test_arun_does_not_block_the_event_loop(pool: CpuPool) -> None:
     async def main() -> int:
         ticks = 0
         stop = asyncio.Event()
@@ -333,7 +333,7 @@ def test_arun_does_not_block_the_event_loop(pool: WorkerPool) -> None:
 
 def test_nothing_runs_before_start_and_constructing_starts_nothing() -> None:
     before = set(multiprocessing.active_children())
-    pool = WorkerPool(2, name="test-lazy")
+    pool = CpuPool(2, name="test-lazy")
     assert set(multiprocessing.active_children()) == before and not pool_threads("test-lazy")
     with pytest.raises(WorkersUnavailable, match="not running"):
         pool.run(echo, 1)
@@ -342,7 +342,7 @@ def test_nothing_runs_before_start_and_constructing_starts_nothing() -> None:
 
 
 def test_close_is_idempotent_fails_waiting_callers_and_leaves_nothing(tmp_path: Path) -> None:
-    pool = WorkerPool(1, name="test-close")
+    pool = CpuPool(1, name="test-close")
     pool.start()
     pids = pool.pids
     running = pool._submit(forever, (str(tmp_path / "pid"),), None)  # no deadline at all
@@ -366,7 +366,7 @@ def test_close_is_idempotent_fails_waiting_callers_and_leaves_nothing(tmp_path: 
 
 
 def test_stats_start_at_zero() -> None:
-    with WorkerPool(1, name="test-stats") as pool:
+    with CpuPool(1, name="test-stats") as pool:
         assert pool.stats == PoolStats(1, 0, 0, 0, 0, 0, 0, 0)
         pool.run(echo, 1)
         assert pool.stats.completed == 1
@@ -380,9 +380,9 @@ def test_cores_counts_the_usable_cores() -> None:
 
 _PRELOAD = """
 import sys
-from pochta.workers import WorkerPool
+from pochta.cpupool import CpuPool
 assert "tabnanny" not in sys.modules
-with WorkerPool(1, preload={preload!r}, name="test-preload") as pool:
+with CpuPool(1, preload={preload!r}, name="test-preload") as pool:
     print(pool.run(eval, "'tabnanny' in __import__('sys').modules"))
 """
 
