@@ -122,13 +122,9 @@ class _Pool(ConnectionPool[psycopg.Connection[Any]]):
         super().__init__(*args, **kw)
 
     def check_connection(self, conn: psycopg.Connection[Any]) -> None:  # type: ignore[override]
-        deadlines = self.pochta_deadlines
-        watch = deadlines.arm(conn, self.pochta_check_deadline)
-        try:
+        # past the deadline the connection is closed: check() finds it broken, opens another
+        with self.pochta_deadlines.watching(conn, self.pochta_check_deadline):
             ConnectionPool.check_connection(conn)
-        finally:
-            if watch is not None and deadlines.disarm(watch):
-                conn.close()  # check() finds it broken and opens another
 
 
 class Postgres:
@@ -201,17 +197,13 @@ class Postgres:
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         s = self.settings
-        watch = self._watchdog.arm(conn, s.answer_timeout)
-        try:
+        with self._watchdog.watching(conn, s.answer_timeout):  # closed: the pool opens another
             conn.execute(
                 "SELECT set_config('statement_timeout', %s, false),"
                 " set_config('synchronous_commit', %s, false),"
                 " set_config('application_name', 'pochta', false)",
                 (f"{round(s.statement_timeout * 1000)}", s.synchronous_commit),
             )
-        finally:
-            if watch is not None and self._watchdog.disarm(watch):
-                conn.close()  # the pool drops it and opens another
 
     # -- sharing -------------------------------------------------------------------------
     def share(self) -> Postgres:
@@ -253,13 +245,9 @@ class Postgres:
         watch = None
         try:
             with self._pool.connection() as conn:
-                if deadline:
-                    watch = self._watchdog.arm(conn, self.settings.answer_timeout)
-                try:
+                limit = self.settings.answer_timeout if deadline else 0.0
+                with self._watchdog.watching(conn, limit) as watch:  # closed: not pooled again
                     yield conn
-                finally:
-                    if watch is not None and self._watchdog.disarm(watch):
-                        conn.close()  # shut down: never back into the pool
         except PoolTimeout:
             raise StorageError(
                 f"{self.where}: no connection within {self.settings.pool_timeout:g} s"

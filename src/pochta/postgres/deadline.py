@@ -27,6 +27,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Protocol
 
 log = logging.getLogger("pochta.postgres")
@@ -36,6 +37,8 @@ TICK = 1.0  # seconds the watchdog sleeps at most between two looks
 
 class HasFileno(Protocol):
     def fileno(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 class Watch:
@@ -93,6 +96,17 @@ class Watchdog:
         # after the lock: a firing holds it while it uses the descriptor
         os.close(watch.fd)
         return watch.fired
+
+    @contextlib.contextmanager
+    def watching(self, conn: HasFileno, seconds: float) -> Iterator[Watch | None]:
+        """``arm`` for the block, ``disarm`` at its end; a connection whose deadline passed
+        is closed there (its socket is shut down: it is never used again)."""
+        watch = self.arm(conn, seconds)
+        try:
+            yield watch
+        finally:
+            if watch is not None and self.disarm(watch):
+                conn.close()
 
     def fire_due(self, now: float) -> float:
         """Shut down every connection past its deadline at ``now``; the seconds until the
