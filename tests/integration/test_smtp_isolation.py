@@ -19,6 +19,10 @@ from tests.mailtools import letter
 pytestmark = pytest.mark.integration
 
 COSTLY = 12
+# The scoring deadline of the tests below: a many_parts(30_000) letter takes its worker about
+# 0.3 s (8 times over), a small letter about 10 ms. On a loaded machine a small letter can
+# overrun it too: the tests identify the costly letter by its bytes and let a sender retry.
+DEADLINE = "0.05"
 
 
 def many_parts(n: int, tag: int) -> bytes:
@@ -111,7 +115,7 @@ def test_a_normal_letter_is_delivered_promptly_while_costly_ones_are_scored(
 def test_a_letter_past_the_deadline_is_stored_whole_and_unscored(tmp_path: Path) -> None:
     data = tmp_path / "data"
     add_users(data, "alice@example.org")
-    settings = {"POCHTA_ANTISPAM__WORKERS": "1", "POCHTA_ANTISPAM__DEADLINE_SECONDS": "0.05"}
+    settings = {"POCHTA_ANTISPAM__WORKERS": "1", "POCHTA_ANTISPAM__DEADLINE_SECONDS": DEADLINE}
     srv = start_server(data, tmp_path / "serve.log", settings=settings)
     try:
         raw = many_parts(30_000, 1)
@@ -120,8 +124,9 @@ def test_a_letter_past_the_deadline_is_stored_whole_and_unscored(tmp_path: Path)
             smtp.sendmail("sender@example.net", ["alice@example.org"], letter(text="after it\n"))
         stored = raws(srv, "alice@example.org")
         assert len(stored) == 2
-        timed_out = [r for r in stored if b"partial=timeout" in r.split(b"\r\n\r\n")[0]]
-        assert len(timed_out) == 1 and timed_out[0].endswith(raw)
+        (costly,) = [r for r in stored if r.endswith(raw)]
+        assert b"partial=timeout" in costly.split(b"\r\n\r\n")[0]
+        assert any(r.endswith(b"after it\r\n") for r in stored)
         assert "stored unscored" in srv.log.read_text()
     finally:
         srv.stop()
@@ -135,7 +140,7 @@ def test_the_operator_can_defer_a_letter_that_could_not_be_scored(tmp_path: Path
     add_users(data, "alice@example.org")
     settings = {
         "POCHTA_ANTISPAM__WORKERS": "1",
-        "POCHTA_ANTISPAM__DEADLINE_SECONDS": "0.05",
+        "POCHTA_ANTISPAM__DEADLINE_SECONDS": DEADLINE,
         "POCHTA_ANTISPAM__ON_TIMEOUT": "defer",
     }
     srv = start_server(data, tmp_path / "serve.log", settings=settings)
@@ -146,11 +151,20 @@ def test_the_operator_can_defer_a_letter_that_could_not_be_scored(tmp_path: Path
             smtp.rcpt("alice@example.org")
             code, reply = smtp.data(many_parts(30_000, 1))
             assert (code, reply[:5]) == (451, b"4.7.1"), reply
-            smtp.sendmail("sender@example.net", ["alice@example.org"], letter(text="after it\n"))
+            deferred = 1
+            for _ in range(5):  # a sender retries a 451; a small letter overruns only under load
+                smtp.mail("sender@example.net")
+                smtp.rcpt("alice@example.org")
+                code, reply = smtp.data(letter(text="after it\n"))
+                if code == 250:
+                    break
+                assert (code, reply[:5]) == (451, b"4.7.1"), reply
+                deferred += 1
         (stored,) = raws(srv, "alice@example.org")
         assert b"after it" in stored and b"partial=timeout" not in stored
         exposed = httpx.get(f"{srv.url}/metrics", timeout=10).text
-        assert 'pochta_letters_unscored_total{action="defer",reason="timeout"} 1.0' in exposed
+        counted = f'pochta_letters_unscored_total{{action="defer",reason="timeout"}} {deferred}.0'
+        assert counted in exposed
     finally:
         srv.stop()
 
@@ -163,7 +177,7 @@ def test_an_unscored_letter_the_memory_budget_cannot_hold_is_deferred(tmp_path: 
     add_users(data, "alice@example.org")
     settings = {
         "POCHTA_ANTISPAM__WORKERS": "1",
-        "POCHTA_ANTISPAM__DEADLINE_SECONDS": "0.05",
+        "POCHTA_ANTISPAM__DEADLINE_SECONDS": DEADLINE,
         "POCHTA_MEMORY_BUDGET": str(1 << 20),
     }
     srv = start_server(data, tmp_path / "serve.log", settings=settings)
