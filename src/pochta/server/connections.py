@@ -224,6 +224,59 @@ class HeadTooLarge(Exception):
     into its ``HttpParserCallbackError``, which uvicorn answers by ``send_400_response``)."""
 
 
+@dataclass
+class Door:
+    """A governed HTTP connection's place at the door: its admission (None for a trusted
+    proxy's connection), whether it was refused (what else comes is dropped), the timer that
+    closes it after its refusal's linger, and the one that closes it when the first request's
+    head has not come within ``header_timeout``."""
+
+    admission: Admission | None = None
+    refused: bool = False
+    linger: asyncio.TimerHandle | None = None
+    slow: asyncio.TimerHandle | None = None  # until the first request's head has come
+
+    @classmethod
+    def enter(
+        cls,
+        loop: asyncio.AbstractEventLoop,
+        transport: asyncio.Transport,
+        peer: str,
+        doorman: Doorman,
+        proxies: Sequence[Network],
+        header_timeout: float,
+    ) -> Door:
+        """The door of a connection just made from ``peer``: the doorman asked (unless
+        ``peer`` is a trusted proxy), a refusal written at once."""
+        door = cls(slow=loop.call_later(header_timeout, transport.close))
+        if within(peer, proxies):
+            return door
+        door.admission = doorman.enter("http", peer)
+        if not door.admission.allowed:
+            door.refuse(loop, transport, http_refusal(door.admission))
+        return door
+
+    def refuse(
+        self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, answer: bytes
+    ) -> None:
+        self.refused = True
+        self.linger = refuse(loop, transport, answer)
+
+    def head_came(self) -> None:
+        """The first request's head has come whole: no more ``header_timeout``."""
+        if self.slow is not None:
+            self.slow.cancel()
+            self.slow = None
+
+    def leave(self) -> None:
+        """The connection is lost: its timers cancelled, its place given back."""
+        for timer in (self.linger, self.slow):
+            if timer is not None:
+                timer.cancel()
+        if self.admission is not None:
+            self.admission.release()
+
+
 def governed_httptools(
     doorman: Doorman,
     proxies: Sequence[Network] = (),
@@ -241,10 +294,7 @@ def governed_httptools(
     head held is at most ``max_header_size`` and one read of the socket."""
 
     class GovernedHttpTools(HttpToolsProtocol):
-        admission: Admission | None = None
-        refused = False
-        linger: asyncio.TimerHandle | None = None
-        slow: asyncio.TimerHandle | None = None  # until the first request's head has come
+        door: Door
         in_head = True  # the parser is in a request's line and headers
         head = 0  # bytes of this head the parser has handed over
         unseen = 0  # bytes fed since the parser last handed over a part of the head
@@ -254,17 +304,10 @@ def governed_httptools(
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             peer = self.client[0] if self.client else ""
-            self.slow = self.loop.call_later(header_timeout, transport.close)
-            if within(peer, proxies):
-                return
-            self.admission = doorman.enter("http", peer)
-            if self.admission.allowed:
-                return
-            self.refused = True
-            self.linger = refuse(self.loop, transport, http_refusal(self.admission))
+            self.door = Door.enter(self.loop, transport, peer, doorman, proxies, header_timeout)
 
         def data_received(self, data: bytes) -> None:
-            if self.refused:
+            if self.door.refused:
                 return
             self.progressed = False
             super().data_received(data)
@@ -297,28 +340,22 @@ def governed_httptools(
 
         def on_headers_complete(self) -> None:
             self.in_head = False
-            if self.slow is not None:  # the first head has come whole
-                self.slow.cancel()
-                self.slow = None
+            self.door.head_came()
             super().on_headers_complete()
 
         def send_400_response(self, msg: str) -> None:
             if not self.too_large:
                 super().send_400_response(msg)
                 return
-            self.refused = True  # what else comes is dropped
-            self.linger = refuse(self.loop, self.transport, head_too_large(max_header_size))
+            # what else comes is dropped
+            self.door.refuse(self.loop, self.transport, head_too_large(max_header_size))
 
         def eof_received(self) -> None:
-            if self.refused:
+            if self.door.refused:
                 self.transport.close()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            for timer in (self.linger, self.slow):
-                if timer is not None:
-                    timer.cancel()
-            if self.admission is not None:
-                self.admission.release()
+            self.door.leave()
             super().connection_lost(exc)
 
     return GovernedHttpTools
@@ -350,45 +387,30 @@ def governed_h11(
     connection the limits allow)."""
 
     class GovernedH11(H11Protocol):
-        admission: Admission | None = None
-        refused = False
-        linger: asyncio.TimerHandle | None = None
-        slow: asyncio.TimerHandle | None = None  # until the first request's head has come
+        door: Door
         tail = b""  # the last bytes received, to find the head's end across reads
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             peer = self.client[0] if self.client else ""
-            self.slow = self.loop.call_later(header_timeout, transport.close)
-            if within(peer, proxies):
-                return
-            self.admission = doorman.enter("http", peer)
-            if self.admission.allowed:
-                return
-            self.refused = True
-            self.linger = refuse(self.loop, transport, http_refusal(self.admission))
+            self.door = Door.enter(self.loop, transport, peer, doorman, proxies, header_timeout)
 
         def data_received(self, data: bytes) -> None:
-            if self.refused:
+            if self.door.refused:
                 return
-            if self.slow is not None:
+            if self.door.slow is not None:
                 seen = self.tail + data
                 if b"\r\n\r\n" in seen or b"\n\n" in seen:  # the head has come whole
-                    self.slow.cancel()
-                    self.slow = None
+                    self.door.head_came()
                 self.tail = seen[-3:]
             super().data_received(data)
 
         def eof_received(self) -> None:
-            if self.refused:
+            if self.door.refused:
                 self.transport.close()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            for timer in (self.linger, self.slow):
-                if timer is not None:
-                    timer.cancel()
-            if self.admission is not None:
-                self.admission.release()
+            self.door.leave()
             super().connection_lost(exc)
 
     return GovernedH11
