@@ -646,13 +646,13 @@ def _intake(
     activity: Activity,
     deciding: Decider | None = None,
 ) -> Intake:
-    """Parsing and analysis in ``antispam.workers`` processes (default: one per core; 0: in
+    """Parsing and analysis in ``antispam.pool_processes`` processes (default: one per core; 0: in
     the server's own threads), authentication by the server. Nothing starts before
     ``Pochta.start``. ``authserv_id``: the letters delivered lose the Authentication-Results
     fields that carry it; ``activity`` hears of the letters that could not be scored.
     ``deciding``: each worker builds its scanner with it, and decides and counts there."""
     a = settings.antispam
-    processes = cores() if a.workers is None else a.workers
+    processes = cores() if a.pool_processes is None else a.pool_processes
     pool = None
     if processes:
         pool = CpuPool(

@@ -1,8 +1,8 @@
 """Letters coming in: parsed, analyzed and split off the event loop, in worker processes.
 
 The CPU-bound half of a delivery (:func:`pochta.mailbox.prepare.prepare`) and of a scan runs in
-the CPU pool (:mod:`pochta.cpupool`): ``antispam.workers`` processes, one per core by default,
-each holding its own :class:`~pochta.antispam.verdict.Analyzer` built once by
+the CPU pool (:mod:`pochta.cpupool`): ``antispam.pool_processes`` processes, one per core by
+default, each holding its own :class:`~pochta.antispam.verdict.Analyzer` built once by
 :func:`init_worker`. The server's event loop only awaits the result, so a letter that takes
 long to analyze delays no other client, and no letter is analyzed under the server's GIL.
 
@@ -18,7 +18,7 @@ a refusal: the SMTP client is told to try again later (451).
 Letters of at most :data:`SMALL` bytes (most mail) are taken before bigger ones, so that a
 flood of big letters, each costing more to parse and split, cannot hold up everyone else's.
 
-With ``antispam.workers = 0`` the same work runs in a thread of the server (tests, a tiny
+With ``antispam.pool_processes = 0`` the same work runs in a thread of the server (tests, a tiny
 install): simpler, but a slow letter then competes with the event loop for the GIL.
 
 A big letter reaches the worker as the path of the file the SMTP server spooled it to, not as
@@ -34,7 +34,7 @@ into the server, to be stored unsplit; so its bytes are taken from the server's 
 given back once the letter is stored). When the budget cannot hold them the letter is not
 read: :class:`~pochta.errors.Overloaded` goes up (SMTP answers 451, IMAP ``NO
 [UNAVAILABLE]``), as a letter's memory must never grow past the budget. Without workers
-(``antispam.workers = 0``) every letter is parsed in the server, and none of it is counted.
+(``antispam.pool_processes = 0``) every letter is parsed in the server, and none of it is counted.
 
 Sender authentication (``antispam.dns = "system"``) never makes a worker wait for DNS: the
 server asks (:mod:`pochta.antispam.auth.authenticator`). SPF starts when the letter is handed
