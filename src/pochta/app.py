@@ -82,12 +82,12 @@ from pochta.mailbox.deciding import word_store as _word_store
 from pochta.mailbox.deciding import words_backend as words_backend  # re-exported
 from pochta.mailbox.deletionjob import DeletionJob
 from pochta.mailbox.intake import (
-    WORKER_MODULES,
+    POOL_MODULES,
     AnalysisSettings,
     Decider,
     Intake,
-    close_worker,
-    init_worker,
+    close_pool_process,
+    init_pool_process,
     make_analyzer,
 )
 from pochta.mailbox.lists import SenderListService
@@ -657,12 +657,12 @@ def _intake(
     if processes:
         pool = CpuPool(
             processes,
-            initializer=init_worker,
+            initializer=init_pool_process,
             initargs=(analysis,) if deciding is None else (analysis, deciding),
             max_pending=max(64, 8 * processes),
             name="pochta-letters",
-            finalizer=close_worker,
-            preload=WORKER_MODULES,
+            finalizer=close_pool_process,
+            preload=POOL_MODULES,
         )
     return Intake(
         make_analyzer(analysis, deferred=True),
