@@ -101,11 +101,10 @@ from pochta.netaddr import LOOPBACK, Network, parse_networks, within
 from pochta.server import imapproto
 from pochta.server.connections import Doorman, imap_refusal, local_doorman
 from pochta.server.imapahead import AHEAD_SMALL, ReadAhead
-from pochta.server.imapfetching import FetchReader, fetch_plan, joined
+from pochta.server.imapfetching import FETCH_BATCH, Reads, fetch_plan, joined
 from pochta.server.imapproto import SPAM, Reply, Simple, bad, folder_name, no, pochta_folder
 from pochta.server.imapread import Appending, Bye, CommandReader, ImapLimits, Refused
-from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
-from pochta.server.imapstore import ImapStore, Opened, Opening
+from pochta.server.imapstore import ImapStore
 from pochta.server.imapwire import CHUNK, LINGER_SECONDS, READ_AHEAD, Closed, LineTooLong, Wire
 from pochta.server.passwords import PasswordSlots
 from pochta.server.smtpdata import Spool
@@ -123,7 +122,6 @@ DELIMITER = b"/"
 COPIES_KEPT = 10_000
 """Letters copied in a session whose EXPUNGE is awaited (a client without MOVE copies, then
 expunges: the feedback rule then sees a move); past it the oldest are forgotten."""
-FETCH_BATCH = 64  # letters a FETCH reads in one store thread call at most
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -327,7 +325,7 @@ class Session:
         self.cleartext = within(wire.peer, server.cleartext)  # may log in without TLS
         # letters read ahead for a client that fetches one after another (imapahead)
         self.ahead = ReadAhead(server.budget, asyncio.get_running_loop().call_later)
-        self.fetching = FetchReader(self.store)  # FETCH's reads, in a store thread
+        self.reads = Reads(self.store, self.limits.ranges)  # FETCH's and SEARCH's, in a thread
 
     def may_login(self) -> bool:
         """Whether LOGIN / AUTHENTICATE may be used now: over TLS, or from a network allowed
@@ -769,7 +767,7 @@ class Session:
         assert self.user is not None
         # a few letters, nothing set, no ENVELOPE / BODYSTRUCTURE: from what was read ahead
         light = plan.light and not sets_seen and len(positions) <= AHEAD_SMALL
-        ahead, fetching = self.ahead, self.fetching
+        ahead, reader = self.ahead, self.reads
         done = 0
         while done < len(positions):
             chunk = positions[done : done + FETCH_BATCH]
@@ -781,22 +779,21 @@ class Session:
                 kept = ahead.get(selected, entries)
             if kept is not None:  # on the loop: whole letters, no I/O
                 pieces = joined(
-                    fetching.response(p, names, fetching.values(o, plan), e)
+                    reader.response(p, names, reader.values(o, plan), e)
                     for p, o, e in zip(chunk, kept, entries, strict=True)
                 )
             elif reads:  # the letters read and their answers made in a store thread
                 more = ahead.plan(selected, chunk, len(selected.entries)) if light else range(0)
                 extra = [selected.entries[p].letter_id for p in more]
                 entries, pieces, read_ahead = await self.server.run(
-                    fetching.batch, self.user.id, selected.entries, chunk, plan, sets_seen, extra
+                    reader.batch, self.user.id, selected.entries, chunk, plan, sets_seen, extra
                 )
                 if read_ahead:
                     ahead.keep(selected, read_ahead)
             else:
                 entries = [selected.entries[p] for p in chunk]
                 pieces = joined(
-                    fetching.response(p, names, None, e)
-                    for p, e in zip(chunk, entries, strict=True)
+                    reader.response(p, names, None, e) for p, e in zip(chunk, entries, strict=True)
                 )
             for pos, entry in zip(chunk, entries, strict=False):
                 selected.entries[pos] = entry
@@ -854,67 +851,9 @@ class Session:
         user_id = self.user.id
         by_uid = isinstance(cmd, select_cmd.UidSearchCommand)
         keys = cmd.keys
-        text = needs_text(keys)
-        store = self.store
-        sets: dict[int, frozenset[int]] = {}
-
-        light = not needs_letter(keys)  # flags and sequence sets only: no letter is read
-
-        def run() -> list[int]:
-            found = []
-            opened_at: Opening | None = None
-            for pos, entry in enumerate(selected.entries):
-                if not light and pos % FETCH_BATCH == 0:  # the next letters, in one read
-                    chunk = selected.entries[pos : pos + FETCH_BATCH]
-                    opened_at = store.open_many(user_id, [e.letter_id for e in chunk])
-                if light:
-                    facts = Facts(
-                        pos + 1,
-                        entry.uid,
-                        entry.flags,
-                        0,
-                        0.0,
-                        None,
-                        selected.uids,
-                        bytes,
-                        str,
-                        self.limits.ranges,
-                        sets,
-                    )
-                    if matches(keys, facts):
-                        found.append(entry.uid if by_uid else pos + 1)
-                    continue
-                assert opened_at is not None
-                opened = opened_at.get(entry.letter_id)
-                if opened is None:
-                    continue
-                letter = opened.letter
-
-                def header(o: Opened = opened) -> bytes:
-                    root = o.tree()
-                    return store.read_bytes(o, root.block.start, root.body_start)
-
-                def body(o: Opened = opened) -> str:
-                    return store.text(o) if text else ""
-
-                facts = Facts(
-                    seq=pos + 1,
-                    uid=entry.uid,
-                    flags=entry.flags,
-                    size=opened.size,
-                    received=letter.received,
-                    sent=letter.date,
-                    uids=selected.uids,
-                    read_header=header,
-                    read_text=body,
-                    max_ranges=self.limits.ranges,
-                    sets=sets,
-                )
-                if matches(keys, facts):
-                    found.append(entry.uid if by_uid else pos + 1)
-            return found
-
-        found = await self.server.run(run)
+        found = await self.server.run(
+            self.reads.search, user_id, selected.entries, selected.uids, keys, by_uid
+        )
         self.send(b"* SEARCH%s\r\n" % b"".join(b" %d" % n for n in found))
         self.tagged(tag, b"OK", b"UID SEARCH completed" if by_uid else b"SEARCH completed")
 

@@ -1,12 +1,14 @@
-"""FETCH's plan and its reading half, apart from the session that sends the answers.
+"""What FETCH and SEARCH read, apart from the session that sends the answers.
 
-The plan of an attribute list is worked out once per list (:func:`fetch_plan`). A
-:class:`FetchReader` reads the letters' values in a store thread (or on the event loop, for
+The plan of an attribute list is worked out once per list (:func:`fetch_plan`). :class:`Reads`
+reads the letters' values in a store thread (or on the event loop, for
 letters read ahead: :mod:`pochta.server.imapahead`) and makes their responses
 (:func:`pochta.server.imapfetch.response`), each run of bytes joined into one
 (:func:`joined`); a big body's blocks are read as they are sent. The session
 (:class:`pochta.server.imap.Session`) resolves the sequence set, batches, marks, sends and
-streams. Split out of ``pochta.server.imap`` by issue 31 (its session class was the largest).
+streams. SEARCH's keys are evaluated (:mod:`pochta.server.imapsearch`) over the letters
+:meth:`Reads.search` reads, only those a key needs. Split out of ``pochta.server.imap`` by
+issue 31 (its session class was the largest).
 """
 
 from __future__ import annotations
@@ -15,25 +17,30 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pymap.parsing.specials.fetchattr import FetchAttribute
+from pymap.parsing.specials.searchkey import SearchKey
 
 from pochta.server import imapfetch, imapproto
 from pochta.server.imapfetch import Piece, Value
 from pochta.server.imapproto import bad
-from pochta.server.imapstore import WHOLE, ImapStore, Opened
+from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
+from pochta.server.imapstore import WHOLE, ImapStore, Opened, Opening
 from pochta.types import FolderEntry, LetterFlag
 
 STREAM_OVER = 1 << 18  # letters bigger than this are sent block by block from a thread
+FETCH_BATCH = 64  # letters a FETCH or SEARCH reads in one store thread call at most
 FETCH_BATCH_BYTES = 1 << 20  # a FETCH's batch ends when its values hold this many bytes
 
 _UID = FetchAttribute(b"UID")
 _SETS_SEEN = frozenset({b"BODY", b"RFC822", b"RFC822.TEXT", b"BINARY"})
 
 
-class FetchReader:
-    """The values of FETCH attributes read from the store (:class:`ImapStore`)."""
+class Reads:
+    """What FETCH and SEARCH read from the store (:class:`ImapStore`), in a store thread:
+    the values of FETCH attributes, and the letters SEARCH's keys look at."""
 
-    def __init__(self, store: ImapStore) -> None:
+    def __init__(self, store: ImapStore, max_ranges: int) -> None:
         self.store = store
+        self.max_ranges = max_ranges  # of a sequence set in a SEARCH key (ImapLimits.ranges)
 
     def batch(
         self,
@@ -155,6 +162,77 @@ class FetchReader:
         if size <= STREAM_OVER:  # its bytes apart from its head: copied once, when sent
             return label + b" {%d}\r\n" % size, store.view(opened, start, end)
         return label + b" ", size, store.read(opened, start, end)
+
+    def search(
+        self,
+        user_id: int,
+        folder: Sequence[FolderEntry],
+        uids: list[int],
+        keys: frozenset[SearchKey],
+        by_uid: bool,
+    ) -> list[int]:
+        """In a store thread: SEARCH's answer over the selected folder's entries ``folder``
+        (``uids``: their UIDs), sequence numbers or, ``by_uid``, UIDs. Letters are read only
+        when a key needs them (a batch of :data:`FETCH_BATCH` in one index read), their text
+        only when a key asks for it."""
+        store = self.store
+        text = needs_text(keys)
+        sets: dict[int, frozenset[int]] = {}
+
+        light = not needs_letter(keys)  # flags and sequence sets only: no letter is read
+
+        found = []
+        opened_at: Opening | None = None
+        for pos, entry in enumerate(folder):
+            if not light and pos % FETCH_BATCH == 0:  # the next letters, in one read
+                chunk = folder[pos : pos + FETCH_BATCH]
+                opened_at = store.open_many(user_id, [e.letter_id for e in chunk])
+            if light:
+                facts = Facts(
+                    pos + 1,
+                    entry.uid,
+                    entry.flags,
+                    0,
+                    0.0,
+                    None,
+                    uids,
+                    bytes,
+                    str,
+                    self.max_ranges,
+                    sets,
+                )
+                if matches(keys, facts):
+                    found.append(entry.uid if by_uid else pos + 1)
+                continue
+            assert opened_at is not None
+            opened = opened_at.get(entry.letter_id)
+            if opened is None:
+                continue
+            letter = opened.letter
+
+            def header(o: Opened = opened) -> bytes:
+                root = o.tree()
+                return store.read_bytes(o, root.block.start, root.body_start)
+
+            def body(o: Opened = opened) -> str:
+                return store.text(o) if text else ""
+
+            facts = Facts(
+                seq=pos + 1,
+                uid=entry.uid,
+                flags=entry.flags,
+                size=opened.size,
+                received=letter.received,
+                sent=letter.date,
+                uids=uids,
+                read_header=header,
+                read_text=body,
+                max_ranges=self.max_ranges,
+                sets=sets,
+            )
+            if matches(keys, facts):
+                found.append(entry.uid if by_uid else pos + 1)
+        return found
 
 
 @dataclass(frozen=True, slots=True)
