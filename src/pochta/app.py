@@ -82,12 +82,12 @@ from pochta.mailbox.deciding import word_store as _word_store
 from pochta.mailbox.deciding import words_backend as words_backend  # re-exported
 from pochta.mailbox.deletionjob import DeletionJob
 from pochta.mailbox.intake import (
-    WORKER_MODULES,
+    POOL_MODULES,
     AnalysisSettings,
     Decider,
     Intake,
-    close_worker,
-    init_worker,
+    close_pool_process,
+    init_pool_process,
     make_analyzer,
 )
 from pochta.mailbox.lists import SenderListService
@@ -646,23 +646,23 @@ def _intake(
     activity: Activity,
     deciding: Decider | None = None,
 ) -> Intake:
-    """Parsing and analysis in ``antispam.workers`` processes (default: one per core; 0: in
+    """Parsing and analysis in ``antispam.pool_processes`` processes (default: one per core; 0: in
     the server's own threads), authentication by the server. Nothing starts before
     ``Pochta.start``. ``authserv_id``: the letters delivered lose the Authentication-Results
     fields that carry it; ``activity`` hears of the letters that could not be scored.
     ``deciding``: each worker builds its scanner with it, and decides and counts there."""
     a = settings.antispam
-    processes = cores() if a.workers is None else a.workers
+    processes = cores() if a.pool_processes is None else a.pool_processes
     pool = None
     if processes:
         pool = CpuPool(
             processes,
-            initializer=init_worker,
+            initializer=init_pool_process,
             initargs=(analysis,) if deciding is None else (analysis, deciding),
             max_pending=max(64, 8 * processes),
             name="pochta-letters",
-            finalizer=close_worker,
-            preload=WORKER_MODULES,
+            finalizer=close_pool_process,
+            preload=POOL_MODULES,
         )
     return Intake(
         make_analyzer(analysis, deferred=True),

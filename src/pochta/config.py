@@ -8,6 +8,7 @@ in the working directory, or the path in ``POCHTA_CONFIG`` / ``--config``.
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import socket
 import tomllib
@@ -35,6 +36,8 @@ from pochta.errors import ConfigError
 from pochta.netaddr import parse_networks, parse_server
 from pochta.types import RAMP
 
+log = logging.getLogger("pochta.config")
+
 CHECK_SLACK = 1.0
 """Seconds past a letter's DNS lifetime that its last runs of SPF and DMARC may take (a few
 milliseconds each, and the wait for a thread of the pool they run in)."""
@@ -44,6 +47,48 @@ class Section(BaseModel):
     """One ``[section]`` of the settings: a key it does not know is an error, never ignored."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+RENAMED = {"antispam.workers": "antispam.pool_processes"}
+"""Settings renamed (issue 31: "worker" named four things), old name -> new name. The old
+name is still read, in the settings file, the environment and overrides alike, when the new
+one is not set (the new name wins), and ``log_renamed`` logs once a process that it is
+deprecated. (The section's validator maps the old name, rather than pydantic's
+``AliasChoices``, so that a use of the old name is seen and can be logged.)"""
+
+_renamed_read: dict[str, None] = {}  # old names read in this process (in order)
+_renamed_logged: set[str] = set()  # ... and already logged
+
+
+def _renamed(section: str, data: Any) -> Any:
+    """``data`` of ``[section]`` with each renamed key under its new name (before validation)."""
+    if not isinstance(data, dict):
+        return data
+    for old_dotted, new_dotted in RENAMED.items():
+        old_section, old = old_dotted.split(".", 1)
+        if old_section != section or old not in data:
+            continue
+        new = new_dotted.split(".", 1)[1]
+        value = data[old]
+        data = {k: v for k, v in data.items() if k != old}
+        data.setdefault(new, value)  # the new name wins, as pydantic's AliasChoices' first
+        _renamed_read[old_dotted] = None
+    return data
+
+
+def log_renamed() -> None:
+    """Log, once a process, each renamed setting that was read under its old name. Called by
+    the commands once their logging is set up (``serve``'s lines may be JSON), not by
+    ``load_settings``."""
+    for old in _renamed_read:
+        if old not in _renamed_logged:
+            _renamed_logged.add(old)
+            log.warning(
+                "setting %s is deprecated: it is %s now (the old name is read while the new"
+                " one is not set)",
+                old,
+                RENAMED[old],
+            )
 
 
 class HttpSettings(Section):
@@ -704,11 +749,12 @@ class AntispamSettings(Section):
         " either, SPF/DKIM/DMARC are temperror at once for this long, then the server is probed"
         " again (a sender's silent name servers alone never trip it)",
     )
-    workers: int | None = Field(
+    pool_processes: int | None = Field(
         None,
         ge=0,
-        description="worker processes that parse and analyze letters (default: one per core);"
-        " 0: in the server process",
+        description="processes of the CPU pool that parse and analyze letters (default: one"
+        " per core; with `serve --processes N`, cores / N each); 0: in the server process."
+        " Was antispam.workers, still read under that name (deprecated)",
     )
     budget_seconds: float = Field(
         1.0,
@@ -800,6 +846,11 @@ class AntispamSettings(Section):
         description="keys the learned words' hashes (16+ characters; a secret): the same on"
         " every loader that shares the table; unset: generated into <data_dir>/words-key",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return _renamed("antispam", data)
 
     @field_validator("dns_server")
     @classmethod
@@ -1163,6 +1214,8 @@ def _refuse_unknown_env() -> None:
         if name in known or name in NOT_SETTINGS:
             continue
         dotted = name.removeprefix("POCHTA_").lower().replace("__", ".")
+        if dotted in RENAMED:
+            continue
         if dotted in MOVED:
             raise ConfigError(f"environment variable {name} names no setting: {_moved(dotted)}")
         close = difflib.get_close_matches(name, [*known, *NOT_SETTINGS], n=1)
@@ -1189,17 +1242,22 @@ def _has(tree: Any, loc: Loc) -> bool:
 
 def source_of(loc: Loc, config: Path | None = None, overrides: dict[str, Any] | None = None) -> str:
     """Where the value of setting ``loc`` comes from, in the words of an error message: the
-    command line, the environment variable that set it, the settings file, or the default."""
-    if _has({k: v for k, v in (overrides or {}).items() if v is not None}, loc):
-        return "the command line"
+    command line, the environment variable that set it, the settings file, or the default.
+    A renamed setting may have come under its old name."""
+    dotted = ".".join(str(p) for p in loc[:2])
+    olds = [tuple(o.split(".")) + loc[2:] for o, new in RENAMED.items() if new == dotted]
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
     env = _environ()
-    for end in range(len(loc), 0, -1):
-        name = "POCHTA_" + "__".join(str(p) for p in loc[:end]).upper()
-        if name in env:
-            return f"environment variable {name}"
     path = _config_path(config)
-    if path.is_file() and _has(_toml(path), loc):
-        return str(path)
+    for at in [loc, *olds]:
+        if _has(given, at):
+            return "the command line"
+        for end in range(len(at), 0, -1):
+            name = "POCHTA_" + "__".join(str(p) for p in at[:end]).upper()
+            if name in env:
+                return f"environment variable {name}"
+        if path.is_file() and _has(_toml(path), at):
+            return str(path)
     return "the default"
 
 

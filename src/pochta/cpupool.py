@@ -5,12 +5,12 @@ stalled every client (a normal letter took 17.9 s, ``/healthz`` 27 s). Such work
 instead, in ``processes`` worker processes (``cores()`` is one per usable core), never on
 the event loop nor under the server's GIL. The task's own code should stop at a soft budget;
 ``deadline`` is the last line of defence: a task still running then has its worker killed
-(SIGKILL) and replaced, its caller gets ``WorkerTimeout`` at once, and the other workers'
+(SIGKILL) and replaced, its caller gets ``CpuPoolTimeout`` at once, and the other workers'
 tasks go on untouched.
 
-Errors (``pochta.errors``): ``WorkerTimeout`` (deadline passed, worker killed),
-``WorkerDied`` (the worker exited under the task: a crash, ``os._exit``, the OOM killer),
-``WorkersUnavailable`` (not started or closed, no worker could be started, or
+Errors (``pochta.errors``): ``CpuPoolTimeout`` (deadline passed, worker killed),
+``CpuPoolProcessDied`` (the worker exited under the task: a crash, ``os._exit``, the OOM killer),
+``CpuPoolUnavailable`` (not started or closed, no worker could be started, or
 ``max_pending`` tasks already wait: refused at once, so memory stays bounded whatever
 clients send). An exception that ``fn`` raises reaches the caller as itself, with the
 worker's traceback as its ``__cause__`` (a ``RemoteTraceback``), as in ``concurrent.futures``;
@@ -62,7 +62,7 @@ shared with other test suites (load average 5.6 to 11):
 
 Use in ``app.py`` (one place wires)::
 
-    pool = CpuPool(settings.antispam.processes, initializer=scorer.init_worker,
+    pool = CpuPool(settings.antispam.processes, initializer=scorer.init_pool_process,
                    initargs=(rules_file, model_dir))   # starts nothing
     pool.start()   # lifespan startup: the processes start; each runs the initializer once
     ...
@@ -72,7 +72,7 @@ and in the SMTP handler's ``handle_DATA``, which only translates::
 
     try:
         verdict = await pool.arun(scorer.score, raw, envelope, deadline=5.0)
-    except WorkerError:   # overran, crashed or overloaded: 451, or deliver unscored
+    except CpuPoolError:   # overran, crashed or overloaded: 451, or deliver unscored
         ...
 """
 
@@ -96,7 +96,7 @@ from types import TracebackType
 from typing import Any, Final, TypeVar, TypeVarTuple
 
 from pochta import logs, metrics
-from pochta.errors import WorkerDied, WorkersUnavailable, WorkerTimeout
+from pochta.errors import CpuPoolProcessDied, CpuPoolTimeout, CpuPoolUnavailable
 
 log = logging.getLogger("pochta.cpupool")
 
@@ -146,7 +146,7 @@ class _Job:
 
 
 @dataclass(eq=False, slots=True)
-class _Worker:
+class _PoolProcess:
     process: BaseProcess
     conn: Connection
     generation: int = 0  # the pool's initargs it was started with (``reinitialize``)
@@ -202,7 +202,7 @@ class CpuPool:
         self._wake = threading.Condition(self._lock)
         self._queue: collections.deque[_Job] = collections.deque()
         self._urgent: collections.deque[_Job] = collections.deque()  # served before _queue
-        self._workers: list[_Worker | None] = [None] * processes
+        self._workers: list[_PoolProcess | None] = [None] * processes
         self._idle: set[int] = set()  # slots waiting for a task (their worker may be stopped)
         self._threads: list[threading.Thread] = []
         self._started = self._closed = False
@@ -212,17 +212,17 @@ class CpuPool:
     # -- life cycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the workers and run the initializer in each; raises ``WorkersUnavailable``
+        """Start the workers and run the initializer in each; raises ``CpuPoolUnavailable``
         (with the worker's traceback) if one fails. A second call does nothing."""
         with self._lock:
             if self._closed:
-                raise WorkersUnavailable("the worker pool is closed")
+                raise CpuPoolUnavailable("the worker pool is closed")
             if self._started:
                 return
             self._started = True
         if self._preload:
             preload(self._preload)
-        workers: list[_Worker] = []
+        workers: list[_PoolProcess] = []
         try:
             for i in range(self.processes):  # all start at once, then each is awaited
                 workers.append(self._launch(i))
@@ -251,12 +251,12 @@ class CpuPool:
             self._initargs = initargs
             self._generation += 1
 
-    def _outdated(self, worker: _Worker | None) -> bool:
+    def _outdated(self, worker: _PoolProcess | None) -> bool:
         with self._lock:
             return worker is not None and worker.generation != self._generation
 
     def close(self) -> None:
-        """Stop the workers. Waiting tasks and tasks still running get ``WorkersUnavailable``
+        """Stop the workers. Waiting tasks and tasks still running get ``CpuPoolUnavailable``
         (a running task's worker is killed); idle workers exit cleanly. Idempotent."""
         with self._lock:
             if self._closed:
@@ -268,7 +268,7 @@ class CpuPool:
             busy = [w for i, w in enumerate(self._workers) if w is not None and i not in self._idle]
             self._wake.notify_all()
         for job in waiting:
-            _fail(job.future, WorkersUnavailable("the worker pool closed"))
+            _fail(job.future, CpuPoolUnavailable("the worker pool closed"))
         for worker in busy:
             worker.process.kill()  # its thread sees the pipe break and answers the caller
         for thread in self._threads:
@@ -327,7 +327,7 @@ class CpuPool:
         urgent: bool = False,
     ) -> Future[T]:
         """``fn(*args)`` in a worker, not waited for (work that needs no answer: the caller
-        may add a callback). Raises ``WorkersUnavailable`` at once, as ``run``."""
+        may add a callback). Raises ``CpuPoolUnavailable`` at once, as ``run``."""
         return self._submit(fn, args, deadline, urgent)
 
     async def arun(
@@ -353,11 +353,11 @@ class CpuPool:
         job = _Job(fn, args, deadline, Future(), logs.context())
         with self._lock:
             if self._closed or not self._started:
-                raise WorkersUnavailable("the worker pool is not running")
+                raise CpuPoolUnavailable("the worker pool is not running")
             waiting = len(self._urgent) + len(self._queue)
             if waiting >= self.max_pending + len(self._idle):  # idle slots take at once
                 self._counts["rejected"] += 1
-                raise WorkersUnavailable(f"{self.max_pending} tasks already wait for a worker")
+                raise CpuPoolUnavailable(f"{self.max_pending} tasks already wait for a worker")
             (self._urgent if urgent else self._queue).append(job)
             self._wake.notify()
         job.future.add_done_callback(self._forget)
@@ -387,7 +387,7 @@ class CpuPool:
                         worker = None
                     if worker is None:  # its replacement failed to start: try again
                         worker = self._replace(slot)
-                except WorkersUnavailable as exc:
+                except CpuPoolUnavailable as exc:
                     self._done(job, exc)
                     continue
                 try:
@@ -395,7 +395,7 @@ class CpuPool:
                 except Exception as exc:  # a bug here must not leave a caller waiting for ever
                     log.exception("worker %s-%d failed", self.name, slot)
                     if not job.future.done():
-                        self._done(job, WorkersUnavailable(f"the worker pool failed: {exc!r}"))
+                        self._done(job, CpuPoolUnavailable(f"the worker pool failed: {exc!r}"))
                     healthy = False
                 if not healthy or self._outdated(worker):
                     self._replace_quietly(slot, worker)
@@ -419,7 +419,7 @@ class CpuPool:
                     self._counts["running"] += 1
                     return job
 
-    def _execute(self, worker: _Worker, job: _Job) -> bool:
+    def _execute(self, worker: _PoolProcess, job: _Job) -> bool:
         """Run one task and answer its caller; False when the worker has to go."""
         what = getattr(job.fn, "__qualname__", repr(job.fn))
         try:
@@ -433,7 +433,7 @@ class CpuPool:
         if not worker.conn.poll(job.deadline):
             worker.process.kill()
             log.warning("%s ran past its %.3g s deadline: worker killed", what, job.deadline)
-            self._done(job, WorkerTimeout(f"{what} ran past its {job.deadline:g} s deadline"))
+            self._done(job, CpuPoolTimeout(f"{what} ran past its {job.deadline:g} s deadline"))
             return False
         try:
             reply = worker.conn.recv()
@@ -451,22 +451,22 @@ class CpuPool:
             self._done(job, raised)
         return True
 
-    def _died(self, worker: _Worker, what: str) -> Exception:
+    def _died(self, worker: _PoolProcess, what: str) -> Exception:
         worker.process.join(STOP_GRACE)
         if self._closed:
-            return WorkersUnavailable(f"the worker pool closed while {what} ran")
+            return CpuPoolUnavailable(f"the worker pool closed while {what} ran")
         code = worker.process.exitcode
         log.warning("a worker exited with code %s while it ran %s", code, what)
-        return WorkerDied(f"the worker running {what} exited with code {code}")
+        return CpuPoolProcessDied(f"the worker running {what} exited with code {code}")
 
     def _done(self, job: _Job, exc: BaseException | None, result: object = None) -> None:
         with self._lock:
             self._counts["running"] -= 1
-            if isinstance(exc, WorkerTimeout):
+            if isinstance(exc, CpuPoolTimeout):
                 self._counts["killed"] += 1
-            elif isinstance(exc, WorkerDied):
+            elif isinstance(exc, CpuPoolProcessDied):
                 self._counts["died"] += 1
-            elif not isinstance(exc, WorkersUnavailable):
+            elif not isinstance(exc, CpuPoolUnavailable):
                 self._counts["completed"] += 1
         if exc is None:
             job.future.set_result(result)
@@ -475,7 +475,7 @@ class CpuPool:
 
     # -- worker processes -----------------------------------------------------------------
 
-    def _replace_quietly(self, slot: int, old: _Worker) -> None:
+    def _replace_quietly(self, slot: int, old: _PoolProcess) -> None:
         old.kill()
         with self._lock:
             self._workers[slot] = None
@@ -483,11 +483,11 @@ class CpuPool:
                 return
         try:
             self._replace(slot)
-        except WorkersUnavailable as exc:
+        except CpuPoolUnavailable as exc:
             if not self._closed:  # the next task on this slot tries again
                 log.error("could not replace worker %s-%d: %s", self.name, slot, exc.message)
 
-    def _replace(self, slot: int) -> _Worker:
+    def _replace(self, slot: int) -> _PoolProcess:
         worker = self._launch(slot)
         try:
             self._await_ready(worker)
@@ -498,7 +498,7 @@ class CpuPool:
             raise
         return worker
 
-    def _launch(self, slot: int) -> _Worker:
+    def _launch(self, slot: int) -> _PoolProcess:
         ours, theirs = self._ctx.Pipe()
         with self._lock:
             initargs, generation = self._initargs, self._generation
@@ -509,29 +509,29 @@ class CpuPool:
             process.start()  # pickles the initializer and its arguments
         except Exception as exc:
             ours.close()
-            raise WorkersUnavailable(f"cannot start a worker process: {exc}") from exc
+            raise CpuPoolUnavailable(f"cannot start a worker process: {exc}") from exc
         finally:
             theirs.close()
-        worker = _Worker(process, ours, generation)
+        worker = _PoolProcess(process, ours, generation)
         with self._lock:
             self._workers[slot] = worker
             self._counts["started"] += 1
             if not self._closed:
                 return worker
         worker.kill()
-        raise WorkersUnavailable("the worker pool closed")
+        raise CpuPoolUnavailable("the worker pool closed")
 
-    def _await_ready(self, worker: _Worker) -> None:
+    def _await_ready(self, worker: _PoolProcess) -> None:
         if not worker.conn.poll(START_TIMEOUT):
-            raise WorkersUnavailable(f"a worker did not start within {START_TIMEOUT:g} s")
+            raise CpuPoolUnavailable(f"a worker did not start within {START_TIMEOUT:g} s")
         try:
             status, detail = worker.conn.recv()
         except (EOFError, OSError):
             worker.process.join(STOP_GRACE)
             code = worker.process.exitcode
-            raise WorkersUnavailable(f"a worker exited with code {code} while starting") from None
+            raise CpuPoolUnavailable(f"a worker exited with code {code} while starting") from None
         if status != _READY:
-            raise WorkersUnavailable(f"a worker's initializer failed:\n{detail}")
+            raise CpuPoolUnavailable(f"a worker's initializer failed:\n{detail}")
 
 
 def preload(modules: Sequence[str]) -> None:

@@ -29,10 +29,10 @@
     │   ├── GuardUnavailable         the lock / rate-limit store (Redis, SQLite) did not answer
     │   └── DiskError                one disk refused a read or a write
     │       └── MissingFile          the file is not on that disk
-    ├── WorkerError                  the worker pool could not run a task (HTTP 503, SMTP 451)
-    │   ├── WorkerTimeout            the task overran its hard deadline: its worker was killed
-    │   ├── WorkerDied               the worker exited while it ran the task (crash, OOM kill)
-    │   └── WorkersUnavailable       the pool is closed, cannot start a worker, or is full
+    ├── CpuPoolError                 the CPU pool could not run a task (HTTP 503, SMTP 451)
+    │   ├── CpuPoolTimeout           the task overran its hard deadline: its process was killed
+    │   ├── CpuPoolProcessDied       the pool process exited while it ran the task (crash, OOM)
+    │   └── CpuPoolUnavailable       the pool is closed, cannot start a process, or is full
     ├── Overloaded                   the server holds all it may in memory now (HTTP 503)
     ├── ConfigError                  settings or the data directory are unusable (CLI exit 6)
     └── CorpusUnavailable            the public test corpus could not be fetched or verified
@@ -170,28 +170,29 @@ class MissingFile(DiskError):
     code = "missing_file"
 
 
-class WorkerError(PochtaError):
+class CpuPoolError(PochtaError):
     """The CPU pool (``pochta.cpupool``) could not run a task; an exception that the task
-    itself raised reaches its caller as itself, not as one of these."""
+    itself raised reaches its caller as itself, not as one of these. (Called ``WorkerError``
+    and its kin before issue 31; their ``code`` strings, which clients see, are unchanged.)"""
 
     code = "worker"
 
 
-class WorkerTimeout(WorkerError):
-    """The task ran past its hard deadline; its worker process was killed and replaced."""
+class CpuPoolTimeout(CpuPoolError):
+    """The task ran past its hard deadline; its pool process was killed and replaced."""
 
     code = "worker_timeout"
 
 
-class WorkerDied(WorkerError):
-    """The worker process exited while it ran the task; it has been replaced."""
+class CpuPoolProcessDied(CpuPoolError):
+    """The pool process exited while it ran the task; it has been replaced."""
 
     code = "worker_died"
 
 
-class WorkersUnavailable(WorkerError):
-    """No worker will take the task: the pool is closed or not started, a worker could not
-    be started, or ``max_pending`` tasks are already waiting (back-pressure)."""
+class CpuPoolUnavailable(CpuPoolError):
+    """No pool process will take the task: the pool is closed or not started, a process could
+    not be started, or ``max_pending`` tasks are already waiting (back-pressure)."""
 
     code = "workers_unavailable"
 

@@ -3,7 +3,7 @@
 Every metric is made here, on first use, and recorded through the small functions below
 (``delivery``, ``verdict``, ``stored``, ``blob_op``, ...): the code that does the work calls
 one function, and this file is the one list of names, labels and buckets. ``/metrics``
-(:mod:`pochta.server.metrics`) adds what is read when scraped (pairs, disks, Valkyrie's
+(:mod:`pochta.server.api.metrics`) adds what is read when scraped (pairs, disks, Valkyrie's
 totals).
 
 **Several processes.** ``pochta serve`` records in its own process (the worker processes of

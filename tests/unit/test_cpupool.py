@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pochta.cpupool import CpuPool, PoolStats, RemoteTraceback, cores
-from pochta.errors import TooLarge, WorkerDied, WorkersUnavailable, WorkerTimeout
+from pochta.errors import CpuPoolProcessDied, CpuPoolTimeout, CpuPoolUnavailable, TooLarge
 
 # -- what the workers run (module level: they travel by name) ----------------------------
 
@@ -177,7 +177,7 @@ def test_a_task_past_its_deadline_is_killed_and_the_others_go_on(tmp_path: Path)
             assert time.monotonic() - started < 5.0
             time.sleep(0.02)
         told = time.monotonic() - t0
-        with pytest.raises(WorkerTimeout, match="forever"):
+        with pytest.raises(CpuPoolTimeout, match="forever"):
             stuck.result()
         assert 1.4 < told < 1.5 + 5.0
         assert early.result(timeout=5) in before
@@ -198,7 +198,7 @@ def test_a_task_past_its_deadline_is_killed_and_the_others_go_on(tmp_path: Path)
 def test_a_worker_that_exits_under_its_task_is_replaced() -> None:
     with CpuPool(1, name="test-died") as pool:
         (before,) = pool.pids
-        with pytest.raises(WorkerDied, match=r"exit_now.*code 3"):
+        with pytest.raises(CpuPoolProcessDied, match=r"exit_now.*code 3"):
             pool.run(exit_now, deadline=30.0)
         assert asyncio.run(pool.arun(echo, "again")) == "again"
         (after,) = pool.pids
@@ -215,7 +215,7 @@ def test_the_initializer_runs_once_per_process(tmp_path: Path) -> None:
         assert sorted(map(int, log.read_text().split())) == sorted(pool.pids)
         seen = {pool.run(whoami) for _ in range(40)}
         assert {count for _, count in seen} == {1}  # never twice in one process
-        with pytest.raises(WorkerDied):
+        with pytest.raises(CpuPoolProcessDied):
             pool.run(exit_now)
         end = time.monotonic() + 10  # the replacement starts while the other worker serves
         while len(log.read_text().split()) < 3 and time.monotonic() < end:
@@ -245,10 +245,10 @@ def test_reinitialize_restarts_every_worker_with_the_new_arguments(tmp_path: Pat
 
 def test_a_failing_initializer_fails_start_and_leaves_nothing() -> None:
     pool = CpuPool(2, initializer=broken_init, name="test-broken")
-    with pytest.raises(WorkersUnavailable, match="rules file is unreadable"):
+    with pytest.raises(CpuPoolUnavailable, match="rules file is unreadable"):
         pool.start()
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("test-broken")]
-    with pytest.raises(WorkersUnavailable):
+    with pytest.raises(CpuPoolUnavailable):
         pool.run(echo, 1)
 
 
@@ -263,7 +263,7 @@ def test_max_pending_is_enforced_at_once() -> None:
             time.sleep(0.01)
         waiting = [pool._submit(echo, (i,), None) for i in range(2)]
         started = time.monotonic()
-        with pytest.raises(WorkersUnavailable, match="2 tasks already wait"):
+        with pytest.raises(CpuPoolUnavailable, match="2 tasks already wait"):
             pool.run(echo, "one too many")
         assert time.monotonic() - started < 0.5  # refused, not queued
         assert pool.stats.rejected == 1 and pool.stats.pending == 2
@@ -335,7 +335,7 @@ def test_nothing_runs_before_start_and_constructing_starts_nothing() -> None:
     before = set(multiprocessing.active_children())
     pool = CpuPool(2, name="test-lazy")
     assert set(multiprocessing.active_children()) == before and not pool_threads("test-lazy")
-    with pytest.raises(WorkersUnavailable, match="not running"):
+    with pytest.raises(CpuPoolUnavailable, match="not running"):
         pool.run(echo, 1)
     pool.close()
     pool.close()
@@ -354,14 +354,14 @@ def test_close_is_idempotent_fails_waiting_callers_and_leaves_nothing(tmp_path: 
     pool.close()
     assert time.monotonic() - started < 5.0
     for future in (running, waiting):
-        with pytest.raises(WorkersUnavailable):
+        with pytest.raises(CpuPoolUnavailable):
             future.result(timeout=5)
     assert all(gone(pid) for pid in pids)
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("test-close")]
     assert not pool_threads("test-close")
-    with pytest.raises(WorkersUnavailable):
+    with pytest.raises(CpuPoolUnavailable):
         pool.run(echo, 1)
-    with pytest.raises(WorkersUnavailable):
+    with pytest.raises(CpuPoolUnavailable):
         pool.start()
 
 

@@ -202,7 +202,7 @@ def test_generated_token_is_kept_in_data_dir(tmp_path: Path) -> None:
 def test_upload_answer_is_the_documented_model(client: TestClient) -> None:
     """The upload is served by a plain route (server.blobs): its answer is exactly StoredOut,
     the model the OpenAPI document gives for it."""
-    from pochta.server.blobs import StoredOut
+    from pochta.server.api.blobs import StoredOut
 
     for size in (0, 4096, 300_000, 1_500_000):  # empty, small, one chunk, several chunks
         data = os.urandom(size)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pochta.server.limits import JsonDepth
+from pochta.server.api.limits import JsonDepth
 
 
 def deepest(text: bytes, max_depth: int, piece: int) -> bool:

@@ -38,7 +38,7 @@ from pochta.budget import Budget
 from pochta.config import SmtpSettings, load_settings
 from pochta.cpupool import CpuPool
 from pochta.errors import RateLimited
-from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker
+from pochta.mailbox.intake import AnalysisSettings, Intake, init_pool_process
 from pochta.netaddr import LOOPBACK, parse_networks, within
 from pochta.server import imapstore, smtp
 from pochta.server.imap import ImapLimits, ImapServer
@@ -1076,7 +1076,7 @@ def test_an_append_no_worker_could_prepare_is_stored_whole_only_within_the_budge
     head = b'Subject: parts\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n'
     raw = head + part * 17_000 + b"--b--\r\n"  # little to send, much to parse
     assert 64 << 10 < len(raw) < 1 << 20
-    pool = CpuPool(1, initializer=init_worker, initargs=(AnalysisSettings(),))
+    pool = CpuPool(1, initializer=init_pool_process, initargs=(AnalysisSettings(),))
     pool.start()
     intake = Intake(Analyzer(), pool, inline_limit=4096, deadline=0.05, authserv_id="mx.test")
     limits = dataclasses.replace(LIMITS, spool_threshold=64 << 10)

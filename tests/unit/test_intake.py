@@ -13,8 +13,8 @@ from tests.mailtools import letter
 from pochta.antispam.verdict import TIMEOUT, Analyzer, Scanner, unanalyzed
 from pochta.budget import Budget
 from pochta.cpupool import CpuPool
-from pochta.errors import Overloaded, WorkerTimeout
-from pochta.mailbox.intake import AnalysisSettings, Intake, init_worker
+from pochta.errors import CpuPoolTimeout, Overloaded
+from pochta.mailbox.intake import AnalysisSettings, Intake, init_pool_process
 from pochta.types import Envelope
 
 FORGED = b"X-Pochta-Spam: ham; probability=0.0001\r\nAuthentication-Results: mx.test; dkim=pass\r\n"
@@ -39,7 +39,7 @@ class Told:
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[CpuPool]:
-    workers = CpuPool(1, initializer=init_worker, initargs=(AnalysisSettings(),))
+    workers = CpuPool(1, initializer=init_pool_process, initargs=(AnalysisSettings(),))
     workers.start()
     yield workers
     workers.close()
@@ -95,7 +95,7 @@ def test_a_letter_past_the_deadline_does_what_the_operator_chose(pool: CpuPool) 
         prepared = asyncio.run(run(on_timeout))
         assert prepared.analysis is not None and prepared.analysis.partial == (TIMEOUT,)
         assert prepared.size == len(raw) - len(FORGED)  # kept whole, without the claims
-    with pytest.raises(WorkerTimeout):
+    with pytest.raises(CpuPoolTimeout):
         asyncio.run(run("defer"))
     assert told.actions == ["inbox", "spam", "defer"]
 
@@ -200,7 +200,7 @@ def test_prepare_then_hands_the_workers_answer_to_the_executor(pool: CpuPool) ->
         slow = FORGED + slow_letter()
         assert asyncio.run(run(intake(pool, "inbox", told, 0.05), slow)) == "stored"
         assert seen[-1][0] == len(b"Received: x\r\n" + slow) - len(FORGED)  # whole, unscored
-        with pytest.raises(WorkerTimeout):
+        with pytest.raises(CpuPoolTimeout):
             asyncio.run(run(intake(pool, "defer", told, 0.05), slow))
         assert told.actions == ["inbox", "defer"]
         assert len(seen) == 2

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from pochta import errors
 from pochta.app import Pochta, build
-from pochta.config import Settings, load_settings, source_of
+from pochta.config import Settings, load_settings, log_renamed, source_of
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -69,8 +69,15 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def settings(data: Path | None, config: Path | None, **overrides: Any) -> Settings:
-    return load_settings(config, data_dir=data, **overrides)
+def settings(
+    data: Path | None, config: Path | None, *, announce: bool = True, **overrides: Any
+) -> Settings:
+    """The settings of a command. ``announce``: log at once the deprecated names it was given
+    (``serve`` logs them itself, once its log is set up)."""
+    s = load_settings(config, data_dir=data, **overrides)
+    if announce:
+        log_renamed()
+    return s
 
 
 def existing_data_dir(s: Settings, data: Path | None, config: Path | None) -> None:

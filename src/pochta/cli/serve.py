@@ -20,7 +20,7 @@ import uvicorn
 from pochta import logs, metrics
 from pochta.app import connection_gate, server_tls, service_token, token_file
 from pochta.cli.common import ConfigOpt, DataOpt, handles_errors, settings
-from pochta.config import HttpSettings, Settings
+from pochta.config import HttpSettings, Settings, log_renamed
 from pochta.cpupool import cores
 from pochta.errors import ConfigError
 from pochta.netaddr import parse_networks
@@ -88,19 +88,23 @@ def serve(
     port: Annotated[int | None, typer.Option(help="HTTP port (default 8025)")] = None,
     data: DataOpt = None,
     config: ConfigOpt = None,
-    workers: Annotated[
-        int,
+    processes: Annotated[
+        int | None,
         typer.Option(
-            "--workers",
+            "--processes",
             min=1,
             max=64,
+            show_default="1",
             help="server processes behind the same ports (one per core delivers on every core)",
         ),
-    ] = 1,
+    ] = None,
+    workers: Annotated[  # the old name of --processes (issue 31), deprecated
+        int | None, typer.Option("--workers", min=1, max=64, hidden=True)
+    ] = None,
     listen_fds: Annotated[str | None, typer.Option("--listen-fds", hidden=True)] = None,
 ) -> None:
     """Run the HTTP API and the SMTP/LMTP listeners until SIGTERM or Ctrl-C; stops cleanly."""
-    s = settings(data, config)
+    s = settings(data, config, announce=False)  # once the log is set up, below
     http = s.http.model_copy(
         update={k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     )
@@ -111,15 +115,17 @@ def serve(
         raise ConfigError(f"cannot create data directory {s.data_dir}: {exc.strerror}") from None
     service_token(s)
     level = s.log.level or s.log_level
-    if listen_fds is not None:  # one worker of `serve --workers N`: its sockets are handed over
+    if listen_fds is not None:  # one process of `serve --processes N`: its sockets are handed over
         # the metrics directory is the supervisor's (inherited in the environment)
         logs.configure(level, s.log.format)
         logs.redact(service_token(s))
         handed = inherited(listen_fds)
         _run(s, handed.pop("http"), handed, server_tls(s), level)
         return
-    if workers > 1:
-        raise typer.Exit(_supervise(s, config, workers, level))
+    if processes is None:
+        processes = 1 if workers is None else workers  # --processes wins, as for settings
+    if processes > 1:
+        raise typer.Exit(_supervise(s, config, processes, level, old_option=workers is not None))
     check_smtp_ports(s)
     check_imap_ports(s)
     metrics.use_directory(s.data_dir)  # before any metric exists and any process starts
@@ -129,6 +135,7 @@ def serve(
     logs.configure(level, s.log.format)
     logs.redact(service_token(s))
     # in the log's format (a JSON line for shippers, like every other line)
+    _deprecated(old_option=workers is not None)
     if s.service_token is None:
         log.info("service token: in %s", token_file(s))
     scheme = "https" if https else "http"
@@ -192,9 +199,18 @@ def _run(
         doorman.close()
 
 
-def _supervise(s: Settings, config: Path | None, workers: int, level: str) -> int:
-    """``serve --workers N``: bind every listener N times, start N workers, supervise them
-    (see ``pochta.server.supervisor``). The exit code."""
+def _deprecated(*, old_option: bool) -> None:
+    """Log the old names this command was given (settings and ``--workers``), once."""
+    log_renamed()
+    if old_option:
+        log.warning("option --workers is deprecated: it is --processes now")
+
+
+def _supervise(
+    s: Settings, config: Path | None, processes: int, level: str, *, old_option: bool
+) -> int:
+    """``serve --processes N``: bind every listener N times, start N server processes,
+    supervise them (see ``pochta.server.supervisor``). The exit code."""
     http = s.http
     addresses = [Address("http", http.host, http.port, "http.port or --port")]
     if s.smtp.enabled:
@@ -205,17 +221,18 @@ def _supervise(s: Settings, config: Path | None, workers: int, level: str) -> in
         addresses.append(Address("imap", s.imap.host, s.imap.port, "imap.port"))
         if s.imap.tls_port and s.tls.enabled:
             addresses.append(Address("imaps", s.imap.host, s.imap.tls_port, "imap.tls_port"))
-    sets = bind_all(addresses, workers)
-    server_tls(s)  # a certificate that cannot be used stops the parent, not N workers
-    metrics.use_directory(s.data_dir)  # the workers inherit it: one scrape adds them all up
+    sets = bind_all(addresses, processes)
+    server_tls(s)  # a certificate that cannot be used stops the parent, not N processes
+    metrics.use_directory(s.data_dir)  # the processes inherit it: one scrape adds them all up
     logs.configure(level, s.log.format)
     logs.redact(service_token(s))
+    _deprecated(old_option=old_option)
     if s.service_token is None:
         log.info("service token: in %s", token_file(s))
     ports = ", ".join(f"{a.name.upper()} {a.host}:{a.port}" for a in addresses)
-    log.info("pochta: %d workers on %s  data: %s", workers, ports, s.data_dir.resolve())
-    if s.antispam.workers is None:  # the cores are shared: each server gets its part
-        os.environ["POCHTA_ANTISPAM__WORKERS"] = str(max(1, cores() // workers))
+    log.info("pochta: %d processes on %s  data: %s", processes, ports, s.data_dir.resolve())
+    if s.antispam.pool_processes is None:  # the cores are shared: each server gets its part
+        os.environ["POCHTA_ANTISPAM__POOL_PROCESSES"] = str(max(1, cores() // processes))
     base = [sys.executable, "-m", "pochta", "serve", "--data", str(s.data_dir)]
     base += ["--host", http.host, "--port", str(http.port)]
     if config is not None:

@@ -171,7 +171,7 @@ def secret(settings: Settings, given: SecretStr | None, name: str) -> str:
 
 
 def worker_scanner(settings: Settings, model_: model.Model | None) -> Scanner:
-    """A worker process's decision half (``mailbox.intake.init_worker``): the server's rules,
+    """A worker process's decision half (``mailbox.intake.init_pool_process``): the server's rules,
     ``model_`` (``Model.for_workers``), and this process's own connections to the shingles'
     counters and the learned words (the same stores the server reads; each process buffers
     its own increments and writes them every ``flush_interval``, as ``serve --workers``'s

@@ -1,9 +1,9 @@
 """Letters coming in: parsed, analyzed and split off the event loop, in worker processes.
 
 The CPU-bound half of a delivery (:func:`pochta.mailbox.prepare.prepare`) and of a scan runs in
-the CPU pool (:mod:`pochta.cpupool`): ``antispam.workers`` processes, one per core by default,
-each holding its own :class:`~pochta.antispam.verdict.Analyzer` built once by
-:func:`init_worker`. The server's event loop only awaits the result, so a letter that takes
+the CPU pool (:mod:`pochta.cpupool`): ``antispam.pool_processes`` processes, one per core by
+default, each holding its own :class:`~pochta.antispam.verdict.Analyzer` built once by
+:func:`init_pool_process`. The server's event loop only awaits the result, so a letter that takes
 long to analyze delays no other client, and no letter is analyzed under the server's GIL.
 
 Two limits keep one letter from costing much: the analysis budget (``antispam.budget_seconds``:
@@ -12,13 +12,13 @@ stages not started in time are skipped and the verdict says ``partial``) and the
 letter is unscored. ``antispam.on_timeout`` says what that means: delivered unsplit, kept whole
 (``partial=timeout``), as ham to the Inbox (``inbox``, the default: a letter is never refused
 or retried for being slow) or to Spam (``spam``); or not delivered but deferred (``defer``: the
-worker's error goes up and SMTP answers 451). A full queue (``WorkersUnavailable``) is always
+worker's error goes up and SMTP answers 451). A full queue (``CpuPoolUnavailable``) is always
 a refusal: the SMTP client is told to try again later (451).
 
 Letters of at most :data:`SMALL` bytes (most mail) are taken before bigger ones, so that a
 flood of big letters, each costing more to parse and split, cannot hold up everyone else's.
 
-With ``antispam.workers = 0`` the same work runs in a thread of the server (tests, a tiny
+With ``antispam.pool_processes = 0`` the same work runs in a thread of the server (tests, a tiny
 install): simpler, but a slow letter then competes with the event loop for the GIL.
 
 A big letter reaches the worker as the path of the file the SMTP server spooled it to, not as
@@ -34,7 +34,7 @@ into the server, to be stored unsplit; so its bytes are taken from the server's 
 given back once the letter is stored). When the budget cannot hold them the letter is not
 read: :class:`~pochta.errors.Overloaded` goes up (SMTP answers 451, IMAP ``NO
 [UNAVAILABLE]``), as a letter's memory must never grow past the budget. Without workers
-(``antispam.workers = 0``) every letter is parsed in the server, and none of it is counted.
+(``antispam.pool_processes = 0``) every letter is parsed in the server, and none of it is counted.
 
 Sender authentication (``antispam.dns = "system"``) never makes a worker wait for DNS: the
 server asks (:mod:`pochta.antispam.auth.authenticator`). SPF starts when the letter is handed
@@ -70,7 +70,7 @@ from pochta.antispam.shingles.registry import update_refs
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analysis, Analyzer, Lesson, Scanner, Verdict, unanalyzed
 from pochta.cpupool import CpuPool
-from pochta.errors import Overloaded, PochtaError, WorkerDied, WorkerError, WorkerTimeout
+from pochta.errors import CpuPoolError, CpuPoolProcessDied, CpuPoolTimeout, Overloaded, PochtaError
 from pochta.executors import run_in
 from pochta.mailbox.prepare import Prepared, prepare, unprepared
 from pochta.mailbox.trace import without_claims
@@ -85,7 +85,7 @@ log = logging.getLogger("pochta.intake")
 T = TypeVar("T")
 
 SMALL = 512 << 10  # bytes: a letter this small is taken by a worker before bigger ones
-WORKER_MODULES = ("pochta.mailbox.intake", "pochta.mailbox.deciding")
+POOL_MODULES = ("pochta.mailbox.intake", "pochta.mailbox.deciding")
 """What a worker process runs: imported once by the fork server (``CpuPool(preload=)``),
 so that each worker starts with them already imported."""
 
@@ -133,7 +133,7 @@ Decider = Callable[[], Scanner]
 to the shingles' counters and the learned words, the rules, the model); picklable."""
 
 
-def init_worker(settings: AnalysisSettings, decider: Decider | None = None) -> None:
+def init_pool_process(settings: AnalysisSettings, decider: Decider | None = None) -> None:
     """The pool's initializer: build this process's analyzer and load what it reads (the
     protected organizations, the public suffix list) before the first letter; with
     ``decider``, its scanner too, which decides letters' verdicts here and counts them."""
@@ -144,7 +144,7 @@ def init_worker(settings: AnalysisSettings, decider: Decider | None = None) -> N
         _scanner = decider()
 
 
-def close_worker() -> None:
+def close_pool_process() -> None:
     """The pool's finalizer: what this process's counters and learned words buffered is
     written before it exits (a worker killed at its deadline loses it: at most the
     counters' ``flush_interval`` of increments, as a crash does)."""
@@ -174,7 +174,7 @@ def learn_in_pool(lesson: Lesson) -> None:
 
 
 def _worker_analyzer() -> Analyzer:
-    if _analyzer is None:  # a pool started without init_worker
+    if _analyzer is None:  # a pool started without init_pool_process
         raise RuntimeError("the worker process was not initialized")
     return _analyzer
 
@@ -457,7 +457,7 @@ class Intake:
         analyzed (``analyze``: and authenticated) or only shingled (``shingles``), split.
         ``raw`` may be a file (read by the worker). Past the deadline: kept whole and
         unscored, as ``on_timeout`` says, its bytes taken into ``held`` first (Overloaded
-        when the budget cannot hold them; see the module). WorkersUnavailable when the queue
+        when the budget cannot hold them; see the module). CpuPoolUnavailable when the queue
         is full."""
         auth = self._begin(envelope, helo) if analyze else None
         try:
@@ -519,7 +519,7 @@ class Intake:
                 deadline=self.deadline,
                 urgent=len(prefix) + size_of(raw) <= SMALL,
             )
-        except WorkerError as exc:
+        except CpuPoolError as exc:
             log.warning("DKIM signatures not verified: %s", exc.message)
             return unverified(steps, keys, exc.message)
 
@@ -555,12 +555,12 @@ class Intake:
                 deadline=self.deadline,
                 urgent=len(prefix) + size_of(raw) <= SMALL,
             )
-        except (WorkerTimeout, WorkerDied) as exc:
+        except (CpuPoolTimeout, CpuPoolProcessDied) as exc:
             return await self._unprepared(exc, raw, prefix, analyze=analyze, held=held)
 
     async def _unprepared(
         self,
-        exc: WorkerTimeout | WorkerDied,
+        exc: CpuPoolTimeout | CpuPoolProcessDied,
         raw: RawLetter,
         prefix: bytes,
         *,
@@ -579,7 +579,7 @@ class Intake:
                 refusal = overloaded
         if analyze:
             action = self.on_timeout if whole is not None else "defer"
-            metrics.unscored("timeout" if isinstance(exc, WorkerTimeout) else "died", action)
+            metrics.unscored("timeout" if isinstance(exc, CpuPoolTimeout) else "died", action)
             if self.activity is not None:
                 self.activity.unscored(action)
         if whole is None:
@@ -643,7 +643,7 @@ class Intake:
         job.add_done_callback(hand_over)
         try:
             return await asyncio.wrap_future(out)
-        except (WorkerTimeout, WorkerDied) as exc:
+        except (CpuPoolTimeout, CpuPoolProcessDied) as exc:
             prepared = await self._unprepared(exc, raw, prefix, analyze=analyze, held=held)
             return await run_in(executor, then, prepared)
 
@@ -653,7 +653,7 @@ class Intake:
         prefix: bytes,
         authserv_id: str | None,
         held: Held | None,
-        why: WorkerError,
+        why: CpuPoolError,
     ) -> bytes:
         """``prefix + raw`` read whole into the server (no worker could prepare it), its
         bytes taken into ``held`` first; Overloaded when the budget cannot hold them."""
@@ -688,7 +688,7 @@ class Intake:
                 deadline=self.deadline,
                 urgent=size <= SMALL,
             )
-        except (WorkerTimeout, WorkerDied) as exc:
+        except (CpuPoolTimeout, CpuPoolProcessDied) as exc:
             try:
                 whole = await self._whole(raw, b"", None, held, exc)
             except Overloaded:
@@ -730,7 +730,7 @@ class Intake:
                 deadline=self.deadline,
                 urgent=len(raw) <= SMALL,
             )
-        except (WorkerTimeout, WorkerDied) as exc:
+        except (CpuPoolTimeout, CpuPoolProcessDied) as exc:
             log.warning("a letter of %d bytes is not analyzed: %s", len(raw), exc.message)
             return unanalyzed(), None
 
@@ -745,7 +745,7 @@ class Intake:
             return False
         try:
             done = self.pool.submit(learn_in_pool, lesson, deadline=self.deadline, urgent=True)
-        except WorkerError:
+        except CpuPoolError:
             return False
         with self._lock:
             self._lessons.add(done)

@@ -7,7 +7,7 @@ it (when an analyzer is given), the shingles are taken from it (the same ones th
 and later counted), and the split cuts the parts the parse planned. The result crosses the
 process boundary: it holds the skeleton and the extracted parts, not the letter.
 
-A worker process that can decide (:func:`pochta.mailbox.intake.init_worker` with a decider)
+A worker process that can decide (:func:`pochta.mailbox.intake.init_pool_process` with a decider)
 also decides the verdict there (the counters, the rules, the model: ``Prepared.verdict``).
 What is left for the server (:meth:`pochta.mailbox.service.Mailbox.deliver_prepared`): the
 decision when no worker made it, the personal step, the verdict's header lines put in front of

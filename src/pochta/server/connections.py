@@ -288,7 +288,7 @@ def governed_httptools(
     proxies', ``header_timeout`` for the first request's head, and a bound that httptools does
     not have: a request line and headers larger than ``max_header_size`` bytes (the request
     target, and every header's name and value with 4 bytes for ``": "`` and the line end, as
-    :class:`pochta.server.limits.RequestBounds` counts them) get 431 and the connection is
+    :class:`pochta.server.api.limits.RequestBounds` counts them) get 431 and the connection is
     closed. The parser hands over a header only when it is whole, so a header that never
     ends is bounded by the bytes fed while no part of the head came out of the parser: the
     head held is at most ``max_header_size`` and one read of the socket."""

@@ -20,11 +20,12 @@ from pochta import __version__, logs
 from pochta.app import Pochta, build, connection_gate, server_tls, service_token, web_secret
 from pochta.config import Settings
 from pochta.netaddr import parse_networks
-from pochta.server import blobs, errors, imap, lists, mailbox, scan, shingles, smtp, web
-from pochta.server import metrics as metrics_api
+from pochta.server import imap, smtp, web
+from pochta.server.api import blobs, errors, lists, mailbox, scan, shingles
+from pochta.server.api import metrics as metrics_api
+from pochta.server.api.limits import Bound, RequestBounds
 from pochta.server.connections import Doorman
 from pochta.server.imapstore import ImapStore
-from pochta.server.limits import Bound, RequestBounds
 from pochta.server.passwords import PasswordSlots
 from pochta.tls import ServerTLS
 

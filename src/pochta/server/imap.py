@@ -78,7 +78,6 @@ from pymap.parsing.command import any as any_cmd
 from pymap.parsing.command import auth as auth_cmd
 from pymap.parsing.command import nonauth as nonauth_cmd
 from pymap.parsing.command import select as select_cmd
-from pymap.parsing.specials.fetchattr import FetchAttribute
 
 from pochta.budget import Budget, Share
 from pochta.config import ImapSettings, Settings, SmtpSettings
@@ -99,14 +98,13 @@ from pochta.guard.anvil import Limits
 from pochta.mailbox.intake import Intake, RawLetter, Spilled
 from pochta.mailbox.prepare import Prepared
 from pochta.netaddr import LOOPBACK, Network, parse_networks, within
-from pochta.server import imapfetch, imapproto
+from pochta.server import imapproto
 from pochta.server.connections import Doorman, imap_refusal, local_doorman
 from pochta.server.imapahead import AHEAD_SMALL, ReadAhead
-from pochta.server.imapfetch import Piece, Value
-from pochta.server.imapproto import SPAM, Simple, folder_name, pochta_folder
+from pochta.server.imapfetching import FETCH_BATCH, Reads, fetch_plan, joined
+from pochta.server.imapproto import SPAM, Reply, Simple, bad, folder_name, no, pochta_folder
 from pochta.server.imapread import Appending, Bye, CommandReader, ImapLimits, Refused
-from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
-from pochta.server.imapstore import WHOLE, ImapStore, Opened, Opening
+from pochta.server.imapstore import ImapStore
 from pochta.server.imapwire import CHUNK, LINGER_SECONDS, READ_AHEAD, Closed, LineTooLong, Wire
 from pochta.server.passwords import PasswordSlots
 from pochta.server.smtpdata import Spool
@@ -120,13 +118,10 @@ TlsContext = Callable[[], ssl.SSLContext]
 """Gives the current server-side TLS context (the ``[tls]`` settings' provider reloads it)."""
 
 MAX_PATTERN = 1000  # characters of a LIST pattern (folder names have at most 200)
-STREAM_OVER = 1 << 18  # letters bigger than this are sent block by block from a thread
 DELIMITER = b"/"
 COPIES_KEPT = 10_000
 """Letters copied in a session whose EXPUNGE is awaited (a client without MOVE copies, then
 expunges: the feedback rule then sees a move); past it the oldest are forgotten."""
-FETCH_BATCH = 64  # letters a FETCH reads in one store thread call at most
-FETCH_BATCH_BYTES = 1 << 20  # or until their values hold this many bytes
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -147,23 +142,6 @@ class Selected:
     def replace(self, entries: list[FolderEntry]) -> None:
         self.entries = entries
         self.uids = [e.uid for e in entries]
-
-
-class Reply(Exception):
-    """Ends a command with a tagged NO or BAD."""
-
-    def __init__(self, kind: bytes, text: str) -> None:
-        super().__init__(text)
-        self.kind = kind
-        self.text = text
-
-
-def no(text: str) -> Reply:
-    return Reply(b"NO", text)
-
-
-def bad(text: str) -> Reply:
-    return Reply(b"BAD", text)
 
 
 class ImapServer:
@@ -324,15 +302,11 @@ class ImapServer:
         return b" ".join(caps)
 
 
-_UID = FetchAttribute(b"UID")
-
-
 def _state(folder: Folder) -> tuple[int, int, int]:
     return folder.total, folder.unseen, folder.uidnext
 
 
 _FLAG_OPS = {FlagOp.REPLACE: "replace", FlagOp.ADD: "add", FlagOp.DELETE: "delete"}
-_SETS_SEEN = frozenset({b"BODY", b"RFC822", b"RFC822.TEXT", b"BINARY"})
 
 
 class Session:
@@ -351,6 +325,7 @@ class Session:
         self.cleartext = within(wire.peer, server.cleartext)  # may log in without TLS
         # letters read ahead for a client that fetches one after another (imapahead)
         self.ahead = ReadAhead(server.budget, asyncio.get_running_loop().call_later)
+        self.reads = Reads(self.store, self.limits.ranges)  # FETCH's and SEARCH's, in a thread
 
     def may_login(self) -> bool:
         """Whether LOGIN / AUTHENTICATE may be used now: over TLS, or from a network allowed
@@ -786,13 +761,13 @@ class Session:
         selected = self.need_selected()
         by_uid = isinstance(cmd, select_cmd.UidFetchCommand)
         positions = imapproto.resolve(cmd.sequence_set, selected.uids, self.limits.ranges)
-        plan = _fetch_plan(cmd.attributes, by_uid)
+        plan = fetch_plan(cmd.attributes, by_uid)
         names, reads = plan.names, plan.reads
         sets_seen = plan.marks_seen and not selected.readonly
         assert self.user is not None
         # a few letters, nothing set, no ENVELOPE / BODYSTRUCTURE: from what was read ahead
         light = plan.light and not sets_seen and len(positions) <= AHEAD_SMALL
-        ahead = self.ahead
+        ahead, reader = self.ahead, self.reads
         done = 0
         while done < len(positions):
             chunk = positions[done : done + FETCH_BATCH]
@@ -803,22 +778,22 @@ class Session:
                 entries = [selected.entries[p] for p in chunk]
                 kept = ahead.get(selected, entries)
             if kept is not None:  # on the loop: whole letters, no I/O
-                pieces = _joined(
-                    self._response(p, names, self._values(o, plan), e)
+                pieces = joined(
+                    reader.response(p, names, reader.values(o, plan), e)
                     for p, o, e in zip(chunk, kept, entries, strict=True)
                 )
             elif reads:  # the letters read and their answers made in a store thread
                 more = ahead.plan(selected, chunk, len(selected.entries)) if light else range(0)
                 extra = [selected.entries[p].letter_id for p in more]
                 entries, pieces, read_ahead = await self.server.run(
-                    self._fetch_batch, self.user.id, selected, chunk, plan, sets_seen, extra
+                    reader.batch, self.user.id, selected.entries, chunk, plan, sets_seen, extra
                 )
                 if read_ahead:
                     ahead.keep(selected, read_ahead)
             else:
                 entries = [selected.entries[p] for p in chunk]
-                pieces = _joined(
-                    self._response(p, names, None, e) for p, e in zip(chunk, entries, strict=True)
+                pieces = joined(
+                    reader.response(p, names, None, e) for p, e in zip(chunk, entries, strict=True)
                 )
             for pos, entry in zip(chunk, entries, strict=False):
                 selected.entries[pos] = entry
@@ -833,61 +808,6 @@ class Session:
             ahead.fetched(selected, positions)
         self.tagged(tag, b"OK", b"UID FETCH completed" if by_uid else b"FETCH completed")
 
-    def _fetch_batch(
-        self,
-        user_id: int,
-        selected: Selected,
-        positions: Sequence[int],
-        plan: FetchPlan,
-        sets_seen: bool,
-        ahead: Sequence[int] = (),
-    ) -> tuple[list[FolderEntry], list[bytes | Iterator[bytes]], dict[int, Opened]]:
-        """In a store thread: the letters at ``positions`` (opened in one index read), fewer
-        when their values pass :data:`FETCH_BATCH_BYTES` bytes: their entries (after those
-        not yet seen are marked seen in one step, when ``sets_seen``) and their FETCH
-        responses (none for a letter gone meanwhile), every run of bytes joined into one
-        (the one copy of a letter's bytes, made here rather than on the event loop). The
-        letters of ids ``ahead`` are read in the same index read and given back opened
-        (those read with the batch: :meth:`Opening.small`)."""
-        values: list[list[Value | None] | None] = []
-        size = 0
-        entries = [selected.entries[pos] for pos in positions]
-        opened = self.store.open_many(user_id, [e.letter_id for e in entries] + list(ahead))
-        for entry in entries:
-            got = self._values(opened.get(entry.letter_id), plan)
-            values.append(got)
-            if got is not None:
-                size += sum(map(_held, got))
-                if size >= FETCH_BATCH_BYTES:
-                    break
-        entries = entries[: len(values)]
-        unseen = sets_seen and [
-            e.letter_id
-            for e, v in zip(entries, values, strict=True)
-            if v is not None and LetterFlag.SEEN not in e.flags
-        ]
-        if unseen:
-            changed = self.store.set_flags(user_id, unseen, LetterFlag.SEEN, LetterFlag.NONE)
-            after = {entry.letter_id: entry for _, entry in changed}
-            entries = [after.get(e.letter_id, e) for e in entries]
-        names = plan.names
-        pieces = _joined(
-            None if v is None else self._response(pos, names, v, e)
-            for pos, e, v in zip(positions, entries, values, strict=False)
-        )
-        return entries, pieces, opened.small(ahead)
-
-    @staticmethod
-    def _response(
-        pos: int,
-        names: Sequence[bytes],
-        values: Sequence[Value | None] | None,
-        entry: FolderEntry,
-    ) -> list[Piece]:
-        return imapfetch.response(
-            pos + 1, entry.uid, imapproto.flags(entry.flags), names, values or [None] * len(names)
-        )
-
     async def _stream(self, chunks: Iterator[bytes]) -> None:
         while True:
             chunk = await self.server.run(next, chunks, None)
@@ -895,71 +815,6 @@ class Session:
                 return
             self.send(chunk)
             await self.wire.drain()
-
-    def _values(self, opened: Opened | None, plan: FetchPlan) -> list[Value | None] | None:
-        """In a store thread (or on the loop, for a letter read ahead): the value of each
-        attribute of an opened letter but UID and FLAGS (None for those); None when the
-        letter is gone. The whole letter of a letter kept whole in its skeleton is a view of
-        it at once."""
-        if opened is None:
-            return None
-        out: list[Value | None] = []
-        for attr, label in zip(plan.attrs, plan.wholes, strict=True):
-            if label is not None and opened.whole and opened.size <= STREAM_OVER:
-                letter = memoryview(opened.skeleton)[len(WHOLE) :]  # the letter, no copy
-                out.append((label + b" {%d}\r\n" % opened.size, letter))
-            elif attr.value in (b"UID", b"FLAGS"):
-                out.append(None)
-            else:
-                out.append(self._attribute(opened, attr))
-        return out
-
-    def _attribute(self, opened: Opened, attr: FetchAttribute) -> Value:
-        """One attribute's value (in a store thread): its bytes, or for a big body its head,
-        size and blocks (read in a store thread as they are sent)."""
-        name = attr.value
-        store = self.store
-        if name == b"RFC822.SIZE":
-            return b"RFC822.SIZE %d" % opened.size
-        if name == b"INTERNALDATE":
-            return b"INTERNALDATE " + imapproto.internal_date(opened.letter.received)
-        if name == b"ENVELOPE":
-            root = opened.tree()
-            header = store.read_bytes(opened, root.block.start, root.body_start)
-            return b"ENVELOPE " + imapfetch.envelope(header)
-        if name in (b"BODYSTRUCTURE", b"BODY") and attr.section is None:
-            structure = imapfetch.bodystructure(
-                opened.tree(),
-                lambda a, b: store.read_bytes(opened, a, b),
-                lambda a, b: store.lines(opened, a, b),
-                name == b"BODYSTRUCTURE",
-            )
-            return name + b" " + structure
-        if name in (b"EMAILID", b"THREADID", b"BINARY", b"BINARY.PEEK", b"BINARY.SIZE"):
-            raise bad(f"{name.decode()} is not supported")
-        section = attr.section
-        assert section is not None
-        parts = list(section.parts)
-        label = bytes(attr.for_response)
-        if not parts and not section.specifier:  # the whole letter
-            start, end = 0, opened.size
-        else:
-            span = imapfetch.section(
-                opened.tree(), opened.size, parts, section.specifier, section.headers
-            )
-            if span.fields is not None:
-                header = store.read_bytes(opened, span.start, span.end)
-                data = imapfetch.filter_fields(header, span.fields, span.exclude)
-                return label + b" " + _literal(_partial(data, attr))
-            start, end = span.start, span.end
-        if attr.partial is not None:
-            start = min(end, start + attr.partial.start)
-            if attr.partial.length is not None:
-                end = min(end, start + attr.partial.length)
-        size = end - start
-        if size <= STREAM_OVER:  # its bytes apart from its head: copied once, when sent
-            return label + b" {%d}\r\n" % size, store.view(opened, start, end)
-        return label + b" ", size, store.read(opened, start, end)
 
     # -- STORE, SEARCH ---------------------------------------------------------------------------
     async def store_flags(self, tag: bytes, cmd: select_cmd.StoreCommand) -> None:
@@ -996,67 +851,9 @@ class Session:
         user_id = self.user.id
         by_uid = isinstance(cmd, select_cmd.UidSearchCommand)
         keys = cmd.keys
-        text = needs_text(keys)
-        store = self.store
-        sets: dict[int, frozenset[int]] = {}
-
-        light = not needs_letter(keys)  # flags and sequence sets only: no letter is read
-
-        def run() -> list[int]:
-            found = []
-            opened_at: Opening | None = None
-            for pos, entry in enumerate(selected.entries):
-                if not light and pos % FETCH_BATCH == 0:  # the next letters, in one read
-                    chunk = selected.entries[pos : pos + FETCH_BATCH]
-                    opened_at = store.open_many(user_id, [e.letter_id for e in chunk])
-                if light:
-                    facts = Facts(
-                        pos + 1,
-                        entry.uid,
-                        entry.flags,
-                        0,
-                        0.0,
-                        None,
-                        selected.uids,
-                        bytes,
-                        str,
-                        self.limits.ranges,
-                        sets,
-                    )
-                    if matches(keys, facts):
-                        found.append(entry.uid if by_uid else pos + 1)
-                    continue
-                assert opened_at is not None
-                opened = opened_at.get(entry.letter_id)
-                if opened is None:
-                    continue
-                letter = opened.letter
-
-                def header(o: Opened = opened) -> bytes:
-                    root = o.tree()
-                    return store.read_bytes(o, root.block.start, root.body_start)
-
-                def body(o: Opened = opened) -> str:
-                    return store.text(o) if text else ""
-
-                facts = Facts(
-                    seq=pos + 1,
-                    uid=entry.uid,
-                    flags=entry.flags,
-                    size=opened.size,
-                    received=letter.received,
-                    sent=letter.date,
-                    uids=selected.uids,
-                    read_header=header,
-                    read_text=body,
-                    max_ranges=self.limits.ranges,
-                    sets=sets,
-                )
-                if matches(keys, facts):
-                    found.append(entry.uid if by_uid else pos + 1)
-            return found
-
-        found = await self.server.run(run)
+        found = await self.server.run(
+            self.reads.search, user_id, selected.entries, selected.uids, keys, by_uid
+        )
         self.send(b"* SEARCH%s\r\n" % b"".join(b" %d" % n for n in found))
         self.tagged(tag, b"OK", b"UID SEARCH completed" if by_uid else b"SEARCH completed")
 
@@ -1137,9 +934,7 @@ class Session:
         else:
             self.tagged(tag, b"OK", code + what + b" completed")
 
-    async def append(
-        self, tag: bytes, cmd: auth_cmd.AppendCommand, spooled: Spool | None
-    ) -> None:
+    async def append(self, tag: bytes, cmd: auth_cmd.AppendCommand, spooled: Spool | None) -> None:
         """Store the letter: ``spooled`` (read apart from the command, in memory or in a
         file: prepared from where it lies), else the command's own literal. A letter in
         memory is its spool's bytes (handed over, not copied), counted in the budget by the
@@ -1213,109 +1008,6 @@ class Session:
 
 _EVERY = LetterFlag.SEEN | LetterFlag.FLAGGED | LetterFlag.ANSWERED | LetterFlag.DELETED
 _EVERY |= LetterFlag.DRAFT | LetterFlag.JUNK | LetterFlag.NOT_JUNK  # what a client may set
-
-
-@dataclass(frozen=True, slots=True)
-class FetchPlan:
-    """What a FETCH's attribute list asks, worked out once per list (pymap's parse of a
-    list is reused for the same list: :func:`pochta.server.imapproto.parse`)."""
-
-    attrs: list[FetchAttribute]  # UID first when the command is UID FETCH or names it
-    names: list[bytes]
-    marks_seen: bool  # in a folder opened with SELECT, it sets \Seen
-    reads: bool  # it reads the letters (an attribute but UID and FLAGS)
-    light: bool  # each attribute :func:`_light`
-    wholes: list[bytes | None]  # of each attribute that is the whole letter, its label
-
-
-_PLANS: dict[tuple[int, bool], tuple[object, FetchPlan]] = {}
-_PLANS_KEPT = 512
-
-
-def _fetch_plan(given: Sequence[FetchAttribute], by_uid: bool) -> FetchPlan:
-    """The plan of an attribute list; kept by the list's identity (the list is kept with
-    it, so that its id is not reused meanwhile)."""
-    key = (id(given), by_uid)
-    kept = _PLANS.get(key)
-    if kept is not None and kept[0] is given:
-        return kept[1]
-    attrs = [a for a in given if a.value != b"UID"]  # pymap adds one for UID FETCH
-    if by_uid or len(attrs) < len(given):
-        attrs.insert(0, _UID)
-    plan = FetchPlan(
-        attrs,
-        [a.value for a in attrs],
-        any(a.value in _SETS_SEEN and a.section is not None for a in attrs),
-        reads := any(a.value not in (b"UID", b"FLAGS") for a in attrs),
-        reads and all(_light(a) for a in attrs),
-        [_whole_label(a) for a in attrs],
-    )
-    if len(_PLANS) >= _PLANS_KEPT:
-        _PLANS.clear()
-    _PLANS[key] = (given, plan)
-    return plan
-
-
-_LIGHT = frozenset({b"UID", b"FLAGS", b"RFC822.SIZE", b"INTERNALDATE"})
-_SECTIONS = frozenset({b"BODY", b"BODY.PEEK", b"RFC822", b"RFC822.HEADER", b"RFC822.TEXT"})
-
-
-def _light(attr: FetchAttribute) -> bool:
-    """Whether an attribute's value is a slice of a whole letter, or less (not ENVELOPE or
-    BODYSTRUCTURE, which parse headers): it may be made on the event loop."""
-    return attr.value in _LIGHT or (attr.value in _SECTIONS and attr.section is not None)
-
-
-def _joined(responses: Iterable[list[Piece] | None]) -> list[bytes | Iterator[bytes]]:
-    """The pieces of FETCH responses in order (None: a letter with none), each run of bytes
-    joined into one: what the event loop sends in one call; a big body's blocks apart."""
-    out: list[bytes | Iterator[bytes]] = []
-    run: list[bytes | memoryview] = []
-    for pieces in responses:
-        for piece in pieces or ():
-            if isinstance(piece, bytes | memoryview):
-                run.append(piece)
-                continue
-            if run:
-                out.append(b"".join(run))
-                run = []
-            out.append(piece)
-    if run:
-        out.append(b"".join(run))
-    return out
-
-
-def _whole_label(attr: FetchAttribute) -> bytes | None:
-    """An attribute that names the whole letter (``BODY[]``, ``BODY.PEEK[]``, ``RFC822``):
-    its label in the response; None for any other."""
-    section = attr.section
-    if attr.value not in (b"BODY", b"BODY.PEEK", b"RFC822") or section is None:
-        return None
-    if section.parts or section.specifier or attr.partial is not None:
-        return None
-    return bytes(attr.for_response)
-
-
-def _held(value: Value | None) -> int:
-    """Bytes a FETCH attribute's value holds in memory (a big body's blocks are read as
-    they are sent)."""
-    if isinstance(value, bytes):
-        return len(value)
-    if value is None or len(value) == 3:
-        return 0
-    return len(value[0]) + len(value[1])
-
-
-def _literal(data: bytes) -> bytes:
-    return b"{%d}\r\n" % len(data) + data
-
-
-def _partial(data: bytes, attr: FetchAttribute) -> bytes:
-    if attr.partial is None:
-        return data
-    start = attr.partial.start
-    end = None if attr.partial.length is None else start + attr.partial.length
-    return data[start:end]
 
 
 def _pattern(pattern: str) -> Any:

@@ -53,6 +53,23 @@ class Simple:
     name: bytes
 
 
+class Reply(Exception):
+    """Ends a command with a tagged NO or BAD."""
+
+    def __init__(self, kind: bytes, text: str) -> None:
+        super().__init__(text)
+        self.kind = kind
+        self.text = text
+
+
+def no(text: str) -> Reply:
+    return Reply(b"NO", text)
+
+
+def bad(text: str) -> Reply:
+    return Reply(b"BAD", text)
+
+
 class Unparsed(Exception):
     """A command that cannot be read; ``tag`` is its tag when one could be read, else b"*"."""
 

@@ -65,13 +65,13 @@ from pochta.budget import Budget, Share
 from pochta.config import ImapSettings, SmtpSettings
 from pochta.errors import (
     ConfigError,
+    CpuPoolProcessDied,
+    CpuPoolTimeout,
     InvalidInput,
     Overloaded,
     PochtaError,
     StorageError,
     TooLarge,
-    WorkerDied,
-    WorkerTimeout,
 )
 from pochta.executors import Executors, run_in
 from pochta.guard.anvil import Admission
@@ -257,7 +257,7 @@ class DeliveryHandler:
         except StorageError as exc:
             log.warning("delivery %s deferred: %s", queue_id, exc.message)
             return STORAGE_UNAVAILABLE
-        except (WorkerTimeout, WorkerDied):  # antispam.on_timeout = "defer"
+        except (CpuPoolTimeout, CpuPoolProcessDied):  # antispam.on_timeout = "defer"
             return UNSCORED
         except Overloaded as exc:  # unscored, and the budget cannot hold it whole
             log.warning("delivery %s deferred: %s", queue_id, exc.message)

@@ -1,4 +1,5 @@
-"""``pochta serve --workers N``: N server processes on one machine behind the same ports.
+"""``pochta serve --processes N``: N server processes on one machine behind the same ports.
+(The prose below calls them workers; the option was ``--workers`` before issue 31.)
 
 The parent binds every listener (HTTP, SMTP, LMTP) once per worker, each socket with
 SO_REUSEPORT, then starts N ordinary ``pochta serve`` processes, each handed its own sockets
@@ -65,7 +66,7 @@ class Address:
 
 
 LISTENERS = ("http", "smtp", "lmtp", "imap", "imaps")
-"""The listeners a worker of ``serve --workers`` may be handed."""
+"""The listeners a server process of ``serve --processes`` may be handed."""
 
 
 def bind(address: Address, *, reuse_port: bool) -> socket.socket:
@@ -85,15 +86,15 @@ def bind(address: Address, *, reuse_port: bool) -> socket.socket:
         ) from None
 
 
-def bind_all(addresses: Sequence[Address], workers: int) -> list[dict[str, socket.socket]]:
-    """``workers`` sets of listening sockets, one socket per address in each. Each address
+def bind_all(addresses: Sequence[Address], processes: int) -> list[dict[str, socket.socket]]:
+    """``processes`` sets of listening sockets, one socket per address in each. Each address
     is first bound once without SO_REUSEPORT: that fails when anything listens there, even
     another group of SO_REUSEPORT sockets (which would otherwise let us join it silently)."""
     for address in addresses:
         bind(address, reuse_port=False).close()
     sets: list[dict[str, socket.socket]] = []
     try:
-        for _ in range(workers):
+        for _ in range(processes):
             sets.append({a.name: bind(a, reuse_port=True) for a in addresses})
     except BaseException:
         for sockets in sets:
@@ -152,7 +153,7 @@ def die_with_parent(parent: int) -> None:
 
 
 @dataclass
-class _Worker:
+class _ServerProcess:
     index: int
     sockets: dict[str, socket.socket]
     proc: subprocess.Popen[bytes] | None = None
@@ -172,7 +173,7 @@ class Supervisor:
         poll: float = 0.2,
         on_exit: Callable[[int], None] | None = None,
     ) -> None:
-        self.workers = [_Worker(i, sockets) for i, sockets in enumerate(sets)]
+        self.processes = [_ServerProcess(i, sockets) for i, sockets in enumerate(sets)]
         self._command = command
         self._poll = poll
         self._on_exit = on_exit  # called with the pid of a worker that exited
@@ -180,9 +181,9 @@ class Supervisor:
         self.exit_code = 0
 
     def pids(self) -> list[int]:
-        return [w.proc.pid for w in self.workers if w.proc is not None]
+        return [w.proc.pid for w in self.processes if w.proc is not None]
 
-    def _start(self, worker: _Worker) -> None:
+    def _start(self, worker: _ServerProcess) -> None:
         fds = [s.fileno() for s in worker.sockets.values()]
         worker.proc = subprocess.Popen(self._command(worker.sockets), pass_fds=fds)
         worker.started = time.monotonic()
@@ -193,7 +194,7 @@ class Supervisor:
 
     def hangup(self, *_: object) -> None:
         """SIGHUP goes on to every worker (each reloads its certificate)."""
-        for worker in self.workers:
+        for worker in self.processes:
             if worker.proc is not None and worker.proc.poll() is None:
                 with contextlib.suppress(OSError):
                     worker.proc.send_signal(signal.SIGHUP)
@@ -202,21 +203,21 @@ class Supervisor:
         previous = {sig: signal.signal(sig, self.stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self.hangup)
         try:
-            for worker in self.workers:
+            for worker in self.processes:
                 self._start(worker)
             while not self._stop.wait(self._poll):
-                for worker in self.workers:
+                for worker in self.processes:
                     self._check(worker)
             self._stop_all()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            for worker in self.workers:
+            for worker in self.processes:
                 for sock in worker.sockets.values():
                     sock.close()
         return self.exit_code
 
-    def _check(self, worker: _Worker) -> None:
+    def _check(self, worker: _ServerProcess) -> None:
         assert worker.proc is not None
         code = worker.proc.poll()
         if code is None or self._stop.is_set():
@@ -234,7 +235,7 @@ class Supervisor:
         self._start(worker)
 
     def _stop_all(self) -> None:
-        live = [w.proc for w in self.workers if w.proc is not None and w.proc.poll() is None]
+        live = [w.proc for w in self.processes if w.proc is not None and w.proc.poll() is None]
         for proc in live:
             with contextlib.suppress(OSError):
                 proc.send_signal(signal.SIGTERM)

@@ -27,13 +27,14 @@ from pochta.antispam.shingles.shingler import Shingler
 from pochta.cli import shingles as cli
 from pochta.errors import InvalidInput
 from pochta.mime.letter import parse
-from pochta.server import errors
-from pochta.server import shingles as http
+from pochta.server.api import errors
+from pochta.server.api import shingles as http
 from pochta.types import Envelope
 
 
 def extract(raw: bytes, envelope: Envelope | None = None) -> list[Any]:
     return extract_letter(parse(raw), envelope)
+
 
 TOKEN = "test-service-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from pochta import errors
 from pochta.app import Pochta
-from pochta.server.errors import status_of
+from pochta.server.api.errors import status_of
 from pochta.server.web import security
 from pochta.server.web.charts import human_bytes
 from pochta.server.web.i18n import Lang, choose, word

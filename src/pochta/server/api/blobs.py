@@ -25,8 +25,8 @@ from starlette.routing import Route
 
 from pochta.blobs.store import CHUNK, BlobStore, Opened, Stored
 from pochta.errors import InvalidInput, RangeNotSatisfiable
+from pochta.server.api.errors import documented
 from pochta.server.auth import authorize_service, require_service
-from pochta.server.errors import documented
 from pochta.server.fields import NotBool, checked
 from pochta.types import FileFlag, FileRecord, Space
 

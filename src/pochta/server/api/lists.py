@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pochta.antispam.personal import MAX_ENTRY
 from pochta.errors import ConfigError
 from pochta.mailbox.lists import SenderListService
-from pochta.server.errors import documented
-from pochta.server.mailbox import UserId
+from pochta.server.api.errors import documented
+from pochta.server.api.mailbox import UserId
 from pochta.types import ListEntry
 
 router = APIRouter(prefix="/v1", tags=["lists"], responses=documented(401, 422, 503))

@@ -33,8 +33,8 @@ STATUS: list[tuple[type[errors.PochtaError], int]] = [
     (errors.IntegrityError, 409),
     (errors.NoWritablePair, 507),
     (errors.StorageError, 503),
-    (errors.WorkersUnavailable, 503),
-    (errors.WorkerError, 503),
+    (errors.CpuPoolUnavailable, 503),
+    (errors.CpuPoolError, 503),
     (errors.Overloaded, 503),
     (errors.PochtaError, 500),
 ]

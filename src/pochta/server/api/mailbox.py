@@ -15,8 +15,8 @@ from starlette.concurrency import run_in_threadpool
 from pochta.antispam.signs import checks as phishing
 from pochta.errors import InvalidCredentials
 from pochta.mailbox.service import Mailbox
+from pochta.server.api.errors import documented
 from pochta.server.auth import password_allowed
-from pochta.server.errors import documented
 from pochta.server.fields import Bool
 from pochta.types import Folder, StoredLetter
 
@@ -205,9 +205,7 @@ def folders(box: Box, user: UserId) -> list[FolderOut]:
     return [FolderOut.of(f) for f in box.folders(user)]
 
 
-@router.post(
-    "/folders", status_code=201, summary="Create a folder", responses=documented(400, 409)
-)
+@router.post("/folders", status_code=201, summary="Create a folder", responses=documented(400, 409))
 def add_folder(body: FolderIn, box: Box, user: UserId) -> FolderOut:
     return FolderOut.of(box.add_folder(user, body.name))
 

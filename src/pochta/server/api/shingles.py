@@ -11,8 +11,8 @@ from pochta.antispam.shingles.counters import Ref
 from pochta.antispam.shingles.counters.buckets import DEFAULT_WINDOWS, Counts
 from pochta.antispam.shingles.registry import PAIRED, type_name
 from pochta.antispam.shingles.shingler import Shingler
+from pochta.server.api.errors import documented
 from pochta.server.auth import require_service
-from pochta.server.errors import documented
 from pochta.server.fields import NotBool
 
 router = APIRouter(

@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from pochta import metrics
 from pochta.blobs.valkyrie import COUNT_NAMES
-from pochta.server.errors import ErrorOut
+from pochta.server.api.errors import ErrorOut
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric

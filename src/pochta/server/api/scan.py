@@ -21,8 +21,8 @@ from starlette.routing import Route
 
 from pochta.errors import InvalidInput, Overloaded
 from pochta.executors import run_in
+from pochta.server.api.errors import documented
 from pochta.server.auth import authorize_service, require_service
-from pochta.server.errors import documented
 from pochta.server.fields import checked
 from pochta.types import Envelope
 
