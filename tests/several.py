@@ -779,6 +779,13 @@ def main(argv: list[str] | None = None) -> int:
         "--longest", type=float, default=8.0, help="seconds a fault is held at most (--faults)"
     )
     parser.add_argument(
+        "--freeze-at-least",
+        type=float,
+        default=15.0,
+        help="seconds a 'freeze postgres' fault is held at least (--faults; default: past"
+        " the recipe's answer_timeout and Patroni's ttl)",
+    )
+    parser.add_argument(
         "--kinds",
         help="only these fault kinds, comma-separated (--faults), e.g. 'cut loader-db'",
     )
@@ -800,8 +807,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.kinds:
             kinds = tuple(k.strip() for k in args.kinds.split(","))
         return several_faults.main(
-            args.seed, args.minutes, args.threads, args.mailboxes, base, args.longest, kinds
-        )
+            args.seed, args.minutes, args.threads, args.mailboxes, base, args.longest, kinds,
+            args.freeze_at_least,
+        )  # fmt: skip
     started = time.monotonic()
     machines = Machines.start(base / "machines", failover=True)  # README's: under Patroni
     try:
