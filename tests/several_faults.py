@@ -60,6 +60,7 @@ from typing import Any
 import httpx
 from redis.crc import key_slot
 
+from tests import patroni
 from tests.machines import (
     HTTP_PORT,
     NODE1,
@@ -849,6 +850,7 @@ def run(
     gaps_until = min(faults_end, sender.ran_out or faults_end)
     return {
         "seed": seed,
+        "patroni": patroni.describe(),
         "fault_seconds": round(faults_end - t0, 1),
         "faults_applied": len(scheduler.done),
         "faults": Counter(f.kind for f in scheduler.done),
