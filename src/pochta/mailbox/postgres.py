@@ -71,6 +71,8 @@ def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
 def _uidvalidity(now: float) -> int:
     """A folder's UIDVALIDITY: the time it was made, in seconds (as Dovecot does), non-zero."""
     return max(1, int(now) % 2**32)
+
+
 _COMMITTED_PAUSE = 0.2  # seconds between looks for a delivery whose commit's answer was lost
 _USER = "SELECT id, email, password_hash, reset_required, admin FROM pochta.users"
 _REFS = "r.n, r.key, r.size, r.crc32, r.magic"
