@@ -1,7 +1,8 @@
 """PostgreSQL that fails over, for the several-machines recipe (tests/machines.py): three
-etcd members and two PostgreSQL servers managed by Patroni (Debian's ``etcd-server`` and
-``patroni``), each on a namespace host of its own, everything over TLS with the installation's
-CA (etcd's clients and peers, Patroni's REST API, PostgreSQL, its replication).
+etcd members and two PostgreSQL servers managed by Patroni (Debian's ``etcd-server``; see
+below for which ``patroni``), each on a namespace host of its own, everything over TLS with
+the installation's CA (etcd's clients and peers, Patroni's REST API, PostgreSQL, its
+replication).
 
     cluster = PatroniCluster(dir, ca_dir_of, hosts, etcd_hosts, admin)
     cluster.start()                     # etcd, then Patroni; waits for a leader and a sync standby
@@ -13,18 +14,29 @@ CA (etcd's clients and peers, Patroni's REST API, PostgreSQL, its replication).
 synchronous standby has flushed it, and Patroni promotes only that standby, so a failover
 loses no committed transaction. ``ttl``, ``loop_wait`` and ``retry_timeout`` are short (a
 failover within seconds); README's recipe keeps them.
+
+Which Patroni: ``$SEVERAL_MACHINES_PATRONI`` if set, else the one installed next to this
+Python (the ``test`` extra's, from PyPI: ``>=3.0.3,<3.2``) when it is at least ``FIXED`` and
+``postgres`` can run it, else Debian's (``fixed()`` says which kind runs). Before 3.0.3 a leader
+whose loop was held past ``ttl`` (its PostgreSQL frozen, Patroni awake) writes the leader key
+back without a compare when it resumes (patroni/patroni PR #2689) and undoes a promotion made
+meanwhile, with what was committed on the promoted server. From 3.2 ``ttl`` is at least 20 s.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import json
 import os
 import pwd
 import shutil
 import signal
 import ssl
+import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -38,8 +50,9 @@ from tests import netns
 from tests.pgserver import PASSWORD, SUPERUSER, _run_as, bindir
 from tests.tlsfiles import TLSFiles
 
-PATRONI = shutil.which("patroni")
 ETCD = shutil.which("etcd")
+# the first Patroni whose etcd3 leader-key update is a compare-and-set (PR #2689)
+FIXED = (3, 0, 3)
 PG_PORT, REST_PORT, ETCD_CLIENT, ETCD_PEER = 5432, 8008, 2379, 2380
 SCOPE = "pochta"
 REPLICATOR, REPLICATOR_PASSWORD = "replicator", "several-machines-replication-7a1c"
@@ -49,11 +62,83 @@ REPLICATOR, REPLICATOR_PASSWORD = "replicator", "several-machines-replication-7a
 TTL, LOOP_WAIT, RETRY_TIMEOUT = 8, 1, 3
 
 
+def version_of(exe: str) -> tuple[int, ...] | None:
+    """``exe --version`` ("patroni 4.1.5") as numbers; None when it does not run or say."""
+    try:
+        out = subprocess.run(
+            [exe, "--version"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = out.split()
+    if len(words) < 2 or words[0] != "patroni":
+        return None
+    numbers = []
+    for part in words[1].split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))  # "0rc1": 0
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers) or None
+
+
+def _runs_as_server(script: Path) -> bool:
+    """Whether the user the servers run as (``postgres`` under root) reaches ``script`` and its
+    interpreter: every directory above both is searchable by others (a venv made from a
+    root's pyenv, under a 0700 /root, is not)."""
+    if _run_as() is None:
+        return True
+    with contextlib.suppress(OSError):
+        line = script.read_bytes().split(b"\n", 1)[0]
+        paths = [script.resolve()]
+        if line.startswith(b"#!") and line[2:].split():
+            paths.append(Path(os.fsdecode(line[2:].split()[0])).resolve())
+        reached = [d for path in paths for d in (path, *path.parents)]
+        return all(d.stat().st_mode & stat.S_IXOTH for d in reached)
+    return False
+
+
+@functools.cache
+def chosen() -> tuple[str, tuple[int, ...] | None] | None:
+    """The Patroni the cluster runs and its version (None: none installed):
+    ``$SEVERAL_MACHINES_PATRONI``; else this Python's (a virtual environment's bin: the
+    ``test`` extra's) if it is at least ``FIXED`` and the servers' user can run it; else the
+    one on PATH (Debian's ``patroni``)."""
+    named = os.environ.get("SEVERAL_MACHINES_PATRONI")
+    if named:
+        return named, version_of(named)
+    beside = Path(sys.executable).parent / "patroni"  # not resolved: the venv's bin
+    if beside.is_file() and os.access(beside, os.X_OK) and _runs_as_server(beside):
+        found = version_of(str(beside))
+        if found is not None and found >= FIXED:
+            return str(beside), found
+    on_path = shutil.which("patroni")
+    if on_path is None:
+        return None
+    return on_path, version_of(on_path)
+
+
+def fixed() -> bool:
+    """Whether the chosen Patroni checks the leader key before writing it (>= 3.0.3)."""
+    got = chosen()
+    return got is not None and got[1] is not None and got[1] >= FIXED
+
+
+def describe() -> str:
+    """``"patroni 4.1.5 (/path/bin/patroni)"``, for logs and summaries."""
+    got = chosen()
+    if got is None:
+        return "no patroni"
+    exe, ver = got
+    return f"patroni {'.'.join(map(str, ver)) if ver else '?'} ({exe})"
+
+
 def missing() -> str | None:
     """What is not installed for a cluster (None: all is)."""
-    for what, found in (("patroni", PATRONI), ("etcd-server (etcd)", ETCD)):
-        if found is None:
-            return f"{what} is not installed"
+    if chosen() is None:
+        return "patroni is not installed (pip install 'patroni[etcd3,psycopg3]' or Debian's)"
+    if ETCD is None:
+        return "etcd-server (etcd) is not installed"
     return None
 
 
@@ -127,6 +212,7 @@ class PatroniCluster:
         for name in self.etcd_hosts:
             self.etcd[name] = self._etcd(name, peers)
             self.etcd[name].start()
+        self._check_runs(self.pg_hosts[0], user)
         for name in self.pg_hosts:
             self.patroni[name] = self._patroni(name, user)
         # the first starts alone and bootstraps; the other then copies it (pg_basebackup)
@@ -136,6 +222,23 @@ class PatroniCluster:
         for name in others:
             self.patroni[name].start()
         self.wait_sync(timeout=timeout)
+
+    def _check_runs(self, name: str, user: str | None) -> None:
+        """The chosen Patroni runs as ``user`` on host ``name``: a virtual environment's
+        interpreter under a directory that user cannot reach (a root's pyenv) fails here, said,
+        rather than as a cluster with no leader."""
+        got = chosen()
+        assert got is not None
+        run_as = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"] if user else []
+        done = self.hosts[name].run(
+            [*run_as, got[0], "--version"], capture_output=True, text=True, timeout=60
+        )
+        if done.returncode != 0 or not done.stdout.startswith("patroni "):
+            raise RuntimeError(
+                f"{describe()} does not run as {user or 'this user'} on {name}:"
+                f" {(done.stderr or done.stdout).strip()[-300:]} (set SEVERAL_MACHINES_PATRONI to a"
+                " patroni that user can run, e.g. in a venv made from /usr/bin/python3)"
+            )
 
     def _etcd(self, name: str, peers: str) -> Member:
         host = self.hosts[name]
@@ -258,8 +361,10 @@ class PatroniCluster:
         _owned(path, user, 0o600)
         run_as = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"] if user else []
         env_home = ["env", f"HOME={home}"]
+        got = chosen()
+        assert got is not None
         return Member(
-            f"patroni {name}", host, [*run_as, *env_home, str(PATRONI), str(path)],
+            f"patroni {name}", host, [*run_as, *env_home, got[0], str(path)],
             self.dir / f"patroni-{name}.log",
         )  # fmt: skip
 

@@ -779,6 +779,13 @@ def main(argv: list[str] | None = None) -> int:
         "--longest", type=float, default=8.0, help="seconds a fault is held at most (--faults)"
     )
     parser.add_argument(
+        "--freeze-at-least",
+        type=float,
+        default=15.0,
+        help="seconds a 'freeze postgres' fault is held at least (--faults; default: past"
+        " the recipe's answer_timeout and Patroni's ttl)",
+    )
+    parser.add_argument(
         "--kinds",
         help="only these fault kinds, comma-separated (--faults), e.g. 'cut loader-db'",
     )
@@ -799,9 +806,22 @@ def main(argv: list[str] | None = None) -> int:
         kinds = several_faults.KINDS
         if args.kinds:
             kinds = tuple(k.strip() for k in args.kinds.split(","))
+        if "freeze postgres" in kinds and not patroni.fixed():
+            # before 3.0.3 the frozen primary's Patroni undoes the promotion when it wakes, with
+            # what was acknowledged meanwhile (README, BENCHMARKS): a known loss, not pochta's
+            warning = (
+                f"warning: {patroni.describe()} is older than 3.0.3: a frozen PostgreSQL"
+                " can lose acknowledged letters (patroni/patroni PR #2689); pip install"
+                " 'patroni[etcd3,psycopg3]>=3.0.3' (the test extra) or set SEVERAL_MACHINES_PATRONI"
+            )
+            if not args.kinds:  # the default schedule leaves it out; named, it runs
+                kinds = tuple(k for k in kinds if k != "freeze postgres")
+                warning += "; 'freeze postgres' left out of the schedule"
+            print(warning, file=sys.stderr, flush=True)
         return several_faults.main(
-            args.seed, args.minutes, args.threads, args.mailboxes, base, args.longest, kinds
-        )
+            args.seed, args.minutes, args.threads, args.mailboxes, base, args.longest, kinds,
+            args.freeze_at_least,
+        )  # fmt: skip
     started = time.monotonic()
     machines = Machines.start(base / "machines", failover=True)  # README's: under Patroni
     try:

@@ -11,6 +11,12 @@ standby). The faults, in rounds (every kind once per round, in an order the seed
     kill primary / stop primary     the PostgreSQL primary's host: its Patroni, PostgreSQL and
                                     etcd member SIGKILLed (the standby is promoted; it comes
                                     back as the standby) / its Patroni and PostgreSQL SIGSTOPped
+    freeze postgres                 the primary's PostgreSQL alone SIGSTOPped (postmaster and
+                                    every backend), its Patroni left awake: Patroni's own
+                                    queries hang too; held at least ``FREEZE_AT_LEAST`` s, past
+                                    the recipe's ``postgres.answer_timeout`` and Patroni's
+                                    ``ttl``, so that both are met (whether Patroni promotes the
+                                    standby meanwhile is recorded as the fault's failover)
     kill redis / stop redis         a Redis Cluster master, whichever holds slots now: SIGKILL
                                     (its replica on another host takes over; it comes back
                                     after that, as the new master's replica, copying it) /
@@ -54,6 +60,7 @@ from typing import Any
 import httpx
 from redis.crc import key_slot
 
+from tests import patroni
 from tests.machines import (
     HTTP_PORT,
     NODE1,
@@ -79,9 +86,13 @@ from tests.several import (
 from tests.several_failover import longest_gap
 
 KINDS = (
-    "kill loader", "stop loader", "kill primary", "stop primary", "kill redis", "stop redis",
-    "kill nginx", "stop nginx", "cut loader-db", "cut loader-node", "cut node-pair", "full disk",
+    "kill loader", "stop loader", "kill primary", "stop primary", "freeze postgres", "kill redis",
+    "stop redis", "kill nginx", "stop nginx", "cut loader-db", "cut loader-node", "cut node-pair",
+    "full disk",
 )  # fmt: skip
+# a frozen PostgreSQL is held this long at least: past the recipe's answer_timeout (12 s, README)
+# and Patroni's ttl (8 s), so that a step's deadline fires and Patroni's choice is seen
+FREEZE_AT_LEAST = 15.0
 FULL_NODE = NODE2  # the node whose storage directory is a tmpfs of its own
 DISK_MB = 256  # its size: room for the test's attachments, filled by the "full disk" fault
 TABLE = "pochta_fault"  # the nftables table a cut adds in a host's namespace
@@ -151,6 +162,49 @@ def _signal(pids: list[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
+def freeze(pids_of: Any, host: str) -> list[int]:
+    """Every process ``pids_of(host)`` names SIGSTOPped, looked for again until no new one
+    appears (the postmaster may fork a backend between the listing and its stop): the
+    frozen pids, to be sent SIGCONT."""
+    frozen: list[int] = []
+    for _ in range(10):
+        fresh = [p for p in pids_of(host) if p not in frozen]
+        if not fresh:
+            break
+        _signal(fresh, signal.SIGSTOP)
+        frozen += fresh
+    return frozen
+
+
+class LeaderWatch:
+    """While a fault is held: whether, and how many seconds after ``began``, Patroni names a
+    running leader other than ``old`` (asked every 0.5 s)."""
+
+    def __init__(self, cluster: Any, old: str, began: float) -> None:
+        self.cluster, self.old, self.began = cluster, old, began
+        self.new: str | None = None
+        self.after: float | None = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="leader-watch")
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            with contextlib.suppress(Exception):  # a member that does not answer: ask again
+                leader = self.cluster.leader()
+                if leader is not None and leader != self.old:
+                    self.new, self.after = leader, time.monotonic() - self.began
+                    return
+            self.stop.wait(0.5)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def finish(self) -> float | None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+        return self.after
+
+
 @dataclass
 class Fault:
     kind: str
@@ -191,9 +245,11 @@ class Scheduler:
         say: Any = print,
         longest: float = 8.0,
         kinds: tuple[str, ...] = KINDS,
+        freeze_at_least: float = FREEZE_AT_LEAST,
     ) -> None:
         self.m = machines
         self.longest = longest
+        self.freeze_at_least = freeze_at_least
         unknown = set(kinds) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
@@ -269,6 +325,27 @@ class Scheduler:
             pids += [member.pid] if member is not None else []
             _signal(pids, signal.SIGSTOP)
             return lambda: _signal(pids, signal.SIGCONT)
+        if f.kind == "freeze postgres":
+            cluster = m.patroni
+            assert cluster is not None
+            old = cluster.wait_leader(timeout=60)
+            f.seconds = max(f.seconds, self.freeze_at_least)
+            f.began = time.monotonic()
+            frozen = freeze(cluster._postgres_pids, old)
+            f.target = f"PostgreSQL on primary {old} ({len(frozen)} processes; Patroni awake)"
+            watch = LeaderWatch(cluster, old, f.began)
+            watch.start()
+
+            def thaw() -> None:
+                _signal(frozen, signal.SIGCONT)
+                promoted = watch.finish()
+                if promoted is not None:
+                    f.failover_seconds = promoted
+                    f.target += f" (standby {watch.new} promoted)"
+                else:
+                    f.target += " (no failover)"
+
+            return thaw
         if f.kind in ("kill redis", "stop redis"):
             ranges = m.admin(m.redis_slots)
             masters = sorted({master for _, _, master, _ in ranges})
@@ -394,11 +471,16 @@ class PacedSender(Sender):
         self.history: list[Answer] = []
         self.finishing = False
         self.local = threading.local()
+        self.fresh = len(letters)  # letters not handed out yet
+        self.ran_out: float | None = None  # monotonic: when the last one was
 
     def _take(self) -> Job | None:
         job = super()._take()
         if job is not None and job.attempts == 0:
             with self._lock:
+                self.fresh -= 1
+                if self.fresh == 0:
+                    self.ran_out = time.monotonic()
                 wait = self.next_at - time.monotonic()
                 self.next_at = max(self.next_at, time.monotonic()) + 1.0 / self.rate
             if wait > 0:
@@ -676,6 +758,7 @@ def run(
     history: Path | None = None,
     longest: float = 8.0,
     kinds: tuple[str, ...] = KINDS,
+    freeze_at_least: float = FREEZE_AT_LEAST,
 ) -> dict[str, Any]:
     """Faults for ``seconds`` (or ``max_faults`` of them, each held 2 s to ``longest``, of
     ``kinds`` only) under ``rate`` letters a second; a JSON-ready summary whose ``problems``
@@ -684,7 +767,7 @@ def run(
     add_users(machines, boxes)
     n = letters or int(rate * seconds * 1.5) + 50
     sent = corpus(n, boxes, seed=seed + 1000)
-    scheduler = Scheduler(machines, seed, say, longest, kinds)
+    scheduler = Scheduler(machines, seed, say, longest, kinds, freeze_at_least)
     say(
         f"fault schedule: seed {seed}, {seconds:g} s, faults held 2-{longest:g} s,"
         f" {rate:g} letters/s, {threads} clients"
@@ -762,8 +845,12 @@ def run(
     duplicated = {k: c for k, c in stored.items() if c > 1}
     codes = Counter(a.what for a in sender.history)
     failovers = [f.failover_seconds for f in scheduler.done if f.failover_seconds is not None]
+    # no 250 is looked for after the last letter was handed out (a fault whose machines took
+    # long to come back can outlast the corpus): until then, or the faults' end
+    gaps_until = min(faults_end, sender.ran_out or faults_end)
     return {
         "seed": seed,
+        "patroni": patroni.describe(),
         "fault_seconds": round(faults_end - t0, 1),
         "faults_applied": len(scheduler.done),
         "faults": Counter(f.kind for f in scheduler.done),
@@ -777,7 +864,7 @@ def run(
         "duplicated_after_a_lost_250": sum(1 for k in duplicated if delivery.broken[k]),
         "broken_transactions": sum(delivery.broken.values()),
         "longest_without_250_seconds": round(
-            longest_gap(delivery.accepted_at, t0 + 2.0, faults_end), 1
+            longest_gap(delivery.accepted_at, t0 + 2.0, gaps_until), 1
         ),
         "slowest_answer_seconds": round(max((a.took for a in sender.history), default=0.0), 1),
         "failover_seconds": [round(s, 1) for s in failovers],
@@ -800,6 +887,7 @@ def main(
     base: Path,
     longest: float = 8.0,
     kinds: tuple[str, ...] = KINDS,
+    freeze_at_least: float = FREEZE_AT_LEAST,
 ) -> int:
     """``scripts/several-machines --faults``: the machines, the schedule, a JSON summary."""
     import sys
@@ -815,6 +903,7 @@ def main(
         summary = run(
             machines, seed=seed, seconds=minutes * 60, threads=threads, mailboxes=mailboxes,
             say=say, history=base / "history.jsonl", longest=longest, kinds=kinds,
+            freeze_at_least=freeze_at_least,
         )  # fmt: skip
         summary = {"setup_seconds": round(up, 1), **summary}
         summary["total_seconds"] = round(time.monotonic() - started, 1)

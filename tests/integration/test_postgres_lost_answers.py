@@ -7,6 +7,7 @@ tests/integration/test_several_machines.py loses a real primary under Patroni.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -125,6 +126,76 @@ def test_an_abandoned_letter_is_not_finished_after_a_lost_answer(
     assert index.abandon(ids[1:], []) == 1  # undone meanwhile (older than the grace)
     cut(postgres_dsn)
     assert index.finish_delivery(ids) == 1  # fewer: the delivery then answers 451
+
+
+ANSWER = 1.5  # postgres.answer_timeout in the tests below
+
+
+def slow_commit(dsn: str, seconds: float, *, fail: bool = False) -> None:
+    """Every COMMIT that wrote a letter takes ``seconds`` (a deferred trigger: it runs at
+    COMMIT, before the commit is made, as a synchronous standby's wait holds its answer) and
+    then is made, or with ``fail`` rolled back: past ``answer_timeout`` its answer is lost
+    either way."""
+    end = "RAISE EXCEPTION 'refused at commit'" if fail else "NULL"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION pochta.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$"
+            f" BEGIN PERFORM pg_sleep({seconds}); {end}; RETURN NULL; END $$"
+        )
+        conn.execute(
+            "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON pochta.letters"
+            " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pochta.slow_commit()"
+        )
+
+
+def stored(dsn: str) -> list[tuple[int, int]]:
+    with psycopg.connect(dsn) as conn:
+        return [
+            (int(i), int(state))
+            for i, state in conn.execute("SELECT id, state FROM pochta.letters ORDER BY id")
+        ]
+
+
+@pytest.fixture
+def slow_db(postgres_dsn: str) -> Iterator[Postgres]:
+    settings = PoolSettings(min_size=1, max_size=2, answer_timeout=ANSWER, failover_timeout=30)
+    pool = Postgres.connect(postgres_dsn, settings)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def test_a_delivery_whose_commit_was_made_but_its_answer_lost_is_acknowledged(
+    slow_db: Postgres, postgres_dsn: str
+) -> None:
+    """A letter written DELIVERED in one step (no attachment) whose COMMIT answered after
+    ``answer_timeout``: the server made it, so the delivery must not fail (the SMTP client
+    would get a 451 and send it again: the letter twice). The index waits for the old server
+    process to end and finds the letters by their ids."""
+    index = PostgresIndex(slow_db)
+    user = index.add_user("a@example.org", "h")
+    meta = LetterMeta(size=10, received=1.0, date=2.0, sender="s@x.test", subject="hi")
+    slow_commit(postgres_dsn, ANSWER + 2.5)
+    t0 = time.monotonic()
+    ids = index.begin_delivery(b"skel", meta, [NewStoredLetter(user.id, "Inbox", ())] * 2,
+                               delivered=True)  # fmt: skip
+    took = time.monotonic() - t0
+    assert stored(postgres_dsn) == [(i, 1) for i in ids]
+    assert ANSWER + 2.5 <= took < 30, took  # the answer lost, then the commit waited for
+
+
+def test_a_delivery_whose_commit_failed_after_its_answer_was_lost_fails(
+    slow_db: Postgres, postgres_dsn: str
+) -> None:
+    index = PostgresIndex(slow_db)
+    user = index.add_user("a@example.org", "h")
+    meta = LetterMeta(size=10, received=1.0, date=2.0, sender="s@x.test", subject="hi")
+    slow_commit(postgres_dsn, ANSWER + 2.5, fail=True)
+    with pytest.raises(StorageError, match="no answer within"):
+        index.begin_delivery(b"skel", meta, [NewStoredLetter(user.id, "Inbox", ())],
+                             delivered=True)  # fmt: skip
+    assert stored(postgres_dsn) == []
 
 
 @pytest.mark.parametrize(

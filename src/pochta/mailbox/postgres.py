@@ -71,6 +71,9 @@ def _flags(seen: object, flagged: object, other: object) -> LetterFlag:
 def _uidvalidity(now: float) -> int:
     """A folder's UIDVALIDITY: the time it was made, in seconds (as Dovecot does), non-zero."""
     return max(1, int(now) % 2**32)
+
+
+_COMMITTED_PAUSE = 0.2  # seconds between looks for a delivery whose commit's answer was lost
 _USER = "SELECT id, email, password_hash, reset_required, admin FROM pochta.users"
 _REFS = "r.n, r.key, r.size, r.crc32, r.magic"
 # finish a delivery whose first answer was lost: the letters still PENDING, plus those
@@ -334,8 +337,10 @@ class PostgresIndex:
         delivered: bool = False,
     ) -> list[int]:
         state = int(LetterState.DELIVERED if delivered else LetterState.PENDING)
+        sent: list[tuple[int, list[int]]] = []  # the backend and the ids, once all was written
 
         def op(conn: Conn) -> list[int]:
+            sent.clear()
             wanted = sorted({(new.user_id, new.folder) for new in letters})
             rows = conn.execute(
                 "SELECT f.user_id, f.name, f.id FROM pochta.folders f"
@@ -408,9 +413,45 @@ class PostgresIndex:
                         [r.magic for _, r in refs],
                     ),
                 )
+            sent.append((conn.info.backend_pid, ids))
             return ids
 
-        return self._db.transaction(op)
+        try:
+            return self._db.transaction(op)
+        except StorageError as exc:
+            # only the COMMIT's answer is missing: a letter written DELIVERED at once (no
+            # finishing step to ask again) may be kept although its delivery answers 451
+            if not delivered or not sent or not lost(exc.__cause__):
+                raise
+            backend, ids = sent[-1]
+            if not self._committed(backend, ids):
+                raise
+            log.warning("delivery %s: the commit's answer was lost; it was made", ids[:1])
+            return ids
+
+    def _committed(self, backend: int, ids: list[int]) -> bool:
+        """Whether the transaction of server process ``backend``, whose COMMIT's answer was
+        lost, wrote the letters ``ids``: they are there (ids come from a sequence, never
+        given twice), or they are not and that process is gone (while it lives, its commit
+        may still be made: held by the synchronous standby, or by a frozen server). Asked
+        again, on new connections when answers are lost, for up to ``failover_timeout``
+        seconds (plus one ``answer_timeout``); False when still unknown."""
+        deadline = time.monotonic() + self._db.settings.failover_timeout
+        ask = (
+            "SELECT EXISTS (SELECT 1 FROM pochta.letters WHERE id = ANY(%s::bigint[])),"
+            " EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
+        )
+        while True:
+            try:
+                ((found, alive),) = self._db.query(ask, (ids, backend))
+            except StorageError as exc:
+                if not lost(exc.__cause__) or time.monotonic() >= deadline:
+                    log.warning("delivery %s: unknown whether it was made: %s", ids[:1], exc)
+                    return False
+                found, alive = False, True
+            if found or not alive or time.monotonic() >= deadline:
+                return bool(found)
+            time.sleep(_COMMITTED_PAUSE)
 
     def finish_delivery(self, ids: Sequence[int]) -> int:
         try:
