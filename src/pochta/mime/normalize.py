@@ -48,7 +48,9 @@ def _format_chars() -> dict[int, None]:
 
 
 def text(value: str) -> str:
-    s = unicodedata.normalize("NFKC", value).casefold().translate(_format_chars())
+    s = unicodedata.normalize("NFKC", value).casefold()
+    if not s.isascii():  # no format character is ASCII: an ASCII text has none to delete
+        s = s.translate(_format_chars())
     return " ".join(s.split())  # _SPACE.sub(" ", s).strip(): re's \s is str.isspace()
 
 

@@ -92,3 +92,17 @@ def test_fold_writes_blanks_as_it_did(text: str) -> None:
     s = unicodedata.normalize("NFKC", text).casefold().replace("ё", "е")
     s = re.sub("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]", "", s)
     assert wording.fold(text) == re.sub(r"[ \t\r\f\v\u00a0]+", " ", s)
+
+
+def test_an_ascii_text_folds_to_its_lower_case() -> None:
+    """folded leaves an ASCII text at ``lower()`` without its tables: none of them rewrites
+    an ASCII character, so the result is the one the tables give."""
+    ascii_ = "".join(map(chr, range(128)))
+    for table in (casefold._SAME, casefold._SAME_NO_DOT):
+        assert min(table) >= 128
+        assert ascii_.lower().translate(table) == ascii_.lower()
+    for dot in (False, True):
+        assert casefold.folded(ascii_, dot=dot) == ascii_.lower()
+        assert casefold.folded("Ǆ\u0130ſ", dot=dot) == "ǆ\u0130ſ".lower().translate(
+            casefold._SAME if dot else casefold._SAME_NO_DOT
+        )

@@ -45,7 +45,10 @@ _SAME_NO_DOT: dict[int, int | None] = {**_SAME, 0x307: None}
 
 def folded(text: str, *, dot: bool = False) -> str:
     """``text`` as Python's case-insensitive engine compares it (see the module's doc)."""
-    return text.lower().translate(_SAME if dot else _SAME_NO_DOT)
+    low = text.lower()
+    if low.isascii():  # every character the tables rewrite is beyond ASCII
+        return low
+    return low.translate(_SAME if dot else _SAME_NO_DOT)
 
 
 def plain(words: list[str]) -> str:
