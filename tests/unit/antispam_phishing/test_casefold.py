@@ -10,6 +10,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pochta.antispam import features
 from pochta.antispam.signs import casefold, links, protected, wording
 
 P = protected.default()
@@ -49,6 +50,13 @@ def test_folding_keeps_what_python_takes_for_a_hint_s_letter() -> None:
     letters = sorted({c for c in links._HINT.pattern if c.isalpha()} - {"W"})
     assert "i" not in letters
     _keeps_what_python_takes_for(letters, dot=True)
+
+
+def test_folding_keeps_what_python_takes_for_a_money_mark_s_letter() -> None:
+    """The same for the units features.money counts (its pattern is case-insensitive)."""
+    letters = sorted({c for m in features.MONEY_MARKS for c in m if c.isalpha()})
+    assert "i" not in letters
+    _keeps_what_python_takes_for(letters, dot=False)
 
 
 def test_same_case_groups_are_python_s() -> None:
