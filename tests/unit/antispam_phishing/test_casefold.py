@@ -114,3 +114,10 @@ def test_an_ascii_text_folds_to_its_lower_case() -> None:
         assert casefold.folded("Ǆ\u0130ſ", dot=dot) == "ǆ\u0130ſ".lower().translate(
             casefold._SAME if dot else casefold._SAME_NO_DOT
         )
+
+
+def test_the_rewritten_class_is_every_character_a_table_rewrites() -> None:
+    """folded skips the tables for a text without one of their characters: the class of
+    those characters is exactly the tables' keys."""
+    keys = {chr(c) for c in {**casefold._SAME, **casefold._SAME_NO_DOT}}
+    assert set(casefold._REWRITTEN.findall(EVERY)) == keys
