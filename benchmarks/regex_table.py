@@ -44,7 +44,7 @@ from pochta.antispam.auth import results as auth_results
 from pochta.antispam.auth import spf
 from pochta.antispam.model import design
 from pochta.antispam.shingles import extract
-from pochta.antispam.signs import checks, extortion, links, lures, protected, wording
+from pochta.antispam.signs import casefold, checks, extortion, links, lures, protected, wording
 from pochta.mime import headers, normalize
 from pochta.mime import html as html_mod
 from pochta.mime import letter as letter_mod
@@ -242,6 +242,14 @@ ROWS: list[Row] = [
     # -- mime ---------------------------------------------------------------------------------
     Row(f"{N}:_SPACE", "whitespace runs (normalize.text)", "any normalized piece", LINEAR,
         AS_IS, "one class", "visible", rep(" \n"), sub(normalize._SPACE)),
+    Row(f"{N}:_format_class()", "any format character (normalize.text translates only then)",
+        "any normalized piece, only when it is not ASCII", LINEAR, AS_IS,
+        "one class of code-point runs", "visible", rep("\u200b"),
+        search(normalize._format_class())),
+    Row("pochta/antispam/signs/casefold.py:_REWRITTEN",
+        "any character folded() rewrites past lower() (ı, ſ, the old Cyrillic forms...)",
+        "a text folded for an RE2 first look, only when it is not ASCII", LINEAR, AS_IS,
+        "one class", "all_text", rep("\u0131"), search(casefold._REWRITTEN)),
     Row(f"{N}:_REPLY", "a chain of reply/forward prefixes", "normalized Subject", LINEAR,
         "rewrite (hygiene)", "possessive blanks and digits; the text has single blanks anyway",
         "subject", rep("re: "), normalize.subject, before.subject),

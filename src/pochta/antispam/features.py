@@ -51,6 +51,7 @@ from collections.abc import Iterable
 
 from pochta.antispam.auth import results as auth_mod
 from pochta.antispam.auth import spf
+from pochta.antispam.signs import casefold
 from pochta.antispam.signs.protected import Protected
 from pochta.antispam.signs.protected import default as default_protected
 from pochta.antispam.signs.protected import shorteners as default_shorteners
@@ -94,6 +95,13 @@ _MONEY = re.compile(
     r"|(?P<sign>[$€£]\s?\d[\d,.]*)",
     re.IGNORECASE,
 )
+MONEY_MARKS = ("руб", "р.", "₽", "$", "usd", "долл", "евро", "€", "тыс", "млн", "£")
+"""What every amount :data:`_MONEY` counts holds: a unit of its first branch, a sign of its
+second."""
+_MONEY_FIRST = casefold.compile_first_look([re.escape(m) for m in MONEY_MARKS])
+""":data:`MONEY_MARKS` in RE2, over the text folded as Python's case-insensitive engine
+compares it (:func:`casefold.folded`): a text without any (most) holds no amount to count,
+and Python's engine, which stops at every number, does not read it."""
 _WORD = re.compile(r"\w+")
 _REPLY = re.compile(
     r"^\s*+(?:re|ответ|отв|aw|sv|antw|odp)\s*+(?:\[\d++\])?\s*+:", re.IGNORECASE
@@ -129,6 +137,8 @@ def _letters(text: str) -> tuple[int, int, int, int, int]:
 
 def money(text: str) -> int:
     """How many amounts of money ``text`` writes (12 000 руб, $500, 100 тыс.)."""
+    if not casefold.found(_MONEY_FIRST, casefold.folded(text)):
+        return 0
     return sum(1 for m in _MONEY.finditer(text) if m.lastgroup is not None)
 
 

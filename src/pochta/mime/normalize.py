@@ -47,8 +47,27 @@ def _format_chars() -> dict[int, None]:
     return dict.fromkeys(c for c in planes if unicodedata.category(chr(c)) == "Cf")
 
 
+@functools.lru_cache(maxsize=1)
+def _format_class() -> re.Pattern[str]:
+    """Any format character (:func:`_format_chars`), as runs of code points."""
+    runs: list[str] = []
+    codes = sorted(_format_chars())
+    start = prev = codes[0]
+    for c in [*codes[1:], -1]:
+        if c != prev + 1:
+            last = "-" + re.escape(chr(prev)) if prev > start else ""
+            runs.append(re.escape(chr(start)) + last)
+            start = c
+        prev = c
+    return re.compile("[" + "".join(runs) + "]")
+
+
 def text(value: str) -> str:
-    s = unicodedata.normalize("NFKC", value).casefold().translate(_format_chars())
+    s = unicodedata.normalize("NFKC", value).casefold()
+    # no format character is ASCII; a text without one is not translated (a translation by a
+    # dict looks every character up)
+    if not s.isascii() and _format_class().search(s) is not None:
+        s = s.translate(_format_chars())
     return " ".join(s.split())  # _SPACE.sub(" ", s).strip(): re's \s is str.isspace()
 
 

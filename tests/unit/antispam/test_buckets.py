@@ -23,6 +23,7 @@ from pochta.antispam.shingles.counters.buckets import (
     span,
     stem,
     window_sum,
+    window_sums,
 )
 from pochta.antispam.shingles.counters.buffer import ShardBuffer
 from pochta.antispam.shingles.counters.memory import MemoryStore
@@ -111,6 +112,26 @@ def test_window_sum_of_buckets_equals_the_brute_force_model(
     for t, kind, n in events:
         b.add_slot(KINDS[kind], slot_of(t), n)
     assert window_sum(b, parse_window(window), now) == model_sum(events, window, now)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events_strategy,
+    st.lists(window_strategy, min_size=1, max_size=4),
+    st.floats(min_value=0, max_value=DAY),
+    st.booleans(),
+)
+def test_window_sums_is_each_window_sum(
+    events: list[tuple[float, str, int]], windows: list[str], later: float, huge: bool
+) -> None:
+    """The one pass over the buckets for every window gives what each window's own sum does
+    (a name given twice: the later window; a sum past MAX_VALUE: saturated)."""
+    now = NOW + later
+    b = Buckets()
+    for t, kind, n in events:
+        b.add_slot(KINDS[kind], slot_of(t), n * (1 << 62) if huge else n)
+    ws = [parse_window(w) for w in windows] + [Window("24h", "10m", 6)]  # "24h" again
+    assert window_sums(b, ws, now) == {w.name: window_sum(b, w, now) for w in ws}
 
 
 @settings(max_examples=100, deadline=None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -165,3 +167,24 @@ def test_normalizers_never_raise(value: str) -> None:
 def test_text_is_idempotent(value: str) -> None:
     once = normalize.text(value)
     assert normalize.text(once) == once
+
+
+TEXT_PIECES = ["A", "b", " ", "\t\n", "\u00a0", "\u200b", "\u00ad", "Straße", "K", "ﬁ", "Ⅻ", "!"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(TEXT_PIECES), max_size=12).map("".join))
+def test_text_deletes_format_characters_as_the_whole_table_does(raw: str) -> None:
+    """An ASCII text skips the format characters' table (none is ASCII): the same text."""
+    table = normalize._format_chars()
+    assert min(table) >= 128
+    s = unicodedata.normalize("NFKC", raw).casefold().translate(table)
+    assert normalize.text(raw) == " ".join(s.split())
+
+
+def test_the_format_class_is_every_format_character() -> None:
+    """text skips the format characters' table for a text the class finds none in: the class
+    is exactly the table's characters."""
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    found = set(normalize._format_class().findall(every))
+    assert found == {chr(c) for c in normalize._format_chars()}

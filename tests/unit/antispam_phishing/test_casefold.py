@@ -10,6 +10,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pochta.antispam import features
 from pochta.antispam.signs import casefold, links, protected, wording
 
 P = protected.default()
@@ -49,6 +50,13 @@ def test_folding_keeps_what_python_takes_for_a_hint_s_letter() -> None:
     letters = sorted({c for c in links._HINT.pattern if c.isalpha()} - {"W"})
     assert "i" not in letters
     _keeps_what_python_takes_for(letters, dot=True)
+
+
+def test_folding_keeps_what_python_takes_for_a_money_mark_s_letter() -> None:
+    """The same for the units features.money counts (its pattern is case-insensitive)."""
+    letters = sorted({c for m in features.MONEY_MARKS for c in m if c.isalpha()})
+    assert "i" not in letters
+    _keeps_what_python_takes_for(letters, dot=False)
 
 
 def test_same_case_groups_are_python_s() -> None:
@@ -92,3 +100,24 @@ def test_fold_writes_blanks_as_it_did(text: str) -> None:
     s = unicodedata.normalize("NFKC", text).casefold().replace("ё", "е")
     s = re.sub("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]", "", s)
     assert wording.fold(text) == re.sub(r"[ \t\r\f\v\u00a0]+", " ", s)
+
+
+def test_an_ascii_text_folds_to_its_lower_case() -> None:
+    """folded leaves an ASCII text at ``lower()`` without its tables: none of them rewrites
+    an ASCII character, so the result is the one the tables give."""
+    ascii_ = "".join(map(chr, range(128)))
+    for table in (casefold._SAME, casefold._SAME_NO_DOT):
+        assert min(table) >= 128
+        assert ascii_.lower().translate(table) == ascii_.lower()
+    for dot in (False, True):
+        assert casefold.folded(ascii_, dot=dot) == ascii_.lower()
+        assert casefold.folded("Ǆ\u0130ſ", dot=dot) == "ǆ\u0130ſ".lower().translate(
+            casefold._SAME if dot else casefold._SAME_NO_DOT
+        )
+
+
+def test_the_rewritten_class_is_every_character_a_table_rewrites() -> None:
+    """folded skips the tables for a text without one of their characters: the class of
+    those characters is exactly the tables' keys."""
+    keys = {chr(c) for c in {**casefold._SAME, **casefold._SAME_NO_DOT}}
+    assert set(casefold._REWRITTEN.findall(EVERY)) == keys

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.unit.antispam_phishing.helpers import DATA, letter
 
 from pochta.antispam import features
@@ -99,3 +101,27 @@ def test_sign_and_auth_features() -> None:
 def test_empty_letter() -> None:
     f = extract(b"")
     assert f["lang.other"] == 1.0 and f["links.count"] == 0.0
+
+
+MONEY_PIECES = [
+    "1", "12 000", "3.5", " ", "\n", "руб", "РУБ", "р.", "Р", ".", "₽", "$", "usd", "UṠD", "uſd",
+    "долл", "ДОЛЛ", "евро", "€", "тыс", "ТЫС", "млн", "£", "a", "б", "\ud800",
+]  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(MONEY_PIECES), max_size=10).map("".join))
+def test_money_past_the_re2_first_look(text: str) -> None:
+    """The RE2 first look (a unit or a sign anywhere) lets through every text Python's
+    pattern counts an amount in: the same count as the pattern alone."""
+    alone = sum(1 for m in features._MONEY.finditer(text) if m.lastgroup is not None)
+    assert features.money(text) == alone
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["$500", "12 000 руб", "5 РУБ.", "7 р.", "1₽", "5 usd", "5 uſd", "2 долл", "3 евро", "€5",
+     "9€", "£4", "3 тыс.", "4 млн"],
+)  # fmt: skip
+def test_each_amount_alone_is_counted(text: str) -> None:
+    assert features.money(f"Pay {text} now") == 1

@@ -5,6 +5,8 @@ not (the legitimate letters that look alike)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.unit.antispam_phishing.helpers import letter
 
 from pochta.antispam.signs import checks as phishing
@@ -86,6 +88,21 @@ def test_wallet_shapes_and_checksums() -> None:
         ("tron", True),
     ]
     assert extortion.wallets(f"x{ETH}y") == []  # inside a longer word: no address
+
+
+WALLET_PIECES = [
+    BTC_LEGACY, BTC_LEGACY[:26], BTC_LEGACY[:25], BTC_BECH32, BTC_BECH32[:14], ETH, ETH[:41],
+    TRON, TRON[:33], "x", "0", " ", "\n", "é", "bc1", "BC1", "0x", "T", "3", "\ud800",
+]  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(WALLET_PIECES), max_size=8).map("".join))
+def test_wallets_past_the_re2_first_look(text: str) -> None:
+    """The RE2 first look lets through every text Python's pattern finds an address in: the
+    same addresses as the pattern alone."""
+    alone = [m.group(0) for m in extortion._WALLET.finditer(text)][:10]
+    assert [w.address for w in extortion.wallets(text)] == alone
 
 
 # -- obfuscated links -------------------------------------------------------------------------

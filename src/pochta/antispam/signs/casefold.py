@@ -21,6 +21,7 @@ every character.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import re2
@@ -41,11 +42,17 @@ SAME_CASE = (
 is the other's lower case (the engine's own table of them)."""
 _SAME: dict[int, int | None] = {ord(c): ord(group[0]) for group in SAME_CASE for c in group[1:]}
 _SAME_NO_DOT: dict[int, int | None] = {**_SAME, 0x307: None}
+_REWRITTEN = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(_SAME_NO_DOT)) + "]")
+"""Any character either table rewrites: a text without one (most) is not translated (a
+translation by a dict looks every character up: ~0.4 ms for a non-ASCII letter's text)."""
 
 
 def folded(text: str, *, dot: bool = False) -> str:
     """``text`` as Python's case-insensitive engine compares it (see the module's doc)."""
-    return text.lower().translate(_SAME if dot else _SAME_NO_DOT)
+    low = text.lower()
+    if low.isascii() or _REWRITTEN.search(low) is None:  # the tables rewrite nothing
+        return low
+    return low.translate(_SAME if dot else _SAME_NO_DOT)
 
 
 def plain(words: list[str]) -> str:

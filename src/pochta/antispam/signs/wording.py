@@ -54,8 +54,9 @@ _FORMAT = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064
 
 
 def fold(text: str) -> str:
-    s = unicodedata.normalize("NFKC", text).casefold().replace("ё", "е")
-    s = _FORMAT.sub("", s)
+    s = unicodedata.normalize("NFKC", text).casefold()
+    if not s.isascii():  # "ё" and the format characters are beyond ASCII
+        s = _FORMAT.sub("", s.replace("ё", "е"))
     return _SPACE.sub(" ", s) if casefold.found(_SPACE_FIRST, s) else s
 
 
