@@ -68,6 +68,11 @@ RULES = {
     "personal 10/3 x2": PersonalRule(10, 3, 2),
     "personal 1/0 x8": PersonalRule(1, 0, 8),
     "personal 200/200 x1": PersonalRule(200, 200, 1),  # SpamAssassin's wait, for reference
+    # the user's own words also as a term after the model, at most ``bound`` log-odds
+    "personal 3/1 x2 +1": PersonalRule(3, 1, 2, 1.0),
+    "personal 3/1 x2 +2": PersonalRule(3, 1, 2, 2.0),
+    "personal 3/1 x2 +3": PersonalRule(3, 1, 2, 3.0),
+    "personal 10/3 x2 +2": PersonalRule(10, 3, 2, 2.0),
 }
 
 
@@ -250,6 +255,7 @@ def main() -> None:
                 "min_spam": personal.rule.min_spam,
                 "min_ham": personal.rule.min_ham,
                 "weight": personal.rule.weight,
+                "bound": personal.rule.bound,
             },
             "corrections": mode.corrections,
             "users_whose_words_count": len(personal.refresh()) if personal is not None else 0,
