@@ -193,7 +193,12 @@ def test_own_words_after_the_model_move_the_verdict_further_and_within_the_bound
     """With ``bound`` the owner's own words alone (their Fisher score) also shift the
     model's log-odds: toward spam for what Alice taught as spam, toward ham for Bob, never
     by more than ``bound`` (a word-weights model's fixed column cannot drown them)."""
-    plain, _ = setup(model)
+    words = Words(MemoryWordStore(), shipped=model.tokens, buffered=False)
+    plain = Scanner(
+        model=model,
+        words=words,
+        personal=Personal(words, PersonalRule(min_spam=3, min_ham=1, weight=2, bound=0.0)),
+    )
     words = Words(MemoryWordStore(), shipped=model.tokens, buffered=False)
     bound = 2.0
     termed = Scanner(

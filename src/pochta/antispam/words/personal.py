@@ -46,7 +46,7 @@ class PersonalRule:
     min_spam: int = 3  # letters the user said were spam
     min_ham: int = 1  # letters the user said were not spam
     weight: int = 2  # how many times the user's counts are added to the installation's
-    bound: float = 0.0  # log-odds the user's own words may add or take after the model (0: none)
+    bound: float = 1.0  # log-odds the user's own words may add or take after the model (0: none)
 
     def ready(self, totals: tuple[int, int]) -> bool:
         """Whether an owner with these learned letters (weighted, as stored) counts."""
