@@ -36,6 +36,7 @@ from pochta.antispam import tokens as tokens_mod
 from pochta.antispam.auth.results import NO_AUTH
 from pochta.antispam.model import design
 from pochta.antispam.rules import ruleset as rules
+from pochta.antispam.signs import checks
 from pochta.antispam.signs.registry import Sign
 from pochta.antispam.verdict import KNOWN_SENDER_BELOW, known_sender, model_columns
 from pochta.mime.letter import parse
@@ -56,7 +57,7 @@ def replayed(generated: int) -> tuple[training.Replay, list[int], list[bool]]:
     phishing. Cached in the temporary directory (by the code's inputs: the number of
     generated letters, the source of the replay's modules and the default rules)."""
     key = hashlib.sha256(f"{generated}".encode())
-    for mod in (training, design, rules):
+    for mod in (training, design, rules, checks):  # checks: the signs' code
         key.update(Path(mod.__file__ or "").read_bytes())
     key.update(rules.default_text().encode())  # the rules' points are features too
     path = CACHE / f"replay-{key.hexdigest()[:16]}.pickle"

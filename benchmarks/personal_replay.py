@@ -23,7 +23,9 @@ Modes, each from empty learned words, on the same stream:
     installation   the verdict is the installation's (shipped + installation words) for
                    everyone: what pochta did before personal learning
     personal ...   the verdict per user is ``Scanner.for_owner`` with a PersonalRule
-                   (min_spam, min_ham, weight): the rule's variants side by side
+                   (min_spam, min_ham, weight, bound): the rule's variants side by side;
+                   "+B": the user's own words also as a term after the model of at most
+                   B log-odds (``words.personal.own_term``)
 
 Misfiled %: copies whose folder (Inbox / Spam) is not what their owner wants, counted at
 delivery (before any correction), overall, for the "disputed" copies (bulk-averse users'
@@ -62,12 +64,18 @@ READERS = 3  # users each letter goes to
 AVERSE = frozenset(range(4))  # users who do not want half of their lists
 BULK = ("bulk", "list", "junk")
 RULES = {
-    "personal 3/1 x2": PersonalRule(3, 1, 2),  # the default
-    "personal 3/1 x1": PersonalRule(3, 1, 1),
-    "personal 3/1 x4": PersonalRule(3, 1, 4),
-    "personal 10/3 x2": PersonalRule(10, 3, 2),
-    "personal 1/0 x8": PersonalRule(1, 0, 8),
-    "personal 200/200 x1": PersonalRule(200, 200, 1),  # SpamAssassin's wait, for reference
+    # the user's words through the word statistic only (bound 0)
+    "personal 3/1 x2": PersonalRule(3, 1, 2, 0.0),
+    "personal 3/1 x1": PersonalRule(3, 1, 1, 0.0),
+    "personal 3/1 x4": PersonalRule(3, 1, 4, 0.0),
+    "personal 10/3 x2": PersonalRule(10, 3, 2, 0.0),
+    "personal 1/0 x8": PersonalRule(1, 0, 8, 0.0),
+    "personal 200/200 x1": PersonalRule(200, 200, 1, 0.0),  # SpamAssassin's wait
+    # the user's own words also as a term after the model, at most ``bound`` log-odds
+    "personal 3/1 x2 +1": PersonalRule(3, 1, 2, 1.0),  # the default
+    "personal 3/1 x2 +2": PersonalRule(3, 1, 2, 2.0),
+    "personal 3/1 x2 +3": PersonalRule(3, 1, 2, 3.0),
+    "personal 10/3 x2 +2": PersonalRule(10, 3, 2, 2.0),
 }
 
 
@@ -250,6 +258,7 @@ def main() -> None:
                 "min_spam": personal.rule.min_spam,
                 "min_ham": personal.rule.min_ham,
                 "weight": personal.rule.weight,
+                "bound": personal.rule.bound,
             },
             "corrections": mode.corrections,
             "users_whose_words_count": len(personal.refresh()) if personal is not None else 0,

@@ -539,7 +539,10 @@ def _scanner(
         unscored="spam" if a.on_timeout == "spam" else "ham",
         personal=(
             Personal(
-                words, PersonalRule(a.personal_min_spam, a.personal_min_ham, a.personal_weight)
+                words,
+                PersonalRule(
+                    a.personal_min_spam, a.personal_min_ham, a.personal_weight, a.personal_bound
+                ),
             )
             if words is not None and a.personal_words
             else None

@@ -834,6 +834,13 @@ class AntispamSettings(Section):
         description="how many times a user's own word counts are added to the installation's"
         " for that user's letters",
     )
+    personal_bound: float = Field(
+        1.0,
+        ge=0.0,
+        le=10.0,
+        description="at most this many log-odds a user's own words alone add to or take from"
+        " the model's verdict for that user's letters (0: only through the word statistic)",
+    )
     learned_words_backend: Literal["auto", "sqlite", "postgres", "redis"] = Field(
         "auto",
         description="where learned words live: sqlite = <data_dir>/words.sqlite3 (this machine's"

@@ -51,7 +51,7 @@ from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs.protected import Protected
 from pochta.antispam.signs.registry import SYMBOLS, Sign
 from pochta.antispam.words import Words
-from pochta.antispam.words.personal import Personal
+from pochta.antispam.words.personal import Personal, own_term, shifted
 from pochta.errors import StorageError
 from pochta.mime.letter import Letter, parse
 from pochta.types import Envelope, Listed
@@ -626,13 +626,16 @@ class Scanner:
         ):
             return verdict
         try:
-            table = personal.table(owner, analysis.tokens, analysis.hashes)
+            table, own = personal.tables(owner, analysis.tokens, analysis.hashes)
         except StorageError as exc:
             log.warning("personal words: not read, the installation's verdict stands: %s", exc)
             return verdict
         f = dict(verdict.features)
         f[tokens_mod.FEATURE], words = table.judge(analysis.tokens, shown=WORDS_SHOWN)
         probability = self.model.probability(f)
+        if personal.rule.bound:  # the owner's own words, after the model (words.personal)
+            term = own_term(own.score(analysis.tokens), personal.rule.bound)
+            probability = shifted(probability, term)
         label: Label = "spam" if probability >= self.model.threshold else "ham"
         return dataclasses.replace(
             verdict, label=label, probability=probability, features=f, words=words

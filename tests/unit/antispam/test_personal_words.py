@@ -5,6 +5,7 @@ only, at no cost for anyone else."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from hypothesis import given
@@ -15,7 +16,7 @@ from pochta.antispam.model import booster
 from pochta.antispam.verdict import Scanner
 from pochta.antispam.words import FEEDBACK_WEIGHT, Words
 from pochta.antispam.words.memory import MemoryWordStore
-from pochta.antispam.words.personal import Personal, PersonalRule, blended
+from pochta.antispam.words.personal import Personal, PersonalRule, blended, own_term, shifted
 from pochta.errors import StorageError
 from pochta.mime.letter import parse
 
@@ -184,3 +185,46 @@ def test_blended_adds_weight_times_the_owners_counts(
         a, b = inst.get(h, (0, 0))
         c, d = own.get(h, (0, 0))
         assert (s, m) == (a + weight * c, b + weight * d)
+
+
+def test_own_words_after_the_model_move_the_verdict_further_and_within_the_bound(
+    model: booster.Model,
+) -> None:
+    """With ``bound`` the owner's own words alone (their Fisher score) also shift the
+    model's log-odds: toward spam for what Alice taught as spam, toward ham for Bob, never
+    by more than ``bound`` (a word-weights model's fixed column cannot drown them)."""
+    words = Words(MemoryWordStore(), shipped=model.tokens, buffered=False)
+    plain = Scanner(
+        model=model,
+        words=words,
+        personal=Personal(words, PersonalRule(min_spam=3, min_ham=1, weight=2, bound=0.0)),
+    )
+    words = Words(MemoryWordStore(), shipped=model.tokens, buffered=False)
+    bound = 2.0
+    termed = Scanner(
+        model=model,
+        words=words,
+        personal=Personal(words, PersonalRule(min_spam=3, min_ham=1, weight=2, bound=bound)),
+    )
+    for s in (plain, termed):
+        teach(s)
+    analysis = plain.analyzer.analyze(parse(club(20)))
+    v = plain.decide(analysis)
+    for owner, toward_spam in ((ALICE, True), (BOB, False)):
+        a = plain.for_owner(v, analysis, owner).probability
+        b = termed.for_owner(termed.decide(analysis), analysis, owner).probability
+        assert a is not None and b is not None
+        assert (b > a) if toward_spam else (b < a)
+        shift = math.log(b / (1 - b)) - math.log(a / (1 - a))
+        assert abs(shift) <= bound + 1e-9
+
+
+@given(score=st.floats(-1, 2, allow_nan=False), bound=st.floats(0, 10))
+def test_the_own_term_is_bounded_and_monotone(score: float, bound: float) -> None:
+    t = own_term(score, bound)
+    assert -bound <= t <= bound
+    assert own_term(0.5, bound) == 0.0
+    assert own_term(min(score + 0.1, 2.0), bound) >= t
+    p = shifted(0.3, t)
+    assert 0.0 < p < 1.0
+    assert (p >= 0.3 - 1e-12) if t >= 0 else (p <= 0.3 + 1e-12)

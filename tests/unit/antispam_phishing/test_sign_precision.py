@@ -87,6 +87,26 @@ def test_a_link_through_the_senders_own_bounce_domain_is_its_esp() -> None:
     assert "PHISH_LINK_TEXT_MISMATCH" in signs(other)
 
 
+@pytest.mark.parametrize(
+    ("html", "fires"),
+    [
+        # a shop's newsletter naming a partner shop, the click counted on its own site
+        (a("https://www.northwind-shop.com/r?p=7", "www.arnotts.ie"), False),
+        (a("https://click.northwind-shop.com/c/77", "https://www.canonresellers.com/"), False),
+        # its own site behind a bank's or a service's name: still a mismatch
+        (a("https://www.northwind-shop.com/login", "www.paypal.com"), True),
+        (a("https://www.northwind-shop.com/login", "https://online.sberbank.ru/"), True),
+        # a partner's name, the link elsewhere than the sender's site: still a mismatch
+        (a("https://evil-site.com/r?p=7", "www.arnotts.ie"), True),
+    ],
+)
+def test_own_link_under_a_partners_name(html: str, fires: bool) -> None:
+    """A link to the sender's own site whose text shows a site of no protected organization
+    (hard-ham-1: a shop's and a publisher's newsletters) leads nowhere the sender does not
+    answer for (issue 28)."""
+    assert ("PHISH_LINK_TEXT_MISMATCH" in signs(letter(sender=SHOP, html=html))) is fires
+
+
 # -- look-alike links -------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "href",

@@ -57,6 +57,13 @@ def with_image(
     return msg.as_bytes(policy=SMTP)
 
 
+BOUNCE = (
+    "This message was created automatically by mail delivery software.\n\n"
+    "A message that you sent could not be delivered to one or more of its recipients.\n"
+    "  someone@far.example: mailbox unavailable\n"
+)
+
+
 def to_reader(**kw: object) -> bytes:
     headers = dict(kw.pop("headers", {}) or {})  # type: ignore[call-overload]
     raw = letter(headers=headers, **kw)  # type: ignore[arg-type]
@@ -164,6 +171,29 @@ def test_a_mail_administrators_name_from_outside(name: str) -> None:
 )
 def test_a_mail_administrators_name_left_alone(sender: str, headers: dict[str, str]) -> None:
     assert "PHISH_MAIL_ADMIN_NAME" not in signs(to_reader(sender=sender, headers=headers))
+
+
+@pytest.mark.parametrize(
+    ("return_path", "sender", "text", "fires"),
+    [
+        # a server's delivery report: a null or MAILER-DAEMON envelope sender, nothing to click
+        ("<>", "Mail Delivery System <Mailer-Daemon@mx.host.example>", BOUNCE, False),
+        ("<MAILER-DAEMON@relay.example>", "Mail Delivery System <postmaster@mx.host.example>",
+         BOUNCE, False),
+        # the same name with a link to act on: a phishing letter posing as a bounce
+        ("<>", "Mail Delivery System <Mailer-Daemon@mx.host.example>",
+         BOUNCE + "Release your 7 pending messages: https://mail-release.example/login\n", True),
+        # a bounce's name from somebody's own address or envelope sender
+        ("<>", "Mail Delivery System <admin@mx.host.example>", BOUNCE, True),
+        ("<bulk@srv.example>", "Mail Delivery System <Mailer-Daemon@mx.host.example>",
+         BOUNCE, True),
+    ],
+)
+def test_a_delivery_report_is_a_mail_servers_own(
+    return_path: str, sender: str, text: str, fires: bool
+) -> None:
+    raw = to_reader(sender=sender, text=text, headers={"Return-Path": return_path})
+    assert ("PHISH_MAIL_ADMIN_NAME" in signs(raw)) is fires
 
 
 # -- account and fee lures --------------------------------------------------------------------

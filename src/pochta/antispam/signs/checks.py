@@ -481,6 +481,18 @@ def _leads_where_shown(ctx: Context, link: Link, shown: str) -> bool:
     return ctx.redirector(link.host) or ctx.same_party(link.host, ctx.return_path_domain)
 
 
+def _own_link_to_partner(ctx: Context, link: Link, shown: str) -> bool:
+    """A link to the sender's own site (its From domain's party, imitating nobody) whose text
+    shows a site no protected organization owns nor is imitated by: a shop's or a publisher's
+    newsletter naming a partner and counting the click on its own site (``arnotts.ie`` ->
+    ``buy4now.ie``, ``www.canonresellers.com`` -> ``clickthru.online.com`` from
+    newsletter.online.com). It leads the reader nowhere the sender does not answer for; a
+    link whose text shows a bank's or a service's site still counts, wherever it goes."""
+    if not ctx.own_site(link.host) or ctx.protected.imitation(link.host) is not None:
+        return False
+    return ctx.protected.owner(shown) is None and ctx.protected.imitation(shown) is None
+
+
 def link_text_mismatch(ctx: Context) -> Sign | None:
     found: list[str] = []
     for link in ctx.letter.web_links:
@@ -489,7 +501,7 @@ def link_text_mismatch(ctx: Context) -> Sign | None:
         shown = shown_host(link.text)
         if shown is None or ctx.same_party(shown, link.host):
             continue
-        if _leads_where_shown(ctx, link, shown):
+        if _leads_where_shown(ctx, link, shown) or _own_link_to_partner(ctx, link, shown):
             continue
         found.append(f"{shown} → {link.host}")
     return sign("PHISH_LINK_TEXT_MISMATCH", found[:3]) if found else None
@@ -756,13 +768,29 @@ def _mailing_list(letter: Letter) -> bool:
     return any(letter.header(h) for h in ("list-id", "list-post", "mailing-list"))
 
 
+_DAEMONS = ("mailer-daemon", "postmaster")
+
+
+def _bounce(ctx: Context) -> bool:
+    """A delivery report as mail servers send it: from MAILER-DAEMON or postmaster, with a
+    null or a MAILER-DAEMON envelope sender, and no web link to act on. A server's "Mail
+    Delivery System" is a mail administrator's name by right; a phishing letter posing as
+    one needs a link (the lure: "release your pending messages")."""
+    rp = ctx.return_path
+    if rp is None or ctx.letter.web_links:
+        return False
+    rp_local = rp.rpartition("@")[0].lower() if rp else ""
+    from_local = ctx.letter.from_address.rpartition("@")[0].lower()
+    return (not rp or rp_local in _DAEMONS) and from_local in _DAEMONS
+
+
 def mail_admin_name(ctx: Context) -> Sign | None:
     """The display name is a mail administrator's ("Mail Administrator", "Webmail Support",
     "IT Helpdesk", "Администратор почты"), and the sender is neither in the reader's domain
     nor a protected organization's own (Gmail's team writes from google.com), nor a mailing
     list."""
     name = ctx.shown_name
-    if not name.strip() or _own_or_reader(ctx) or _mailing_list(ctx.letter):
+    if not name.strip() or _own_or_reader(ctx) or _mailing_list(ctx.letter) or _bounce(ctx):
         return None
     found = lures.find(lures.MAIL_ROLE, wording.fold(name), 1)
     if not found:

@@ -24,6 +24,7 @@ one caller while the others go on with the set they have); for anyone else
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,11 +46,28 @@ class PersonalRule:
     min_spam: int = 3  # letters the user said were spam
     min_ham: int = 1  # letters the user said were not spam
     weight: int = 2  # how many times the user's counts are added to the installation's
+    bound: float = 1.0  # log-odds the user's own words may add or take after the model (0: none)
 
     def ready(self, totals: tuple[int, int]) -> bool:
         """Whether an owner with these learned letters (weighted, as stored) counts."""
         spam, ham = totals
         return spam >= self.min_spam * FEEDBACK_WEIGHT and ham >= self.min_ham * FEEDBACK_WEIGHT
+
+
+def own_term(score: float, bound: float) -> float:
+    """The log-odds a user's own words add after the model: their own Fisher score (0 all
+    ham, 1 all spam, 0.5 nothing known), moved to [-1, 1], times ``bound`` (pure)."""
+    if not bound or not math.isfinite(score):
+        return 0.0
+    return bound * (2.0 * min(max(score, 0.0), 1.0) - 1.0)
+
+
+def shifted(probability: float, term: float) -> float:
+    """``probability`` with ``term`` added to its log-odds (pure)."""
+    if not term:
+        return probability
+    p = min(max(probability, 1e-9), 1.0 - 1e-9)
+    return 1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + term)))
 
 
 def blended(
@@ -118,10 +136,20 @@ class Personal:
     ) -> tokens_mod.TokenTable:
         """One letter's table for ``owner``: shipped + installation + weight x own
         (StorageError)."""
+        return self.tables(owner, tokens, hashes)[0]
+
+    def tables(
+        self, owner: int, tokens: Sequence[str], hashes: Sequence[int]
+    ) -> tuple[tokens_mod.TokenTable, tokens_mod.TokenTable]:
+        """One letter's tables for ``owner``: shipped + installation + weight x own, and
+        the owner's own words alone (what :func:`own_term` reads). StorageError."""
         w = self.words
         hashes = list(hashes)[:MAX_HASHES]
         tokens = list(tokens)[: len(hashes)]
         inst, inst_totals = w.learned(INSTALLATION, hashes)
         own, own_totals = w.learned(owner, hashes)
         learned, totals = blended(inst, inst_totals, own, own_totals, self.rule.weight)
-        return merged_table(tokens, hashes, w.shipped, learned, totals, w.key)
+        return (
+            merged_table(tokens, hashes, w.shipped, learned, totals, w.key),
+            merged_table(tokens, hashes, None, own, own_totals, w.key),
+        )
