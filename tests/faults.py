@@ -1,5 +1,5 @@
 """The fault campaign with real processes, shared by the CI-sized test
-(``tests/integration/test_faults.py``, 25 SIGKILLs) and the benchmark
+(``tests/integration/test_faults.py``, 30 SIGKILLs) and the benchmark
 (``benchmarks/fault_campaign.py``, 1,000 and more).
 
 ``pochta serve`` is killed with SIGKILL at random moments (during startup and recovery, or
@@ -383,7 +383,7 @@ def _kill_phase(
 def campaign(
     root: Path,
     *,
-    kills: int = 25,
+    kills: int = 30,
     seed: int = 2026,
     progress: Callable[[Progress], None] | None = None,
 ) -> CampaignResult:

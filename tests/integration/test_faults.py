@@ -17,9 +17,9 @@ from tests.faults import campaign
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# every restart is a ``pochta serve`` start (seconds): 25 kills, seeded so that both kinds
-# come (7 during startup and recovery, 18 while it works); the benchmark runs 1,000
-KILLS = 25
+# every restart is a ``pochta serve`` start (seconds): 30 kills, seeded so that both kinds
+# come (10 during startup and recovery, 20 while it works); the benchmark runs 1,000
+KILLS = 30
 
 
 def assert_sound(report: dict[str, Any]) -> None:
