@@ -93,7 +93,7 @@ def main() -> None:
             seen[way].append(start(way, args.poll))
             loads.append(os.getloadavg()[0])
     child1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = {
+    out: dict[str, object] = {
         way: {
             "median_seconds_to_healthy": round(statistics.median(t for t, _ in runs), 2),
             "all": [round(t, 2) for t, _ in runs],
