@@ -1,6 +1,6 @@
 """The fault campaign as a benchmark: ``pochta serve`` killed with SIGKILL 1,000 times.
 
-The same harness as the CI-sized test (``tests/integration/test_faults.py``, 50 kills), in
+The same harness as the CI-sized test (``tests/integration/test_faults.py``, 30 kills), in
 ``tests/faults.py``: a workload delivers letters with shared attachments over SMTP, deletes
 letters over HTTP and delivers the same letters again, while ``pochta serve`` is started and
 killed (30 % of the kills during startup and recovery, the rest 0.1-1 s after it is healthy).

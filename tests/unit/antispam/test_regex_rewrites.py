@@ -366,9 +366,16 @@ def test_intended_differences() -> None:
 
 # -- the corpus ------------------------------------------------------------------------------
 def corpus_texts() -> Iterator[tuple[str, bytes, dict[str, list[str]]]]:
-    """Per letter of easy-ham-1 and spam-1: its bytes, and the texts each pattern reads."""
+    """Per letter of a fixed quarter of the unsealed easy-ham-1 and spam-1 (chosen by the hash
+    of the name, as in test_matches_on_the_corpus_letters, so every run compares the same
+    ones): its bytes, and the texts each pattern reads. The hypothesis tests cover the input
+    space; this keeps real letters in view at a quarter of the cost (CI: 21 s -> ~5 s)."""
     try:
-        letters = list(corpus.letters(["easy-ham-1", "spam-1"]))
+        letters = [
+            m
+            for m in corpus.unsealed(["easy-ham-1", "spam-1"])
+            if hashlib.sha256(m.name.encode()).digest()[0] % 4 == 0
+        ]
     except corpus.CorpusUnavailable as exc:
         pytest.skip(f"the SpamAssassin corpus cannot be fetched: {exc}")
     for item in letters:
@@ -416,4 +423,4 @@ def test_rewrites_find_the_same_on_the_corpus() -> None:
                 old_m, new_m = before.MEDIA_TYPE.match(value), headers._MEDIA_TYPE.match(value)
                 assert (new_m and new_m.group(1)) == (old_m and old_m.group(1)), where
         compared += 1
-    assert compared == 3000
+    assert compared > 550  # 614 of the 3,000
