@@ -81,3 +81,15 @@ def test_unknown_counters_push_nothing(scanner: Scanner) -> None:
     lean = [p for c, p in zip(scanner.model.columns, pushes, strict=True) if ".spam_lean_" in c]
     assert lean and all(p == pytest.approx(0.0, abs=1e-12) for p in lean)
     assert not any(".spam_lean_" in r.feature for r in scanner.explain(v))
+
+
+def test_a_value_the_letter_lacked_is_null_in_json() -> None:
+    """A feature missing from a letter is NaN to the model and can still push its verdict;
+    ``POST /v1/scan?explain=true`` answered 500 ("Out of range float values are not JSON
+    compliant") on such a reason."""
+    import json
+
+    reason = explain.Reason("text.words", math.nan, 0.25, "log-odds", "unknown", "неизвестно")
+    d = reason.as_dict()
+    assert d["value"] is None and d["push"] == 0.25
+    assert json.loads(json.dumps(d, allow_nan=False)) == d

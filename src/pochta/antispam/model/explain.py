@@ -40,10 +40,12 @@ class Reason:
         return "spam" if self.push > 0 else "ham"
 
     def as_dict(self) -> dict[str, object]:
+        """As JSON: a value the letter did not have (NaN to the model, which can still push
+        by it) is null, as its phrase says "unknown"; JSON has no NaN."""
         return {
             "feature": self.feature,
-            "value": round(self.value, 4),
-            "push": round(self.push, 4),
+            "value": round(self.value, 4) if math.isfinite(self.value) else None,
+            "push": round(self.push, 4) if math.isfinite(self.push) else None,
             "unit": self.unit,
             "toward": self.toward,
             "en": self.en,
