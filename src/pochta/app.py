@@ -465,7 +465,7 @@ def server_tls(settings: Settings) -> ServerTLS | None:
 def connection_gate(settings: Settings) -> Gate:
     """The connection limits of a server (``[connections]`` and each protocol's
     ``max_connection*`` settings; LMTP has SMTP's), counted in ``<data_dir>/connections``
-    with every other process of this server (``serve --workers``); the caller closes it."""
+    with every other process of this server (``serve --processes``); the caller closes it."""
     c = settings.connections
 
     def limits(s: SmtpSettings | ImapSettings | HttpSettings) -> Limits:

@@ -144,7 +144,7 @@ records go to the root logger's handler like pochta's."""
 
 
 def _add_pid(_logger: object, _method: str, event: EventDict) -> EventDict:
-    """The process's id on every line: ``serve --workers`` runs several servers on one log."""
+    """The process's id on every line: ``serve --processes`` runs several servers on one log."""
     event["pid"] = os.getpid()
     return event
 

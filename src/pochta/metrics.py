@@ -9,7 +9,7 @@ totals).
 **Several processes.** ``pochta serve`` records in its own process (the worker processes of
 :mod:`pochta.cpupool` only compute; their results, timings included, come back to the server,
 which records them), and there may be several servers behind one port (``pochta serve
---workers N``). So the server uses prometheus-client's multiprocess mode: ``use_directory``
+--processes N``). So the server uses prometheus-client's multiprocess mode: ``use_directory``
 (called by ``pochta serve`` before the first metric exists, and before it starts any other
 process) points ``PROMETHEUS_MULTIPROC_DIR`` at ``<data_dir>/metrics/<pid>``, where every
 process of that server writes its values to small memory-mapped files; a scrape of any of

@@ -200,7 +200,7 @@ def test_generated_token_is_kept_in_data_dir(tmp_path: Path) -> None:
 
 
 def test_upload_answer_is_the_documented_model(client: TestClient) -> None:
-    """The upload is served by a plain route (server.blobs): its answer is exactly StoredOut,
+    """The upload is served by a plain route (server.api.blobs): its answer is exactly StoredOut,
     the model the OpenAPI document gives for it."""
     from pochta.server.api.blobs import StoredOut
 

@@ -312,7 +312,7 @@ def test_scan_api_explains_on_request(tmp_path: Path) -> None:
 
 
 def test_the_plain_scan_route_answers_as_the_documented_one(tmp_path: Path) -> None:
-    """``POST /v1/scan`` is served by a plain route (server.scan) ahead of the documented
+    """``POST /v1/scan`` is served by a plain route (server.api.scan) ahead of the documented
     FastAPI one: the same request gets the same status, headers that matter and body from
     both, refusals included (token before parameters, pydantic's words for ``explain``)."""
     from pochta.server.api import scan

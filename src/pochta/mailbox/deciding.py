@@ -174,7 +174,7 @@ def worker_scanner(settings: Settings, model_: model.Model | None) -> Scanner:
     """A worker process's decision half (``mailbox.intake.init_pool_process``): the server's rules,
     ``model_`` (``Model.for_workers``), and this process's own connections to the shingles'
     counters and the learned words (the same stores the server reads; each process buffers
-    its own increments and writes them every ``flush_interval``, as ``serve --workers``'s
+    its own increments and writes them every ``flush_interval``, as ``serve --processes``'s
     processes do). No personal step: the recipients are the server's."""
     data = settings.data_dir.resolve()
     redis = redis_client(settings)

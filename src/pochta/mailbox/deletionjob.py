@@ -1,7 +1,7 @@
 """The background job that finishes recorded deletions: one process at a time.
 
 Every ``pochta serve`` starts a ``DeletionJob``; among all the processes that share the
-locks (the ``--workers`` of one machine, the loaders of many), one leads the job
+locks (the ``--processes`` of one machine, the loaders of many), one leads the job
 (``pochta.guard.singleton``). When it becomes the leader it first recovers what a crash left
 (``Deletions.recover``: deliveries cut short, then the journal sweep), then every ``interval``
 seconds, or at once when woken in this process, undoes the deliveries cut short since and

@@ -434,8 +434,11 @@ class PostgresIndex:
         lost, wrote the letters ``ids``: they are there (ids come from a sequence, never
         given twice), or they are not and that process is gone (while it lives, its commit
         may still be made: held by the synchronous standby, or by a frozen server). Asked
-        again, on new connections when answers are lost, for up to ``failover_timeout``
-        seconds (plus one ``answer_timeout``); False when still unknown."""
+        again, on new connections when answers are lost, until ``failover_timeout`` seconds
+        have passed; a look begun just before then may still wait ``pool_timeout`` for a
+        connection and ``answer_timeout`` for its answer (defaults: 30 + 30 + 60 s at most,
+        after the first ``answer_timeout``). False when still unknown: the delivery answers
+        451, and a sender's retry may store the letter twice, never lose it."""
         deadline = time.monotonic() + self._db.settings.failover_timeout
         ask = (
             "SELECT EXISTS (SELECT 1 FROM pochta.letters WHERE id = ANY(%s::bigint[])),"

@@ -67,7 +67,7 @@ def create_app(
     doorman: Doorman | None = None,
 ) -> FastAPI:
     """The application. ``sockets``: listening sockets bound beforehand, by listener name
-    (``smtp``, ``lmtp``), used instead of binding their ports (``serve --workers``);
+    (``smtp``, ``lmtp``), used instead of binding their ports (``serve --processes``);
     ``tls``: the certificate this process already loaded (``pochta serve``, for HTTPS);
     default: loaded from ``[tls]`` at startup; ``doorman``: the connection limits, shared
     with the HTTP listener (``pochta serve``); default: made (and closed) here for SMTP

@@ -1073,7 +1073,7 @@ async def start(
     on the running loop; the caller closes them. ``smtp``: the letters' size limit
     (APPENDLIMIT) and spool threshold; ``require_tls``: LOGIN / AUTHENTICATE only over TLS,
     from every address (``tls.require_starttls``); ``sockets``: listening sockets bound
-    beforehand (``imap``, ``imaps``: ``serve --workers``), used instead of binding the ports;
+    beforehand (``imap``, ``imaps``: ``serve --processes``), used instead of binding the ports;
     ``budget``, ``intake``, ``spool_dir``, ``cleartext``, ``passwords``: see
     :class:`ImapServer`;
     ``doorman``: the connection limits of every protocol (None: the server's own, from

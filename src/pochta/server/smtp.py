@@ -506,7 +506,7 @@ def protocol_class(
 
 BACKLOG = 2048
 """Connections the kernel queues for the listener before it accepts them (as the sockets of
-``serve --workers`` and uvicorn's are bound). asyncio listens again with the backlog given to
+``serve --processes`` and uvicorn's are bound). asyncio listens again with the backlog given to
 ``create_server`` (100 by default), even on a socket bound beforehand: with 100, a burst of
 3,000 connections overflowed the queue, and ~500 of them, their handshake's last packet
 dropped by the kernel, waited a minute for a greeting or a refusal that never came."""

@@ -1,6 +1,6 @@
 """Connection counts shared by the processes of one server (``pochta.types.ConnectionTable``).
 
-``pochta serve --workers N`` runs N processes behind the same ports; the kernel spreads one
+``pochta serve --processes N`` runs N processes behind the same ports; the kernel spreads one
 client's connections over them (SO_REUSEPORT hashes the 4-tuple), so counts kept per process
 would let a client have N times its limit. ``MappedConnectionTable`` shares them through
 files in ``<data_dir>/connections/``:
@@ -66,7 +66,7 @@ KEY = struct.Struct("<Q")
 CAPACITY = 1 << 15  # entries per slot for addresses and networks: 24 B each, 768 KB
 TOTALS = 16  # entries for the protocols' totals (4 protocols use 4)
 MAX_PROBE = 32
-SLOTS = 64  # processes at most (`serve --workers` takes up to 64)
+SLOTS = 64  # processes at most (`serve --processes` takes up to 64)
 REFRESH = 1.0  # seconds between two looks at which slots are live
 
 

@@ -199,14 +199,9 @@ Counts = dict[str, int]
 """Kind name -> value (every known kind present, 0 when never counted)."""
 
 
-def window_sum(buckets: Buckets, window: Window, now: float) -> Counts:
-    """The sum of each kind over the window's buckets (saturating at MAX_VALUE)."""
+def _summed(values: dict[tuple[str, int], int], first: int, last: int) -> Counts:
+    """Each kind's sum over the buckets ``first``..``last`` of ``values`` (saturating)."""
     out = dict.fromkeys(KINDS, 0)
-    values = buckets.slots if window.unit == "10m" else buckets.days
-    if not values:
-        return out
-    last = slot_of(now) if window.unit == "10m" else day_of(now)
-    first = last - window.count + 1
     names = KIND_NAMES
     for (code, number), n in values.items():
         if first <= number <= last:
@@ -216,6 +211,15 @@ def window_sum(buckets: Buckets, window: Window, now: float) -> Counts:
     if max(out.values()) > MAX_VALUE:
         return {k: min(v, MAX_VALUE) for k, v in out.items()}
     return out
+
+
+def window_sum(buckets: Buckets, window: Window, now: float) -> Counts:
+    """The sum of each kind over the window's buckets (saturating at MAX_VALUE)."""
+    values = buckets.slots if window.unit == "10m" else buckets.days
+    if not values:
+        return dict.fromkeys(KINDS, 0)
+    last = slot_of(now) if window.unit == "10m" else day_of(now)
+    return _summed(values, last - window.count + 1, last)
 
 
 def window_sums(buckets: Buckets, windows: Sequence[Window], now: float) -> dict[str, Counts]:
@@ -229,22 +233,9 @@ def window_sums(buckets: Buckets, windows: Sequence[Window], now: float) -> dict
             result[w.name] = dict.fromkeys(KINDS, 0)
         return result
     last_slot, last_day = slot_of(now), day_of(now)
-    names = KIND_NAMES
     for w in windows:
-        out = dict.fromkeys(KINDS, 0)
-        if w.unit == "10m":
-            values, last = slots, last_slot
-        else:
-            values, last = days, last_day
-        first = last - w.count + 1
-        for (code, number), n in values.items():
-            if first <= number <= last:
-                name = names.get(code)
-                if name is not None:
-                    out[name] += n
-        if max(out.values()) > MAX_VALUE:
-            out = {k: min(v, MAX_VALUE) for k, v in out.items()}
-        result[w.name] = out
+        values, last = (slots, last_slot) if w.unit == "10m" else (days, last_day)
+        result[w.name] = _summed(values, last - w.count + 1, last)
     return result
 
 
