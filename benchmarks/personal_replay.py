@@ -72,7 +72,8 @@ RULES = {
     "personal 1/0 x8": PersonalRule(1, 0, 8, 0.0),
     "personal 200/200 x1": PersonalRule(200, 200, 1, 0.0),  # SpamAssassin's wait
     # the user's own words also as a term after the model, at most ``bound`` log-odds
-    "personal 3/1 x2 +1": PersonalRule(3, 1, 2, 1.0),  # the default
+    "personal 3/1 x2 +1": PersonalRule(3, 1, 2, 1.0),  # the default: in full after 10 of each
+    "personal 3/1 x2 +1 now": PersonalRule(3, 1, 2, 1.0, ramp=0),  # in full at once
     "personal 3/1 x2 +2": PersonalRule(3, 1, 2, 2.0),
     "personal 3/1 x2 +3": PersonalRule(3, 1, 2, 3.0),
     "personal 10/3 x2 +2": PersonalRule(10, 3, 2, 2.0),

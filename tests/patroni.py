@@ -112,10 +112,16 @@ def chosen() -> tuple[str, tuple[int, ...] | None] | None:
         found = version_of(str(beside))
         if found is not None and found >= FIXED:
             return str(beside), found
-    on_path = shutil.which("patroni")
-    if on_path is None:
+    # the first on PATH that the servers' user can run: with the venv activated (as CI does)
+    # PATH finds the venv's own first, which a venv made from root's pyenv keeps from them
+    found_on_path = [
+        Path(d) / "patroni" for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if d
+    ]
+    usable = [p for p in found_on_path if p.is_file() and os.access(p, os.X_OK)]
+    if not usable:
         return None
-    return on_path, version_of(on_path)
+    on_path = next((p for p in usable if _runs_as_server(p)), usable[0])
+    return str(on_path), version_of(str(on_path))
 
 
 def fixed() -> bool:

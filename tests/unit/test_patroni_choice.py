@@ -57,3 +57,22 @@ def test_named_patroni_and_the_fix(
     assert patroni.chosen() == (exe, patroni.version_of(exe))
     assert patroni.fixed() is fixed
     assert patroni.describe() == f"{says} ({exe})"
+
+
+def test_on_path_the_first_the_servers_can_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh: None
+) -> None:
+    """With the venv activated (CI), PATH finds the venv's Patroni first; when the servers'
+    user cannot run it (a venv of root's pyenv) the next one on PATH (Debian's) is taken."""
+    (venv := tmp_path / "venv").mkdir()
+    (debian := tmp_path / "usr-bin").mkdir()
+    mine = fake(venv, "patroni", "patroni 3.1.2")
+    theirs = fake(debian, "patroni", "patroni 3.0.2")
+    monkeypatch.delenv("SEVERAL_MACHINES_PATRONI", raising=False)
+    monkeypatch.setattr(patroni.sys, "executable", str(tmp_path / "elsewhere" / "python"))
+    monkeypatch.setenv("PATH", f"{venv}:{debian}")
+    monkeypatch.setattr(patroni, "_runs_as_server", lambda script: str(script) != mine)
+    assert patroni.chosen() == (theirs, (3, 0, 2))
+    patroni.chosen.cache_clear()
+    monkeypatch.setattr(patroni, "_runs_as_server", lambda script: True)
+    assert patroni.chosen() == (mine, (3, 1, 2))

@@ -634,7 +634,8 @@ class Scanner:
         f[tokens_mod.FEATURE], words = table.judge(analysis.tokens, shown=WORDS_SHOWN)
         probability = self.model.probability(f)
         if personal.rule.bound:  # the owner's own words, after the model (words.personal)
-            term = own_term(own.score(analysis.tokens), personal.rule.bound)
+            bound = personal.rule.own_bound((own.spam_letters, own.ham_letters))
+            term = own_term(own.score(analysis.tokens), bound)
             probability = shifted(probability, term)
         label: Label = "spam" if probability >= self.model.threshold else "ham"
         return dataclasses.replace(

@@ -228,3 +228,17 @@ def test_the_own_term_is_bounded_and_monotone(score: float, bound: float) -> Non
     p = shifted(0.3, t)
     assert 0.0 < p < 1.0
     assert (p >= 0.3 - 1e-12) if t >= 0 else (p <= 0.3 + 1e-12)
+
+
+def test_the_own_term_grows_with_the_scarcer_kind_taught() -> None:
+    """A user just past the rule (3 spam, 1 ham) would otherwise make every word of her spam
+    that her one ham letter lacks a clue, and push ordinary letters toward spam by the whole
+    bound: the term may use bound x (letters of the scarcer kind / ramp), at most bound."""
+    w = FEEDBACK_WEIGHT
+    rule = PersonalRule(min_spam=3, min_ham=1, weight=2, bound=1.0, ramp=10)
+    assert rule.own_bound((3 * w, 1 * w)) == pytest.approx(0.1)
+    assert rule.own_bound((30 * w, 5 * w)) == pytest.approx(0.5)
+    assert rule.own_bound((10 * w, 10 * w)) == pytest.approx(1.0)
+    assert rule.own_bound((400 * w, 200 * w)) == 1.0
+    assert PersonalRule(bound=2.0, ramp=0).own_bound((3 * w, 1 * w)) == 2.0
+    assert PersonalRule(bound=0.0).own_bound((50 * w, 50 * w)) == 0.0

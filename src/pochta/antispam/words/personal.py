@@ -47,11 +47,24 @@ class PersonalRule:
     min_ham: int = 1  # letters the user said were not spam
     weight: int = 2  # how many times the user's counts are added to the installation's
     bound: float = 1.0  # log-odds the user's own words may add or take after the model (0: none)
+    # letters of each kind a user must have taught before the own term may use all of
+    # ``bound`` (0: at once): with 3 spam and 1 ham taught, every word of the spam absent from
+    # the one ham letter is a clue, and the term would push ordinary letters toward spam
+    ramp: int = 10
 
     def ready(self, totals: tuple[int, int]) -> bool:
         """Whether an owner with these learned letters (weighted, as stored) counts."""
         spam, ham = totals
         return spam >= self.min_spam * FEEDBACK_WEIGHT and ham >= self.min_ham * FEEDBACK_WEIGHT
+
+    def own_bound(self, totals: tuple[int, int]) -> float:
+        """The part of ``bound`` the own term may use for an owner with these learned
+        letters (weighted, as stored): ``bound`` times the scarcer kind's letters over
+        ``ramp``, at most ``bound`` (pure)."""
+        if self.ramp <= 0:
+            return self.bound
+        taught = min(totals) / (self.ramp * FEEDBACK_WEIGHT)
+        return self.bound * min(1.0, max(taught, 0.0))
 
 
 def own_term(score: float, bound: float) -> float:
