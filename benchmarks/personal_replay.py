@@ -72,8 +72,10 @@ RULES = {
     "personal 1/0 x8": PersonalRule(1, 0, 8, 0.0),
     "personal 200/200 x1": PersonalRule(200, 200, 1, 0.0),  # SpamAssassin's wait
     # the user's own words also as a term after the model, at most ``bound`` log-odds
-    "personal 3/1 x2 +1": PersonalRule(3, 1, 2, 1.0),  # the default: in full after 10 of each
+    "personal 3/1 x2 +1": PersonalRule(3, 1, 2, 1.0),  # the default: in full after 3 of each
     "personal 3/1 x2 +1 now": PersonalRule(3, 1, 2, 1.0, ramp=0),  # in full at once
+    "personal 3/1 x2 +1 r10": PersonalRule(3, 1, 2, 1.0, ramp=10),
+    "personal 3/1 x2 +1 r5": PersonalRule(3, 1, 2, 1.0, ramp=5),
     "personal 3/1 x2 +2": PersonalRule(3, 1, 2, 2.0),
     "personal 3/1 x2 +3": PersonalRule(3, 1, 2, 3.0),
     "personal 10/3 x2 +2": PersonalRule(10, 3, 2, 2.0),
@@ -260,6 +262,7 @@ def main() -> None:
                 "min_ham": personal.rule.min_ham,
                 "weight": personal.rule.weight,
                 "bound": personal.rule.bound,
+                "ramp": personal.rule.ramp,
             },
             "corrections": mode.corrections,
             "users_whose_words_count": len(personal.refresh()) if personal is not None else 0,

@@ -840,7 +840,7 @@ class AntispamSettings(Section):
         le=10.0,
         description="at most this many log-odds a user's own words alone add to or take from"
         " the model's verdict for that user's letters (0: only through the word statistic); in"
-        " full once the user taught 10 letters of each kind, in proportion before",
+        " full once the user taught 3 letters of each kind, in proportion before",
     )
     learned_words_backend: Literal["auto", "sqlite", "postgres", "redis"] = Field(
         "auto",

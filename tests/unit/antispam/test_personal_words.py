@@ -240,5 +240,6 @@ def test_the_own_term_grows_with_the_scarcer_kind_taught() -> None:
     assert rule.own_bound((30 * w, 5 * w)) == pytest.approx(0.5)
     assert rule.own_bound((10 * w, 10 * w)) == pytest.approx(1.0)
     assert rule.own_bound((400 * w, 200 * w)) == 1.0
+    assert PersonalRule().own_bound((3 * w, 1 * w)) == pytest.approx(1 / 3)  # the default: 3
     assert PersonalRule(bound=2.0, ramp=0).own_bound((3 * w, 1 * w)) == 2.0
     assert PersonalRule(bound=0.0).own_bound((50 * w, 50 * w)) == 0.0

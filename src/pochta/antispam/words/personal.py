@@ -50,7 +50,7 @@ class PersonalRule:
     # letters of each kind a user must have taught before the own term may use all of
     # ``bound`` (0: at once): with 3 spam and 1 ham taught, every word of the spam absent from
     # the one ham letter is a clue, and the term would push ordinary letters toward spam
-    ramp: int = 10
+    ramp: int = 3
 
     def ready(self, totals: tuple[int, int]) -> bool:
         """Whether an owner with these learned letters (weighted, as stored) counts."""
