@@ -32,7 +32,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 Key = str
 """A blob's content address: SHA-256 of the decoded content, 64 lowercase hex characters."""
@@ -79,6 +79,18 @@ class FileRecord:
     pair_id: int
     space: Space = Space.LIVE
     moved_at: float | None = None
+
+    def as_fields(self) -> dict[str, Any]:
+        """The record as the API and the CLI show it (plain JSON values)."""
+        return {
+            "key": self.key,
+            "counter": self.counter,
+            "magic": self.magic,
+            "flags": ["do_not_delete"] if self.flags & FileFlag.DO_NOT_DELETE else [],
+            "pair": self.pair_id,
+            "space": "live" if self.space is Space.LIVE else "deleted",
+            "moved_at": self.moved_at,
+        }
 
 
 @dataclass(frozen=True, slots=True)

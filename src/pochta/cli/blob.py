@@ -15,7 +15,7 @@ from pochta.blobs.keys import parse_key, parse_magic, random_magic
 from pochta.blobs.store import Stored
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, opened, out
 from pochta.errors import DiskError, InvalidInput
-from pochta.types import FileFlag, FileRecord, Space
+from pochta.types import FileRecord, Space
 
 app = typer.Typer(
     help="The deduplicating blob store: put, get, stat, dec, restore.", no_args_is_help=True
@@ -24,20 +24,8 @@ app = typer.Typer(
 PROGRESS_ABOVE = 32 << 20
 
 
-def record_dict(r: FileRecord) -> dict[str, Any]:
-    return {
-        "key": r.key,
-        "counter": r.counter,
-        "magic": r.magic,
-        "flags": ["do_not_delete"] if r.flags & FileFlag.DO_NOT_DELETE else [],
-        "pair": r.pair_id,
-        "space": "live" if r.space is Space.LIVE else "deleted",
-        "moved_at": r.moved_at,
-    }
-
-
 def _show_record(r: FileRecord) -> None:
-    flags = ",".join(record_dict(r)["flags"]) or "-"
+    flags = ",".join(r.as_fields()["flags"]) or "-"
     out.print(f"key      {r.key}")
     out.print(f"space    {'live (space0)' if r.space is Space.LIVE else 'deleted (space1)'}")
     out.print(f"counter  {r.counter}")
@@ -86,7 +74,7 @@ def put(
 
 def _stored_dict(s: Stored) -> dict[str, Any]:
     return {
-        **record_dict(s.record),
+        **s.record.as_fields(),
         "magic": s.magic,
         "record_magic": s.record.magic,
         "size": s.size,
@@ -170,7 +158,7 @@ def stat(
     """Show the FileDB record of KEY: counter, magic, flags, pair, space."""
     with opened(data, config) as pochta:
         record = pochta.blobs.stat(key)
-    emit(json_output, record_dict(record), lambda: _show_record(record))
+    emit(json_output, record.as_fields(), lambda: _show_record(record))
 
 
 @app.command()
@@ -186,7 +174,7 @@ def dec(
     m = parse_magic(magic)
     with opened(data, config) as pochta:
         record = pochta.blobs.dec(key, m)
-    emit(json_output, record_dict(record), lambda: _show_record(record))
+    emit(json_output, record.as_fields(), lambda: _show_record(record))
 
 
 @app.command("restore")
@@ -204,7 +192,7 @@ def restore_(
     emit(
         json_output,
         {
-            **record_dict(done.record),
+            **done.record.as_fields(),
             "renamed": done.renamed,
             "present": done.present,
             "missing": done.missing,

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -28,7 +28,7 @@ from pochta.errors import InvalidInput, RangeNotSatisfiable
 from pochta.server.api.errors import documented
 from pochta.server.auth import authorize_service, require_service
 from pochta.server.fields import NotBool, checked
-from pochta.types import FileFlag, FileRecord, Space
+from pochta.types import FileRecord
 
 router = APIRouter(
     prefix="/v1/blobs",
@@ -51,19 +51,6 @@ class MagicIn(BaseModel):
     magic: MagicValue
 
 
-def _record_fields(r: FileRecord) -> dict[str, Any]:
-    """A record as RecordOut's fields (the plain upload route writes them without the model)."""
-    return {
-        "key": r.key,
-        "counter": r.counter,
-        "magic": r.magic,
-        "flags": ["do_not_delete"] if r.flags & FileFlag.DO_NOT_DELETE else [],
-        "pair": r.pair_id,
-        "space": "live" if r.space is Space.LIVE else "deleted",
-        "moved_at": r.moved_at,
-    }
-
-
 class RecordOut(BaseModel):
     key: str
     counter: int
@@ -75,7 +62,7 @@ class RecordOut(BaseModel):
 
     @classmethod
     def of(cls, r: FileRecord) -> RecordOut:
-        return cls(**_record_fields(r))
+        return cls(**r.as_fields())
 
 
 class StoredOut(RecordOut):
@@ -86,7 +73,7 @@ class StoredOut(RecordOut):
     @classmethod
     def stored(cls, s: Stored) -> StoredOut:
         return cls(
-            **_record_fields(s.record),
+            **s.record.as_fields(),
             size=s.size,
             crc32=f"{s.crc32:08x}",
             uploaded=s.uploaded,
@@ -116,7 +103,7 @@ def _stored_body(s: Stored) -> bytes:
     """StoredOut's JSON, written directly (no model built per upload)."""
     return json.dumps(
         {
-            **_record_fields(s.record),
+            **s.record.as_fields(),
             "size": s.size,
             "crc32": f"{s.crc32:08x}",
             "uploaded": s.uploaded,
