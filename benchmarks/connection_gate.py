@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import emit, machine, note
 from pochta.config import SmtpSettings
 from pochta.guard.anvil import Gate, Limits
-from pochta.guard.backends.conntable import MappedConnectionTable, MemoryConnectionTable
+from pochta.guard.anvil.mapped import MappedConnectionTable
+from pochta.guard.anvil.memory import MemoryConnectionTable
 from pochta.types import ConnectionTable
 
 SECRET = b"benchmark-secret-0123456789abcdef"

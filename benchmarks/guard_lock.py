@@ -58,9 +58,9 @@ from tests.servers import HOST, RedisServer
 from _common import emit, machine, note
 from pochta.config import RedisSettings
 from pochta.errors import GuardUnavailable
-from pochta.guard.backends.redislock import RedisLockBackend
-from pochta.guard.backends.sqlitelock import SqliteLockBackend
 from pochta.guard.lock import Locks
+from pochta.guard.lock.redis import RedisLockBackend
+from pochta.guard.lock.sqlite import SqliteLockBackend
 from pochta.redisconn import Scripts, connect
 
 GOAL = 1.5  # x redis-py, sequential

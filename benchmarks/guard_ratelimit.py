@@ -40,9 +40,10 @@ from tests.servers import HOST, RedisServer
 
 from _common import emit, machine, note
 from pochta.config import RedisSettings
-from pochta.guard.backends.redisrate import RedisRateLimitBackend
-from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
-from pochta.guard.ratelimit import MemoryRateLimitBackend, RateLimiter
+from pochta.guard.ratelimit import RateLimiter
+from pochta.guard.ratelimit.memory import MemoryRateLimitBackend
+from pochta.guard.ratelimit.redis import RedisRateLimitBackend
+from pochta.guard.ratelimit.sqlite import SqliteRateLimitBackend
 from pochta.redisconn import connect
 from pochta.types import Limit
 

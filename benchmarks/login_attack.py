@@ -44,14 +44,16 @@ from tests.servers import RedisServer
 from _common import emit, machine, note
 from pochta.config import GuardSettings
 from pochta.errors import RateLimited
-from pochta.guard.backends.redisknown import RedisKnownClients
-from pochta.guard.backends.redisrate import RedisRateLimitBackend
-from pochta.guard.backends.sqliteknown import SqliteKnownClients
-from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
 from pochta.guard.devices import Devices
-from pochta.guard.known import KnownClients, MemoryKnownClients
+from pochta.guard.known import KnownClients
+from pochta.guard.known.memory import MemoryKnownClients
+from pochta.guard.known.redis import RedisKnownClients
+from pochta.guard.known.sqlite import SqliteKnownClients
 from pochta.guard.logins import Admission, LoginGuard
-from pochta.guard.ratelimit import MemoryRateLimitBackend, RateLimiter
+from pochta.guard.ratelimit import RateLimiter
+from pochta.guard.ratelimit.memory import MemoryRateLimitBackend
+from pochta.guard.ratelimit.redis import RedisRateLimitBackend
+from pochta.guard.ratelimit.sqlite import SqliteRateLimitBackend
 from pochta.types import Clock, Limit, Schedule
 
 SECRET = b"benchmark-secret-0123456789abcdef"

@@ -497,7 +497,7 @@ ROWS: list[Row] = [
             ("pochta/antispam/shingles/counters/buckets.py:_WINDOW", "a window (24h)",
              "API parameter (service token)", "fullmatch of a short token; linear"),
             ("pochta/blobs/keys.py:_KEY_RE", "a blob key", "API path", "fullmatch {64}"),
-            ("pochta/antispam/model/store.py:_VERSION", "a model version's name",
+            ("pochta/antispam/model/store/__init__.py:_VERSION", "a model version's name",
              "the CLI's argument, the store's folder names", "fullmatch {0,63}"),
             ("pochta/blobs/valkyrie/names.py:_BLOB_RE", "a blob file name", "the node's own files",
              "fullmatch, bounded"),

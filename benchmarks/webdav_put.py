@@ -64,7 +64,7 @@ from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.nodes import DiskFactory
 from pochta.blobs.nodes.client import client_context
 from pochta.blobs.nodes.report import write_report
-from pochta.blobs.pairs import SQLitePairDB
+from pochta.blobs.pairs.sqlite import SQLitePairDB
 from pochta.blobs.store import BlobStore
 from pochta.types import DiskSpec
 

@@ -25,14 +25,9 @@ from pochta.antispam.auth.asyncdns import DnsAsyncResolver, SharedDns
 from pochta.antispam.auth.authenticator import Authenticator
 from pochta.antispam.auth.breaker import Breaker
 from pochta.antispam.model import booster as model
-from pochta.antispam.model.store import (
-    MODELS_DIR,
-    DirectoryModelStore,
-    LiveModel,
-    MemoryModelStore,
-    ModelStore,
-    Switched,
-)
+from pochta.antispam.model.store import MODELS_DIR, LiveModel, ModelStore, Switched
+from pochta.antispam.model.store.directory import DirectoryModelStore
+from pochta.antispam.model.store.memory import MemoryModelStore
 from pochta.antispam.rules import ruleset as rules
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.tokens import TokenTable
@@ -43,7 +38,7 @@ from pochta.blobs.evacuations import Evacuations
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.nodes import DiskFactory
 from pochta.blobs.nodes.client import NodeTimeouts, client_context
-from pochta.blobs.pairs import SQLitePairDB
+from pochta.blobs.pairs.sqlite import SQLitePairDB
 from pochta.blobs.store import BlobStore
 from pochta.blobs.valkyrie import (
     STATE_FILE,
@@ -59,18 +54,18 @@ from pochta.cpupool import CpuPool, cores
 from pochta.errors import ConfigError, InvalidInput
 from pochta.executors import Executors
 from pochta.guard.anvil import Gate, Limits
-from pochta.guard.backends.conntable import MappedConnectionTable
-from pochta.guard.backends.redisknown import RedisKnownClients
-from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
-from pochta.guard.backends.redisrate import RedisRateLimitBackend
-from pochta.guard.backends.sqliteknown import SqliteKnownClients
-from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
-from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
+from pochta.guard.anvil.mapped import MappedConnectionTable
 from pochta.guard.devices import Devices
 from pochta.guard.known import KnownClients
+from pochta.guard.known.redis import RedisKnownClients
+from pochta.guard.known.sqlite import SqliteKnownClients
 from pochta.guard.lock import Locks
+from pochta.guard.lock.redis import RedisFence, RedisLockBackend
+from pochta.guard.lock.sqlite import SqliteFence, SqliteLockBackend
 from pochta.guard.logins import LoginGuard
 from pochta.guard.ratelimit import RateLimiter
+from pochta.guard.ratelimit.redis import RedisRateLimitBackend
+from pochta.guard.ratelimit.sqlite import SqliteRateLimitBackend
 from pochta.health import HealthCheck
 from pochta.history import Recorder, SQLiteHistory
 from pochta.mailbox.deciding import postgres_pool as postgres_pool  # re-exported (cli.db)
@@ -81,6 +76,7 @@ from pochta.mailbox.deciding import shingler as _shingler
 from pochta.mailbox.deciding import word_store as _word_store
 from pochta.mailbox.deciding import words_backend as words_backend  # re-exported
 from pochta.mailbox.deletionjob import DeletionJob
+from pochta.mailbox.index.sqlite import SQLiteIndex
 from pochta.mailbox.intake import (
     POOL_MODULES,
     AnalysisSettings,
@@ -93,7 +89,6 @@ from pochta.mailbox.intake import (
 from pochta.mailbox.lists import SenderListService
 from pochta.mailbox.lists.sqlite import SQLiteSenderLists
 from pochta.mailbox.service import Mailbox
-from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.netaddr import parse_networks
 from pochta.redisconn import SyncClient
 from pochta.tls import ServerTLS
@@ -245,7 +240,7 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
     pairdb: PairDB
     if pg is not None and settings.blobs.backend == "postgres":
         from pochta.blobs.filedb.postgres import PostgresFileDB
-        from pochta.blobs.pairs_postgres import PostgresPairDB
+        from pochta.blobs.pairs.postgres import PostgresPairDB
 
         p = settings.postgres
         filedb = PostgresFileDB(pg.share(), batch_max=p.batch_max, leaders=p.batch_leaders)
@@ -291,8 +286,8 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
     index: MailIndex
     lists_store: SenderLists
     if pg is not None and settings.mailbox.backend == "postgres":
+        from pochta.mailbox.index.postgres import PostgresIndex
         from pochta.mailbox.lists.postgres import PostgresSenderLists
-        from pochta.mailbox.postgres import PostgresIndex
 
         index = PostgresIndex(pg.share())
         lists_store = PostgresSenderLists(pg.share())
@@ -438,7 +433,7 @@ def _postgres(settings: Settings) -> Postgres | None:
 def model_store(settings: Settings, pg: Postgres | None) -> ModelStore:
     """Where model versions and the live pointer are kept (``antispam.model_store``)."""
     if pg is not None and settings.antispam.model_store in ("auto", "postgres"):
-        from pochta.antispam.model.pgstore import PostgresModelStore
+        from pochta.antispam.model.store.postgres import PostgresModelStore
 
         return PostgresModelStore(pg.share())
     return DirectoryModelStore(settings.data_dir.resolve() / MODELS_DIR)

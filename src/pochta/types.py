@@ -1,7 +1,9 @@
 """The contract at a glance: aliases, records and the Protocols every backend implements.
 
 Backends (SQLite, in-memory, later PostgreSQL / Tarantool / WebDAV) implement these Protocols and
-pass the same contract suite in ``tests/contract``. Nothing here does I/O.
+pass the same contract suite in ``tests/contract``. Nothing here does I/O. A port's engines live
+in one folder, one file per engine (``memory.py``, ``sqlite.py``, ``postgres.py``, ``redis.py``):
+``docs/glossary.md``, *Backend layouts*.
 The words used here and across pochta are defined in ``docs/glossary.md``.
 
 The contract files. This one holds the ports of the blob store (FileDB, PairDB, Disk), the
@@ -13,7 +15,7 @@ down would put one part's words into every part's contract. They are:
 
     antispam/words/__init__.py              WordStore: learned words, per owner
     antispam/shingles/counters/__init__.py  CounterStore: the shingle counters (Batch, Ref, Span)
-    antispam/model/store.py                 ModelStore: model versions and promotions
+    antispam/model/store/__init__.py        ModelStore: model versions and promotions
     antispam/auth/resolver.py               Resolver, AsyncResolver: DNS (RType)
     antispam/auth/asyncdns.py               Upstream: where the shared DNS client asks
     blobs/valkyrie/state/__init__.py        StateStore: Valkyrie's positions and totals (Counts)

@@ -22,8 +22,9 @@ from pochta.blobs.nodes import DiskFactory
 from pochta.blobs.nodes.client import NodeTimeouts
 from pochta.blobs.nodes.local import LocalDisk
 from pochta.blobs.nodes.report import write_report
-from pochta.blobs.pairs import MemoryPairDB, SQLitePairDB
-from pochta.blobs.pairs_postgres import PostgresPairDB
+from pochta.blobs.pairs.memory import MemoryPairDB
+from pochta.blobs.pairs.postgres import PostgresPairDB
+from pochta.blobs.pairs.sqlite import SQLitePairDB
 from pochta.postgres.database import PoolSettings, Postgres
 from pochta.types import Clock, Disk, DiskSpec, FileDB, PairDB
 from tests.pgserver import NewDatabase

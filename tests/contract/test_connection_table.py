@@ -12,11 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pochta.guard.backends.conntable import (
-    MappedConnectionTable,
-    MemoryConnections,
-    MemoryConnectionTable,
-)
+from pochta.guard.anvil.mapped import MappedConnectionTable
+from pochta.guard.anvil.memory import MemoryConnections, MemoryConnectionTable
 from pochta.types import ConnectionTable, ConnectionTally
 
 KINDS = ["memory", "mapped"]

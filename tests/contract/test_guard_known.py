@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from pochta.errors import InvalidInput
-from pochta.guard.backends.redisknown import RedisKnownClients
-from pochta.guard.backends.sqliteknown import SqliteKnownClients
-from pochta.guard.known import KnownClients, MemoryKnownClients
+from pochta.guard.known import KnownClients
+from pochta.guard.known.memory import MemoryKnownClients
+from pochta.guard.known.redis import RedisKnownClients
+from pochta.guard.known.sqlite import SqliteKnownClients
 from pochta.types import KnownClientsBackend
 from tests.servers import RedisCluster, RedisServer
 

@@ -19,10 +19,10 @@ import redis.asyncio
 
 from pochta.errors import LeaseLost, LockTimeout, StaleToken
 from pochta.guard.alock import AsyncLease, AsyncLocks
-from pochta.guard.backends.redislock import AsyncRedisLockBackend, RedisFence, RedisLockBackend
-from pochta.guard.backends.sqlitelock import AsyncSqliteLockBackend, SqliteFence, SqliteLockBackend
-from pochta.guard.fence import MemoryFence
 from pochta.guard.lock import Lease, Locks
+from pochta.guard.lock.memory import MemoryFence
+from pochta.guard.lock.redis import AsyncRedisLockBackend, RedisFence, RedisLockBackend
+from pochta.guard.lock.sqlite import AsyncSqliteLockBackend, SqliteFence, SqliteLockBackend
 from pochta.types import AsyncLockBackend, Fence, LockBackend
 from tests.servers import HOST, RedisCluster, RedisServer
 

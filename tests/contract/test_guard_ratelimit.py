@@ -18,14 +18,14 @@ import pytest
 import redis
 import redis.asyncio
 
-from pochta.guard.backends.redisrate import AsyncRedisRateLimitBackend, RedisRateLimitBackend
-from pochta.guard.backends.sqliterate import SqliteRateLimitBackend
 from pochta.guard.ratelimit import (
     AsyncRateLimiter,
-    MemoryRateLimitBackend,
     RateLimiter,
     ThreadedRateLimitBackend,
 )
+from pochta.guard.ratelimit.memory import MemoryRateLimitBackend
+from pochta.guard.ratelimit.redis import AsyncRedisRateLimitBackend, RedisRateLimitBackend
+from pochta.guard.ratelimit.sqlite import SqliteRateLimitBackend
 from pochta.types import AsyncRateLimitBackend, Limit, RateLimitBackend, Schedule, Slot
 from tests.servers import HOST, RedisCluster, RedisServer
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
-from pochta.mailbox.postgres import PostgresIndex
-from pochta.mailbox.sqlite import SQLiteIndex
+from pochta.mailbox.index.postgres import PostgresIndex
+from pochta.mailbox.index.sqlite import SQLiteIndex
 from pochta.postgres.database import PoolSettings, Postgres
 from pochta.types import (
     AttachmentRef,

@@ -8,13 +8,10 @@ from pathlib import Path
 import pytest
 
 from pochta.antispam.model import store as store_mod
-from pochta.antispam.model.pgstore import PostgresModelStore
-from pochta.antispam.model.store import (
-    MAX_FILE,
-    DirectoryModelStore,
-    MemoryModelStore,
-    ModelStore,
-)
+from pochta.antispam.model.store import MAX_FILE, ModelStore
+from pochta.antispam.model.store.directory import DirectoryModelStore
+from pochta.antispam.model.store.memory import MemoryModelStore
+from pochta.antispam.model.store.postgres import PostgresModelStore
 from pochta.errors import InvalidInput, NotFound
 from tests.contract.conftest import postgres
 

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pochta.errors import InvalidInput
+from pochta.mailbox.index.sqlite import SQLiteIndex
 from pochta.mailbox.lists.memory import MemorySenderLists
 from pochta.mailbox.lists.postgres import PostgresSenderLists
 from pochta.mailbox.lists.sqlite import SQLiteSenderLists
-from pochta.mailbox.sqlite import SQLiteIndex
 from pochta.types import ListEntry, SenderLists
 from tests.contract.conftest import postgres
 

@@ -173,7 +173,7 @@ def test_zz_stored_letters_match_the_250s(mx: Server) -> None:
     """Runs after the fuzz target (file order): exactly the letters answered 250 are stored
     (a session that hangs up in the middle of a delivery is not generated: "close" comes
     only between complete replies)."""
-    from pochta.mailbox.sqlite import SQLiteIndex
+    from pochta.mailbox.index.sqlite import SQLiteIndex
 
     index = SQLiteIndex(mx.data / "mailbox.sqlite3")
     try:

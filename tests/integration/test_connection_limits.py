@@ -296,7 +296,7 @@ def test_two_workers_share_one_limit_and_a_dead_worker_stops_counting(tmp_path: 
             # above agreed on: it is the victim's share too
             rest = [s for s in greeted if s not in gone]
             gone |= {s for s in select.select(rest, [], [], 0)[0] if closed(s)}
-        # reads and adds are not one atomic step across processes (conntable's docstring): the
+        # reads and adds are not one atomic step across processes (mapped.py's docstring): the
         # replacement's slot is seen by the survivor at its next look, so the pair may let in
         # N - 1 = 1 more than the victim's share for a moment, never fewer
         assert len(gone) <= again <= len(gone) + 1

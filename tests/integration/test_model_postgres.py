@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from pochta.antispam.model import booster
 from pochta.antispam.model import store as store_mod
-from pochta.antispam.model.pgstore import PostgresModelStore
+from pochta.antispam.model.store.directory import DirectoryModelStore
+from pochta.antispam.model.store.postgres import PostgresModelStore
 from pochta.app import build
 from pochta.cli import app as cli
 from pochta.config import Settings, load_settings
@@ -79,6 +80,6 @@ def test_the_directory_store_when_postgres_is_not_for_models(
 ) -> None:
     pochta = build(settings(tmp_path / "d", new_postgres_db(), model_store="directory"))
     try:
-        assert isinstance(pochta.models, store_mod.DirectoryModelStore)
+        assert isinstance(pochta.models, DirectoryModelStore)
     finally:
         pochta.close()

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from pochta.errors import StorageError
-from pochta.mailbox.postgres import PostgresIndex
+from pochta.mailbox.index.postgres import PostgresIndex
 from pochta.postgres.database import PoolSettings, Postgres, describe, lost
 from pochta.types import LetterMeta, NewStoredLetter
 

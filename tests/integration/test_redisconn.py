@@ -26,10 +26,10 @@ from pochta.app import build
 from pochta.config import RedisSettings, load_settings
 from pochta.errors import ConfigError, GuardUnavailable, StorageError
 from pochta.guard.alock import AsyncLocks
-from pochta.guard.backends.redislock import AsyncRedisLockBackend, RedisLockBackend
-from pochta.guard.backends.redisrate import RedisRateLimitBackend
 from pochta.guard.lock import Locks
+from pochta.guard.lock.redis import AsyncRedisLockBackend, RedisLockBackend
 from pochta.guard.ratelimit import RateLimiter
+from pochta.guard.ratelimit.redis import RedisRateLimitBackend
 from pochta.redisconn import AsyncScripts, Nodes, Script, Scripts, connect, connect_async
 from pochta.types import Limit
 from tests.servers import HOST, RedisCluster, RedisSentinelSet, RedisServer, free_port

@@ -251,7 +251,7 @@ def test_kill_between_deletion_record_and_decs_is_finished_on_restart(tmp_path: 
         smtp.sendmail("s@example.net", ["alice@example.org"], raw)
     srv.stop(signal.SIGKILL)
     # record a deletion the way the API does, then die before any dec: state DELETING
-    from pochta.mailbox.sqlite import SQLiteIndex
+    from pochta.mailbox.index.sqlite import SQLiteIndex
 
     index = SQLiteIndex(data / "mailbox.sqlite3")
     user = index.user("alice@example.org")

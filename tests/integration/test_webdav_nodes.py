@@ -26,7 +26,7 @@ from pochta.blobs.keys import blob_path, key_of, master_index
 from pochta.blobs.nodes import DiskFactory
 from pochta.blobs.nodes.client import NodeTimeouts, client_context, parse_node_url
 from pochta.blobs.nodes.report import REPORT_NAME, write_report
-from pochta.blobs.pairs import MemoryPairDB
+from pochta.blobs.pairs.memory import MemoryPairDB
 from pochta.blobs.store import BlobStore
 from pochta.cli import app as pochta_app
 from pochta.errors import DiskError, InvalidInput, NoWritablePair

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from pochta.guard.anvil import Gate, Limits
-from pochta.guard.backends.conntable import MemoryConnectionTable
+from pochta.guard.anvil.memory import MemoryConnectionTable
 from pochta.server.connections import (
     Doorman,
     LogThrottle,

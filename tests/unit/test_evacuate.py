@@ -14,7 +14,7 @@ import pytest
 from pochta.blobs.evacuate import evacuate, restore, retire
 from pochta.blobs.filedb.memory import MemoryFileDB
 from pochta.blobs.keys import blob_path, key_of, master_index
-from pochta.blobs.pairs import MemoryPairDB
+from pochta.blobs.pairs.memory import MemoryPairDB
 from pochta.blobs.store import BlobStore
 from pochta.errors import BlobNotFound, InvalidInput, PairNotFound
 from pochta.types import DiskSpec, FileFlag, Pair, PairFlag, Space

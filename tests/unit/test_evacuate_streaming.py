@@ -18,7 +18,7 @@ from pochta.blobs.filedb.memory import MemoryFileDB
 from pochta.blobs.keys import blob_path, master_index
 from pochta.blobs.nodes import local
 from pochta.blobs.nodes.local import LocalDisk, LocalReader, LocalWriter
-from pochta.blobs.pairs import MemoryPairDB
+from pochta.blobs.pairs.memory import MemoryPairDB
 from pochta.blobs.store import BlobStore
 from pochta.errors import DiskError
 from pochta.types import DiskSpec, Pair, PairFlag

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from pochta.mailbox.sqlite import SQLiteIndex
+from pochta.mailbox.index.sqlite import SQLiteIndex
 from pochta.types import LetterFlag
 
 OLD_SCHEMA = """

@@ -20,7 +20,7 @@ from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.keys import blob_path, key_of, master_index
 from pochta.blobs.nodes.groupsync import syncfs_of
 from pochta.blobs.nodes.local import PROBE, LocalDisk, LocalWriter
-from pochta.blobs.pairs import SQLitePairDB
+from pochta.blobs.pairs.sqlite import SQLitePairDB
 from pochta.blobs.store import BlobStore, Stored
 from pochta.errors import (
     BadKey,

@@ -3,7 +3,7 @@
 both engines, is ``pochta.blobs.filedb.group``.
 
 The stores kept there live beside their embedded twins: ``pochta.blobs.filedb.postgres``,
-``pochta.blobs.pairs_postgres``, ``pochta.blobs.valkyrie.state.postgres``,
-``pochta.mailbox.postgres``.
+``pochta.blobs.pairs.postgres``, ``pochta.blobs.valkyrie.state.postgres``,
+``pochta.mailbox.index.postgres``.
 Every table is in the ``pochta`` schema of the configured database.
 """

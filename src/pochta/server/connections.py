@@ -37,7 +37,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from pochta import metrics
 from pochta.guard.anvil import Admission, Gate, Limits
-from pochta.guard.backends.conntable import CAPACITY, MemoryConnectionTable
+from pochta.guard.anvil.mapped import CAPACITY
+from pochta.guard.anvil.memory import MemoryConnectionTable
 from pochta.netaddr import Network, within
 
 log = logging.getLogger("pochta.connections")

@@ -14,9 +14,9 @@ from pathlib import Path
 import redis
 
 from pochta.errors import LeaseLost, StaleToken
-from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
-from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
 from pochta.guard.lock import Locks
+from pochta.guard.lock.redis import RedisFence, RedisLockBackend
+from pochta.guard.lock.sqlite import SqliteFence, SqliteLockBackend
 from pochta.types import Fence, LockBackend
 
 

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from pochta.config import RedisSettings
-from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
-from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
 from pochta.guard.lock import Lease, Locks
+from pochta.guard.lock.redis import RedisFence, RedisLockBackend
+from pochta.guard.lock.sqlite import SqliteFence, SqliteLockBackend
 from pochta.guard.singleton import Singleton
 from pochta.redisconn import connect
 from pochta.types import Fence, LockBackend

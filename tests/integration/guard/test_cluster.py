@@ -14,13 +14,13 @@ from tests.servers import RedisCluster
 
 from pochta.config import RedisSettings
 from pochta.errors import GuardUnavailable, LeaseLost, RateLimited
-from pochta.guard.backends.redisknown import RedisKnownClients
-from pochta.guard.backends.redislock import RedisLockBackend
-from pochta.guard.backends.redisrate import RedisRateLimitBackend
 from pochta.guard.known import KnownClients
+from pochta.guard.known.redis import RedisKnownClients
 from pochta.guard.lock import Locks
+from pochta.guard.lock.redis import RedisLockBackend
 from pochta.guard.logins import LoginGuard
 from pochta.guard.ratelimit import RateLimiter
+from pochta.guard.ratelimit.redis import RedisRateLimitBackend
 from pochta.redisconn import connect
 from pochta.types import Limit, Schedule
 

@@ -20,9 +20,9 @@ from tests.servers import RedisServer
 
 from pochta.config import RedisSettings
 from pochta.errors import LeaseLost
-from pochta.guard.backends.redislock import RedisFence, RedisLockBackend
-from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
 from pochta.guard.lock import Lease, Locks
+from pochta.guard.lock.redis import RedisFence, RedisLockBackend
+from pochta.guard.lock.sqlite import SqliteFence, SqliteLockBackend
 from pochta.redisconn import connect
 from pochta.types import Fence, LockBackend
 

@@ -15,8 +15,8 @@ import pytest
 import redis
 from tests.servers import RedisServer
 
-from pochta.guard.backends.redisrate import RedisRateLimitBackend
 from pochta.guard.ratelimit import RateLimiter
+from pochta.guard.ratelimit.redis import RedisRateLimitBackend
 from pochta.types import Limit, RateDecision
 
 pytestmark = pytest.mark.integration
@@ -68,7 +68,7 @@ SKEWED = textwrap.dedent(
     time.time = lambda: real() + skew          # this client's clock is off
     time.time_ns = lambda: int((real() + skew) * 1e9)
     import redis
-    from pochta.guard.backends.redisrate import RedisRateLimitBackend
+    from pochta.guard.ratelimit.redis import RedisRateLimitBackend
     from pochta.guard.ratelimit import RateLimiter
     from pochta.types import Limit
     limiter = RateLimiter(

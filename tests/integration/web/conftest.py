@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from pochta.guard.passwords import hash_password
-from pochta.mailbox.sqlite import SQLiteIndex
+from pochta.mailbox.index.sqlite import SQLiteIndex
 from tests.integration.conftest import Server, start_server
 
 PASSWORD = "a long enough password"

@@ -14,7 +14,9 @@ from tests.mailtools import letter
 
 from pochta.antispam.model import booster
 from pochta.antispam.model import store as store_mod
-from pochta.antispam.model.store import DirectoryModelStore, LiveModel, MemoryModelStore, Switched
+from pochta.antispam.model.store import LiveModel, Switched
+from pochta.antispam.model.store.directory import DirectoryModelStore
+from pochta.antispam.model.store.memory import MemoryModelStore
 from pochta.app import build
 from pochta.config import load_settings
 

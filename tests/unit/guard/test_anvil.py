@@ -19,7 +19,7 @@ from pochta.guard.anvil import (
     seen_from,
     window_of,
 )
-from pochta.guard.backends.conntable import MemoryConnections, MemoryConnectionTable
+from pochta.guard.anvil.memory import MemoryConnections, MemoryConnectionTable
 from pochta.netaddr import parse_networks
 from pochta.types import ConnectionTally
 

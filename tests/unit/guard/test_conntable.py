@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pochta.errors import ConfigError
-from pochta.guard.backends.conntable import MappedConnectionTable
+from pochta.guard.anvil.mapped import MappedConnectionTable
 from pochta.types import ConnectionTally
 
 W = 1000
@@ -22,7 +22,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from pochta.guard.backends.conntable import MappedConnectionTable
+    from pochta.guard.anvil.mapped import MappedConnectionTable
     t = MappedConnectionTable(Path(sys.argv[1]))
     t.add(7, 1000, connections=30, attempts=40)
     print(t.slot, flush=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from pochta.errors import GuardUnavailable, InvalidInput, LeaseLost
-from pochta.guard.backends.sqlitelock import FifoListener, SqliteLockBackend
 from pochta.guard.lock import Lease, Locks, State
+from pochta.guard.lock.sqlite import FifoListener, SqliteLockBackend
 from pochta.types import Grant
 
 
@@ -127,7 +127,7 @@ PROCESS = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from pochta.guard.backends.sqlitelock import SqliteLockBackend
+    from pochta.guard.lock.sqlite import SqliteLockBackend
     from pochta.guard.lock import Locks
 
     db, counter, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])

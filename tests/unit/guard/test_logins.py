@@ -18,10 +18,12 @@ from pochta.cli import app as cli
 from pochta.config import load_settings
 from pochta.errors import ConfigError, InvalidCredentials, RateLimited
 from pochta.guard.devices import Devices
-from pochta.guard.known import KnownClients, MemoryKnownClients, address, network
+from pochta.guard.known import KnownClients, address, network
+from pochta.guard.known.memory import MemoryKnownClients
 from pochta.guard.logins import Admission, LoginGuard
 from pochta.guard.passwords import hash_password
-from pochta.guard.ratelimit import MemoryRateLimitBackend, RateLimiter
+from pochta.guard.ratelimit import RateLimiter
+from pochta.guard.ratelimit.memory import MemoryRateLimitBackend
 from pochta.types import Limit, Schedule
 
 PASSWORD = "correct horse battery"

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 from pochta.errors import InvalidInput
 from pochta.guard.ratelimit import (
-    MemoryRateLimitBackend,
     RateLimiter,
     Usage,
     decide,
     remaining,
 )
+from pochta.guard.ratelimit.memory import MemoryRateLimitBackend
 from pochta.types import Limit
 
 limits = st.builds(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pochta.guard.backends.sqlitelock import SqliteFence, SqliteLockBackend
 from pochta.guard.lock import Lease, Locks
+from pochta.guard.lock.sqlite import SqliteFence, SqliteLockBackend
 from pochta.guard.singleton import Singleton, job_lock
 
 

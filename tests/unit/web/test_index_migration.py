@@ -6,7 +6,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from pochta.mailbox.sqlite import SQLiteIndex
+from pochta.mailbox.index.sqlite import SQLiteIndex
 
 OLD_USERS = """
 CREATE TABLE users (

@@ -1,4 +1,4 @@
--- The spam model's versions and the promotions (pochta.antispam.model.pgstore): with
+-- The spam model's versions and the promotions (pochta.antispam.model.store.postgres): with
 -- [postgres], `pochta model train / promote / rollback` write here and every loader of every
 -- machine reads the live version from here.
 CREATE TABLE pochta.model_versions (

@@ -9,7 +9,7 @@ networks (by default exactly ``127.0.0.1`` and ``::1``), and peers that are not 
 
 This module decides and does no I/O: the counts live in a ``ConnectionTable``
 (:mod:`pochta.types`; shared by the processes of ``pochta serve --processes N``:
-:mod:`pochta.guard.backends.conntable`), and the time comes from an injected clock. Why it
+:mod:`pochta.guard.anvil.mapped`), and the time comes from an injected clock. Why it
 lives in guard/ and not in server/: like the login limits, it is a protection decision that
 the protocol edges (server/) only ask and translate into their replies.
 

@@ -21,7 +21,7 @@ A blocking acquire does not poll: it listens for the release (Redis: BLPOP on a 
 embedded: a FIFO per lock) and retries when woken, and otherwise when the holder's lease
 would have run out, so a crashed holder is noticed when its lease expires. On Redis a release
 hands the lock to the waiters, about in the order they came, before newcomers (and before the
-releasing client itself); see ``pochta.guard.backends.redislock``.
+releasing client itself); see ``pochta.guard.lock.redis``.
 
     locks = Locks(backend, ttl=10.0)
     with locks.acquire("valkyrie:disk-3", timeout=5.0) as lease:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput, StorageError
-from pochta.mailbox.sqlite import DEFAULT_FOLDERS, _folder_name, normalize_email
+from pochta.mailbox.index.sqlite import DEFAULT_FOLDERS, _folder_name, normalize_email
 from pochta.postgres.database import Postgres, lost
 from pochta.types import (
     KEPT_FLAGS,

@@ -8,18 +8,16 @@ checks the pointer every ``antispam.model_check_seconds`` and switches (:class:`
 
 A store keeps versions and the promotions in order; the last promotion is the live version.
 
-    ModelStore                    the Protocol
-    ├── MemoryModelStore          the fake, for tests
-    ├── DirectoryModelStore       <data_dir>/models/<version>/<file>, models/live.json
-    └── PostgresModelStore        with [postgres]: every machine's loaders switch together
-                                  (pochta.antispam.model.pgstore)
+    ModelStore                    the Protocol; its engines beside this file:
+    ├── memory.MemoryModelStore         the fake, for tests
+    ├── directory.DirectoryModelStore   <data_dir>/models/<version>/<file>, models/live.json
+    └── postgres.PostgresModelStore     with [postgres]: every machine's loaders switch together
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import tempfile
 import threading
@@ -48,6 +46,11 @@ def check_version(version: str) -> str:
             f"{version[:80]!r} is not a model version: 1-64 letters, digits, '.', '_', '-'"
         )
     return version
+
+
+def is_version(name: str) -> bool:
+    """Whether ``name`` is a version name (``check_version`` without the error)."""
+    return _VERSION.fullmatch(name) is not None
 
 
 def check_files(files: Mapping[str, bytes]) -> None:
@@ -95,152 +98,6 @@ class ModelStore(Protocol):
 def live(store: ModelStore) -> str | None:
     done = store.promotions()
     return done[-1] if done else None
-
-
-class MemoryModelStore:
-    """The in-memory fake: the same behaviour, nothing kept."""
-
-    def __init__(self) -> None:
-        self._files: dict[str, dict[str, bytes]] = {}
-        self._created: dict[str, float] = {}
-        self._promoted: list[str] = []
-        self._lock = threading.Lock()
-
-    def put(self, version: str, files: Mapping[str, bytes], created: float) -> None:
-        check_version(version)
-        check_files(files)
-        with self._lock:
-            if version in self._files:
-                raise InvalidInput(f"model version {version} exists")
-            if len(self._files) >= MAX_VERSIONS:
-                raise InvalidInput(f"{MAX_VERSIONS} model versions kept: remove old ones")
-            self._files[version] = dict(files)
-            self._created[version] = created
-
-    def files(self, version: str) -> dict[str, bytes]:
-        with self._lock:
-            if version not in self._files:
-                raise NotFound(f"no model version {version}")
-            return dict(self._files[version])
-
-    def versions(self) -> list[tuple[str, float]]:
-        with self._lock:
-            return sorted(self._created.items(), key=lambda kv: (kv[1], kv[0]))
-
-    def promotions(self) -> list[str]:
-        with self._lock:
-            return list(self._promoted)
-
-    def promote(self, version: str) -> None:
-        with self._lock:
-            if version not in self._files:
-                raise NotFound(f"no model version {version}")
-            self._promoted.append(version)
-
-    def rollback(self) -> str | None:
-        with self._lock:
-            if self._promoted:
-                self._promoted.pop()
-            return self._promoted[-1] if self._promoted else None
-
-    def close(self) -> None:
-        pass
-
-
-class DirectoryModelStore:
-    """``<root>/<version>/<file>`` and ``<root>/live.json`` (the promotions), each written to a
-    temporary name and renamed: a loader never reads half a file."""
-
-    POINTER = "live.json"
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._lock = threading.Lock()
-
-    def put(self, version: str, files: Mapping[str, bytes], created: float) -> None:
-        check_version(version)
-        check_files(files)
-        with self._lock:
-            target = self.root / version
-            if target.exists():
-                raise InvalidInput(f"model version {version} exists")
-            if len(self._names()) >= MAX_VERSIONS:
-                raise InvalidInput(f"{MAX_VERSIONS} model versions kept: remove old ones")
-            try:
-                self.root.mkdir(parents=True, exist_ok=True)
-                tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=self.root))
-                for name, body in files.items():
-                    (tmp / name).write_bytes(body)
-                (tmp / ".created").write_text(repr(created))
-                tmp.rename(target)
-            except OSError as exc:
-                raise StorageError(f"cannot write model version {version}: {exc}") from exc
-
-    def files(self, version: str) -> dict[str, bytes]:
-        check_version(version)
-        folder = self.root / version
-        if not (folder / "model.cbm").is_file():
-            raise NotFound(f"no model version {version}")
-        try:
-            return {n: (folder / n).read_bytes() for n in FILES if (folder / n).is_file()}
-        except OSError as exc:
-            raise StorageError(f"cannot read model version {version}: {exc}") from exc
-
-    def _names(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return [
-            p.name
-            for p in self.root.iterdir()
-            if _VERSION.fullmatch(p.name) and (p / "model.cbm").is_file()
-        ]
-
-    def versions(self) -> list[tuple[str, float]]:
-        out = []
-        for name in self._names():
-            try:
-                created = float((self.root / name / ".created").read_text())
-            except (OSError, ValueError):
-                created = 0.0
-            out.append((name, created))
-        return sorted(out, key=lambda kv: (kv[1], kv[0]))
-
-    def promotions(self) -> list[str]:
-        path = self.root / self.POINTER
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError) as exc:
-            raise StorageError(f"cannot read {path}: {exc}") from exc
-        return [str(v) for v in data.get("promoted", [])]
-
-    def _write_promotions(self, promoted: list[str]) -> None:
-        path = self.root / self.POINTER
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps({"promoted": promoted}) + "\n")
-            tmp.replace(path)
-        except OSError as exc:
-            raise StorageError(f"cannot write {path}: {exc}") from exc
-
-    def promote(self, version: str) -> None:
-        with self._lock:
-            if version not in self._names():
-                raise NotFound(f"no model version {version}")
-            self._write_promotions([*self.promotions(), version])
-
-    def rollback(self) -> str | None:
-        with self._lock:
-            promoted = self.promotions()
-            if promoted:
-                promoted.pop()
-                self._write_promotions(promoted)
-            return promoted[-1] if promoted else None
-
-    def close(self) -> None:
-        pass
 
 
 # -- a model as a version's files, and back ---------------------------------------------------

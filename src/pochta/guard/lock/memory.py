@@ -1,12 +1,13 @@
-"""Fencing: a protected resource refuses writers whose token is older than one it has seen.
+"""Fences in memory (``MemoryFence``): fencing for a resource inside one process.
 
-A lease can be lost without its holder noticing in time (a GC pause, SIGSTOP, a partition):
-the lock then goes to someone else with a higher token. If every write to the resource carries
-the writer's token and the resource keeps the highest token seen, the late writer is refused
-(``StaleToken``) instead of overwriting newer state. ``MemoryFence`` does this for a resource
-inside one process; ``RedisFence`` and ``SqliteFence`` (in ``pochta.guard.backends``) for
-resources that processes share. A resource with its own storage can do the same check in its
-own transaction: compare with the stored token, refuse if lower, store the new one.
+Fencing: a protected resource refuses writers whose token is older than one it has seen. A
+lease can be lost without its holder noticing in time (a GC pause, SIGSTOP, a partition): the
+lock then goes to someone else with a higher token. If every write to the resource carries the
+writer's token and the resource keeps the highest token seen, the late writer is refused
+(``StaleToken``) instead of overwriting newer state. ``RedisFence`` and ``SqliteFence``
+(``pochta.guard.lock.redis``, ``pochta.guard.lock.sqlite``) do it for resources that processes
+share. A resource with its own storage can do the same check in its own transaction: compare
+with the stored token, refuse if lower, store the new one.
 """
 
 from __future__ import annotations

@@ -9,22 +9,19 @@ login from a marked address or network is a *known client* of that account
 never an address or an e-mail, and a password change leaves every old mark unreachable, so
 an address that logged in with a stolen password stops being known once it is changed.
 
-The marks live in a ``KnownClientsBackend``: in memory here (one process, tests), SQLite
-(``backends.sqliteknown``) or Redis (``backends.redisknown``).
+The marks live in a ``KnownClientsBackend``: in memory (``known.memory``: one process, tests),
+SQLite (``known.sqlite``) or Redis (``known.redis``).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import threading
-import time
-from collections.abc import Sequence
 from typing import Literal
 
 from pochta.errors import InvalidInput
 from pochta.guard.names import check_name, subject_digest
 from pochta.guard.ratelimit import MIN_SECRET
-from pochta.types import Clock, KnownClientsBackend
+from pochta.types import KnownClientsBackend
 
 V4_PREFIX = 24
 V6_PREFIX = 64
@@ -101,37 +98,3 @@ class KnownClients:
 
     def forget(self, account: str, binding: str, ip: str) -> None:
         self.backend.forget(self._keys(account, binding, ip))
-
-
-class MemoryKnownClients:
-    """``KnownClientsBackend`` in a dict: one process, for tests and single-process tools."""
-
-    SWEEP_EVERY = 4096  # marks between sweeps of expired ones
-
-    def __init__(self, clock: Clock = time.time) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._until: dict[str, float] = {}
-        self._writes = 0
-
-    def known(self, keys: Sequence[str]) -> list[bool]:
-        with self._lock:
-            now = self._clock()
-            return [self._until.get(key, now) > now for key in keys]
-
-    def remember(self, keys: Sequence[str], ttl: float) -> None:
-        with self._lock:
-            now = self._clock()
-            for key in keys:
-                self._until[key] = now + ttl
-            self._writes += 1
-            if self._writes % self.SWEEP_EVERY == 0:
-                self._until = {k: v for k, v in self._until.items() if v > now}
-
-    def forget(self, keys: Sequence[str]) -> None:
-        with self._lock:
-            for key in keys:
-                self._until.pop(key, None)
-
-    def close(self) -> None:
-        pass
