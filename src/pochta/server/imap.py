@@ -48,31 +48,30 @@ session's owner check, answered on the event loop with no read at all.
 
 A selected folder is a list of (UID, letter, flags) read from the index at SELECT; NOOP, CHECK
 and IDLE (which polls the index every ``idle_poll`` seconds) send what changed since.
+
+Here are the server (:class:`ImapServer`) and a connection's command loop (:class:`Session`:
+dispatch, IDLE, FETCH, SEARCH). A session's state and what every command does with it are
+:mod:`pochta.server.imapstate`'s; the command groups are functions over that state, a module
+each: :mod:`pochta.server.imaplogin` (STARTTLS, LOGIN, AUTHENTICATE),
+:mod:`pochta.server.imapfolders` (SELECT, EXAMINE, STATUS, LIST, LSUB, CREATE, ...),
+:mod:`pochta.server.imapchanges` (STORE, EXPUNGE, COPY, MOVE, APPEND), and what FETCH and
+SEARCH read in a store thread :mod:`pochta.server.imapfetching`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import functools
 import logging
-import re
-import secrets
-import shutil
 import socket
 import ssl
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, TypeVarTuple
 
-import re2
-from pymap.flags import FlagOp
 from pymap.parsing.command import Command
 from pymap.parsing.command import any as any_cmd
 from pymap.parsing.command import auth as auth_cmd
@@ -81,67 +80,30 @@ from pymap.parsing.command import select as select_cmd
 
 from pochta.budget import Budget, Share
 from pochta.config import ImapSettings, Settings, SmtpSettings
-from pochta.errors import (
-    AlreadyExists,
-    ConfigError,
-    FolderNotFound,
-    InvalidCredentials,
-    InvalidInput,
-    Overloaded,
-    PochtaError,
-    RateLimited,
-    ResetRequired,
-    TooLarge,
-)
+from pochta.errors import ConfigError, FolderNotFound, Overloaded, PochtaError, TooLarge
 from pochta.executors import run_in
 from pochta.guard.anvil import Limits
 from pochta.mailbox.intake import Intake, RawLetter, Spilled
 from pochta.mailbox.prepare import Prepared
-from pochta.netaddr import LOOPBACK, Network, parse_networks, within
-from pochta.server import imapproto
+from pochta.netaddr import LOOPBACK, Network, parse_networks
+from pochta.server import imapchanges, imapfolders, imaplogin, imapproto
 from pochta.server.connections import Doorman, imap_refusal, local_doorman
-from pochta.server.imapahead import AHEAD_SMALL, ReadAhead
+from pochta.server.imapahead import AHEAD_SMALL
 from pochta.server.imapfetching import FETCH_BATCH, Reads, fetch_plan, joined
-from pochta.server.imapproto import SPAM, Reply, Simple, bad, folder_name, no, pochta_folder
-from pochta.server.imapread import Appending, Bye, CommandReader, ImapLimits, Refused
+from pochta.server.imapproto import Reply, Simple, bad, no
+from pochta.server.imapread import Appending, Bye, ImapLimits, Refused
+from pochta.server.imapstate import SessionState, TlsContext
 from pochta.server.imapstore import ImapStore
-from pochta.server.imapwire import CHUNK, LINGER_SECONDS, READ_AHEAD, Closed, LineTooLong, Wire
+from pochta.server.imapwire import CHUNK, LINGER_SECONDS, Closed, LineTooLong, Wire
 from pochta.server.passwords import PasswordSlots
-from pochta.server.smtpdata import Spool
+from pochta.types import FolderEntry
 
-__all__ = ["ImapLimits", "ImapServer", "Session", "limits_of", "start"]
-from pochta.types import Folder, FolderEntry, LetterFlag, User
+__all__ = ["ImapLimits", "ImapServer", "Session", "TlsContext", "limits_of", "start"]
 
 log = logging.getLogger("pochta.imap")
 
-TlsContext = Callable[[], ssl.SSLContext]
-"""Gives the current server-side TLS context (the ``[tls]`` settings' provider reloads it)."""
-
-MAX_PATTERN = 1000  # characters of a LIST pattern (folder names have at most 200)
-DELIMITER = b"/"
-COPIES_KEPT = 10_000
-"""Letters copied in a session whose EXPUNGE is awaited (a client without MOVE copies, then
-expunges: the feedback rule then sees a move); past it the oldest are forgotten."""
-
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
-
-
-@dataclass
-class Selected:
-    name: str
-    readonly: bool
-    uidvalidity: int
-    entries: list[FolderEntry]
-    uids: list[int] = field(default_factory=list)
-    state: tuple[int, int, int] = (0, 0, 0)  # the folder's (total, unseen, UIDNEXT) last seen
-
-    def __post_init__(self) -> None:
-        self.uids = [e.uid for e in self.entries]
-
-    def replace(self, entries: list[FolderEntry]) -> None:
-        self.entries = entries
-        self.uids = [e.uid for e in entries]
 
 
 class ImapServer:
@@ -292,7 +254,7 @@ class ImapServer:
             await asyncio.wait(list(self._tasks), timeout=5)
         self.executor.shutdown(wait=False, cancel_futures=True)
 
-    def capabilities(self, session: Session) -> bytes:
+    def capabilities(self, session: SessionState) -> bytes:
         caps = [b"IMAP4rev1", b"LITERAL+", b"IDLE", b"MOVE", b"UIDPLUS", b"UNSELECT"]
         caps += [b"NAMESPACE", b"SPECIAL-USE", b"ID", b"APPENDLIMIT=%d" % self.limits.literal_size]
         if session.user is None:
@@ -302,35 +264,15 @@ class ImapServer:
         return b" ".join(caps)
 
 
-def _state(folder: Folder) -> tuple[int, int, int]:
-    return folder.total, folder.unseen, folder.uidnext
+class Session(SessionState):
+    """One client's connection: its commands read and answered one after another. The
+    command groups are functions over its state (:mod:`pochta.server.imapstate`): login
+    (:mod:`pochta.server.imaplogin`), folders (:mod:`pochta.server.imapfolders`), changes
+    (:mod:`pochta.server.imapchanges`); the loop, FETCH, SEARCH and IDLE are here."""
 
-
-_FLAG_OPS = {FlagOp.REPLACE: "replace", FlagOp.ADD: "add", FlagOp.DELETE: "delete"}
-
-
-class Session:
     def __init__(self, server: ImapServer, wire: Wire, *, tls: bool) -> None:
-        self.server = server
-        self.store = server.store
-        self.limits = server.limits
-        self.wire = wire
-        self.tls = tls
-        self.user: User | None = None
-        self.selected: Selected | None = None
-        self.copies: dict[int, int] = {}  # letter id -> its copy's, by COPY (COPIES_KEPT)
-        self.errors = 0
-        self.reader = CommandReader(wire, server.limits, server.budget, server.spool_dir)
-        self.held = self.reader.held  # the literals of the command in hand, in memory
-        self.cleartext = within(wire.peer, server.cleartext)  # may log in without TLS
-        # letters read ahead for a client that fetches one after another (imapahead)
-        self.ahead = ReadAhead(server.budget, asyncio.get_running_loop().call_later)
+        super().__init__(server, wire, tls=tls)
         self.reads = Reads(self.store, self.limits.ranges)  # FETCH's and SEARCH's, in a thread
-
-    def may_login(self) -> bool:
-        """Whether LOGIN / AUTHENTICATE may be used now: over TLS, or from a network allowed
-        clear text when TLS is not required of everyone."""
-        return self.tls or (self.cleartext and not self.server.require_tls)
 
     # -- the command loop -----------------------------------------------------------------------
     async def run(self) -> None:
@@ -385,20 +327,6 @@ class Session:
             if done:
                 return
 
-    def send(self, data: bytes | memoryview) -> None:
-        self.wire.write(data)
-
-    def tagged(self, tag: bytes, kind: bytes, text: str | bytes) -> None:
-        body = text.encode("utf-8", "replace") if isinstance(text, str) else text
-        self.send(b"%s %s %s\r\n" % (tag, kind, body.replace(b"\r", b" ").replace(b"\n", b" ")))
-        if kind == b"BAD":
-            self.error()
-
-    def error(self) -> None:
-        self.errors += 1
-        if self.errors >= self.limits.error_limit:
-            raise Bye("too many errors")
-
     async def execute(self, command: Command | Simple | Appending) -> bool:
         """Run one command; True when the connection is to end (LOGOUT)."""
         tag = command.tag
@@ -427,7 +355,7 @@ class Session:
     async def _dispatch(self, cmd: Command | Simple | Appending) -> bool:
         tag = cmd.tag
         if isinstance(cmd, Appending):
-            await self.append(tag, cmd.command, cmd.letter)
+            await imapchanges.append(self, tag, cmd.command, cmd.letter)
             return False
         if isinstance(cmd, Simple):
             if cmd.name == b"NAMESPACE":
@@ -456,11 +384,11 @@ class Session:
             self.send(b'* ID ("name" "pochta")\r\n')
             self.tagged(tag, b"OK", "ID completed")
         elif isinstance(cmd, nonauth_cmd.StartTLSCommand):
-            await self.starttls(tag)
+            await imaplogin.starttls(self, tag)
         elif isinstance(cmd, nonauth_cmd.LoginCommand):
-            await self.login(tag, cmd.userid, cmd.password)
+            await imaplogin.login(self, tag, cmd.userid, cmd.password)
         elif isinstance(cmd, nonauth_cmd.AuthenticateCommand):
-            await self.authenticate(tag, cmd.mech_name)
+            await imaplogin.authenticate(self, tag, cmd.mech_name)
         elif isinstance(cmd, select_cmd.IdleCommand):
             await self.idle(tag)
         elif isinstance(cmd, select_cmd.CheckCommand):
@@ -470,257 +398,45 @@ class Session:
         elif isinstance(cmd, select_cmd.CloseCommand):
             selected = self.need_selected()
             if not selected.readonly:
-                await self.expunge(None, silent=True)
+                await imapchanges.expunge(self, None, silent=True)
             self.selected = None
             self.tagged(tag, b"OK", "CLOSE completed")
         elif isinstance(cmd, select_cmd.ExpungeCommand):  # and UID EXPUNGE
             self.need_writable()
             uid_set = getattr(cmd, "uid_set", None)
-            await self.expunge(uid_set, silent=False)
+            await imapchanges.expunge(self, uid_set, silent=False)
             self.tagged(tag, b"OK", "EXPUNGE completed")
         elif isinstance(cmd, select_cmd.StoreCommand):
-            await self.store_flags(tag, cmd)
+            await imapchanges.store_flags(self, tag, cmd)
         elif isinstance(cmd, select_cmd.SearchCommand):
             await self.search(tag, cmd)
         elif isinstance(cmd, select_cmd.MoveCommand):
-            await self.copy(tag, cmd.sequence_set, cmd.mailbox_obj.value, move=True)
+            await imapchanges.copy(self, tag, cmd.sequence_set, cmd.mailbox_obj.value, move=True)
         elif isinstance(cmd, select_cmd.CopyCommand):
-            await self.copy(tag, cmd.sequence_set, cmd.mailbox_obj.value, move=False)
+            await imapchanges.copy(self, tag, cmd.sequence_set, cmd.mailbox_obj.value, move=False)
         elif isinstance(cmd, auth_cmd.ExamineCommand):
-            await self.select(tag, cmd.mailbox_obj.value, readonly=True)
+            await imapfolders.select(self, tag, cmd.mailbox_obj.value, readonly=True)
         elif isinstance(cmd, auth_cmd.SelectCommand):
-            await self.select(tag, cmd.mailbox_obj.value, readonly=False)
+            await imapfolders.select(self, tag, cmd.mailbox_obj.value, readonly=False)
         elif isinstance(cmd, auth_cmd.StatusCommand):
-            await self.status(tag, cmd.mailbox_obj.value, [a.value for a in cmd.status_list])
+            items = [a.value for a in cmd.status_list]
+            await imapfolders.status(self, tag, cmd.mailbox_obj.value, items)
         elif isinstance(cmd, auth_cmd.ListCommand):  # and LSUB: every folder is subscribed
-            await self.list_folders(
-                tag, cmd.ref_name, cmd.filter, lsub=isinstance(cmd, auth_cmd.LSubCommand)
-            )
+            lsub = isinstance(cmd, auth_cmd.LSubCommand)
+            await imapfolders.list_folders(self, tag, cmd.ref_name, cmd.filter, lsub=lsub)
         elif isinstance(cmd, auth_cmd.CreateCommand):
-            user = self.need_auth()
-            name = pochta_folder(cmd.mailbox_obj.value.rstrip("/"))
-            try:
-                await self.server.run(self.store.add_folder, user.id, name)
-            except AlreadyExists:
-                raise no("[ALREADYEXISTS] the folder exists") from None
-            except InvalidInput as exc:
-                raise no(f"[CANNOT] {exc.message}") from None
-            self.tagged(tag, b"OK", "CREATE completed")
+            await imapfolders.create(self, tag, cmd.mailbox_obj.value)
         elif isinstance(cmd, auth_cmd.DeleteCommand | auth_cmd.RenameCommand):
-            self.need_auth()
-            raise no("[CANNOT] pochta does not delete or rename folders")
+            imapfolders.delete_or_rename(self)
         elif isinstance(cmd, auth_cmd.SubscribeCommand | auth_cmd.UnsubscribeCommand):
-            self.need_auth()
-            self.tagged(tag, b"OK", "every folder is subscribed")
+            imapfolders.subscribe(self, tag)
         elif isinstance(cmd, auth_cmd.AppendCommand):  # before the login: refused
-            await self.append(tag, cmd, None)
+            await imapchanges.append(self, tag, cmd, None)
         else:
             raise bad(f"{type(cmd).__name__.removesuffix('Command').upper()} is not supported")
         return False
 
-    # -- states ----------------------------------------------------------------------------------
-    def need_auth(self) -> User:
-        if self.user is None:
-            raise bad("log in first")
-        return self.user
-
-    def need_selected(self) -> Selected:
-        self.need_auth()
-        if self.selected is None:
-            raise bad("select a folder first")
-        return self.selected
-
-    def need_writable(self) -> Selected:
-        selected = self.need_selected()
-        if selected.readonly:
-            raise no("[READ-ONLY] the folder was opened with EXAMINE")
-        return selected
-
-    # -- TLS and login ---------------------------------------------------------------------------
-    async def starttls(self, tag: bytes) -> None:
-        if self.server.tls is None:
-            raise bad("STARTTLS is not offered here")
-        if self.tls or self.user is not None:
-            raise bad("TLS is on already" if self.tls else "STARTTLS comes before the login")
-        context = self.server.tls()
-        self.tagged(tag, b"OK", "begin TLS negotiation now")
-        await self.wire.drain()
-        await self.wire.start_tls(context, self.limits.login_timeout)
-        self.tls = True
-
-    def _check_login_allowed(self) -> None:
-        if self.user is not None:
-            raise bad("logged in already")
-        if not self.may_login():
-            self.error()
-            if self.server.tls is not None:
-                raise no("[PRIVACYREQUIRED] log in over TLS (STARTTLS first)")
-            raise no(
-                "[PRIVACYREQUIRED] no password is taken in clear text from your address, and"
-                " this server offers no TLS"
-            )
-
-    def _logged_in(self) -> None:
-        """After a login: the connection may read ahead as much as a user's commands need."""
-        if self.user is not None:
-            self.wire.bound(READ_AHEAD, CHUNK)
-
-    async def login(self, tag: bytes, userid: bytes, password: bytes) -> None:
-        self._check_login_allowed()
-        await self._verify(tag, userid, password)
-        self._logged_in()
-
-    async def authenticate(self, tag: bytes, mechanism: bytes) -> None:
-        self._check_login_allowed()
-        if mechanism.upper() != b"PLAIN":
-            raise no(f"[CANNOT] AUTHENTICATE {mechanism.decode('ascii', 'replace')} is not offered")
-        self.send(b"+ \r\n")
-        await self.wire.drain()
-        bound = min(self.limits.login_command, self.limits.line_length)
-        try:
-            line = await self.wire.readline(bound)
-        except LineTooLong:  # a response of a login process's size at most, as the command
-            raise Bye(f"[TOOBIG] an AUTHENTICATE response longer than {bound} bytes") from None
-        if line.strip() == b"*":
-            raise bad("AUTHENTICATE cancelled")
-        try:
-            decoded = base64.b64decode(line.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            raise bad("AUTHENTICATE PLAIN wants base64") from None
-        fields = decoded.split(b"\0")
-        if len(fields) != 3 or (fields[0] and fields[0] != fields[1]):
-            raise bad("AUTHENTICATE PLAIN wants [authzid] NUL user NUL password")
-        await self._verify(tag, fields[1], fields[2])
-        self._logged_in()
-
-    async def _verify(self, tag: bytes, userid: bytes, password: bytes) -> None:
-        try:
-            email, secret = userid.decode("utf-8"), password.decode("utf-8")
-        except UnicodeDecodeError:
-            self.error()
-            raise no("[AUTHENTICATIONFAILED] wrong e-mail or password") from None
-        try:
-            user = await self.server.passwords.log_in(
-                self.server.run,
-                functools.partial(self.store.admit, email, self.wire.peer),
-                functools.partial(self.store.login, password=secret),
-            )
-        except InvalidCredentials:
-            self.error()
-            raise no("[AUTHENTICATIONFAILED] wrong e-mail or password") from None
-        except ResetRequired as exc:
-            self.error()
-            raise no(f"[EXPIRED] {exc.message}") from None
-        except RateLimited as exc:
-            self.error()
-            raise no(
-                "[UNAVAILABLE] too many login attempts;"
-                f" try again in {max(1, int(exc.retry_after + 0.999))} s"
-            ) from None
-        self.user = user
-        log.info("IMAP login of user %d from %s", user.id, self.wire.peer)
-        self.tagged(tag, b"OK", b"[CAPABILITY %s] logged in" % self.server.capabilities(self))
-
-    # -- folders ---------------------------------------------------------------------------------
-    async def select(self, tag: bytes, name: str, *, readonly: bool) -> None:
-        user = self.need_auth()
-        self.selected = None
-        self.ahead.forget()
-        folder = await self.server.run(self.store.folder, user.id, pochta_folder(name))
-        if folder is None:
-            raise no("[NONEXISTENT] no such folder")
-        entries = await self.server.run(self.store.entries, user.id, folder.name)
-        self.selected = Selected(folder.name, readonly, folder.uidvalidity, entries)
-        self.selected.state = _state(folder)
-        ALL = imapproto.ALL_FLAGS
-        out = [
-            b"* FLAGS %s\r\n" % ALL,
-            b"* OK [PERMANENTFLAGS %s] flags kept\r\n"
-            % (b"()" if readonly else imapproto.ALL_FLAGS),
-            b"* %d EXISTS\r\n" % len(entries),
-            b"* 0 RECENT\r\n",
-        ]
-        unseen = next((i for i, e in enumerate(entries, 1) if LetterFlag.SEEN not in e.flags), 0)
-        if unseen:
-            out.append(b"* OK [UNSEEN %d] first unseen\r\n" % unseen)
-        out.append(b"* OK [UIDVALIDITY %d] UIDs valid\r\n" % folder.uidvalidity)
-        out.append(b"* OK [UIDNEXT %d] predicted next UID\r\n" % folder.uidnext)
-        self.send(b"".join(out))
-        mode = b"READ-ONLY" if readonly else b"READ-WRITE"
-        self.tagged(
-            tag, b"OK", b"[%s] %s completed" % (mode, b"EXAMINE" if readonly else b"SELECT")
-        )
-
-    async def status(self, tag: bytes, name: str, items: Sequence[bytes]) -> None:
-        user = self.need_auth()
-        folder = await self.server.run(self.store.folder, user.id, pochta_folder(name))
-        if folder is None:
-            raise no("[NONEXISTENT] no such folder")
-        values = {
-            b"MESSAGES": folder.total,
-            b"RECENT": 0,
-            b"UIDNEXT": folder.uidnext,
-            b"UIDVALIDITY": folder.uidvalidity,
-            b"UNSEEN": folder.unseen,
-        }
-        out = []
-        for item in items:
-            if item.upper() not in values:
-                raise bad(f"unknown STATUS item {item.decode('ascii', 'replace')}")
-            out.append(b"%s %d" % (item.upper(), values[item.upper()]))
-        self.send(b"* STATUS %s (%s)\r\n" % (folder_name(folder.name), b" ".join(out)))
-        self.tagged(tag, b"OK", "STATUS completed")
-
-    async def list_folders(self, tag: bytes, reference: str, pattern: str, *, lsub: bool) -> None:
-        user = self.need_auth()
-        what = b"LSUB" if lsub else b"LIST"
-        if not pattern:
-            if not lsub:
-                self.send(b'* LIST (\\Noselect) "/" ""\r\n')
-            self.tagged(tag, b"OK", what + b" completed")
-            return
-        matcher = _pattern(reference + pattern)
-        for folder in await self.server.run(self.store.folders, user.id):
-            shown = "INBOX" if folder.name == imapproto.INBOX else folder.name
-            if matcher.fullmatch(shown):
-                attrs = [b"\\HasNoChildren"]
-                if folder.name == SPAM and not lsub:
-                    attrs.append(b"\\Junk")
-                self.send(
-                    b'* %s (%s) "/" %s\r\n' % (what, b" ".join(attrs), folder_name(folder.name))
-                )
-        self.tagged(tag, b"OK", what + b" completed")
-
-    # -- updates ---------------------------------------------------------------------------------
-    async def refresh(self, *, cheap: bool = False) -> None:
-        """Tell the client what changed in the selected folder since it last heard. ``cheap``
-        (IDLE's polls): list the folder again only when its counts or UIDNEXT moved (a flag
-        changed elsewhere other than \\Seen is then heard at the next NOOP)."""
-        selected = self.selected
-        if selected is None or self.user is None:
-            return
-        user_id = self.user.id
-        if cheap:
-            folder = await self.server.run(self.store.folder, user_id, selected.name)
-            if folder is None:
-                raise Bye("the selected folder is gone")
-            if _state(folder) == selected.state:
-                return
-        try:
-            entries = await self.server.run(self.store.entries, user_id, selected.name)
-            folder = await self.server.run(self.store.folder, user_id, selected.name)
-        except FolderNotFound:
-            raise Bye("the selected folder is gone") from None
-        if folder is None:
-            raise Bye("the selected folder is gone")
-        if self.selected is not selected:  # unselected meanwhile
-            return
-        selected.state = _state(folder)
-        updates = imapproto.changes(selected.entries, entries)
-        selected.replace(entries)
-        if updates:
-            self.send(b"".join(updates))
-
+    # -- IDLE ------------------------------------------------------------------------------------
     async def idle(self, tag: bytes) -> None:
         self.need_auth()
         server = self.server
@@ -816,35 +532,7 @@ class Session:
             self.send(chunk)
             await self.wire.drain()
 
-    # -- STORE, SEARCH ---------------------------------------------------------------------------
-    async def store_flags(self, tag: bytes, cmd: select_cmd.StoreCommand) -> None:
-        selected = self.need_writable()
-        assert self.user is not None
-        by_uid = isinstance(cmd, select_cmd.UidStoreCommand)
-        positions = imapproto.resolve(cmd.sequence_set, selected.uids, self.limits.ranges)
-        given, _ = imapproto.letter_flags([f.value for f in cmd.flag_set])
-        mode = _FLAG_OPS.get(cmd.mode, "replace")
-        add = given if mode in ("add", "replace") else LetterFlag.NONE
-        remove = given if mode == "delete" else LetterFlag.NONE
-        if mode == "replace":
-            remove = ~given & _EVERY
-        ids = [selected.entries[p].letter_id for p in positions]
-        changed = await self.server.run(self.store.set_flags, self.user.id, ids, add, remove)
-        after = {e.letter_id: e for _, e in changed}
-        out = []
-        for pos in positions:
-            entry = after.get(selected.entries[pos].letter_id)
-            if entry is None:
-                continue
-            selected.entries[pos] = entry
-            if not cmd.silent:
-                uid = b" UID %d" % entry.uid if by_uid else b""
-                out.append(
-                    b"* %d FETCH (FLAGS %s%s)\r\n" % (pos + 1, imapproto.flags(entry.flags), uid)
-                )
-        self.send(b"".join(out))
-        self.tagged(tag, b"OK", b"UID STORE completed" if by_uid else b"STORE completed")
-
+    # -- SEARCH ----------------------------------------------------------------------------------
     async def search(self, tag: bytes, cmd: select_cmd.SearchCommand) -> None:
         selected = self.need_selected()
         assert self.user is not None
@@ -856,179 +544,6 @@ class Session:
         )
         self.send(b"* SEARCH%s\r\n" % b"".join(b" %d" % n for n in found))
         self.tagged(tag, b"OK", b"UID SEARCH completed" if by_uid else b"SEARCH completed")
-
-    # -- EXPUNGE, COPY, MOVE, APPEND ---------------------------------------------------------------
-    async def expunge(self, uid_set: object, *, silent: bool) -> None:
-        selected = self.need_writable()
-        assert self.user is not None
-        fresh = await self.server.run(self.store.entries, self.user.id, selected.name)
-        updates = imapproto.changes(selected.entries, fresh)
-        selected.replace(fresh)
-        if updates and not silent:
-            self.send(b"".join(updates))
-        allowed: set[int] | None = None
-        if uid_set is not None:
-            allowed = {
-                selected.uids[p]
-                for p in imapproto.resolve(uid_set, selected.uids, self.limits.ranges)  # type: ignore[arg-type]
-            }
-        doomed = [
-            e.letter_id
-            for e in selected.entries
-            if LetterFlag.DELETED in e.flags and (allowed is None or e.uid in allowed)
-        ]
-        if not doomed:
-            return
-        copies = {i: self.copies.pop(i) for i in doomed if i in self.copies}
-        gone = set(await self.server.run(self.store.expunge, self.user.id, doomed, copies))
-        out = []
-        for pos in range(len(selected.entries), 0, -1):
-            if selected.entries[pos - 1].letter_id in gone:
-                out.append(b"* %d EXPUNGE\r\n" % pos)
-        selected.replace([e for e in selected.entries if e.letter_id not in gone])
-        if not silent:
-            self.send(b"".join(out))
-
-    async def copy(self, tag: bytes, seqset: object, target: str, *, move: bool) -> None:
-        selected = self.need_writable() if move else self.need_selected()
-        user = self.need_auth()
-        what = b"MOVE" if move else b"COPY"
-        name = pochta_folder(target)
-        folder = await self.server.run(self.store.folder, user.id, name)
-        if folder is None:
-            raise no("[TRYCREATE] no such folder")
-        if move and name == selected.name:
-            raise no("[CANNOT] the letters are in that folder already")
-        positions = imapproto.resolve(seqset, selected.uids, self.limits.ranges)  # type: ignore[arg-type]
-        ids = [selected.entries[p].letter_id for p in positions]
-        if move:
-            done = await self.server.run(self.store.move, user.id, ids, name)
-        else:
-            copied = await self.server.run(self.store.copy, user.id, ids, name)
-            for letter_id, _, copy_id in copied:  # expunged later: a move (without MOVE)
-                self.copies.pop(letter_id, None)
-                self.copies[letter_id] = copy_id
-                if len(self.copies) > COPIES_KEPT:
-                    del self.copies[next(iter(self.copies))]
-            done = [(letter_id, uid) for letter_id, uid, _ in copied]
-        uid_of = {e.letter_id: e.uid for e in selected.entries}
-        pairs = sorted((uid_of[i], new) for i, new in done if i in uid_of)
-        code = b""
-        if pairs:
-            code = b"[COPYUID %d %s %s] " % (
-                folder.uidvalidity,
-                imapproto.uid_set([a for a, _ in pairs]),
-                b",".join(b"%d" % b for _, b in pairs),
-            )
-        if move:
-            if code:
-                self.send(b"* OK " + code + b"moved\r\n")
-            gone = {i for i, _ in done}
-            out = []
-            for pos in range(len(selected.entries), 0, -1):
-                if selected.entries[pos - 1].letter_id in gone:
-                    out.append(b"* %d EXPUNGE\r\n" % pos)
-            selected.replace([e for e in selected.entries if e.letter_id not in gone])
-            self.send(b"".join(out))
-            self.tagged(tag, b"OK", what + b" completed")
-        else:
-            self.tagged(tag, b"OK", code + what + b" completed")
-
-    async def append(self, tag: bytes, cmd: auth_cmd.AppendCommand, spooled: Spool | None) -> None:
-        """Store the letter: ``spooled`` (read apart from the command, in memory or in a
-        file: prepared from where it lies), else the command's own literal. A letter in
-        memory is its spool's bytes (handed over, not copied), counted in the budget by the
-        spool's share until the command ends; one in a file waits for its turn first."""
-        user = self.need_auth()
-        if cmd.error is not None or len(cmd.messages) != 1:
-            raise bad("APPEND takes one letter")
-        name = pochta_folder(cmd.mailbox_obj.value)
-        folder = await self.server.run(self.store.folder, user.id, name)
-        if folder is None:
-            raise no("[TRYCREATE] no such folder")
-        message = cmd.messages[0]
-        given, _ = imapproto.letter_flags([f.value for f in message.flag_set])
-        when = message.when.timestamp() if message.when is not None else None
-        letter: RawLetter = spooled.finish() if spooled is not None else bytes(message.literal)
-        size = spooled.size if spooled is not None else len(message.literal)
-        if size == 0:
-            raise bad("an empty letter")
-        held = spooled.held if spooled is not None else None
-        # the worker writes the letter's big parts into a directory of their own
-        parts = self.server.spool_dir / f"{secrets.token_hex(8)}.parts"
-        try:
-            async with self._turn(isinstance(letter, Path)):
-                prepared, files = await self.server.prepare(letter, parts, held)
-                uid = await self.server.run(
-                    self.store.append, user, name, prepared, given, when, files
-                )
-                del prepared
-        finally:
-            shutil.rmtree(parts, ignore_errors=True)
-        if self.selected is not None and self.selected.name == name:
-            await self.refresh()
-        self.tagged(tag, b"OK", b"[APPENDUID %d %d] APPEND completed" % (folder.uidvalidity, uid))
-
-    @contextlib.asynccontextmanager
-    async def _turn(self, big: bool) -> AsyncIterator[None]:
-        """For a letter in a file (``big``): one of the server's ``big_appends`` turns, held
-        while the block runs. It is waited for at most ``append_wait`` seconds (then
-        NO [UNAVAILABLE]), and only while the client is there (else Closed)."""
-        if not big:
-            yield
-            return
-        turns = self.server.big_letters
-        waiting = asyncio.ensure_future(turns.acquire())
-        gone = asyncio.ensure_future(self.wire.gone())
-        try:
-            await asyncio.wait(
-                (waiting, gone),
-                timeout=self.limits.append_wait,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        except BaseException:  # cancelled itself: a turn given meanwhile is handed on
-            gone.cancel()
-            if waiting.done() and not waiting.cancelled():
-                turns.release()
-            waiting.cancel()
-            raise
-        gone.cancel()
-        if not waiting.done():
-            waiting.cancel()  # it ends cancelled: a turn given at this moment is handed on
-            if self.wire.closing:
-                raise Closed("the client went away while its letter waited its turn")
-            raise no("[UNAVAILABLE] too many big letters are being stored now; try again later")
-        try:
-            if self.wire.closing:
-                raise Closed("the client went away while its letter waited its turn")
-            yield
-        finally:
-            turns.release()
-
-
-_EVERY = LetterFlag.SEEN | LetterFlag.FLAGGED | LetterFlag.ANSWERED | LetterFlag.DELETED
-_EVERY |= LetterFlag.DRAFT | LetterFlag.JUNK | LetterFlag.NOT_JUNK  # what a client may set
-
-
-def _pattern(pattern: str) -> Any:
-    """A LIST pattern as an RE2 pattern (linear time whatever the client sends: ``*a*a*a*b``
-    would make a backtracking matcher run for ages): ``*`` matches anything, ``%`` anything
-    but the delimiter; INBOX in any case. Patterns longer than ``MAX_PATTERN``: BAD."""
-    if len(pattern) > MAX_PATTERN:
-        raise bad(f"a LIST pattern longer than {MAX_PATTERN} characters")
-    out = []
-    for i, ch in enumerate(pattern):
-        if ch == "*":
-            out.append(".*")
-        elif ch == "%":
-            out.append("[^/]*")
-        else:
-            out.append(re.escape(ch))
-        if i == 4 and pattern[:5].upper() == "INBOX":
-            out = ["INBOX"]
-    options = re2.Options()
-    options.never_capture = True
-    return re2.compile("".join(out), options)
 
 
 def limits_of(
