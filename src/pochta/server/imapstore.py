@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from pochta.errors import MessageNotFound
 from pochta.guard.logins import Admission
 from pochta.mailbox.intake import RawLetter, load
 from pochta.mailbox.prepare import Prepared
@@ -197,16 +196,9 @@ class ImapStore:
         return self.mailbox.set_flags(user_id, letter_ids, add, remove)
 
     def move(self, user_id: int, letter_ids: Sequence[int], folder: str) -> list[tuple[int, int]]:
-        """Move letters (the HTTP API's move, with its feedback); (letter id, new UID) of
-        each moved, in order."""
-        out = []
-        for letter_id in letter_ids:
-            try:
-                moved = self.mailbox.update(user_id, letter_id, folder=folder)
-            except MessageNotFound:
-                continue
-            out.append((letter_id, moved.uid))
-        return out
+        """Move letters (``Mailbox.move``: the HTTP API's move, with its feedback); (letter
+        id, new UID) of each moved, in order."""
+        return self.mailbox.move(user_id, letter_ids, folder)
 
     def copy(
         self, user_id: int, letter_ids: Sequence[int], folder: str
