@@ -7,7 +7,7 @@ count an error (then BYE), check the state a command needs (``need_auth``, ...),
 client what changed in its folder (``refresh``). The command groups are functions over it,
 each in a module of its own: login (:mod:`pochta.server.imaplogin`), folders
 (:mod:`pochta.server.imapfolders`), changes (:mod:`pochta.server.imapchanges`); the command
-loop, FETCH, SEARCH and IDLE are :class:`pochta.server.imap.Session`'s, which is a
+loop, FETCH, SEARCH and IDLE are :class:`pochta.server.imapsession.Session`'s, which is a
 ``SessionState``. What a session asks of its server is :class:`Host`
 (:class:`pochta.server.imap.ImapServer` is one). Split out of ``pochta.server.imap`` by issue
 31 (its session class was the largest).
