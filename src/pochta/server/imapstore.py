@@ -6,7 +6,7 @@ through the ``Mailbox`` door, the way the HTTP API makes them, so that IMAP and 
 same feedback:
 
 - \\Seen set on a letter for the first time feeds the read counters of its shingles; a
-  move into Spam is a "spam" complaint, out of Spam "not spam" (``Mailbox.update``), and so
+  move into Spam is a "spam" complaint, out of Spam "not spam" (``Mailbox.move``), and so
   are ``$Junk`` / ``$NotJunk`` set (``Mailbox.set_flags``), and a COPY whose original is
   then expunged (``Mailbox.expunge``): the one feedback rule (:mod:`pochta.mailbox.feedback`);
 - EXPUNGE is the journaled deletion (the deletion job decs the attachments);
