@@ -386,7 +386,7 @@ def test_a_session_remembers_a_bounded_number_of_copies(
     """COPY's originals awaiting EXPUNGE are kept up to COPIES_KEPT a session (a client
     copying a million letters does not grow the server): past it the oldest are forgotten,
     and their EXPUNGE is a plain deletion."""
-    from pochta.server import imap as imap_mod
+    from pochta.server import imapstate as imap_mod
 
     monkeypatch.setattr(imap_mod, "COPIES_KEPT", 2)
     w = world

@@ -282,3 +282,95 @@ def page(pochta, v, request, m: Mailbox, n: "Mailbox"):
         "7: .delivery",
         "8: .deletions",
     ]
+
+
+INDEX_ENGINES = ("pochta.mailbox.sqlite", "pochta.mailbox.postgres", "pochta.mailbox.index")
+"""The mail index's engines (``MailIndex``): beside the mailbox package's other modules, or in a
+folder of their own (``pochta.mailbox.index``), whichever layout holds."""
+READS_AT = "pochta.server.imapstore"
+"""The one edge module that reads the index, in pieces, through ``Mailbox.reads``
+(``ImapIndex``: reads only) as ``ImapStore.index``."""
+
+
+def _index_engine(module: str) -> bool:
+    return any(module == e or module.startswith(e + ".") for e in INDEX_ENGINES)
+
+
+def _index_reach(source: str, *, reads: bool) -> list[str]:
+    """Every reach into the index in ``source`` (line: what): ``<x>.index.<attr>``, an import
+    of an index type (``pochta.types``' ``*Index``) and ``<a mailbox>.reads``; with
+    ``reads``, IMAP's store's own reads are allowed (``self.index.<read>``, ``ImapIndex``,
+    ``mailbox.reads``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "pochta.types":
+            found += [
+                f"{node.lineno}: imports {a.name}"
+                for a in node.names
+                if a.name.endswith("Index") and not (reads and a.name == "ImapIndex")
+            ]
+        if not isinstance(node, ast.Attribute):
+            continue
+        held = node.value
+        if isinstance(held, ast.Attribute) and held.attr == "index":
+            if not (reads and isinstance(held.value, ast.Name) and held.value.id == "self"):
+                found.append(f"{node.lineno}: .index.{node.attr}")
+        elif node.attr == "reads" and not reads and _names_a_mailbox(held, set()):
+            found.append(f"{node.lineno}: .reads")
+    return sorted(found)
+
+
+def test_no_edge_reaches_the_index_but_imaps_reads() -> None:
+    """The edges never hold the mail index nor name its types: IMAP's store alone reads it,
+    in pieces, through the reads-only ``ImapIndex`` that ``Mailbox.reads`` gives."""
+    wrong = []
+    for name, (path, _) in sorted(_modules("pochta").items()):
+        if _part(name) in EDGES:
+            found = _index_reach(path.read_text(), reads=name == READS_AT)
+            wrong += [f"{path.relative_to(SRC)}:{w}" for w in found]
+    assert wrong == []
+
+
+def test_the_index_check_sees_an_edge_reach_the_index() -> None:
+    source = """
+from pochta.types import Folder, ImapIndex, MailIndex
+def page(pochta, self, worker, v):
+    pochta.mailbox.index.users()
+    self.index.skeletons(1, [2])
+    v.pochta.mailbox.reads.folders(1)
+    self.reads.search(1)
+    log.info("%d", worker.index)
+"""
+    assert _index_reach(source, reads=False) == [
+        "2: imports ImapIndex",
+        "2: imports MailIndex",
+        "4: .index.users",
+        "5: .index.skeletons",
+        "6: .reads",
+    ]
+    assert _index_reach(source, reads=True) == ["2: imports MailIndex", "4: .index.users"]
+
+
+def test_only_the_app_and_the_mailbox_import_the_index_engines() -> None:
+    """``app.py`` picks the index's engine and hands the mailbox its ``MailIndex``; nothing else
+    of the runtime, the factory or the benchmarks imports an engine (tests may)."""
+    wrong = []
+    for package in ("pochta", FACTORY):
+        modules = _modules(package)
+        for name, (path, is_package) in sorted(modules.items()):
+            if name == "pochta.app" or _part(name) == "mailbox":
+                continue
+            wrong += [
+                f"{path.relative_to(SRC)}:{line} imports {module}"
+                for module, line in _imports(name, path, is_package, set(modules))
+                if _index_engine(module)
+            ]
+    for path in sorted((SRC.parent / "benchmarks").rglob("*.py")):
+        wrong += [
+            f"{path.relative_to(SRC.parent)}:{line} imports {module}"
+            for module, line in _imports(path.stem, path, False, set())
+            if _index_engine(module)
+        ]
+    assert wrong == []
+    assert _index_engine("pochta.mailbox.index.postgres") and _index_engine("pochta.mailbox.sqlite")
+    assert not _index_engine("pochta.mailbox.lists.sqlite")

@@ -5,7 +5,7 @@ reads the letters' values in a store thread (or on the event loop, for
 letters read ahead: :mod:`pochta.server.imapahead`) and makes their responses
 (:func:`pochta.server.imapfetch.response`), each run of bytes joined into one
 (:func:`joined`); a big body's blocks are read as they are sent. The session
-(:class:`pochta.server.imap.Session`) resolves the sequence set, batches, marks, sends and
+(:class:`pochta.server.imapsession.Session`) resolves the sequence set, batches, marks, sends and
 streams. SEARCH's keys are evaluated (:mod:`pochta.server.imapsearch`) over the letters
 :meth:`Reads.search` reads, only those a key needs. Split out of ``pochta.server.imap`` by
 issue 31 (its session class was the largest).

@@ -6,7 +6,7 @@ through the ``Mailbox`` door, the way the HTTP API makes them, so that IMAP and 
 same feedback:
 
 - \\Seen set on a letter for the first time feeds the read counters of its shingles; a
-  move into Spam is a "spam" complaint, out of Spam "not spam" (``Mailbox.update``), and so
+  move into Spam is a "spam" complaint, out of Spam "not spam" (``Mailbox.move``), and so
   are ``$Junk`` / ``$NotJunk`` set (``Mailbox.set_flags``), and a COPY whose original is
   then expunged (``Mailbox.expunge``): the one feedback rule (:mod:`pochta.mailbox.feedback`);
 - EXPUNGE is the journaled deletion (the deletion job decs the attachments);
@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from pochta.errors import MessageNotFound
 from pochta.guard.logins import Admission
 from pochta.mailbox.intake import RawLetter, load
 from pochta.mailbox.prepare import Prepared
@@ -197,16 +196,9 @@ class ImapStore:
         return self.mailbox.set_flags(user_id, letter_ids, add, remove)
 
     def move(self, user_id: int, letter_ids: Sequence[int], folder: str) -> list[tuple[int, int]]:
-        """Move letters (the HTTP API's move, with its feedback); (letter id, new UID) of
-        each moved, in order."""
-        out = []
-        for letter_id in letter_ids:
-            try:
-                moved = self.mailbox.update(user_id, letter_id, folder=folder)
-            except MessageNotFound:
-                continue
-            out.append((letter_id, moved.uid))
-        return out
+        """Move letters (``Mailbox.move``: the HTTP API's move, with its feedback); (letter
+        id, new UID) of each moved, in order."""
+        return self.mailbox.move(user_id, letter_ids, folder)
 
     def copy(
         self, user_id: int, letter_ids: Sequence[int], folder: str
