@@ -113,3 +113,23 @@ def test_shards_are_refused_where_they_cannot_be_used(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="named twice") as twice:
         load_settings(data_dir=tmp_path, postgres={"filedb_shards": [dsn, dsn]})
     assert "SECRETPW" not in str(twice.value)
+
+
+def test_a_backup_that_would_miss_the_shards_is_refused(
+    new_postgres_db: NewDatabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POCHTA_POSTGRES__DSN", new_postgres_db())
+    monkeypatch.setenv("POCHTA_POSTGRES__FILEDB_SHARDS", json.dumps([new_postgres_db()]))
+    for name, value in STORES.items():
+        for key, setting in value.items():
+            monkeypatch.setenv(f"POCHTA_{name.upper()}__{key.upper()}", str(setting))
+    wal = tmp_path / "wal"
+    wal.mkdir()
+    result = CliRunner().invoke(
+        cli,
+        ["backup", "create", "--to", str(tmp_path / "b"), "--wal-dir", str(wal),
+         "--data", str(tmp_path / "data")],
+    )  # fmt: skip
+    assert result.exit_code != 0 and "filedb_shards is set" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "b").exists()
+
