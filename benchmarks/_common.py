@@ -86,3 +86,74 @@ def percentile(sorted_values: list[float], q: float) -> float:
         return float("nan")
     index = min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))
     return sorted_values[index]
+
+
+class ServeProcess:
+    """``python -m pochta serve --port P --data D`` with ``env`` over this process's
+    environment, its output in ``log``; returns once ``/healthz`` answers 200 (within
+    ``wait`` seconds: a loaded 2-vCPU machine starts it slowly). ``src``: a pochta tree to run
+    instead of the installed one (an A/B benchmark's other side)."""
+
+    def __init__(
+        self,
+        data: Path,
+        log: Path,
+        env: dict[str, str],
+        *,
+        src: Path | None = None,
+        wait: float = 240.0,
+    ) -> None:
+        import socket
+        import time
+
+        import httpx
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port: int = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        full = {**os.environ, **env}
+        if src is not None:
+            full["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p
+            )
+        argv = ["serve", "--port", str(self.port), "--data", str(data)]
+        with log.open("ab") as sink:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pochta", *argv],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=full,
+            )
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pochta serve exited early:\n{log.read_text()[-4000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"pochta serve did not become healthy:\n{log.read_text()[-4000:]}")
+
+    def cpu_seconds(self, tid: int | None = None) -> float:
+        """user + system CPU time of the server (or of one of its threads) so far."""
+        path = f"/proc/{self.proc.pid}" + (f"/task/{tid}" if tid is not None else "") + "/stat"
+        try:
+            fields = Path(path).read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

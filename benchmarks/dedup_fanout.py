@@ -40,7 +40,7 @@ def zipf_weights(n: int, s: float) -> list[float]:
 
 def main() -> None:
     args = _args()
-    letters = [m.raw for m in corpus.letters()]
+    letters = [m.raw for m in corpus.unsealed()]
     if args.quick:
         letters = letters[:200]
     rng = random.Random(20261123)

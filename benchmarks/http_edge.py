@@ -26,9 +26,7 @@ import argparse
 import hashlib
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,60 +37,22 @@ from typing import Any
 
 import httpx
 
-from _common import emit, machine, note
-from anchors import free_port
+from _common import ServeProcess, emit, machine, note
 from pochta_factory import corpus
 
 TOKEN = "benchmark-service-token-0123456789"
 HERE = Path(__file__).resolve().parent.parent / "src"
 
 
-class Server:
+class Server(ServeProcess):
     def __init__(self, src: Path, data: Path, log: Path, settings: dict[str, str]) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        path = [str(src), os.environ.get("PYTHONPATH", "")]
         env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(p for p in path if p),
             "POCHTA_SMTP__ENABLED": "false",
             "POCHTA_IMAP__ENABLED": "false",
             "POCHTA_SERVICE_TOKEN": TOKEN,
             **settings,
         }
-        argv = ["serve", "--port", str(self.port), "--data", str(data)]
-        with log.open("ab") as sink:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pochta", *argv],
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        deadline = time.monotonic() + 240  # a loaded 2-vCPU machine starts it slowly
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"pochta serve exited early:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"pochta serve did not become healthy:\n{log.read_text()}")
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().__init__(data, log, env, src=src)
 
 
 Request = Callable[[httpx.Client, str, int], None]

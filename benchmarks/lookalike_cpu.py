@@ -69,7 +69,7 @@ def best(fn: Callable[[], None], passes: int = 3) -> float:
 
 def main() -> None:
     result: dict[str, Any] = {"benchmark": "lookalike_cpu", "machine": machine(ROOT)}
-    raws = [x.raw for x in corpus.letters(TRAIN_GROUPS)]
+    raws = [x.raw for x in corpus.unsealed(TRAIN_GROUPS)]
     raws += [p.read_bytes() for p in sorted((ROOT / "tests/data/phishing").glob("*.eml"))]
     note(f"parsing {len(raws)} letters")
     letters: list[tuple[Letter, Any]] = [(parse(raw), envelope_of(raw)) for raw in raws]

@@ -35,7 +35,7 @@ def main() -> None:
     p.add_argument("--connections", type=int, nargs="+", default=[4])
     args = p.parse_args()
     trees = {"before": str(args.before.resolve()), "after": str(args.after.resolve())}
-    letters = [wire(m.raw) for m in corpus.letters()][: args.letters]
+    letters = [wire(m.raw) for m in corpus.unsealed()][: args.letters]
     work = Path(tempfile.mkdtemp(prefix="pochta-bench-ab-"))
     runs: list[dict[str, Any]] = []
     result: dict[str, Any] = {"benchmark": "smtp_before_after", "machine": machine(work)}

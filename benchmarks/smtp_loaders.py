@@ -227,7 +227,7 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="keep the servers' files and logs")
     p.add_argument("--setups", default="embedded,pg-webdav-1,pg-webdav-2")
     args = p.parse_args()
-    raws = [m.raw for m in corpus.letters()][: 300 if args.quick else args.letters]
+    raws = [m.raw for m in corpus.unsealed()][: 300 if args.quick else args.letters]
     on_wire = [wire(r) for r in raws]
     workdir = Path(tempfile.mkdtemp(prefix="pochta-bench-loaders-", dir=args.dir))
     workdir.chmod(0o755)

@@ -122,7 +122,7 @@ def main() -> None:
     p.add_argument("--letters", type=int, default=1500)
     p.add_argument("--dir", default=None)
     args = p.parse_args()
-    raws = [m.raw for m in corpus.letters()][: 300 if args.quick else args.letters]
+    raws = [m.raw for m in corpus.unsealed()][: 300 if args.quick else args.letters]
     on_wire = [wire(r) for r in raws]
     workdir = Path(tempfile.mkdtemp(prefix="pochta-bench-workers-", dir=args.dir))
     try:

@@ -36,9 +36,7 @@ import os
 import random
 import secrets
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -53,7 +51,7 @@ from typing import Any, Protocol, cast
 import httpx
 
 import swift_anchor
-from _common import emit, machine, note
+from _common import ServeProcess, emit, machine, note
 
 KiB, MiB = 1 << 10, 1 << 20
 GOAL_RATIO = 0.7
@@ -91,54 +89,18 @@ def free_port() -> int:
         return port
 
 
-class Server:
+class Server(ServeProcess):
     """``python -m pochta serve`` on free loopback ports, SMTP/LMTP included (as deployed)."""
 
     def __init__(self, data: Path, log: Path, log_level: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         env = {
-            **os.environ,
             "POCHTA_SERVICE_TOKEN": TOKEN,
             "POCHTA_LOG_LEVEL": log_level,
             "POCHTA_SMTP__PORT": str(free_port()),
             "POCHTA_SMTP__LMTP_PORT": str(free_port()),
             "POCHTA_IMAP__ENABLED": "false",
         }
-        with log.open("ab") as sink:
-            argv = ["serve", "--port", str(self.port), "--data", str(data)]
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pochta", *argv],
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        deadline = time.monotonic() + 180  # a loaded 2-vCPU machine starts it slowly
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"pochta serve exited early:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"pochta serve did not become healthy:\n{log.read_text()}")
-
-    def cpu_seconds(self) -> float:
-        """user + system CPU time of the server process so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().__init__(data, log, env, wait=180)
 
 
 # -- the two ways of writing -------------------------------------------------------------------

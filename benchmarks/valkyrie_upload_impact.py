@@ -53,7 +53,6 @@ import shutil
 import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -66,7 +65,7 @@ from typing import Any, cast
 
 import httpx
 
-from _common import emit, machine, note, percentile
+from _common import ServeProcess, emit, machine, note, percentile
 from pochta.app import build
 from pochta.blobs.keys import random_magic
 from pochta.blobs.valkyrie import STATE_FILE, ValkyrieState
@@ -143,14 +142,11 @@ def free_port() -> int:
         return port
 
 
-class Server:
+class Server(ServeProcess):
     """``python -m pochta serve`` on free loopback ports with Valkyrie configured by ``mode``."""
 
     def __init__(self, data: Path, log: Path, valkyrie: dict[str, Any]) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         env = {
-            **os.environ,
             "POCHTA_SERVICE_TOKEN": TOKEN,
             "POCHTA_LOG_LEVEL": "info",
             "POCHTA_SMTP__PORT": str(free_port()),
@@ -158,26 +154,7 @@ class Server:
             "POCHTA_IMAP__ENABLED": "false",
             "POCHTA_VALKYRIE": json.dumps(valkyrie),
         }
-        with log.open("ab") as sink:
-            argv = ["serve", "--port", str(self.port), "--data", str(data)]
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pochta", *argv],
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"pochta serve exited early:\n{log.read_text()[-4000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"pochta serve did not become healthy:\n{log.read_text()[-4000:]}")
+        super().__init__(data, log, env, wait=60)
 
     def thread_rchar(self) -> dict[int, int]:
         """Bytes read through system calls so far, per thread of the server."""
@@ -190,15 +167,6 @@ class Server:
             except OSError:  # the thread ended
                 continue
         return out
-
-    def cpu_seconds(self, tid: int | None = None) -> float:
-        """user + system CPU time of the server (or of one of its threads) so far."""
-        path = f"/proc/{self.proc.pid}" + (f"/task/{tid}" if tid is not None else "") + "/stat"
-        try:
-            fields = Path(path).read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self, watch: list[int] | None = None) -> dict[int, int]:
         """SIGTERM and wait; the last ``rchar`` seen of each thread in ``watch`` (sampled

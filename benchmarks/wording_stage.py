@@ -39,7 +39,7 @@ def stage(letter: Letter) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    letters = [parse(x.raw) for x in corpus.letters(["easy-ham-1", "spam-1"])]
+    letters = [parse(x.raw) for x in corpus.unsealed(["easy-ham-1", "spam-1"])]
     if args.quick:
         letters = letters[:: len(letters) // 300][:300]
     for letter in letters:  # what a Letter works out once is not the stage's

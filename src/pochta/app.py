@@ -235,6 +235,11 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
     nodes = disk_factory(settings)  # the nodes' TLS files: checked before anything is opened
     redis_client = _redis(settings)  # first: wrong [redis] settings stop us before any open
     sync = settings.blobs.sync
+    if settings.postgres.filedb_shards and settings.blobs.backend != "postgres":
+        raise ConfigError(
+            "postgres.filedb_shards is set but blobs.backend is not postgres: FileDB's"
+            ' shards are PostgreSQL databases (set blobs.backend = "postgres")'
+        )
     pg = _postgres(settings)
     filedb: FileDB
     pairdb: PairDB
@@ -243,7 +248,22 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
         from pochta.blobs.pairs.postgres import PostgresPairDB
 
         p = settings.postgres
-        filedb = PostgresFileDB(pg.share(), batch_max=p.batch_max, leaders=p.batch_leaders)
+        if p.filedb_shards:
+            from pochta.blobs.filedb.sharded import ShardedFileDB
+
+            try:
+                shards = _filedb_shards(settings)
+            except BaseException:
+                pg.close()
+                raise
+            filedb = ShardedFileDB(
+                [
+                    PostgresFileDB(shard, batch_max=p.batch_max, leaders=p.batch_leaders)
+                    for shard in shards
+                ]
+            )
+        else:
+            filedb = PostgresFileDB(pg.share(), batch_max=p.batch_max, leaders=p.batch_leaders)
         pairdb = PostgresPairDB(pg.share())
     else:
         filedb = SQLiteFileDB(data / "filedb.sqlite3", synchronous=sync)
@@ -428,6 +448,26 @@ def _postgres(settings: Settings) -> Postgres | None:
         pg.close()
         raise
     return pg
+
+
+def _filedb_shards(settings: Settings) -> list[Postgres]:
+    """A pool on each of ``postgres.filedb_shards``, its schema checked (or migrated on
+    start) as the main database's is; all closed again when one fails."""
+    from pochta.postgres import migrate
+
+    pools: list[Postgres] = []
+    try:
+        for dsn in settings.postgres.filedb_shards:
+            pools.append(postgres_pool(settings, dsn))
+            if settings.postgres.migrate_on_start:
+                migrate.upgrade(pools[-1])
+            else:
+                migrate.check(pools[-1])
+    except BaseException:
+        for pool in pools:
+            pool.close()
+        raise
+    return pools
 
 
 def model_store(settings: Settings, pg: Postgres | None) -> ModelStore:

@@ -973,6 +973,14 @@ class PostgresSettings(Section):
         description="apply missing schema migrations when pochta starts; false: a database"
         " behind this pochta's schema stops it (run `pochta db upgrade`)",
     )
+    filedb_shards: list[SecretStr] = Field(
+        default_factory=list,
+        description="with blobs.backend = postgres: the databases FileDB's records are spread"
+        " over by key (each its own primary with its own standby; docs/sizing.md), e.g."
+        " [\"postgresql://pochta:PW@fdb1/pochta\", \"postgresql://pochta:PW@fdb2/pochta\"];"
+        " every other store stays in dsn. Empty: FileDB is in dsn. Their number and order fix"
+        " where each file's record lives: set them once, when the installation starts",
+    )
     batch_max: int = Field(
         256,
         ge=1,
@@ -985,6 +993,17 @@ class PostgresSettings(Section):
         description="FileDB groups one process has on the wire at once (each on its own"
         " connection; keep it below pool_max)",
     )
+
+
+    @field_validator("filedb_shards")
+    @classmethod
+    def _distinct_shards(cls, shards: list[SecretStr]) -> list[SecretStr]:
+        if len(shards) > 256:
+            raise ValueError(f"at most 256 FileDB shards, not {len(shards)}")
+        dsns = [shard.get_secret_value() for shard in shards]
+        if len(set(dsns)) != len(dsns):
+            raise ValueError("a database is named twice: every shard is a database of its own")
+        return shards
 
 
 class LogSettings(Section):

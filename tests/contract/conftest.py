@@ -17,6 +17,7 @@ import pytest
 
 from pochta.blobs.filedb.memory import MemoryFileDB
 from pochta.blobs.filedb.postgres import PostgresFileDB
+from pochta.blobs.filedb.sharded import ShardedFileDB
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.nodes import DiskFactory
 from pochta.blobs.nodes.client import NodeTimeouts
@@ -29,7 +30,8 @@ from pochta.postgres.database import PoolSettings, Postgres
 from pochta.types import Clock, Disk, DiskSpec, FileDB, PairDB
 from tests.pgserver import NewDatabase
 
-FILEDB_KINDS = ["memory", "sqlite", "postgres"]
+FILEDB_KINDS = ["memory", "sqlite", "postgres", "sharded-memory"]  # sharded-postgres: slow here;
+# tests/integration/test_filedb_shards.py runs it through the app
 SHARED_FILEDB_KINDS = ["sqlite", "postgres"]  # several processes share one (cpupool.py)
 PAIRDB_KINDS = ["memory", "sqlite", "postgres"]
 DISK_KINDS = ["local", "local-fsync", "webdav"]  # local-fsync: no group sync
@@ -117,6 +119,10 @@ def open_filedb(kind: str, where: Path, clock: Clock, request: pytest.FixtureReq
         return SQLiteFileDB(where / "filedb.sqlite3", clock=clock)
     if kind == "postgres":
         return PostgresFileDB(postgres(request), clock=clock)
+    if kind == "sharded-memory":  # three shards: keys, journal and pages cut three ways
+        return ShardedFileDB([MemoryFileDB(clock=clock) for _ in range(3)])
+    if kind == "sharded-postgres":  # two primaries (two databases of the test server)
+        return ShardedFileDB([PostgresFileDB(postgres(request), clock=clock) for _ in range(2)])
     raise ValueError(kind)
 
 

@@ -311,6 +311,12 @@ def _create_postgres(
 ) -> Info:  # fmt: skip
     if s.postgres.dsn is None:
         raise errors.ConfigError("postgres.dsn is not set: nothing to back up")
+    if s.postgres.filedb_shards:  # a backup of dsn's server alone would miss FileDB's records
+        raise errors.ConfigError(
+            "postgres.filedb_shards is set: this command backs up the dsn's server only; back"
+            " up every shard's primary with its own WAL archive (pg_basebackup) and restore"
+            " them all to one --target-time (docs/sizing.md, Backups with shards)"
+        )
     if wal_dir is None:
         raise errors.InvalidInput(
             "--wal-dir is needed: the directory the server's archive_command copies WAL into"

@@ -76,12 +76,13 @@ def redis_client(settings: Settings) -> SyncClient | None:
     return connect(settings.redis, ping=True)
 
 
-def postgres_pool(settings: Settings) -> Postgres:
-    """A pool on the ``[postgres]`` database (``pochta db``); ConfigError without a dsn."""
+def postgres_pool(settings: Settings, dsn: SecretStr | None = None) -> Postgres:
+    """A pool on the ``[postgres]`` database (``pochta db``), or on ``dsn`` (a FileDB shard)
+    with the same pool settings; ConfigError without a dsn."""
     from pochta.postgres.database import PoolSettings, Postgres
 
     p = settings.postgres
-    if p.dsn is None:
+    if dsn is None and p.dsn is None:
         raise ConfigError(
             "postgres.dsn is not set: give the database as [postgres] dsn in the settings file"
             " or POCHTA_POSTGRES__DSN"
@@ -97,7 +98,9 @@ def postgres_pool(settings: Settings) -> Postgres:
         network_timeout=p.network_timeout,
         answer_timeout=p.answer_timeout,
     )
-    return Postgres.connect(p.dsn.get_secret_value(), pool)
+    where = dsn if dsn is not None else p.dsn
+    assert where is not None
+    return Postgres.connect(where.get_secret_value(), pool)
 
 
 def shingler(settings: Settings, data: Path, redis: SyncClient | None) -> Shingler:

@@ -53,6 +53,7 @@ from pochta.types import Clock
 log = logging.getLogger("pochta.antispam")
 
 _MASK = SHARDS - 1
+QUERY_TRIES = 2  # a read that a flush overlapped is done again, once (Counters.query)
 assert SHARDS & _MASK == 0  # a power of two: the shard is the hash's low bits
 
 
@@ -352,8 +353,24 @@ class Counters:
 
         A unique's buffered and in-flight pairs count once per (pair, bucket) and only when
         the store does not have that pair's bucket yet (the store's unique already counted
-        it then): the same value the store holds once everything is flushed."""
+        it then): the same value the store holds once everything is flushed.
+
+        The buffers are read under the lock, the store after it: a flush of one of the
+        refs' shards in between would put the same increments in both and count them twice.
+        Such a read (a shard in flight, or written, since the buffers were read) is done
+        again, once; a second that overlaps a flush too (a store slow to write) is answered
+        as it is, at most that flush's increments high."""
         now = self.clock() if now is None else now
+        for _ in range(QUERY_TRIES - 1):
+            counts, settled = self._query(refs, windows, now)
+            if settled:
+                return counts
+        return self._query(refs, windows, now)[0]
+
+    def _query(
+        self, refs: Sequence[Ref], windows: Sequence[Window], now: float
+    ) -> tuple[list[dict[str, Counts]], bool]:
+        """One read, and whether no flush of the refs' shards overlapped it."""
         sp = span(windows, now)
         mono = time.monotonic()
         merged: list[Buckets | None] = [None] * len(refs)
@@ -361,6 +378,8 @@ class Counters:
         epochs: list[int] = []
         # ref index -> the (pair, code, slot)s buffered or in flight for that unique
         pending: dict[int, set[tuple[tuple[int, int], str, int]]] = {}
+        pending_epochs: dict[int, int] = {}  # as ``epochs``, for the refs in ``pending``
+        settled = True
         with self._lock:
             shards, flights, cache = self._shards, self._in_flight, self._cache
             for i, ref in enumerate(refs):
@@ -392,6 +411,8 @@ class Counters:
                 else:
                     missing.append(i)
                     epochs.append(-1 if flying is not None else self._epoch[shard])
+                if i in pending:
+                    pending_epochs[i] = -1 if flying is not None else self._epoch[shard]
                 merged[i] = b
         # the stored buckets of the pending pairs, read with the uniques they decide
         pair_refs: list[Ref] = []
@@ -406,10 +427,16 @@ class Counters:
             read = self.store.read([*(refs[i] for i in missing), *pair_refs], sp)
             stored, stored_pairs = read[: len(missing)], read[len(missing) :]
             with self._lock:
+                for i, epoch in pending_epochs.items():
+                    shard = refs[i].shard
+                    if epoch != self._epoch[shard] or shard in self._in_flight:
+                        settled = False
                 for i, epoch, got in zip(missing, epochs, stored, strict=True):
                     shard = refs[i].shard
                     if epoch == self._epoch[shard] and shard not in self._in_flight:
                         self._cache.put(refs[i].id, got.copy(), sp, mono)
+                    else:
+                        settled = False
                     mine = merged[i]
                     if mine is None:
                         merged[i] = got
@@ -432,7 +459,7 @@ class Counters:
                             b.days[(code, day)] = b.days.get((code, day), 0) + 1
                 merged[i] = b
         empty = Buckets()
-        return [window_sums(b or empty, windows, now) for b in merged]
+        return [window_sums(b or empty, windows, now) for b in merged], settled
 
     def stats(self) -> CounterStats:
         with self._lock:
