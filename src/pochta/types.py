@@ -20,11 +20,12 @@ down would put one part's words into every part's contract. They are:
     antispam/auth/asyncdns.py               Upstream: where the shared DNS client asks
     blobs/valkyrie/state/__init__.py        StateStore: Valkyrie's positions and totals (Counts)
 
-and three Protocols that only type a value inside one module, no port:
+and four Protocols that only type a value inside one part, no port:
 
     antispam/auth/replay.py                 Runner: where a run of a check executes
     antispam/shingles/extract.py            _Add: extract's helper that adds one shingle
     postgres/deadline.py                    HasFileno: a connection whose socket a deadline shuts
+    server/imapstate.py                     Host: what an IMAP session asks of its server
 
 ``tests/unit/test_contract_files.py`` keeps these lists true.
 """
