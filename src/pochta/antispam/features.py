@@ -120,6 +120,19 @@ _NOT_UPPER = bytes(c for c in _ASCII if not chr(c).isupper())
 _NOT_DIGIT = bytes(c for c in _ASCII if not chr(c).isdigit())
 
 
+_NOT_WORD = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c == "_")})
+r"""Every ASCII character outside Python's ``\w``, as a blank: an ASCII text's :data:`_WORD`
+runs are then its blank-separated pieces."""
+
+
+def words(text: str) -> int:
+    """How many :data:`_WORD` runs ``text`` has (an ASCII text is counted without the regex
+    engine: one translation and one split in C)."""
+    if text.isascii():
+        return len(text.translate(_NOT_WORD).split())
+    return len(_WORD.findall(text))
+
+
 def _count(rx: re.Pattern[str], text: str) -> int:
     return sum(map(len, rx.findall(text)))
 
@@ -206,7 +219,7 @@ def extract(
 
     visible = letter.text
     letters, upper, digits, cyr, lat = _letters(visible)
-    f["text.words"] = float(len(_WORD.findall(visible)))
+    f["text.words"] = float(words(visible))
     f["text.letters"] = float(letters)
     f["text.upper_ratio"] = _ratio(upper, letters)
     f["text.digit_ratio"] = _ratio(digits, letters + digits)

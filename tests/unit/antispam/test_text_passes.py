@@ -1,0 +1,118 @@
+"""The cheaper passes over a letter's text give what the regexes they stand for give (issue 29,
+item 3): the shingles' body words (links and addresses cut out by looking for their markers,
+an ASCII text's words cut in C), the near-duplicate run, the features' word count and the URLs
+found in a letter's text by RE2 when the text is ASCII. Each is compared with the pattern as
+Python's engine runs it, on generated texts and on the unsealed corpus letters."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pochta.antispam import features
+from pochta.antispam.shingles import extract
+from pochta.mime import letter as letter_mod
+from pochta.mime import normalize
+from pochta_factory import corpus
+
+PIECES = [
+    "a", "B", "z", "ф", "Ж", "é", "ß", "ſ", "\u212a", "İ", "1", "٣", "²", "_", "@", "@@", ".",
+    ",", "+", "-", ":", "/", "://", ":/", "www.", "WWW.", "w", "http", "HTTPS://", "ftp://",
+    "hTtP://", "x.y", "a@b", "<", ">", '"', "'", ")", "]", "}", "!", "?", "\u00ad", "\u200b",
+    "\ufb01",
+]  # fmt: skip
+BLANKS = [" ", "  ", "\n", "\t", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\u00a0", "\u2003", ""]
+texts = st.lists(st.tuples(st.sampled_from(PIECES), st.sampled_from(BLANKS)), max_size=24).map(
+    lambda pairs: "".join(p + b for p, b in pairs)
+)
+ascii_texts = texts.map(lambda t: t.encode("ascii", "ignore").decode("ascii"))
+
+
+def words_by_regex(text: str) -> list[str]:
+    """What body_words was: one substitution and one findall of Python's engine."""
+    normal = normalize.text(text[: extract.MAX_BODY_CHARS])
+    return extract._WORD.findall(extract._DROPPED.sub(" ", normal))[: extract.MAX_BODY_WORDS]
+
+
+def minhash_by_word(words: Sequence[str]) -> str | None:
+    """What minhash_run was: each word encoded apart, the least run found by a scan."""
+    if len(words) < extract.MINHASH_WORDS:
+        return None
+    span = [w.encode("utf-8", "surrogatepass") for w in words[: extract.MINHASH_SPAN]]
+    runs = list(map(b" ".join, zip(span, span[1:], span[2:], span[3:], strict=False)))
+    crcs = list(map(zlib.crc32, runs))
+    least = min(crcs)
+    return min(r for r, c in zip(runs, crcs, strict=True) if c == least).decode()
+
+
+def urls_by_regex(text: str) -> list[str]:
+    return [m.group(0) for m in letter_mod._URL_IN_TEXT.finditer(text)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.one_of(texts, ascii_texts))
+def test_the_text_passes_are_the_regexes(text: str) -> None:
+    normal = normalize.text(text)
+    assert extract._without_links(normal) == extract._DROPPED.sub(" ", normal)
+    words = extract.body_words(text)
+    assert words == words_by_regex(text)
+    assert extract.minhash_run(words) == minhash_by_word(words)
+    assert features.words(text) == len(features._WORD.findall(text))
+    assert list(letter_mod._urls_in(text)) == urls_by_regex(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "@",
+        "www.",
+        "a www.b c",
+        "awww.b www.c d@e f://g h",
+        "x@y@z a://b://c www.www.",
+        "one two three four one two three four",  # equal CRCs: the smallest run
+        "see https://example.com/x, then (www.example.org) and HTTP://A.B.",
+        "\x1chttp://a\x1fb http://c\x0bd",
+    ],
+)
+def test_cases(text: str) -> None:
+    words = extract.body_words(text)
+    assert words == words_by_regex(text)
+    assert extract.minhash_run(words) == minhash_by_word(words)
+    assert list(letter_mod._urls_in(text)) == urls_by_regex(text)
+
+
+def test_a_long_token_of_markers_is_cut_once() -> None:
+    """A token of 100,000 "@" is one cut (not one look back per "@": that would be quadratic)."""
+    assert extract._without_links("a " + "@" * 100_000 + " b") == "a   b"
+    assert extract._without_links("x" + "www." * 25_000) == "x" + "www." * 25_000
+
+
+def test_on_the_corpus_letters() -> None:
+    """Every 20th unsealed letter's text, plain text and both together."""
+    try:
+        letters = list(corpus.unsealed(("easy-ham-2", "hard-ham-1", "spam-2")))[::20]
+    except corpus.CorpusUnavailable as exc:
+        pytest.skip(f"the SpamAssassin corpus cannot be fetched: {exc}")
+    compared = 0
+    for m in letters:
+        letter = letter_mod.parse(m.raw)
+        for text in {letter.text, letter.plain_text, letter.all_text}:
+            words = extract.body_words(text)
+            assert words == words_by_regex(text), m.name
+            assert extract.minhash_run(words) == minhash_by_word(words), m.name
+            assert features.words(text) == len(features._WORD.findall(text)), m.name
+            assert list(letter_mod._urls_in(text)) == urls_by_regex(text), m.name
+        compared += 1
+    assert compared > 100
+
+
+def test_the_ascii_tables_are_pythons_classes() -> None:
+    for c in map(chr, range(128)):
+        assert (extract._NOT_LETTERS.get(ord(c)) is None) == bool(re.fullmatch(r"[^\W\d_]", c))
+        assert (features._NOT_WORD.get(ord(c)) is None) == bool(re.fullmatch(r"\w", c))
