@@ -1,12 +1,15 @@
 """The cheaper passes over a letter's text give what the regexes they stand for give (issue 29,
 item 3): the shingles' body words (links and addresses cut out by looking for their markers,
 an ASCII text's words cut in C), the near-duplicate run, the features' word count and the URLs
-found in a letter's text by RE2 when the text is ASCII. Each is compared with the pattern as
+found in a letter's text by RE2 when the text is ASCII, the signs' folded text (blanks made one
+space by string passes) and the shingles' normalized text (format characters looked for by
+RE2). Each is compared with the pattern as
 Python's engine runs it, on generated texts and on the unsealed corpus letters."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 import zlib
 from collections.abc import Sequence
 
@@ -16,6 +19,7 @@ from hypothesis import strategies as st
 
 from pochta.antispam import features
 from pochta.antispam.shingles import extract
+from pochta.antispam.signs import wording
 from pochta.mime import letter as letter_mod
 from pochta.mime import normalize
 from pochta_factory import corpus
@@ -24,9 +28,11 @@ PIECES = [
     "a", "B", "z", "ф", "Ж", "é", "ß", "ſ", "\u212a", "İ", "1", "٣", "²", "_", "@", "@@", ".",
     ",", "+", "-", ":", "/", "://", ":/", "www.", "WWW.", "w", "http", "HTTPS://", "ftp://",
     "hTtP://", "x.y", "a@b", "<", ">", '"', "'", ")", "]", "}", "!", "?", "\u00ad", "\u200b",
-    "\ufb01",
+    "\ufb01", "ё", "Ё", "\u2060", "\ufeff", "\U000e0001", "\u0600",
 ]  # fmt: skip
-BLANKS = [" ", "  ", "\n", "\t", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\u00a0", "\u2003", ""]
+BLANKS = [
+    " ", "  ", "\n", "\t", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\u00a0", "\u00a0 ", "\u2003", "",
+]  # fmt: skip
 texts = st.lists(st.tuples(st.sampled_from(PIECES), st.sampled_from(BLANKS)), max_size=24).map(
     lambda pairs: "".join(p + b for p, b in pairs)
 )
@@ -50,6 +56,22 @@ def minhash_by_word(words: Sequence[str]) -> str | None:
     return min(r for r, c in zip(runs, crcs, strict=True) if c == least).decode()
 
 
+def fold_by_regex(text: str) -> str:
+    """What wording.fold was: the format characters and the blanks by Python's engine."""
+    s = unicodedata.normalize("NFKC", text).casefold()
+    if not s.isascii():
+        s = wording._FORMAT.sub("", s.replace("ё", "е"))
+    return wording._SPACE.sub(" ", s)
+
+
+def normal_by_translation(value: str) -> str:
+    """What normalize.text was: the format characters deleted by a translation."""
+    s = unicodedata.normalize("NFKC", value).casefold()
+    if not s.isascii() and normalize._format_class().search(s) is not None:
+        s = s.translate(normalize._format_chars())
+    return " ".join(s.split())
+
+
 def urls_by_regex(text: str) -> list[str]:
     return [m.group(0) for m in letter_mod._URL_IN_TEXT.finditer(text)]
 
@@ -64,6 +86,8 @@ def test_the_text_passes_are_the_regexes(text: str) -> None:
     assert extract.minhash_run(words) == minhash_by_word(words)
     assert features.words(text) == len(features._WORD.findall(text))
     assert list(letter_mod._urls_in(text)) == urls_by_regex(text)
+    assert wording.fold(text) == fold_by_regex(text)
+    assert normalize.text(text) == normal_by_translation(text)
 
 
 @pytest.mark.parametrize(
@@ -78,6 +102,10 @@ def test_the_text_passes_are_the_regexes(text: str) -> None:
         "one two three four one two three four",  # equal CRCs: the smallest run
         "see https://example.com/x, then (www.example.org) and HTTP://A.B.",
         "\x1chttp://a\x1fb http://c\x0bd",
+        " ",
+        " \t a\u00a0\u00a0b \n\t c\x0b",
+        "\u00ad\u200bЁлка\ufeff \U000e0001x\u0600",
+        "a\ud800\u00ad b",  # a lone surrogate: RE2 cannot read it, Python's engine does
     ],
 )
 def test_cases(text: str) -> None:
@@ -85,6 +113,8 @@ def test_cases(text: str) -> None:
     assert words == words_by_regex(text)
     assert extract.minhash_run(words) == minhash_by_word(words)
     assert list(letter_mod._urls_in(text)) == urls_by_regex(text)
+    assert wording.fold(text) == fold_by_regex(text)
+    assert normalize.text(text) == normal_by_translation(text)
 
 
 def test_a_long_token_of_markers_is_cut_once() -> None:
@@ -108,6 +138,8 @@ def test_on_the_corpus_letters() -> None:
             assert extract.minhash_run(words) == minhash_by_word(words), m.name
             assert features.words(text) == len(features._WORD.findall(text)), m.name
             assert list(letter_mod._urls_in(text)) == urls_by_regex(text), m.name
+            assert wording.fold(text) == fold_by_regex(text), m.name
+            assert normalize.text(text) == normal_by_translation(text), m.name
         compared += 1
     assert compared > 100
 
@@ -116,3 +148,13 @@ def test_the_ascii_tables_are_pythons_classes() -> None:
     for c in map(chr, range(128)):
         assert (extract._NOT_LETTERS.get(ord(c)) is None) == bool(re.fullmatch(r"[^\W\d_]", c))
         assert (features._NOT_WORD.get(ord(c)) is None) == bool(re.fullmatch(r"\w", c))
+
+
+def test_cyrillic_and_latin_counted_in_bytes_as_the_regexes_count() -> None:
+    every = [chr(c) for c in range(0x110000)]  # lone surrogates too (surrogatepass)
+    for start in range(0, len(every), 4096):
+        text = "".join(every[start : start + 4096])
+        data = text.encode("utf-8", "surrogatepass")
+        assert features._cyrillic(data) == features._count(features._CYRILLIC, text), start
+        assert features._latin(data) == features._count(features._LATIN, text), start
+    assert features._cyrillic("\u0400\u052f\u0530\u0531ё".encode()) == 3
