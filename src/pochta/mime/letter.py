@@ -144,6 +144,9 @@ class Letter:
     body_html: str | None = field(repr=False)  # the first HTML part's source, whole
     attachments: tuple[Attachment, ...]
     planned: tuple[Planned, ...] = field(repr=False)  # what the split extracts
+    from_pairs: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """The first From field's (name, address) pairs as ``email.utils.getaddresses`` reads
+    them (what ``from_`` was made of), for every reader of the field: parsed once."""
 
     # -- headers ---------------------------------------------------------------------------
     def headers(self, name: str) -> list[str]:
@@ -262,11 +265,12 @@ def parse(raw: bytes, *, inline_limit: int = DEFAULT_INLINE_LIMIT) -> Letter:
         texts, html, attachments = _bodies(raw, root, planned)
     except Exception:
         texts, html, attachments = [], None, []
+    from_pairs = _pairs(first.get("from"))
     return Letter(
         raw=raw,
         root=root,
         fields=fields,
-        from_=next(iter(_addresses(first.get("from"))), None),
+        from_=next(iter(_addresses_of(from_pairs)), None),
         to_addresses=_addresses(first.get("to")),
         cc_addresses=_addresses(first.get("cc")),
         subject=first.get("subject", ""),
@@ -276,6 +280,7 @@ def parse(raw: bytes, *, inline_limit: int = DEFAULT_INLINE_LIMIT) -> Letter:
         body_html=html,
         attachments=tuple(attachments),
         planned=planned,
+        from_pairs=from_pairs,
     )
 
 
@@ -324,13 +329,20 @@ def _fields(raw: bytes, root: Entity, charset: str | None) -> tuple[tuple[str, s
     return tuple(out)
 
 
-def _addresses(value: str | None) -> tuple[Address, ...]:
+def _pairs(value: str | None) -> tuple[tuple[str, str], ...]:
     if not value:
         return ()
     try:
-        pairs = getaddresses([value[:MAX_ADDRESS_CHARS]])
+        return tuple(getaddresses([value[:MAX_ADDRESS_CHARS]]))
     except Exception:
         return ()
+
+
+def _addresses(value: str | None) -> tuple[Address, ...]:
+    return _addresses_of(_pairs(value))
+
+
+def _addresses_of(pairs: tuple[tuple[str, str], ...]) -> tuple[Address, ...]:
     out: list[Address] = []
     for name, address in pairs:
         if name or address:  # an encoded word in an address is not allowed, yet it is met

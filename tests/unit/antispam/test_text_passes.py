@@ -3,8 +3,9 @@ item 3): the shingles' body words (links and addresses cut out by looking for th
 an ASCII text's words cut in C), the near-duplicate run, the features' word count and the URLs
 found in a letter's text by RE2 when the text is ASCII, the signs' folded text (blanks made one
 space by string passes) and the shingles' normalized text (format characters looked for by
-RE2). Each is compared with the pattern as
-Python's engine runs it, on generated texts and on the unsealed corpus letters."""
+RE2), and the From field's domain read from the letter's own parse of the field. Each is
+compared with what it replaces (the pattern as Python's engine runs it, the field parsed
+again), on generated texts and on the unsealed corpus letters."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import re
 import unicodedata
 import zlib
 from collections.abc import Sequence
+from email.utils import getaddresses
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pochta.antispam import features
+from pochta.antispam.auth import results as auth_results
 from pochta.antispam.shingles import extract
 from pochta.antispam.signs import wording
 from pochta.mime import letter as letter_mod
@@ -158,3 +161,39 @@ def test_cyrillic_and_latin_counted_in_bytes_as_the_regexes_count() -> None:
         assert features._cyrillic(data) == features._count(features._CYRILLIC, text), start
         assert features._latin(data) == features._count(features._LATIN, text), start
     assert features._cyrillic("\u0400\u052f\u0530\u0531ё".encode()) == 3
+
+
+def from_domain_by_its_own_parse(letter: letter_mod.Letter) -> str | None:
+    """What auth.results.from_domain was: the From field parsed again."""
+    values = [v[:4096] for v in letter.headers("from")]
+    if len(values) != 1:
+        return None
+    addresses = [a for _, a in getaddresses([values[0]]) if a]
+    return normalize.address_domain(addresses[0]) if len(addresses) == 1 else None
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"From: a@example.com\n",
+        b"From: A <a@example.com>, b@example.org\n",
+        b"From: a@example.com\nFrom: b@example.com\n",
+        b"From: =?utf-8?q?Caf=C3=A9?= <x@xn--caf-dma.example>\n",
+        b"From: <>\n",
+        b"From: " + b"x" * 5000 + b"@example.com\n",
+        b"Subject: no From\n",
+    ],
+)
+def test_the_from_domain_reads_the_letters_parse(head: bytes) -> None:
+    letter = letter_mod.parse(head + b"\nbody\n")
+    assert auth_results.from_domain(letter) == from_domain_by_its_own_parse(letter)
+
+
+def test_the_from_domain_on_the_corpus_letters() -> None:
+    try:
+        letters = list(corpus.unsealed(("easy-ham-2", "hard-ham-1", "spam-2")))[::5]
+    except corpus.CorpusUnavailable as exc:
+        pytest.skip(f"the SpamAssassin corpus cannot be fetched: {exc}")
+    for m in letters:
+        letter = letter_mod.parse(m.raw)
+        assert auth_results.from_domain(letter) == from_domain_by_its_own_parse(letter), m.name
