@@ -108,7 +108,8 @@ _REPLY = re.compile(
 )  # possessive: two runs of blanks around an optional part would be tried at every split
 
 
-# runs, not single characters: one match per run, counted by length (the same counts, faster)
+# runs, not single characters: one match per run, counted by length (the same counts, faster);
+# _CYRILLIC and _LATIN say what :func:`_cyrillic` and :func:`_latin` count in the UTF-8 bytes
 _LETTERS = re.compile(r"[^\W\d_]+")
 _CYRILLIC = re.compile(r"[\u0400-\u052f]+")
 _LATIN = re.compile(r"[A-Za-z]+")
@@ -118,6 +119,19 @@ _ASCII = bytes(range(128))
 _NOT_LATIN = bytes(c for c in _ASCII if not chr(c).isalpha())  # an ASCII letter is Latin
 _NOT_UPPER = bytes(c for c in _ASCII if not chr(c).isupper())
 _NOT_DIGIT = bytes(c for c in _ASCII if not chr(c).isdigit())
+
+
+_NOT_WORD = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c == "_")})
+r"""Every ASCII character outside Python's ``\w``, as a blank: an ASCII text's :data:`_WORD`
+runs are then its blank-separated pieces."""
+
+
+def words(text: str) -> int:
+    """How many :data:`_WORD` runs ``text`` has (an ASCII text is counted without the regex
+    engine: one translation and one split in C)."""
+    if text.isascii():
+        return len(text.translate(_NOT_WORD).split())
+    return len(_WORD.findall(text))
 
 
 def _count(rx: re.Pattern[str], text: str) -> int:
@@ -132,7 +146,30 @@ def _letters(text: str) -> tuple[int, int, int, int, int]:
         upper = len(b.translate(None, _NOT_UPPER))
         return latin, upper, len(b.translate(None, _NOT_DIGIT)), 0, latin
     upper, digits = sum(map(str.isupper, text)), sum(map(str.isdigit, text))
-    return _count(_LETTERS, text), upper, digits, _count(_CYRILLIC, text), _count(_LATIN, text)
+    data = text.encode("utf-8", "surrogatepass")
+    return _count(_LETTERS, text), upper, digits, _cyrillic(data), _latin(data)
+
+
+_ALL_BYTES = bytes(range(256))
+_NOT_LATIN_BYTE = bytes(c for c in _ALL_BYTES if not (65 <= c <= 90 or 97 <= c <= 122))
+_NOT_CYRILLIC_LEAD = bytes(c for c in _ALL_BYTES if not 0xD0 <= c <= 0xD4)
+_PAST_CYRILLIC = tuple(bytes((0xD4, c)) for c in range(0xB0, 0xC0))  # U+0530-U+053F
+
+
+def _latin(data: bytes) -> int:
+    """``_count(_LATIN, text)`` of the text whose UTF-8 is ``data``: its bytes that are ASCII
+    letters (UTF-8 writes every other character in bytes past ASCII)."""
+    return len(data.translate(None, _NOT_LATIN_BYTE))
+
+
+def _cyrillic(data: bytes) -> int:
+    """``_count(_CYRILLIC, text)`` of the text whose UTF-8 is ``data``: U+0400-U+052F are the
+    two-byte characters whose first byte is 0xD0-0xD3, or 0xD4 and a second byte below 0xB0
+    (a first byte is never a second one: those are 0x80-0xBF)."""
+    leads = data.translate(None, _NOT_CYRILLIC_LEAD)
+    if b"\xd4" not in leads:
+        return len(leads)
+    return len(leads) - sum(data.count(pair) for pair in _PAST_CYRILLIC)
 
 
 def money(text: str) -> int:
@@ -206,7 +243,7 @@ def extract(
 
     visible = letter.text
     letters, upper, digits, cyr, lat = _letters(visible)
-    f["text.words"] = float(len(_WORD.findall(visible)))
+    f["text.words"] = float(words(visible))
     f["text.letters"] = float(letters)
     f["text.upper_ratio"] = _ratio(upper, letters)
     f["text.digit_ratio"] = _ratio(digits, letters + digits)

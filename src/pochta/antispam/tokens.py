@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,8 @@ def tokenize(letter: Letter) -> frozenset[str]:
     for link in letter.web_links[:MAX_LINK_TOKENS]:
         out.add("url:" + link.registrable[:100])
     words = letter.text[:MAX_TEXT].lower().split()
-    every = {w for w in map(_strip, words) if MIN_LEN <= len(w) <= MAX_LEN}
+    distinct = set(map(str.strip, words, repeat(STRIP)))  # a word's length read once
+    every = {w for w in distinct if MIN_LEN <= len(w) <= MAX_LEN}
     if len(out) + len(every) <= MAX_TOKENS:  # the bound is not reached: every word is read
         return frozenset(out | every)
     for word in words:
@@ -103,10 +105,6 @@ def tokenize(letter: Letter) -> frozenset[str]:
         if MIN_LEN <= len(word) <= MAX_LEN:
             out.add(word)
     return frozenset(out)
-
-
-def _strip(word: str) -> str:
-    return word.strip(STRIP)
 
 
 _KEYED: dict[bytes, Any] = {}
@@ -136,12 +134,14 @@ def token_hash(token: str, key: bytes = b"") -> int:
 def hashed(tokens: Iterable[str], key: bytes = b"") -> tuple[tuple[str, ...], tuple[int, ...]]:
     """The tokens, and their hashes (with ``key``) in the same order."""
     ordered = tuple(tokens)
-    state = _keyed(key)
-    out = []
+    copy = _keyed(key).copy
+    from_bytes = int.from_bytes
+    out: list[int] = []
+    append = out.append
     for t in ordered:
-        h = state.copy()
+        h = copy()
         h.update(t.encode("utf-8", "surrogatepass"))
-        out.append(int.from_bytes(h.digest(), "big"))
+        append(from_bytes(h.digest(), "big"))
     return ordered, tuple(out)
 
 
@@ -286,9 +286,7 @@ def learn(tokens: Sequence[Iterable[str]], labels: Sequence[int]) -> TokenTable:
         (spam if label else ham).update(toks)
     n_spam = sum(1 for y in labels if y)
     counts = {
-        t: (spam[t], ham[t])
-        for t in spam.keys() | ham.keys()
-        if spam[t] + ham[t] >= MIN_LETTERS
+        t: (spam[t], ham[t]) for t in spam.keys() | ham.keys() if spam[t] + ham[t] >= MIN_LETTERS
     }
     return TokenTable(counts, n_spam, len(labels) - n_spam)
 

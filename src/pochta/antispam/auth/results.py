@@ -28,7 +28,6 @@ where the bytes are, and :func:`check_dmarc` runs on the answers.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import logging
@@ -36,7 +35,6 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from email.utils import getaddresses
 from typing import Any, Literal
 
 import dkim  # type: ignore[import-untyped]
@@ -440,24 +438,12 @@ def policy_domains(from_domain: str) -> tuple[str, str]:
 
 def from_domain(letter: Letter) -> str | None:
     """The domain of the letter's one From address; None for no From, several From fields
-    or several addresses in it."""
-    values = [v[:4096] for v in letter.headers("from")]
-    if len(values) != 1:
+    or several addresses in it. The field as the letter's parse read it (``from_pairs``:
+    its first 4 KiB, read once for every reader)."""
+    if len(letter.headers("from")) != 1:
         return None
-    return _from_domain(values[0])
-
-
-@functools.lru_cache(maxsize=1024)  # of at most 4 KiB each
-def _from_domain(value: str) -> str | None:
-    """The domain of the one address of a From field's value (remembered: a sender's letters
-    repeat it, and both the analysis and the authentication plan ask)."""
-    try:
-        addresses = [a for _, a in getaddresses([value]) if a]
-    except Exception:
-        return None
-    if len(addresses) != 1:
-        return None
-    return normalize.address_domain(addresses[0])
+    addresses = [a for _, a in letter.from_pairs if a]
+    return normalize.address_domain(addresses[0]) if len(addresses) == 1 else None
 
 
 def letter_key(raw: bytes) -> bytes:

@@ -40,23 +40,69 @@ _SPACE = b" "
 _BRACKET_IP = re.compile(r"\[(?:IPv6:)?([0-9A-Fa-f:.]{2,45})\]")
 
 
+_NOT_LETTERS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalpha()})
+"""Every ASCII character that is no letter, as a blank: an ASCII text's :data:`_WORD` runs are
+its blank-separated pieces once these are blanks (one C pass each, not the regex engine's)."""
+
+
 def body_words(text: str) -> list[str]:
     """The words a body shingle is made of: normalized text, tokens that are URLs or e-mail
-    addresses dropped, letters only (digits, which carry per-recipient numbers, dropped)."""
-    kept = _DROPPED.sub(" ", normalize.text(text[:MAX_BODY_CHARS]))
-    return _WORD.findall(kept)[:MAX_BODY_WORDS]
+    addresses dropped, letters only (digits, which carry per-recipient numbers, dropped).
+
+    Python's regex engine, which tries every position, reads only a non-ASCII text's words:
+    :data:`_DROPPED`'s tokens are cut out by looking for its markers (:func:`_without_links`),
+    and an ASCII text's words are its pieces once every character but a letter is a blank."""
+    kept = _without_links(normalize.text(text[:MAX_BODY_CHARS]))
+    if not kept.isascii():
+        return _WORD.findall(kept)[:MAX_BODY_WORDS]
+    return kept.translate(_NOT_LETTERS).split()[:MAX_BODY_WORDS]
+
+
+def _without_links(normal: str) -> str:
+    """``_DROPPED.sub(" ", normal)`` for a text :func:`normalize.text` wrote (single blanks
+    between its tokens, no other white space): the tokens around each "@" and "://", and
+    those that start with "www.", are cut out, found by looking for those markers alone (a
+    letter's few addresses and links, not each of its tokens). Linear: a token is cut whole
+    and the search goes on after it."""
+    cuts: set[tuple[int, int]] = set()
+    for marker in ("@", "://", "www."):
+        at = normal.find(marker)
+        while at >= 0:
+            if marker == "www." and at and normal[at - 1] != " ":
+                at = normal.find(marker, at + 1)  # inside a token: no link's start
+                continue
+            start = normal.rfind(" ", 0, at) + 1
+            end = normal.find(" ", at)
+            end = len(normal) if end < 0 else end
+            cuts.add((start, end))
+            at = normal.find(marker, end)  # the token is cut whole: each one read once
+    if not cuts:
+        return normal
+    pieces = []
+    done = 0
+    for start, end in sorted(cuts):  # whole tokens: the same one, or apart
+        pieces.append(normal[done:start])
+        done = end
+    pieces.append(normal[done:])
+    return " ".join(pieces)
 
 
 def minhash_run(words: Sequence[str]) -> str | None:
-    """The run of MINHASH_WORDS words whose CRC-32 is least (ties: the smallest run)."""
+    """The run of MINHASH_WORDS words whose CRC-32 is least (ties: the smallest run).
+    ``words``: :func:`body_words`' (none holds a blank)."""
     if len(words) < MINHASH_WORDS:
         return None
-    span = [w.encode("utf-8", "surrogatepass") for w in words[:MINHASH_SPAN]]
+    # the words encoded at once: a word holds no blank (letters only), nor does UTF-8 put one
+    # inside a character's bytes, so the pieces between blanks are the words' bytes
+    span = " ".join(words[:MINHASH_SPAN]).encode("utf-8", "surrogatepass").split(_SPACE)
     # each run of MINHASH_WORDS (4) consecutive words, in order
     runs = list(map(_SPACE.join, zip(span, span[1:], span[2:], span[3:], strict=False)))
     crcs = list(map(zlib.crc32, runs))
     least = min(crcs)
-    best = min(run for run, crc in zip(runs, crcs, strict=True) if crc == least)
+    if crcs.count(least) == 1:
+        best = runs[crcs.index(least)]
+    else:
+        best = min(run for run, crc in zip(runs, crcs, strict=True) if crc == least)
     return best.decode("utf-8", "surrogatepass")
 
 

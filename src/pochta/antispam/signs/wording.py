@@ -44,20 +44,40 @@ from pochta.antispam.signs import casefold
 _SPACE = re.compile(r"[ \t\r\f\v\u00a0]{2,}|[\t\r\f\v\u00a0]")
 """Runs of blanks to write as one space: those that are not one already (a single space, the
 most of them, is no match to rebuild the text around)."""
-_SPACE_FIRST = casefold.compile_first_look([r"[ \t\r\f\v\x{a0}]{2,}|[\t\r\f\v\x{a0}]"])
-""":data:`_SPACE` in RE2 (the same characters): a text it finds nothing in is left as it is
-(two in five of the texts folded), without a pass of Python's engine."""
+_BLANKS = "\t\r\f\v\u00a0"
+"""What :data:`_SPACE` writes as a space, besides the space itself."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 
 _FORMAT = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+_FORMAT_FIRST = casefold.compile_first_look(
+    [r"[\x{ad}\x{61c}\x{180e}\x{200b}-\x{200f}\x{202a}-\x{202e}\x{2060}-\x{2064}\x{feff}]"]
+)
+""":data:`_FORMAT` in RE2: a text without any (most) is not read by Python's engine."""
 
 
 def fold(text: str) -> str:
     s = unicodedata.normalize("NFKC", text).casefold()
     if not s.isascii():  # "ё" and the format characters are beyond ASCII
-        s = _FORMAT.sub("", s.replace("ё", "е"))
-    return _SPACE.sub(" ", s) if casefold.found(_SPACE_FIRST, s) else s
+        s = s.replace("ё", "е")
+        if casefold.found(_FORMAT_FIRST, s):
+            s = _FORMAT.sub("", s)
+    return one_space(s)
+
+
+def one_space(s: str) -> str:
+    """``_SPACE.sub(" ", s)``: every run of blanks (:data:`_BLANKS` and spaces; not line
+    breaks) one space, by C's string passes rather than Python's engine trying every
+    position: the blanks made spaces, then the runs of spaces cut out and one put back."""
+    for blank in _BLANKS:
+        if blank in s:
+            s = s.replace(blank, " ")
+    if "  " not in s:
+        return s
+    core = " ".join(filter(None, s.split(" ")))
+    if not core:
+        return " "
+    return (" " if s[0] == " " else "") + core + (" " if s[-1] == " " else "")
 
 
 def _rx(*parts: str) -> re.Pattern[str]:
