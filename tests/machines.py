@@ -220,19 +220,21 @@ class Machines:
     ca: TestCA | None = None
     failover: bool = False  # PostgreSQL as a Patroni cluster: a primary, a synchronous standby
     patroni: PatroniCluster | None = None
+    archive: bool = False  # with ``failover``: Patroni's servers archive WAL (a backup drill)
 
     # -- building it ------------------------------------------------------------------------
     @classmethod
-    def start(cls, dir: Path, *, failover: bool = False) -> Machines:
+    def start(cls, dir: Path, *, failover: bool = False, archive: bool = False) -> Machines:
         """Every host and server of the recipe, ready to take mail (users not added yet).
-        ``failover``: PostgreSQL on two hosts under Patroni (tests/patroni.py), not one."""
+        ``failover``: PostgreSQL on two hosts under Patroni (tests/patroni.py), not one;
+        ``archive`` (with ``failover``): its servers archive WAL (``PatroniCluster.archive``)."""
         for what, found in (("nginx", NGINX), ("redis-server", shutil.which("redis-server"))):
             if found is None:
                 raise RuntimeError(f"{what} is not installed")
         if bindir() is None:
             raise RuntimeError("PostgreSQL's initdb is not installed (Debian: postgresql)")
         dir.mkdir(parents=True, exist_ok=True)
-        machines = cls(dir, netns.Network.create(SUBNET), failover=failover)
+        machines = cls(dir, netns.Network.create(SUBNET), failover=failover, archive=archive)
         try:
             machines._build()
         except BaseException:
@@ -406,7 +408,7 @@ class Machines:
         """etcd on db, db2 and node1; Patroni on db (the first primary) and db2."""
         self.patroni = PatroniCluster(
             self.dir / "patroni", self.hosts, (DB, DB2), (DB, DB2, NODE1), self.tls,
-            self.admin, self.tls(ADMIN).ca, SUBNET,
+            self.admin, self.tls(ADMIN).ca, SUBNET, archive=self.archive,
         )  # fmt: skip
         self.patroni.dir.mkdir(parents=True, exist_ok=True)
         self.patroni.start()

@@ -203,6 +203,10 @@ class PatroniCluster:
     etcd: dict[str, Member] = field(default_factory=dict)
     patroni: dict[str, Member] = field(default_factory=dict)
     base: Path | None = None  # the servers' files, where their user reaches them
+    # WAL archiving (``pochta backup``'s drill): each server's archive_command copies its
+    # segments into ``wal_archive()``, which the admin host reads. The hosts share this
+    # machine's filesystem; in production it is another machine or object storage
+    archive: bool = False
 
     # -- building it ------------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> None:
@@ -212,6 +216,9 @@ class PatroniCluster:
         user = _run_as()
         self.base = Path(tempfile.mkdtemp(prefix="pochta-patroni-"))
         _owned(self.base, user, 0o755)
+        if self.archive:
+            self.wal_archive().mkdir()
+            _owned(self.wal_archive(), user, 0o755)
         peers = ",".join(
             f"{n}=https://{self.hosts[n].address}:{ETCD_PEER}" for n in self.etcd_hosts
         )
@@ -228,6 +235,24 @@ class PatroniCluster:
         for name in others:
             self.patroni[name].start()
         self.wait_sync(timeout=timeout)
+
+    def wal_archive(self) -> Path:
+        """Where archive_command copies WAL (with ``archive``)."""
+        assert self.base is not None
+        return self.base / "wal-archive"
+
+    def _archiving(self) -> tuple[dict[str, Any], list[str]]:
+        """With ``archive``: the servers' archiving parameters (README, Backups: the primary
+        archives; a standby, with ``on``, does not until it is promoted) and the pg_hba line
+        that lets ``pochta backup create`` (pg_basebackup, as the superuser) in."""
+        if not self.archive:
+            return {}, []
+        wal = self.wal_archive()
+        parameters = {
+            "archive_mode": "on",
+            "archive_command": f"test ! -f {wal}/%f && cp %p {wal}/%f",
+        }
+        return parameters, [f"hostssl replication {SUPERUSER} {self.subnet}.0/24 scram-sha-256"]
 
     def _check_runs(self, name: str, user: str | None) -> None:
         """The chosen Patroni runs as ``user`` on host ``name``: a virtual environment's
@@ -286,6 +311,7 @@ class PatroniCluster:
         assert pg is not None
         a = host.address
         client_tls = {"sslmode": "verify-full", "sslrootcert": ca}
+        archiving, backup_hba = self._archiving()
         config: dict[str, Any] = {
             "scope": SCOPE,
             "name": name,
@@ -354,11 +380,13 @@ class PatroniCluster:
                     # a test: a killed server still loses nothing, a power loss would
                     "fsync": "off",
                     "full_page_writes": "on",
+                    **archiving,
                 },
                 "pg_hba": [
                     "local all all scram-sha-256",  # Patroni's own, with its password
                     f"hostssl replication {REPLICATOR} {self.subnet}.0/24 scram-sha-256",
                     f"hostssl all {SUPERUSER} {self.subnet}.0/24 scram-sha-256",
+                    *backup_hba,
                 ],
             },
         }

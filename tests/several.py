@@ -759,7 +759,9 @@ def main(argv: list[str] | None = None) -> int:
     from tests import netns
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--letters", type=int, default=3000)
+    parser.add_argument(
+        "--letters", type=int, help="default 3000; with --backup-drill, per batch: 40"
+    )
     parser.add_argument("--mailboxes", type=int, default=50)
     parser.add_argument("--threads", type=int, default=6, help="SMTP client connections")
     parser.add_argument("--dir", type=Path, help="keep the hosts' files and logs here")
@@ -772,6 +774,12 @@ def main(argv: list[str] | None = None) -> int:
         "--faults",
         action="store_true",
         help="a seeded schedule of faults for --minutes (tests/several_faults.py)",
+    )
+    parser.add_argument(
+        "--backup-drill",
+        action="store_true",
+        help="WAL archived under Patroni, pochta backup create between batches of letters,"
+        " the database lost, restored to a point in time, fsck (tests/several_backup.py)",
     )
     parser.add_argument("--seed", type=int, default=30, help="the fault schedule's seed")
     parser.add_argument("--minutes", type=float, default=10.0, help="of faults (--faults)")
@@ -823,15 +831,25 @@ def main(argv: list[str] | None = None) -> int:
             args.freeze_at_least,
         )  # fmt: skip
     started = time.monotonic()
-    machines = Machines.start(base / "machines", failover=True)  # README's: under Patroni
+    machines = Machines.start(  # README's: under Patroni
+        base / "machines", failover=True, archive=args.backup_drill
+    )
     try:
         up = time.monotonic() - started
-        if args.failover:
+        if args.backup_drill:
+            from tests import several_backup
+
+            summary = several_backup.run(
+                machines, args.letters or 40, min(args.mailboxes, 8), args.threads
+            )
+        elif args.failover:
             from tests import several_failover
 
-            summary = several_failover.run(machines, args.letters, args.mailboxes, args.threads)
+            summary = several_failover.run(
+                machines, args.letters or 3000, args.mailboxes, args.threads
+            )
         else:
-            summary = run(machines, args.letters, args.mailboxes, args.threads)
+            summary = run(machines, args.letters or 3000, args.mailboxes, args.threads)
         summary = {"setup_seconds": round(up, 1), **summary}
         summary["total_seconds"] = round(time.monotonic() - started, 1)
         summary["dir"] = str(base)

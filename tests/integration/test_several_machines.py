@@ -20,7 +20,10 @@ client trying each letter that got no 250 again through the other loader.
 Then: every letter that got a 250 is read back byte for byte over the surviving loader's HTTP
 API, each attachment is on both nodes (the files in the directories behind the two nginx),
 `pochta fsck` finds nothing lost and every counter exact, and a pg_dump restored into a new
-database passes fsck too (README's backup recipe).
+database passes fsck too (README's backup recipe). Last, the backup drill
+(tests/several_backup.py; the servers archive WAL from the start): `pochta backup create`
+between batches of letters, the database lost, restored to a point in time on the db host,
+`pochta fsck --disks --manifest` against it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import netns, patroni, several, several_faults
+from tests import netns, patroni, several, several_backup, several_faults
 from tests.machines import NODE1, NODE2, Machines
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -65,7 +68,11 @@ def machines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Machines]:
     if why is not None:
         pytest.skip(why)
     try:
-        started = several_faults.FaultMachines.start(tmp_path / "machines", failover=True)
+        started = several_faults.FaultMachines.start(
+            tmp_path / "machines",
+            failover=True,
+            archive=True,  # archive: the backup drill
+        )
     except RuntimeError as exc:
         if "is not installed" in str(exc):
             pytest.skip(str(exc))
@@ -125,3 +132,22 @@ def test_a_seeded_fault_schedule_loses_no_acknowledged_letter(machines: Machines
     # the shingle counters were compared with the letters delivered (problems: none unexplained)
     assert summary["shingles"]["letters"] > 50, shown
     assert summary["shingles"]["exact"] > summary["shingles"]["letters"] // 2, shown
+
+
+def test_the_backup_drill_restores_to_a_point_in_time(machines: Machines) -> None:
+    """Last (it loses the database for good): 3 x 20 letters through both loaders, a base
+    backup between the first two batches, the restore point T between the last two; both
+    Patroni hosts lost, the backup restored to T into a new directory on the db host under a
+    plain PostgreSQL; every letter acknowledged before T read back byte for byte by a fresh
+    loader, none after T, and fsck exit 1 listing each file of a letter after T."""
+    for name in (NODE1, NODE2):  # the fault schedule leaves both up; alone, nothing to do
+        if not machines.loaders[name].alive():
+            machines._start_loader(name)
+    summary = several_backup.run(machines, per_batch=20)
+    shown = json.dumps({**summary, "problems": summary["problems"][:20]}, indent=1)
+    print(shown)
+    assert summary["problems"] == [], f"{shown}\n{machines.logs()}"
+    assert summary["restored_byte_exact"] == summary["acknowledged_before_t"] == 40, shown
+    assert summary["after_t_restored"] == 0, shown
+    assert summary["after_t_reported_by_fsck"] == summary["after_t"] == 20, shown
+    assert summary["fsck"]["exit"] == 1 and summary["fsck"]["lost"] == 0, shown

@@ -363,6 +363,10 @@ def _restore_postgres(
     pgdata.rmdir()
     shutil.copytree(backup / "base", pgdata, symlinks=True)
     pgdata.chmod(0o700)
+    # a base backup of a standby (the first host of a DSN that names several) carries its
+    # standby.signal, which outranks recovery.signal: the restored server would stay a
+    # standby of a primary that is gone and never reach the target
+    (pgdata / "standby.signal").unlink(missing_ok=True)
     (pgdata / "recovery.signal").touch()
     with (pgdata / "postgresql.auto.conf").open("a") as f:
         f.write(recovery_settings(wal.resolve(), target))
