@@ -5,13 +5,14 @@ spam from ham. Reads the run's cached replay and out-of-fold file (no letter is 
 no sealed letter was ever read: the replay holds only :func:`pochta_factory.corpus.unsealed`).
 
     python benchmarks/installation_kfold.py --tag base      # first
-    python benchmarks/kfold_misses.py --tag base [--threshold 0.6154]
+    python benchmarks/kfold_misses.py --tag base [--threshold 0.6154] [--replay FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import pickle
+from pathlib import Path
 from typing import Any
 
 from _common import emit
@@ -39,8 +40,16 @@ def main() -> None:
     p.add_argument("--tag", default="")
     p.add_argument("--threshold", type=float, default=None)
     p.add_argument("--generated", type=int, default=legit.COUNT)
+    p.add_argument(
+        "--replay", type=Path, default=None, help="the run's replay file (default: the one of "
+        "the code as it is now)"
+    )  # fmt: skip
     args = p.parse_args()
-    data, _hashes, phishing = replayed(args.generated)
+    if args.replay is not None:
+        with args.replay.open("rb") as fh:
+            data, _hashes, phishing = pickle.load(fh)
+    else:
+        data, _hashes, phishing = replayed(args.generated)
     with (CACHE / f"oof{args.tag}.pickle").open("rb") as fh:
         saved = pickle.load(fh)
     oof, part = saved["oof"], saved["part"]
