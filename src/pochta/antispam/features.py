@@ -210,7 +210,10 @@ def _recipients_hidden(letter: Letter) -> bool:
         return False
     own = letter.from_address.lower()
     named = {a.address.lower() for a in (*letter.to_addresses, *letter.cc_addresses)}
-    return not (named - {own, ""})
+    # only an address names somebody: not a group's syntax mangled into pieces of one
+    # ("<Undisclosed-Recipient:;@host>")
+    real = {a for a in named if a.count("@") == 1 and not a.startswith("@") and a[-1] != "@"}
+    return not real - {own}
 
 
 def extract(
