@@ -37,7 +37,12 @@ authentication results into features of the same form; the shingle statistics
                                   on the From address's registrable domain
     links.own_share               links on the From address's registrable domain / links (0
                                   when there are no links)
+    headers.message_id_malformed  1 when a Message-ID is there but not of the form <left@right>
+                                  (RFC 5322 msg-id): no mail program writes one
     recipients.count              To + Cc addresses
+    recipients.hidden             1 when the letter names no recipient but maybe its sender
+                                  (no To, "undisclosed-recipients:;", To and Cc only the From
+                                  address: the real ones in Bcc) and is no mailing list's
     sender.protected              the From domain belongs to a protected organization (not
                                   one of its public mail domains such as gmail.com)
     sender.freemail               the From domain is a public mail service
@@ -73,7 +78,8 @@ FEATURES: tuple[str, ...] = (
     "headers.count", "headers.received", "headers.has_message_id", "headers.has_date",
     "headers.has_list_unsubscribe", "headers.has_list_id", "headers.has_in_reply_to",
     "headers.message_id_aligned", "headers.return_path_aligned",
-    "recipients.count",
+    "headers.message_id_malformed",
+    "recipients.count", "recipients.hidden",
     "sender.protected", "sender.freemail", "sender.display_name_chars",
 )  # fmt: skip
 
@@ -215,6 +221,38 @@ def _message_id_domain(message_id: str | None) -> str | None:
     return normalize.registrable(host) if host else None
 
 
+MAX_MESSAGE_ID = 1000  # characters of a Message-ID field read
+_LIST_FIELDS = ("list-id", "list-post", "mailing-list")
+
+
+def _malformed_message_id(value: str | None) -> bool:
+    """A Message-ID field that is not one ``<left@right>`` (RFC 5322's msg-id): "PM200011:12:45
+    AM", a bare number. Mail programs and bulk mailers' libraries write the form; a missing
+    field is ``headers.has_message_id``'s."""
+    if value is None:
+        return False
+    v = value[:MAX_MESSAGE_ID].strip()
+    if not (v.startswith("<") and v.endswith(">")) or v.count("<") != 1 or v.count(">") != 1:
+        return True
+    left, at, right = v[1:-1].partition("@")
+    return not (at and left and right) or "@" in right or any(c.isspace() for c in v)
+
+
+def _recipients_hidden(letter: Letter) -> bool:
+    """No recipient named but maybe the sender itself: no To (nor Cc), a group without
+    addresses ("undisclosed-recipients:;"), or only the From address: the real recipients are
+    in Bcc, as a bulk mailer sends. A mailing list's letter is addressed to the list (and a
+    digest gateway may name nobody): not counted."""
+    if any(letter.header(h) for h in _LIST_FIELDS):
+        return False
+    own = letter.from_address.lower()
+    named = {a.address.lower() for a in (*letter.to_addresses, *letter.cc_addresses)}
+    # only an address names somebody: not a group's syntax mangled into pieces of one
+    # ("<Undisclosed-Recipient:;@host>")
+    real = {a for a in named if a.count("@") == 1 and not a.startswith("@") and a[-1] != "@"}
+    return not real - {own}
+
+
 def extract(
     letter: Letter,
     *,
@@ -293,7 +331,9 @@ def extract(
         if bounce is None:
             bounce = s.header("return-path")
         f["headers.return_path_aligned"] = float(_domain_of(bounce) == own)
+    f["headers.message_id_malformed"] = float(_malformed_message_id(s.header("message-id")))
     f["recipients.count"] = float(len(s.to_addresses) + len(s.cc_addresses))
+    f["recipients.hidden"] = float(_recipients_hidden(s))
 
     fd = letter.from_domain
     f["sender.protected"] = float(fd is not None and prot.sender_org(fd) is not None)

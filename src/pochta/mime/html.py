@@ -9,7 +9,8 @@ elements cost) collects:
 - ``text``: what the reader sees: text outside ``script``, ``style``, ``head``, ``title`` and
   hidden elements, each text node's whitespace collapsed, a line break around block elements;
 - ``anchors``: ``(href, shown text)`` of every ``<a href>`` and ``<area href>``;
-- ``forms``, ``inputs``, ``password_inputs``, ``images``;
+- ``forms``, ``inputs`` (fields a reader fills in: not hidden ones nor buttons),
+  ``password_inputs``, ``images``;
 - ``hidden_chars``: characters of text inside elements styled ``display:none``,
   ``visibility:hidden`` or ``font-size:0``.
 
@@ -60,6 +61,11 @@ _NOT_NESTING = frozenset(
 _LONG_TAG = re.compile(rf"<[^<>]{{{MAX_TAG}}}")
 _LONG_TAG_REST = re.compile(rf"(<[^<>]{{{MAX_TAG}}})[^<>]*+")
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?![.\d])")
+
+
+_NOT_FILLED = frozenset({"hidden", "submit", "image", "button", "reset"})
+"""Input types nobody types into: a shop's search box (a text field, hidden fields, an image
+button) is one field to fill in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,8 +211,10 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
                 elif tag == "form":
                     forms += 1
                 elif tag == "input":
-                    inputs += 1
-                    if (attrs.get("type") or "").strip().lower() == "password":
+                    kind = (attrs.get("type") or "").strip().lower()
+                    if kind not in _NOT_FILLED:
+                        inputs += 1
+                    if kind == "password":
                         password_inputs += 1
                 elif tag == "img":
                     images += 1

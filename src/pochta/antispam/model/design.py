@@ -139,6 +139,14 @@ MONOTONE: tuple[tuple[re.Pattern[str], int, str], ...] = (
      "failed sender authentication"),
     (re.compile(r"^auth\.(spf\.pass|dkim\.pass|dmarc\.pass)$"), -1,
      "passed sender authentication"),
+    (re.compile(r"^headers\.message_id_malformed$"), 1, "(issue 28) a Message-ID no mail "
+     "program writes (not <left@right>): 1 letter of the non-sealed easy-ham-1, none of "
+     "easy-ham-2 or hard-ham-1, 1.0 % of spam-1 and 4.6 % of spam-2"),
+    (re.compile(r"^recipients\.hidden$"), 1, "(issue 28) no recipient named but the sender "
+     "(Bcc, undisclosed-recipients), outside mailing lists: the bulk mailer's shape; 5.5 % of "
+     "the non-sealed easy-ham-1, 0.5 % of easy-ham-2, 5.2 % of hard-ham-1 against 5.3 % of "
+     "spam-1 and 10.6 % of spam-2: weak, monotone so that naming recipients never counts "
+     "against a letter"),
     (re.compile(r"^headers\.has_(message_id|date)$"), -1, "a letter without Message-ID or Date "
      "was not written by an ordinary mail program"),
     (re.compile(r"^links\.own_share$"), -1, "links to the sender's own registrable domain: a "

@@ -81,6 +81,7 @@ first: a display name is read up to :data:`MAX_NAME` characters, a header value 
 from __future__ import annotations
 
 import re
+import string
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -119,6 +120,7 @@ MAX_NAME = 256  # characters of a display name read
 MAX_HEADER = 1024  # characters of a header value read
 MAX_HOST = links.MAX_HOST
 BODY_HEAD = 3000  # characters of the text searched for the organizations a letter names
+OWN_NAME_MIN = 4  # letters of a From domain's own name that make a display name the sender's
 
 # An e-mail address inside a display name. The lookbehind lets a match start only where a run
 # of address characters starts, so no position is scanned twice; every run is bounded.
@@ -191,11 +193,44 @@ class Context:
         return self._cache["shown_name"]  # type: ignore[return-value]
 
     @property
+    def name_orgs(self) -> list[Org]:
+        """Organizations the display name speaks for. A name that names its sender first, by
+        the From domain's own name as a word ("Lockergnome Apple Core"
+        <subscriptions@lockergnome.com>, "Acme Weekly: Google news" <news@acme.example>), is
+        a publication's title, and the organizations named after it are its subject; not
+        when that own name is itself an organization's (paypal.example) or a public mail
+        service's (gmail.com: anybody's), nor when the letter's path contradicts the From
+        domain (:func:`_came_from_sender`)."""
+        if "name_orgs" not in self._cache:
+            orgs = self.protected.named_in(self.shown_name)
+            if orgs and self._names_itself():
+                orgs = []
+            self._cache["name_orgs"] = orgs
+        return self._cache["name_orgs"]  # type: ignore[return-value]
+
+    def _names_itself(self) -> bool:
+        fd = self.letter.from_domain
+        reg = normalize.registrable(fd) if fd else None
+        if not reg or reg in self.freemail:
+            return False
+        own = reg.partition(".")[0]
+        if len(own) < OWN_NAME_MIN or self.protected.named_in(own) or not _came_from_sender(self):
+            return False
+        folded = wording.fold(self.shown_name)
+        words = "".join(c if c.isalnum() else " " for c in folded).split()
+        if own not in words:
+            return False
+        # the own name comes first: "PayPal via Lockergnome" speaks for PayPal
+        first = words.index(own)
+        return not self.protected.named_in(" ".join(words[:first]))
+
+    @property
     def claimed(self) -> list[Org]:
-        """Organizations the letter speaks for: named by the display name, owning the From
-        domain, or imitated by it."""
+        """Organizations the letter speaks for: named by the display name (not a
+        publication's subject: :attr:`name_orgs`), owning the From domain, or imitated by
+        it."""
         if "claimed" not in self._cache:
-            orgs = list(self.protected.named_in(self.shown_name))
+            orgs = list(self.name_orgs)
             fd = self.letter.from_domain
             if fd:
                 owner = self.protected.sender_org(fd)
@@ -355,7 +390,7 @@ def display_name_brand(ctx: Context) -> Sign | None:
     if not name or not fd:
         return None
     owner = ctx.protected.sender_org(fd)
-    named = [org for org in ctx.protected.named_in(ctx.shown_name) if org is not owner]
+    named = [org for org in ctx.name_orgs if org is not owner]
     if not named:
         return None
     return sign("PHISH_DISPLAY_NAME_BRAND", [f"«{name}» <{ctx.letter.from_address}>"])
@@ -838,16 +873,60 @@ def hidden_text(ctx: Context) -> Sign | None:
 
 
 _SCRIPT_SCHEMES = ("data:", "javascript:", "vbscript:")
+MAX_SCRIPT = 512  # characters of a javascript: link read to tell a page's own pop-up
+_CALL_CHARS = frozenset(string.ascii_letters + string.digits + "_.(),; \t\r\n")
+
+
+def _own_page_call(ctx: Context, href: str) -> bool:
+    """A ``javascript:`` link that only calls a function with literal arguments, web
+    addresses among them, every one on the From domain's party: a web page's own pop-up
+    link ("email this story": ``javascript: rs("ss","http://story.news.yahoo.com/...")``)
+    copied into a letter. It leads, if anywhere, to the sender's own site; a script that
+    does anything else (an assignment, an expression, an address elsewhere, no address at
+    all: ``javascript:alert(1)``) still counts."""
+    fd = ctx.letter.from_domain
+    code = href.strip()
+    if not fd or len(code) > MAX_SCRIPT or not code.lower().startswith("javascript:"):
+        return False
+    code = code[len("javascript:") :]
+    if code.count('"') % 2 or code.count("'") % 2:
+        return False
+    hosts: list[str] = []
+    outside: list[str] = []
+    literal: list[str] = []
+    quote = ""
+    for ch in code:
+        if quote:
+            if ch == quote:
+                quote = ""
+                text = "".join(literal)
+                literal = []
+                if text.lower().startswith(("http://", "https://")):
+                    found = normalize.url(text)
+                    if found is None:
+                        return False
+                    hosts.append(found[1])
+            else:
+                literal.append(ch)
+        elif ch in "\"'":
+            quote = ch
+        else:
+            outside.append(ch)
+    calls = "".join(outside)
+    if quote or "(" not in calls or not set(calls) <= _CALL_CHARS:
+        return False
+    return bool(hosts) and all(ctx.own_site(h) for h in hosts)
 
 
 def link_data_url(ctx: Context) -> Sign | None:
     """A link to a ``data:`` address (a whole page carried in the link, that no site's
-    reputation vouches for) or to a script."""
+    reputation vouches for) or to a script; not a page's own pop-up link
+    (:func:`_own_page_call`)."""
     found = []
     for link in ctx.letter.links:
         href = link.href[:64].strip().lower()
         href = "".join(href.split())  # "java script:" with a tab inside
-        if href.startswith(_SCRIPT_SCHEMES):
+        if href.startswith(_SCRIPT_SCHEMES) and not _own_page_call(ctx, link.href):
             found.append(link.href[:60])
     return sign("PHISH_LINK_DATA_URL", found[:3]) if found else None
 
