@@ -195,7 +195,11 @@ def start_pochta(
 ) -> tuple[int, subprocess.Popen[bytes], Path]:
     """``src``: run pochta from this source tree (e.g. main's) rather than the installed one."""
     data = work / "pochta-data"
-    env = {**os.environ, "POCHTA_ANTISPAM__WORKERS": "0", "POCHTA_VALKYRIE__ENABLED": "false"}
+    env = {
+        **os.environ,
+        "POCHTA_ANTISPAM__POOL_PROCESSES": "0",
+        "POCHTA_VALKYRIE__ENABLED": "false",
+    }
     if src is not None:
         env["PYTHONPATH"] = src
     py = sys.executable

@@ -36,7 +36,7 @@ STORES = {
     "mailbox": {"backend": "postgres"},
     "blobs": {"backend": "postgres"},
     "valkyrie": {"backend": "postgres", "enabled": False},
-    "antispam": {"workers": 0},
+    "antispam": {"pool_processes": 0},
 }
 
 
@@ -94,7 +94,7 @@ def index_postgres(server: PostgresServer, data: Path, letters: int) -> dict[str
 
 
 def index_sqlite(data: Path, letters: int) -> dict[str, Any]:
-    deliver(data, letters, antispam={"workers": 0})
+    deliver(data, letters, antispam={"pool_processes": 0})
     path = data / "mailbox.sqlite3"
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -90,7 +90,7 @@ def serve(
     env = {
         **os.environ,
         "POCHTA_ANTISPAM__ENABLED": "true" if verdicts else "false",
-        "POCHTA_ANTISPAM__WORKERS": str(workers),
+        "POCHTA_ANTISPAM__POOL_PROCESSES": str(workers),
         "POCHTA_SMTP__PORT": str(smtp),
         "POCHTA_SMTP__LMTP_PORT": "0",
         "POCHTA_IMAP__ENABLED": "false",

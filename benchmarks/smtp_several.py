@@ -7,7 +7,7 @@ mailboxes, long bodies, phishing samples; each letter new, so its attachments ar
 both nodes or counted again) is sent by ``--threads`` smtplib connections from the admin
 host, one transaction per letter, connections kept open, no faults. "1 loader": every
 connection to node1's loader; "2 loaders": half to each. Verdicts on (the default: each
-letter scored, ``antispam.workers = 1`` per loader) and off (``antispam.enabled = false``):
+letter scored, ``antispam.pool_processes = 1`` per loader) and off (``antispam.enabled = false``):
 the loaders are restarted between the two. CPU: each loader's process tree, PostgreSQL's and
 nginx's, from /proc, per letter. All of it shares this machine's cores: two loaders here
 compete for the same two cores that one loader had, which real machines would not.
@@ -93,7 +93,7 @@ def main() -> None:
         seed = 100
         for verdicts in ("on", "off"):
             machines.restart_loaders(
-                {"POCHTA_ANTISPAM__WORKERS": "1", "POCHTA_LOG_LEVEL": "warning"}
+                {"POCHTA_ANTISPAM__POOL_PROCESSES": "1", "POCHTA_LOG_LEVEL": "warning"}
                 | ({} if verdicts == "on" else {"POCHTA_ANTISPAM__ENABLED": "false"})
             )
             for loaders in (1, 2, 1, 2):  # alternately: the machine's load drifts

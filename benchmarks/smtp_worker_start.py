@@ -2,7 +2,7 @@
 worker processes hold (issue 29, item 3: worker start-up).
 
 A real ``python -m pochta serve`` with its defaults (verdicts on, IMAP on, log level info,
-``antispam.workers`` = one per core) on free loopback ports, a fresh data directory with one
+``antispam.pool_processes`` = one per core) on free loopback ports, a fresh data directory with one
 mailbox. The clock starts at the spawn; ``listening`` is when its SMTP port accepts (the
 application's startup, which starts the worker processes, is over), ``first_letter`` when one
 letter's DATA is answered 250 (parsed, analyzed and decided by a worker, stored). Then the

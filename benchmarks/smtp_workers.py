@@ -4,7 +4,7 @@ The client of benchmarks/smtp_delivery.py (one smtplib process per connection, c
 kept open, one letter per transaction, the SpamAssassin corpus CRLF-normalized) against a real
 ``pochta serve`` on the embedded backends (SQLite, sync=full; embedded locks), verdicts on
 (the default) and off, 4 and 8 connections. With ``--workers N`` the analysis processes are
-split between the servers (``antispam.workers`` = cores / N each), so the machine runs the
+split between the servers (``antispam.pool_processes`` = cores / N each), so the machine runs the
 same number of analysis processes either way. Letters/s counts 250 answers;
 ``server_cpu_ms_per_letter`` is every process of the server tree (parent, workers, analysis
 processes) over the letters.

@@ -119,7 +119,7 @@ def main() -> None:
             data_dir=Path(tmp) / "data",
             smtp={"enabled": False},
             valkyrie={"enabled": False},
-            antispam={"workers": 0},
+            antispam={"pool_processes": 0},
         )
         with TestClient(create_app(settings)) as client:
             pochta: Any = client.app.state.pochta  # type: ignore[attr-defined]

@@ -42,7 +42,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         info = machine(Path(tmp))
-        p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+        p = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
         try:
             scanner = p.scanner
             assert scanner is not None

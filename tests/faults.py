@@ -61,7 +61,7 @@ SERVE_ENV = {
     # letters are scored in the server process: the campaign is about the store, and a
     # server without its pool of scoring processes is healthy in half the time (2.5 s
     # instead of 5 on 2 cores), so more of its 50 lives are spent delivering
-    "POCHTA_ANTISPAM__WORKERS": "0",
+    "POCHTA_ANTISPAM__POOL_PROCESSES": "0",
 }
 BIT_FLIPS = 8
 SENT_KEPT = 256  # letters remembered for re-delivery (a long campaign sends many thousands)

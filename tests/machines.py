@@ -81,7 +81,7 @@ SECRETS = {  # README: the same on every machine, in the environment
     "POCHTA_REDIS__PASSWORD": REDIS_PASSWORD,
 }
 TEST_SETTINGS = {  # this machine has two cores and the test a few minutes
-    "POCHTA_ANTISPAM__WORKERS": "0",
+    "POCHTA_ANTISPAM__POOL_PROCESSES": "0",
     "POCHTA_GUARD__LOCK_TTL": "3",
     "POCHTA_MAILBOX__PENDING_GRACE_SECONDS": "20",
     "POCHTA_LOG_LEVEL": "info",

@@ -37,7 +37,10 @@ def test_parse_never_raises_and_split_round_trips(raw: bytes, inline_limit: int)
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     data = tmp_path_factory.mktemp("fuzz") / "data"
     settings = load_settings(
-        data_dir=data, smtp={"enabled": False}, imap={"enabled": False}, antispam={"workers": 0}
+        data_dir=data,
+        smtp={"enabled": False},
+        imap={"enabled": False},
+        antispam={"pool_processes": 0},
     )
     with TestClient(create_app(settings)) as c:
         yield c

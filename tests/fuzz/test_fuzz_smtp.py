@@ -98,7 +98,9 @@ def session(draw: st.DrawFn) -> list[tuple[str, bytes]]:
 def mx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("fuzz-smtp")
     add_users(tmp / "data", "alice@example.org")
-    srv = start_server(tmp / "data", tmp / "serve.log", settings={"POCHTA_ANTISPAM__WORKERS": "1"})
+    srv = start_server(
+        tmp / "data", tmp / "serve.log", settings={"POCHTA_ANTISPAM__POOL_PROCESSES": "1"}
+    )
     yield srv
     srv.stop()
 

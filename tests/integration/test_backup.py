@@ -80,7 +80,7 @@ def test_recovery_settings_quote_the_archive_and_stop_archiving() -> None:
 def test_fsck_walks_the_disks_and_reads_a_manifest(tmp_path: Path) -> None:
     """A file no FileDB record names is unindexed (and fails the check) only when the disks
     are walked; a manifest tells a file lost since the backup from one written after it."""
-    pochta = build(load_settings(data_dir=tmp_path / "data", antispam={"workers": 0}))
+    pochta = build(load_settings(data_dir=tmp_path / "data", antispam={"pool_processes": 0}))
     try:
         ann = pochta.mailbox.add_user("ann@example.org", "a long enough password")
         deliver(pochta, ann, 1)
@@ -111,7 +111,7 @@ def test_fsck_walks_the_disks_and_reads_a_manifest(tmp_path: Path) -> None:
 # -- embedded --------------------------------------------------------------------------------
 def test_embedded_backup_taken_during_deliveries_restores_clean(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    settings = load_settings(data_dir=data, antispam={"workers": 0})
+    settings = load_settings(data_dir=data, antispam={"pool_processes": 0})
     pochta = build(settings)
     kept: dict[int, bytes] = {}
     try:
@@ -157,7 +157,7 @@ def test_embedded_backup_taken_during_deliveries_restores_clean(tmp_path: Path) 
     report = json.loads(out)
     assert code == 0 and report["ok"], json.dumps(report, indent=1)
     assert report["files_on_disks"] == info["files"]
-    restored = build(load_settings(data_dir=new, antispam={"workers": 0}))
+    restored = build(load_settings(data_dir=new, antispam={"pool_processes": 0}))
     try:
         ann2 = restored.mailbox.user("ann@example.org")
         assert ann2 is not None
@@ -205,7 +205,7 @@ PG_STORES = {
     "mailbox": {"backend": "postgres"},
     "blobs": {"backend": "postgres"},
     "valkyrie": {"backend": "postgres", "enabled": False},
-    "antispam": {"workers": 0},
+    "antispam": {"pool_processes": 0},
 }
 
 

@@ -266,7 +266,7 @@ def test_two_workers_share_one_limit_and_a_dead_worker_stops_counting(tmp_path: 
     srv = start_server(
         data,
         tmp_path / "serve.log",
-        settings={"POCHTA_ANTISPAM__WORKERS": "0"},
+        settings={"POCHTA_ANTISPAM__POOL_PROCESSES": "0"},
         args=("--workers", "2"),
     )
     held: list[socket.socket] = []

@@ -34,7 +34,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         settings={
             "POCHTA_BLOBS__MAX_UPLOAD_SIZE": str(LIMIT),
             "POCHTA_SMTP__MAX_MESSAGE_SIZE": str(LIMIT),
-            "POCHTA_ANTISPAM__WORKERS": "0",  # one process: its peak memory is the server's
+            "POCHTA_ANTISPAM__POOL_PROCESSES": "0",  # one process: its peak memory is the server's
             "POCHTA_VALKYRIE__ENABLED": "false",
         },
     )

@@ -40,7 +40,7 @@ def make_users(data: Path, *emails: str) -> None:
     """A data directory with these users, made in this process (one start-up, not one
     ``pochta user add`` per user)."""
     add_users(data)  # pochta init
-    pochta = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    pochta = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         for email in emails:
             pochta.mailbox.add_user(email, PASSWORD)
@@ -55,7 +55,7 @@ def serve(tmp_path: Path) -> Server:
         settings={
             "POCHTA_IMAP__IDLE_POLL_SECONDS": "0.2",
             "POCHTA_SHINGLES__FLUSH_INTERVAL": "0.2",
-            "POCHTA_ANTISPAM__WORKERS": "1",
+            "POCHTA_ANTISPAM__POOL_PROCESSES": "1",
         },
     )
 

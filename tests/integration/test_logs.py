@@ -102,7 +102,7 @@ def test_debug_json_ties_a_letter_together_and_leaks_no_secret(tmp_path: Path) -
         settings={
             "POCHTA_LOG__FORMAT": "json",
             "POCHTA_LOG__LEVEL": "debug",
-            "POCHTA_ANTISPAM__WORKERS": "1",
+            "POCHTA_ANTISPAM__POOL_PROCESSES": "1",
         },
     )
     outputs: list[str] = []

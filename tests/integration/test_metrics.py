@@ -51,7 +51,7 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-WORKERS = 2  # antispam.workers
+WORKERS = 2  # antispam.pool_processes
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def mx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             "POCHTA_SMTP__MAX_MESSAGE_SIZE": "200000",
             "POCHTA_VALKYRIE__PASS_INTERVAL_SECONDS": "0.5",
             "POCHTA_VALKYRIE__BUDGET_MB_PER_S": "100",
-            "POCHTA_ANTISPAM__WORKERS": str(WORKERS),
+            "POCHTA_ANTISPAM__POOL_PROCESSES": str(WORKERS),
         },
     )
     yield srv

@@ -29,7 +29,7 @@ def settings(data: Path, dsn: str, **antispam: object) -> Settings:
         data_dir=data,
         postgres={"dsn": dsn, "migrate_on_start": True},
         mailbox={"backend": "postgres"},
-        antispam={"workers": 0, "model_check_seconds": 0.05, **antispam},
+        antispam={"pool_processes": 0, "model_check_seconds": 0.05, **antispam},
     )
 
 

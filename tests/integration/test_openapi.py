@@ -25,7 +25,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         tmp / "data",
         tmp / "serve.log",
         settings={
-            "POCHTA_ANTISPAM__WORKERS": "0",
+            "POCHTA_ANTISPAM__POOL_PROCESSES": "0",
             "POCHTA_VALKYRIE__ENABLED": "false",
             # every test logs in from 127.0.0.1, schemathesis with random passwords too
             "POCHTA_GUARD__LOGIN_IP_MAX": "100000",

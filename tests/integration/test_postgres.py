@@ -42,7 +42,7 @@ ALL_POSTGRES = {
     "mailbox": {"backend": "postgres"},
     "blobs": {"backend": "postgres"},
     "valkyrie": {"backend": "postgres", "enabled": False},
-    "antispam": {"workers": 0},
+    "antispam": {"pool_processes": 0},
 }
 
 

@@ -138,7 +138,7 @@ def test_a_letter_met_by_a_frozen_database_is_answered_451_and_not_kept(
         "POCHTA_POSTGRES__ANSWER_TIMEOUT": str(DEADLINE),
         "POCHTA_POSTGRES__CONNECT_TIMEOUT": "2",
         "POCHTA_POSTGRES__POOL_TIMEOUT": "3",
-        "POCHTA_ANTISPAM__WORKERS": "1",
+        "POCHTA_ANTISPAM__POOL_PROCESSES": "1",
     }
     srv = start_server(data, tmp_path / "serve.log", settings=settings)
     raw = (

@@ -346,7 +346,7 @@ def test_the_app_builds_one_client_for_guard_and_shingles(
         guard={"backend": "redis"},
         shingles={"backend": "redis", "key_prefix": "app"},
         redis={"nodes": [f"{HOST}:{redis_server.port}"]},
-        antispam={"workers": 0},
+        antispam={"pool_processes": 0},
     )
     pochta = build(settings)
     try:

@@ -78,7 +78,7 @@ def test_two_workers_deliver_and_one_leads_the_jobs(tmp_path: Path) -> None:
     server = start_server(
         data,
         log,
-        settings={"POCHTA_GUARD__LOCK_TTL": "2", "POCHTA_ANTISPAM__WORKERS": "0"},
+        settings={"POCHTA_GUARD__LOCK_TTL": "2", "POCHTA_ANTISPAM__POOL_PROCESSES": "0"},
         args=("--workers", "2"),
         timeout=120,
     )
@@ -145,7 +145,7 @@ def test_workers_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
     server = start_server(
         tmp_path / "data",
         tmp_path / "serve.log",
-        settings={"POCHTA_ANTISPAM__WORKERS": "0"},
+        settings={"POCHTA_ANTISPAM__POOL_PROCESSES": "0"},
         args=("--workers", "2"),
         timeout=120,
     )

@@ -78,7 +78,7 @@ def test_a_dns_server_that_never_answers_holds_no_worker(tmp_path: Path) -> None
     add_users(tmp_path / "off", "alice@example.org")
     lifetime = 2.0
     settings = {
-        "POCHTA_ANTISPAM__WORKERS": "1",
+        "POCHTA_ANTISPAM__POOL_PROCESSES": "1",
         "POCHTA_ANTISPAM__DNS": "system",
         "POCHTA_ANTISPAM__DNS_SERVER": f"127.0.0.1:{port}",
         "POCHTA_ANTISPAM__DNS_TIMEOUT": "0.5",
@@ -88,7 +88,7 @@ def test_a_dns_server_that_never_answers_holds_no_worker(tmp_path: Path) -> None
         silent = starting.submit(
             start_server, tmp_path / "data", tmp_path / "serve.log", settings=settings
         )
-        without_dns = {"POCHTA_ANTISPAM__WORKERS": "1", "POCHTA_ANTISPAM__DNS": "off"}
+        without_dns = {"POCHTA_ANTISPAM__POOL_PROCESSES": "1", "POCHTA_ANTISPAM__DNS": "off"}
         off = starting.submit(
             start_server, tmp_path / "off", tmp_path / "off.log", settings=without_dns
         ).result()
@@ -178,7 +178,7 @@ def test_a_paused_database_stalls_only_what_needs_it(
         "POCHTA_MAILBOX__BACKEND": "postgres",
         "POCHTA_BLOBS__BACKEND": "postgres",
         "POCHTA_POSTGRES__DSN": dsn,
-        "POCHTA_ANTISPAM__WORKERS": "1",
+        "POCHTA_ANTISPAM__POOL_PROCESSES": "1",
         "POCHTA_HTTP__HEALTH_INTERVAL_SECONDS": "0.3",
         "POCHTA_HTTP__HEALTH_STALE_SECONDS": "1.5",
     }

@@ -66,7 +66,7 @@ def test_a_normal_letter_is_delivered_promptly_while_costly_ones_are_scored(
     data = tmp_path / "data"
     add_users(data, "alice@example.org")
     srv: Server = start_server(
-        data, tmp_path / "serve.log", settings={"POCHTA_ANTISPAM__WORKERS": "1"}
+        data, tmp_path / "serve.log", settings={"POCHTA_ANTISPAM__POOL_PROCESSES": "1"}
     )
     try:
         costly = [many_parts(14_000, i) for i in range(COSTLY)]
@@ -115,7 +115,10 @@ def test_a_normal_letter_is_delivered_promptly_while_costly_ones_are_scored(
 def test_a_letter_past_the_deadline_is_stored_whole_and_unscored(tmp_path: Path) -> None:
     data = tmp_path / "data"
     add_users(data, "alice@example.org")
-    settings = {"POCHTA_ANTISPAM__WORKERS": "1", "POCHTA_ANTISPAM__DEADLINE_SECONDS": DEADLINE}
+    settings = {
+        "POCHTA_ANTISPAM__POOL_PROCESSES": "1",
+        "POCHTA_ANTISPAM__DEADLINE_SECONDS": DEADLINE,
+    }
     srv = start_server(data, tmp_path / "serve.log", settings=settings)
     try:
         raw = many_parts(30_000, 1)
@@ -139,7 +142,7 @@ def test_the_operator_can_defer_a_letter_that_could_not_be_scored(tmp_path: Path
     data = tmp_path / "data"
     add_users(data, "alice@example.org")
     settings = {
-        "POCHTA_ANTISPAM__WORKERS": "1",
+        "POCHTA_ANTISPAM__POOL_PROCESSES": "1",
         "POCHTA_ANTISPAM__DEADLINE_SECONDS": DEADLINE,
         "POCHTA_ANTISPAM__ON_TIMEOUT": "defer",
     }
@@ -176,7 +179,7 @@ def test_an_unscored_letter_the_memory_budget_cannot_hold_is_deferred(tmp_path: 
     data = tmp_path / "data"
     add_users(data, "alice@example.org")
     settings = {
-        "POCHTA_ANTISPAM__WORKERS": "1",
+        "POCHTA_ANTISPAM__POOL_PROCESSES": "1",
         "POCHTA_ANTISPAM__DEADLINE_SECONDS": DEADLINE,
         "POCHTA_MEMORY_BUDGET": str(1 << 20),
     }

@@ -52,7 +52,7 @@ def test_a_letter_taught_through_one_loader_is_scored_alike_by_the_other(
         "POCHTA_REDIS__NODES": json.dumps([f"127.0.0.1:{port}"]),
         "POCHTA_ANTISPAM__LEARNED_WORDS_KEY": "two-loaders-words-key-5a1c",
         "POCHTA_ANTISPAM__LEARNED_WORDS_FLUSH_SECONDS": "0.2",
-        "POCHTA_ANTISPAM__WORKERS": "0",
+        "POCHTA_ANTISPAM__POOL_PROCESSES": "0",
         "POCHTA_VALKYRIE__ENABLED": "false",
     }
     if backend == "postgres":

@@ -240,7 +240,7 @@ def write_config(tmp_path: Path, max_message_size: int) -> Path:
 
 
 def test_from_installation_reads_what_users_filed(data: Path) -> None:
-    pochta = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    pochta = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         ann = pochta.mailbox.add_user("ann@example.org", "a long enough password")
         bob = pochta.mailbox.add_user("bob@example.org", "a long enough password")
@@ -276,7 +276,7 @@ def test_from_installation_reads_what_users_filed(data: Path) -> None:
 
 
 def test_evaluate_a_users_letters_says_which_would_change_folder(data: Path) -> None:
-    pochta = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    pochta = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         ann = pochta.mailbox.add_user("ann@example.org", "a long enough password")
         for raw in ham_letters(3):
@@ -299,7 +299,7 @@ def test_evaluate_a_users_letters_says_which_would_change_folder(data: Path) -> 
 def test_evaluate_a_users_letters_reads_the_users_own_list(data: Path) -> None:
     """ "Would it go to Spam now" for a user is what a delivery to that user would do: the
     installation's verdict made personal by the user's sender list (and words)."""
-    pochta = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    pochta = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         ann = pochta.mailbox.add_user("ann@example.org", "a long enough password")
         blocked, kept = ham_letters(2)

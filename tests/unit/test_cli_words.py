@@ -36,7 +36,7 @@ def data(tmp_path: Path) -> Path:
     letter sharing the attachment."""
     path = tmp_path / "data"
     assert runner.invoke(app, ["init", "--data", str(path)]).exit_code == 0
-    p = build(load_settings(data_dir=path, antispam={"workers": 0}))
+    p = build(load_settings(data_dir=path, antispam={"pool_processes": 0}))
     try:
         box = p.mailbox
         alice = box.add_user(ALICE, PASSWORD)
@@ -59,7 +59,7 @@ def data(tmp_path: Path) -> Path:
 
 
 def _state(data: Path) -> tuple[list[str], int, tuple[int, int], tuple[int, int]]:
-    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    p = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         words = p.scanner.words
         assert words is not None
@@ -92,7 +92,7 @@ def test_user_delete_leaves_nothing_and_is_safe_to_repeat(data: Path) -> None:
     code, _, err = run("user", "delete", ALICE, "--no-wait", "--data", data)
     assert code == 3 and f"no user {ALICE}" in err
     # Bob still reads his letter with its attachment
-    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    p = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         bob = p.mailbox.user(BOB)
         assert bob is not None
@@ -107,7 +107,7 @@ def test_user_delete_leaves_nothing_and_is_safe_to_repeat(data: Path) -> None:
 
 def _lists(data: Path, emails: list[str]) -> list[tuple[int, list[tuple[str, str]]]]:
     """Each account's id and sender-list entries; a deleted one's read by the id it had."""
-    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    p = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         lists = p.mailbox.lists
         assert lists is not None
@@ -127,7 +127,7 @@ def test_user_delete_forgets_the_accounts_sender_lists(data: Path) -> None:
     assert alice == [("friend@example.net", "allow"), ("shop.example", "block")]
     code, _, err = run("user", "delete", ALICE, "--no-wait", "--data", data)
     assert code == 0, err
-    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    p = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         lists = p.mailbox.lists
         assert lists is not None
@@ -196,7 +196,7 @@ def test_user_delete_forgets_the_words_even_where_learning_is_now_off(
 ) -> None:
     """Words an account taught are its data: deleted with it even when the installation has
     since turned learning off (antispam.learn_words = false), and the words kept stay."""
-    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    p = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         alice = p.mailbox.user(ALICE)
         assert alice is not None and p.scanner.words is not None
@@ -204,10 +204,10 @@ def test_user_delete_forgets_the_words_even_where_learning_is_now_off(
     finally:
         p.close()
     off = tmp_path / "off.toml"
-    off.write_text("[antispam]\nlearn_words = false\nworkers = 0\n")
+    off.write_text("[antispam]\nlearn_words = false\npool_processes = 0\n")
     code, _, err = run("user", "delete", ALICE, "--no-wait", "--data", data, "--config", off)
     assert code == 0, err
-    p = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    p = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         words = p.scanner.words
         assert words is not None

@@ -126,7 +126,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         smtp={"enabled": False},
         imap={"enabled": False},
         valkyrie={"enabled": False},
-        antispam={"workers": 0},
+        antispam={"pool_processes": 0},
     )
     with TestClient(create_app(settings), base_url="https://testserver") as client:
         pochta: Pochta = client.app.state.pochta  # type: ignore[attr-defined]

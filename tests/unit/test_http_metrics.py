@@ -14,7 +14,7 @@ from pochta.server.http import create_app
 QUICK: dict[str, Any] = {
     "smtp": {"enabled": False},
     "imap": {"enabled": False},
-    "antispam": {"workers": 0},
+    "antispam": {"pool_processes": 0},
     "valkyrie": {"enabled": False},
 }
 

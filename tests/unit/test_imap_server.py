@@ -62,7 +62,7 @@ def pochta(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pochta]:
                 "login_account_free": 1000,
                 "login_account_checks": 3000,
             },
-            antispam={"enabled": False, "workers": 0},
+            antispam={"enabled": False, "pool_processes": 0},
         )
     )
     p.mailbox.add_user(ALICE, PASSWORD)
@@ -317,7 +317,7 @@ def test_imap_logins_count_toward_the_http_apis_limits(pochta: Pochta, tmp_path:
         load_settings(
             data_dir=tmp_path / "data",
             guard={"login_ip_max": 2, "login_ip_period": 3600},
-            antispam={"enabled": False, "workers": 0},
+            antispam={"enabled": False, "pool_processes": 0},
         )
     )
     try:
@@ -346,7 +346,7 @@ def test_a_login_waits_for_its_slot_without_holding_up_other_logins(tmp_path: Pa
         load_settings(
             data_dir=tmp_path / "data",
             guard={"login_account_free": 1, "login_max_wait": 5.0},  # then 2.4 s, 4.8 s...
-            antispam={"enabled": False, "workers": 0},
+            antispam={"enabled": False, "pool_processes": 0},
         )
     )
     try:

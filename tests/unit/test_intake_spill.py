@@ -17,7 +17,9 @@ from pochta.mailbox.prepare import prepare
 
 @pytest.fixture
 def pochta(tmp_path: Path) -> Iterator[Pochta]:
-    p = build(load_settings(data_dir=tmp_path / "data", antispam={"enabled": False, "workers": 0}))
+    p = build(
+        load_settings(data_dir=tmp_path / "data", antispam={"enabled": False, "pool_processes": 0})
+    )
     yield p
     p.close()
 

@@ -24,7 +24,7 @@ PHISHING = Path(__file__).parent.parent / "data" / "phishing"
 
 @pytest.fixture
 def pochta(tmp_path: Path) -> Iterator[Pochta]:
-    p = build(load_settings(data_dir=tmp_path / "data", antispam={"workers": 0}))
+    p = build(load_settings(data_dir=tmp_path / "data", antispam={"pool_processes": 0}))
     yield p
     p.close()
 

@@ -250,7 +250,7 @@ def test_a_letter_through_the_intake_authenticates_as_the_blocking_analyzer(
     the server: the same results and features as the blocking analyzer's."""
     settings = load_settings(
         data_dir=tmp_path / "data",
-        antispam={"dns": "system", "dns_server": nsd.address, "workers": 1},
+        antispam={"dns": "system", "dns_server": nsd.address, "pool_processes": 1},
     )
     pochta = build(settings)
     blocking = pochta.scanner.analyzer  # `pochta scan`'s: blocking DNS, in this process

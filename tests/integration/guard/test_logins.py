@@ -73,12 +73,14 @@ def imap_login(server: Server, source: str, password: str) -> str:
 def server(tmp_path: Path) -> Iterator[Server]:
     data = tmp_path / "data"
     add_users(data)
-    pochta = build(load_settings(data_dir=data, antispam={"workers": 0}))
+    pochta = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
     try:
         pochta.mailbox.add_user(ALICE, PASSWORD)
     finally:
         pochta.close()
-    srv = start_server(data, tmp_path / "serve.log", settings={"POCHTA_ANTISPAM__WORKERS": "1"})
+    srv = start_server(
+        data, tmp_path / "serve.log", settings={"POCHTA_ANTISPAM__POOL_PROCESSES": "1"}
+    )
     yield srv
     if srv.proc.poll() is None:
         srv.stop()

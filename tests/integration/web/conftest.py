@@ -88,7 +88,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         tmp / "serve.log",
         settings={
             "POCHTA_VALKYRIE__ENABLED": "false",
-            "POCHTA_ANTISPAM__WORKERS": "1",
+            "POCHTA_ANTISPAM__POOL_PROCESSES": "1",
         },
     )
     yield Site(server)

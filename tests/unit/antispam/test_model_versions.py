@@ -90,7 +90,7 @@ def test_a_version_that_does_not_load_leaves_the_model_in_place(shipped: booster
 
 
 def test_a_loader_starts_with_the_live_version(tmp_path: Path, shipped: booster.Model) -> None:
-    s = load_settings(data_dir=tmp_path / "data", antispam={"workers": 0})
+    s = load_settings(data_dir=tmp_path / "data", antispam={"pool_processes": 0})
     models = DirectoryModelStore(tmp_path / "data" / store_mod.MODELS_DIR)
     models.put("v1", with_threshold(shipped, 0.61), created=1)
     models.promote("v1")
@@ -104,7 +104,7 @@ def test_a_loader_starts_with_the_live_version(tmp_path: Path, shipped: booster.
 
 def test_a_promotion_switches_a_running_loader(tmp_path: Path, shipped: booster.Model) -> None:
     s = load_settings(
-        data_dir=tmp_path / "data", antispam={"workers": 1, "model_check_seconds": 0.05}
+        data_dir=tmp_path / "data", antispam={"pool_processes": 1, "model_check_seconds": 0.05}
     )
     pochta = build(s)
     try:

@@ -50,7 +50,7 @@ def test_such_a_letter_is_delivered_and_opened(tmp_path: Path) -> None:
         data_dir=tmp_path / "data",
         smtp={"enabled": False},
         imap={"enabled": False},
-        antispam={"workers": 0},
+        antispam={"pool_processes": 0},
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

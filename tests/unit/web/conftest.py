@@ -70,7 +70,7 @@ def make_site(
         smtp={"enabled": False},
         imap={"enabled": False},
         valkyrie={"enabled": False},
-        antispam={"workers": 0},
+        antispam={"pool_processes": 0},
     )
     with TestClient(create_app(settings), base_url=base_url, client=client) as client_:
         box = client_.app.state.pochta.mailbox  # type: ignore[attr-defined]
