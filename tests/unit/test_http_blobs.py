@@ -25,6 +25,8 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         service_token=TOKEN,
         smtp={"enabled": False},
         imap={"enabled": False},
+        # no letter is scanned here: no antispam worker processes to start for each test
+        antispam={"pool_processes": 0},
     )
     with TestClient(create_app(settings)) as c:
         yield c

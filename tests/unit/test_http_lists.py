@@ -22,6 +22,8 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         smtp={"enabled": False},
         imap={"enabled": False},
         mailbox={"sender_list_max": 3},
+        # no letter is scanned here: no antispam worker processes to start for each test
+        antispam={"pool_processes": 0},
     )
     with TestClient(create_app(settings), base_url=HTTPS) as c:
         box = c.app.state.pochta.mailbox  # type: ignore[attr-defined]

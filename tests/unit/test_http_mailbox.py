@@ -21,7 +21,12 @@ HTTPS = "https://testserver"  # clients elsewhere send a password over TLS only
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
     settings = load_settings(
-        data_dir=tmp_path / "data", smtp={"enabled": False}, imap={"enabled": False}
+        data_dir=tmp_path / "data",
+        smtp={"enabled": False},
+        imap={"enabled": False},
+        # letters are put in by deliver() unscanned: the intake's worker processes (SMTP,
+        # LMTP, IMAP APPEND only) would be started for nothing in each test
+        antispam={"pool_processes": 0},
     )
     with TestClient(create_app(settings), base_url=HTTPS) as c:
         box = c.app.state.pochta.mailbox  # type: ignore[attr-defined]

@@ -39,7 +39,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -297,14 +298,36 @@ def save(table: TokenTable, directory: Path) -> None:
 
 
 def load(directory: Path) -> TokenTable | None:
-    """The table beside a model (None when the model has none)."""
+    """The table beside a model (None when the model has none). A table read before by this
+    process (the same bytes) is returned again: a table is never changed once made, and
+    every build of the services (and every model switch) reads the same ~350 KB file."""
     path = directory / FILE
     if not path.is_file():
         return None
     try:
-        raw = json.loads(path.read_text())
+        body = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot load the token table {path}: {exc}") from exc
+    digest = hashlib.sha256(body).digest()
+    with _LOADED_LOCK:
+        table = _LOADED.get(digest)
+        if table is not None:
+            _LOADED.move_to_end(digest)
+            return table
+    try:
+        raw = json.loads(body)
         counts = {str(t): (int(c[0]), int(c[1])) for t, c in raw["tokens"].items()}
         weights = WordWeights.from_dict(raw["weights"]) if "weights" in raw else None
-        return TokenTable(counts, int(raw["spam_letters"]), int(raw["ham_letters"]), weights)
-    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        table = TokenTable(counts, int(raw["spam_letters"]), int(raw["ham_letters"]), weights)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise ConfigError(f"cannot load the token table {path}: {exc}") from exc
+    with _LOADED_LOCK:
+        _LOADED[digest] = table
+        while len(_LOADED) > _LOADED_MAX:
+            _LOADED.popitem(last=False)
+    return table
+
+
+_LOADED: OrderedDict[bytes, TokenTable] = OrderedDict()  # by the SHA-256 of the file's bytes
+_LOADED_MAX = 4  # tables kept (the shipped one, a live version, the one before...)
+_LOADED_LOCK = threading.Lock()

@@ -12,10 +12,9 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import uvicorn
 
 from pochta import logs, metrics
 from pochta.app import connection_gate, server_tls, service_token, token_file
@@ -24,30 +23,36 @@ from pochta.config import HttpSettings, Settings, log_renamed
 from pochta.cpupool import cores
 from pochta.errors import ConfigError
 from pochta.netaddr import parse_networks
-from pochta.server.connections import Doorman, governed_h11, governed_httptools
-from pochta.server.http import create_app
-from pochta.server.supervisor import Address, Supervisor, bind_all, fds_arg, inherited
 from pochta.tls import ServerTLS
+
+# the server's modules (uvicorn, FastAPI, the web pages, SMTP, IMAP: ~0.6 s of CPU to import)
+# are imported by `serve` itself, not by every other command that imports this module
+if TYPE_CHECKING:
+    from pochta.server.connections import Doorman
 
 log = logging.getLogger("pochta.serve")
 
 
-class _Server(uvicorn.Server):
-    """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, so the process would die
-    by the signal; pochta finishes the shutdown and exits 0 instead."""
+def _server_class() -> type[Any]:
+    """uvicorn's Server, which re-raises SIGTERM/SIGINT after its graceful shutdown, so the
+    process would die by the signal; pochta's finishes the shutdown and exits 0 instead."""
+    import uvicorn
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        sigs = (signal.SIGINT, signal.SIGTERM)
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in sigs}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            sigs = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in sigs}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return _Server
 
 
 def listen(host: str, port: int, what: str, setting: str) -> socket.socket:
@@ -116,6 +121,8 @@ def serve(
     service_token(s)
     level = s.log.level or s.log_level
     if listen_fds is not None:  # one process of `serve --processes N`: its sockets are handed over
+        from pochta.server.supervisor import inherited
+
         # the metrics directory is the supervisor's (inherited in the environment)
         logs.configure(level, s.log.format)
         logs.redact(service_token(s))
@@ -154,6 +161,8 @@ def serve(
 
 def http_protocol(doorman: Doorman, http: HttpSettings) -> type[asyncio.Protocol]:
     """The HTTP protocol class of ``http.parser``, governed by ``doorman``."""
+    from pochta.server.connections import governed_h11, governed_httptools
+
     proxies = parse_networks(http.trusted_proxies)
     if http.parser == "h11":  # h11 bounds the head itself (h11_max_incomplete_event_size)
         return governed_h11(doorman, proxies, header_timeout=http.header_timeout)
@@ -171,6 +180,11 @@ def _run(
 ) -> None:
     """uvicorn on ``sock`` until SIGTERM; the SMTP/LMTP listeners on ``sockets`` if given.
     Every listener asks one doorman (the connection limits) for each connection."""
+    import uvicorn
+
+    from pochta.server.connections import Doorman
+    from pochta.server.http import create_app
+
     http = s.http
     https = tls is not None and s.tls.https
     doorman = Doorman(connection_gate(s))
@@ -194,7 +208,7 @@ def _run(
     )
     try:
         with sock:
-            _Server(uv_config).run(sockets=[sock])
+            _server_class()(uv_config).run(sockets=[sock])
     finally:
         doorman.close()
 
@@ -211,6 +225,8 @@ def _supervise(
 ) -> int:
     """``serve --processes N``: bind every listener N times, start N server processes,
     supervise them (see ``pochta.server.supervisor``). The exit code."""
+    from pochta.server.supervisor import Address, Supervisor, bind_all, fds_arg
+
     http = s.http
     addresses = [Address("http", http.host, http.port, "http.port or --port")]
     if s.smtp.enabled:

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pochta.antispam.model import booster
-from pochta.antispam.model.trees import from_catboost
+from pochta.antispam.model.trees import arrays, from_catboost
+from pochta.errors import ConfigError
 
 
 def _rows(columns: int, n: int, seed: int) -> list[list[float]]:
@@ -52,3 +58,88 @@ def test_the_shipped_model() -> None:
     expected = [p[1] for p in model.booster.predict_proba(rows)]
     got = [model.trees.probability(r) for r in rows]
     assert max(abs(a - b) for a, b in zip(expected, got, strict=True)) < 1e-9
+
+
+def _copy_shipped(to: Path) -> Path:
+    to.mkdir()
+    for name in ("model.cbm", "model.json", "tokens.json"):
+        shutil.copy(booster.shipped_dir() / name, to / name)
+    return to
+
+
+def test_the_shipped_trees_are_those_of_the_shipped_model() -> None:
+    """The shipped ``trees.npz`` is keyed by the shipped ``model.cbm`` (retraining it rewrites
+    both): a server reads the shipped model without importing CatBoost."""
+    model = booster.load()
+    assert model is not None
+    assert isinstance(model.booster, booster.LazyBooster)
+    assert not model.booster.loaded  # the trees came from trees.npz
+    exported = from_catboost(model.booster.classifier(), len(model.columns))
+    for name, array in arrays(exported).items():
+        assert np.array_equal(arrays(model.trees)[name], array), name
+
+
+def test_a_model_without_its_trees_gets_them_written_and_read_back(tmp_path: Path) -> None:
+    folder = _copy_shipped(tmp_path / "model")
+    first = booster.load(folder)
+    assert first is not None
+    assert first.booster.loaded  # read by CatBoost: there were no trees
+    assert (folder / booster.TREES_FILE).is_file()
+    again = booster.load(folder)
+    assert again is not None
+    assert not again.booster.loaded  # the trees from the file, no CatBoost
+    rows = _rows(len(again.columns), 100, 4)
+    expected = [p[1] for p in again.booster.predict_proba(rows)]  # CatBoost read now
+    got = [again.trees.probability(r) for r in rows]
+    assert max(abs(a - b) for a, b in zip(expected, got, strict=True)) < 1e-9
+
+
+@pytest.mark.parametrize("damage", ["other model", "truncated", "not trees"])
+def test_trees_of_another_model_or_broken_are_not_read(tmp_path: Path, damage: str) -> None:
+    folder = _copy_shipped(tmp_path / "model")
+    trees_file = folder / booster.TREES_FILE
+    if damage == "other model":  # the right trees, keyed by other bytes
+        shutil.copy(booster.shipped_dir() / booster.TREES_FILE, trees_file)
+        (folder / "model.cbm").write_bytes(model_cbm := (folder / "model.cbm").read_bytes())
+        assert booster.load_trees(folder, model_cbm + b"\0", 129) is None
+        assert booster.load_trees(folder, model_cbm, 129) is not None
+        return
+    if damage == "truncated":
+        trees_file.write_bytes((booster.shipped_dir() / booster.TREES_FILE).read_bytes()[:999])
+    else:
+        np.savez(trees_file, key=np.array(booster.trees_key((folder / "model.cbm").read_bytes())))
+    model = booster.load(folder)
+    assert model is not None
+    assert model.booster.loaded  # CatBoost read it, and the trees were written anew
+    assert booster.load_trees(folder, (folder / "model.cbm").read_bytes(), 129) is not None
+
+
+def test_a_broken_model_is_a_config_error_even_beside_trees(tmp_path: Path) -> None:
+    folder = _copy_shipped(tmp_path / "model")
+    shutil.copy(booster.shipped_dir() / booster.TREES_FILE, folder / booster.TREES_FILE)
+    (folder / "model.cbm").write_bytes(b"not a model")  # the trees' key no longer matches
+    with pytest.raises(ConfigError, match="cannot load the model"):
+        booster.load(folder)
+
+
+def test_a_saved_model_keeps_its_trees(tmp_path: Path) -> None:
+    model = booster.load()
+    assert model is not None
+    model.save(tmp_path / "saved")
+    assert not model.booster.loaded  # the model's own bytes written, CatBoost not needed
+    again = booster.load(tmp_path / "saved")
+    assert again is not None
+    assert not again.booster.loaded
+    assert (tmp_path / "saved" / "model.cbm").read_bytes() == model.booster.body
+
+
+def test_loading_the_shipped_model_imports_no_catboost() -> None:
+    code = (
+        "import sys\n"
+        "from pochta.antispam.model import booster\n"
+        "m = booster.load()\n"
+        "assert m is not None and m.probability({}) > 0\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('catboost', 'pandas')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -128,8 +128,14 @@ def test_a_promotion_switches_a_running_loader(tmp_path: Path, shipped: booster.
         assert done.ids
         pochta.models.rollback()
         deadline = time.monotonic() + 10
-        while pochta.live_model.version is not None and time.monotonic() < deadline:
+        # LiveModel sets its version before on_switch has given the scanner the model: wait
+        # for both (waiting for the version alone lost that race on a loaded machine)
+        while (
+            pochta.live_model.version is not None
+            or pochta.scanner.model.threshold != shipped.threshold
+        ) and time.monotonic() < deadline:
             time.sleep(0.02)
+        assert pochta.live_model.version is None
         assert pochta.scanner.model.threshold == shipped.threshold
     finally:
         pochta.close()

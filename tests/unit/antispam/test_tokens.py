@@ -100,6 +100,21 @@ def test_the_table_survives_its_file(tmp_path: Path) -> None:
     assert tokens.load(tmp_path / "nowhere") is None
 
 
+def test_a_table_read_again_is_the_same_one_until_its_file_changes(tmp_path: Path) -> None:
+    """Every build reads the model's table: the same bytes give the table read before (a
+    table is never changed), other bytes a table of their own."""
+    tokens.save(table(), tmp_path / "one")
+    tokens.save(table(), tmp_path / "two")
+    first = tokens.load(tmp_path / "one")
+    assert first is not None
+    assert tokens.load(tmp_path / "one") is first
+    assert tokens.load(tmp_path / "two") is first  # the same bytes elsewhere
+    other = tokens.TokenTable({"other": (1, 2)}, 3, 4)
+    tokens.save(other, tmp_path / "one")
+    assert tokens.load(tmp_path / "one") == other
+    assert tokens.load(tmp_path / "two") is first
+
+
 def test_a_damaged_table_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / tokens.FILE).write_text(json.dumps({"tokens": {"a": [1]}}))
     with pytest.raises(ConfigError, match="token table"):

@@ -14,35 +14,77 @@ shifted so that a letter whose shingles are all unknown gets exactly 0 from it. 
 ``sum_models`` makes them one model, so evaluation (:mod:`.trees`) and SHAP explanations
 (:mod:`.explain`) see a single forest. Fitting is the factory's (:mod:`pochta_factory`); this
 module only loads, saves and runs a model.
+
+Beside the two files, :meth:`Model.save` writes ``trees.npz``: the trees for NumPy, keyed by
+the SHA-256 of ``model.cbm``. :func:`load` reads them from there when the key matches, and
+then leaves CatBoost unloaded (importing it, with pandas and SciPy, costs about a second)
+until something asks the booster itself (``probabilities``, ``contributions``, ``save``). A
+model without them (or with stale ones) is read with CatBoost, and the trees are written
+beside it when its directory can be written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import hashlib
+import io
 import json
 import math
+import os
+import tempfile
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pochta.antispam import tokens as tokens_mod
 from pochta.antispam.model import design
-from pochta.antispam.model.trees import Trees, from_catboost
+from pochta.antispam.model.trees import Trees, arrays, from_arrays, from_catboost
 from pochta.errors import ConfigError
 
 DATA = "data"
+TREES_FILE = "trees.npz"
+"""The trees for NumPy beside ``model.cbm`` (:func:`load`)."""
 
 
 def shipped_dir() -> Path:
     return Path(str(resources.files("pochta.antispam.model").joinpath(DATA)))
 
 
+class LazyBooster:
+    """CatBoost's classifier read from a ``model.cbm``'s bytes the first time one of its
+    attributes is asked for (:func:`load`: CatBoost is imported then, not before)."""
+
+    def __init__(self, body: bytes, where: Path) -> None:
+        self.body = body
+        self.where = where
+        self._booster: Any = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._booster is not None
+
+    def classifier(self) -> Any:
+        """The ``catboost.CatBoostClassifier`` (read once); ConfigError when it cannot be."""
+        if self._booster is None:
+            self._booster = _read_booster(self.body, self.where)
+        return self._booster
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # copy/pickle probing an instance being built
+            raise AttributeError(name)
+        return getattr(self.classifier(), name)
+
+
 @dataclass
 class Model:
-    booster: Any  # catboost.CatBoostClassifier
+    booster: Any  # catboost.CatBoostClassifier, or a LazyBooster that reads one when used
     columns: list[str]
     threshold: float = 0.5
     info: dict[str, Any] = field(default_factory=dict)
@@ -122,7 +164,12 @@ class Model:
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        self.booster.save_model(str(directory / "model.cbm"))
+        cbm = directory / "model.cbm"
+        if isinstance(self.booster, LazyBooster) and not self.booster.loaded:
+            cbm.write_bytes(self.booster.body)  # the bytes it was read from
+        else:
+            self.booster.save_model(str(cbm))
+        save_trees(self.trees, directory, cbm.read_bytes())
         meta = {
             "columns": self.columns,
             "defaults": self.defaults,
@@ -137,25 +184,77 @@ class Model:
             stale.unlink()
 
 
+def trees_key(cbm: bytes) -> str:
+    """What ``trees.npz`` must say to be the trees of this ``model.cbm``."""
+    return hashlib.sha256(cbm).hexdigest()
+
+
+def save_trees(trees: Trees, directory: Path, cbm: bytes) -> None:
+    """``trees.npz`` in ``directory``, keyed by ``cbm`` (written whole or not at all)."""
+    buffer = io.BytesIO()
+    named = {"key": np.array(trees_key(cbm)), **arrays(trees)}
+    np.savez_compressed(buffer, **named)  # type: ignore[arg-type]  # (NumPy's stub: allow_pickle)
+    fd, tmp = tempfile.mkstemp(prefix=".trees-", suffix=".tmp", dir=directory)
+    try:
+        os.fchmod(fd, 0o644)  # as the model's other files (mkstemp makes it 0600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(buffer.getvalue())
+        os.replace(tmp, directory / TREES_FILE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_trees(directory: Path, cbm: bytes, columns: int) -> Trees | None:
+    """The trees in ``directory``'s ``trees.npz`` if they are those of ``cbm``; else None."""
+    path = directory / TREES_FILE
+    try:
+        # the file opened here: NumPy leaves its own open when the archive is broken
+        with path.open("rb") as f, np.load(f, allow_pickle=False) as named:
+            if str(named["key"]) != trees_key(cbm):
+                return None
+            return from_arrays(named, columns)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+        return None  # none, unreadable or not trees: CatBoost reads the model
+
+
+def _read_booster(body: bytes, where: Path) -> Any:
+    from catboost import CatBoostClassifier, CatBoostError
+
+    try:
+        booster = CatBoostClassifier()
+        booster.load_model(blob=body)
+    except (ValueError, CatBoostError) as exc:
+        raise ConfigError(f"cannot load the model in {where}: {exc!r}") from exc
+    return booster
+
+
 def load(directory: Path | None = None) -> Model | None:
     """The model in ``directory`` (default: the one shipped); None when there is none."""
     directory = directory or shipped_dir()
     cbm, meta = directory / "model.cbm", directory / "model.json"
     if not cbm.is_file() or not meta.is_file():
         return None
-    from catboost import CatBoostClassifier, CatBoostError
-
     try:
         info = json.loads(meta.read_text())
-        booster = CatBoostClassifier()
-        booster.load_model(str(cbm))
-        return Model(
-            booster,
-            list(info["columns"]),
+        body = cbm.read_bytes()
+        columns = list(info["columns"])
+        model = Model(
+            LazyBooster(body, directory),
+            columns,
             float(info["threshold"]),
             info.get("info", {}),
             {str(k): float(v) for k, v in info.get("defaults", {}).items()},
             tokens_mod.load(directory),
         )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, CatBoostError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"cannot load the model in {directory}: {exc!r}") from exc
+    model._trees = load_trees(directory, body, len(columns))
+    if model._trees is None:  # read by CatBoost (which checks the file), and kept for next time
+        try:
+            model._trees = from_catboost(model.booster.classifier(), len(columns))
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise ConfigError(f"cannot load the model in {directory}: {exc!r}") from exc
+        with contextlib.suppress(OSError):  # a directory this process may not write
+            save_trees(model._trees, directory, body)
+    return model

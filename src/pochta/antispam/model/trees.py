@@ -9,6 +9,9 @@ model's ``nan_value_treatment`` says (``AsTrue``: the split holds; otherwise it 
 
 :func:`from_catboost` exports the model with ``save_model(format="json")`` (public API) and reads
 that. The equality with CatBoost's own predictions is checked by the tests, letter by letter.
+:func:`arrays` and :func:`from_arrays` turn the trees into named arrays and back (what
+``model.trees.npz`` beside a model holds: loading it needs no CatBoost, see
+:mod:`pochta.antispam.model.booster`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,3 +84,44 @@ def from_catboost(booster: Any, columns: int) -> Trees:
         path = Path(tmp) / "model.json"
         booster.save_model(str(path), format="json")
         return from_json(json.loads(path.read_text()), columns)
+
+
+TREES_FORMAT = 1
+"""The version of :func:`arrays`' layout; arrays of another version are not read."""
+
+
+def arrays(trees: Trees) -> dict[str, npt.NDArray[Any]]:
+    """The trees as named arrays (for ``numpy.savez``)."""
+    return {
+        "format": np.array(TREES_FORMAT),
+        "features": trees.features,
+        "borders": trees.borders,
+        "leaves": trees.leaves,
+        "nan_true": trees.nan_true,
+        "scale_bias": np.array([trees.scale, trees.bias], dtype=np.float64),
+    }
+
+
+def from_arrays(named: Mapping[str, npt.NDArray[Any]], columns: int) -> Trees:
+    """The trees back from :func:`arrays`; ValueError when they are not trees of a model with
+    ``columns`` columns in this layout."""
+    try:
+        if int(named["format"]) != TREES_FORMAT:
+            raise ValueError(f"trees of format {int(named['format'])}, not {TREES_FORMAT}")
+        features = np.asarray(named["features"], dtype=np.intp)
+        borders = np.asarray(named["borders"], dtype=np.float64)
+        leaves = np.asarray(named["leaves"], dtype=np.float64)
+        nan_true = np.asarray(named["nan_true"], dtype=np.bool_)
+        scale, bias = (float(v) for v in np.asarray(named["scale_bias"], dtype=np.float64))
+    except KeyError as exc:
+        raise ValueError(f"no {exc.args[0]!r} in the trees") from None
+    trees_, depth = features.shape if features.ndim == 2 else (-1, -1)
+    if (
+        trees_ < 0
+        or borders.shape != (trees_, depth)
+        or leaves.shape != (trees_, 2**depth)
+        or nan_true.shape != (columns,)
+        or (features.size and (features.min() < 0 or features.max() >= columns))
+    ):
+        raise ValueError("the trees' arrays do not fit together")
+    return Trees(features, borders, leaves, nan_true, scale, bias)
