@@ -63,6 +63,7 @@ from pochta.guard.lock import Locks
 from pochta.guard.lock.redis import RedisFence, RedisLockBackend
 from pochta.guard.lock.sqlite import SqliteFence, SqliteLockBackend
 from pochta.guard.logins import LoginGuard
+from pochta.guard.passwords import Cost, Passwords
 from pochta.guard.ratelimit import RateLimiter
 from pochta.guard.ratelimit.redis import RedisRateLimitBackend
 from pochta.guard.ratelimit.sqlite import SqliteRateLimitBackend
@@ -348,6 +349,13 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
             else _forget_words(settings, data, pg, redis_client),
             sender_lists.forget,
         ],
+        passwords=Passwords(
+            Cost(
+                settings.guard.password_time_cost,
+                settings.guard.password_memory_kib,
+                settings.guard.password_lanes,
+            )
+        ),
     )
     history.sampler = lambda: storage_sample(mailbox)
     h = settings.http

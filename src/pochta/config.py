@@ -534,6 +534,24 @@ class GuardSettings(Section):
         " waits asynchronously); a slot further away is refused with 429 / NO [UNAVAILABLE]"
         " and the time until it",
     )
+    password_time_cost: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description="argon2id passes over the memory for a new password hash (RFC 9106's"
+        " second recommendation: 3 passes over 64 MiB in 4 lanes); a stored hash keeps the"
+        " cost it was made with and still verifies",
+    )
+    password_memory_kib: int = Field(
+        65536,
+        ge=8,
+        le=4 * 1024 * 1024,
+        description="KiB of memory one argon2id hash or check takes (at least 8 x"
+        " password_lanes); with password_checks_at_once, the memory a flood of logins costs",
+    )
+    password_lanes: int = Field(
+        4, ge=1, le=64, description="argon2id lanes (parallelism) of a new password hash"
+    )
     password_checks_at_once: int = Field(
         2,
         ge=1,
@@ -566,6 +584,11 @@ class GuardSettings(Section):
             raise ValueError(
                 f"login_account_checks ({self.login_account_checks}) must exceed"
                 f" 2 * login_account_free + {RAMP} ({least})"
+            )
+        if self.password_memory_kib < 8 * self.password_lanes:
+            raise ValueError(
+                f"password_memory_kib ({self.password_memory_kib}) must be at least 8 x"
+                f" password_lanes ({8 * self.password_lanes}): argon2's least"
             )
         return self
 

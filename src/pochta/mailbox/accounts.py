@@ -3,7 +3,6 @@ leaked-credential audit sees it (``IndexAccounts``, a ``pochta.types.Accounts``)
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import secrets
 import time
@@ -13,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pochta import metrics
 from pochta.errors import InvalidCredentials, InvalidInput, RateLimited, ResetRequired
 from pochta.guard.logins import Admission, LoginGuard
-from pochta.guard.passwords import hash_password, verify_password
+from pochta.guard.passwords import DEFAULT, Passwords
 from pochta.types import AccountIndex, Activity, Clock, User, UserIndex
 
 MIN_PASSWORD = 8
@@ -40,18 +39,20 @@ class Users:
         session_ttl: float = 30 * 86400,
         logins: LoginGuard | None = None,
         activity: Activity | None = None,
+        passwords: Passwords = DEFAULT,
         clock: Clock = time.time,
     ) -> None:
         self.index = index
         self.session_ttl = session_ttl
         self.logins = logins
         self.activity = activity
+        self.passwords = passwords
         self._clock = clock
 
     def add_user(self, email: str, password: str, *, admin: bool = False) -> User:
         if len(password) < MIN_PASSWORD:
             raise InvalidInput(f"a password needs at least {MIN_PASSWORD} characters")
-        return self.index.add_user(email, hash_password(password), admin=admin)
+        return self.index.add_user(email, self.passwords.hash(password), admin=admin)
 
     def set_admin(self, email: str, admin: bool) -> User:
         """Grant or revoke the admin role (the admin pages); the user as it is now."""
@@ -66,7 +67,7 @@ class Users:
         user = self.index.user(email)
         if user is None:
             raise InvalidInput(f"no user {email}")
-        self.index.set_password(user.id, hash_password(password))
+        self.index.set_password(user.id, self.passwords.hash(password))
 
     def check_password(self, email: str, password: str) -> User:
         """The user whose password this is; the same InvalidCredentials for an unknown e-mail
@@ -75,9 +76,9 @@ class Users:
 
     def _check(self, user: User | None, password: str) -> User:
         if user is None:
-            verify_password(_dummy_hash(), password)
+            self.passwords.verify(self.passwords.dummy(), password)
             raise InvalidCredentials("wrong e-mail or password")
-        if not verify_password(user.password_hash, password):
+        if not self.passwords.verify(user.password_hash, password):
             raise InvalidCredentials("wrong e-mail or password")
         if user.reset_required:
             raise ResetRequired(
@@ -196,7 +197,3 @@ def _binding(user: User | None) -> str:
         return ""
     return hashlib.sha256(b"pochta binding\0" + user.password_hash.encode()).hexdigest()[:32]
 
-
-@functools.cache
-def _dummy_hash() -> str:
-    return hash_password(secrets.token_urlsafe(16))

@@ -47,6 +47,7 @@ from pochta.blobs.store import BlobStore
 from pochta.errors import MessageNotFound, UserNotFound
 from pochta.guard.lock import Locks
 from pochta.guard.logins import Admission, LoginGuard
+from pochta.guard.passwords import DEFAULT, Passwords
 from pochta.mailbox.accounts import Entry, IndexAccounts, Users
 from pochta.mailbox.checks import Checks, FsckReport
 from pochta.mailbox.deletion import Deletions
@@ -98,6 +99,7 @@ class Mailbox:
         activity: Activity | None = None,
         lists: SenderListService | None = None,
         forget: Sequence[Callable[[int], object]] = (),
+        passwords: Passwords = DEFAULT,
         clock: Clock = time.time,
     ) -> None:
         self.index = index
@@ -110,7 +112,12 @@ class Mailbox:
         self.blobs = blobs
         self.session_ttl = session_ttl
         self.users = Users(
-            index, session_ttl=session_ttl, logins=logins, activity=activity, clock=clock
+            index,
+            session_ttl=session_ttl,
+            logins=logins,
+            activity=activity,
+            passwords=passwords,
+            clock=clock,
         )
         self.journal = Journal(index, blobs)
         self.deletions = Deletions(
