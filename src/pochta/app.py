@@ -253,6 +253,14 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
             from pochta.blobs.filedb.sharded import ShardedFileDB
 
             try:
+                if p.dsn not in p.filedb_shards and pg.query(
+                    "SELECT EXISTS (SELECT 1 FROM pochta.filedb_live)"
+                )[0][0]:
+                    raise ConfigError(
+                        "postgres.filedb_shards is set, but FileDB records are in dsn's database"
+                        " (an installation that ran without shards): moving them onto the"
+                        " shards is not built"
+                    )
                 shards = _filedb_shards(settings)
             except BaseException:
                 pg.close()
@@ -464,13 +472,27 @@ def _filedb_shards(settings: Settings) -> list[Postgres]:
     from pochta.postgres import migrate
 
     pools: list[Postgres] = []
+    shards = settings.postgres.filedb_shards
     try:
-        for dsn in settings.postgres.filedb_shards:
-            pools.append(postgres_pool(settings, dsn))
+        for i, dsn in enumerate(shards):
+            pools.append(pool := postgres_pool(settings, dsn))
             if settings.postgres.migrate_on_start:
-                migrate.upgrade(pools[-1])
+                migrate.upgrade(pool)
             else:
-                migrate.check(pools[-1])
+                migrate.check(pool)
+            pool.execute(
+                "INSERT INTO pochta.filedb_shard (shard, shards) VALUES (%s, %s)"
+                " ON CONFLICT (one) DO NOTHING",
+                (i, len(shards)),
+            )
+            ((was, of),) = pool.query("SELECT shard, shards FROM pochta.filedb_shard")
+            if (was, of) != (i, len(shards)):
+                raise ConfigError(
+                    f"postgres.filedb_shards: {pool.where} is FileDB shard {was} of {of}, but"
+                    f" the list makes it shard {i} of {len(shards)}: the number and order of"
+                    " the shards fix where each record lives; give the list as it was"
+                    " (moving records between shards is not built)"
+                )
     except BaseException:
         for pool in pools:
             pool.close()

@@ -106,6 +106,35 @@ def test_db_upgrade_and_status_cover_every_shard(
     build(sharded(tmp_path, main, [shard])).close()
 
 
+def test_a_start_with_the_shards_changed_is_refused(
+    new_postgres_db: NewDatabase, tmp_path: Path
+) -> None:
+    """The number and order of the shards fix where each record lives: a start with the list
+    reordered, grown, or naming one database twice would look on the wrong shard."""
+    main, one, two = new_postgres_db(), new_postgres_db(), new_postgres_db()
+    build(sharded(tmp_path / "a", main, [one, two])).close()  # the shards learn their place
+    for changed in ([two, one], [one, two, new_postgres_db()], [one]):
+        with pytest.raises(ConfigError, match="give the list as it was"):
+            build(sharded(tmp_path / "a", main, changed))
+    with pytest.raises(ConfigError, match="give the list as it was"):
+        build(sharded(tmp_path / "b", new_postgres_db(), [one, one + " "]))
+    build(sharded(tmp_path / "a", main, [one, two])).close()  # as it was: it starts
+
+
+def test_records_left_in_the_main_database_are_not_abandoned(
+    new_postgres_db: NewDatabase, tmp_path: Path
+) -> None:
+    main = new_postgres_db()
+    alone = build(load_settings(data_dir=tmp_path, postgres={"dsn": main}, **STORES))
+    try:
+        ann = alone.mailbox.add_user("ann@example.org", "a long enough password")
+        alone.mailbox.deliver(letter(attachments=[("a.bin", payload(1, 20_000))]), [ann])
+    finally:
+        alone.close()
+    with pytest.raises(ConfigError, match="FileDB records are in dsn"):
+        build(sharded(tmp_path, main, [new_postgres_db()]))
+
+
 def test_shards_are_refused_where_they_cannot_be_used(tmp_path: Path) -> None:
     dsn = "postgresql://pochta:SECRETPW@127.0.0.1:1/one"
     with pytest.raises(ConfigError, match=r"blobs\.backend is not postgres"):

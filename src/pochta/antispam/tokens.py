@@ -204,6 +204,8 @@ class TokenTable:
         them; computed once per key)."""
         table = self._by_key.get(key)
         if table is None:
+            if len(self._by_key) >= BY_HASH_KEYS:  # a table shared by builds: bounded
+                self._by_key.clear()
             table = self._by_key[key] = {token_hash(t, key): c for t, c in self.counts.items()}
         return table
 
@@ -329,5 +331,6 @@ def load(directory: Path) -> TokenTable | None:
 
 
 _LOADED: OrderedDict[bytes, TokenTable] = OrderedDict()  # by the SHA-256 of the file's bytes
+BY_HASH_KEYS = 4  # words keys a table keeps its hashed counts for (one per installation)
 _LOADED_MAX = 4  # tables kept (the shipped one, a live version, the one before...)
 _LOADED_LOCK = threading.Lock()

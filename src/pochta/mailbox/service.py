@@ -31,7 +31,8 @@ them again, as IMAP's store did before (its own append, copy and expunge beside 
 API's); every edge (HTTP, pages, IMAP, SMTP, CLI) then gets one object from ``app.py``
 instead of four or five rooms; and "edges never reach the index" is one rule a test can keep
 (``tests/unit/test_imports.py``). The price is the one-line methods that hand a call to the
-room doing it: each names that room, and none holds logic of its own.
+room doing it: each names that room and holds no logic of its own (the logic is in the
+methods that span rooms, such as ``move``).
 """
 
 from __future__ import annotations

@@ -211,10 +211,11 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
                 elif tag == "form":
                     forms += 1
                 elif tag == "input":
-                    kind = (attrs.get("type") or "").strip().lower()
+                    kind = (attrs.get("type") or "").lower()
+                    # as a browser reads it: " hidden" is no type it knows, so a text field
                     if kind not in _NOT_FILLED:
                         inputs += 1
-                    if kind == "password":
+                    if kind.strip() == "password":  # a guess too many costs nothing here
                         password_inputs += 1
                 elif tag == "img":
                     images += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import math
 import random
 import shutil
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 
 from pochta.antispam.model import booster
+from pochta.antispam.model import trees as trees_mod
 from pochta.antispam.model.trees import arrays, from_catboost
 from pochta.errors import ConfigError
 
@@ -100,7 +103,7 @@ def test_trees_of_another_model_or_broken_are_not_read(tmp_path: Path, damage: s
     trees_file = folder / booster.TREES_FILE
     if damage == "other model":  # the right trees, keyed by other bytes
         shutil.copy(booster.shipped_dir() / booster.TREES_FILE, trees_file)
-        (folder / "model.cbm").write_bytes(model_cbm := (folder / "model.cbm").read_bytes())
+        model_cbm = (folder / "model.cbm").read_bytes()
         assert booster.load_trees(folder, model_cbm + b"\0", 129) is None
         assert booster.load_trees(folder, model_cbm, 129) is not None
         return
@@ -143,3 +146,20 @@ def test_loading_the_shipped_model_imports_no_catboost() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# The conversion's source when CONVERTER was last set: a change to from_json or from_catboost
+# must bump trees.CONVERTER (every cached trees.npz, the shipped one too, becomes stale and is
+# converted again) and then this hash.
+CONVERTER_SOURCE = (1, "3b28d02fa5cd1c4dbee8cef3a59fde605660cbab156a6ea33100d93ebbb868af")
+
+
+def test_a_change_of_the_conversion_makes_every_cache_stale() -> None:
+    source = inspect.getsource(trees_mod.from_json) + inspect.getsource(trees_mod.from_catboost)
+    now = (trees_mod.CONVERTER, hashlib.sha256(source.encode()).hexdigest())
+    assert now == CONVERTER_SOURCE, (
+        "the conversion of a model into trees changed: bump trees.CONVERTER, write the shipped"
+        " trees.npz again (delete it, load the model), and set CONVERTER_SOURCE to"
+        f" {(trees_mod.CONVERTER + 1, now[1])}"
+    )
+    assert booster.trees_key(b"x").endswith(f":{trees_mod.TREES_FORMAT}:{trees_mod.CONVERTER}")

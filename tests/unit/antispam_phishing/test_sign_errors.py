@@ -22,17 +22,17 @@ LINKS = (
 
 
 # -- a brand inside a publication's title ------------------------------------------------------
-@pytest.mark.parametrize(
-    "sender",
-    [
-        '"Gnomedigest Apple Core" <subscriptions@gnomedigest.com>',
-        '"[Gnomedigest] Apple tips" <subscriptions@gnomedigest.com>',
-    ],
-)
-def test_a_publication_named_after_its_sender_speaks_for_nobody(sender: str) -> None:
-    found = signs(letter(sender=sender, text=None, html=LINKS))
-    assert "PHISH_DISPLAY_NAME_BRAND" not in found
-    assert "PHISH_LINK_OFF_BRAND" not in found
+# (an exemption for a display name that names its sender first was tried and dropped: every
+# fact it rested on is the sender's to choose; the review's lure below)
+def test_a_senders_own_name_before_a_brand_is_no_exemption() -> None:
+    lure = (
+        '<p>Your account is limited. <a href="https://acmenews.com/paypal/login">Log in</a>'
+        " to restore it.</p>"
+    )
+    found = signs(
+        letter(sender='"Acmenews PayPal Security" <service@acmenews.com>', text=None, html=lure)
+    )
+    assert "PHISH_DISPLAY_NAME_BRAND" in found
 
 
 @pytest.mark.parametrize(
@@ -83,6 +83,12 @@ def test_a_pages_own_popup_link_is_no_script_link(href: str) -> None:
         "javascript:window.location='http://story.newsdaily.com/'",  # an assignment
         "javascript:go('http://story.newsdaily.com/'+document.cookie)",  # an expression
         "javascript:go('http://story.newsdaily.com/",  # an open quote
+        # code in a string, or a call that runs or decodes code (the review's bypasses)
+        'javascript:eval("YWxlcnQoMSk=");f("http://newsdaily.com/")',
+        "javascript:setTimeout(\"location=unescape('%68ttp://evil.example/')\");"
+        "go('http://newsdaily.com/x')",
+        "javascript:go(atob('aHR0cDovL2V2aWwuZXhhbXBsZS8='),'http://newsdaily.com/')",
+        "javascript:go('http://newsdaily.com/%2e%2e/x')",
         "data:text/html;base64,PGgxPkhpPC9oMT4=",
     ],
 )
@@ -100,6 +106,16 @@ def test_a_search_box_with_hidden_fields_is_no_form() -> None:
         '<input type="hidden" name="type" value="1"><input type="submit" value="Go"></form>'
     )
     assert "PHISH_HTML_FORM" not in signs(letter(text=None, html=html))
+
+
+def test_a_type_a_browser_does_not_know_is_a_field_to_fill() -> None:
+    """``type=" hidden"`` is no type a browser knows: it shows a text field."""
+    html = (
+        '<form action="https://verify.example.org/p"><input type=" hidden" name="card">'
+        '<input type="hidden " name="exp"><input type="HIDDEN " name="cvv">'
+        '<input type="submit" value="Verify"></form>'
+    )
+    assert "PHISH_HTML_FORM" in signs(letter(text=None, html=html))
 
 
 def test_a_form_with_fields_to_fill_still_counts() -> None:

@@ -45,7 +45,14 @@ import numpy as np
 
 from pochta.antispam import tokens as tokens_mod
 from pochta.antispam.model import design
-from pochta.antispam.model.trees import Trees, arrays, from_arrays, from_catboost
+from pochta.antispam.model.trees import (
+    CONVERTER,
+    TREES_FORMAT,
+    Trees,
+    arrays,
+    from_arrays,
+    from_catboost,
+)
 from pochta.errors import ConfigError
 
 DATA = "data"
@@ -185,8 +192,9 @@ class Model:
 
 
 def trees_key(cbm: bytes) -> str:
-    """What ``trees.npz`` must say to be the trees of this ``model.cbm``."""
-    return hashlib.sha256(cbm).hexdigest()
+    """What ``trees.npz`` must say to be the trees of this ``model.cbm``, converted by this
+    version of the conversion (``trees.CONVERTER``)."""
+    return f"{hashlib.sha256(cbm).hexdigest()}:{TREES_FORMAT}:{CONVERTER}"
 
 
 def save_trees(trees: Trees, directory: Path, cbm: bytes) -> None:

@@ -89,6 +89,11 @@ def from_catboost(booster: Any, columns: int) -> Trees:
 TREES_FORMAT = 1
 """The version of :func:`arrays`' layout; arrays of another version are not read."""
 
+CONVERTER = 1
+"""The version of :func:`from_json` / :func:`from_catboost`, part of a cached ``trees.npz``'s
+key: a change in how a model becomes trees must make every cache stale (bump it; the test
+of the conversion's source in tests/unit/antispam/test_model_trees.py says when)."""
+
 
 def arrays(trees: Trees) -> dict[str, npt.NDArray[Any]]:
     """The trees as named arrays (for ``numpy.savez``)."""

@@ -120,7 +120,6 @@ MAX_NAME = 256  # characters of a display name read
 MAX_HEADER = 1024  # characters of a header value read
 MAX_HOST = links.MAX_HOST
 BODY_HEAD = 3000  # characters of the text searched for the organizations a letter names
-OWN_NAME_MIN = 4  # letters of a From domain's own name that make a display name the sender's
 
 # An e-mail address inside a display name. The lookbehind lets a match start only where a run
 # of address characters starts, so no position is scanned twice; every run is bounded.
@@ -194,41 +193,20 @@ class Context:
 
     @property
     def name_orgs(self) -> list[Org]:
-        """Organizations the display name speaks for. A name that names its sender first, by
-        the From domain's own name as a word ("Lockergnome Apple Core"
-        <subscriptions@lockergnome.com>, "Acme Weekly: Google news" <news@acme.example>), is
-        a publication's title, and the organizations named after it are its subject; not
-        when that own name is itself an organization's (paypal.example) or a public mail
-        service's (gmail.com: anybody's), nor when the letter's path contradicts the From
-        domain (:func:`_came_from_sender`)."""
+        """Organizations the display name speaks for. A publication's title that names a
+        brand after its sender's own name ("Lockergnome Apple Core"
+        <subscriptions@lockergnome.com>) still counts: every fact that would tell it from a
+        lure (the From domain, its name first in the display name, the path the letter
+        claims) is the sender's to choose ("Acmenews PayPal Security" <x@acmenews.com> with a
+        login link); an exemption needs an authenticated, established sender (issue 28)."""
         if "name_orgs" not in self._cache:
-            orgs = self.protected.named_in(self.shown_name)
-            if orgs and self._names_itself():
-                orgs = []
-            self._cache["name_orgs"] = orgs
+            self._cache["name_orgs"] = self.protected.named_in(self.shown_name)
         return self._cache["name_orgs"]  # type: ignore[return-value]
-
-    def _names_itself(self) -> bool:
-        fd = self.letter.from_domain
-        reg = normalize.registrable(fd) if fd else None
-        if not reg or reg in self.freemail:
-            return False
-        own = reg.partition(".")[0]
-        if len(own) < OWN_NAME_MIN or self.protected.named_in(own) or not _came_from_sender(self):
-            return False
-        folded = wording.fold(self.shown_name)
-        words = "".join(c if c.isalnum() else " " for c in folded).split()
-        if own not in words:
-            return False
-        # the own name comes first: "PayPal via Lockergnome" speaks for PayPal
-        first = words.index(own)
-        return not self.protected.named_in(" ".join(words[:first]))
 
     @property
     def claimed(self) -> list[Org]:
-        """Organizations the letter speaks for: named by the display name (not a
-        publication's subject: :attr:`name_orgs`), owning the From domain, or imitated by
-        it."""
+        """Organizations the letter speaks for: named by the display name
+        (:attr:`name_orgs`), owning the From domain, or imitated by it."""
         if "claimed" not in self._cache:
             orgs = list(self.name_orgs)
             fd = self.letter.from_domain
@@ -875,6 +853,47 @@ def hidden_text(ctx: Context) -> Sign | None:
 _SCRIPT_SCHEMES = ("data:", "javascript:", "vbscript:")
 MAX_SCRIPT = 512  # characters of a javascript: link read to tell a page's own pop-up
 _CALL_CHARS = frozenset(string.ascii_letters + string.digits + "_.(),; \t\r\n")
+_PLAIN_LITERAL = frozenset(string.ascii_letters + string.digits + "_-. ")
+MAX_PLAIN_LITERAL = 40
+# names through which a call runs or builds other code, decodes a hidden address, or goes
+# somewhere itself: a pop-up link calls none of them
+_NOT_A_POPUP = frozenset(
+    {
+        "eval",
+        "function",
+        "settimeout",
+        "setinterval",
+        "setimmediate",
+        "execscript",
+        "atob",
+        "btoa",
+        "unescape",
+        "escape",
+        "decodeuri",
+        "decodeuricomponent",
+        "fromcharcode",
+        "write",
+        "writeln",
+        "location",
+        "href",
+        "assign",
+        "replace",
+        "innerhtml",
+        "outerhtml",
+        "insertadjacenthtml",
+        "cookie",
+        "fetch",
+        "import",
+        "constructor",
+        "submit",
+        "src",
+        "createelement",
+        "appendchild",
+        "sendbeacon",
+        "xmlhttprequest",
+        "postmessage",
+    }
+)
 
 
 def _own_page_call(ctx: Context, href: str) -> bool:
@@ -883,7 +902,9 @@ def _own_page_call(ctx: Context, href: str) -> bool:
     link ("email this story": ``javascript: rs("ss","http://story.news.yahoo.com/...")``)
     copied into a letter. It leads, if anywhere, to the sender's own site; a script that
     does anything else (an assignment, an expression, an address elsewhere, no address at
-    all: ``javascript:alert(1)``) still counts."""
+    all: ``javascript:alert(1)``, a literal that is neither an own address nor a plain word,
+    a call of anything that runs or decodes code or goes somewhere itself: ``eval``,
+    ``setTimeout``, ``unescape``, ``location``...) still counts."""
     fd = ctx.letter.from_domain
     code = href.strip()
     if not fd or len(code) > MAX_SCRIPT or not code.lower().startswith("javascript:"):
@@ -903,9 +924,11 @@ def _own_page_call(ctx: Context, href: str) -> bool:
                 literal = []
                 if text.lower().startswith(("http://", "https://")):
                     found = normalize.url(text)
-                    if found is None:
+                    if found is None or "\\" in text or "%" in text:
                         return False
                     hosts.append(found[1])
+                elif len(text) > MAX_PLAIN_LITERAL or not set(text) <= _PLAIN_LITERAL:
+                    return False  # code or an encoded address in a string
             else:
                 literal.append(ch)
         elif ch in "\"'":
@@ -914,6 +937,9 @@ def _own_page_call(ctx: Context, href: str) -> bool:
             outside.append(ch)
     calls = "".join(outside)
     if quote or "(" not in calls or not set(calls) <= _CALL_CHARS:
+        return False
+    names = "".join(c if c.isalnum() or c == "_" else " " for c in calls).lower().split()
+    if any(name in _NOT_A_POPUP for name in names):
         return False
     return bool(hosts) and all(ctx.own_site(h) for h in hosts)
 
