@@ -25,6 +25,14 @@ def environ(pid: int) -> dict[str, str]:
     return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
 
 
+def running_serve(pid: int) -> bool:
+    """Whether the process has become its own program (``serve --listen-fds``)."""
+    try:
+        return b"--listen-fds" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def test_the_server_processes_get_their_share_of_the_pool(tmp_path: Path) -> None:
     """Checked as soon as the server processes exist (no need to wait for their pools)."""
     env = {k: v for k, v in os.environ.items() if k not in ("POCHTA_ANTISPAM__WORKERS", POOL)}
@@ -42,6 +50,8 @@ def test_the_server_processes_get_their_share_of_the_pool(tmp_path: Path) -> Non
     try:
         wait_for(lambda: len(children(parent.pid)) == 2, "two server processes")
         started = children(parent.pid)
+        # a child read between its fork and its exec shows the parent's first environment
+        wait_for(lambda: all(running_serve(pid) for pid in started), "their exec")
         for pid in started:
             assert environ(pid)[POOL] == str(max(1, cores() // 2))
             assert "POCHTA_ANTISPAM__WORKERS" not in environ(pid)

@@ -24,6 +24,7 @@ from pochta.antispam.shingles.counters.buckets import (
     day_of,
     parse_window,
     slot_of,
+    span,
 )
 from pochta.antispam.shingles.counters.redis import RedisStore
 from pochta.antispam.shingles.counters.service import Counters
@@ -272,3 +273,39 @@ def _master_port(store: RedisStore, shard: int) -> int:
     assert isinstance(client, redis.RedisCluster)
     port: int = client.nodes_manager.get_node_from_slot(store._slots[shard]).port
     return port
+
+
+def test_a_probe_that_a_written_batch_overtook_does_not_stay_standing(
+    redis_factory: Callable[..., RedisServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that found Redis unavailable makes the next reader probe it; a batch written
+    meanwhile clears the failure first. The probe must still end: a probe left standing made
+    every read after the next failure fail at once ("a read just failed") until some batch was
+    written (the several-machines fault schedule's shingle check once met it, idle after the
+    faults)."""
+    server = redis_factory()
+    store = RedisStore(server.client(socket_timeout=1, socket_connect_timeout=1), retries=0)
+    writer = Counters(store, buffered=False)
+    refs = [Ref(8, i) for i in range(5)]
+    at = span(W, time.time())
+    server.kill()
+    with pytest.raises(StorageError):
+        store.read(refs, at)  # Redis is marked unavailable
+    server.restart()
+    time.sleep(0.6)  # past the pause: the next reader probes
+    refresh = store.nodes.refresh
+
+    def a_batch_first() -> None:  # the flusher writes a batch while the probe starts
+        writer.update(refs, "ham")
+        refresh()
+
+    monkeypatch.setattr(store.nodes, "refresh", a_batch_first)
+    assert [b.slots != {} for b in store.read(refs, at)] == [True] * 5  # the probe read
+    monkeypatch.setattr(store.nodes, "refresh", refresh)
+    server.kill()
+    with pytest.raises(StorageError):
+        store.read(refs, at)  # unavailable again
+    server.restart()
+    time.sleep(0.6)
+    store.read(refs, at)  # a new probe, which succeeds (before: "a read just failed")
+    store.read(refs, at)

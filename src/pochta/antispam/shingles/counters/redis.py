@@ -247,9 +247,13 @@ return table.concat(out, '\\n')
                 with self._read_lock:
                     self._probing = False
             raise
-        if self._failing:
+        if probe or self._failing:
+            # the prober's own flag too: a batch written meanwhile may have cleared _failing
+            # already, and a probe left standing would fail every later read at once
             with self._read_lock:
-                self._failing = self._probing = False
+                self._failing = False
+                if probe:
+                    self._probing = False
         return got
 
     def _read(
