@@ -20,17 +20,13 @@ from pochta.blobs.keys import key_of
 from pochta.cli import app as cli
 from pochta.config import Settings, load_settings
 from pochta.errors import ConfigError
+from tests.integration.test_postgres import ALL_POSTGRES
 from tests.mailtools import letter, payload
 from tests.pgserver import NewDatabase
 
 pytestmark = pytest.mark.integration
 
-STORES = {
-    "mailbox": {"backend": "postgres"},
-    "blobs": {"backend": "postgres"},
-    "valkyrie": {"backend": "postgres", "enabled": False},
-    "antispam": {"pool_processes": 0},
-}
+STORES = ALL_POSTGRES  # every store in PostgreSQL, as test_postgres.py runs them
 
 
 def sharded(data: Path, main: str, shards: list[str], **more: Any) -> Settings:

@@ -8,6 +8,7 @@ from pydantic import SecretStr
 from pochta.app import postgres_pool
 from pochta.cli.common import ConfigOpt, DataOpt, JsonOpt, emit, handles_errors, out, settings
 from pochta.config import Settings
+from pochta.errors import ConfigError
 
 app = typer.Typer(help="The PostgreSQL database: schema version, upgrade.", no_args_is_help=True)
 
@@ -70,6 +71,7 @@ def status(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt 
 
     conf = settings(data, config)
     seen: list[dict[str, object]] = []
+    behind: ConfigError | None = None  # the first database not at this pochta's version
     for role, dsn in _databases(conf):
         pg = postgres_pool(conf, dsn)
         try:
@@ -81,6 +83,10 @@ def status(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt 
                     "expected": migrate.head(),
                 }
             )
+            try:
+                migrate.check(pg)
+            except ConfigError as exc:
+                behind = behind or exc
         finally:
             pg.close()
     emit(
@@ -94,9 +100,5 @@ def status(data: DataOpt = None, config: ConfigOpt = None, json_output: JsonOpt 
             )
         ),
     )
-    for _role, dsn in _databases(conf):
-        pg = postgres_pool(conf, dsn)
-        try:
-            migrate.check(pg)
-        finally:
-            pg.close()
+    if behind is not None:
+        raise behind

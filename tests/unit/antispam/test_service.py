@@ -323,7 +323,8 @@ def test_a_flush_between_the_buffers_and_the_store_is_not_counted_twice() -> Non
         assert spam(counters) == [1, 1, 1]  # not 2: the read is done again
         assert store.flush_before_reads == 0
         counters.update(REFS, "spam")
-        store.flush_before_reads = 2  # both tries overlap a flush: answered as it is
+        store.flush_before_reads = 2  # the first try overlaps the flush; the second, last,
+        # try is answered without checking (here the flush before it had nothing to write)
         assert spam(counters) in ([2, 2, 2], [3, 3, 3])
         assert spam(counters) == [2, 2, 2]  # and right once nothing overlaps
     finally:

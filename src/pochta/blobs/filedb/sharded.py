@@ -54,10 +54,6 @@ class ShardedFileDB:
             raise InvalidInput(f"at most {BUCKETS} shards (one bucket each)")
         self._shards = tuple(shards)
 
-    @property
-    def shards(self) -> tuple[FileDB, ...]:
-        return self._shards
-
     def _of(self, key: Key) -> FileDB:
         return self._shards[shard_of(parse_key(key), len(self._shards))]
 
