@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from email import message_from_bytes
 from email.policy import default
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pochta.antispam.auth.results import AuthResults, DkimResult, DmarcResult
@@ -95,6 +95,8 @@ ascii_or_not = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=
 
 @settings(max_examples=300, deadline=None)
 @given(helo=ascii_or_not, ip=ascii_or_not, recipient=st.none() | ascii_or_not)
+@example(helo="hhhhh,", ip=",h,h", recipient=",h" * 60)  # a comma let the client choose the fold
+@example(helo="mail.example.org", ip="192.0.2.1", recipient="r" * 80 + ",x")
 def test_whatever_a_client_says_gives_one_well_formed_field(
     helo: str, ip: str, recipient: str | None
 ) -> None:

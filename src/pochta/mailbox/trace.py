@@ -20,8 +20,9 @@ Every field is folded as :data:`email.policy.compat32` folds it (the stdlib's
 compares the two): lines of at most 78 characters where the value allows it, broken first after a
 ``;`` (so each result of Authentication-Results, and the date of Received, starts a line of its
 own), then at a space; a word longer than a line is kept whole, never turned into an RFC 2047
-encoded word. What a client said (HELO, recipient) is reduced to printable ASCII first, so no
-value can carry a line break or a second header. The header uses the letter's own line ending
+encoded word. What a client said (HELO, recipient) is reduced to printable ASCII without
+``;`` or ``,`` first, so no value can carry a line break or a second header, nor choose where
+the field is folded. The header uses the letter's own line ending
 (CRLF from SMTP; LF from an imported file that uses LF). The same inputs always give the same
 bytes.
 """
@@ -40,8 +41,12 @@ MAX_LINE = 78  # RFC 5322 2.1.1: SHOULD be no more than 78 characters
 
 
 def _clean(text: str, limit: int = 255) -> str:
-    """Printable ASCII only: whatever a client said cannot break the header."""
-    return "".join(c if 32 < ord(c) < 127 and c not in "()<>;" else "?" for c in text)[:limit]
+    """Printable ASCII only, and none of the characters that shape the field (comments,
+    the address's brackets, and the ``;`` and ``,`` a fold breaks after): whatever a client
+    said can neither break the header nor move where its lines are folded (a HELO name
+    ending in ``,`` made the stdlib's fold break after it and leave a line of 150 characters
+    with spaces in it)."""
+    return "".join(c if 32 < ord(c) < 127 and c not in "()<>;," else "?" for c in text)[:limit]
 
 
 def line_ending(raw: bytes) -> bytes:
