@@ -92,6 +92,9 @@ class Analysis:
     tokens: tuple[str, ...] = field(default=(), repr=False)  # tokens_mod.tokenize
     hashes: tuple[int, ...] = field(default=(), repr=False)  # their token_hash, in order
     plan: auth_mod.AuthPlan | None = field(default=None, repr=False)  # auth left to the server
+    # signs an exemption resting on the From domain withheld (signs.checks.Findings): the
+    # decision adds them when authentication shows the From domain forged (from_forged)
+    withheld: tuple[Sign, ...] = ()
 
     def authenticated(self, results: auth_mod.AuthResults) -> Analysis:
         """This analysis with the authentication the server finished (``plan``): the results
@@ -158,13 +161,14 @@ class Analyzer:
             seconds[stage] = now - clock
             clock = now
 
-        signs, complete = phishing.run(
+        found = phishing.find(
             letter,
             envelope,
             protected=self.protected,
             shorteners=self.shorteners,
             deadline=deadline,
         )
+        signs, complete = found.signs, found.complete
         if not complete:
             skipped.append("signs")
         lap("signs")
@@ -210,7 +214,7 @@ class Analyzer:
         lap("shingles")
         return Analysis(
             tuple(signs), ar, f, tuple(shingles), tuple(skipped), seconds, words, tokens, hashes,
-            plan,
+            plan, tuple(found.withheld),
         )  # fmt: skip
 
 
@@ -294,6 +298,16 @@ letters and no spam reach -0.5: :func:`spam_lean`) is a known sender."""
 KNOWN_SENDER_BELOW = 0.01
 """The model's P(spam) under which a known sender's letter is ham although the rules' phishing
 points say phishing (:func:`known_sender`)."""
+
+
+def from_forged(auth: auth_mod.AuthResults) -> bool:
+    """Authentication shows the From domain forged: DMARC, evaluated, fails (neither SPF nor
+    DKIM passes aligned with a domain that publishes a policy). Then no exemption that rests on
+    the From domain holds (``Analysis.withheld``). A domain without a policy (none), a DNS
+    failure (temperror), or authentication not run (``[antispam] dns = "off"``, a letter given
+    to ``POST /v1/scan`` without an envelope) leave the exemptions as they are: nothing shows
+    the From domain false."""
+    return auth.dmarc.result == "fail"
 
 
 def known_sender(
@@ -567,6 +581,9 @@ class Scanner:
         f, counted = self._statistics(analysis, now)
         partial = analysis.partial if counted else (*analysis.partial, COUNTERS)
         signs = list(analysis.signs)
+        if analysis.withheld and from_forged(analysis.auth):
+            signs += analysis.withheld  # the exemptions rested on a forged From domain
+            f.update(feats_mod.from_signs(signs))
         hits = rules.evaluate(self.rules, f, signs, analysis.auth)
         f.update(rule_features(hits))
         shipped, words = self._learned_words(analysis, f)

@@ -279,3 +279,49 @@ def test_a_letter_through_the_intake_authenticates_as_the_blocking_analyzer(
         assert pochta.intake.pool is not None and pochta.intake.pool.stats.completed >= 7
     finally:
         pochta.close()
+
+
+MAILBOX_FULL = crlf(
+    b"From: Mail Administrator <postmaster@example.org>\n"
+    b"To: ivan@example.org\n"
+    b"Subject: Your mailbox is full: 5 pending messages\n"
+    b"Date: Tue, 14 Jan 2025 10:00:00 +0000\n"
+    b"Message-ID: <q1@example.org>\n"
+    b"\n"
+    b"Dear user, your mailbox is over its quota and 5 incoming messages are pending.\n"
+    b"Log in within 24 hours to keep your password and release your pending messages:\n"
+    b"http://mail-quota.example/login\n"
+)
+
+
+def test_an_exemption_resting_on_a_forged_from_domain_is_withdrawn_by_dmarc(
+    nsd: NsdServer, tmp_path: Path
+) -> None:
+    """The reader's own domain's postmaster may speak of mailboxes and passwords (the signs
+    are withheld while the checks run, before authentication); the same letter from a server
+    the domain's SPF refuses fails DMARC, and the server's decision adds the signs back."""
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        antispam={"dns": "system", "dns_server": nsd.address, "pool_processes": 1},
+    )
+    pochta = build(settings)
+    assert pochta.scanner is not None
+    pochta.intake.start()
+    try:
+
+        async def verdict(ip: str) -> tuple[str, set[str], str]:
+            envelope = Envelope(ip, "postmaster@example.org", ("ivan@example.org",))
+            prepared = await pochta.intake.prepare(
+                MAILBOX_FULL, envelope, "mx1.example.org", analyze=True, shingles=True
+            )
+            assert prepared.analysis is not None and pochta.scanner is not None
+            v = prepared.verdict or pochta.scanner.decide(prepared.analysis)
+            return v.auth.dmarc.result, {s.symbol for s in v.signs}, v.label
+
+        own = asyncio.run(verdict("192.0.2.5"))  # the domain's own server: SPF pass
+        forged = asyncio.run(verdict("203.0.113.9"))
+    finally:
+        pochta.close()
+    lure = {"PHISH_MAIL_ADMIN_NAME", "PHISH_ACCOUNT_LURE"}
+    assert own[0] == "pass" and not own[1] & lure and own[2] != "phishing"
+    assert forged[0] == "fail" and forged[1] >= lure and forged[2] == "phishing"

@@ -107,9 +107,11 @@ __all__ = [
     "SYMBOLS",
     "Check",
     "Context",
+    "Findings",
     "Sign",
     "SignSpec",
     "check",
+    "find",
     "run",
     "scan",
     "sign",
@@ -140,6 +142,11 @@ class Context:
     envelope: Envelope = field(default_factory=Envelope)
     freemail: frozenset[str] = field(default_factory=default_freemail)
     _cache: dict[str, object] = field(default_factory=dict)
+    # Whether the From domain is taken at its word (see :func:`run`): False, every exemption
+    # that rests on it (the sender's own site, own organization, the reader's own domain, a
+    # mail server's report) is off. ``leaned``: a check just used such an exemption.
+    trust_from: bool = True
+    leaned: bool = False
 
     @property
     def return_path(self) -> str | None:
@@ -167,8 +174,18 @@ class Context:
         return normalize.address_domain(self.return_path) if self.return_path else None
 
     def own_site(self, host: str) -> bool:
-        """The host is the sender's: the From domain's party."""
-        return self.same_party(host, self.letter.from_domain)
+        """The host is the sender's: the From domain's party (never while the From domain is
+        not taken at its word: ``trust_from``)."""
+        return self.from_party(host)
+
+    def from_party(self, domain: str | None) -> bool:
+        """``domain`` is the From domain's party, as the sender says: an exemption that rests
+        on the From domain, noted in ``leaned``; False while ``trust_from`` is off."""
+        if not self.trust_from:
+            return False
+        same = self.same_party(domain, self.letter.from_domain)
+        self.leaned = self.leaned or same
+        return same
 
     def redirector(self, host: str) -> bool:
         """A known redirect or click-tracking host (data/redirectors.txt)."""
@@ -671,11 +688,13 @@ def _own_or_reader(ctx: Context) -> bool:
     fees is the organization's own business. A From address of either written on a letter
     from elsewhere ("admin@<the reader's domain>" from a stranger's server) is not."""
     fd = ctx.letter.from_domain
-    if not fd:
+    if not fd or not ctx.trust_from:
         return False
     own = ctx.protected.sender_org(fd) is not None
     own = own or any(ctx.same_party(fd, d) for d in _reader_domains(ctx))
-    return own and _came_from_sender(ctx)
+    own = own and _came_from_sender(ctx)
+    ctx.leaned = ctx.leaned or own
+    return own
 
 
 def _came_from_sender(ctx: Context) -> bool:
@@ -758,7 +777,7 @@ def recipient_domain(ctx: Context) -> Sign | None:
     name = unicodedata.normalize("NFKC", ctx.letter.from_name[:MAX_NAME]).lower()
     subject = unicodedata.normalize("NFKC", ctx.letter.subject[:MAX_NAME]).lower()
     for d in _reader_domains(ctx):
-        if ctx.same_party(fd, d):
+        if ctx.from_party(d):
             continue
         for where, text in (("From", name), ("Subject", subject)):
             i = text.find(d)
@@ -790,11 +809,13 @@ def _bounce(ctx: Context) -> bool:
     Delivery System" is a mail administrator's name by right; a phishing letter posing as
     one needs a link (the lure: "release your pending messages")."""
     rp = ctx.return_path
-    if rp is None or ctx.letter.web_links:
+    if rp is None or ctx.letter.web_links or not ctx.trust_from:
         return False
     rp_local = rp.rpartition("@")[0].lower() if rp else ""
     from_local = ctx.letter.from_address.rpartition("@")[0].lower()
-    return (not rp or rp_local in _DAEMONS) and from_local in _DAEMONS
+    report = (not rp or rp_local in _DAEMONS) and from_local in _DAEMONS
+    ctx.leaned = ctx.leaned or report
+    return report
 
 
 def mail_admin_name(ctx: Context) -> Sign | None:
@@ -1079,6 +1100,46 @@ def run(
     deadline: float | None = None,
 ) -> tuple[list[Sign], bool]:
     """The signs found, and whether every check ran (False: the deadline passed first)."""
+    found = find(
+        letter,
+        envelope,
+        protected=protected,
+        shorteners=shorteners,
+        redirectors=redirectors,
+        suspicious_tlds=suspicious_tlds,
+        checks=checks,
+        deadline=deadline,
+    )
+    return found.signs, found.complete
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """What :func:`find` found: the signs, whether every check ran, and the signs
+    ``withheld`` by an exemption that rests on the From domain alone (the sender's own site,
+    its own organization, the reader's own domain, a mail server's report): the decision adds
+    them back when authentication shows the From domain forged (``Scanner``: DMARC fails), as
+    a letter's checks run before its authentication is known."""
+
+    signs: list[Sign]
+    complete: bool
+    withheld: list[Sign]
+
+
+def find(
+    letter: Letter,
+    envelope: Envelope | None = None,
+    *,
+    protected: Protected | None = None,
+    shorteners: frozenset[str] | None = None,
+    redirectors: frozenset[str] | None = None,
+    suspicious_tlds: frozenset[str] | None = None,
+    checks: Sequence[Check] = CHECKS,
+    deadline: float | None = None,
+) -> Findings:
+    """Every sign the letter shows, in the order of CHECKS, and the signs withheld (see
+    :class:`Findings`): each check that leaned on the From domain is run once more without
+    it, so a letter no exemption applied to costs nothing more."""
     ctx = Context(
         letter,
         protected if protected is not None else default_protected(),
@@ -1088,13 +1149,26 @@ def run(
         envelope if envelope is not None else Envelope(),
     )
     out: list[Sign] = []
+    leaned: list[Check] = []
     for fn in checks:
         if deadline is not None and time.monotonic() > deadline:
-            return out, False
+            return Findings(out, False, [])
+        ctx.leaned = False
         found = fn(ctx)
         if found is not None:
             out.append(found)
-    return out, True
+        if ctx.leaned:
+            leaned.append(fn)
+    withheld: list[Sign] = []
+    if leaned:
+        shown = {s.symbol for s in out}
+        ctx.trust_from = False
+        for fn in leaned:
+            found = fn(ctx)
+            if found is not None and found.symbol not in shown:
+                withheld.append(found)
+        ctx.trust_from = True
+    return Findings(out, True, withheld)
 
 
 def scan(raw: bytes | Letter, envelope: Envelope | None = None) -> list[Sign]:
