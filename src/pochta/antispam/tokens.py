@@ -185,16 +185,6 @@ class WordWeights:
         return WordWeights(bias, weights)
 
 
-RANKED_FROM = 2048
-"""Clues in a table from which ``TokenTable.clues`` ranks the whole table once (the shipped
-table, read for every letter); a smaller one (one letter's merged table) sorts each letter's."""
-
-
-def _surest_first(clue: tuple[str, float]) -> tuple[float, str]:
-    """The order of a letter's clues: farthest from 0.5 first, then by the token."""
-    return (-abs(clue[1] - 0.5), clue[0])
-
-
 @dataclass(frozen=True)
 class TokenTable:
     """Per token: the training letters it was seen in, spam and ham; ``weights``: the
@@ -244,24 +234,12 @@ class TokenTable:
                 out[t] = f
         return out
 
-    @cached_property
-    def _ranked(self) -> tuple[dict[str, int], list[tuple[str, float]]]:
-        """Every clue's place in the order ``clues`` gives, and the clues in that order: a
-        letter's clues are then its places sorted (ints, no key function)."""
-        order = sorted(self._clues.items(), key=_surest_first)
-        return {t: i for i, (t, _) in enumerate(order)}, order
-
     def clues(self, tokens: Iterable[str]) -> list[tuple[str, float]]:
-        """The tokens that count, farthest from 0.5 first (ties: by the token)."""
+        """The tokens that count, farthest from 0.5 first."""
         known = self._clues
-        if len(known) >= RANKED_FROM:  # a table read for many letters (the shipped one)
-            place, order = self._ranked
-            places = [i for t in tokens if (i := place.get(t)) is not None]
-            places.sort()
-            return [order[i] for i in places[:MAX_CLUES]]
-        found = [(-abs(f - 0.5), t, f) for t in tokens if (f := known.get(t)) is not None]
-        found.sort()  # as by _surest_first: a tie on (distance, token) is the same token
-        return [(t, f) for _, t, f in found[:MAX_CLUES]]
+        found = [(t, known[t]) for t in tokens if t in known]
+        found.sort(key=lambda tf: (-abs(tf[1] - 0.5), tf[0]))
+        return found[:MAX_CLUES]
 
     def score(self, tokens: Iterable[str]) -> float:
         """Fisher's combining of the clues: near 1 spam's words, near 0 ham's, 0.5 neither."""
