@@ -7,6 +7,11 @@ noisy machine the ratio of such pairs holds where runs minutes apart (``scan_wor
 move by ±10 %.
 
     python benchmarks/scan_worker_pair.py --other /tmp/main/src [--passes 3] [--chunk 40]
+        [--store sqlite] [--late]
+
+``--store sqlite``: the counters in a SQLite file (a deployed worker's default store) instead of
+in memory; ``--late``: the letters judged half an hour after the last training letter, so that
+the counters' windows reach counts (by default at time 0, where every count reads 0).
 
 The letters are the unsealed ones of easy-ham-2, hard-ham-1 and spam-2 (``--quick``: 300);
 sealed letters are never read. Prints, per side, the CPU ms per letter of each pass (the whole
@@ -35,15 +40,30 @@ TRAINING_GROUPS = ("easy-ham-1", "spam-1")
 INLINE_LIMIT = 4096
 
 
-def serve(quick: bool) -> None:
+def serve(quick: bool, store: str, late: bool) -> None:
     """The child: warm, then answer ``[start, end]`` lines with the chunk's CPU and verdicts."""
+    import tempfile
+
     from pochta.antispam.model import booster
+    from pochta.antispam.shingles.counters.service import Counters
+    from pochta.antispam.shingles.counters.sqlite import SQLiteStore
+    from pochta.antispam.verdict import Scanner
     from pochta.mailbox.prepare import prepare
     from pochta_factory import corpus
     from pochta_factory.training import corpus_samples, envelope_of, fresh_scanner, replay
 
-    scanner = fresh_scanner(booster.load().for_workers())
-    replay(corpus_samples(corpus.unsealed(TRAINING_GROUPS)), scanner, learn_truth=True)
+    model = booster.load().for_workers()
+    if store == "sqlite":  # what a deployed worker reads (deciding.shingler's default store)
+        kept = tempfile.TemporaryDirectory(prefix="scan-worker-pair-")  # gone at exit
+        where = Path(kept.name) / "shingles.sqlite3"
+        scanner = Scanner(model=model, counters=Counters(SQLiteStore(where), buffered=False))
+    else:
+        scanner = fresh_scanner(model)
+    samples = corpus_samples(corpus.unsealed(TRAINING_GROUPS))
+    replay(samples, scanner, learn_truth=True)
+    # the letters are judged at 0.0 (no window reaches a count), or half an hour after the
+    # last training letter (its counts in every window)
+    now = max(s.at for s in samples) + 1800.0 if late else 0.0
     letters = list(corpus.unsealed(TEST_GROUPS))
     if quick:
         letters = letters[:: max(1, len(letters) // 300)][:300]
@@ -59,7 +79,7 @@ def serve(quick: bool) -> None:
         for name, raw, env in work[start:end]:
             prepared = prepare(raw, env, inline_limit=INLINE_LIMIT, analyzer=scanner.analyzer)
             assert prepared.analysis is not None
-            analysis, verdict = scanner.judge(prepared.analysis, now=0.0)
+            analysis, verdict = scanner.judge(prepared.analysis, now=now)
             for stage, s in analysis.seconds.items():
                 stages[stage] = stages.get(stage, 0.0) + s
             verdicts.append([name, verdict.label, verdict.probability, round(verdict.score, 6)])
@@ -67,10 +87,11 @@ def serve(quick: bool) -> None:
         print(json.dumps({"cpu": cpu, "stages": stages, "verdicts": verdicts}), flush=True)
 
 
-def start(src: Path, quick: bool) -> subprocess.Popen[str]:
+def start(src: Path, quick: bool, store: str, late: bool) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=f"{src}{os.pathsep}{HERE}")
-    args = [sys.executable, str(Path(__file__).resolve()), "--serve"]
+    args = [sys.executable, str(Path(__file__).resolve()), "--serve", "--store", store]
     args += ["--quick"] if quick else []
+    args += ["--late"] if late else []
     return subprocess.Popen(
         args, cwd=HERE, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -95,15 +116,24 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--chunk", type=int, default=40, help="letters per turn")
     ap.add_argument("--quick", action="store_true", help="300 letters taken evenly")
+    ap.add_argument(
+        "--store", choices=("memory", "sqlite"), default="memory", help="the counters' store"
+    )
+    ap.add_argument(
+        "--late", action="store_true", help="judge after the training letters (counts read)"
+    )
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
-        serve(args.quick)
+        serve(args.quick, args.store, args.late)
         return
     if args.other is None:
         ap.error("--other is required")
     note("warming both sides (the counters: the unsealed training letters)")
-    sides = {"A": start(OWN_SRC, args.quick), "B": start(args.other.resolve(), args.quick)}
+    sides = {
+        side: start(src, args.quick, args.store, args.late)
+        for side, src in (("A", OWN_SRC), ("B", args.other.resolve()))
+    }
     n = {side: ask(proc, None)["letters"] for side, proc in sides.items()}["A"]
     load_start = os.getloadavg()[0]
     passes: list[dict[str, Any]] = []
@@ -134,9 +164,7 @@ def main() -> None:
                 "cpu_ms_per_letter": {s: round(1000 * cpu[s] / n, 3) for s in ("A", "B")},
                 "A/B": round(cpu["A"] / cpu["B"], 3),
                 "stages_ms_per_letter": {
-                    stage: {
-                        s: round(1000 * stages[s].get(stage, 0.0) / n, 3) for s in ("A", "B")
-                    }
+                    stage: {s: round(1000 * stages[s].get(stage, 0.0) / n, 3) for s in ("A", "B")}
                     for stage in stages["B"]
                 },
                 "load": round(os.getloadavg()[0], 2),
@@ -154,6 +182,8 @@ def main() -> None:
             "B": str(args.other.resolve()),
             "letters": n,
             "chunk": args.chunk,
+            "store": args.store,
+            "late": args.late,
             "load_at_start": round(load_start, 2),
             "passes": passes,
             "A/B_per_pass": [p["A/B"] for p in passes],

@@ -37,7 +37,7 @@ from pochta.antispam.model import explain as explaining
 from pochta.antispam.model.booster import Model
 from pochta.antispam.rules import ruleset as rules
 from pochta.antispam.shingles.counters import Packed, Ref, unpack
-from pochta.antispam.shingles.counters.buckets import Counts, parse_window
+from pochta.antispam.shingles.counters.buckets import KINDS, Counts, Flat, parse_window, zeros
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.extract import extract
 from pochta.antispam.shingles.registry import (
@@ -266,7 +266,59 @@ def shingle_features(
     return out
 
 
+def shingle_features_flat(
+    shingles: Sequence[Shingle], sums: Sequence[Flat], windows: Sequence[str]
+) -> dict[str, float]:
+    """:func:`shingle_features` of the same counts as plain ints (``Counters.query_flat``:
+    for each of ``windows``, the names of its distinct windows, each kind of ``KINDS`` in
+    turn): the same features, the same floats (the same operations on the same ints), in the
+    same order, with no dict per shingle and window."""
+    width = len(KINDS)
+    if len(set(windows)) != len(windows):
+        raise ValueError(f"windows named twice in {list(windows)}")
+    zero = zeros(len(windows))
+    acc: dict[int, Flat | list[int]] = {}  # type -> its shingles' sums, in the order first seen
+    for shingle, flat in zip(shingles, sums, strict=True):
+        t = int(shingle.type)
+        total = acc.get(t)
+        if total is None or total is zero:
+            acc[t] = zero if flat is zero else list(flat)
+        elif flat is not zero:
+            assert isinstance(total, list)
+            for k, v in enumerate(flat):
+                total[k] += v
+    out: dict[str, float] = {}
+    weight = FEEDBACK_WEIGHT
+    for t, total in acc.items():
+        if total is zero:  # nothing known: log1p(0) and spam_lean of nothing, both 0.0
+            for window in windows:
+                names = _feature_names(t, window)
+                out[names[0]] = 0.0
+                out[names[1]] = 0.0
+            continue
+        unique = t in _UNIQUE_TYPES
+        for w, window in enumerate(windows):
+            ham, spam, complaint, unspam, read = total[w * width : w * width + width]
+            names = _feature_names(t, window)
+            seen = ham + spam
+            if unique:  # distinct pairs: the count is the feature
+                seen = max(seen, ham + spam + complaint)
+            out[names[0]] = math.log1p(seen)
+            shift = weight * (complaint - unspam)  # spam_lean's own steps
+            s_ = max(0.0, spam + shift)
+            h_ = max(0.0, ham - shift)
+            out[names[1]] = (s_ - h_) / (s_ + h_ + LEAN_PRIOR)
+            if seen:
+                out[names[2]] = spam / seen
+                out[names[3]] = ham / seen
+                out[names[4]] = complaint / seen
+                out[names[5]] = unspam / seen
+                out[names[6]] = read / seen
+    return out
+
+
 _UNIQUE_TYPES = frozenset(int(u) for u in UNIQUE_TYPES)
+assert tuple(KINDS) == ("ham", "spam", "complaint", "unspam", "read")  # shingle_features_flat
 _NAMES = ("volume", "spam_lean", "spam_ratio", "ham_ratio", "complaint_ratio", "unspam_ratio",
           "read_ratio")  # fmt: skip
 
@@ -533,6 +585,7 @@ class Scanner:
         self.learning = learning
         self.teacher: Teacher | None = None  # set by app.py once the worker processes exist
         self._windows = [parse_window(w) for w in WINDOWS]
+        self._window_names = [w.name for w in self._windows]
 
     def statistics(self, analysis: Analysis, now: float | None = None) -> dict[str, float]:
         """The features of the analysis plus its shingles' counters."""
@@ -545,13 +598,13 @@ class Scanner:
         f = dict(analysis.features)
         if self.counters is not None and analysis.shingles:
             try:
-                counts = self.counters.query(
+                sums = self.counters.query_flat(
                     query_refs(analysis.shingles), self._windows, now=now
                 )
             except StorageError as exc:
                 log.warning("shingle counters: not read, the verdict goes without them: %s", exc)
                 return f, False
-            f.update(shingle_features(analysis.shingles, counts))
+            f.update(shingle_features_flat(analysis.shingles, sums, self._window_names))
         return f, True
 
     def decide(self, analysis: Analysis, now: float | None = None) -> Verdict:

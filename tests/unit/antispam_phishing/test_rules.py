@@ -433,3 +433,19 @@ def test_one_account_lure_from_other_servers_is_counted_once() -> None:
         r, {"links.count": 1}, [sign("PHISH_ALARMING_SUBJECT", ["x"]), *elsewhere]
     )
     assert "PHISH_ALARM_FROM_ELSEWHERE" in {h.symbol for h in alarm}
+
+
+def test_a_name_against_a_constant_compiles_to_what_the_tree_gives() -> None:
+    """``name <op> constant``, compiled with the operator's choice made once, gives the tree
+    walk's value for every operator, every kind of constant and every value of the name."""
+    constants: list[bool | float | str] = [0.0, 1.0, -2.5, math.inf, True, False, "pass", ""]
+    values: list[expr.Value] = [None, 0.0, 1.0, -2.5, 3.0, math.nan, math.inf, -math.inf]
+    values += [True, False, "pass", "fail", ""]
+    for op in ("==", "!=", "<", "<=", ">", ">="):
+        for constant in constants:
+            node = expr.Compare(op, expr.Name("x"), expr.Const(constant))
+            fn = expr.compiled(node)
+            for value in values:
+                want = expr.evaluate(node, {"x": value}.get)
+                got = fn({"x": value}.get)
+                assert type(got) is type(want) and got == want, (op, constant, value)

@@ -100,8 +100,16 @@ class Model:
     _trees: Trees | None = field(default=None, repr=False)
 
     def row(self, features: Mapping[str, float]) -> list[float]:
+        """Each column's value: the letter's, else the model's default, else NaN."""
+        columns, fallbacks = self._row_fallbacks
+        return list(map(float, map(features.get, columns, fallbacks)))
+
+    @functools.cached_property
+    def _row_fallbacks(self) -> tuple[list[str], list[float]]:
+        """The columns and what ``row`` takes for each one the letter lacks (read once per
+        model: ``float(defaults.get(c, nan))``, what ``float`` makes of it on every call)."""
         d = self.defaults
-        return [float(features.get(c, d.get(c, math.nan))) for c in self.columns]
+        return list(self.columns), [float(d.get(c, math.nan)) for c in self.columns]
 
     @property
     def trees(self) -> Trees:
@@ -123,10 +131,19 @@ class Model:
     def content_probability(self, features: Mapping[str, float]) -> float:
         """P(spam) with the counters' columns at their defaults ("nothing known"): what the
         letter itself says (exactly the content model's part of :func:`fit`)."""
-        return self.trees.probability(
-            [float(features.get(c, math.nan)) if known else default
-             for c, known, default in self._content_columns]
-        )  # fmt: skip
+        columns, nans, fixed = self._content_row
+        row = list(map(float, map(features.get, columns, nans)))
+        for i, default in fixed:
+            row[i] = default
+        return self.trees.probability(row)
+
+    @functools.cached_property
+    def _content_row(self) -> tuple[list[str], list[float], list[tuple[int, float]]]:
+        """``_content_columns`` as ``content_probability`` reads it: every column with NaN for
+        a missing value, then the counters' columns set to their defaults."""
+        columns = [c for c, _, _ in self._content_columns]
+        fixed = [(i, d) for i, (_, known, d) in enumerate(self._content_columns) if not known]
+        return columns, [math.nan] * len(columns), fixed
 
     @functools.cached_property
     def _content_columns(self) -> list[tuple[str, bool, float]]:

@@ -40,10 +40,11 @@ class Trees:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_powers", 1 << np.arange(self.features.shape[1]))
         object.__setattr__(self, "_rows", np.arange(self.features.shape[0]))
+        object.__setattr__(self, "_any_nan_true", bool(self.nan_true.any()))
 
     def raw(self, x: Sequence[float]) -> float:
         values = np.asarray(x, dtype=np.float64)
-        if self.nan_true.any():
+        if self._any_nan_true:  # type: ignore[attr-defined]
             values = np.where(np.isnan(values) & self.nan_true, np.inf, values)
         bits = values[self.features] > self.borders
         index = bits @ self._powers  # type: ignore[attr-defined]

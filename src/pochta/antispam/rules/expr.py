@@ -457,7 +457,7 @@ def compiled(node: Node) -> Compiled:
         op = node.op
         if isinstance(node.left, Name) and isinstance(node.right, Const):  # feature <op> 1.5
             name, value = node.left.name, node.right.value
-            return lambda lookup: _compare(op, lookup(name), value)
+            return _name_against(op, name, value)
         left, right = compiled(node.left), compiled(node.right)
         return lambda lookup: _compare(op, left(lookup), right(lookup))
     if isinstance(node, In):
@@ -483,6 +483,26 @@ def _arith(op: str, a: Value, b: Value) -> Value:
     if op == "*":
         return a * b
     return a / b if b != 0 else None
+
+
+def _name_against(op: str, name: str, value: bool | float | str) -> Compiled:
+    """``lambda lookup: _compare(op, lookup(name), value)`` with ``_compare``'s choices made
+    for the constant once: the same result for every value the lookup gives."""
+    if op == "==":
+        return lambda lookup: (a := lookup(name)) is not None and a == value
+    if op == "!=":
+        return lambda lookup: (a := lookup(name)) is not None and a != value
+    if not isinstance(value, float):
+        return lambda lookup: _compare(op, lookup(name), value)
+    if op == "<":
+        return lambda lookup: isinstance(a := lookup(name), float) and a < value
+    if op == "<=":
+        return lambda lookup: isinstance(a := lookup(name), float) and a <= value
+    if op == ">":
+        return lambda lookup: isinstance(a := lookup(name), float) and a > value
+    if op == ">=":
+        return lambda lookup: isinstance(a := lookup(name), float) and a >= value
+    return lambda lookup: _compare(op, lookup(name), value)  # pragma: no cover
 
 
 def _compare(op: str, a: Value, b: Value) -> bool:

@@ -266,7 +266,7 @@ def evaluate(
     derived = {**features.from_signs(signs), **features.from_auth(auth)}
 
     def lookup(name: str) -> expr.Value:
-        if expr.is_sign_name(name):
+        if _sign_name(name):
             return name in fired
         if name in auth_values:
             return auth_values[name]
@@ -282,6 +282,9 @@ def evaluate(
                             rule.description_ru))
     return hits
 
+
+_sign_name = functools.lru_cache(maxsize=4096)(expr.is_sign_name)
+"""``expr.is_sign_name`` remembered: a lookup asks it for every name a letter's rules read."""
 
 _COMPILED: dict[int, tuple[Rules, tuple[expr.Compiled, ...]]] = {}
 """Per rules object (by id, kept alive here so that the id stays its own): its conditions

@@ -239,6 +239,41 @@ def window_sums(buckets: Buckets, windows: Sequence[Window], now: float) -> dict
     return result
 
 
+Flat = tuple[int, ...]
+"""A shingle's sums as plain ints: for each window in turn, each kind of :data:`KINDS` in its
+order (``len(windows) * len(KINDS)`` values). What the verdict reads of every shingle of every
+letter, with no dict per window (:func:`flat_sums`)."""
+
+_ZEROS: dict[int, Flat] = {}
+
+
+def zeros(windows: int) -> Flat:
+    """The flat sums of a shingle nobody counted: one shared tuple per number of windows (a
+    caller may tell it by identity)."""
+    z = _ZEROS.get(windows)
+    if z is None:
+        z = _ZEROS.setdefault(windows, (0,) * (windows * len(KINDS)))
+    return z
+
+
+def flat_sums(buckets: Buckets | None, windows: Sequence[Window], now: float) -> Flat:
+    """``window_sums`` as one tuple: each window's sums in the windows' order (a window named
+    like an earlier one is still its own), each window's kinds in :data:`KINDS`' order;
+    :func:`zeros` (the shared tuple) when ``buckets`` is empty or None."""
+    if buckets is None or (not buckets.slots and not buckets.days):
+        return zeros(len(windows))
+    slots, days = buckets.slots, buckets.days
+    last_slot, last_day = slot_of(now), day_of(now)
+    out: list[int] = []
+    for w in windows:
+        values, last = (slots, last_slot) if w.unit == "10m" else (days, last_day)
+        if values:
+            out.extend(_summed(values, last - w.count + 1, last).values())
+        else:
+            out.extend(zeros(1))
+    return tuple(out)
+
+
 def trim(buckets: Buckets, sp: Span) -> Buckets:
     """Only the buckets inside the span (what a store returns)."""
     return Buckets(

@@ -39,8 +39,10 @@ from pochta.antispam.shingles.counters.buckets import (
     SHARDS,
     Buckets,
     Counts,
+    Flat,
     Window,
     day_of_slot,
+    flat_sums,
     kind_code,
     slot_of,
     span,
@@ -361,16 +363,34 @@ class Counters:
         again, once; a second that overlaps a flush too (a store slow to write) is answered
         as it is, at most that flush's increments high."""
         now = self.clock() if now is None else now
+        empty = Buckets()
+        return [window_sums(b or empty, windows, now) for b in self._buckets(refs, windows, now)]
+
+    def query_flat(
+        self, refs: Sequence[Ref], windows: Sequence[Window], *, now: float | None = None
+    ) -> list[Flat]:
+        """``query`` as plain ints (``buckets.flat_sums``: each window's kinds in turn), with
+        no dict per shingle and window; a shingle nobody counted is ``buckets.zeros``'s shared
+        tuple. What a verdict reads (``antispam.verdict.shingle_features_flat``)."""
+        now = self.clock() if now is None else now
+        return [flat_sums(b, windows, now) for b in self._buckets(refs, windows, now)]
+
+    def _buckets(
+        self, refs: Sequence[Ref], windows: Sequence[Window], now: float
+    ) -> list[Buckets | None]:
+        """Each ref's buckets (None: nothing anywhere), read as ``query`` says."""
         for _ in range(QUERY_TRIES - 1):
-            counts, settled = self._query(refs, windows, now)
+            merged, settled = self._query(refs, windows, now)
             if settled:
-                return counts
+                return merged
         return self._query(refs, windows, now)[0]
 
     def _query(
         self, refs: Sequence[Ref], windows: Sequence[Window], now: float
-    ) -> tuple[list[dict[str, Counts]], bool]:
-        """One read, and whether no flush of the refs' shards overlapped it."""
+    ) -> tuple[list[Buckets | None], bool]:
+        """One read (each ref's buckets; None: nothing buffered, in flight, cached or
+        stored), and whether no flush of the refs' shards overlapped it. The buckets may be
+        the read cache's: only read them."""
         sp = span(windows, now)
         mono = time.monotonic()
         merged: list[Buckets | None] = [None] * len(refs)
@@ -383,8 +403,9 @@ class Counters:
         with self._lock:
             shards, flights, cache = self._shards, self._in_flight, self._cache
             for i, ref in enumerate(refs):
-                shard = ref.shard
-                id_ = ref.id
+                h, u = ref.hash, ref.unique  # ``ref.shard`` and ``ref.id``, inline
+                shard = (h if u is None else u.hash) & _MASK
+                id_ = (ref.type, h)
                 b: Buckets | None = None
                 buf = shards[shard]
                 flying = flights.get(shard)
@@ -458,8 +479,7 @@ class Counters:
                         if not pair.days.get((code, day)):
                             b.days[(code, day)] = b.days.get((code, day), 0) + 1
                 merged[i] = b
-        empty = Buckets()
-        return [window_sums(b or empty, windows, now) for b in merged], settled
+        return merged, settled
 
     def stats(self) -> CounterStats:
         with self._lock:

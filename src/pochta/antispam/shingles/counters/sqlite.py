@@ -49,6 +49,11 @@ _ADD_SLOT = (
 )
 
 
+READ_CHUNK = 500
+"""Hashes one read statement names (with at most 14 days: under SQLite's oldest limit of 999
+parameters)."""
+
+
 def signed(h: int) -> int:
     return h - (1 << 64) if h >= 1 << 63 else h
 
@@ -103,36 +108,48 @@ class SQLiteStore:
         return [None] * len(batches)
 
     def read(self, refs: Sequence[Ref], span: Span) -> list[Buckets]:
-        out = []
+        """One statement for the day buckets and one for the 10-minute ones of up to
+        :data:`READ_CHUNK` shingles (a letter's, usually all of them): ``day IN (...) AND
+        hash IN (...)``, each (day, hash) one search of the primary key, the rows of types
+        not asked for left out here (a value has one hash whatever its type); a shingle
+        named twice gets its own equal buckets each time."""
+        keys = [(signed(ref.hash), ref.type) for ref in refs]
+        wanted = set(keys)
         slot_days = list(span.slot_days)
         days = list(span.days)
-        # only "?" placeholders are formatted in
-        day_sql = (
-            "SELECT day, kind, n FROM shingle_day"  # noqa: S608
-            f" WHERE day IN ({','.join('?' * len(days))}) AND hash = ? AND type = ?"
-        )
-        slot_sql = (
-            "SELECT day, kind, slot, n FROM shingle_slot"  # noqa: S608
-            f" WHERE day IN ({','.join('?' * len(slot_days))}) AND hash = ? AND type = ?"
-        )
+        found_days: dict[tuple[int, int], dict[tuple[str, int], int]] = {}
+        found_slots: dict[tuple[int, int], dict[tuple[str, int], int]] = {}
+        hashes = list(dict.fromkeys(h for h, _ in keys))
         try:
             conn = self.db.reader()
-            for ref in refs:
-                b = Buckets()
-                h = signed(ref.hash)
+            for at in range(0, len(hashes), READ_CHUNK):
+                chunk = hashes[at : at + READ_CHUNK]
+                # only "?" placeholders are formatted in
+                named = ",".join("?" * len(chunk))
                 if days:
-                    for day, code, n in conn.execute(day_sql, (*days, h, ref.type)):
-                        b.days[(code, day)] = n
+                    day_sql = (
+                        "SELECT hash, type, day, kind, n FROM shingle_day"  # noqa: S608
+                        f" WHERE day IN ({','.join('?' * len(days))}) AND hash IN ({named})"
+                    )
+                    for h, t, day, code, n in conn.execute(day_sql, (*days, *chunk)):
+                        if (h, t) in wanted:
+                            found_days.setdefault((h, t), {})[(code, day)] = n
                 if slot_days:
-                    rows = conn.execute(slot_sql, (*slot_days, h, ref.type))
-                    for day, code, offset, n in rows:
+                    slot_sql = (
+                        "SELECT hash, type, day, kind, slot, n FROM shingle_slot"  # noqa: S608
+                        f" WHERE day IN ({','.join('?' * len(slot_days))}) AND hash IN ({named})"
+                    )
+                    for h, t, day, code, offset, n in conn.execute(slot_sql, (*slot_days, *chunk)):
                         slot = day * SLOTS_PER_DAY + offset
-                        if span.slot_from <= slot <= span.slot_to:
-                            b.slots[(code, slot)] = n
-                out.append(b)
+                        if (h, t) in wanted and span.slot_from <= slot <= span.slot_to:
+                            found_slots.setdefault((h, t), {})[(code, slot)] = n
         except sqlite3.Error as exc:
             raise StorageError(f"reading shingle counters: {exc}") from exc
-        return out
+        none: dict[tuple[str, int], int] = {}
+        return [
+            Buckets(dict(found_slots.get(key, none)), dict(found_days.get(key, none)))
+            for key in keys
+        ]
 
     def expire(self, now: float) -> int:
         first_slot, first_day = expired_before(now)
