@@ -88,11 +88,66 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
+def free_port() -> int:
+    """A loopback port free now (bound to port 0, then closed): another process may take it
+    before the caller binds it, so a caller that can should try again on a failed bind."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a socket listening on TCP ``port`` (Linux: the socket's
+    inode in /proc/net/tcp{,6} among the process's descriptors)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()  # sl local_address rem_address st ... inode (10th)
+            if (
+                len(fields) > 9
+                and fields[3] == "0A"
+                and int(fields[1].rsplit(":", 1)[1], 16) == port
+            ):
+                inodes.add(f"socket:[{fields[9]}]")
+    try:
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in descriptors:
+        try:
+            if os.readlink(fd) in inodes:
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
+
+
+SMTP_PORTS = ("POCHTA_SMTP__PORT", "POCHTA_SMTP__LMTP_PORT")  # ServeProcess(ports=...)
+
+
+class PortTaken(RuntimeError):
+    """The server could not bind a port it was given: another process took it first."""
+
+
 class ServeProcess:
     """``python -m pochta serve --port P --data D`` with ``env`` over this process's
     environment, its output in ``log``; returns once ``/healthz`` answers 200 (within
     ``wait`` seconds: a loaded 2-vCPU machine starts it slowly). ``src``: a pochta tree to run
-    instead of the installed one (an A/B benchmark's other side)."""
+    instead of the installed one (an A/B benchmark's other side). ``ports``: settings
+    (environment names, e.g. ``POCHTA_SMTP__PORT``) that each take a free loopback port, as
+    the HTTP port does.
+
+    A free port is only free when it is chosen (``free_port``): a server that finds one of
+    its ports taken at start ("cannot listen") is started again on new ports, up to ``tries``
+    times; and the start counts only when ``/healthz`` answers on a socket this server holds
+    (not another process's that took the port: it would answer 200 as well)."""
 
     def __init__(
         self,
@@ -102,38 +157,55 @@ class ServeProcess:
         *,
         src: Path | None = None,
         wait: float = 240.0,
+        ports: tuple[str, ...] = (),
+        tries: int = 5,
     ) -> None:
-        import socket
-        import time
-
-        import httpx
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port: int = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
         full = {**os.environ, **env}
         if src is not None:
             full["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p
             )
+        for attempt in range(1, tries + 1):
+            self.port: int = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            chosen = {name: str(free_port()) for name in ports}
+            try:
+                self._start(data, log, {**full, **chosen}, wait)
+                return
+            except PortTaken as exc:
+                note(f"pochta serve, try {attempt} of {tries}: {exc}; again on new ports")
+        raise RuntimeError(f"pochta serve found a port taken {tries} times in a row")
+
+    def _start(self, data: Path, log: Path, env: dict[str, str], wait: float) -> None:
+        import time
+
+        import httpx
+
+        offset = log.stat().st_size if log.exists() else 0
         argv = ["serve", "--port", str(self.port), "--data", str(data)]
         with log.open("ab") as sink:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "pochta", *argv],
                 stdout=sink,
                 stderr=subprocess.STDOUT,
-                env=full,
+                env=env,
             )
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"pochta serve exited early:\n{log.read_text()[-4000:]}")
+                with log.open("rb") as f:
+                    f.seek(offset)
+                    said = f.read().decode(errors="replace")
+                taken = [line for line in said.splitlines() if "cannot listen" in line]
+                if taken and "in use" in taken[-1]:
+                    raise PortTaken(taken[-1].strip())
+                raise RuntimeError(f"pochta serve exited early:\n{said[-4000:]}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
+                up = httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
             except httpx.TransportError:
-                pass
+                up = False
+            if up and listens(self.proc.pid, self.port):
+                return
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"pochta serve did not become healthy:\n{log.read_text()[-4000:]}")

@@ -36,7 +36,6 @@ import os
 import random
 import secrets
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -51,7 +50,7 @@ from typing import Any, Protocol, cast
 import httpx
 
 import swift_anchor
-from _common import ServeProcess, emit, machine, note
+from _common import SMTP_PORTS, ServeProcess, emit, machine, note
 
 KiB, MiB = 1 << 10, 1 << 20
 GOAL_RATIO = 0.7
@@ -82,13 +81,6 @@ def make_files(size: int, n: int, rng: random.Random) -> list[File]:
 
 
 # -- the server --------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class Server(ServeProcess):
     """``python -m pochta serve`` on free loopback ports, SMTP/LMTP included (as deployed)."""
 
@@ -96,11 +88,9 @@ class Server(ServeProcess):
         env = {
             "POCHTA_SERVICE_TOKEN": TOKEN,
             "POCHTA_LOG_LEVEL": log_level,
-            "POCHTA_SMTP__PORT": str(free_port()),
-            "POCHTA_SMTP__LMTP_PORT": str(free_port()),
             "POCHTA_IMAP__ENABLED": "false",
         }
-        super().__init__(data, log, env, wait=180)
+        super().__init__(data, log, env, wait=180, ports=SMTP_PORTS)
 
 
 # -- the two ways of writing -------------------------------------------------------------------

@@ -51,7 +51,6 @@ import random
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -65,7 +64,7 @@ from typing import Any, cast
 
 import httpx
 
-from _common import ServeProcess, emit, machine, note, percentile
+from _common import SMTP_PORTS, ServeProcess, emit, machine, note, percentile
 from pochta.app import build
 from pochta.blobs.keys import random_magic
 from pochta.blobs.valkyrie import STATE_FILE, ValkyrieState
@@ -135,13 +134,6 @@ def valkyrie_summary(data: Path) -> dict[str, Any]:
 
 
 # -- the server ----------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class Server(ServeProcess):
     """``python -m pochta serve`` on free loopback ports with Valkyrie configured by ``mode``."""
 
@@ -149,12 +141,10 @@ class Server(ServeProcess):
         env = {
             "POCHTA_SERVICE_TOKEN": TOKEN,
             "POCHTA_LOG_LEVEL": "info",
-            "POCHTA_SMTP__PORT": str(free_port()),
-            "POCHTA_SMTP__LMTP_PORT": str(free_port()),
             "POCHTA_IMAP__ENABLED": "false",
             "POCHTA_VALKYRIE": json.dumps(valkyrie),
         }
-        super().__init__(data, log, env, wait=60)
+        super().__init__(data, log, env, wait=60, ports=SMTP_PORTS)
 
     def thread_rchar(self) -> dict[int, int]:
         """Bytes read through system calls so far, per thread of the server."""

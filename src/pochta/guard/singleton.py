@@ -180,8 +180,14 @@ class Singleton:
         log.info("job %s: this process leads (token %d)", self.name, lease.token)
         if self._on_lead is not None:
             self._guarded(self._on_lead, lease)
-        while not self._stop.is_set() and self._admitted(lease):
+        while not self._stop.is_set():
+            # ``stop`` looked at again after the clear: a stop (or a wake) that comes while the
+            # fence is asked (a write, slow under load) runs no round, or ends the wait below
+            # at once. Looked at only before, it was cleared away, and the wait ran its whole
+            # interval while ``stop`` waited out its timeout (10 s).
             self._wake.clear()
+            if not self._admitted(lease) or self._stop.is_set():
+                break
             self._guarded(self._round, lease)
             self.rounds += 1
             self._wake.wait(self.interval)

@@ -124,3 +124,88 @@ def test_a_round_that_does_not_end_is_left_behind_and_said(
     assert "release.wait(30)" in caplog.text  # the stuck line, from the thread's own stack
     release.set()
     assert job.join(5) is True
+
+
+class HeldAdmit:
+    """The real fence, whose admit number ``at`` (1: a new leader's first) holds until
+    ``release`` is set: a fence write as slow as one under load, for a stop or a wake to come
+    while the leader asks the fence."""
+
+    def __init__(self, fence: SqliteFence, at: int) -> None:
+        self.fence = fence
+        self.at = at
+        self.calls = 0
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def admit(self, resource: str, token: int) -> None:
+        self.calls += 1
+        if self.calls == self.at:
+            self.entered.set()
+            self.release.wait(30)
+        self.fence.admit(resource, token)
+
+    def write(self, resource: str, token: int, value: bytes) -> None:
+        self.fence.write(resource, token, value)
+
+    def read(self, resource: str) -> tuple[int, bytes | None]:
+        return self.fence.read(resource)
+
+
+@pytest.fixture
+def held(tmp_path: Path) -> Iterator[Callable[..., tuple[Singleton, HeldAdmit, list[int]]]]:
+    made: list[tuple[Singleton, Locks, HeldAdmit]] = []
+
+    def new(at: int) -> tuple[Singleton, HeldAdmit, list[int]]:
+        locks = Locks(SqliteLockBackend(tmp_path / "locks.sqlite3"), ttl=5.0)
+        fence = HeldAdmit(SqliteFence(tmp_path / "locks.sqlite3"), at)
+        rounds: list[int] = []
+        job = Singleton(
+            locks, "x", lambda lease: rounds.append(lease.token), interval=3600, fence=fence
+        )
+        made.append((job, locks, fence))
+        return job, fence, rounds
+
+    yield new
+    for job, locks, fence in made:
+        fence.release.set()
+        job.stop(timeout=5)
+        locks.close()
+        locks.backend.close()
+        fence.fence.close()
+
+
+@pytest.mark.parametrize(
+    ("at", "rounds_before"),
+    [(1, 0), (2, 0), (3, 1)],
+    ids=["first-admit", "first-round's-admit", "a-woken-round's-admit"],
+)
+def test_a_stop_while_the_fence_is_asked_ends_the_job_at_once(
+    held: Callable[..., tuple[Singleton, HeldAdmit, list[int]]], at: int, rounds_before: int
+) -> None:
+    """CI's 10 s teardowns: a stop that came while the leader's fence write ran (slow under
+    load) was cleared away with the wake, and ``stop`` waited out its timeout while the job
+    waited out its interval (an hour here, as Valkyrie's). It must end the job at once, with
+    no round after it."""
+    job, fence, rounds = held(at)
+    job.start()
+    if at == 3:
+        wait_for(lambda: len(rounds) == 1)
+        job.wake()
+    assert fence.entered.wait(10)
+    job.cancel()  # the stop comes while the fence is asked
+    fence.release.set()
+    assert job.join(timeout=10) is True  # before the fix: False, after 10 s
+    assert len(rounds) == rounds_before
+
+
+def test_a_wake_while_the_fence_is_asked_runs_a_round(
+    held: Callable[..., tuple[Singleton, HeldAdmit, list[int]]],
+) -> None:
+    """The same window for ``wake``: it runs a round soon, not after the interval."""
+    job, fence, rounds = held(2)
+    job.start()
+    assert fence.entered.wait(10)
+    job.wake()
+    fence.release.set()
+    wait_for(lambda: len(rounds) == 2)
