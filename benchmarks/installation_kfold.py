@@ -19,12 +19,19 @@ for the sealed letters); the same for every variant, so variants compare.
 
     python benchmarks/installation_kfold.py                   # the factory's defaults
     python benchmarks/installation_kfold.py --ham-weight 1    # every letter weighs the same
+
+Beside the factory's threshold rule (``groups``), ``by_ham`` gives the spam caught by P(spam)
+alone at a threshold just above the N-th most spam-like corpus ham, for 0.2 %, 0.5 % and 1 %
+of the corpus ham, and ``log_loss`` the out-of-fold log loss: the rule's threshold sits on
+the seventh most spam-like of 3,349 ham letters, so a variant can move it by a few letters
+that say little about the rest; these say how the whole ranking moved.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import pickle
 import tempfile
 import time
@@ -41,7 +48,7 @@ from pochta.antispam.signs.registry import Sign
 from pochta.antispam.verdict import KNOWN_SENDER_BELOW, known_sender, model_columns
 from pochta.mime.letter import parse
 from pochta_factory import corpus, legit, training
-from pochta_factory.fitting import fit
+from pochta_factory.fitting import LEARNING_RATE, fit
 
 CACHE = Path(tempfile.gettempdir()) / "pochta-installation-kfold"
 
@@ -108,6 +115,7 @@ def main() -> None:
     p.add_argument("--iterations", type=int, default=400)
     p.add_argument("--seed", type=int, default=training.SEED)
     p.add_argument("--depth", type=int, default=6)
+    p.add_argument("--learning-rate", type=float, default=LEARNING_RATE)
     p.add_argument(
         "--ham-weight", type=float, default=training.HAM_WEIGHT, help="a ham letter's weight"
     )
@@ -127,7 +135,8 @@ def main() -> None:
         labels = [data.labels[i] for i in train_idx]
         weights = [1.0 if y else args.ham_weight for y in labels]
         model = fit(train_rows, labels, columns, iterations=args.iterations, seed=args.seed,
-                    depth=args.depth, weights=weights)  # fmt: skip
+                    depth=args.depth, weights=weights,
+                    learning_rate=args.learning_rate)  # fmt: skip
         for i, prob in zip(test_idx, model.probabilities(test_rows), strict=True):
             oof[i] = prob
         note(f"fold {k + 1}/{args.folds} at {time.perf_counter() - started:.0f} s")
@@ -150,15 +159,36 @@ def main() -> None:
             "generated": args.generated,
             "threshold": threshold,
             "depth": args.depth,
+            "learning_rate": args.learning_rate,
             "ham_weight": args.ham_weight,
             "groups": figures(data, real, oof, phishing, threshold),
             "at": {
                 str(cut): figures(data, real, oof, phishing, cut, short=True)
                 for cut in (0.5, 0.7, 0.8, 0.9, 0.95)
             },
+            **ranking(oof, [data.labels[i] for i in range(n)], real),
             "seconds": round(time.perf_counter() - started, 1),
         }
     )
+
+
+BY_HAM = (0.002, 0.005, 0.01)
+"""Shares of the corpus ham for ``by_ham`` (see the module's doc)."""
+
+
+def ranking(oof: list[float], labels: list[int], idx: list[int]) -> dict[str, Any]:
+    """``by_ham`` and ``log_loss`` of these letters' out-of-fold probabilities."""
+    ham = sorted((oof[i] for i in idx if labels[i] == 0), reverse=True)
+    spam = [oof[i] for i in idx if labels[i] == 1]
+    by_ham = {}
+    for share in BY_HAM:
+        cut = ham[min(int(share * len(ham)), len(ham) - 1)] + 1e-6
+        by_ham[f"{share:.1%}"] = {"ham_above": sum(p >= cut for p in ham),
+                                  "spam_caught": sum(p >= cut for p in spam)}  # fmt: skip
+    loss = -sum(
+        math.log(min(max(oof[i] if labels[i] else 1.0 - oof[i], 1e-9), 1.0)) for i in idx
+    ) / len(idx)
+    return {"by_ham": by_ham, "log_loss": round(loss, 4)}
 
 
 def signs_of(row: dict[str, float]) -> list[Sign]:

@@ -87,6 +87,21 @@ def test_an_unknown_sender_adds_nothing_and_sits_between_ham_and_spam() -> None:
         assert p_spam > p_ham
 
 
+def test_the_boosting_step_is_an_option_whose_default_is_the_factorys() -> None:
+    rows, labels = _synthetic(600, 2)
+    columns = ["text.words", "shingle.14.spam_lean_24h"]
+    default = fitting.fit(rows, labels, columns, iterations=30, counters=False)
+    same = fitting.fit(rows, labels, columns, iterations=30, counters=False,
+                       learning_rate=fitting.LEARNING_RATE)  # fmt: skip
+    slower = fitting.fit(rows, labels, columns, iterations=30, counters=False, learning_rate=0.01)
+    probe = [{"text.words": x} for x in (-2.0, 0.0, 2.5)]
+    assert default.probabilities(probe) == same.probabilities(probe)
+    # a smaller step leaves the same rounds nearer where boosting starts: less sure both ways
+    ham_d, _, spam_d = default.probabilities(probe)
+    ham_s, _, spam_s = slower.probabilities(probe)
+    assert ham_d < ham_s < spam_s < spam_d
+
+
 @pytest.fixture(scope="module")
 def shipped() -> booster.Model:
     model = booster.load()

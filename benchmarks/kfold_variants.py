@@ -1,0 +1,137 @@
+"""Variants of the model's training and of its word columns, measured out of fold on the
+NON-sealed letters exactly as ``installation_kfold.py`` measures the factory (issue 28,
+helper ``recall28``; BENCHMARKS.md). None of them was adopted: this script keeps them
+reproducible. It patches the factory's own functions in this process only (the word columns
+:func:`pochta_factory.training._word_columns`, the word weights' passes, the monotone
+constraints of the added columns); the factory on disk is unchanged.
+
+    python benchmarks/kfold_variants.py --tag sh --words sh          # Fisher's two halves
+    python benchmarks/kfold_variants.py --tag strong --words strong  # counts of strong words
+    python benchmarks/kfold_variants.py --tag p16 --passes 16        # word weights, 16 passes
+    python benchmarks/kfold_variants.py --tag it800 --iterations 800
+    python benchmarks/kfold_variants.py --tag lr04 --learning-rate 0.04
+
+Word columns (each from the same in-fold table as ``tokens.score``, never from the letter's
+own label): ``sh`` the two halves of Fisher's combining that ``tokens.score`` folds into one
+number, ``tokens.spam_evidence`` (1 - chi2Q of the clues' -2 sum ln(1 - f)) and
+``tokens.ham_evidence`` (the same of ln f), so that a letter with strong words of both kinds
+is not the same 0.5 as one with no known word; ``strong`` the numbers of clues with f >= 0.9
+and f <= 0.1. Monotone: spam evidence toward spam, ham evidence toward ham.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import pickle
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import installation_kfold as ik
+from _common import emit, machine, note
+from pochta.antispam import tokens as tokens_mod
+from pochta.antispam.auth.results import NO_AUTH
+from pochta.antispam.model import design
+from pochta.antispam.verdict import KNOWN_SENDER_BELOW, known_sender, model_columns
+from pochta_factory import fitting, legit, training, wordweights
+
+EXTRA = {
+    "sh": (("tokens.spam_evidence", 1), ("tokens.ham_evidence", -1)),
+    "strong": (("tokens.spam_clues", 1), ("tokens.ham_clues", -1)),
+}
+
+
+def halves(table: tokens_mod.TokenTable, toks: frozenset[str]) -> tuple[float, float]:
+    """Fisher's spam and ham evidence of the letter's clues (0, 0: no clue)."""
+    clues = table.clues(toks)
+    if not clues:
+        return 0.0, 0.0
+    ln_f = ln_1f = 0.0
+    for _, f in clues:
+        f = min(max(f, tokens_mod.CLAMP), 1.0 - tokens_mod.CLAMP)
+        ln_f += math.log(f)
+        ln_1f += math.log(1.0 - f)
+    n = 2 * len(clues)
+    return 1.0 - tokens_mod._chi2q(-2.0 * ln_1f, n), 1.0 - tokens_mod._chi2q(-2.0 * ln_f, n)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tag", required=True)
+    p.add_argument("--iterations", type=int, default=400)
+    p.add_argument("--depth", type=int, default=6)
+    p.add_argument("--learning-rate", type=float, default=fitting.LEARNING_RATE)
+    p.add_argument("--ham-weight", type=float, default=training.HAM_WEIGHT)
+    p.add_argument("--words", default="", help="added word columns: sh, strong (comma list)")
+    p.add_argument("--passes", type=int, default=wordweights.PASSES, help="word weights' passes")
+    args = p.parse_args()
+    extra = [w for w in args.words.split(",") if w]
+    added: list[str] = []
+    for name in extra:
+        for column, sign in EXTRA[name]:
+            added.append(column)
+            design.MONOTONE = (*design.MONOTONE, (re.compile(re.escape(column) + "$"), sign, ""))
+    fit_weights = wordweights.fit_weights
+    wordweights.fit_weights = lambda t, y, seed=0, passes=args.passes: fit_weights(  # type: ignore[assignment]
+        t, y, seed=seed, passes=args.passes
+    )
+    plain = training._word_columns
+
+    def word_columns(table: tokens_mod.TokenTable, toks: frozenset[str]) -> dict[str, float]:
+        out = plain(table, toks)
+        if "sh" in extra:
+            out["tokens.spam_evidence"], out["tokens.ham_evidence"] = halves(table, toks)
+        if "strong" in extra:
+            clues = table.clues(toks)
+            out["tokens.spam_clues"] = float(sum(f >= 0.9 for _, f in clues))
+            out["tokens.ham_clues"] = float(sum(f <= 0.1 for _, f in clues))
+        return out
+
+    training._word_columns = word_columns  # type: ignore[assignment]
+    started = time.perf_counter()
+    data, hashes, phishing = ik.replayed(legit.COUNT)
+    columns = design.model_columns(model_columns()) + added
+    n = len(data.rows)
+    part = [h % 5 if h >= 0 else -1 for h in hashes]
+    oof = [0.0] * n
+    for k in range(5):
+        train_idx = [i for i in range(n) if part[i] != k]
+        test_idx = [i for i in range(n) if part[i] == k]
+        train_rows, test_rows = training.token_rows(data, train_idx, test_idx)
+        labels = [data.labels[i] for i in train_idx]
+        weights = [1.0 if y else args.ham_weight for y in labels]
+        model = fitting.fit(train_rows, labels, columns, iterations=args.iterations, seed=0,
+                            depth=args.depth, weights=weights,
+                            learning_rate=args.learning_rate)  # fmt: skip
+        for i, prob in zip(test_idx, model.probabilities(test_rows), strict=True):
+            oof[i] = prob
+        note(f"fold {k + 1}/5 at {time.perf_counter() - started:.0f} s")
+    real = [i for i in range(n) if part[i] >= 0]
+    phishing = [
+        ph
+        and not (oof[i] < KNOWN_SENDER_BELOW and known_sender(row, ik.signs_of(row), NO_AUTH, ()))
+        for i, (ph, row) in enumerate(zip(phishing, data.rows, strict=True))
+    ]
+    with (ik.CACHE / f"oof{args.tag}.pickle").open("wb") as fh:
+        pickle.dump({"oof": oof, "part": part}, fh)
+    threshold = training._threshold([oof[i] for i in real], [data.labels[i] for i in real])
+    out: dict[str, Any] = {
+        "benchmark": "kfold_variants",
+        "machine": machine(Path(ik.CACHE)),
+        "args": vars(args),
+        "threshold": threshold,
+        "groups": ik.figures(data, real, oof, phishing, threshold),
+        "at": {
+            str(cut): ik.figures(data, real, oof, phishing, cut, short=True)
+            for cut in (0.5, 0.7, 0.8, 0.9)
+        },
+        **ik.ranking(oof, data.labels, real),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    emit(out)
+
+
+if __name__ == "__main__":
+    main()
