@@ -69,13 +69,15 @@ def test_marks_are_found_until_they_expire(new_backend: NewBackend) -> None:
     a, b, c, x = (f"{{t}}{name}" for name in "abcx")  # one hash tag: one Cluster slot
     backend = new_backend()
     assert backend.known([a, b]) == [False, False] and backend.known([]) == []
-    remembered = time.monotonic()
-    backend.remember([a, b], 1.0)  # long enough for the next two reads on a loaded machine
+    asked = time.monotonic()
+    backend.remember([a, b], 1.0)
+    written = time.monotonic()  # the marks expire 1.0 s after a moment between these two
     backend.remember([c], 60.0)
-    assert backend.known([a, x, b, c]) == [True, False, True, True]
-    assert new_backend().known([c, a]) == [True, True]  # another client of the store
-    assert time.monotonic() - remembered < 1.0, "the machine was too slow for this test"
-    time.sleep(max(0.0, remembered + 1.1 - time.monotonic()))
+    alive = backend.known([a, x, b, c]), new_backend().known([c, a])  # another client too
+    if time.monotonic() - asked >= 1.0:
+        pytest.skip("the machine took over 1 s for three store calls: no read of a live mark")
+    assert alive == ([True, False, True, True], [True, True])
+    time.sleep(max(0.0, written + 1.2 - time.monotonic()))
     assert backend.known([a, b, c]) == [False, False, True]
     backend.remember([a], 60.0)  # renewed
     backend.forget([c, x])

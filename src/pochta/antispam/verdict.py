@@ -53,6 +53,7 @@ from pochta.antispam.signs.registry import SYMBOLS, Sign
 from pochta.antispam.words import Words
 from pochta.antispam.words.personal import Personal, own_term, shifted
 from pochta.errors import StorageError
+from pochta.mime import normalize
 from pochta.mime.letter import Letter, parse
 from pochta.types import Envelope, Listed
 
@@ -353,13 +354,28 @@ points say phishing (:func:`known_sender`)."""
 
 
 def from_forged(auth: auth_mod.AuthResults) -> bool:
-    """Authentication shows the From domain forged: DMARC, evaluated, fails (neither SPF nor
-    DKIM passes aligned with a domain that publishes a policy). Then no exemption that rests on
-    the From domain holds (``Analysis.withheld``). A domain without a policy (none), a DNS
-    failure (temperror), or authentication not run (``[antispam] dns = "off"``, a letter given
-    to ``POST /v1/scan`` without an envelope) leave the exemptions as they are: nothing shows
-    the From domain false."""
-    return auth.dmarc.result == "fail"
+    """Authentication shows the From domain forged. Then no exemption that rests on the From
+    domain holds (``Analysis.withheld``). Either DMARC, evaluated, fails (neither SPF nor DKIM
+    passes aligned with a domain that publishes a policy), or, for a domain without a policy,
+    SPF fails for a MAIL FROM of the From domain's registrable domain and no DKIM signature of
+    that domain passes: the path the exemptions lean on (the Return-Path is the sender's) is
+    itself the forgery. A DNS failure (temperror), SPF softfail / neutral, or authentication
+    not run (``[antispam] dns = "off"``, a letter given to ``POST /v1/scan`` without an
+    envelope) show nothing false: the exemptions hold."""
+    if auth.dmarc.result == "fail":
+        return True
+    from_domain = registrable(auth.dmarc.domain)
+    if not from_domain or auth.spf.result != "fail" or auth.spf.scope != "mailfrom":
+        return False
+    if registrable(auth.spf.domain) != from_domain:
+        return False
+    return not any(d.result == "pass" and registrable(d.domain) == from_domain for d in auth.dkim)
+
+
+def registrable(domain: str) -> str:
+    """A domain's registrable part (the public suffix list's), lower-cased; "" for none."""
+    d = domain.strip().rstrip(".").lower()
+    return (normalize.registrable(d) or d) if d else ""
 
 
 def known_sender(

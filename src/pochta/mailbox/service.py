@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pochta.antispam.shingles.shingler import Shingler
+from pochta.antispam.signs.registry import Sign
 from pochta.antispam.verdict import Analysis, Scanner, Verdict
 from pochta.blobs.store import BlobStore
 from pochta.errors import MessageNotFound, UserNotFound
@@ -323,6 +324,9 @@ class Mailbox:
 
     def message(self, user_id: int, letter_id: int) -> tuple[StoredLetter, Letter]:
         return self.reading.message(user_id, letter_id)
+
+    def warnings(self, parsed: Letter) -> list[Sign]:
+        return self.reading.warnings(parsed)
 
     def attachment(self, user_id: int, letter_id: int, n: int) -> tuple[bytes, str, str | None]:
         return self.reading.attachment(user_id, letter_id, n)

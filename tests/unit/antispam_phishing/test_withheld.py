@@ -6,15 +6,27 @@ From domain forged (pochta.antispam.signs.checks.find, Scanner's from_forged).""
 from __future__ import annotations
 
 import dataclasses
+import time
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pochta.antispam.auth.results import NO_AUTH, AuthResults, DmarcResult
+from pochta.antispam.auth.results import (
+    NO_AUTH,
+    AuthResults,
+    DkimResult,
+    DmarcResult,
+    read_header,
+)
 from pochta.antispam.auth.spf import SpfResult
 from pochta.antispam.model import booster
 from pochta.antispam.signs import checks
 from pochta.antispam.verdict import Analyzer, Scanner, from_forged
-from pochta.mime.letter import parse
+from pochta.app import build
+from pochta.config import load_settings
+from pochta.mime.letter import Letter, parse
 from pochta.types import Envelope
 
 READER = Envelope("203.0.113.9", "postmaster@pochta.test", ("alice@pochta.test",))
@@ -76,11 +88,69 @@ def test_a_letter_no_exemption_applied_to_withholds_nothing() -> None:
     assert found.withheld == []
 
 
-def test_only_a_failed_dmarc_shows_the_from_domain_forged() -> None:
+def test_a_failed_dmarc_shows_the_from_domain_forged() -> None:
     assert from_forged(auth("fail"))
-    for result in ("pass", "none", "temperror", "permerror"):
+    for result in ("pass", "temperror", "permerror"):
         assert not from_forged(auth(result))
     assert not from_forged(NO_AUTH)
+
+
+def spf_only(spf: str, mail_from: str, dkim: tuple[DkimResult, ...] = ()) -> AuthResults:
+    """A From domain that publishes no DMARC policy (pochta.test), SPF as given."""
+    domain = mail_from.rpartition("@")[2]
+    return AuthResults(
+        SpfResult(spf, "mailfrom", mail_from, domain),  # type: ignore[arg-type]
+        dkim,
+        DmarcResult("none", "pochta.test", reason="no policy"),
+    )
+
+
+def test_without_a_policy_a_failed_spf_of_the_from_domain_shows_it_forged() -> None:
+    """The exemptions lean on the Return-Path being the sender's: SPF refusing that very
+    path (the From domain's party), with no DKIM of the From domain passing, is the forgery."""
+    assert from_forged(spf_only("fail", "postmaster@pochta.test"))
+    assert from_forged(spf_only("fail", "bounce@mail.pochta.test"))  # the same registrable
+    signed = (DkimResult("pass", "pochta.test", "s1"),)
+    assert not from_forged(spf_only("fail", "postmaster@pochta.test", signed))
+    foreign = (DkimResult("pass", "elsewhere.example", "s1"),)
+    assert from_forged(spf_only("fail", "postmaster@pochta.test", foreign))
+    for result in ("softfail", "neutral", "none", "temperror", "permerror", "pass"):
+        assert not from_forged(spf_only(result, "postmaster@pochta.test"))
+    assert not from_forged(spf_only("fail", "bounce@elsewhere.example"))  # not the From's path
+
+
+def test_the_reader_domain_is_the_envelopes_not_what_the_sender_writes_in_to() -> None:
+    """A sender on its own domain writing "To: staff@<its own domain>" to a reader elsewhere
+    made its domain "the reader's" and bought the reader-domain exemption (the review's
+    letter). The envelope's recipients name the readers; To only without an envelope."""
+    letter = parse(
+        MAILBOX_FULL.replace(b"postmaster@pochta.test", b"it@quota-mail.example").replace(
+            b"To: alice@pochta.test", b"To: staff@quota-mail.example"
+        )
+    )
+    envelope = Envelope("203.0.113.9", "it@quota-mail.example", ("alice@pochta.test",))
+    found = checks.find(letter, envelope)
+    assert symbols(found.signs) >= {"PHISH_MAIL_ADMIN_NAME", "PHISH_ACCOUNT_LURE"}
+    assert found.withheld == []
+    # scanned on its own (no envelope), the To field is all there is to go by
+    alone = checks.find(letter)
+    assert symbols(alone.withheld) == {"PHISH_MAIL_ADMIN_NAME", "PHISH_ACCOUNT_LURE"}
+
+
+def test_checks_that_leaned_are_run_again_past_the_deadline() -> None:
+    """A letter whose budget ran out keeps no exemption the checks that did run leaned on."""
+
+    def slow(ctx: checks.Context) -> None:
+        time.sleep(0.6)
+
+    found = checks.find(
+        parse(MAILBOX_FULL),
+        READER,
+        checks=[checks.mail_admin_name, slow, checks.account_lure],
+        deadline=time.monotonic() + 0.3,
+    )
+    assert not found.complete
+    assert symbols(found.withheld) == {"PHISH_MAIL_ADMIN_NAME"}  # account_lure never ran
 
 
 @pytest.mark.parametrize("with_model", [False, True])
@@ -108,3 +178,81 @@ def test_the_withheld_signs_cross_the_process_boundary() -> None:
     analysis = Analyzer().analyze(parse(PARTNER_LINK))
     again = pickle.loads(pickle.dumps(analysis))
     assert again.withheld == analysis.withheld and again.withheld
+
+
+def test_a_stored_letter_shows_its_reader_the_signs_its_verdict_counted(tmp_path: Path) -> None:
+    """Webmail's banner and the API's warnings read the stored letter: the withheld signs are
+    shown when pochta's own Authentication-Results on it say the From domain was forged."""
+    p = build(load_settings(data_dir=tmp_path / "data"))
+    try:
+        ours = p.scanner.authserv_id if p.scanner is not None else ""
+        assert ours
+
+        def stored(results: str) -> Letter:
+            head = f"Authentication-Results: {results}\r\n".encode()
+            return parse(head + MAILBOX_FULL)
+
+        forged = (
+            f"{ours}; spf=fail smtp.mailfrom=postmaster@pochta.test; dkim=none;"
+            " dmarc=fail (p=reject) header.from=pochta.test"
+        )
+        own = forged.replace("=fail", "=pass")
+        lure = {"PHISH_MAIL_ADMIN_NAME", "PHISH_ACCOUNT_LURE"}
+        assert symbols(p.mailbox.warnings(stored(forged))) >= lure
+        assert not symbols(p.mailbox.warnings(stored(own))) & lure
+        # another server's field says nothing (pochta removes forged ones of its own at intake)
+        other = forged.replace(ours, "relay.example", 1)
+        assert not symbols(p.mailbox.warnings(stored(other))) & lure
+    finally:
+        p.close()
+
+
+reasons = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60)
+names = st.text(alphabet="abc.-;()\\\" @", max_size=20)
+codes = st.sampled_from(["pass", "fail", "none", "temperror", "permerror"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    spf=st.sampled_from(["pass", "fail", "softfail", "neutral", "none", "temperror", "permerror"]),
+    scope=st.sampled_from(["mailfrom", "helo"]),
+    ident=names,
+    spf_reason=reasons,
+    dkim=st.lists(st.tuples(codes, names, names, names, reasons), max_size=3),
+    dmarc=codes,
+    dmarc_domain=names,
+    dmarc_reason=reasons,
+)
+def test_pochtas_own_results_read_back_as_written(
+    spf: str,
+    scope: str,
+    ident: str,
+    spf_reason: str,
+    dkim: list[tuple[str, str, str, str, str]],
+    dmarc: str,
+    dmarc_domain: str,
+    dmarc_reason: str,
+) -> None:
+    domain = ident.rpartition("@")[2]
+    written = AuthResults(
+        SpfResult(spf, scope, ident if scope == "mailfrom" else domain, domain, "", spf_reason),  # type: ignore[arg-type]
+        tuple(DkimResult(c, d, s_, b, r) for c, d, s_, b, r in dkim),  # type: ignore[arg-type]
+        DmarcResult(dmarc, dmarc_domain, reason=dmarc_reason),  # type: ignore[arg-type]
+    )
+    read = read_header(written.header("mx.pochta.test"), "MX.pochta.test")
+    assert read is not None
+    assert (read.spf.result, read.spf.scope, read.spf.domain) == (spf, scope, domain)
+    assert [(d.result, d.domain, d.selector, d.header_b) for d in read.dkim] == [
+        (c, d, s_, b) for c, d, s_, b, _ in dkim if c != "none"
+    ]
+    assert (read.dmarc.result, read.dmarc.domain) == (dmarc, dmarc_domain)
+    assert from_forged(read) == from_forged(written)
+    assert read_header(written.header("mx.pochta.test"), "other.test") is None
+
+
+def test_reading_results_back_is_bounded() -> None:
+    assert read_header("", "mx") is None and read_header("mx; nothing here", "mx") is None
+    huge = "mx; spf=pass smtp.mailfrom=a@b; " + "(" * 1_000_000 + "; dmarc=fail header.from=b"
+    t = time.process_time()
+    assert read_header(huge, "mx") is None  # the dmarc result lies past what is read
+    assert time.process_time() - t < 0.5

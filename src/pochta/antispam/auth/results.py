@@ -131,6 +131,92 @@ class AuthResults:
         return "; ".join(parts)
 
 
+MAX_READ = 4096  # characters of a stored Authentication-Results value read back
+
+
+def read_header(value: str, authserv_id: str) -> AuthResults | None:
+    """What :meth:`AuthResults.header` wrote for ``authserv_id``, read back (the results a
+    stored letter carries in pochta's own field; pochta removes any other claiming its
+    authserv-id at intake): each result's method, result and properties, comments and quoted
+    strings understood, the reasons left out. None when ``value`` is not such a field
+    (another authserv-id, or no spf and dmarc results). At most :data:`MAX_READ` characters
+    are read."""
+    parts = _resinfos(value[:MAX_READ])
+    if len(parts) < 2 or not parts[0] or parts[0][0].lower() != authserv_id.strip().lower():
+        return None
+    spf_: SpfResult | None = None
+    dkim: list[DkimResult] = []
+    dmarc: DmarcResult | None = None
+    for tokens in parts[1:]:
+        if not tokens:
+            continue
+        method, _, result = tokens[0].partition("=")
+        props = dict(t.partition("=")[::2] for t in tokens[1:])
+        method, result = method.lower(), result.lower()
+        if method == "spf" and result in spf.SPF_CODES:
+            mailfrom = props.get("smtp.mailfrom")
+            ident = mailfrom if mailfrom is not None else props.get("smtp.helo", "")
+            domain = ident.rpartition("@")[2]
+            scope: Literal["mailfrom", "helo"] = "mailfrom" if mailfrom is not None else "helo"
+            spf_ = SpfResult(result, scope, ident, domain)
+        elif method == "dkim" and result in _DKIM_CODES:
+            if result != "none":
+                d, sel, b = (props.get(k, "") for k in ("header.d", "header.s", "header.b"))
+                dkim.append(DkimResult(result, d, sel, b))  # type: ignore[arg-type]
+        elif method == "dmarc" and result in _DMARC_CODES:
+            dmarc = DmarcResult(result, props.get("header.from", ""))  # type: ignore[arg-type]
+    if spf_ is None or dmarc is None:
+        return None
+    return AuthResults(spf_, tuple(dkim[:MAX_SIGNATURES]), dmarc)
+
+
+_DKIM_CODES = frozenset(("pass", "fail", "neutral", "none", "temperror", "permerror"))
+_DMARC_CODES = frozenset(("pass", "fail", "none", "temperror", "permerror"))
+
+
+def _resinfos(value: str) -> list[list[str]]:
+    """``value`` cut at the ``;`` outside comments and quoted strings, each part its tokens
+    (comments dropped, quoted strings unquoted): one pass, linear in the value."""
+    parts: list[list[str]] = [[]]
+    token: list[str] = []
+    depth = 0
+    quoted = escaped = False
+
+    def end_token() -> None:
+        if token:
+            parts[-1].append("".join(token))
+            token.clear()
+
+    for c in value:
+        if escaped:
+            if not depth:
+                token.append(c)
+            escaped = False
+        elif c == "\\" and (depth or quoted):
+            escaped = True
+        elif quoted:
+            if c == '"':
+                quoted = False
+            else:
+                token.append(c)
+        elif depth:
+            depth += {"(": 1, ")": -1}.get(c, 0)
+        elif c == "(":
+            end_token()
+            depth = 1
+        elif c == '"':
+            quoted = True
+        elif c == ";":
+            end_token()
+            parts.append([])
+        elif c in " \t\r\n":
+            end_token()
+        else:
+            token.append(c)
+    end_token()
+    return parts
+
+
 _TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`{|}~]+")
 _PVALUE = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`{|}~]*(?:@[A-Za-z0-9.\-]+)?")
 

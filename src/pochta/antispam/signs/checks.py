@@ -753,9 +753,15 @@ MAX_RECIPIENTS = 20  # recipients whose domains are compared
 
 
 def _reader_domains(ctx: Context) -> list[str]:
+    """The readers' mail domains: the envelope's recipients where the SMTP session gave them;
+    the To field only for a letter scanned on its own (``POST /v1/scan``, an import). The
+    sender writes To: taken beside the envelope, "To: alice@<the reader's domain>" on a
+    letter from the sender's own domain made that domain the reader's and bought the
+    reader-domain exemption (:func:`_own_or_reader`)."""
     if "reader_domains" not in ctx._cache:
-        addresses = [*ctx.envelope.recipients[:MAX_RECIPIENTS]]
-        addresses += [a.address for a in ctx.letter.to_addresses[:MAX_RECIPIENTS]]
+        addresses = list(ctx.envelope.recipients[:MAX_RECIPIENTS])
+        if not addresses:
+            addresses = [a.address for a in ctx.letter.to_addresses[:MAX_RECIPIENTS]]
         out: list[str] = []
         for a in addresses:
             d = normalize.address_domain(a[:MAX_HEADER]) if a else None
@@ -1150,16 +1156,18 @@ def find(
     )
     out: list[Sign] = []
     leaned: list[Check] = []
+    complete = True
     for fn in checks:
         if deadline is not None and time.monotonic() > deadline:
-            return Findings(out, False, [])
+            complete = False
+            break
         ctx.leaned = False
         found = fn(ctx)
         if found is not None:
             out.append(found)
         if ctx.leaned:
             leaned.append(fn)
-    withheld: list[Sign] = []
+    withheld: list[Sign] = []  # the checks that ran and leaned: run again even past the deadline
     if leaned:
         shown = {s.symbol for s in out}
         ctx.trust_from = False
@@ -1168,7 +1176,7 @@ def find(
             if found is not None and found.symbol not in shown:
                 withheld.append(found)
         ctx.trust_from = True
-    return Findings(out, True, withheld)
+    return Findings(out, complete, withheld)
 
 
 def scan(raw: bytes | Letter, envelope: Envelope | None = None) -> list[Sign]:

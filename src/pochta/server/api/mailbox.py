@@ -12,7 +12,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from pochta.antispam.signs import checks as phishing
 from pochta.errors import InvalidCredentials
 from pochta.mailbox.service import Mailbox
 from pochta.server.api.errors import documented
@@ -245,7 +244,7 @@ def message(
     if not peek and not letter.seen:
         letter = box.update(user, message_id, seen=True, parsed=parsed)
     base: dict[str, Any] = MessageOut.of(letter).model_dump()
-    signs = phishing.check(parsed)
+    signs = box.warnings(parsed)
     return MessageDetailOut(
         **base,
         warnings=[

@@ -21,7 +21,6 @@ from starlette.responses import Response
 from pochta import errors
 from pochta.antispam import personal
 from pochta.antispam.shingles.registry import Shingle, ShingleType
-from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs import protected
 from pochta.antispam.signs.registry import Sign
 from pochta.mailbox.lists import SenderListService
@@ -254,7 +253,7 @@ def letter(
         folder=stored.folder,
         letter=stored,
         parsed=parsed,
-        signs=shown(_alarming(v, phishing.check(parsed)), v.lang),
+        signs=shown(_alarming(v, box.warnings(parsed)), v.lang),
         show_html=html is not None and not too_big,
         too_big=too_big,
         body_url=body_url,
