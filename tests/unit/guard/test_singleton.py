@@ -186,7 +186,8 @@ def test_a_stop_while_the_fence_is_asked_ends_the_job_at_once(
     """CI's 10 s teardowns: a stop that came while the leader's fence write ran (slow under
     load) was cleared away with the wake, and ``stop`` waited out its timeout while the job
     waited out its interval (an hour here, as Valkyrie's). It must end the job at once, with
-    no round after it."""
+    no round after it. (``first-admit``, a stop during the first fence write, passed before
+    the fix too: that write is asked before the loop; it stays as the guard of that path.)"""
     job, fence, rounds = held(at)
     job.start()
     if at == 3:
