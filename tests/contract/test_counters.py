@@ -112,6 +112,32 @@ def test_unknown_shingles_read_as_zero(store: CounterStore) -> None:
     assert all(v == 0 for r in got for w in r.values() for v in w.values())
 
 
+def test_a_read_of_many_refs_equals_each_read_alone(store: CounterStore) -> None:
+    """One read of many shingles (as a letter's, with a unique's pairs), among them one hash
+    under two types and a ref asked twice, gives each what a read of it alone gives; each
+    ref its own buckets, so changing one changes no other."""
+    same = 0xFEDCBA9876543210
+    refs = [Ref(8, same), Ref(14, same), Ref(10, 5), Ref(21, 2**64 - 1), Ref(22, 7)]
+    unique = Ref(31, 0x77)
+    pairs = [Ref(30, 0x7700 + i, unique) for i in range(40)]
+    apply(
+        store,
+        cell(refs[0], "s", NOW, 3),
+        cell(refs[1], "h", NOW - 3 * DAY, 2),
+        cell(refs[2], "s", NOW - 30 * 60),
+        cell(refs[3], "c", NOW - 25 * 3600, 4),
+        *(cell(p, "h", NOW - i * 600) for i, p in enumerate(pairs[::2])),
+        refs=pairs,
+    )
+    asked = [*refs, *pairs, refs[0], Ref(8, 0x99)]
+    together = store.read(asked, span(ALL, NOW))
+    alone = [store.read([r], span(ALL, NOW))[0] for r in asked]
+    assert together == alone
+    assert together[0] == together[len(refs) + len(pairs)] and together[0] is not together[-2]
+    together[0].add_slot("s", slot_of(NOW), 1)
+    assert together[len(refs) + len(pairs)] == alone[0]
+
+
 def test_increments_land_in_their_buckets_and_windows(store: CounterStore) -> None:
     a, b = Ref(8, 0x0123456789ABCDEF), Ref(14, 2**64 - 1)
     apply(

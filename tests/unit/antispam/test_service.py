@@ -255,6 +255,93 @@ def test_a_buffered_pair_the_store_has_does_not_count_its_unique_again(
     assert (stored["10m"]["spam"], stored["24h"]["spam"], stored["2d"]["spam"]) == (2, 4, 3)
 
 
+class Recording(MemoryStore):
+    """A MemoryStore that keeps the ids of the shingles each read asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[int, int]] = []
+
+    def read(self, refs: Sequence[Ref], span: Span) -> list[Buckets]:
+        self.asked.extend(r.id for r in refs)
+        return super().read(refs, span)
+
+
+def test_a_pair_the_store_has_this_bucket_is_not_read_again() -> None:
+    """One sender to many recipients: each letter's read of the unique asked the store for
+    every buffered pair; a pair whose bucket of these 10 minutes the store has (flushed by
+    this process, or found by a read) is not asked again, and the values stay the store's."""
+    store = Recording()
+    clock = Clock()
+    counters = Counters(store, clock=clock, flush_interval=3600, cache_size=0)  # no stale unique
+    other = Counters(store, clock=clock, flush_interval=3600)  # another process
+    try:
+        sender = Ref(31, 0xC)
+        pairs = [Ref(30, 0x300 + r, sender) for r in range(50)]
+        windows = [parse_window("10m"), parse_window("24h")]
+        counters.update(pairs, "ham")
+        counters.flush()  # the store has every pair in this bucket now
+        counters.update(pairs, "ham")  # the same recipients again: buffered
+        store.asked.clear()
+        got = counters.query([sender], windows)[0]
+        assert not {p.id for p in pairs} & set(store.asked)
+        assert (got["10m"]["ham"], got["24h"]["ham"]) == (50, 50)
+        new = Ref(30, 0x400, sender)  # another process's flush: found by a read, once
+        other.update([new], "ham")
+        other.flush()
+        counters.update([new], "ham")
+        for _ in range(2):
+            store.asked.clear()
+            got = counters.query([sender], windows)[0]
+            assert got["10m"]["ham"] == 51
+        assert new.id not in store.asked  # the first read found it; the second did not ask
+        clock.now += 600  # the next bucket: nothing is known of it
+        counters.update(pairs[:3], "ham")
+        store.asked.clear()
+        got = counters.query([sender], windows)[0]
+        assert {p.id for p in pairs[:3]} <= set(store.asked)
+        assert (got["10m"]["ham"], got["24h"]["ham"]) == (3, 54)  # distinct per bucket
+        counters.flush()
+        fresh = Counters(store, clock=clock, buffered=False, cache_size=0)
+        assert fresh.query([sender], windows)[0] == counters.query([sender], windows)[0] == got
+    finally:
+        counters.close(timeout=1)
+        other.close(timeout=1)
+
+
+def test_reads_with_known_pairs_equal_the_store_after_the_flush() -> None:
+    """Many recipients of a few senders, updates, another process's flushes and the clock
+    crossing 10-minute buckets at random: each read (some pairs known to the store, some
+    not) equals what the store holds once this process's buffer is written."""
+    import random
+
+    rng = random.Random(29)
+    store = MemoryStore()
+    clock = Clock()
+    counters = Counters(store, clock=clock, flush_interval=3600, cache_size=0)
+    other = Counters(store, clock=clock, flush_interval=3600)
+    senders = [Ref(31, 0xD0 + s) for s in range(3)]
+    windows = [parse_window("10m"), parse_window("1h"), parse_window("2d")]
+    try:
+        for _ in range(150):
+            for _ in range(rng.randrange(1, 12)):
+                sender = rng.choice(senders)
+                pair = Ref(30, sender.hash << 8 | rng.randrange(8), sender)
+                (other if rng.random() < 0.3 else counters).update([pair], "ham")
+            if rng.random() < 0.5:
+                other.flush()
+            counters.query(senders, windows)  # learns the pairs it finds stored
+            if rng.random() < 0.5:  # else the buffer keeps its cells into the next bucket
+                before = counters.query(senders, windows)
+                counters.flush()
+                fresh = Counters(store, clock=clock, buffered=False, cache_size=0)
+                assert before == fresh.query(senders, windows)
+            clock.now += rng.choice((0, 60, 300, 600, 3600))
+    finally:
+        counters.close(timeout=1)
+        other.close(timeout=1)
+
+
 def test_write_through_mode(store: Faulty) -> None:
     counters = Counters(store, clock=Clock(), buffered=False)
     counters.update(REFS, "unspam", 2)
