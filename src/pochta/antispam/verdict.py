@@ -344,6 +344,7 @@ SPOOFING = frozenset(
 neither an allow entry (:mod:`pochta.antispam.personal`) nor a known sender
 (:func:`known_sender`) decides a letter that shows one."""
 DMARC_REFUSED = frozenset({"fail", "permerror", "temperror"})
+MAX_HEADER_READ = 2048  # characters of a stored X-Pochta-Spam value read (pochta writes < 800)
 KNOWN_SENDER = f"shingle.{int(ShingleType.FROM_ADDRESS)}.spam_lean_14d"
 KNOWN_SENDER_LEAN = -0.5
 """A From address whose letters of the last 14 days leaned at least this far to ham (two ham
@@ -361,7 +362,10 @@ def from_forged(auth: auth_mod.AuthResults) -> bool:
     that domain passes: the path the exemptions lean on (the Return-Path is the sender's) is
     itself the forgery. A DNS failure (temperror), SPF softfail / neutral, or authentication
     not run (``[antispam] dns = "off"``, a letter given to ``POST /v1/scan`` without an
-    envelope) show nothing false: the exemptions hold."""
+    envelope) show nothing false: the exemptions hold. A plain forwarder that keeps the
+    original MAIL FROM (no SRS) of a domain without DKIM fails SPF too, and its letter loses
+    these exemptions, as DMARC takes them from a domain with a policy; mailing lists rewrite
+    MAIL FROM and are not touched."""
     if auth.dmarc.result == "fail":
         return True
     from_domain = registrable(auth.dmarc.domain)
@@ -429,6 +433,17 @@ class Verdict:
         partial = f" partial={','.join(self.partial)};" if self.partial else ""
         listed = "" if self.listed is None else f"; {self.listed.header()}"
         return f"{self.label};{p} score={self.score:.2f};{partial} symbols={symbols or '-'}{listed}"
+
+    @staticmethod
+    def counted(header: str | None) -> frozenset[str]:
+        """The symbols a verdict's ``X-Pochta-Spam`` value (:meth:`header`) names: the rules
+        that gave points at delivery. pochta's own field only says what pochta wrote (every
+        ``X-Pochta-*`` field a letter arrives with is removed at intake, and none of its
+        parts is the sender's text)."""
+        if not header:
+            return frozenset()
+        _, found, rest = header[:MAX_HEADER_READ].partition(" symbols=")
+        return frozenset(rest.partition(";")[0].split(",")) - {"-", ""} if found else frozenset()
 
     def as_dict(self, authserv_id: str = "pochta") -> dict[str, Any]:
         return {

@@ -7,11 +7,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Sequence
 
-from pochta.antispam.auth.results import read_header
 from pochta.antispam.shingles.shingler import Shingler
 from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs.registry import Sign
-from pochta.antispam.verdict import Scanner, from_forged
+from pochta.antispam.verdict import Scanner, Verdict
 from pochta.blobs.store import BlobStore
 from pochta.errors import MessageNotFound
 from pochta.mailbox.feedback import SPAM, Feedback, State, moved_flags
@@ -26,7 +25,6 @@ HIDDEN = LetterFlag.COMPLAINED | LetterFlag.UNSPAMMED | LetterFlag.SAID_SPAM
 """pochta's own flags: never a client's to set or clear (IMAP STORE, APPEND)."""
 KEYWORDS = LetterFlag.JUNK | LetterFlag.NOT_JUNK
 
-MAX_RESULTS_READ = 20  # Authentication-Results fields of a stored letter looked at for pochta's
 WHOLE_READ = 1 << 20  # extracted parts up to this size are read whole (one read, checked)
 
 
@@ -95,18 +93,15 @@ class Reading:
 
     def warnings(self, parsed: Letter) -> list[Sign]:
         """The phishing signs a stored letter shows its reader (webmail's banner, the API's
-        warnings): the checks of the letter as stored, and the signs that an exemption resting
-        on the From domain withheld (``signs.checks.find``) when pochta's own
-        Authentication-Results on the letter show the From domain forged
-        (``verdict.from_forged``), as its verdict counted them at delivery."""
+        warnings): the checks of the letter as stored, and the signs an exemption withheld
+        (``signs.checks.find``: it rested on the From domain, or, with no envelope here, on
+        the To field) that its verdict counted at delivery (pochta's own ``X-Pochta-Spam``
+        names them: DMARC or SPF showed the From domain forged, ``verdict.from_forged``)."""
         found = phishing.find(parsed)
-        if not found.withheld or self.scanner is None:
+        if not found.withheld:
             return found.signs
-        for value in parsed.headers("authentication-results")[:MAX_RESULTS_READ]:
-            auth = read_header(value, self.scanner.authserv_id)
-            if auth is not None:  # pochta's own: the first, put in front at delivery
-                return found.signs + found.withheld if from_forged(auth) else found.signs
-        return found.signs
+        counted = Verdict.counted(parsed.header("x-pochta-spam"))
+        return found.signs + [s for s in found.withheld if s.symbol in counted]
 
     def attachment(self, user_id: int, letter_id: int, n: int) -> tuple[bytes, str, str | None]:
         """Attachment ``n`` of the letter (decoded): its bytes, content type and file name."""

@@ -320,8 +320,19 @@ def test_an_exemption_resting_on_a_forged_from_domain_is_withdrawn_by_dmarc(
 
         own = asyncio.run(verdict("192.0.2.5"))  # the domain's own server: SPF pass
         forged = asyncio.run(verdict("203.0.113.9"))
+        # stored, the letter shows its reader what its verdict counted (webmail, the API)
+        ivan = pochta.mailbox.index.add_user("ivan@example.org", "x")
+        shown = []
+        for ip in ("192.0.2.5", "203.0.113.9"):
+            envelope = Envelope(ip, "postmaster@example.org", ("ivan@example.org",))
+            done = pochta.mailbox.deliver(
+                MAILBOX_FULL, [ivan], envelope=envelope, helo="mx1.example.org", scan=True
+            )
+            _, parsed = pochta.mailbox.message(ivan.id, done.ids[0])
+            shown.append({s.symbol for s in pochta.mailbox.warnings(parsed)})
     finally:
         pochta.close()
     lure = {"PHISH_MAIL_ADMIN_NAME", "PHISH_ACCOUNT_LURE"}
     assert own[0] == "pass" and not own[1] & lure and own[2] != "phishing"
     assert forged[0] == "fail" and forged[1] >= lure and forged[2] == "phishing"
+    assert not shown[0] & lure and shown[1] >= lure

@@ -309,6 +309,59 @@ def test_a_pair_the_store_has_this_bucket_is_not_read_again() -> None:
         other.close(timeout=1)
 
 
+class Forgetful(Recording):
+    """A store that can fail, and lose what it had (a Redis failover loses acknowledged
+    writes): ``down`` refuses writes; ``lose`` empties it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def apply(self, batches: Sequence[Batch]) -> list[Exception | None]:
+        if self.down:
+            return [StorageError("store down") for _ in batches]
+        return super().apply(batches)
+
+    def lose(self) -> None:
+        fresh = MemoryStore()
+        self.__dict__.update({k: v for k, v in fresh.__dict__.items()})
+
+
+@pytest.mark.parametrize("how", ["a failed flush", "the clock stepped back"])
+def test_what_is_known_of_the_store_is_forgotten_when_it_may_be_false(how: str) -> None:
+    """The pairs known stored are forgotten when the store fails (it may have lost them) and
+    whenever the bucket changes, backwards too (a bucket met again may have expired): the
+    unique is then read from the store again, not taken as known."""
+    store = Forgetful()
+    clock = Clock()
+    counters = Counters(store, clock=clock, flush_interval=3600, cache_size=0)
+    try:
+        sender = Ref(31, 0xC)
+        pairs = [Ref(30, 0x300 + r, sender) for r in range(5)]
+        windows = [parse_window("10m")]
+        counters.update(pairs, "ham")
+        counters.flush()  # known stored now
+        if how == "a failed flush":
+            store.lose()  # the store lost them, and says so by failing the next write
+            store.down = True
+            counters.update([Ref(30, 0x999, Ref(31, 0xD))], "ham")
+            with pytest.raises(StorageError):
+                counters.flush()
+            store.down = False
+        else:
+            clock.now -= 600  # to the bucket before, and back
+            counters.query([sender], windows)
+            clock.now += 600
+        counters.update(pairs, "ham")
+        store.asked.clear()
+        got = counters.query([sender], windows)[0]
+        assert {p.id for p in pairs} <= set(store.asked)  # read again, not taken as known
+        if how == "a failed flush":
+            assert got["10m"]["ham"] == 5  # the buffered pairs are new to the store again
+    finally:
+        counters.close(timeout=1)
+
+
 def test_reads_with_known_pairs_equal_the_store_after_the_flush() -> None:
     """Many recipients of a few senders, updates, another process's flushes and the clock
     crossing 10-minute buckets at random: each read (some pairs known to the store, some

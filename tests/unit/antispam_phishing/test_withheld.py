@@ -10,15 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pochta.antispam.auth.results import (
     NO_AUTH,
     AuthResults,
     DkimResult,
     DmarcResult,
-    read_header,
 )
 from pochta.antispam.auth.spf import SpfResult
 from pochta.antispam.model import booster
@@ -181,78 +178,39 @@ def test_the_withheld_signs_cross_the_process_boundary() -> None:
 
 
 def test_a_stored_letter_shows_its_reader_the_signs_its_verdict_counted(tmp_path: Path) -> None:
-    """Webmail's banner and the API's warnings read the stored letter: the withheld signs are
-    shown when pochta's own Authentication-Results on it say the From domain was forged."""
+    """Webmail's banner and the API's warnings read the stored letter (no envelope, no DNS):
+    a withheld sign is shown when pochta's own verdict field says it was counted at delivery,
+    whatever the letter's To field or other fields say."""
     p = build(load_settings(data_dir=tmp_path / "data"))
     try:
-        ours = p.scanner.authserv_id if p.scanner is not None else ""
-        assert ours
 
-        def stored(results: str) -> Letter:
-            head = f"Authentication-Results: {results}\r\n".encode()
-            return parse(head + MAILBOX_FULL)
+        def stored(verdict: str) -> Letter:
+            return parse(f"X-Pochta-Spam: {verdict}\r\n".encode() + MAILBOX_FULL)
 
-        forged = (
-            f"{ours}; spf=fail smtp.mailfrom=postmaster@pochta.test; dkim=none;"
-            " dmarc=fail (p=reject) header.from=pochta.test"
-        )
-        own = forged.replace("=fail", "=pass")
         lure = {"PHISH_MAIL_ADMIN_NAME", "PHISH_ACCOUNT_LURE"}
-        assert symbols(p.mailbox.warnings(stored(forged))) >= lure
-        assert not symbols(p.mailbox.warnings(stored(own))) & lure
-        # another server's field says nothing (pochta removes forged ones of its own at intake)
-        other = forged.replace(ours, "relay.example", 1)
-        assert not symbols(p.mailbox.warnings(stored(other))) & lure
+        counted = (
+            "phishing; score=8.00; symbols=PHISH_URGENCY,PHISH_MAIL_ADMIN_NAME,PHISH_ACCOUNT_LURE"
+        )
+        assert symbols(p.mailbox.warnings(stored(counted))) >= lure
+        assert (
+            not symbols(p.mailbox.warnings(stored("ham; score=1.50; symbols=PHISH_URGENCY"))) & lure
+        )
+        assert not symbols(p.mailbox.warnings(parse(MAILBOX_FULL))) & lure  # no verdict at all
+        # a sign the checks show is shown whatever the field says
+        stranger = MAILBOX_FULL.replace(b"postmaster@pochta.test", b"postmaster@quota.example")
+        assert symbols(p.mailbox.warnings(parse(stranger))) >= lure
     finally:
         p.close()
 
 
-reasons = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60)
-names = st.text(alphabet="abc.-;()\\\" @", max_size=20)
-codes = st.sampled_from(["pass", "fail", "none", "temperror", "permerror"])
+def test_the_counted_symbols_are_read_from_pochtas_own_field_only() -> None:
+    from pochta.antispam.verdict import Verdict
 
-
-@settings(max_examples=200, deadline=None)
-@given(
-    spf=st.sampled_from(["pass", "fail", "softfail", "neutral", "none", "temperror", "permerror"]),
-    scope=st.sampled_from(["mailfrom", "helo"]),
-    ident=names,
-    spf_reason=reasons,
-    dkim=st.lists(st.tuples(codes, names, names, names, reasons), max_size=3),
-    dmarc=codes,
-    dmarc_domain=names,
-    dmarc_reason=reasons,
-)
-def test_pochtas_own_results_read_back_as_written(
-    spf: str,
-    scope: str,
-    ident: str,
-    spf_reason: str,
-    dkim: list[tuple[str, str, str, str, str]],
-    dmarc: str,
-    dmarc_domain: str,
-    dmarc_reason: str,
-) -> None:
-    domain = ident.rpartition("@")[2]
-    written = AuthResults(
-        SpfResult(spf, scope, ident if scope == "mailfrom" else domain, domain, "", spf_reason),  # type: ignore[arg-type]
-        tuple(DkimResult(c, d, s_, b, r) for c, d, s_, b, r in dkim),  # type: ignore[arg-type]
-        DmarcResult(dmarc, dmarc_domain, reason=dmarc_reason),  # type: ignore[arg-type]
-    )
-    read = read_header(written.header("mx.pochta.test"), "MX.pochta.test")
-    assert read is not None
-    assert (read.spf.result, read.spf.scope, read.spf.domain) == (spf, scope, domain)
-    assert [(d.result, d.domain, d.selector, d.header_b) for d in read.dkim] == [
-        (c, d, s_, b) for c, d, s_, b, _ in dkim if c != "none"
-    ]
-    assert (read.dmarc.result, read.dmarc.domain) == (dmarc, dmarc_domain)
-    assert from_forged(read) == from_forged(written)
-    assert read_header(written.header("mx.pochta.test"), "other.test") is None
-
-
-def test_reading_results_back_is_bounded() -> None:
-    assert read_header("", "mx") is None and read_header("mx; nothing here", "mx") is None
-    huge = "mx; spf=pass smtp.mailfrom=a@b; " + "(" * 1_000_000 + "; dmarc=fail header.from=b"
-    t = time.process_time()
-    assert read_header(huge, "mx") is None  # the dmarc result lies past what is read
-    assert time.process_time() - t < 0.5
+    assert Verdict.counted(None) == Verdict.counted("ham; score=0.00; symbols=-") == frozenset()
+    assert Verdict.counted("spam; probability=0.9; score=2.00; symbols=A,B; list=block") == {
+        "A",
+        "B",
+    }
+    assert Verdict.counted("spam; score=2.00; partial=timeout; symbols=A") == {"A"}
+    assert Verdict.counted("garbage") == frozenset()
+    assert Verdict.counted("x; symbols=" + "A," * 100_000) == {"A"}  # read up to a bound

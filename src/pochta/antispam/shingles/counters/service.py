@@ -235,8 +235,7 @@ class Counters:
             for (shard, cells), error in zip(batches, results, strict=True):
                 if error is None:
                     self._epoch[shard] += 1
-                    self._cache.written(cells)
-                    self._stored.written(cells, slot_of(self.clock()))
+                    self._cache.written(cells)  # (no pairs are buffered: nothing to remember)
                     self._written += len(cells)
                     self._batches += 1
         for error in results:
@@ -324,6 +323,7 @@ class Counters:
                     self._batches += 1
                 else:
                     self._cells += self._shards[shard].add_cells(cells)
+                    self._stored.forget()  # a store that fails may have lost what it had
                     self._failures += 1
                     self._last_error = str(error)
                     errors.append(str(error))
@@ -462,7 +462,12 @@ class Counters:
                     pair_index[p] = len(pair_refs)
                     pair_refs.append(Ref(p[0], p[1], Ref(unique.type, unique.hash)))
         if missing or pair_refs:
-            read = self.store.read([*(refs[i] for i in missing), *pair_refs], sp)
+            try:
+                read = self.store.read([*(refs[i] for i in missing), *pair_refs], sp)
+            except Exception:
+                with self._lock:
+                    self._stored.forget()  # a store that fails may have lost what it had
+                raise
             stored, stored_pairs = read[: len(missing)], read[len(missing) :]
             with self._lock:
                 self._stored.found(pending, pair_index, stored_pairs, current)
@@ -571,11 +576,17 @@ class _Stored:
         self.pairs: set[tuple[int, int, str]] = set()
 
     def now(self, current: int) -> set[tuple[int, int, str]]:
-        """What is known of bucket ``current`` (nothing of a bucket already past)."""
-        if current > self.slot:
+        """What is known of bucket ``current``: forgotten whenever the bucket changes, a
+        clock stepping back included (a bucket met again may have been expired meanwhile)."""
+        if current != self.slot:
             self.slot = current
             self.pairs = set()
-        return self.pairs if current == self.slot else set()
+        return self.pairs
+
+    def forget(self) -> None:
+        """Forget everything: the store failed (a Redis failover can lose acknowledged
+        writes), so what it had is not known any more."""
+        self.pairs = set()
 
     def _add(self, pair: tuple[int, int, str]) -> None:
         if len(self.pairs) >= self.limit:
@@ -585,8 +596,6 @@ class _Stored:
     def written(self, cells: Sequence[Cell], current: int) -> None:
         """A batch reached the store: its pairs' cells of bucket ``current`` are there."""
         self.now(current)
-        if current != self.slot:
-            return
         for t, h, code, slot, _, unique in cells:
             if unique is not None and slot == current:
                 self._add((t, h, code))
@@ -601,8 +610,6 @@ class _Stored:
         """A read of the pairs of ``pending`` (their buckets ``read``, by ``index``): the
         cells of bucket ``current`` it found stored are known from now on."""
         self.now(current)
-        if current != self.slot:
-            return
         for cells in pending.values():
             for p, code, slot in cells:
                 if slot == current and read[index[p]].slots.get((code, slot)):

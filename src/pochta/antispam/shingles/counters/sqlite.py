@@ -14,6 +14,7 @@ it every few minutes).
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -122,6 +123,11 @@ class SQLiteStore:
         hashes = list(dict.fromkeys(h for h, _ in keys))
         try:
             conn = self.db.reader()
+            conn.execute("BEGIN")  # one snapshot for every statement: another process's
+            # commit between two of them could give a unique from before it and a pair after
+        except sqlite3.Error as exc:
+            raise StorageError(f"reading shingle counters: {exc}") from exc
+        try:
             for at in range(0, len(hashes), READ_CHUNK):
                 chunk = hashes[at : at + READ_CHUNK]
                 # only "?" placeholders are formatted in
@@ -145,6 +151,9 @@ class SQLiteStore:
                             found_slots.setdefault((h, t), {})[(code, slot)] = n
         except sqlite3.Error as exc:
             raise StorageError(f"reading shingle counters: {exc}") from exc
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")
         none: dict[tuple[str, int], int] = {}
         return [
             Buckets(dict(found_slots.get(key, none)), dict(found_days.get(key, none)))
