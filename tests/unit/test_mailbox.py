@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import mailbox as stdlib_mailbox
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from pochta.errors import (
     StorageError,
     TooLarge,
 )
+from pochta.mailbox.deletionjob import DeletionJob
 from pochta.mailbox.importer import import_letters, sources, split_mbox
 from pochta.mailbox.journal import SETTLE_BATCH, count_op, dec_op
 from pochta.mime.split import split
@@ -392,3 +394,65 @@ def test_only_one_process_finishes_deletions_at_a_time(pochta: Pochta) -> None:
         assert pochta.blobs.stat(key_of(att)).space is Space.DELETED
     finally:
         other.close()
+
+
+def die_holding_the_deletions(p: Pochta) -> None:
+    """``p`` takes the deletions' lock in a thread that ends without releasing it: a process
+    killed in the middle of finishing deletions (its lease is not renewed, it runs out)."""
+    dying = threading.Thread(target=lambda: p.locks.acquire("mailbox-deletions", timeout=5))
+    dying.start()
+    dying.join()
+
+
+def test_the_deletion_job_finishes_what_a_killed_holder_left_in_its_first_round(
+    tmp_path: Path,
+) -> None:
+    """After a crash the first round waits out the dead holder's lease (1 s here) and
+    finishes the deletions, instead of leaving them to the next round (60 s here)."""
+    settings = load_settings(data_dir=tmp_path / "data", guard={"lock_ttl": 1.0})
+    pochta, other = build(settings), build(settings)
+    job = DeletionJob(pochta.mailbox.deletions, pochta.locks, interval=60)
+    try:
+        (u,) = users(pochta, 1)
+        att = payload(31, 20_000)
+        done = pochta.mailbox.deliver(letter(attachments=[("a", att)]), [u])
+        pochta.mailbox.delete(u.id, done.ids[0])
+        die_holding_the_deletions(other)
+        assert pochta.mailbox.process_deletions() == 0  # not waited for: still held
+        job.start()
+        deadline = time.monotonic() + 20  # far below the 60 s of a second round
+        while pochta.mailbox.stats()["pending_deletions"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pochta.mailbox.stats()["pending_deletions"] == 0
+        assert job.job.rounds == 1
+        assert pochta.blobs.stat(key_of(att)).space is Space.DELETED
+    finally:
+        job.stop()
+        other.close()
+        pochta.close()
+
+
+def test_a_stopping_deletion_job_does_not_wait_out_a_live_holder(tmp_path: Path) -> None:
+    """The round waits for the deletions' lock in steps: a stop comes through within one,
+    not after the holder's whole lease (10 s)."""
+    settings = load_settings(data_dir=tmp_path / "data", guard={"lock_ttl": 10.0})
+    pochta, other = build(settings), build(settings)
+    job = DeletionJob(pochta.mailbox.deletions, pochta.locks, interval=60)
+    try:
+        (u,) = users(pochta, 1)
+        done = pochta.mailbox.deliver(letter(attachments=[("a", payload(32, 20_000))]), [u])
+        pochta.mailbox.delete(u.id, done.ids[0])
+        with other.locks.acquire("mailbox-deletions", timeout=5):  # alive and renewing
+            job.start()
+            deadline = time.monotonic() + 10
+            while not job.job.leading and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert job.job.leading
+            time.sleep(0.2)  # into the round's wait
+            assert job.job.stop(timeout=5)  # joined: it did not wait the holder's 10 s out
+            assert job.job.rounds <= 1
+            assert pochta.mailbox.stats()["pending_deletions"] == 1  # left to the holder
+    finally:
+        job.stop()
+        other.close()
+        pochta.close()

@@ -22,7 +22,7 @@ import threading
 import time
 
 from pochta.blobs.store import BlobStore
-from pochta.errors import BlobNotFound, LeaseLost, MessageNotFound, PochtaError
+from pochta.errors import BlobNotFound, LeaseLost, LockTimeout, MessageNotFound, PochtaError
 from pochta.guard.lock import Lease, Locks
 from pochta.mailbox.journal import Journal, count_op, dec_op
 from pochta.types import Clock, DeletionIndex
@@ -30,6 +30,7 @@ from pochta.types import Clock, DeletionIndex
 log = logging.getLogger("pochta.mailbox")
 
 DELETIONS_LOCK = "mailbox-deletions"
+WAIT_STEP = 1.0  # seconds one wait for the deletions' lock lasts before looking at ``stopping``
 
 
 class Deletions:
@@ -55,16 +56,25 @@ class Deletions:
         if not self.index.delete(user_id, letter_id):
             raise MessageNotFound(f"no message {letter_id}")
 
-    def process(self, batch: int = 100) -> int:
-        """Finish recorded deletions; returns how many letters were finished."""
+    def process(
+        self, batch: int = 100, *, wait: float = 0.0, stopping: threading.Event | None = None
+    ) -> int:
+        """Finish recorded deletions; returns how many letters were finished (0 when another
+        process holds the deletions). ``wait``: seconds to wait for that process (the deletion
+        job waits one lease length: a holder killed in the middle keeps its lease that long,
+        and its work would otherwise wait for the next round), given up when ``stopping``
+        is set."""
         done = 0
-        with self._deleting, contextlib.ExitStack() as stack:
+        with contextlib.ExitStack() as stack:
             lease = None
             if self.locks is not None:  # one process at a time: two would dec twice
-                lease = self.locks.try_acquire(DELETIONS_LOCK)
+                # taken before ``_deleting``: a wait for another process holds up no thread
+                # of this one (a failed delivery's ``abandon``)
+                lease = _lock(self.locks, wait, stopping)
                 if lease is None:
                     return 0
                 stack.callback(_release_quietly, lease)
+            stack.enter_context(self._deleting)
             while work := self.index.deletions(batch):
                 for letter_id, refs in work:
                     for ref in refs:
@@ -122,3 +132,18 @@ class Deletions:
 def _release_quietly(lease: Lease) -> None:
     with contextlib.suppress(LeaseLost):
         lease.release()
+
+
+def _lock(locks: Locks, wait: float, stopping: threading.Event | None) -> Lease | None:
+    """The deletions' lease, waiting up to ``wait`` seconds for another holder (None: still
+    held, or ``stopping`` set meanwhile)."""
+    lease = locks.try_acquire(DELETIONS_LOCK)
+    deadline = time.monotonic() + wait
+    while lease is None and not (stopping is not None and stopping.is_set()):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        # in steps, so that a stopping job does not wait a whole lease length
+        with contextlib.suppress(LockTimeout):
+            lease = locks.acquire(DELETIONS_LOCK, timeout=min(left, WAIT_STEP))
+    return lease

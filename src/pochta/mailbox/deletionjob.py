@@ -23,6 +23,7 @@ log = logging.getLogger("pochta.mailbox")
 
 JOB = "mailbox-deletions"
 STOP_TIMEOUT = 10.0  # seconds a stopping server waits for the round in progress
+LOCK_SLACK = 1.0  # seconds past one lease length that a round waits for the deletions' lock
 
 
 class DeletionJob:
@@ -35,6 +36,7 @@ class DeletionJob:
         fence: Fence | None = None,
     ) -> None:
         self.deletions = deletions
+        self.locks = locks
         self.interval = interval
         self.job = Singleton(
             locks,
@@ -67,6 +69,10 @@ class DeletionJob:
         if undone:
             log.info("%d delivery(ies) cut short will be undone", undone)
         lease.check()
-        done = self.deletions.process()
+        # a leader killed in the middle of a round holds the deletions' lock for one more
+        # lease length, maybe a little past its job lock, which this process took: waiting
+        # for it here finishes the deletions now, not one ``interval`` later
+        wait = self.locks.ttl + LOCK_SLACK
+        done = self.deletions.process(wait=wait, stopping=self.job.stopping)
         if done:
             log.info("finished %d deletion(s)", done)
