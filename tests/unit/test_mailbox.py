@@ -407,9 +407,9 @@ def die_holding_the_deletions(p: Pochta) -> None:
 def test_the_deletion_job_finishes_what_a_killed_holder_left_in_its_first_round(
     tmp_path: Path,
 ) -> None:
-    """After a crash the first round waits out the dead holder's lease (1 s here) and
+    """After a crash the first round waits out the dead holder's lease (2 s here) and
     finishes the deletions, instead of leaving them to the next round (60 s here)."""
-    settings = load_settings(data_dir=tmp_path / "data", guard={"lock_ttl": 1.0})
+    settings = load_settings(data_dir=tmp_path / "data", guard={"lock_ttl": 2.0})
     pochta, other = build(settings), build(settings)
     job = DeletionJob(pochta.mailbox.deletions, pochta.locks, interval=60)
     try:
@@ -424,6 +424,7 @@ def test_the_deletion_job_finishes_what_a_killed_holder_left_in_its_first_round(
         while pochta.mailbox.stats()["pending_deletions"] and time.monotonic() < deadline:
             time.sleep(0.05)
         assert pochta.mailbox.stats()["pending_deletions"] == 0
+        assert job.job.stop(timeout=5)  # the round ends after its last commit: joined first
         assert job.job.rounds == 1
         assert pochta.blobs.stat(key_of(att)).space is Space.DELETED
     finally:
@@ -448,9 +449,11 @@ def test_a_stopping_deletion_job_does_not_wait_out_a_live_holder(tmp_path: Path)
             while not job.job.leading and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert job.job.leading
-            time.sleep(0.2)  # into the round's wait
+            time.sleep(1.5)  # well into the round's wait (its steps are 1 s)
+            asked = time.monotonic()
             assert job.job.stop(timeout=5)  # joined: it did not wait the holder's 10 s out
-            assert job.job.rounds <= 1
+            assert time.monotonic() - asked < 3.5  # one step, and the round's end
+            assert job.job.rounds == 1  # the round ran, and gave up waiting
             assert pochta.mailbox.stats()["pending_deletions"] == 1  # left to the holder
     finally:
         job.stop()

@@ -96,8 +96,9 @@ class Deletions:
     # -- deliveries cut short ----------------------------------------------------------------
     def abandon(self, ids: list[int]) -> None:
         """A delivery failed: undo exactly the counts it made, through the deletion path, at
-        once (unless another process holds the deletions: then it does them). When even that
-        fails, the letters stay PENDING or DELETING for ``recover`` or the deletion job."""
+        once (unless another process, or this process's deletion job, holds the deletions: then
+        the holder or the job's next round does them). When even that fails, the letters stay
+        PENDING or DELETING for ``recover`` or the deletion job."""
         try:
             self._give_up(ids)
             self.process()
