@@ -207,7 +207,7 @@ def test_prepare_then_hands_the_workers_answer_to_the_executor(pool: CpuPool) ->
 
         async def cancelled() -> None:
             task = asyncio.ensure_future(run(intake(pool, "inbox", told, 30.0), slow_letter()))
-            await asyncio.sleep(0.2)  # its worker is parsing
+            await asyncio.sleep(0.03)  # its worker is parsing (~0.1-0.2 s of work here)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
