@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 
-from pochta.antispam.signs.checks import run as signs
+from pochta.antispam.signs.checks import find
 from pochta.mime.letter import parse
 from pochta_factory import legit, training
 
@@ -50,7 +50,7 @@ def test_legitimate_letters_show_few_phishing_signs() -> None:
     fired: Counter[str] = Counter()
     letters = legit.letters(150, seed=3)
     for g in letters:
-        found, _ = signs(parse(g.raw), g.envelope)
+        found = find(parse(g.raw), g.envelope).signs
         fired.update(s.symbol for s in found)
     strong = {s: n for s, n in fired.items()
               if s not in ("PHISH_RETURN_PATH_MISMATCH", "PHISH_RECEIVED_MISMATCH")}  # fmt: skip

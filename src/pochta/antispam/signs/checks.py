@@ -112,7 +112,6 @@ __all__ = [
     "SignSpec",
     "check",
     "find",
-    "run",
     "scan",
     "sign",
 ]
@@ -142,7 +141,7 @@ class Context:
     envelope: Envelope = field(default_factory=Envelope)
     freemail: frozenset[str] = field(default_factory=default_freemail)
     _cache: dict[str, object] = field(default_factory=dict)
-    # Whether the From domain is taken at its word (see :func:`run`): False, every exemption
+    # Whether the From domain is taken at its word (see :func:`find`): False, every exemption
     # that rests on it (the sender's own site, own organization, the reader's own domain, a
     # mail server's report) is off. ``leaned``: a check just used such an exemption.
     trust_from: bool = True
@@ -1081,8 +1080,8 @@ def check(
     deadline: float | None = None,
 ) -> list[Sign]:
     """Every sign the letter shows, in the order of CHECKS. With ``deadline`` (a
-    ``time.monotonic()`` value), checks not started by then are skipped: see :func:`run`."""
-    return run(
+    ``time.monotonic()`` value), checks not started by then are skipped: see :func:`find`."""
+    return find(
         letter,
         envelope,
         protected=protected,
@@ -1091,32 +1090,7 @@ def check(
         suspicious_tlds=suspicious_tlds,
         checks=checks,
         deadline=deadline,
-    )[0]
-
-
-def run(
-    letter: Letter,
-    envelope: Envelope | None = None,
-    *,
-    protected: Protected | None = None,
-    shorteners: frozenset[str] | None = None,
-    redirectors: frozenset[str] | None = None,
-    suspicious_tlds: frozenset[str] | None = None,
-    checks: Sequence[Check] = CHECKS,
-    deadline: float | None = None,
-) -> tuple[list[Sign], bool]:
-    """The signs found, and whether every check ran (False: the deadline passed first)."""
-    found = find(
-        letter,
-        envelope,
-        protected=protected,
-        shorteners=shorteners,
-        redirectors=redirectors,
-        suspicious_tlds=suspicious_tlds,
-        checks=checks,
-        deadline=deadline,
-    )
-    return found.signs, found.complete
+    ).signs
 
 
 @dataclass(frozen=True, slots=True)
@@ -1124,7 +1098,7 @@ class Findings:
     """What :func:`find` found: the signs, whether every check ran, and the signs
     ``withheld`` by an exemption that rests on the From domain alone (the sender's own site,
     its own organization, the reader's own domain, a mail server's report): the decision adds
-    them back when authentication shows the From domain forged (``Scanner``: DMARC fails), as
+    them back when authentication shows the From domain forged (``verdict.from_forged``), as
     a letter's checks run before its authentication is known."""
 
     signs: list[Sign]
