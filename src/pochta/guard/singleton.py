@@ -8,7 +8,8 @@ it (leader election by lease):
 
 - waiting is a blocking acquire: it wakes when the holder releases, or when the holder's lease
   would have run out. A leader that dies (SIGKILL, a lost machine) stops renewing, and the
-  next process takes over one lease length (``guard.lock_ttl``, 10 s) later at most;
+  next process takes over one lease length (``guard.lock_ttl``, 10 s) later at most (with
+  the embedded locks, at its next try: the SQLite backend sees a holder's process gone);
 - the lease is renewed while the thread lives (``Locks``); a round runs only while
   ``lease.is_held()``;
 - every new leader writes its fencing token into the job's fence (``Fence.admit``) before its

@@ -20,15 +20,16 @@ import re
 from dataclasses import dataclass
 from email.header import decode_header, make_header
 from email.message import Message
+from typing import NamedTuple
 
 _HEADER_LINE = re.compile(rb"From |[\x21-\x39\x3b-\x7e]*+:|[\t ]")  # the name cannot hold ":"
 _MAX_FIELDS = 10_000  # a block with more fields is read up to here; the rest counts as one
 MAX_PARAM_VALUE = 8192  # longer Content-* values are not interpreted (their parser is slow)
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
-    """One header field: its lowercased name and the byte range of all its lines."""
+class Field(NamedTuple):
+    """One header field: its lowercased name and the byte range of all its lines (a tuple:
+    a letter has dozens, and a tuple is made in half a frozen dataclass's time)."""
 
     name: str
     start: int
@@ -49,31 +50,32 @@ class HeaderBlock:
 def read_block(raw: bytes, start: int, end: int) -> HeaderBlock:
     """Find the header block at the start of ``raw[start:end]``."""
     fields: list[Field] = []
+    append = fields.append
+    match = _HEADER_LINE.match
     pos = start
     name: str | None = None
     field_start = start
     while pos < end:
-        nl = raw.find(b"\n", pos, end)
-        line_end = end if nl < 0 else nl + 1
-        if raw.startswith(b"\n", pos) or raw.startswith(b"\r\n", pos, end):
-            if name is not None:
-                fields.append(Field(name, field_start, pos))
-            return HeaderBlock(start, pos, line_end, tuple(fields))
-        if not _HEADER_LINE.match(raw, pos, line_end):
-            break
         first = raw[pos]
-        if first not in (0x20, 0x09) and len(fields) < _MAX_FIELDS:
+        if first == 0x0A or (first == 0x0D and raw.startswith(b"\r\n", pos, end)):
             if name is not None:
-                fields.append(Field(name, field_start, pos))
-            if raw.startswith(b"From ", pos):
-                name = ""  # the mbox envelope line (or a stray one): not a field
-            else:
-                colon = raw.find(b":", pos, line_end)
-                name = raw[pos:colon].decode("ascii", "replace").strip().lower()
+                append(Field(name, field_start, pos))
+            nl = raw.find(b"\n", pos, end)
+            return HeaderBlock(start, pos, end if nl < 0 else nl + 1, tuple(fields))
+        line = match(raw, pos, end)  # it cannot pass a line's end: no \n in it
+        if line is None:
+            break
+        after = line.end()
+        if first != 0x20 and first != 0x09 and len(fields) < _MAX_FIELDS:
+            if name is not None:
+                append(Field(name, field_start, pos))
+            # "name:" (the name holds no ":"), or "From ": the mbox envelope line, not a field
+            name = raw[pos : after - 1].decode("ascii").lower() if raw[after - 1] == 0x3A else ""
             field_start = pos
-        pos = line_end
+        nl = raw.find(b"\n", after, end)
+        pos = end if nl < 0 else nl + 1
     if name is not None:
-        fields.append(Field(name, field_start, pos))
+        append(Field(name, field_start, pos))
     return HeaderBlock(start, pos, pos, tuple(fields))
 
 
@@ -265,4 +267,6 @@ _FOLD = re.compile(r"\r?\n[ \t]*")
 
 
 def _unfold(value: str) -> str:
+    if "\n" not in value:  # most values: one line
+        return value.strip()
     return _FOLD.sub(" ", value).strip()

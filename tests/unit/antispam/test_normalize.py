@@ -188,3 +188,29 @@ def test_the_format_class_is_every_format_character() -> None:
     every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
     found = set(normalize._format_class().findall(every))
     assert found == {chr(c) for c in normalize._format_chars()}
+
+
+_LABEL = st.text(alphabet="aZ09-_.xn", max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(
+        st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=40),
+        st.lists(_LABEL, max_size=5).map(".".join),
+        st.builds("xn--{}.{}".format, _LABEL, _LABEL),
+        st.text(alphabet="ab-", min_size=60, max_size=70),
+    )
+)
+def test_an_ascii_name_is_the_name_idna_gives(name: str) -> None:
+    """The ASCII fast path of ``domain`` gives what IDNA 2008 / the older codec give."""
+    s = unicodedata.normalize("NFKC", name.strip()).rstrip(".").strip()
+    assert s.lower() == normalize._by_idna(s).lower()
+
+
+def test_ascii_names_through_domain() -> None:
+    assert normalize.domain("Mail.Example.COM.") == "mail.example.com"
+    assert normalize.domain("xn--MNCHEN-3YA.de") == "xn--mnchen-3ya.de"
+    assert normalize.domain("a_b.example") == "a_b.example"
+    assert normalize.domain("a..b") is None
+    assert normalize.domain("münchen.de") == "xn--mnchen-3ya.de"

@@ -4,6 +4,8 @@ shared by processes (``tests/contract/test_guard_lock.py`` has the common semant
 from __future__ import annotations
 
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pochta.errors import GuardUnavailable, InvalidInput, LeaseLost
+from pochta.guard import _proc
 from pochta.guard.lock import Lease, Locks, State
 from pochta.guard.lock.sqlite import FifoListener, SqliteLockBackend
 from pochta.types import Grant
@@ -178,3 +181,82 @@ def test_threads_of_a_dead_owner_are_told_apart_from_the_living(
         assert kept.is_held()
         assert orphaned[0].state is State.ABANDONED and not orphaned[0].is_held()
         assert [lease.name for lease in locks.held()] == ["kept"]
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from pochta.guard.lock.sqlite import SqliteLockBackend
+    from pochta.guard.lock import Locks
+
+    with Locks(SqliteLockBackend(Path(sys.argv[1])), ttl=30) as locks:
+        lease = locks.acquire("job:deletions", timeout=5)
+        print(lease.token, flush=True)
+        time.sleep(120)
+    """
+)
+
+
+def _holder(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path / "guard.sqlite3")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+def test_a_killed_holders_lease_is_taken_at_once(
+    tmp_path: Path, backend: SqliteLockBackend
+) -> None:
+    """A holder SIGKILLed on this host frees its lock at the next try, not a lease (30 s)
+    later; a stopped one (alive) keeps it."""
+    proc, token = _holder(tmp_path)
+    try:
+        with Locks(backend, ttl=5) as locks:
+            assert locks.try_acquire("job:deletions") is None  # it runs
+            proc.send_signal(signal.SIGSTOP)
+            assert locks.try_acquire("job:deletions") is None  # paused, not gone
+            proc.kill()
+            proc.wait(timeout=10)
+            lease = locks.acquire("job:deletions", timeout=2)
+            assert lease.token > token
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_a_zombie_holder_is_gone_and_another_namespace_is_not_judged(
+    tmp_path: Path, backend: SqliteLockBackend
+) -> None:
+    proc, _ = _holder(tmp_path)
+    try:
+        os.kill(proc.pid, signal.SIGKILL)  # not reaped yet: a zombie
+        deadline = time.monotonic() + 5
+        while _proc_state(proc.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with sqlite3.connect(tmp_path / "guard.sqlite3") as db:  # as if it ran elsewhere
+            db.execute("UPDATE lease_holder SET namespace = namespace + 1")
+        with Locks(backend, ttl=5) as locks:
+            assert locks.try_acquire("job:deletions") is None
+            with sqlite3.connect(tmp_path / "guard.sqlite3") as db:
+                db.execute("UPDATE lease_holder SET namespace = namespace - 1")
+            assert locks.try_acquire("job:deletions") is not None
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def _proc_state(pid: int) -> str:
+    data = Path(f"/proc/{pid}/stat").read_bytes()
+    return data[data.rfind(b")") + 2 :].split()[0].decode()
+
+
+def test_gone_tells_a_reused_pid_from_its_process() -> None:
+    me, started = os.getpid(), _proc.started()
+    assert not _proc.gone(me, started)
+    assert _proc.gone(me, started + 1)  # the pid names another process now
+    assert not _proc.gone(me, -1)  # unknown: never taken for gone
+    assert _proc.gone(2**22 + 1, 1)  # above pid_max: no such process

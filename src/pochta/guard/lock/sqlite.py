@@ -3,7 +3,10 @@
 Leases are rows (name, owner, boot, expires) changed in ``BEGIN IMMEDIATE`` transactions, so
 every step is atomic across processes. Expiry uses CLOCK_MONOTONIC, which on Linux is one
 clock for the whole host and does not jump with the wall clock; a row written before the
-last reboot (another boot id) counts as expired. Fencing tokens are ``max(last + 1, wall
+last reboot (another boot id) counts as expired, and so does the lease of a process that has
+ended (``lease_holder``: its pid, start time and pid namespace; SIGKILLed, crashed, a zombie;
+a paused process keeps its lease): a job's next leader on this host takes over at its next
+try, not a lease length later. Fencing tokens are ``max(last + 1, wall
 clock in µs)``, like the Redis backend's: they keep increasing even if the file's last
 transactions are lost to a power cut (``synchronous=normal``).
 
@@ -25,6 +28,7 @@ import asyncio
 import contextlib
 import errno
 import hashlib
+import logging
 import os
 import select
 import sqlite3
@@ -34,11 +38,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from pochta.errors import GuardUnavailable, StaleToken, StorageError
+from pochta.guard import _proc
 from pochta.guard.names import check_name
 from pochta.sqlitedb import SQLiteDatabase
 from pochta.types import Grant
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 MAX_WAIT = 60.0  # seconds one wait may take; the caller tries again after it
 
 SCHEMA = """
@@ -47,6 +53,13 @@ CREATE TABLE IF NOT EXISTS lease (
     owner TEXT NOT NULL,
     boot TEXT NOT NULL,        -- the boot id the expiry's clock belongs to
     expires REAL NOT NULL      -- CLOCK_MONOTONIC seconds
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lease_holder (
+    name TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,       -- the lease's owner when it was granted
+    pid INTEGER NOT NULL,      -- the process it was granted to,
+    started INTEGER NOT NULL,  -- that process's start time (ticks after boot),
+    namespace INTEGER NOT NULL -- and the pid namespace its pid belongs to
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS lease_token (
     name TEXT PRIMARY KEY,
@@ -68,6 +81,7 @@ def _boot_id() -> str:
 
 
 BOOT = _boot_id()
+NAMESPACE = _proc.namespace()
 
 
 def _now() -> float:
@@ -89,11 +103,14 @@ def _acquire(conn: sqlite3.Connection, name: str, owner: str, ttl: float) -> Gra
     now = _now()
     row = conn.execute("SELECT owner, boot, expires FROM lease WHERE name = ?", (name,)).fetchone()
     if row is not None and row[1] == BOOT and row[2] > now:
-        if row[0] != owner:
+        if row[0] == owner:
+            mine = conn.execute("SELECT token FROM lease_token WHERE name = ?", (name,)).fetchone()
+            if mine is not None:  # a retried call of the holder
+                return Grant(int(mine[0]))
+        elif not _holder_gone(conn, name, row[0]):
             return Grant(None, row[2] - now)
-        mine = conn.execute("SELECT token FROM lease_token WHERE name = ?", (name,)).fetchone()
-        if mine is not None:  # a retried call of the holder
-            return Grant(int(mine[0]))
+        else:
+            log.info("lock %s: its holder has ended; taken before its lease ran out", name)
     last = conn.execute("SELECT token FROM lease_token WHERE name = ?", (name,)).fetchone()
     token = max((last[0] if last else 0) + 1, time.time_ns() // 1000)
     conn.execute(
@@ -105,7 +122,26 @@ def _acquire(conn: sqlite3.Connection, name: str, owner: str, ttl: float) -> Gra
         "INSERT OR REPLACE INTO lease (name, owner, boot, expires) VALUES (?, ?, ?, ?)",
         (name, owner, BOOT, now + ttl),
     )
+    conn.execute(
+        "INSERT OR REPLACE INTO lease_holder (name, owner, pid, started, namespace)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (name, owner, _proc.pid(), _proc.started(), NAMESPACE),
+    )
     return Grant(token)
+
+
+def _holder_gone(conn: sqlite3.Connection, name: str, owner: str) -> bool:
+    """The process that holds ``name``'s lease (``owner``) is known to have ended: a holder
+    that was SIGKILLed or lost its machine's power frees the lease at once instead of one
+    lease length later. Only a holder seen in this pid namespace can be judged (a file shared
+    between containers: a pid means another process there); any doubt keeps the lease."""
+    holder = conn.execute(
+        "SELECT pid, started, namespace FROM lease_holder WHERE name = ? AND owner = ?",
+        (name, owner),
+    ).fetchone()
+    if holder is None or not NAMESPACE or holder[2] != NAMESPACE:
+        return False
+    return _proc.gone(holder[0], holder[1])
 
 
 def _extend(conn: sqlite3.Connection, leases: Sequence[tuple[str, str, float]]) -> list[bool]:
@@ -128,6 +164,7 @@ def _release(conn: sqlite3.Connection, name: str, owner: str) -> bool:
     if found is None:
         return False
     conn.execute("DELETE FROM lease WHERE name = ?", (name,))
+    conn.execute("DELETE FROM lease_holder WHERE name = ?", (name,))
     return bool(found[0] == BOOT and found[1] > _now())
 
 
