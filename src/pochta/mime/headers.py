@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 from email.header import decode_header, make_header
 from email.message import Message
-from typing import NamedTuple
+from email.utils import collapse_rfc2231_value
+from typing import Any, NamedTuple
 
 _HEADER_LINE = re.compile(rb"From |[\x21-\x39\x3b-\x7e]*+:|[\t ]")  # the name cannot hold ":"
 _MAX_FIELDS = 10_000  # a block with more fields is read up to here; the rest counts as one
@@ -145,14 +146,25 @@ def _interpret(values: dict[str, str], default_type: str) -> ContentInfo:
                     latin.add(name)
             msg[name] = value
     ctype = _media_type(msg.get_content_type(), default_type)
-    charset = _param_text(msg.get_param("charset"))
-    filename = msg.get_filename()
+    # each field's parameters parsed once (``get_param``, ``get_boundary`` and ``get_filename``
+    # parse them again at every call: four times a part), then looked up as they look
+    typed = msg.get_params(header="content-type")
+    charset = _param_text(_param(typed, "charset"))
+    filename = _param(msg.get_params(header="content-disposition"), "filename")
+    if filename is _MISSING:
+        filename = _param(typed, "name")
+    filename = None if filename is _MISSING else collapse_rfc2231_value(filename).strip()
     if filename is not None and latin & {"content-type", "content-disposition"}:
         with contextlib.suppress(UnicodeEncodeError):
             filename = decode_bytes(filename.encode("latin-1"), charset)
+    boundary = _param(typed, "boundary")
     return ContentInfo(
         content_type=ctype,
-        boundary=_boundary(msg, "content-type" in latin),
+        boundary=(
+            None
+            if boundary is _MISSING
+            else _boundary(collapse_rfc2231_value(boundary).rstrip(), "content-type" in latin)
+        ),
         transfer_encoding=cte.strip().lower(),
         disposition=msg.get_content_disposition() or "",
         filename=clean_text(filename, charset) if filename is not None else None,
@@ -161,8 +173,20 @@ def _interpret(values: dict[str, str], default_type: str) -> ContentInfo:
     )
 
 
-def _boundary(msg: Message, latin: bool) -> bytes | None:
-    boundary = msg.get_boundary()
+_MISSING: Any = object()
+
+
+def _param(params: list[tuple[str, Any]] | None, name: str) -> Any:
+    """What ``Message.get_param(name, _MISSING, header)`` gives, from that header's
+    ``Message.get_params(header=...)`` (None: no such header): the first parameter of that
+    name, in any case, unquoted."""
+    for key, value in params or ():
+        if key.lower() == name:
+            return value
+    return _MISSING
+
+
+def _boundary(boundary: str, latin: bool) -> bytes | None:
     if not boundary:
         return None
     try:
