@@ -6,7 +6,8 @@ disks and probe it on both at once (the probe's bytes, which the content replace
 fails is left for another), stream the content to both at once while hashing (SHA-256 and
 CRC-32), refuse it if it does not match the key given, fsync both copies, rename them to
 ``ab/cd/<key>`` and fsync the directories, then upsert the record. Only then is the upload
-acknowledged.
+acknowledged. A small file whose bytes are all in hand (``upload_whole``) is hashed first and,
+on local disks sharing their syncs, written as its own probe.
 
 get: read from the master disk of the pair (first bit of the key), falling back to the other;
 with an expected size / CRC-32 (kept by the letter) a copy that differs is never served.
