@@ -22,11 +22,17 @@ server (``swift_anchor.py``) takes the same files from the same client threads, 
 alternating rounds; ``ratio_to_swift`` = pochta files/s / Swift files/s (goal >= 1.5 for
 64 KiB with 4 clients). ``--no-swift`` leaves it out; ``--sizes 4KiB 64KiB`` picks cells.
 
+``--against SRC`` (e.g. an export of main's ``src/``) runs a second ``pochta serve`` from that
+tree, with its own data directory, in the same alternating rounds (``against`` in each cell,
+with its ``ratio`` to the physical pattern and its server CPU per file): an A/B of two codes
+on the same disk moments.
+
 Each (size, clients) cell alternates the physical pattern, pochta (and Swift) in rounds, on
 files generated (and hashed) before the clock starts.
 
     python benchmarks/upload_http.py            # full run
     python benchmarks/upload_http.py --quick    # a few seconds, checks the script works
+    python benchmarks/upload_http.py --sizes 4KiB --clients 4 --against /tmp/main/src
 """
 
 from __future__ import annotations
@@ -84,13 +90,13 @@ def make_files(size: int, n: int, rng: random.Random) -> list[File]:
 class Server(ServeProcess):
     """``python -m pochta serve`` on free loopback ports, SMTP/LMTP included (as deployed)."""
 
-    def __init__(self, data: Path, log: Path, log_level: str) -> None:
+    def __init__(self, data: Path, log: Path, log_level: str, src: Path | None = None) -> None:
         env = {
             "POCHTA_SERVICE_TOKEN": TOKEN,
             "POCHTA_LOG_LEVEL": log_level,
             "POCHTA_IMAP__ENABLED": "false",
         }
-        super().__init__(data, log, env, wait=180, ports=SMTP_PORTS)
+        super().__init__(data, log, env, src=src, wait=180, ports=SMTP_PORTS)
 
 
 # -- the two ways of writing -------------------------------------------------------------------
@@ -269,15 +275,17 @@ def measure_cell(
     files: list[File],
     clients: int,
     swift: swift_anchor.SwiftObjectServer | None = None,
+    against: Server | None = None,
 ) -> dict[str, Any]:
-    """Physical, pochta (and Swift) in alternating rounds (who goes first rotates too), so
-    that all see the same disk: a shared virtual disk's speed drifts by a factor of 2 within a
-    minute."""
+    """Physical, pochta (and Swift, and the other code's server) in alternating rounds (who
+    goes first rotates too), so that all see the same disk: a shared virtual disk's speed
+    drifts by a factor of 2 within a minute."""
     rounds = max(1, min(ROUNDS, len(files) // (2 * clients)))
     per = len(files) // rounds
     ways = ["physical", "pochta"] + (["swift"] if swift is not None else [])
+    ways += ["against"] if against is not None else []
     times = dict.fromkeys(ways, 0.0)
-    ratios: dict[str, list[float]] = {"physical": [], "swift": []}
+    ratios: dict[str, list[float]] = {"physical": [], "swift": [], "against": []}
     nbytes = sum(len(f.data) for f in files)
     cpu = dict.fromkeys(ways, 0.0)
     for r in range(rounds):
@@ -289,10 +297,12 @@ def measure_cell(
         for way in order:
             if way == "physical":
                 took[way] = run(PhysicalWriter(roots), part, clients)
-            elif way == "pochta":
-                cpu0 = server.cpu_seconds()
-                took[way] = run(PochtaWriter(server.url), part, clients)
-                cpu[way] += server.cpu_seconds() - cpu0
+            elif way in ("pochta", "against"):
+                serving = server if way == "pochta" else against
+                assert serving is not None
+                cpu0 = serving.cpu_seconds()
+                took[way] = run(PochtaWriter(serving.url), part, clients)
+                cpu[way] += serving.cpu_seconds() - cpu0
             else:
                 assert swift is not None
                 cpu0 = swift.cpu_seconds()
@@ -313,6 +323,12 @@ def measure_cell(
     if swift is not None:
         out["ratio_to_swift"] = round(times["swift"] / times["pochta"], 2)
         out["ratio_to_swift_per_round"] = _spread(ratios["swift"])
+    if against is not None:  # the other code: its ratio to physical, and ours to it
+        out["against"]["ratio"] = round(times["physical"] / times["against"], 2)
+        if swift is not None:
+            out["against"]["ratio_to_swift"] = round(times["swift"] / times["against"], 2)
+        out["ratio_to_against"] = round(times["against"] / times["pochta"], 2)
+        out["ratio_to_against_per_round"] = _spread(ratios["against"])
     return out
 
 
@@ -360,6 +376,10 @@ def main() -> None:
         "results": [],
     }
     server = Server(data, base / "serve.log", ARGS.log_level)
+    against: Server | None = None
+    if ARGS.against is not None:
+        result["params"]["against"] = str(ARGS.against)
+        against = Server(base / "against", base / "against.log", ARGS.log_level, ARGS.against)
     swift: swift_anchor.SwiftObjectServer | None = None
     if ARGS.swift and swift_anchor.available():
         swift = swift_anchor.SwiftObjectServer(parent=base).__enter__()
@@ -373,7 +393,7 @@ def main() -> None:
             for clients in ARGS.clients:
                 note(f"{label(size)} x {n}, {clients} client(s): generating ...")
                 files = make_files(size, n, rng)
-                row = measure_cell(server, roots, files, clients, swift)
+                row = measure_cell(server, roots, files, clients, swift, against)
                 row = {"size": label(size), "bytes": size, "clients": clients, **row}
                 note(
                     f"  physical {row['physical']['mib_per_s']:8.2f} MiB/s"
@@ -387,11 +407,20 @@ def main() -> None:
                         if "swift" in row
                         else ""
                     )
+                    + (
+                        f" | against {row['against']['files_per_s']:8.1f} files/s,"
+                        f" ratio {row['against']['ratio']}, pochta/against"
+                        f" {row['ratio_to_against']}"
+                        if "against" in row
+                        else ""
+                    )
                 )
                 result["results"].append(row)
                 del files
     finally:
         server.stop()
+        if against is not None:
+            against.stop()
         if swift is not None:
             swift.close()
         shutil.rmtree(base, ignore_errors=True)
@@ -411,6 +440,12 @@ def _args() -> argparse.Namespace:
         dest="swift",
         action="store_false",
         help="without the Swift object server anchor (run when swift-object-server is installed)",
+    )
+    p.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        help="a second server from this src/ tree in the same rounds (A/B, e.g. main's)",
     )
     p.add_argument("--log-level", default="info", help="the server's log level (info: default)")
     p.add_argument("--dir", default=None, help="where the data directory goes (default: TMPDIR)")

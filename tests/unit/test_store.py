@@ -616,3 +616,66 @@ def test_every_pair_failing_its_probe_names_them_all(make_rig: Callable[..., Rig
     for pair in rig.pairs:
         assert f"pair {pair.id}" in info.value.message
     assert rig.store.filedb.get(key) is None
+
+
+# -- a small file in hand (upload_whole) --------------------------------------------------------
+def test_a_small_file_in_hand_with_a_wrong_key_touches_no_disk(
+    make_rig: Callable[..., Rig],
+) -> None:
+    """Its bytes are hashed before any disk is touched: not even a temporary file is made."""
+    probes: Counter[DiskSpec] = Counter()
+    rig = make_rig(factory=lambda spec: CountingDisk(spec, probes))
+    data, key = blob(size=4096)
+    _, wrong = blob(size=4096, seed=1)
+    with pytest.raises(ContentMismatch) as info:
+        rig.store.upload(wrong, 5, [data])
+    assert key in info.value.message
+    assert sum(probes.values()) == 0  # no file was created on either disk
+    assert where(rig) == {}
+    assert rig.store.filedb.get(wrong) is None and rig.store.filedb.get(key) is None
+
+
+class NoWriteWriter(LocalWriter):
+    """A local file whose content never gets written (the disk fails it)."""
+
+    def write(self, chunk: bytes) -> None:
+        raise DiskError("disk refuses the bytes (writing)")
+
+
+class NoWriteDisk(LocalDisk):
+    def create(self, name: str) -> LocalWriter:
+        return NoWriteWriter(self, self.root / name)
+
+
+def test_a_small_file_the_first_pair_cannot_write_is_stored_on_another(
+    make_rig: Callable[..., Rig],
+) -> None:
+    """The content of a small file in hand is its own probe on local disks: a pair whose
+    disk refuses the bytes is left for another, and keeps nothing of them."""
+
+    def factory(spec: DiskSpec) -> Disk:
+        if spec.root.endswith("p1b"):
+            return NoWriteDisk(Path(spec.root), spec=spec)
+        return local(spec)
+
+    rig = make_rig(n_pairs=2, factory=factory)
+    broken, good = rig.pairs
+    for seed in range(6):
+        data, key = blob(size=3000, seed=seed)
+        stored = rig.store.upload(key, 1, [data[:1000], data[1000:]])
+        assert stored.uploaded and stored.record.pair_id == good.id
+        assert (stored.size, stored.crc32) == (len(data), zlib.crc32(data))
+        for root in rig.roots(good):
+            assert (root / blob_path(key)).read_bytes() == data
+    assert files(rig.roots(broken)[0]) == [] and files(rig.roots(broken)[1]) == []
+
+
+def test_an_empty_file_in_hand_is_probed_and_stored(rig: Rig) -> None:
+    key = key_of(b"")
+    stored = rig.store.upload(key, 9, [b""])
+    assert stored.uploaded and (stored.size, stored.record.counter) == (0, 1)
+    for root in rig.roots(rig.pairs[0]):
+        assert (root / blob_path(key)).read_bytes() == b""
+        assert list((root / "tmp").iterdir()) == []
+    again = rig.store.upload(key, 1, [])
+    assert not again.uploaded and (again.record.counter, again.record.magic) == (2, 10)

@@ -6,7 +6,8 @@ disks and probe it on both at once (the probe's bytes, which the content replace
 fails is left for another), stream the content to both at once while hashing (SHA-256 and
 CRC-32), refuse it if it does not match the key given, fsync both copies, rename them to
 ``ab/cd/<key>`` and fsync the directories, then upsert the record. Only then is the upload
-acknowledged.
+acknowledged. A small file whose bytes are all in hand (``upload_whole``) is hashed first and,
+on local disks sharing their syncs, written as its own probe.
 
 get: read from the master disk of the pair (first bit of the key), falling back to the other;
 with an expected size / CRC-32 (kept by the letter) a copy that differs is never served.
@@ -328,26 +329,36 @@ class BlobStore:
                 reasons.append(f"pair {pair.id}: {exc.message}")
                 self._refreshed_at = -float("inf")
 
-    def _probed_writers(self, tmp: str) -> Callable[[Pair], list[BlobWriter]]:
+    def _probed_writers(
+        self, tmp: str, content: bytes | None = None
+    ) -> Callable[[Pair], tuple[list[BlobWriter], bool]]:
         """For ``_place_with``: the upload's temporary file created on both disks of a pair
         and probed on both at once (the probe of seed 004 is the upload's own file: for a
-        WebDAV pair one PUT per node instead of a PUT and a DELETE of a file of its own)."""
+        WebDAV pair one PUT per node instead of a PUT and a DELETE of a file of its own).
+        With ``content`` (a small file's bytes, all in hand), local disks that share their
+        filesystem's syncs are probed by writing the content itself (a write that fails
+        leaves the pair for another, as a failed probe does); says whether it was written."""
 
-        def create_and_probe(pair: Pair) -> list[BlobWriter]:
+        def create_and_probe(pair: Pair) -> tuple[list[BlobWriter], bool]:
             writers: list[BlobWriter] = []
+            written = False
             try:
                 for disk in self.disks(pair):
                     writers.append(disk.create(tmp))
                 if _shared(writers):  # system calls that wait for no device: in turn
                     for local in writers:
-                        local.probe()
+                        if content:
+                            local.write(content)
+                        else:
+                            local.probe()
+                    written = bool(content)
                 else:
                     self.at_once([w.probe for w in writers])
             except BaseException:
                 for writer in writers:
                     writer.abort()
                 raise
-            return writers
+            return writers, written
 
         return create_and_probe
 
@@ -403,7 +414,7 @@ class BlobStore:
             if record is not None and record.space is Space.LIVE:
                 return Upload(self, key, magic, None, op)
         tmp = tmp_name()
-        pair, writers = self._place_with(size_hint, self._probed_writers(tmp))
+        pair, (writers, _) = self._place_with(size_hint, self._probed_writers(tmp))
         return Upload(self, key, magic, pair, op, tmp=tmp, writers=writers)
 
     def upload(
@@ -415,11 +426,53 @@ class BlobStore:
         op: Op | None = None,
     ) -> Stored:
         """Upload (or count, when the key is live) one file; ``op`` makes the count
-        exactly-once (see ``FileDB``)."""
+        exactly-once (see ``FileDB``). A list of chunks of at most ``CHUNK`` bytes in all
+        (a small attachment, a small HTTP body) takes ``upload_whole``."""
+        if isinstance(chunks, list | tuple) and sum(map(len, chunks)) <= CHUNK:
+            return self.upload_whole(key, magic, b"".join(chunks), op)
         with self.begin_upload(key, magic, size_hint, op) as up:
             for chunk in chunks:
                 up.write(chunk)
             return up.finish()
+
+    @metrics.blob_op("store")
+    def upload_whole(
+        self, key: Key | None, magic: Magic, content: bytes, op: Op | None = None
+    ) -> Stored:
+        """``upload`` of a file whose bytes are all in hand (small: at most ``CHUNK``), with
+        fewer steps: hashed before any disk is touched (content that does not match its key
+        writes nothing), written to both disks of the pair as its probe (local disks
+        sharing syncs; ``_probed_writers``), one write per disk, no ``Upload``."""
+        magic = parse_magic(magic)
+        sha = hashlib.sha256(content).hexdigest()
+        crc, size = zlib.crc32(content), len(content)
+        if key is not None:
+            key = parse_key(key)
+            if sha != key:
+                raise ContentMismatch(
+                    f"content hashes to {sha}, not to the key given ({key}); nothing stored"
+                )
+            record = self.filedb.get(key)
+            if record is not None and record.space is Space.LIVE:  # only counted
+                try:
+                    record = self.filedb.inc(key, magic, op)
+                except BlobNotFound:
+                    raise StorageError(
+                        f"{key} was deleted while its content was being sent; send it again"
+                    ) from None
+                return Stored(record, magic, size, crc, uploaded=False)
+        pair, (writers, written) = self._place_with(size, self._probed_writers(tmp_name(), content))
+        try:
+            if not written:
+                for writer in writers:
+                    writer.write(content)
+            self.commit_as(writers, blob_path(sha))
+        except BaseException:
+            for writer in writers:
+                writer.abort()
+            raise
+        record = self.filedb.upsert(sha, magic, pair.id, op)
+        return Stored(record, magic, size, crc, uploaded=True)
 
     def put(
         self, path: Path, magic: Magic, progress: Callable[[int], None] | None = None
