@@ -1,9 +1,11 @@
 """The connection limits' edge (pochta.server.connections): each protocol's refusal, the
 metric, and a log that a flood cannot flood: one line per address per interval (with how
-many were not logged), a bounded number of lines and of remembered addresses."""
+many were not logged), a bounded number of lines and of remembered addresses; a response's
+writes sent as one."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from pochta.guard.anvil import Gate, Limits
 from pochta.guard.anvil.memory import MemoryConnectionTable
 from pochta.server.connections import (
+    CoalescedWrites,
     Doorman,
     LogThrottle,
     http_refusal,
@@ -97,3 +100,73 @@ def test_refusals_are_counted_and_logged_once(caplog: pytest.LogCaptureFixture) 
     assert [r.getMessage() for r in caplog.records] == [
         "SMTP connection from 192.0.2.1 refused: over the per_ip limit (1)"
     ]
+
+
+class _Wire(asyncio.Transport):
+    """A transport that records what is sent, one entry per send."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[bytes] = []
+        self.closed = self.aborted = self.eof = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        assert not self.closed, "written after close"
+        self.sent.append(bytes(data))
+
+    def write_eof(self) -> None:
+        self.eof = True
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def is_closing(self) -> bool:
+        return self.closed or self.aborted
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+
+def test_a_turns_writes_go_out_as_one_send_in_their_order() -> None:
+    async def main() -> _Wire:
+        wire = _Wire()
+        out = CoalescedWrites(wire, asyncio.get_running_loop())
+        out.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        out.write(memoryview(b"ok"))
+        out.write(b"")
+        assert wire.sent == [] and out.get_write_buffer_size() == 40
+        await asyncio.sleep(0)
+        assert wire.sent == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"]
+        out.writelines([b"a", b"b"])
+        out.write_eof()  # flushes first
+        assert wire.sent[1:] == [b"ab"] and wire.eof
+        out.write(b"last")
+        out.close()  # flushes, then closes
+        assert wire.sent[2:] == [b"last"] and wire.closed
+        await asyncio.sleep(0)  # the turn's flush finds nothing left, writes nothing
+        assert len(wire.sent) == 3
+        assert out.get_extra_info("peername") == ("127.0.0.1", 1)  # the rest: the real one's
+        return wire
+
+    asyncio.run(main())
+
+
+def test_an_aborted_connection_sends_nothing_it_held() -> None:
+    async def main() -> None:
+        wire = _Wire()
+        out = CoalescedWrites(wire, asyncio.get_running_loop())
+        out.write(b"held")
+        out.abort()
+        await asyncio.sleep(0)
+        assert wire.sent == [] and wire.aborted
+
+    asyncio.run(main())

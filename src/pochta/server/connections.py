@@ -28,9 +28,9 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -278,6 +278,59 @@ class Door:
             self.admission.release()
 
 
+class CoalescedWrites:
+    """A transport whose writes made in one turn of the event loop go out as one send: uvicorn
+    writes a response's status line and headers, then its body, each with a ``write`` of its
+    own, so every answer cost two system calls and woke its client twice. The writes are
+    joined and handed to the real transport at the end of the turn (``call_soon``), or at once
+    before a ``close`` or ``write_eof``; what is not a write goes to the real transport as it
+    is. A turn's writes are what the application sent in it: its memory is that of the
+    response's chunks, and flow control (the transport's pause_writing) works as before, a
+    turn later."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self.loop = loop
+        self.pending: list[bytes | bytearray | memoryview] | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if self.pending is None:
+            self.pending = [data]
+            self.loop.call_soon(self.flush)
+        else:
+            self.pending.append(data)
+
+    def writelines(self, lines: Iterable[bytes | bytearray | memoryview]) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending and not self.transport.is_closing():
+            self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def get_write_buffer_size(self) -> int:
+        held = sum(map(len, self.pending)) if self.pending else 0
+        return self.transport.get_write_buffer_size() + held
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def abort(self) -> None:
+        self.pending = None
+        self.transport.abort()
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, pause_reading...
+        return getattr(self.transport, name)
+
+
 def governed_httptools(
     doorman: Doorman,
     proxies: Sequence[Network] = (),
@@ -306,6 +359,7 @@ def governed_httptools(
             super().connection_made(transport)
             peer = self.client[0] if self.client else ""
             self.door = Door.enter(self.loop, transport, peer, doorman, proxies, header_timeout)
+            self.transport = cast(asyncio.Transport, CoalescedWrites(transport, self.loop))
 
         def data_received(self, data: bytes) -> None:
             if self.door.refused:

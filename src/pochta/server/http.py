@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pochta import __version__, logs
 from pochta.app import Pochta, build, connection_gate, server_tls, service_token, web_secret
@@ -75,6 +76,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await walk_routes(app)  # before anything listens: it holds the loop meanwhile
         pochta = build(settings, tls=tls if tls is not None else server_tls(settings))
         app.state.pochta = pochta
         listeners: list[asyncio.Server] = []
@@ -199,6 +201,43 @@ def create_app(
         return JSONResponse(health.model_dump(), status_code=200 if h.status == "ok" else 503)
 
     return app
+
+
+WALK_PATH = "/.pochta/walk"
+"""A path no route serves: its request walks every route and finds none."""
+
+
+async def walk_routes(app: FastAPI) -> None:
+    """Every route looked at once before the first request comes. FastAPI (0.16x) prepares
+    an included router's routes (their parameters' pydantic schemas) when the first request
+    that reaches them is matched: the first request after a start took 3.2 s at load 3.5,
+    during which no other was answered. A request for a path nothing serves, through the
+    router alone (no middleware: nothing counted or logged), walks them all."""
+    scope: dict[str, object] = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": WALK_PATH,
+        "raw_path": WALK_PATH.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [],
+        "client": None,
+        "server": None,
+        "app": app,
+    }
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: object) -> None:
+        return None
+
+    # not found: raised (an application's exception handlers answer it), or answered
+    with contextlib.suppress(StarletteHTTPException):
+        await app.router(scope, receive, send)
 
 
 def _on_sighup(pochta: Pochta) -> bool:
