@@ -120,14 +120,16 @@ def test_a_scan_body_is_held_once_not_copied(
     raw = letter(attachments=[("a.bin", payload(6, 3_000_000))])
     peaks: list[int] = []
 
-    async def analyze(body: bytes, envelope: object, helo: object) -> tuple[Analysis, None]:
+    async def scan(
+        body: bytes, envelope: object, helo: object, explain: bool
+    ) -> tuple[Analysis, None]:
         peaks.append(tracemalloc.get_traced_memory()[1])
         assert body == raw
         return unanalyzed(), None
 
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with TestClient(create_app(settings), base_url="https://testserver") as c:
-        monkeypatch.setattr(c.app.state.pochta.intake, "analyze", analyze)  # type: ignore[attr-defined]
+        monkeypatch.setattr(c.app.state.pochta.intake, "scan", scan)  # type: ignore[attr-defined]
         tracemalloc.start()
         try:
             assert c.post("/v1/scan", content=raw, headers=auth).status_code == 200
