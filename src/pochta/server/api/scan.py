@@ -7,6 +7,11 @@ sixth of the server's GIL time, and finding it among the included routers anothe
 plain route does what the documented one promises, in the same order: the service token
 (constant time), then ``explain`` with pydantic's own message, then the body; the FastAPI
 route stays for the OpenAPI document and serves nothing the plain one does not.
+
+A scan a worker can finish alone (``Intake.scan``: no ``explain``, no sender authentication
+left to the server) comes back as its answer's JSON (``intake.Scanned``), written in the
+worker as ``JSONResponse`` would write it here: the server neither unpickles the analysis
+nor encodes the verdict.
 """
 
 from __future__ import annotations
