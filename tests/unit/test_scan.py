@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 from tests.mailtools import letter, payload
 from typer.testing import CliRunner
 
@@ -120,14 +121,16 @@ def test_a_scan_body_is_held_once_not_copied(
     raw = letter(attachments=[("a.bin", payload(6, 3_000_000))])
     peaks: list[int] = []
 
-    async def analyze(body: bytes, envelope: object, helo: object) -> tuple[Analysis, None]:
+    async def scan(
+        body: bytes, envelope: object, helo: object, explain: bool
+    ) -> tuple[Analysis, None]:
         peaks.append(tracemalloc.get_traced_memory()[1])
         assert body == raw
         return unanalyzed(), None
 
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with TestClient(create_app(settings), base_url="https://testserver") as c:
-        monkeypatch.setattr(c.app.state.pochta.intake, "analyze", analyze)  # type: ignore[attr-defined]
+        monkeypatch.setattr(c.app.state.pochta.intake, "scan", scan)  # type: ignore[attr-defined]
         tracemalloc.start()
         try:
             assert c.post("/v1/scan", content=raw, headers=auth).status_code == 200
@@ -364,3 +367,46 @@ def test_the_plain_scan_route_answers_as_the_documented_one(tmp_path: Path) -> N
     assert statuses == [401, 401, 401, 401, 401, 422, 422, 422, 400, 200, 200, 200, 200]
     assert served[5][3]["message"].startswith("query.explain: Input should be a valid boolean")
     assert "explanation" in served[11][3] and "explanation" not in served[10][3]
+
+
+def test_a_worker_writes_the_scans_answer_as_the_server_does(tmp_path: Path) -> None:
+    """With workers that decide, a scan's JSON is written in the worker (``intake.Scanned``);
+    with ``explain`` the server writes it (the explanation needs its model): the two are the
+    same bytes but the explanation, and the verdicts are counted in the server's /metrics."""
+    settings = load_settings(
+        data_dir=tmp_path / "d",
+        service_token=TOKEN,
+        smtp={"enabled": False},
+        imap={"enabled": False},
+        antispam={"workers": 1},
+    )
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    letters = [
+        letter(subject="Lunch tomorrow?", text="Shall we meet at noon, Anna?\n"),
+        (PHISHING / "ru01_nalog_foreign_tld.eml").read_bytes(),  # signs, Cyrillic text
+    ]
+
+    def scanned(c: TestClient) -> float:
+        text = c.get("/metrics").text
+        return sum(
+            s.value
+            for f in text_string_to_metric_families(text)
+            if f.name == "pochta_verdicts"
+            for s in f.samples
+            if s.name == "pochta_verdicts_total"
+        )
+
+    app = create_app(settings)
+    with TestClient(app, base_url="https://testserver", client=("127.0.0.1", 5000)) as c:
+        assert c.app.state.pochta.intake.decides  # type: ignore[attr-defined]
+        before = scanned(c)
+        for raw in letters:
+            plain = c.post("/v1/scan", content=raw, headers=auth)
+            explained = c.post("/v1/scan?explain=1", content=raw, headers=auth)
+            assert plain.status_code == explained.status_code == 200
+            assert plain.headers["content-type"] == explained.headers["content-type"]
+            assert plain.headers["content-type"] == "application/json"
+            assert explained.content.startswith(plain.content[:-1] + b',"explanation":[')
+            assert "explanation" not in plain.json()
+        assert plain.json()["verdict"] == "phishing" and "ФНС".encode() in plain.content
+        assert scanned(c) - before == 2 * len(letters)

@@ -7,20 +7,27 @@ sixth of the server's GIL time, and finding it among the included routers anothe
 plain route does what the documented one promises, in the same order: the service token
 (constant time), then ``explain`` with pydantic's own message, then the body; the FastAPI
 route stays for the OpenAPI document and serves nothing the plain one does not.
+
+A scan a worker can finish alone (``Intake.scan``: no ``explain``, no sender authentication
+left to the server) comes back as its answer's JSON (``intake.Scanned``), written in the
+worker as ``JSONResponse`` would write it here: the server neither unpickles the analysis
+nor encodes the verdict.
 """
 
 from __future__ import annotations
 
 import io
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from pydantic import TypeAdapter
 from starlette.routing import Route
 
+from pochta import metrics
 from pochta.errors import InvalidInput, Overloaded
 from pochta.executors import run_in
+from pochta.mailbox.intake import Scanned, scan_answer
 from pochta.server.api.errors import documented
 from pochta.server.auth import authorize_service, require_service
 from pochta.server.fields import checked
@@ -32,6 +39,7 @@ router = APIRouter(
     dependencies=[Depends(require_service)],
     responses=documented(401, 422, 503),
 )
+JSON = "application/json"
 LETTER = {"schema": {"type": "string", "format": "binary", "minLength": 1}}
 
 
@@ -40,7 +48,7 @@ _explain_check: TypeAdapter[bool] = TypeAdapter(bool)
 
 async def _scan(
     request: Request, ip: str | None, mail_from: str | None, helo: str | None, explain: bool
-) -> JSONResponse:
+) -> Response:
     pochta = request.app.state.pochta
     held = pochta.budget.share()  # the body is held whole: it is taken from the budget
     try:
@@ -57,24 +65,30 @@ async def _scan(
         if not raw:
             raise InvalidInput("send the letter as the request body")
         envelope = Envelope(ip=ip, sender=mail_from) if ip or mail_from else None
-        analysis, verdict = await pochta.intake.analyze(raw, envelope, helo)
+        scanned = await pochta.intake.scan(raw, envelope, helo, explain)
         del raw
     finally:
         held.release()
+    if isinstance(scanned, Scanned):  # parsed, decided and written in one worker process
+        metrics.verdict(scanned.label, scanned.partial, scanned.seconds)
+        return Response(scanned.body, media_type=JSON)
+    analysis, verdict = scanned
     if verdict is not None:  # decided in the worker process, with the analysis
         pochta.scanner.record(analysis, verdict)
     else:  # the counters and learned words (Redis or PostgreSQL, possibly): the deliveries
         # pool, as SMTP's decision; the explanation is the model's alone: the local pool
         verdict = await run_in(pochta.executors.deliveries, pochta.scanner.decide, analysis)
-    result: dict[str, Any] = verdict.as_dict(pochta.scanner.authserv_id)
+    authserv_id = pochta.scanner.authserv_id
     if explain:
-        reasons = await run_in(pochta.executors.local, pochta.scanner.explain, verdict)
-        result["explanation"] = [r.as_dict() for r in reasons]
-    # the verdict is plain JSON already: no re-encoding by the framework
-    return JSONResponse(result)
+        answer = await run_in(
+            pochta.executors.local, scan_answer, pochta.scanner, verdict, authserv_id, True
+        )
+    else:
+        answer = scan_answer(pochta.scanner, verdict, authserv_id, False)
+    return Response(answer, media_type=JSON)
 
 
-async def scan_route(request: Request) -> JSONResponse:
+async def scan_route(request: Request) -> Response:
     """``POST /v1/scan`` as served (see the module's docstring)."""
     authorize_service(request)
     q = request.query_params
@@ -119,7 +133,7 @@ async def scan(
             "and Russian (the model's SHAP values; the rules' points when the rules decided)"
         ),
     ] = False,
-) -> JSONResponse:
+) -> Response:
     # served by scan_route (the module's docstring): this one documents it (no docstring here:
     # it would become the operation's description in the OpenAPI document)
     return await _scan(request, ip, mail_from, helo, explain)
