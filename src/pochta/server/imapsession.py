@@ -25,7 +25,7 @@ from pymap.parsing.command import select as select_cmd
 from pochta.errors import FolderNotFound, Overloaded, PochtaError, TooLarge
 from pochta.server import imapchanges, imapfolders, imaplogin, imapproto
 from pochta.server.imapahead import AHEAD_SMALL
-from pochta.server.imapfetching import FETCH_BATCH, Reads, fetch_plan, joined
+from pochta.server.imapfetching import FETCH_BATCH, FETCH_SPAN, Reads, fetch_plan, joined
 from pochta.server.imapproto import Reply, Simple, bad, no
 from pochta.server.imapread import Appending, Bye, Refused
 from pochta.server.imapstate import Host, SessionState
@@ -259,7 +259,7 @@ class Session(SessionState):
         ahead, reader = self.ahead, self.reads
         done = 0
         while done < len(positions):
-            chunk = positions[done : done + FETCH_BATCH]
+            chunk = positions[done : done + (FETCH_SPAN if reads else FETCH_BATCH)]
             entries: list[FolderEntry]
             pieces: list[bytes | Iterator[bytes]]
             kept = None
@@ -267,10 +267,7 @@ class Session(SessionState):
                 entries = [selected.entries[p] for p in chunk]
                 kept = ahead.get(selected, entries)
             if kept is not None:  # on the loop: whole letters, no I/O
-                pieces = joined(
-                    reader.response(p, names, reader.values(o, plan), e)
-                    for p, o, e in zip(chunk, kept, entries, strict=True)
-                )
+                pieces = reader.answers(chunk, entries, kept, plan)
             elif reads:  # the letters read and their answers made in a store thread
                 more = ahead.plan(selected, chunk, len(selected.entries)) if light else range(0)
                 extra = [selected.entries[p].letter_id for p in more]
