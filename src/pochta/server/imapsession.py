@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
+from typing import cast
 
 from pymap.parsing.command import Command
 from pymap.parsing.command import any as any_cmd
@@ -33,6 +34,8 @@ from pochta.server.imapwire import Closed, LineTooLong, Wire
 from pochta.types import FolderEntry
 
 __all__ = ["Session"]
+
+_FETCHES = frozenset({select_cmd.FetchCommand, select_cmd.UidFetchCommand})
 
 log = logging.getLogger("pochta.imap")
 
@@ -127,6 +130,9 @@ class Session(SessionState):
 
     async def _dispatch(self, cmd: Command | Simple | Appending) -> bool:
         tag = cmd.tag
+        if type(cmd) in _FETCHES:  # the most frequent first, at the cost of one lookup
+            await self.fetch(tag, cast(select_cmd.FetchCommand, cmd))
+            return False
         if isinstance(cmd, Appending):
             await imapchanges.append(self, tag, cmd.command, cmd.letter)
             return False
@@ -248,7 +254,7 @@ class Session(SessionState):
     # -- FETCH -----------------------------------------------------------------------------------
     async def fetch(self, tag: bytes, cmd: select_cmd.FetchCommand) -> None:
         selected = self.need_selected()
-        by_uid = isinstance(cmd, select_cmd.UidFetchCommand)
+        by_uid = cmd.uid
         positions = imapproto.resolve(cmd.sequence_set, selected.uids, self.limits.ranges)
         plan = fetch_plan(cmd.attributes, by_uid)
         names, reads = plan.names, plan.reads
