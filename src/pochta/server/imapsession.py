@@ -99,7 +99,8 @@ class Session(SessionState):
                 self.held.release()
                 if isinstance(command, Appending):
                     command.letter.discard()
-            await self.wire.writable()  # sent at once, or when the next read would wait
+            if wire.blocked:  # else sent at once, or when the next read would wait
+                await wire.writable()
             if done:
                 return
 
@@ -294,7 +295,8 @@ class Session(SessionState):
                     self.send(piece)
                 else:
                     await self._stream(piece)
-            await self.wire.writable()
+            if self.wire.blocked:
+                await self.wire.writable()
             done += len(entries)
         if light:
             ahead.fetched(selected, positions)
