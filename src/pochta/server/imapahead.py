@@ -6,10 +6,11 @@ the letters after it (a window that doubles with each sequential miss, from
 :data:`AHEAD_MIN` to :data:`AHEAD_MAX` letters) are read in the same index read and kept
 for the next commands, each whole: a letter with extracted parts of at most
 ``imapfetching.AHEAD_ENTIRE`` bytes has them read back in, in the store thread, with the
-read (so that it is answered without reading a blob); a bigger one is not kept. A command whose letters are all kept is answered on the event loop,
-without the trip to the store's threads that every read takes (SPEC §6: a slow database
-never stalls the loop; nothing here reads one). A FETCH that does not go on from the last
-one reads nothing ahead: a client that jumps around reads what it asks for.
+read (so that it is answered without reading a blob); a bigger one is not kept. A
+command whose letters are all kept is answered on the event loop, without the trip to the
+store's threads that every read takes (SPEC §6: a slow database never stalls the loop;
+nothing here reads one). A FETCH that does not go on from the last one reads nothing
+ahead: a client that jumps around reads what it asks for.
 
 The kept letters are the session's own: read for its user, with the owner and the state
 checked in the read, for the folder selected then (another selection finds none), each

@@ -28,8 +28,7 @@ from pochta.server.imapstore import WHOLE, ImapStore, Opened, Opening
 from pochta.types import FolderEntry, LetterFlag
 
 STREAM_OVER = 1 << 18  # letters bigger than this are sent block by block from a thread
-FETCH_BATCH = 64  # letters a FETCH or SEARCH reads in one index read at most
-FETCH_SPAN = 16 * FETCH_BATCH  # letters a FETCH reads in one store thread call at most
+FETCH_BATCH = 64  # letters a FETCH or SEARCH reads in one store thread call (one index read)
 AHEAD_ENTIRE = 1 << 16  # a letter read ahead with extracted parts is read back in up to this
 FETCH_BATCH_BYTES = 1 << 20  # a FETCH's batch ends when its values hold this many bytes
 

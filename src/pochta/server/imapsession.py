@@ -26,7 +26,7 @@ from pymap.parsing.command import select as select_cmd
 from pochta.errors import FolderNotFound, Overloaded, PochtaError, TooLarge
 from pochta.server import imapchanges, imapfolders, imaplogin, imapproto
 from pochta.server.imapahead import AHEAD_SMALL
-from pochta.server.imapfetching import FETCH_BATCH, FETCH_SPAN, Reads, fetch_plan, joined
+from pochta.server.imapfetching import FETCH_BATCH, Reads, fetch_plan, joined
 from pochta.server.imapproto import Reply, Simple, bad, no
 from pochta.server.imapread import Appending, Bye, Refused
 from pochta.server.imapstate import Host, SessionState
@@ -266,7 +266,7 @@ class Session(SessionState):
         ahead, reader = self.ahead, self.reads
         done = 0
         while done < len(positions):
-            chunk = positions[done : done + (FETCH_SPAN if reads else FETCH_BATCH)]
+            chunk = positions[done : done + FETCH_BATCH]
             entries: list[FolderEntry]
             pieces: list[bytes | Iterator[bytes]]
             kept = None
