@@ -804,6 +804,38 @@ def test_a_fetch_of_many_letters_reads_them_in_batches_in_order(imap: Running) -
     c.logout()
 
 
+def test_a_whole_letter_with_uid_and_flags_around_it_is_answered_in_the_order_asked(
+    imap: Running,
+) -> None:
+    """BODY.PEEK[] (or RFC822) with UID and FLAGS before or after it, for letters with and
+    without attachments: each attribute where the client put it (UID, when named, first),
+    the letter byte for byte; RFC822 marks the letter seen, and the FLAGS after it say so."""
+    c = imaplib.IMAP4("127.0.0.1", imap.port)
+    c.login(ALICE, PASSWORD)
+    c.create("Shapes")
+    raws = [
+        letter(subject="plain"),
+        letter(subject="with a part", attachments=[("a.bin", payload(5, 6000))]),
+    ]
+    for raw in raws:
+        c.append("Shapes", None, None, raw)
+    c.select("Shapes")
+    _, data = c.uid("SEARCH", "ALL")
+    uids = data[0].split()  # type: ignore[union-attr]
+    typ, data = c.fetch("1:*", "(FLAGS BODY.PEEK[] UID)")
+    assert typ == "OK"
+    got = [item for item in data if isinstance(item, tuple)]
+    assert [item[1] for item in got] == raws
+    for n, item in enumerate(got, 1):
+        assert item[0] == b"%d (UID %s FLAGS () BODY[] {%d}" % (n, uids[n - 1], len(raws[n - 1]))
+    assert [item for item in data if isinstance(item, bytes)] == [b")", b")"]
+    typ, data = c.fetch("2", "(RFC822 FLAGS)")
+    assert typ == "OK" and data[0][1] == raws[1]  # type: ignore[index]
+    assert data[0][0] == b"2 (RFC822 {%d}" % len(raws[1])  # type: ignore[index]
+    assert data[1] == b" FLAGS (\\Seen))"
+    c.logout()
+
+
 class CountingIndex:
     """The mailbox index, recording the reads of letters that FETCH makes."""
 
@@ -868,8 +900,9 @@ def test_letter_after_letter_is_read_ahead_and_answered_byte_for_byte(
 ) -> None:
     """UID FETCH of one letter after another (as mbsync fetches) reads the letters after it
     in the same index read, a window that doubles (4, 8, ... 64), and answers the next
-    commands from them: 40 letters in 5 index reads, not 40, every one byte for byte, one
-    with attachments (never kept: its parts are read in a store thread) among them. A FETCH
+    commands from them: 40 letters in 5 index reads, not 40, each letter read once, every
+    one byte for byte, one with attachments (its parts read back in, in the store thread,
+    with the letters read ahead) among them. A FETCH
     that jumps reads what it asks for alone. The bytes kept are taken from the budget and
     given back."""
     monkeypatch.setattr(imapstore, "BATCH_SKELETON", 2000)
@@ -896,9 +929,9 @@ def test_letter_after_letter_is_read_ahead_and_answered_byte_for_byte(
             got.append(data[0][1])  # type: ignore[index]
         assert got == raws
         sizes = [n for _, n, _ in counting.reads]
-        # the first alone; then 1 + 4 and 1 + 8 ahead; letter 10 (not kept) 1 + 16; the
-        # remaining 13 with letter 27
-        assert sizes == [1, 5, 9, 17, 14]
+        # the first alone; then 1 + 4, 1 + 8 and 1 + 16 ahead (letter 10, with attachments,
+        # among them); the remaining 7 with letter 33
+        assert sizes == [1, 5, 9, 17, 8]
         counting.reads.clear()
         typ, data = c.uid("FETCH", uids[3].decode(), "(UID RFC822.SIZE BODY.PEEK[HEADER])")
         assert typ == "OK" and counting.reads == [("skeletons", 1, None)]  # a jump

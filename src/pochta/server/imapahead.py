@@ -3,12 +3,14 @@ mbsync, offlineimap, a client catching up), as a kernel reads ahead of a file re
 
 A FETCH of a few letters that goes on from where the session's last one ended is sequential:
 the letters after it (a window that doubles with each sequential miss, from
-:data:`AHEAD_MIN` to :data:`AHEAD_MAX` letters) are read in the same index read, and those
-kept whole in their skeleton (no extracted part: answered without reading a blob) are kept
-for the next commands. A command whose letters are all kept is answered on the event loop,
-without the trip to the store's threads that every read takes (SPEC §6: a slow database
-never stalls the loop; nothing here reads one). A FETCH that does not go on from the last
-one reads nothing ahead: a client that jumps around reads what it asks for.
+:data:`AHEAD_MIN` to :data:`AHEAD_MAX` letters) are read in the same index read and kept
+for the next commands, each whole: a letter with extracted parts of at most
+``imapfetching.AHEAD_ENTIRE`` bytes has them read back in, in the store thread, with the
+read (so that it is answered without reading a blob); a bigger one is not kept. A
+command whose letters are all kept is answered on the event loop, without the trip to the
+store's threads that every read takes (SPEC §6: a slow database never stalls the loop;
+nothing here reads one). A FETCH that does not go on from the last one reads nothing
+ahead: a client that jumps around reads what it asks for.
 
 The kept letters are the session's own: read for its user, with the owner and the state
 checked in the read, for the folder selected then (another selection finds none), each
@@ -95,8 +97,8 @@ class ReadAhead:
         self._last = (selected, positions[-1]) if positions else None
 
     def keep(self, selected: object, opened: dict[int, Opened]) -> None:
-        """Keep the letters read ahead (in place of those kept before): those whole in their
-        skeletons, while they fit in :data:`AHEAD_BYTES` and the budget."""
+        """Keep the letters read ahead (in place of those kept before): those whole (in their
+        skeletons, or read back in), while they fit in :data:`AHEAD_BYTES` and the budget."""
         self.drop()
         kept, size = {}, 0
         for letter_id, letter in opened.items():

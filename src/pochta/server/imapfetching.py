@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pymap.parsing.specials.fetchattr import FetchAttribute
 from pymap.parsing.specials.searchkey import SearchKey
 
+from pochta.errors import PochtaError
 from pochta.server import imapfetch, imapproto
 from pochta.server.imapfetch import Piece, Value
 from pochta.server.imapproto import bad
@@ -27,7 +28,8 @@ from pochta.server.imapstore import WHOLE, ImapStore, Opened, Opening
 from pochta.types import FolderEntry, LetterFlag
 
 STREAM_OVER = 1 << 18  # letters bigger than this are sent block by block from a thread
-FETCH_BATCH = 64  # letters a FETCH or SEARCH reads in one store thread call at most
+FETCH_BATCH = 64  # letters a FETCH or SEARCH reads in one store thread call (one index read)
+AHEAD_ENTIRE = 1 << 16  # a letter read ahead with extracted parts is read back in up to this
 FETCH_BATCH_BYTES = 1 << 20  # a FETCH's batch ends when its values hold this many bytes
 
 _UID = FetchAttribute(b"UID")
@@ -52,40 +54,99 @@ class Reads:
         ahead: Sequence[int] = (),
     ) -> tuple[list[FolderEntry], list[bytes | Iterator[bytes]], dict[int, Opened]]:
         """In a store thread: the letters at ``positions`` of the selected folder's entries
-        ``folder`` (opened in one index read), fewer
-        when their values pass :data:`FETCH_BATCH_BYTES` bytes: their entries (after those
+        ``folder``, read :data:`FETCH_BATCH` at a time (each batch in one index read), fewer
+        once their values pass :data:`FETCH_BATCH_BYTES` bytes: their entries (after those
         not yet seen are marked seen in one step, when ``sets_seen``) and their FETCH
         responses (none for a letter gone meanwhile), every run of bytes joined into one
         (the one copy of a letter's bytes, made here rather than on the event loop). The
-        letters of ids ``ahead`` are read in the same index read and given back opened
-        (those read with the batch: :meth:`Opening.small`)."""
-        values: list[list[Value | None] | None] = []
+        letters of ids ``ahead`` are read with the first batch and given back opened
+        (those read with it: :meth:`Opening.small`)."""
+        got: list[Opened | list[Value | None] | None] = []
         size = 0
-        entries = [folder[pos] for pos in positions]
-        opened = self.store.open_many(user_id, [e.letter_id for e in entries] + list(ahead))
-        for entry in entries:
-            got = self.values(opened.get(entry.letter_id), plan)
-            values.append(got)
-            if got is not None:
-                size += sum(map(held, got))
+        small: dict[int, Opened] = {}
+        simple = plan.whole is not None
+        for at in range(0, len(positions), FETCH_BATCH):
+            ids = [folder[pos].letter_id for pos in positions[at : at + FETCH_BATCH]]
+            opened = self.store.open_many(user_id, ids + list(ahead) if not at else ids)
+            if not at and ahead:
+                small = self._whole(opened.small(ahead))
+            for letter_id in ids:
+                letter = opened.get(letter_id)
+                if simple and letter is not None and letter.whole and letter.size <= STREAM_OVER:
+                    got.append(letter)  # answered from its skeleton: no values
+                    size += letter.size
+                else:
+                    values = self.values(letter, plan)
+                    got.append(values)
+                    if values is not None:
+                        size += sum(map(held, values))
                 if size >= FETCH_BATCH_BYTES:
                     break
-        entries = entries[: len(values)]
+            if size >= FETCH_BATCH_BYTES:
+                break
+        positions = positions[: len(got)]
+        entries = [folder[pos] for pos in positions]
         unseen = sets_seen and [
             e.letter_id
-            for e, v in zip(entries, values, strict=True)
+            for e, v in zip(entries, got, strict=True)
             if v is not None and LetterFlag.SEEN not in e.flags
         ]
         if unseen:
             changed = self.store.set_flags(user_id, unseen, LetterFlag.SEEN, LetterFlag.NONE)
             after = {entry.letter_id: entry for _, entry in changed}
             entries = [after.get(e.letter_id, e) for e in entries]
+        return entries, self.answers(positions, entries, got, plan), small
+
+    def _whole(self, opened: dict[int, Opened]) -> dict[int, Opened]:
+        """Letters read ahead, each whole: one with extracted parts of at most
+        :data:`AHEAD_ENTIRE` bytes has them read back in here (the next command is then
+        answered on the event loop); left out when that read fails (its own FETCH says why)."""
+        out = {}
+        for letter_id, letter in opened.items():
+            if not letter.whole:
+                if letter.size > AHEAD_ENTIRE:
+                    continue
+                try:
+                    letter = self.store.entire(letter)
+                except (PochtaError, OSError):
+                    continue
+            out[letter_id] = letter
+        return out
+
+    def answers(
+        self,
+        positions: Sequence[int],
+        entries: Sequence[FolderEntry],
+        letters: Sequence[Opened | list[Value | None] | None],
+        plan: FetchPlan,
+    ) -> list[bytes | Iterator[bytes]]:
+        """The FETCH responses of the letters at ``positions`` (their entries), each given
+        opened (its values made here) or as its values (None: gone, no response), every run
+        of bytes joined into one (:func:`joined`). A letter whole in its skeleton, for a plan
+        that asks only it besides UID and FLAGS, is answered straight from its skeleton."""
+        whole = plan.whole
         names = plan.names
-        pieces = joined(
-            None if v is None else self.response(pos, names, v, e)
-            for pos, e, v in zip(positions, entries, values, strict=False)
-        )
-        return entries, pieces, opened.small(ahead)
+        out: list[bytes | Iterator[bytes]] = []
+        run: list[bytes | memoryview] = []
+        for pos, entry, letter in zip(positions, entries, letters, strict=True):
+            if isinstance(letter, Opened):
+                if whole is not None and letter.whole and letter.size <= STREAM_OVER:
+                    run += whole.response(pos + 1, entry, letter)
+                    continue
+                letter = self.values(letter, plan)
+            if letter is None:
+                continue
+            for piece in self.response(pos, names, letter, entry):
+                if isinstance(piece, bytes | memoryview):
+                    run.append(piece)
+                    continue
+                if run:
+                    out.append(b"".join(run))
+                    run = []
+                out.append(piece)
+        if run:
+            out.append(b"".join(run))
+        return out
 
     @staticmethod
     def response(
@@ -246,6 +307,51 @@ class FetchPlan:
     reads: bool  # it reads the letters (an attribute but UID and FLAGS)
     light: bool  # each attribute :func:`_light`
     wholes: list[bytes | None]  # of each attribute that is the whole letter, its label
+    whole: Whole | None  # the list asks the whole letter and at most UID and FLAGS besides
+
+
+@dataclass(frozen=True, slots=True)
+class Whole:
+    """An attribute list that asks the whole letter (``label``) once and at most UID and
+    FLAGS besides (``before`` and ``after`` it): a response straight from a skeleton that
+    holds the whole letter, its bytes a view of it (copied once, when sent)."""
+
+    before: tuple[bytes, ...]
+    label: bytes
+    after: tuple[bytes, ...]
+
+    def response(
+        self, seq: int, entry: FolderEntry, opened: Opened
+    ) -> tuple[bytes, memoryview, bytes]:
+        """Its head, the letter's bytes (a view) and its end, for an ``opened.whole``."""
+        head = b"* %d FETCH (" % seq
+        for name in self.before:
+            head += _simple(name, entry) + b" "
+        tail = b""
+        for name in self.after:
+            tail += b" " + _simple(name, entry)
+        size = opened.size
+        letter = memoryview(opened.skeleton)[len(WHOLE) :]
+        return head + self.label + b" {%d}\r\n" % size, letter, tail + b")\r\n"
+
+
+def _simple(name: bytes, entry: FolderEntry) -> bytes:
+    if name == b"UID":
+        return b"UID %d" % entry.uid
+    return b"FLAGS " + imapproto.flags(entry.flags)
+
+
+def _whole(attrs: Sequence[FetchAttribute], wholes: Sequence[bytes | None]) -> Whole | None:
+    """The :class:`Whole` shape of an attribute list, None when it asks anything else."""
+    at = [i for i, label in enumerate(wholes) if label is not None]
+    if len(at) != 1 or any(
+        a.value not in (b"UID", b"FLAGS") for i, a in enumerate(attrs) if i != at[0]
+    ):
+        return None
+    label = wholes[at[0]]
+    assert label is not None
+    names = [a.value for a in attrs]
+    return Whole(tuple(names[: at[0]]), label, tuple(names[at[0] + 1 :]))
 
 
 _PLANS: dict[tuple[int, bool], tuple[object, FetchPlan]] = {}
@@ -268,7 +374,8 @@ def fetch_plan(given: Sequence[FetchAttribute], by_uid: bool) -> FetchPlan:
         any(a.value in _SETS_SEEN and a.section is not None for a in attrs),
         reads := any(a.value not in (b"UID", b"FLAGS") for a in attrs),
         reads and all(_light(a) for a in attrs),
-        [_whole_label(a) for a in attrs],
+        wholes := [_whole_label(a) for a in attrs],
+        _whole(attrs, wholes),
     )
     if len(_PLANS) >= _PLANS_KEPT:
         _PLANS.clear()

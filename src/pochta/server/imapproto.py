@@ -226,6 +226,12 @@ def resolve(seqset: SequenceSet, uids: Sequence[int], max_ranges: int) -> list[i
     if not uids:
         return []
     by_uid = bool(seqset.uid)
+    if len(elems) == 1 and type(elems[0]) is int:  # one letter (letter after letter)
+        n = elems[0]
+        if not by_uid:
+            return [n - 1] if n <= len(uids) else []
+        at = bisect.bisect_left(uids, n)
+        return [at] if at < len(uids) and uids[at] == n else []
     top = uids[-1] if by_uid else len(uids)
     picked: set[int] = set()
     for elem in elems:

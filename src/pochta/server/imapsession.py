@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
+from typing import cast
 
 from pymap.parsing.command import Command
 from pymap.parsing.command import any as any_cmd
@@ -33,6 +34,8 @@ from pochta.server.imapwire import Closed, LineTooLong, Wire
 from pochta.types import FolderEntry
 
 __all__ = ["Session"]
+
+_FETCHES = frozenset({select_cmd.FetchCommand, select_cmd.UidFetchCommand})
 
 log = logging.getLogger("pochta.imap")
 
@@ -96,7 +99,8 @@ class Session(SessionState):
                 self.held.release()
                 if isinstance(command, Appending):
                     command.letter.discard()
-            await self.wire.writable()  # sent at once, or when the next read would wait
+            if wire.blocked:  # else sent at once, or when the next read would wait
+                await wire.writable()
             if done:
                 return
 
@@ -127,6 +131,9 @@ class Session(SessionState):
 
     async def _dispatch(self, cmd: Command | Simple | Appending) -> bool:
         tag = cmd.tag
+        if type(cmd) in _FETCHES:  # the most frequent first, at the cost of one lookup
+            await self.fetch(tag, cast(select_cmd.FetchCommand, cmd))
+            return False
         if isinstance(cmd, Appending):
             await imapchanges.append(self, tag, cmd.command, cmd.letter)
             return False
@@ -248,7 +255,7 @@ class Session(SessionState):
     # -- FETCH -----------------------------------------------------------------------------------
     async def fetch(self, tag: bytes, cmd: select_cmd.FetchCommand) -> None:
         selected = self.need_selected()
-        by_uid = isinstance(cmd, select_cmd.UidFetchCommand)
+        by_uid = cmd.uid
         positions = imapproto.resolve(cmd.sequence_set, selected.uids, self.limits.ranges)
         plan = fetch_plan(cmd.attributes, by_uid)
         names, reads = plan.names, plan.reads
@@ -267,10 +274,7 @@ class Session(SessionState):
                 entries = [selected.entries[p] for p in chunk]
                 kept = ahead.get(selected, entries)
             if kept is not None:  # on the loop: whole letters, no I/O
-                pieces = joined(
-                    reader.response(p, names, reader.values(o, plan), e)
-                    for p, o, e in zip(chunk, kept, entries, strict=True)
-                )
+                pieces = reader.answers(chunk, entries, kept, plan)
             elif reads:  # the letters read and their answers made in a store thread
                 more = ahead.plan(selected, chunk, len(selected.entries)) if light else range(0)
                 extra = [selected.entries[p].letter_id for p in more]
@@ -291,7 +295,8 @@ class Session(SessionState):
                     self.send(piece)
                 else:
                     await self._stream(piece)
-            await self.wire.writable()
+            if self.wire.blocked:
+                await self.wire.writable()
             done += len(entries)
         if light:
             ahead.fetched(selected, positions)

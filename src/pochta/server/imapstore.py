@@ -150,6 +150,14 @@ class ImapStore:
                 opened[letter_id] = Opened(letter, skeleton)
         return Opening(self, user_id, opened, big)
 
+    def entire(self, opened: Opened) -> Opened:
+        """The letter with its extracted parts read back in (its blobs read, checked): kept
+        whole, as a letter nothing was cut from is (a letter read ahead,
+        :mod:`pochta.server.imapahead`)."""
+        if opened.whole:
+            return opened
+        return Opened(opened.letter, WHOLE + self.read_bytes(opened, 0, opened.size))
+
     def content(self, ref: Ref) -> Iterator[bytes]:
         """An extracted part's decoded content, checked against the letter's size and CRC-32
         before its first byte is given (the other copy when the first differs)."""

@@ -300,6 +300,12 @@ class Wire(asyncio.BufferedProtocol):
             assert self.transport is not None
             self.transport.write(data)
 
+    @property
+    def blocked(self) -> bool:
+        """Whether :meth:`writable` would wait (or raise): the send buffer is full, or the
+        connection closed. A command's answer checks this first: most never wait."""
+        return not self._writable.is_set() or self.closing
+
     async def writable(self) -> None:
         """Wait while the socket's send buffer is full (flow control; queued bytes stay);
         TimeoutError when the client reads nothing for ``write_timeout`` seconds."""

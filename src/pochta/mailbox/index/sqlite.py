@@ -12,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from pochta.errors import AlreadyExists, FolderNotFound, InvalidInput
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
@@ -155,22 +156,25 @@ def _to_db(magic: int) -> int:
     return magic - 2**32 if magic >= 2**31 else magic
 
 
-def _letter(row: tuple[object, ...]) -> StoredLetter:
-    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[:11]
+def _letter(row: tuple[Any, ...]) -> StoredLetter:
+    """A ``_LETTER`` row (or a longer one that begins with it) as a StoredLetter. The
+    columns' types (INTEGER, REAL, TEXT; see SCHEMA) are those of its fields already, so
+    only the flags are converted: many rows are read at once (a FETCH's batch)."""
+    seen, flagged = row[8], row[9]
     return StoredLetter(
-        id=int(id_),  # type: ignore[call-overload]
-        user_id=int(user_id),  # type: ignore[call-overload]
-        folder=str(folder),
-        size=int(size),  # type: ignore[call-overload]
-        received=float(received),  # type: ignore[arg-type]
-        date=None if date is None else float(date),  # type: ignore[arg-type]
-        sender=str(sender),
-        subject=str(subject),
-        seen=bool(seen),
-        flagged=bool(flagged),
-        verdict=None if verdict is None else str(verdict),
-        uid=int(row[11]),  # type: ignore[call-overload]
-        flags=_flags(seen, flagged, row[12]),
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        row[7],
+        bool(seen),
+        bool(flagged),
+        row[10],
+        row[11],
+        _flags(seen, flagged, row[12]),
     )
 
 
