@@ -96,6 +96,9 @@ class Analysis:
     # signs an exemption resting on the From domain withheld (signs.checks.Findings): the
     # decision adds them when authentication shows the From domain forged (from_forged)
     withheld: tuple[Sign, ...] = ()
+    # the registrable domains of the envelope's recipients (the installation's own, as it
+    # accepted them): from_forged reads them
+    readers: tuple[str, ...] = ()
 
     def authenticated(self, results: auth_mod.AuthResults) -> Analysis:
         """This analysis with the authentication the server finished (``plan``): the results
@@ -215,7 +218,7 @@ class Analyzer:
         lap("shingles")
         return Analysis(
             tuple(signs), ar, f, tuple(shingles), tuple(skipped), seconds, words, tokens, hashes,
-            plan, tuple(found.withheld),
+            plan, tuple(found.withheld), readers(envelope),
         )  # fmt: skip
 
 
@@ -354,26 +357,52 @@ KNOWN_SENDER_BELOW = 0.01
 points say phishing (:func:`known_sender`)."""
 
 
-def from_forged(auth: auth_mod.AuthResults) -> bool:
+def from_forged(auth: auth_mod.AuthResults, readers: Sequence[str] = ()) -> bool:
     """Authentication shows the From domain forged. Then no exemption that rests on the From
-    domain holds (``Analysis.withheld``). Either DMARC, evaluated, fails (neither SPF nor DKIM
-    passes aligned with a domain that publishes a policy), or, for a domain without a policy,
-    SPF fails for a MAIL FROM of the From domain's registrable domain and no DKIM signature of
-    that domain passes: the path the exemptions lean on (the Return-Path is the sender's) is
-    itself the forgery. A DNS failure (temperror), SPF softfail / neutral, or authentication
-    not run (``[antispam] dns = "off"``, a letter given to ``POST /v1/scan`` without an
-    envelope) show nothing false: the exemptions hold. A plain forwarder that keeps the
-    original MAIL FROM (no SRS) of a domain without DKIM fails SPF too, and its letter loses
-    these exemptions, as DMARC takes them from a domain with a policy; mailing lists rewrite
-    MAIL FROM and are not touched."""
+    domain holds (``Analysis.withheld``). Two cases, and only these:
+
+    - DMARC, evaluated, fails: the From domain's owner published a policy, and neither SPF nor
+      DKIM passes aligned with it. A plain forwarder (a ``.forward`` keeping the original
+      MAIL FROM, no SRS) of an unsigned letter fails it too: the owner asked for that;
+    - the From domain is the reader's own (``readers``: the registrable domains of the
+      envelope's recipients, which the installation accepted as its own), it publishes no
+      policy, SPF ``fail`` (not softfail) refuses a MAIL FROM of that registrable domain, and
+      no DKIM signature of it passes: a letter in the installation's own name from a path
+      its own SPF refuses (its users' letters to one another never leave it).
+
+    For any other domain without a policy, SPF ``fail`` shows nothing: it is what every plain
+    forwarder produces, SPF speaks for the envelope, not for the From, and a domain that
+    publishes no DMARC has not asked receivers to judge its From by the path; the ARC and
+    Received fields a forwarder adds are its own to write, not authentication. A DNS failure
+    (temperror), softfail / neutral, or authentication not run (``[antispam] dns = "off"``,
+    a letter given to ``POST /v1/scan`` without an envelope: no ``readers``) show nothing
+    false either: the exemptions hold."""
     if auth.dmarc.result == "fail":
         return True
     from_domain = registrable(auth.dmarc.domain)
-    if not from_domain or auth.spf.result != "fail" or auth.spf.scope != "mailfrom":
+    if not from_domain or from_domain not in {registrable(r) for r in readers}:
+        return False
+    if auth.spf.result != "fail" or auth.spf.scope != "mailfrom":
         return False
     if registrable(auth.spf.domain) != from_domain:
         return False
     return not any(d.result == "pass" and registrable(d.domain) == from_domain for d in auth.dkim)
+
+
+def readers(envelope: Envelope | None) -> tuple[str, ...]:
+    """The registrable domains of ``envelope``'s recipients, each once (:func:`from_forged`);
+    none without an envelope."""
+    if envelope is None:
+        return ()
+    out: list[str] = []
+    for r in envelope.recipients[:MAX_READERS]:
+        d = registrable(r.rpartition("@")[2].strip().strip("<>")) if "@" in r else ""
+        if d and d not in out:
+            out.append(d)
+    return tuple(out)
+
+
+MAX_READERS = 100  # envelope recipients read for their domains (SMTP allows 100 per letter)
 
 
 def registrable(domain: str) -> str:
@@ -665,7 +694,7 @@ class Scanner:
         f, counted = self._statistics(analysis, now)
         partial = analysis.partial if counted else (*analysis.partial, COUNTERS)
         signs = list(analysis.signs)
-        if analysis.withheld and from_forged(analysis.auth):
+        if analysis.withheld and from_forged(analysis.auth, analysis.readers):
             signs += analysis.withheld  # the exemptions rested on a forged From domain
             f.update(feats_mod.from_signs(signs))
         hits = rules.evaluate(self.rules, f, signs, analysis.auth)
