@@ -395,6 +395,9 @@ def from_forged(auth: auth_mod.AuthResults, readers: Sequence[str] = ()) -> bool
     return not any(d.result == "pass" and registrable(d.domain) == from_domain for d in auth.dkim)
 
 
+MAX_READERS = 100  # envelope recipients read for their domains (SMTP allows 100 per letter)
+
+
 def readers(envelope: Envelope | None) -> tuple[str, ...]:
     """The registrable domains of ``envelope``'s recipients, each once (:func:`from_forged`);
     none without an envelope."""
@@ -406,9 +409,6 @@ def readers(envelope: Envelope | None) -> tuple[str, ...]:
         if d and d not in out:
             out.append(d)
     return tuple(out)
-
-
-MAX_READERS = 100  # envelope recipients read for their domains (SMTP allows 100 per letter)
 
 
 def registrable(domain: str) -> str:
