@@ -96,6 +96,9 @@ class Analysis:
     # signs an exemption resting on the From domain withheld (signs.checks.Findings): the
     # decision adds them when authentication shows the From domain forged (from_forged)
     withheld: tuple[Sign, ...] = ()
+    # the registrable domains of the envelope's recipients (the installation's own, as it
+    # accepted them): from_forged reads them
+    readers: tuple[str, ...] = ()
 
     def authenticated(self, results: auth_mod.AuthResults) -> Analysis:
         """This analysis with the authentication the server finished (``plan``): the results
@@ -215,7 +218,7 @@ class Analyzer:
         lap("shingles")
         return Analysis(
             tuple(signs), ar, f, tuple(shingles), tuple(skipped), seconds, words, tokens, hashes,
-            plan, tuple(found.withheld),
+            plan, tuple(found.withheld), readers(envelope),
         )  # fmt: skip
 
 
@@ -349,31 +352,63 @@ KNOWN_SENDER = f"shingle.{int(ShingleType.FROM_ADDRESS)}.spam_lean_14d"
 KNOWN_SENDER_LEAN = -0.5
 """A From address whose letters of the last 14 days leaned at least this far to ham (two ham
 letters and no spam reach -0.5: :func:`spam_lean`) is a known sender."""
+KNOWN_NAME = f"shingle.{int(ShingleType.DISPLAY_NAME)}.spam_lean_14d"
+OWN_NAMING = frozenset({"PHISH_DISPLAY_NAME_BRAND"})
+"""Spoofing signs that an authenticated, established sender's own naming may show
+(:func:`known_sender`): a publication named after a brand it writes about ("Lockergnome Apple
+Core" <subscriptions@lockergnome.com>), from a domain that passes DMARC, under a display name
+and an address the installation has filed as ham."""
 KNOWN_SENDER_BELOW = 0.01
 """The model's P(spam) under which a known sender's letter is ham although the rules' phishing
 points say phishing (:func:`known_sender`)."""
 
 
-def from_forged(auth: auth_mod.AuthResults) -> bool:
+def from_forged(auth: auth_mod.AuthResults, readers: Sequence[str] = ()) -> bool:
     """Authentication shows the From domain forged. Then no exemption that rests on the From
-    domain holds (``Analysis.withheld``). Either DMARC, evaluated, fails (neither SPF nor DKIM
-    passes aligned with a domain that publishes a policy), or, for a domain without a policy,
-    SPF fails for a MAIL FROM of the From domain's registrable domain and no DKIM signature of
-    that domain passes: the path the exemptions lean on (the Return-Path is the sender's) is
-    itself the forgery. A DNS failure (temperror), SPF softfail / neutral, or authentication
-    not run (``[antispam] dns = "off"``, a letter given to ``POST /v1/scan`` without an
-    envelope) show nothing false: the exemptions hold. A plain forwarder that keeps the
-    original MAIL FROM (no SRS) of a domain without DKIM fails SPF too, and its letter loses
-    these exemptions, as DMARC takes them from a domain with a policy; mailing lists rewrite
-    MAIL FROM and are not touched."""
+    domain holds (``Analysis.withheld``). Two cases, and only these:
+
+    - DMARC, evaluated, fails: the From domain's owner published a policy, and neither SPF nor
+      DKIM passes aligned with it. A plain forwarder (a ``.forward`` keeping the original
+      MAIL FROM, no SRS) of an unsigned letter fails it too: the owner asked for that;
+    - the From domain is the reader's own (``readers``: the registrable domains of the
+      envelope's recipients, which the installation accepted as its own), it publishes no
+      policy, SPF ``fail`` (not softfail) refuses a MAIL FROM of that registrable domain, and
+      no DKIM signature of it passes: a letter in the installation's own name from a path
+      its own SPF refuses (its users' letters to one another never leave it).
+
+    For any other domain without a policy, SPF ``fail`` shows nothing: it is what every plain
+    forwarder produces, SPF speaks for the envelope, not for the From, and a domain that
+    publishes no DMARC has not asked receivers to judge its From by the path; the ARC and
+    Received fields a forwarder adds are its own to write, not authentication. A DNS failure
+    (temperror), softfail / neutral, or authentication not run (``[antispam] dns = "off"``,
+    a letter given to ``POST /v1/scan`` without an envelope: no ``readers``) show nothing
+    false either: the exemptions hold."""
     if auth.dmarc.result == "fail":
         return True
     from_domain = registrable(auth.dmarc.domain)
-    if not from_domain or auth.spf.result != "fail" or auth.spf.scope != "mailfrom":
+    if not from_domain or from_domain not in {registrable(r) for r in readers}:
+        return False
+    if auth.spf.result != "fail" or auth.spf.scope != "mailfrom":
         return False
     if registrable(auth.spf.domain) != from_domain:
         return False
     return not any(d.result == "pass" and registrable(d.domain) == from_domain for d in auth.dkim)
+
+
+MAX_READERS = 100  # envelope recipients read for their domains (SMTP allows 100 per letter)
+
+
+def readers(envelope: Envelope | None) -> tuple[str, ...]:
+    """The registrable domains of ``envelope``'s recipients, each once (:func:`from_forged`);
+    none without an envelope."""
+    if envelope is None:
+        return ()
+    out: list[str] = []
+    for r in envelope.recipients[:MAX_READERS]:
+        d = registrable(r.rpartition("@")[2].strip().strip("<>")) if "@" in r else ""
+        if d and d not in out:
+            out.append(d)
+    return tuple(out)
 
 
 def registrable(domain: str) -> str:
@@ -398,12 +433,24 @@ def known_sender(
     k-fold cross-validation on the non-sealed corpus letters: 15 of the 21 hard-ham letters and
     all 4 easy-ham-2 letters in Spam were the rules' phishing verdict, the model sure of ham,
     BENCHMARKS.md). A letter from an unknown sender, one that forges a known one's display
-    name or Reply-To, or fails DMARC, stays phishing."""
+    name or Reply-To, or fails DMARC, stays phishing.
+
+    One spoofing sign gives way to facts the sender cannot write (issue 28): a brand in the
+    display name (:data:`OWN_NAMING`) when DMARC passes (the From domain is really the
+    sender's) and that display name too leaned to ham over 14 days (:data:`KNOWN_NAME`): a
+    publication titled after what it writes about, the installation's usual mail under that
+    very name. Without authentication (``dns = "off"``, no envelope) nothing shows the address
+    is not forged, and the sign stays; so does a known address under a new brand name (a
+    stolen account's "PayPal Security") and a look-alike domain, which passes DMARC for
+    itself but shows another sign."""
     if partial or f.get(KNOWN_SENDER, 0.0) > KNOWN_SENDER_LEAN:
         return False
     if auth.dmarc.result in DMARC_REFUSED:
         return False
-    return not any(s.symbol in SPOOFING for s in signs)
+    spoofing = {s.symbol for s in signs} & SPOOFING
+    if auth.dmarc.result == "pass" and f.get(KNOWN_NAME, 0.0) <= KNOWN_SENDER_LEAN:
+        spoofing -= OWN_NAMING
+    return not spoofing
 
 
 @dataclass(frozen=True)
@@ -665,7 +712,7 @@ class Scanner:
         f, counted = self._statistics(analysis, now)
         partial = analysis.partial if counted else (*analysis.partial, COUNTERS)
         signs = list(analysis.signs)
-        if analysis.withheld and from_forged(analysis.auth):
+        if analysis.withheld and from_forged(analysis.auth, analysis.readers):
             signs += analysis.withheld  # the exemptions rested on a forged From domain
             f.update(feats_mod.from_signs(signs))
         hits = rules.evaluate(self.rules, f, signs, analysis.auth)

@@ -166,7 +166,6 @@ def test_a_mail_administrators_name_from_outside(name: str) -> None:
         ("IT Helpdesk <helpdesk@pochta.test>", {}),  # the reader's own
         ("Gmail Team <mail-noreply@google.com>", {}),  # a protected organization's own
         ("Webmaster <webmaster@music.example>", {}),  # a web site's, not the mail's
-        ("Mail Admin <admin@list.example>", {"List-Post": "<mailto:l@list.example>"}),  # a list
     ],
 )
 def test_a_mail_administrators_name_left_alone(sender: str, headers: dict[str, str]) -> None:
@@ -174,25 +173,91 @@ def test_a_mail_administrators_name_left_alone(sender: str, headers: dict[str, s
 
 
 @pytest.mark.parametrize(
+    "headers",
+    [
+        {"List-Id": "Staff <staff.list.example>"},
+        {"List-Post": "<mailto:l@list.example>"},
+        {"Mailing-List": "contact staff-help@list.example; run by ezmlm"},
+    ],
+)
+def test_a_mailing_lists_header_exempts_no_mail_administrators_name(
+    headers: dict[str, str],
+) -> None:
+    """A list's header is one line the sender writes: "IT Helpdesk" with a List-Id written in
+    was no sign at all (issue 28)."""
+    raw = to_reader(sender="IT Helpdesk <helpdesk@staff-mail.example>", headers=headers)
+    assert "PHISH_MAIL_ADMIN_NAME" in signs(raw)
+
+
+@pytest.mark.parametrize(
     ("return_path", "sender", "text", "fires"),
     [
-        # a server's delivery report: a null or MAILER-DAEMON envelope sender, nothing to click
+        # a server's delivery report: from MAILER-DAEMON or postmaster, nothing to act on
         ("<>", "Mail Delivery System <Mailer-Daemon@mx.host.example>", BOUNCE, False),
         ("<MAILER-DAEMON@relay.example>", "Mail Delivery System <postmaster@mx.host.example>",
+         BOUNCE, False),
+        # the envelope sender is the sender's to write: a report carried by a mailing list
+        # (its own bounce address) is still a report, and a null one buys nothing below
+        ("<bulk@srv.example>", "Mail Delivery System <Mailer-Daemon@mx.host.example>",
          BOUNCE, False),
         # the same name with a link to act on: a phishing letter posing as a bounce
         ("<>", "Mail Delivery System <Mailer-Daemon@mx.host.example>",
          BOUNCE + "Release your 7 pending messages: https://mail-release.example/login\n", True),
-        # a bounce's name from somebody's own address or envelope sender
+        # ... or with a request to answer, or an account lure: no link needed for those
+        ("<>", "Mail Delivery System <Mailer-Daemon@mx.host.example>",
+         BOUNCE + "Reply with your password to verify your account.\n", True),
+        ("<>", "Mail Delivery System <Mailer-Daemon@mx.host.example>",
+         BOUNCE + "Your mailbox storage is full. 8 pending messages could not be delivered.\n",
+         True),
+        # a bounce's name from somebody's own address
         ("<>", "Mail Delivery System <admin@mx.host.example>", BOUNCE, True),
-        ("<bulk@srv.example>", "Mail Delivery System <Mailer-Daemon@mx.host.example>",
-         BOUNCE, True),
     ],
 )
 def test_a_delivery_report_is_a_mail_servers_own(
     return_path: str, sender: str, text: str, fires: bool
 ) -> None:
     raw = to_reader(sender=sender, text=text, headers={"Return-Path": return_path})
+    assert ("PHISH_MAIL_ADMIN_NAME" in signs(raw)) is fires
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Reply-To": "quota@mail-release.example"},  # answers go elsewhere
+        {"List-Id": "Bounces <bounces.list.example>"},  # a list's header is no report's
+    ],
+)
+def test_a_delivery_report_that_sends_the_reader_elsewhere_is_none(
+    headers: dict[str, str],
+) -> None:
+    sender = "Mail Delivery System <Mailer-Daemon@mx.host.example>"
+    raw = to_reader(sender=sender, text=BOUNCE, headers={"Return-Path": "<>", **headers})
+    fires = "Reply-To" in headers
+    assert ("PHISH_MAIL_ADMIN_NAME" in signs(raw)) is fires
+
+
+@pytest.mark.parametrize(
+    ("part", "fires"),
+    [
+        ("Content-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mx.host.example\r\n",
+         False),
+        ("Content-Type: text/rfc822-headers\r\n\r\nSubject: hello\r\n", False),
+        ('Content-Type: text/html\r\nContent-Disposition: attachment; filename="m.html"\r\n'
+         "\r\n<p>Your message</p>\r\n", True),  # a page to open
+        ('Content-Type: application/zip\r\nContent-Disposition: attachment; filename="m.zip"\r\n'
+         "Content-Transfer-Encoding: base64\r\n\r\nUEsDBA==\r\n", True),
+    ],
+)
+def test_a_delivery_report_with_a_file_to_open_is_none(part: str, fires: bool) -> None:
+    raw = (
+        "Return-Path: <>\r\n"
+        "From: Mail Delivery System <Mailer-Daemon@mx.host.example>\r\n"
+        f"To: {TO}\r\n"
+        "Subject: Undelivered Mail Returned to Sender\r\n"
+        "MIME-Version: 1.0\r\n"
+        'Content-Type: multipart/report; report-type=delivery-status; boundary="b"\r\n\r\n'
+        f"--b\r\nContent-Type: text/plain\r\n\r\n{BOUNCE}\r\n--b\r\n{part}--b--\r\n"
+    ).encode()
     assert ("PHISH_MAIL_ADMIN_NAME" in signs(raw)) is fires
 
 

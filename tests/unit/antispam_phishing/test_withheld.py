@@ -102,18 +102,60 @@ def spf_only(spf: str, mail_from: str, dkim: tuple[DkimResult, ...] = ()) -> Aut
     )
 
 
-def test_without_a_policy_a_failed_spf_of_the_from_domain_shows_it_forged() -> None:
-    """The exemptions lean on the Return-Path being the sender's: SPF refusing that very
-    path (the From domain's party), with no DKIM of the From domain passing, is the forgery."""
-    assert from_forged(spf_only("fail", "postmaster@pochta.test"))
-    assert from_forged(spf_only("fail", "bounce@mail.pochta.test"))  # the same registrable
+def test_without_a_policy_a_failed_spf_of_the_readers_own_domain_shows_it_forged() -> None:
+    """A letter in the installation's own name (the envelope's recipients' domain) along a
+    path its own SPF refuses, with no DKIM of that domain passing, is the forgery."""
+    own = ("pochta.test",)
+    assert from_forged(spf_only("fail", "postmaster@pochta.test"), own)
+    assert from_forged(spf_only("fail", "bounce@mail.pochta.test"), own)  # the same registrable
+    assert from_forged(spf_only("fail", "postmaster@pochta.test"), ("mail.pochta.test",))
     signed = (DkimResult("pass", "pochta.test", "s1"),)
-    assert not from_forged(spf_only("fail", "postmaster@pochta.test", signed))
+    assert not from_forged(spf_only("fail", "postmaster@pochta.test", signed), own)
     foreign = (DkimResult("pass", "elsewhere.example", "s1"),)
-    assert from_forged(spf_only("fail", "postmaster@pochta.test", foreign))
+    assert from_forged(spf_only("fail", "postmaster@pochta.test", foreign), own)
     for result in ("softfail", "neutral", "none", "temperror", "permerror", "pass"):
-        assert not from_forged(spf_only(result, "postmaster@pochta.test"))
-    assert not from_forged(spf_only("fail", "bounce@elsewhere.example"))  # not the From's path
+        assert not from_forged(spf_only(result, "postmaster@pochta.test"), own)
+    assert not from_forged(spf_only("fail", "bounce@elsewhere.example"), own)  # not the From's
+
+
+def test_plain_forwarding_of_a_domain_without_a_policy_keeps_its_exemptions() -> None:
+    """A .forward that keeps the original MAIL FROM (no SRS) of a domain with neither DKIM nor
+    DMARC fails SPF at pochta: that is forwarding, not forgery, for every domain but the
+    reader's own. Without an envelope (no readers) SPF alone never shows a forgery."""
+    forwarded = spf_only("fail", "postmaster@pochta.test")
+    assert not from_forged(forwarded, ("example.org",))  # a reader elsewhere: a forwarder
+    assert not from_forged(forwarded)
+    assert not from_forged(forwarded, ("pochta.test.example",))  # not the same domain
+
+
+def test_the_decision_keeps_a_forwarded_letters_withheld_signs_out() -> None:
+    """The shop's newsletter forwarded by the reader's old address: SPF fails for arnotts.ie,
+    which publishes no DMARC; its own-site exemption holds. The same letter written in the
+    reader's own domain's name, along the same refused path, loses it."""
+    scanner = Scanner()
+    reader = Envelope("198.51.100.7", "news@arnotts.ie", ("bob@example.org",))
+    analysis = Analyzer().analyze(parse(PARTNER_LINK), reader)
+    assert analysis.readers == ("example.org",)
+    assert symbols(analysis.withheld) == {"PHISH_LINK_TEXT_MISMATCH"}
+    forwarded = AuthResults(
+        SpfResult("fail", "mailfrom", "news@arnotts.ie", "arnotts.ie"),
+        (),
+        DmarcResult("none", "arnotts.ie", reason="no policy"),
+    )
+    kept = scanner.decide(analysis.authenticated(forwarded))
+    assert "PHISH_LINK_TEXT_MISMATCH" not in symbols(kept.signs)
+
+    own = PARTNER_LINK.replace(b"arnotts.ie", b"example.org")
+    envelope = Envelope("198.51.100.7", "news@example.org", ("bob@example.org",))
+    analysis = Analyzer().analyze(parse(own), envelope)
+    assert symbols(analysis.withheld) == {"PHISH_LINK_TEXT_MISMATCH"}
+    refused = AuthResults(
+        SpfResult("fail", "mailfrom", "news@example.org", "example.org"),
+        (),
+        DmarcResult("none", "example.org", reason="no policy"),
+    )
+    forged = scanner.decide(analysis.authenticated(refused))
+    assert "PHISH_LINK_TEXT_MISMATCH" in symbols(forged.signs)
 
 
 def test_the_reader_domain_is_the_envelopes_not_what_the_sender_writes_in_to() -> None:

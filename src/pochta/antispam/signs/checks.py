@@ -806,33 +806,70 @@ def _mailing_list(letter: Letter) -> bool:
 
 
 _DAEMONS = ("mailer-daemon", "postmaster")
+# the parts a mail server's report is made of (RFC 3462, 3464): its text, the delivery status,
+# the returned letter or its header
+_REPORT_PARTS = ("text/plain", "text/rfc822-headers", "message/")
 
 
-def _bounce(ctx: Context) -> bool:
-    """A delivery report as mail servers send it: from MAILER-DAEMON or postmaster, with a
-    null or a MAILER-DAEMON envelope sender, and no web link to act on. A server's "Mail
-    Delivery System" is a mail administrator's name by right; a phishing letter posing as
-    one needs a link (the lure: "release your pending messages")."""
-    rp = ctx.return_path
-    if rp is None or ctx.letter.web_links or not ctx.trust_from:
+def _report(ctx: Context) -> bool:
+    """A mail server's report, as far as it can matter: from MAILER-DAEMON or postmaster, and
+    the letter gives the reader nothing to act on: no link (web, script or data), no form, no
+    file but the report's own parts (text, the returned letter), replies to nobody but the
+    sender's own domain, and asks for no password, card or payment and makes no account
+    lure. A server's "Mail Delivery System" is a mail administrator's name by right.
+
+    What it rests on is the sender's to write, and that is why it is safe: a letter that
+    writes all of it has disarmed itself (a phishing letter posing as a bounce needs a link,
+    a form, a file or a request: "release your pending messages", "reply with your
+    password"). Neither the envelope sender nor a mailing list's header counts (a null
+    MAIL FROM or a List-Id is one line to write). And it leans on the From domain (the
+    server's): withheld, restored when authentication shows that domain forged
+    (``verdict.from_forged``)."""
+    letter = ctx.letter
+    if not ctx.trust_from:
         return False
-    rp_local = rp.rpartition("@")[0].lower() if rp else ""
-    from_local = ctx.letter.from_address.rpartition("@")[0].lower()
-    report = (not rp or rp_local in _DAEMONS) and from_local in _DAEMONS
-    ctx.leaned = ctx.leaned or report
-    return report
+    from_local = letter.from_address.rpartition("@")[0].lower()
+    if from_local not in _DAEMONS or any(
+        link.host or "".join(link.href[:64].split()).lower().startswith(_SCRIPT_SCHEMES)
+        for link in letter.links
+    ):
+        return False
+    html = letter.html
+    if html is not None and (html.forms or html.password_inputs):
+        return False
+    for a in letter.attachments[:50]:
+        kind = a.content_type.lower()
+        if not kind.startswith(_REPORT_PARTS) or lures.is_html_file(a.filename, kind):
+            return False
+    reply_to = letter.header("reply-to")
+    if reply_to:
+        m = _ADDRESS.search(reply_to[:MAX_HEADER])
+        answered = normalize.address_domain(m.group(0)) if m else None
+        if not ctx.same_party(answered, letter.from_domain):
+            return False
+    text = wording.fold(letter.subject[:MAX_NAME]) + "\n" + ctx.body
+    if (
+        lures.find(lures.ACCOUNT_LURE, text, 1)
+        or lures.find(lures.FEE_REQUEST, text, 1)
+        or card_data_request(ctx) is not None
+        or personal_data_request(ctx) is not None
+    ):
+        return False
+    ctx.leaned = True
+    return True
 
 
 def mail_admin_name(ctx: Context) -> Sign | None:
     """The display name is a mail administrator's ("Mail Administrator", "Webmail Support",
     "IT Helpdesk", "Администратор почты"), and the sender is neither in the reader's domain
-    nor a protected organization's own (Gmail's team writes from google.com), nor a mailing
-    list."""
+    nor a protected organization's own (Gmail's team writes from google.com), nor a mail
+    server's report (:func:`_report`). A mailing list's header exempts nothing (issue 28:
+    "IT Helpdesk" with a List-Id written in was no sign at all)."""
     name = ctx.shown_name
-    if not name.strip() or _own_or_reader(ctx) or _mailing_list(ctx.letter) or _bounce(ctx):
+    if not name.strip() or _own_or_reader(ctx):
         return None
     found = lures.find(lures.MAIL_ROLE, wording.fold(name), 1)
-    if not found:
+    if not found or _report(ctx):
         return None
     return sign("PHISH_MAIL_ADMIN_NAME", [_shown_sender(ctx)])
 
