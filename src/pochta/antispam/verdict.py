@@ -352,12 +352,6 @@ KNOWN_SENDER = f"shingle.{int(ShingleType.FROM_ADDRESS)}.spam_lean_14d"
 KNOWN_SENDER_LEAN = -0.5
 """A From address whose letters of the last 14 days leaned at least this far to ham (two ham
 letters and no spam reach -0.5: :func:`spam_lean`) is a known sender."""
-KNOWN_NAME = f"shingle.{int(ShingleType.DISPLAY_NAME)}.spam_lean_14d"
-OWN_NAMING = frozenset({"PHISH_DISPLAY_NAME_BRAND"})
-"""Spoofing signs that an authenticated, established sender's own naming may show
-(:func:`known_sender`): a publication named after a brand it writes about ("Lockergnome Apple
-Core" <subscriptions@lockergnome.com>), from a domain that passes DMARC, under a display name
-and an address the installation has filed as ham."""
 KNOWN_SENDER_BELOW = 0.01
 """The model's P(spam) under which a known sender's letter is ham although the rules' phishing
 points say phishing (:func:`known_sender`)."""
@@ -433,24 +427,12 @@ def known_sender(
     k-fold cross-validation on the non-sealed corpus letters: 15 of the 21 hard-ham letters and
     all 4 easy-ham-2 letters in Spam were the rules' phishing verdict, the model sure of ham,
     BENCHMARKS.md). A letter from an unknown sender, one that forges a known one's display
-    name or Reply-To, or fails DMARC, stays phishing.
-
-    One spoofing sign gives way to facts the sender cannot write (issue 28): a brand in the
-    display name (:data:`OWN_NAMING`) when DMARC passes (the From domain is really the
-    sender's) and that display name too leaned to ham over 14 days (:data:`KNOWN_NAME`): a
-    publication titled after what it writes about, the installation's usual mail under that
-    very name. Without authentication (``dns = "off"``, no envelope) nothing shows the address
-    is not forged, and the sign stays; so does a known address under a new brand name (a
-    stolen account's "PayPal Security") and a look-alike domain, which passes DMARC for
-    itself but shows another sign."""
+    name or Reply-To, or fails DMARC, stays phishing."""
     if partial or f.get(KNOWN_SENDER, 0.0) > KNOWN_SENDER_LEAN:
         return False
     if auth.dmarc.result in DMARC_REFUSED:
         return False
-    spoofing = {s.symbol for s in signs} & SPOOFING
-    if auth.dmarc.result == "pass" and f.get(KNOWN_NAME, 0.0) <= KNOWN_SENDER_LEAN:
-        spoofing -= OWN_NAMING
-    return not spoofing
+    return not any(s.symbol in SPOOFING for s in signs)
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,14 @@ from collections.abc import Mapping
 import pytest
 from tests.mailtools import letter
 
-from pochta.antispam.auth.results import NO_AUTH, AuthResults
+from pochta.antispam.auth.results import NO_AUTH
 from pochta.antispam.model.booster import Model
 from pochta.antispam.shingles.counters.memory import MemoryStore
 from pochta.antispam.shingles.counters.service import Counters
 from pochta.antispam.shingles.registry import update_refs
 from pochta.antispam.signs.registry import Sign
 from pochta.antispam.verdict import (
-    KNOWN_NAME,
     KNOWN_SENDER,
-    OWN_NAMING,
     SPOOFING,
     Analysis,
     Scanner,
@@ -104,44 +102,3 @@ def test_failing_dmarc_or_a_partial_analysis_is_not_a_known_sender() -> None:
     assert not known_sender(f, PHISHING, NO_AUTH, ("signs",))
     assert not known_sender({KNOWN_SENDER: -0.4}, PHISHING, NO_AUTH, ())
     assert not known_sender({}, PHISHING, NO_AUTH, ())
-
-
-def dmarc(result: str) -> AuthResults:
-    found = dataclasses.replace(NO_AUTH.dmarc, result=result, domain="shop.example")  # type: ignore[arg-type]
-    return dataclasses.replace(NO_AUTH, dmarc=found)
-
-
-def test_an_authenticated_known_sender_under_its_known_name_may_name_a_brand() -> None:
-    """A publication titled after the brand it writes about ("Lockergnome Apple Core"): the
-    brand-in-the-name sign gives way when DMARC passes and the display name and the address
-    both leaned to ham; never on the sender's word alone (no authentication), never under
-    a name the installation has not seen, never for the other spoofing signs."""
-    brand = Sign("PHISH_DISPLAY_NAME_BRAND", "", "")
-    s = scanner(0.001)
-    a = analysis(s, (*PHISHING, brand))
-    known(s, a)
-    passed = a.authenticated(dmarc("pass"))
-    v = s.decide(passed, now=NOW)
-    assert v.label == "ham" and v.features[KNOWN_NAME] <= -0.5
-    assert s.decide(a, now=NOW).label == "phishing"  # not authenticated: the sign stays
-    assert s.decide(a.authenticated(dmarc("none")), now=NOW).label == "phishing"
-    for other in sorted(SPOOFING - OWN_NAMING):
-        b = dataclasses.replace(passed, signs=(*PHISHING, brand, Sign(other, "", "")))
-        assert s.decide(b, now=NOW).label == "phishing", other
-
-
-def test_a_known_address_under_a_new_brand_name_stays_phishing() -> None:
-    """A known, authenticated address (a stolen account) writing as "PayPal Security": the
-    address leaned to ham, the name never did."""
-    s = scanner(0.001)
-    a = analysis(s, (*PHISHING, Sign("PHISH_DISPLAY_NAME_BRAND", "", "")))
-    known(s, a)
-    raw = letter(sender="PayPal Security <news@shop.example>", text="Our offers this week.\n")
-    b = dataclasses.replace(
-        s.analyzer.analyze(parse(raw)), signs=(*PHISHING, Sign("PHISH_DISPLAY_NAME_BRAND", "", ""))
-    ).authenticated(dmarc("pass"))
-    v = s.decide(b, now=NOW)
-    assert v.label == "phishing"
-    f = {KNOWN_SENDER: -0.9, KNOWN_NAME: 0.0}
-    assert not known_sender(f, b.signs, b.auth, ())
-    assert known_sender({**f, KNOWN_NAME: -0.9}, b.signs, b.auth, ())
