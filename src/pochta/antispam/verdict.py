@@ -49,6 +49,7 @@ from pochta.antispam.shingles.registry import (
 )
 from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs.protected import Protected
+from pochta.antispam.signs.protected import default as default_protected
 from pochta.antispam.signs.registry import SYMBOLS, Sign
 from pochta.antispam.words import Words
 from pochta.antispam.words.personal import Personal, own_term, shifted
@@ -218,7 +219,8 @@ class Analyzer:
         lap("shingles")
         return Analysis(
             tuple(signs), ar, f, tuple(shingles), tuple(skipped), seconds, words, tokens, hashes,
-            plan, tuple(found.withheld), readers(envelope),
+            plan, tuple(found.withheld),
+            readers(envelope, letter, self.protected or default_protected()),
         )  # fmt: skip
 
 
@@ -364,19 +366,19 @@ def from_forged(auth: auth_mod.AuthResults, readers: Sequence[str] = ()) -> bool
     - DMARC, evaluated, fails: the From domain's owner published a policy, and neither SPF nor
       DKIM passes aligned with it. A plain forwarder (a ``.forward`` keeping the original
       MAIL FROM, no SRS) of an unsigned letter fails it too: the owner asked for that;
-    - the From domain is the reader's own (``readers``: the registrable domains of the
-      envelope's recipients, which the installation accepted as its own), it publishes no
+    - the From domain is the reader's own or a protected organization's (``readers``: see
+      :func:`readers`; the two whose From the signs' exemptions trust), it publishes no
       policy, SPF ``fail`` (not softfail) refuses a MAIL FROM of that registrable domain, and
-      no DKIM signature of it passes: a letter in the installation's own name from a path
-      its own SPF refuses (its users' letters to one another never leave it).
+      no DKIM signature of it passes: a letter in the installation's own name, or a bank's,
+      from a path their own SPF refuses.
 
     For any other domain without a policy, SPF ``fail`` shows nothing: it is what every plain
     forwarder produces, SPF speaks for the envelope, not for the From, and a domain that
     publishes no DMARC has not asked receivers to judge its From by the path; the ARC and
     Received fields a forwarder adds are its own to write, not authentication. A DNS failure
     (temperror), softfail / neutral, or authentication not run (``[antispam] dns = "off"``,
-    a letter given to ``POST /v1/scan`` without an envelope: no ``readers``) show nothing
-    false either: the exemptions hold."""
+    a letter given to ``POST /v1/scan`` without its client's address) show nothing false
+    either: the exemptions hold."""
     if auth.dmarc.result == "fail":
         return True
     from_domain = registrable(auth.dmarc.domain)
@@ -392,14 +394,26 @@ def from_forged(auth: auth_mod.AuthResults, readers: Sequence[str] = ()) -> bool
 MAX_READERS = 100  # envelope recipients read for their domains (SMTP allows 100 per letter)
 
 
-def readers(envelope: Envelope | None) -> tuple[str, ...]:
-    """The registrable domains of ``envelope``'s recipients, each once (:func:`from_forged`);
-    none without an envelope."""
-    if envelope is None:
-        return ()
+def readers(
+    envelope: Envelope | None, letter: Letter | None = None, protected: Protected | None = None
+) -> tuple[str, ...]:
+    """The registrable domains pochta answers for in :func:`from_forged`, each once: the
+    readers' (the envelope's recipients; the To field only for a letter with no envelope's
+    recipients, ``POST /v1/scan`` or an import, as the signs' reader-domain exemption takes
+    them), and the From domain when it is a protected organization's (``protected``): the
+    exemptions that rest on the From domain lean on both (``signs.checks._own_or_reader``),
+    so SPF refusing their own domain's path must take them back."""
+    addresses = list(envelope.recipients[:MAX_READERS]) if envelope is not None else []
+    if not addresses and letter is not None:
+        addresses = [a.address for a in letter.to_addresses[:MAX_READERS]]
     out: list[str] = []
-    for r in envelope.recipients[:MAX_READERS]:
+    for r in addresses:
         d = registrable(r.rpartition("@")[2].strip().strip("<>")) if "@" in r else ""
+        if d and d not in out:
+            out.append(d)
+    fd = letter.from_domain if letter is not None else None
+    if fd and protected is not None and protected.sender_org(fd) is not None:
+        d = registrable(fd)
         if d and d not in out:
             out.append(d)
     return tuple(out)

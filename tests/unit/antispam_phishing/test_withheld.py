@@ -20,7 +20,7 @@ from pochta.antispam.auth.results import (
 from pochta.antispam.auth.spf import SpfResult
 from pochta.antispam.model import booster
 from pochta.antispam.signs import checks
-from pochta.antispam.verdict import Analyzer, Scanner, from_forged
+from pochta.antispam.verdict import Analysis, Analyzer, Scanner, Verdict, from_forged
 from pochta.app import build
 from pochta.config import load_settings
 from pochta.mime.letter import Letter, parse
@@ -256,3 +256,46 @@ def test_the_counted_symbols_are_read_from_pochtas_own_field_only() -> None:
     assert Verdict.counted("spam; score=2.00; partial=timeout; symbols=A") == {"A"}
     assert Verdict.counted("garbage") == frozenset()
     assert Verdict.counted("x; symbols=" + "A," * 100_000) == {"A"}  # read up to a bound
+
+
+NOTICE = (
+    b"From: {sender}\r\nTo: bob@example.org\r\nSubject: Mailbox notice\r\nMIME-Version: 1.0\r\n"
+    b"Content-Type: text/plain; charset=utf-8\r\n\r\nTo receive your refund, pay the processing"
+    b" fee and update your payment details. Your mailbox is full: release your pending"
+    b" messages at the portal. Your password will expire today.\r\n"
+)
+
+
+def _decided(sender: bytes, mail_from: str, envelope: Envelope) -> tuple[Analysis, Verdict]:
+    analysis = Analyzer().analyze(parse(NOTICE.replace(b"{sender}", sender)), envelope)
+    domain = mail_from.rpartition("@")[2]
+    refused = AuthResults(
+        SpfResult("fail", "mailfrom", mail_from, domain),
+        (),
+        DmarcResult("none", domain, reason="no policy"),
+    )
+    return analysis, Scanner().decide(analysis.authenticated(refused))
+
+
+def test_a_scanned_letter_in_the_readers_domain_from_a_refused_path_loses_its_exemption() -> None:
+    """``POST /v1/scan`` gives no recipients: the readers are the To field's, as the signs'
+    exemption takes them, so SPF refusing the reader's own domain's path takes it back."""
+    analysis, verdict = _decided(
+        b'"Mail Administrator" <admin@example.org>',
+        "admin@example.org",
+        Envelope("198.51.100.7", "admin@example.org"),
+    )
+    assert analysis.readers == ("example.org",)
+    assert {"PHISH_ACCOUNT_LURE", "PHISH_MAIL_ADMIN_NAME"} <= symbols(analysis.withheld)
+    assert {"PHISH_ACCOUNT_LURE", "PHISH_MAIL_ADMIN_NAME"} <= symbols(verdict.signs)
+    assert verdict.label == "phishing"
+
+
+def test_a_protected_organizations_domain_from_a_refused_path_loses_its_exemption() -> None:
+    """A protected organization's From domain is trusted by the same exemption: SPF refusing
+    a MAIL FROM of that domain, no DMARC to ask, takes it back as for the reader's own."""
+    envelope = Envelope("198.51.100.7", "info@nalog.ru", ("bob@example.org",))
+    analysis, verdict = _decided(b'"FNS" <info@nalog.ru>', "info@nalog.ru", envelope)
+    assert "nalog.ru" in analysis.readers
+    assert {"PHISH_ACCOUNT_LURE", "PHISH_FEE_REQUEST"} <= symbols(analysis.withheld)
+    assert {"PHISH_ACCOUNT_LURE", "PHISH_FEE_REQUEST"} <= symbols(verdict.signs)
