@@ -7,15 +7,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
 
 import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, StreamingResponse
+from starlette.routing import Route
+from tests.servers import free_port
 
 from pochta.guard.anvil import Gate, Limits
 from pochta.guard.anvil.memory import MemoryConnectionTable
 from pochta.server.connections import (
+    HELD_AT_MOST,
     CoalescedWrites,
     Doorman,
     LogThrottle,
+    governed_httptools,
     http_refusal,
     imap_refusal,
     smtp_refusal,
@@ -170,3 +183,87 @@ def test_an_aborted_connection_sends_nothing_it_held() -> None:
         assert wire.sent == [] and wire.aborted
 
     asyncio.run(main())
+
+
+def test_writes_past_the_bound_go_to_the_transport_at_once() -> None:
+    """A body streamed without yielding is not held back whole: the transport (and its flow
+    control) sees it as soon as the held bytes reach the bound."""
+
+    async def main() -> None:
+        wire = _Wire()
+        out = CoalescedWrites(wire, asyncio.get_running_loop())
+        chunk = b"x" * (HELD_AT_MOST // 4)
+        for _ in range(10):
+            out.write(chunk)
+        assert [len(s) for s in wire.sent] == [HELD_AT_MOST, HELD_AT_MOST]
+        assert out.get_write_buffer_size() == 2 * len(chunk)
+        await asyncio.sleep(0)
+        assert b"".join(wire.sent) == chunk * 10
+
+    asyncio.run(main())
+
+
+def test_uvicorn_through_the_coalescing_transport_answers_every_kind_in_order() -> None:
+    """A real uvicorn with pochta's protocol: pipelined requests, a streamed body, a
+    100-continue upload, HEAD and Connection: close, each answer whole and in its order."""
+
+    async def hello(request: Request) -> PlainTextResponse:
+        return PlainTextResponse("hello " + request.query_params.get("n", ""))
+
+    async def stream(request: Request) -> StreamingResponse:
+        async def chunks() -> AsyncIterator[bytes]:
+            for i in range(3):
+                yield b"chunk%d;" % i
+
+        return StreamingResponse(chunks())
+
+    async def echo(request: Request) -> PlainTextResponse:
+        return PlainTextResponse(await request.body())
+
+    app = Starlette(
+        routes=[Route("/", hello), Route("/s", stream), Route("/e", echo, methods=["POST"])]
+    )
+    limits = Limits(per_ip=100, per_network=100, total=100)
+    gate = Gate(MemoryConnectionTable(), {"http": limits}, secret=b"s" * 16, clock=time.monotonic)
+    port = free_port()
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        http=governed_httptools(Doorman(gate)),
+        log_level="warning",
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+        def talk(request: bytes) -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(request)
+                out = b""
+                while data := s.recv(65536):
+                    out += data
+                return out
+
+        pipelined = b"".join(b"GET /?n=%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(5))
+        pipelined += b"GET /s HTTP/1.1\r\nHost: x\r\n\r\n"
+        pipelined += b"POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+        pipelined += b"Content-Length: 3\r\n\r\nabc"
+        pipelined += b"GET /?n=last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        out = talk(pipelined)  # the server closes after the last: recv sees its end
+        found = re.findall(rb"hello \d+|hello last|chunk\d;|100 Continue|\r\n\r\nabc", out)
+        assert found == [
+            *(b"hello %d" % i for i in range(5)),
+            b"chunk0;", b"chunk1;", b"chunk2;", b"100 Continue", b"\r\n\r\nabc", b"hello last",
+        ]  # fmt: skip
+        assert out.endswith(b"hello last") and out.count(b"HTTP/1.1 200 OK") == 8
+        head = talk(b"HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n") and head.endswith(b"\r\n\r\n")
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -278,42 +278,49 @@ class Door:
             self.admission.release()
 
 
+HELD_AT_MOST = 64 << 10  # bytes of one turn's writes held back before they are sent
+
+
 class CoalescedWrites:
     """A transport whose writes made in one turn of the event loop go out as one send: uvicorn
     writes a response's status line and headers, then its body, each with a ``write`` of its
     own, so every answer cost two system calls and woke its client twice. The writes are
-    joined and handed to the real transport at the end of the turn (``call_soon``), or at once
-    before a ``close`` or ``write_eof``; what is not a write goes to the real transport as it
-    is. A turn's writes are what the application sent in it: its memory is that of the
-    response's chunks, and flow control (the transport's pause_writing) works as before, a
-    turn later."""
+    joined and handed to the real transport at the end of the turn (``call_soon``), at once
+    before a ``close`` or ``write_eof``, and as soon as they hold ``HELD_AT_MOST`` bytes (a
+    body streamed without yielding to the loop: the transport's buffer and its flow control,
+    pause_writing, see it as before); what is not a write goes to the real transport as it
+    is."""
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self.transport = transport
         self.loop = loop
         self.pending: list[bytes | bytearray | memoryview] | None = None
+        self.held = 0  # bytes in pending
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
         if self.pending is None:
             self.pending = [data]
+            self.held = len(data)
             self.loop.call_soon(self.flush)
         else:
             self.pending.append(data)
+            self.held += len(data)
+        if self.held >= HELD_AT_MOST:  # a body streamed without a pause: the transport's now
+            self.flush()
 
     def writelines(self, lines: Iterable[bytes | bytearray | memoryview]) -> None:
         for data in lines:
             self.write(data)
 
     def flush(self) -> None:
-        pending, self.pending = self.pending, None
+        pending, self.pending, self.held = self.pending, None, 0
         if pending and not self.transport.is_closing():
             self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
     def get_write_buffer_size(self) -> int:
-        held = sum(map(len, self.pending)) if self.pending else 0
-        return self.transport.get_write_buffer_size() + held
+        return self.transport.get_write_buffer_size() + self.held
 
     def write_eof(self) -> None:
         self.flush()
@@ -324,7 +331,7 @@ class CoalescedWrites:
         self.transport.close()
 
     def abort(self) -> None:
-        self.pending = None
+        self.pending, self.held = None, 0
         self.transport.abort()
 
     def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, pause_reading...
