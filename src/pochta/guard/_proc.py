@@ -47,7 +47,15 @@ def _stat(pid: int) -> tuple[str, int]:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        return "", 0
+        # /proc mounted hidepid=invisible hides the living processes of other users too: only
+        # the kernel's own answer says there is no such process
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return "", 0
+        except PermissionError:
+            pass  # it lives, as another user
+        raise
     fields = data[data.rfind(b")") + 2 :].split()  # the name may hold spaces and ")"
     return fields[0].decode(), int(fields[19])
 

@@ -260,3 +260,27 @@ def test_gone_tells_a_reused_pid_from_its_process() -> None:
     assert _proc.gone(me, started + 1)  # the pid names another process now
     assert not _proc.gone(me, -1)  # unknown: never taken for gone
     assert _proc.gone(2**22 + 1, 1)  # above pid_max: no such process
+
+
+def test_a_waiter_takes_a_killed_holders_lock_within_a_second_or_so(
+    tmp_path: Path, backend: SqliteLockBackend
+) -> None:
+    """A caller already waiting (a long timeout) is not woken by a death (only a release
+    rings): it asks again every second while the holder is one this host can see."""
+    proc, token = _holder(tmp_path)
+    got: list[Lease] = []
+    try:
+        with Locks(backend, ttl=5) as locks:
+            waiter = threading.Thread(
+                target=lambda: got.append(locks.acquire("job:deletions", timeout=25))
+            )
+            waiter.start()
+            time.sleep(0.3)  # waiting now
+            proc.kill()
+            killed = time.monotonic()
+            waiter.join(20)
+            assert got and got[0].token > token
+            assert time.monotonic() - killed < 5  # not the holder's lease of 30 s
+    finally:
+        proc.kill()
+        proc.communicate()

@@ -46,6 +46,7 @@ from pochta.types import Grant
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 MAX_WAIT = 60.0  # seconds one wait may take; the caller tries again after it
+RECHECK = 1.0  # seconds a waiter waits before it asks whether a living holder still lives
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS lease (
@@ -107,8 +108,11 @@ def _acquire(conn: sqlite3.Connection, name: str, owner: str, ttl: float) -> Gra
             mine = conn.execute("SELECT token FROM lease_token WHERE name = ?", (name,)).fetchone()
             if mine is not None:  # a retried call of the holder
                 return Grant(int(mine[0]))
-        elif not _holder_gone(conn, name, row[0]):
-            return Grant(None, row[2] - now)
+        elif not (gone := _holder_gone(conn, name, row[0])):
+            # a holder this host can see is asked about again within a second: a waiter
+            # is not woken when it dies (only a release rings), nor kept for its whole lease
+            left = row[2] - now
+            return Grant(None, min(left, RECHECK) if gone is False else left)
         else:
             log.info("lock %s: its holder has ended; taken before its lease ran out", name)
     last = conn.execute("SELECT token FROM lease_token WHERE name = ?", (name,)).fetchone()
@@ -130,17 +134,18 @@ def _acquire(conn: sqlite3.Connection, name: str, owner: str, ttl: float) -> Gra
     return Grant(token)
 
 
-def _holder_gone(conn: sqlite3.Connection, name: str, owner: str) -> bool:
-    """The process that holds ``name``'s lease (``owner``) is known to have ended: a holder
-    that was SIGKILLed or lost its machine's power frees the lease at once instead of one
-    lease length later. Only a holder seen in this pid namespace can be judged (a file shared
-    between containers: a pid means another process there); any doubt keeps the lease."""
+def _holder_gone(conn: sqlite3.Connection, name: str, owner: str) -> bool | None:
+    """The process that holds ``name``'s lease (``owner``) is known to have ended (True): a
+    holder that was SIGKILLed or crashed frees the lease at once instead of one lease length
+    later. False: it lives. None: it cannot be judged here, only a holder seen in this pid
+    namespace can (a file shared between containers: a pid means another process there);
+    any doubt keeps the lease."""
     holder = conn.execute(
         "SELECT pid, started, namespace FROM lease_holder WHERE name = ? AND owner = ?",
         (name, owner),
     ).fetchone()
     if holder is None or not NAMESPACE or holder[2] != NAMESPACE:
-        return False
+        return None  # cannot be judged here
     return _proc.gone(holder[0], holder[1])
 
 
