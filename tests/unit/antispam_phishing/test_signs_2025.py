@@ -246,6 +246,16 @@ def test_a_delivery_report_that_sends_the_reader_elsewhere_is_none(
          "\r\n<p>Your message</p>\r\n", True),  # a page to open
         ('Content-Type: application/zip\r\nContent-Disposition: attachment; filename="m.zip"\r\n'
          "Content-Transfer-Encoding: base64\r\n\r\nUEsDBA==\r\n", True),
+        # the returned letter is plain: a report's own
+        ("Content-Type: message/rfc822\r\n\r\nFrom: bob@pochta.test\r\nSubject: hi\r\n\r\n"
+         "See you at 5.\r\n", False),
+        # the "returned letter" is shown with its link (Letter.links does not look inside)
+        ("Content-Type: message/rfc822\r\n\r\nFrom: IT <it@pochta.test>\r\nSubject: Held\r\n"
+         "Content-Type: text/html\r\n\r\n<a href=\"https://mail-release.example/\">Release"
+         " messages</a>\r\n", True),
+        # a mail link to another party: the answer goes elsewhere
+        ('Content-Type: text/html\r\n\r\n<a href="mailto:restore@mail-release.example">Restore'
+         "</a>\r\n", True),
     ],
 )
 def test_a_delivery_report_with_a_file_to_open_is_none(part: str, fires: bool) -> None:

@@ -809,6 +809,10 @@ _DAEMONS = ("mailer-daemon", "postmaster")
 # the parts a mail server's report is made of (RFC 3462, 3464): its text, the delivery status,
 # the returned letter or its header
 _REPORT_PARTS = ("text/plain", "text/rfc822-headers", "message/")
+_LINK_MARK = re.compile(rb"(?i)://|href|mailto:|javascript:|data:[a-z]")
+"""What a link in a report's part would show (its letter's links are not the report's own:
+``Letter.links`` does not look inside a returned ``message/rfc822``)."""
+MAX_REPORT_PART = 256 << 10  # bytes of a report's part looked at; a bigger part is no report's
 
 
 def _report(ctx: Context) -> bool:
@@ -829,10 +833,7 @@ def _report(ctx: Context) -> bool:
     if not ctx.trust_from:
         return False
     from_local = letter.from_address.rpartition("@")[0].lower()
-    if from_local not in _DAEMONS or any(
-        link.host or "".join(link.href[:64].split()).lower().startswith(_SCRIPT_SCHEMES)
-        for link in letter.links
-    ):
+    if from_local not in _DAEMONS or letter.links:  # any: web, mailto:, script, data:
         return False
     html = letter.html
     if html is not None and (html.forms or html.password_inputs):
@@ -841,6 +842,8 @@ def _report(ctx: Context) -> bool:
         kind = a.content_type.lower()
         if not kind.startswith(_REPORT_PARTS) or lures.is_html_file(a.filename, kind):
             return False
+        if _LINK_MARK.search(a.content[:MAX_REPORT_PART]) or len(a.content) > MAX_REPORT_PART:
+            return False  # a returned letter is shown with its links: one to follow
     reply_to = letter.header("reply-to")
     if reply_to:
         m = _ADDRESS.search(reply_to[:MAX_HEADER])
