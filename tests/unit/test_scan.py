@@ -19,6 +19,7 @@ from pochta.antispam.verdict import Analysis, unanalyzed
 from pochta.app import Pochta, build
 from pochta.cli import app as cli
 from pochta.config import load_settings
+from pochta.mailbox.intake import Scanned
 from pochta.server.http import create_app
 from pochta.types import Envelope
 
@@ -369,7 +370,9 @@ def test_the_plain_scan_route_answers_as_the_documented_one(tmp_path: Path) -> N
     assert "explanation" in served[11][3] and "explanation" not in served[10][3]
 
 
-def test_a_worker_writes_the_scans_answer_as_the_server_does(tmp_path: Path) -> None:
+def test_a_worker_writes_the_scans_answer_as_the_server_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With workers that decide, a scan's JSON is written in the worker (``intake.Scanned``);
     with ``explain`` the server writes it (the explanation needs its model): the two are the
     same bytes but the explanation, and the verdicts are counted in the server's /metrics."""
@@ -398,7 +401,16 @@ def test_a_worker_writes_the_scans_answer_as_the_server_does(tmp_path: Path) -> 
 
     app = create_app(settings)
     with TestClient(app, base_url="https://testserver", client=("127.0.0.1", 5000)) as c:
-        assert c.app.state.pochta.intake.decides  # type: ignore[attr-defined]
+        intake = c.app.state.pochta.intake  # type: ignore[attr-defined]
+        assert intake.decides
+        answers: list[object] = []
+        scan = intake.scan
+
+        async def seen(*args: object, **kwargs: object) -> object:
+            answers.append(await scan(*args, **kwargs))
+            return answers[-1]
+
+        monkeypatch.setattr(intake, "scan", seen)
         before = scanned(c)
         for raw in letters:
             plain = c.post("/v1/scan", content=raw, headers=auth)
@@ -410,3 +422,5 @@ def test_a_worker_writes_the_scans_answer_as_the_server_does(tmp_path: Path) -> 
             assert "explanation" not in plain.json()
         assert plain.json()["verdict"] == "phishing" and "ФНС".encode() in plain.content
         assert scanned(c) - before == 2 * len(letters)
+        # the plain scans' answers were the workers' (the explained ones the server's)
+        assert [isinstance(a, Scanned) for a in answers] == [True, False] * len(letters)

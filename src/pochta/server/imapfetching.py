@@ -21,6 +21,7 @@ from pymap.parsing.specials.searchkey import SearchKey
 
 from pochta.errors import PochtaError
 from pochta.server import imapfetch, imapproto
+from pochta.server.imapahead import AHEAD_BYTES
 from pochta.server.imapfetch import Piece, Value
 from pochta.server.imapproto import bad
 from pochta.server.imapsearch import Facts, matches, needs_letter, needs_text
@@ -100,8 +101,11 @@ class Reads:
     def _whole(self, opened: dict[int, Opened]) -> dict[int, Opened]:
         """Letters read ahead, each whole: one with extracted parts of at most
         :data:`AHEAD_ENTIRE` bytes has them read back in here (the next command is then
-        answered on the event loop); left out when that read fails (its own FETCH says why)."""
+        answered on the event loop); left out when that read fails (its own FETCH says why).
+        No more than ``imapahead.AHEAD_BYTES`` of them, in order: the session keeps no more
+        (``ReadAhead.keep``), so nothing past them is read back in."""
         out = {}
+        size = 0
         for letter_id, letter in opened.items():
             if not letter.whole:
                 if letter.size > AHEAD_ENTIRE:
@@ -110,6 +114,9 @@ class Reads:
                     letter = self.store.entire(letter)
                 except (PochtaError, OSError):
                     continue
+            size += len(letter.skeleton)
+            if size > AHEAD_BYTES:
+                break
             out[letter_id] = letter
         return out
 
