@@ -103,9 +103,10 @@ def main() -> None:
     result |= {"path": args.path, "connections": args.connections, "seconds": args.seconds}
     rounds: list[dict[str, Any]] = []
     try:
-        for _ in range(args.rounds):
+        for i in range(args.rounds):  # the order alternates: neither always goes first
+            order = list(trees.items())[:: -1 if i % 2 else 1]
             rounds.append({name: one(src, args.path, args.seconds, args.connections, work)
-                           for name, src in trees.items()})  # fmt: skip
+                           for name, src in order})  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result["rounds"] = rounds

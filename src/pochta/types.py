@@ -622,7 +622,9 @@ class MailIndex(
 @dataclass(frozen=True, slots=True)
 class Grant:
     """One attempt to take a lock: ``token`` (its fencing token, strictly increasing per lock
-    name) when taken, else None and ``holder_ttl``, the seconds left on the holder's lease."""
+    name) when taken, else None and ``holder_ttl``, how long to wait before trying again: the
+    seconds left on the holder's lease, or fewer when the backend can tell sooner (the
+    embedded one asks again within a second whether a holder on its host still lives)."""
 
     token: int | None
     holder_ttl: float = 0.0

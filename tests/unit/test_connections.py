@@ -267,3 +267,17 @@ def test_uvicorn_through_the_coalescing_transport_answers_every_kind_in_order() 
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_a_big_piece_goes_as_it_is_after_what_was_held() -> None:
+    async def main() -> None:
+        wire = _Wire()
+        out = CoalescedWrites(wire, asyncio.get_running_loop())
+        body = b"y" * HELD_AT_MOST
+        out.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        out.write(body)
+        assert wire.sent == [b"HTTP/1.1 200 OK\r\n\r\n", body]  # not copied into one join
+        await asyncio.sleep(0)
+        assert len(wire.sent) == 2
+
+    asyncio.run(main())

@@ -97,8 +97,8 @@ class Analysis:
     # signs an exemption resting on the From domain withheld (signs.checks.Findings): the
     # decision adds them when authentication shows the From domain forged (from_forged)
     withheld: tuple[Sign, ...] = ()
-    # the registrable domains of the envelope's recipients (the installation's own, as it
-    # accepted them): from_forged reads them
+    # the registrable domains whose From the exemptions trust (verdict.readers: the readers',
+    # a protected organization's): from_forged reads them
     readers: tuple[str, ...] = ()
 
     def authenticated(self, results: auth_mod.AuthResults) -> Analysis:
@@ -399,10 +399,13 @@ def readers(
 ) -> tuple[str, ...]:
     """The registrable domains pochta answers for in :func:`from_forged`, each once: the
     readers' (the envelope's recipients; the To field only for a letter with no envelope's
-    recipients, ``POST /v1/scan`` or an import, as the signs' reader-domain exemption takes
-    them), and the From domain when it is a protected organization's (``protected``): the
-    exemptions that rest on the From domain lean on both (``signs.checks._own_or_reader``),
-    so SPF refusing their own domain's path must take them back."""
+    recipients, ``POST /v1/scan`` or an import: the same sources as the signs' reader-domain
+    exemption, which reads fewer and leaves public mail services out; a wider set here only
+    lets SPF take more exemptions back), and the From domain when it is a protected
+    organization's (``protected``): the exemptions that rest on the From domain lean on both
+    (``signs.checks._own_or_reader``), so SPF refusing their own domain's path takes them
+    back. The price: a plain forwarder (no SRS) of an unsigned letter of a protected
+    organization that publishes no DMARC policy loses them too, as its forgery would."""
     addresses = list(envelope.recipients[:MAX_READERS]) if envelope is not None else []
     if not addresses and letter is not None:
         addresses = [a.address for a in letter.to_addresses[:MAX_READERS]]

@@ -300,6 +300,11 @@ class CoalescedWrites:
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
+        if len(data) >= HELD_AT_MOST:  # a big piece goes as it is, after what was held
+            self.flush()
+            if not self.transport.is_closing():
+                self.transport.write(data)
+            return
         if self.pending is None:
             self.pending = [data]
             self.held = len(data)

@@ -108,7 +108,7 @@ class Reads:
         size = 0
         for letter_id, letter in opened.items():
             if not letter.whole:
-                if letter.size > AHEAD_ENTIRE:
+                if letter.size > AHEAD_ENTIRE or size + letter.size > AHEAD_BYTES:
                     continue
                 try:
                     letter = self.store.entire(letter)

@@ -249,10 +249,10 @@ def test_a_delivery_report_that_sends_the_reader_elsewhere_is_none(
         # the returned letter is plain: a report's own
         ("Content-Type: message/rfc822\r\n\r\nFrom: bob@pochta.test\r\nSubject: hi\r\n\r\n"
          "See you at 5.\r\n", False),
-        # the "returned letter" is shown with its link (Letter.links does not look inside)
-        ("Content-Type: message/rfc822\r\n\r\nFrom: IT <it@pochta.test>\r\nSubject: Held\r\n"
-         "Content-Type: text/html\r\n\r\n<a href=\"https://mail-release.example/\">Release"
-         " messages</a>\r\n", True),
+        # the returned letter's own links are the reader's: not read (a known gap: a forged
+        # "bounce" returning a letter with a lure in it keeps the exemption)
+        ("Content-Type: message/rfc822\r\n\r\nFrom: bob@pochta.test\r\nSubject: hi\r\n"
+         "Content-Type: text/html\r\n\r\n<p>See https://pochta.test/agenda</p>\r\n", False),
         # a mail link to another party: the answer goes elsewhere
         ('Content-Type: text/html\r\n\r\n<a href="mailto:restore@mail-release.example">Restore'
          "</a>\r\n", True),

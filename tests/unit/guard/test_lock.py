@@ -284,3 +284,26 @@ def test_a_waiter_takes_a_killed_holders_lock_within_a_second_or_so(
     finally:
         proc.kill()
         proc.communicate()
+
+
+def test_a_holder_proc_hides_is_asked_of_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc mounted hidepid=invisible hides other users' living processes: a stat that is
+    not there is no death until the kernel says there is no such process."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = _proc._start_time(child.pid)
+        assert not _proc.gone(child.pid, started)
+
+        def hidden(path: object, *args: object, **kwargs: object) -> object:
+            if str(path) == f"/proc/{child.pid}/stat":
+                raise FileNotFoundError(path)
+            return open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+        monkeypatch.setattr(_proc, "open", hidden, raising=False)
+        assert not _proc.gone(child.pid, started)  # alive: the kernel knows it
+        child.kill()
+        child.wait()
+        assert _proc.gone(child.pid, started)  # reaped: no such process
+    finally:
+        child.kill()
+        child.wait()

@@ -214,7 +214,8 @@ class Context:
         <subscriptions@lockergnome.com>) still counts: every fact that would tell it from a
         lure (the From domain, its name first in the display name, the path the letter
         claims) is the sender's to choose ("Acmenews PayPal Security" <x@acmenews.com> with a
-        login link); an exemption needs an authenticated, established sender (issue 28)."""
+        login link). Nor does the name's own ham history: the display name's shingle is the
+        name alone, which a brand's real mail warms for anybody who borrows it (issue 28)."""
         if "name_orgs" not in self._cache:
             self._cache["name_orgs"] = self.protected.named_in(self.shown_name)
         return self._cache["name_orgs"]  # type: ignore[return-value]
@@ -809,15 +810,13 @@ _DAEMONS = ("mailer-daemon", "postmaster")
 # the parts a mail server's report is made of (RFC 3462, 3464): its text, the delivery status,
 # the returned letter or its header
 _REPORT_PARTS = ("text/plain", "text/rfc822-headers", "message/")
-_LINK_MARK = re.compile(rb"(?i)://|href|mailto:|javascript:|data:[a-z]")
-"""What a link in a report's part would show (its letter's links are not the report's own:
-``Letter.links`` does not look inside a returned ``message/rfc822``)."""
-MAX_REPORT_PART = 256 << 10  # bytes of a report's part looked at; a bigger part is no report's
 
 
 def _report(ctx: Context) -> bool:
     """A mail server's report, as far as it can matter: from MAILER-DAEMON or postmaster, and
-    the letter gives the reader nothing to act on: no link (web, script or data), no form, no
+    the letter gives the reader nothing to act on: no link of its own (web, mail, script or
+    data; a returned letter's, inside a ``message/rfc822`` part, is not read: the reader's own
+    letter returned carries the reader's links), no form, no
     file but the report's own parts (text, the returned letter), replies to nobody but the
     sender's own domain, and asks for no password, card or payment and makes no account
     lure. A server's "Mail Delivery System" is a mail administrator's name by right.
@@ -842,8 +841,6 @@ def _report(ctx: Context) -> bool:
         kind = a.content_type.lower()
         if not kind.startswith(_REPORT_PARTS) or lures.is_html_file(a.filename, kind):
             return False
-        if _LINK_MARK.search(a.content[:MAX_REPORT_PART]) or len(a.content) > MAX_REPORT_PART:
-            return False  # a returned letter is shown with its links: one to follow
     reply_to = letter.header("reply-to")
     if reply_to:
         m = _ADDRESS.search(reply_to[:MAX_HEADER])
