@@ -109,7 +109,8 @@ def reserve(
     checks = min(checks + 1.0, float(schedule.free + RAMP))
     at = now if state is None else max(now, state.at)
     new = SlotState(checks, at, slot + interval(schedule, checks))
-    return Slot(True, wait, 0.0, checks), new
+    # a slot within EPSILON past max_wait (float rounding) waits max_wait: never longer
+    return Slot(True, min(wait, schedule.max_wait), 0.0, checks), new
 
 
 def expires(schedule: Schedule, state: SlotState) -> float:
