@@ -29,13 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, free_port, machine
+from smtp_delivery import own_cpu
 
 HERE = Path(__file__).resolve().parent.parent / "src"
-
-
-def own_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def one(src: Path, path: str, seconds: int, connections: int, work: Path) -> dict[str, Any]:

@@ -131,29 +131,25 @@ class Reads:
         opened (its values made here) or as its values (None: gone, no response), every run
         of bytes joined into one (:func:`joined`). A letter whole in its skeleton, for a plan
         that asks only it besides UID and FLAGS, is answered straight from its skeleton."""
+        return joined(self._pieces(positions, entries, letters, plan))
+
+    def _pieces(
+        self,
+        positions: Sequence[int],
+        entries: Sequence[FolderEntry],
+        letters: Sequence[Opened | list[Value | None] | None],
+        plan: FetchPlan,
+    ) -> Iterator[Sequence[Piece] | None]:
+        """Each letter's response in pieces (None: gone, no response), for :func:`joined`."""
         whole = plan.whole
         names = plan.names
-        out: list[bytes | Iterator[bytes]] = []
-        run: list[bytes | memoryview] = []
         for pos, entry, letter in zip(positions, entries, letters, strict=True):
             if isinstance(letter, Opened):
                 if whole is not None and letter.whole and letter.size <= STREAM_OVER:
-                    run += whole.response(pos + 1, entry, letter)
+                    yield whole.response(pos + 1, entry, letter)
                     continue
                 letter = self.values(letter, plan)
-            if letter is None:
-                continue
-            for piece in self.response(pos, names, letter, entry):
-                if isinstance(piece, bytes | memoryview):
-                    run.append(piece)
-                    continue
-                if run:
-                    out.append(b"".join(run))
-                    run = []
-                out.append(piece)
-        if run:
-            out.append(b"".join(run))
-        return out
+            yield None if letter is None else self.response(pos, names, letter, entry)
 
     @staticmethod
     def response(
@@ -400,7 +396,7 @@ def _light(attr: FetchAttribute) -> bool:
     return attr.value in _LIGHT or (attr.value in _SECTIONS and attr.section is not None)
 
 
-def joined(responses: Iterable[list[Piece] | None]) -> list[bytes | Iterator[bytes]]:
+def joined(responses: Iterable[Sequence[Piece] | None]) -> list[bytes | Iterator[bytes]]:
     """The pieces of FETCH responses in order (None: a letter with none), each run of bytes
     joined into one: what the event loop sends in one call; a big body's blocks apart."""
     out: list[bytes | Iterator[bytes]] = []
