@@ -249,10 +249,18 @@ def test_a_delivery_report_that_sends_the_reader_elsewhere_is_none(
         # the returned letter is plain: a report's own
         ("Content-Type: message/rfc822\r\n\r\nFrom: bob@pochta.test\r\nSubject: hi\r\n\r\n"
          "See you at 5.\r\n", False),
-        # the returned letter's own links are the reader's: not read (a known gap: a forged
-        # "bounce" returning a letter with a lure in it keeps the exemption)
+        # the returned letter's own links are the reader's: not read (what is left of the gap:
+        # a forged "bounce" returning a lure written as the reader's own keeps the exemption)
         ("Content-Type: message/rfc822\r\n\r\nFrom: bob@pochta.test\r\nSubject: hi\r\n"
          "Content-Type: text/html\r\n\r\n<p>See https://pochta.test/agenda</p>\r\n", False),
+        # ... but a returned letter somebody else wrote is no report of the reader's own: a lure
+        # dressed as a bounce ("your pending messages" from PayPal), or backscatter
+        ("Content-Type: message/rfc822\r\n\r\nFrom: PayPal <service@paypal.com>\r\n"
+         "Subject: Confirm your account\r\nContent-Type: text/html\r\n\r\n"
+         '<a href="https://paypal.account-check.example/">Confirm</a>\r\n', True),
+        # ... and so is one that names no writer at all
+        ("Content-Type: message/rfc822\r\n\r\nSubject: Confirm your account\r\n\r\n"
+         "https://paypal.account-check.example/\r\n", True),
         # a mail link to another party: the answer goes elsewhere
         ('Content-Type: text/html\r\n\r\n<a href="mailto:restore@mail-release.example">Restore'
          "</a>\r\n", True),
@@ -269,6 +277,32 @@ def test_a_delivery_report_with_a_file_to_open_is_none(part: str, fires: bool) -
         f"--b\r\nContent-Type: text/plain\r\n\r\n{BOUNCE}\r\n--b\r\n{part}--b--\r\n"
     ).encode()
     assert ("PHISH_MAIL_ADMIN_NAME" in signs(raw)) is fires
+
+
+@pytest.mark.parametrize(
+    ("writer", "fires"),
+    [
+        ("Jane <jane.doe@gmail.com>", False),  # the reader's own address, on a free mailbox
+        ("JANE.DOE@GMAIL.COM", False),
+        ("Jane <jane.roe@gmail.com>", True),  # a stranger on the same free mailbox service
+        ("<postmaster@mx.host.example>", True),
+    ],
+)
+def test_a_returned_letter_is_the_readers_own_by_the_envelope(writer: str, fires: bool) -> None:
+    """A reader on a free mailbox service has no domain of her own: her address decides."""
+    raw = (
+        "Return-Path: <>\r\n"
+        "From: Mail Delivery System <Mailer-Daemon@mx.host.example>\r\n"
+        "To: jane.doe@gmail.com\r\n"
+        "Subject: Undelivered Mail Returned to Sender\r\n"
+        "MIME-Version: 1.0\r\n"
+        'Content-Type: multipart/report; report-type=delivery-status; boundary="b"\r\n\r\n'
+        f"--b\r\nContent-Type: text/plain\r\n\r\n{BOUNCE}\r\n--b\r\n"
+        f"Content-Type: message/rfc822\r\n\r\nFrom: {writer}\r\nSubject: hi\r\n\r\n"
+        "See you at 5.\r\n--b--\r\n"
+    ).encode()
+    envelope = Envelope(sender="", recipients=("jane.doe@gmail.com",))
+    assert ("PHISH_MAIL_ADMIN_NAME" in signs(raw, envelope)) is fires
 
 
 # -- account and fee lures --------------------------------------------------------------------

@@ -97,6 +97,7 @@ from pochta.antispam.signs.protected import shorteners as default_shorteners
 from pochta.antispam.signs.protected import suspicious_tlds as default_suspicious_tlds
 from pochta.antispam.signs.registry import SPECS, SYMBOLS, Sign, SignSpec, sign
 from pochta.mime import normalize
+from pochta.mime.headers import first_value, read_block
 from pochta.mime.letter import Attachment, Letter, Link, parse
 from pochta.mime.normalize import known_suffix
 from pochta.types import Envelope
@@ -841,6 +842,8 @@ def _report(ctx: Context) -> bool:
         kind = a.content_type.lower()
         if not kind.startswith(_REPORT_PARTS) or lures.is_html_file(a.filename, kind):
             return False
+        if kind == "message/rfc822" and not _returned_to_writer(ctx, a.content):
+            return False
     reply_to = letter.header("reply-to")
     if reply_to:
         m = _ADDRESS.search(reply_to[:MAX_HEADER])
@@ -857,6 +860,34 @@ def _report(ctx: Context) -> bool:
         return False
     ctx.leaned = True
     return True
+
+
+def _returned_to_writer(ctx: Context, returned: bytes) -> bool:
+    """A returned letter (a report's ``message/rfc822`` part) was written by the report's
+    reader: its From is a reader's address (the envelope's recipients; the To field for a
+    letter scanned on its own) or in a reader's own mail domain. A server returns the letter
+    to whoever sent it, so a real report returns the reader's own letter, links and all; a
+    report returning somebody else's letter ("your pending messages" from "PayPal") is a lure
+    dressed as a report, or backscatter: either way it is not disarmed. Its links are not
+    read (the reader's own letter carries the reader's links): a From written as the reader's
+    own is taken at its word, and that is what is left of the gap."""
+    block = read_block(returned, 0, min(len(returned), MAX_RETURNED_HEAD))
+    value = first_value(returned, block, "from")
+    m = _ADDRESS.search(value[:MAX_HEADER]) if value else None
+    writer = normalize.address(m.group(0)) if m else None
+    if writer is None:
+        return False
+    writer = writer.lower()
+    readers = list(ctx.envelope.recipients[:MAX_RECIPIENTS])
+    if not readers:
+        readers = [a.address for a in ctx.letter.to_addresses[:MAX_RECIPIENTS]]
+    if any(writer == (normalize.address(r[:MAX_HEADER]) or "").lower() for r in readers if r):
+        return True
+    domain = writer.rpartition("@")[2]
+    return any(ctx.same_party(domain, d) for d in _reader_domains(ctx))
+
+
+MAX_RETURNED_HEAD = 65_536  # bytes of a returned letter read for its header
 
 
 def mail_admin_name(ctx: Context) -> Sign | None:
