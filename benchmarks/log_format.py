@@ -15,6 +15,7 @@ import io
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import emit, machine
@@ -56,6 +57,39 @@ def per_line(formatter: logging.Formatter, lines: int) -> float:
     return round(best * 1e6, 2)
 
 
+def _deep(depth: int, call: Callable[[], None]) -> None:
+    if depth:
+        _deep(depth - 1, call)
+    else:
+        call()
+
+
+def access_line(log: logging.Logger, lines: int, depth: int = 25) -> float:
+    """uvicorn's access line as ``pochta serve`` writes it (text, the root handler, a
+    request id bound), from ``depth`` frames down (where the ASGI stack sends the answer):
+    the logger's whole cost, the walk for the caller included when the logger looks one up.
+    The empty call at the same depth is subtracted."""
+    logs.configure("info", "text", stream=Null())
+
+    def line() -> None:
+        log.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5555", "PUT", "/v1/blobs/k", "1.1", 201)
+
+    def nothing() -> None:
+        return None
+
+    best = {}
+    with logs.bound(request_id="3f2a9c1b7d0e"):
+        for name, call in (("line", line), ("nothing", nothing)):
+            best[name] = float("inf")
+            for _ in range(5):
+                t = time.perf_counter()
+                for _ in range(lines):
+                    _deep(depth, call)
+                best[name] = min(best[name], (time.perf_counter() - t) / lines)
+    logging.getLogger().handlers[:] = []
+    return round((best["line"] - best["nothing"]) * 1e6, 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=20_000)
@@ -72,6 +106,13 @@ def main() -> None:
                 "stdlib_json_minimal": per_line(StdlibJson(), args.lines),
                 "structlog_text": per_line(logs.formatter("text"), args.lines),
                 "structlog_json": per_line(logs.formatter("json"), args.lines),
+            },
+            # uvicorn's access line 25 frames down: a logger that walks the stack for its
+            # caller (what uvicorn.access was) and one that does not (logs.logger: what
+            # logs.configure makes it now)
+            "access_line_us": {
+                "caller_looked_up": access_line(logging.getLogger("bench.access"), args.lines),
+                "no_caller": access_line(logs.logger("bench.access_quick"), args.lines),
             },
             "machine": machine(Path(".")),
         }

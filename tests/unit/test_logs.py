@@ -6,6 +6,8 @@ import io
 import json
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -229,3 +231,28 @@ def test_a_logger_for_lines_per_letter_skips_the_caller(root: io.StringIO) -> No
     assert records[1].lineno > 0  # a stack asked for: the caller is found as usual
     first = root.getvalue().splitlines()[0]
     assert first.endswith(f"delivered abc123               [pochta.test.quick] pid={os.getpid()}")
+
+
+def test_uvicorns_access_line_looks_up_no_caller() -> None:
+    """``configure`` makes uvicorn's loggers before uvicorn asks for them (as ``pochta serve``
+    does: logs first, then uvicorn's Config), as loggers that look up no caller: the access
+    line is written once per request from deep in the ASGI stack."""
+    code = """if True:
+        import io, logging
+        from pochta import logs
+        logs.configure("info", "text", stream=io.StringIO())
+        import uvicorn
+        uvicorn.Config(app=None, log_config=None, log_level="info")
+        kept = []
+        class Keep(logging.Handler):
+            def emit(self, record):
+                kept.append(record)
+        access = logging.getLogger("uvicorn.access")
+        access.addHandler(Keep())
+        access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", "/healthz", "1.1", 200)
+        print(kept[0].lineno, kept[0].funcName)
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["0", "(unknown", "function)"]
