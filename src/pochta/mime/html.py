@@ -230,7 +230,7 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
         # leave this node and every ancestor it was the last child of
         if block:
             text.line()
-        while True:
+        while node is not None:
             if not blocks:  # the root left
                 node = None
                 break
