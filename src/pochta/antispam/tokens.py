@@ -44,7 +44,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import repeat
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
@@ -254,7 +254,10 @@ class TokenTable:
         """The places (see :attr:`_ranked`) of the tokens that count, surest first (a token
         given twice counts twice, as in :meth:`clues`)."""
         place = self._ranked[0]
-        found = [place[t] for t in tokens if t in place]
+        if isinstance(tokens, (set, frozenset)):  # distinct: the known ones found in C
+            found = list(map(place.__getitem__, place.keys() & tokens))
+        else:
+            found = [place[t] for t in tokens if t in place]
         found.sort()
         return found[:MAX_CLUES]
 
@@ -275,10 +278,8 @@ class TokenTable:
         if not shown or score == NEUTRAL:
             return score, ()
         spam = score > NEUTRAL
-        order = self._ranked[1]
-        return score, tuple(t for t, f in map(order.__getitem__, places) if (f > 0.5) == spam)[
-            :shown
-        ]
+        leaning = (t for t, f in map(self._ranked[1].__getitem__, places) if (f > 0.5) == spam)
+        return score, tuple(islice(leaning, shown))  # the first ``shown``: no more are read
 
     def _combined(self, places: Sequence[int]) -> float:
         """:meth:`_combine` of the clues at ``places``: the same sums of the same logarithms

@@ -150,7 +150,7 @@ def test_on_the_corpus_letters() -> None:
 def test_the_ascii_tables_are_pythons_classes() -> None:
     for c in map(chr, range(128)):
         assert (extract._NOT_LETTERS.get(ord(c)) is None) == bool(re.fullmatch(r"[^\W\d_]", c))
-        assert (features._NOT_WORD.get(ord(c)) is None) == bool(re.fullmatch(r"\w", c))
+        assert (features._WORD_OR_BLANK[ord(c)] == ord("a")) == bool(re.fullmatch(r"\w", c))
 
 
 def test_cyrillic_and_latin_counted_in_bytes_as_the_regexes_count() -> None:

@@ -250,3 +250,6 @@ def test_ranked_clues_are_the_per_letter_sort(
     spam = score > tokens.NEUTRAL
     shown = tuple(t for t, f in expected if (f > 0.5) == spam)[:3]
     assert table.judge(asked, shown=3) == (score, () if score == tokens.NEUTRAL else shown)
+    distinct = list(dict.fromkeys(asked))  # a set's clues are found apart: the same ones
+    assert table.clues(frozenset(asked)) == _clues_sorted_per_letter(table, distinct)
+    assert table.judge(frozenset(asked), shown=3) == table.judge(distinct, shown=3)

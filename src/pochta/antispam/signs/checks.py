@@ -243,7 +243,7 @@ class Context:
         if "named" not in self._cache:
             orgs: list[Org] = []
             for found in (
-                self.protected.named_in(self.shown_name),
+                self.name_orgs,
                 self.named_in_subject,
                 self.protected.named_in(self.letter.text[:BODY_HEAD]),
             ):
