@@ -286,6 +286,10 @@ ROWS: list[Row] = [
     Row(f"{L}:_URL_IN_TEXT", "URLs in plain text", "plain text (200,000 chars)", LINEAR, AS_IS,
         "the class run ends the pattern, possessive; one match per run", "plain",
         rep("http://a"), finditer(letter_mod._URL_IN_TEXT)),
+    Row(f"{L}:_BARE_ADDRESS", "a From / To / Cc field that is one bare address",
+        "From, To, Cc (4,096 chars)", LINEAR, "new (getaddresses skipped)",
+        "possessive runs, fullmatch; a look-behind keeps a search linear too",
+        "address_fields", rep("a-"), fullmatch(letter_mod._BARE_ADDRESS)),
     Row(f"{HT}:_HIDDEN_STYLE", "display:none and friends", "style attributes", LINEAR, AS_IS,
         "literal-led", "styles", lambda n: "display" + " " * n,
         search(html_mod._HIDDEN_STYLE)),
@@ -596,6 +600,7 @@ def corpus_inputs(letters: Iterable[corpus.CorpusLetter]) -> tuple[int, dict[str
         add("received_hosts", *checks.received_hosts(received))
         add("content_type", *letter.headers("content-type"))
         add("header_values", *(v for _, v in letter.fields))
+        add("address_fields", *(letter.header(n) for n in ("from", "to", "cc")))
         links = letter.links
         add("link_texts", *(link.text for link in links if link.text))
         add("link_urls", *(link.href for link in links))

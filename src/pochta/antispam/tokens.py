@@ -44,7 +44,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import repeat
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
@@ -234,12 +234,37 @@ class TokenTable:
                 out[t] = f
         return out
 
+    @cached_property
+    def _ranked(self) -> tuple[dict[str, int], list[tuple[str, float]], list[float], list[float]]:
+        """The clue tokens in the order :meth:`clues` gives them (farthest from 0.5 first,
+        then by token: a total order, each token once), as a place per token; per place the
+        (token, f(w)) and the two logarithms :meth:`_combine` adds for it (of the same
+        clamped f, so the same floats). Computed once per table: a letter's clues are then
+        its tokens' places, sorted as ints."""
+        order = sorted(self._clues.items(), key=lambda tf: (-abs(tf[1] - 0.5), tf[0]))
+        place = {t: i for i, (t, _) in enumerate(order)}
+        ln_f, ln_1f = [], []
+        for _, f in order:
+            f = min(max(f, CLAMP), 1.0 - CLAMP)
+            ln_f.append(math.log(f))
+            ln_1f.append(math.log(1.0 - f))
+        return place, order, ln_f, ln_1f
+
+    def _places(self, tokens: Iterable[str]) -> list[int]:
+        """The places (see :attr:`_ranked`) of the tokens that count, surest first (a token
+        given twice counts twice, as in :meth:`clues`)."""
+        place = self._ranked[0]
+        if isinstance(tokens, (set, frozenset)):  # distinct: the known ones found in C
+            found = list(map(place.__getitem__, place.keys() & tokens))
+        else:
+            found = [place[t] for t in tokens if t in place]
+        found.sort()
+        return found[:MAX_CLUES]
+
     def clues(self, tokens: Iterable[str]) -> list[tuple[str, float]]:
         """The tokens that count, farthest from 0.5 first."""
-        known = self._clues
-        found = [(t, known[t]) for t in tokens if t in known]
-        found.sort(key=lambda tf: (-abs(tf[1] - 0.5), tf[0]))
-        return found[:MAX_CLUES]
+        order = self._ranked[1]
+        return [order[i] for i in self._places(tokens)]
 
     def score(self, tokens: Iterable[str]) -> float:
         """Fisher's combining of the clues: near 1 spam's words, near 0 ham's, 0.5 neither."""
@@ -248,12 +273,28 @@ class TokenTable:
     def judge(self, tokens: Iterable[str], shown: int = 0) -> tuple[float, tuple[str, ...]]:
         """The score and the ``shown`` clues that lean the way the score does, surest first
         (what an explanation names)."""
-        clues = self.clues(tokens)
-        score = self._combine(clues)
+        places = self._places(tokens)
+        score = self._combined(places)
         if not shown or score == NEUTRAL:
             return score, ()
         spam = score > NEUTRAL
-        return score, tuple(t for t, f in clues if (f > 0.5) == spam)[:shown]
+        leaning = (t for t, f in map(self._ranked[1].__getitem__, places) if (f > 0.5) == spam)
+        return score, tuple(islice(leaning, shown))  # the first ``shown``: no more are read
+
+    def _combined(self, places: Sequence[int]) -> float:
+        """:meth:`_combine` of the clues at ``places``: the same sums of the same logarithms
+        in the same order (read from :attr:`_ranked`, not computed again)."""
+        if not places:
+            return NEUTRAL
+        _, _, logs_f, logs_1f = self._ranked
+        ln_f = ln_1f = 0.0
+        for i in places:
+            ln_f += logs_f[i]
+            ln_1f += logs_1f[i]
+        n = 2 * len(places)
+        spam = 1.0 - _chi2q(-2.0 * ln_1f, n)
+        ham = 1.0 - _chi2q(-2.0 * ln_f, n)
+        return (spam - ham + 1.0) / 2.0
 
     @staticmethod
     def _combine(clues: Sequence[tuple[str, float]]) -> float:

@@ -205,9 +205,10 @@ class Analyzer:
                     letter, protected=self.protected, shorteners=self.shorteners, envelope=envelope
                 )
             )
-            tokens, hashes = tokens_mod.hashed(tokens_mod.tokenize(letter), self.word_key)
-            if self.tokens is not None:
-                f[tokens_mod.FEATURE], words = self.tokens.judge(tokens, shown=WORDS_SHOWN)
+            distinct = tokens_mod.tokenize(letter)
+            tokens, hashes = tokens_mod.hashed(distinct, self.word_key)
+            if self.tokens is not None:  # the set: its clues found without a Python loop
+                f[tokens_mod.FEATURE], words = self.tokens.judge(distinct, shown=WORDS_SHOWN)
                 if self.tokens.weights is not None:
                     f[tokens_mod.WEIGHTS_FEATURE] = self.tokens.weights.score(tokens)
         lap("features")

@@ -179,7 +179,9 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
     anchors: list[tuple[str, str]] = []
     forms = inputs = password_inputs = images = hidden = 0
     node = root
-    root_id = root.mem_id if root is not None else -1
+    # per element entered and not yet left, from the root down: whether it is a block (its
+    # name read once, not again on the way up); empty again at the root: the walk's end
+    blocks: list[bool] = []
     budget = MAX_NODES
     while node is not None:
         budget -= 1
@@ -193,7 +195,7 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
         elif tag in _SKIP or tag is None or tag.startswith("-"):
             descend = False  # comments, doctype, script, style...
         else:
-            attrs = node.attributes
+            attrs = node.attrs
             style = attrs.get("style")
             if style and tag not in _NOT_HIDING and _HIDDEN_STYLE.search(style[:MAX_STYLE].lower()):
                 hidden += len(node.text(deep=True).strip())
@@ -219,14 +221,17 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
                         password_inputs += 1
                 elif tag == "img":
                     images += 1
+        block = tag in _BLOCK
         child = node.child if descend else None
         if child is not None:
+            blocks.append(block)
             node = child
             continue
-        while node is not None:  # leave this node and every ancestor it was the last child of
-            if node.tag in _BLOCK:
-                text.line()
-            if node.mem_id == root_id:
+        # leave this node and every ancestor it was the last child of
+        if block:
+            text.line()
+        while node is not None:
+            if not blocks:  # the root left
                 node = None
                 break
             following = node.next
@@ -234,6 +239,8 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
                 node = following
                 break
             node = node.parent
+            if blocks.pop():
+                text.line()
     return Html(
         text.value(), tuple(anchors), forms, inputs, password_inputs, images, hidden, truncated
     )

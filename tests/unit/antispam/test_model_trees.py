@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import math
@@ -163,3 +164,31 @@ def test_a_change_of_the_conversion_makes_every_cache_stale() -> None:
         f" {(trees_mod.CONVERTER + 1, now[1])}"
     )
     assert booster.trees_key(b"x").endswith(f":{trees_mod.TREES_FORMAT}:{trees_mod.CONVERTER}")
+
+
+def _raw_by_fancy_indexing(trees: trees_mod.Trees, x: list[float]) -> float:
+    """Trees.raw as it was written before its flat arrays: 2-D fancy indexing."""
+    values = np.asarray(x, dtype=np.float64)
+    if trees.nan_true.any():
+        values = np.where(np.isnan(values) & trees.nan_true, np.inf, values)
+    bits = values[trees.features] > trees.borders
+    index = bits @ (1 << np.arange(trees.features.shape[1]))
+    total = float(trees.leaves[np.arange(trees.features.shape[0]), index].sum())
+    return trees.scale * total + trees.bias
+
+
+def test_the_flat_reading_gives_the_same_floats_also_in_a_worker() -> None:
+    """``raw`` reads flat copies of the arrays with ``take``: the same leaves in the same
+    order, so the same sum to the last bit; also on a pickled copy (what a worker gets)."""
+    import pickle
+
+    model = booster.load()
+    assert model is not None
+    trees = model.trees
+    copy = pickle.loads(pickle.dumps(trees))
+    nan_true = dataclasses.replace(trees, nan_true=np.ones_like(trees.nan_true))
+    for row in _rows(len(model.columns), 300, 4):
+        expected = _raw_by_fancy_indexing(trees, row)
+        assert trees.raw(row) == expected
+        assert copy.raw(row) == expected
+        assert nan_true.raw(row) == _raw_by_fancy_indexing(nan_true, row)

@@ -88,6 +88,8 @@ def test_the_text_passes_are_the_regexes(text: str) -> None:
     assert words == words_by_regex(text)
     assert extract.minhash_run(words) == minhash_by_word(words)
     assert features.words(text) == len(features._WORD.findall(text))
+    upper, digits = features._letters(text)[1:3]
+    assert (upper, digits) == (sum(map(str.isupper, text)), sum(map(str.isdigit, text)))
     assert list(letter_mod._urls_in(text)) == urls_by_regex(text)
     assert wording.fold(text) == fold_by_regex(text)
     assert normalize.text(text) == normal_by_translation(text)
@@ -140,6 +142,10 @@ def test_on_the_corpus_letters() -> None:
             assert words == words_by_regex(text), m.name
             assert extract.minhash_run(words) == minhash_by_word(words), m.name
             assert features.words(text) == len(features._WORD.findall(text)), m.name
+            assert features._letters(text)[1:3] == (
+                sum(map(str.isupper, text)),
+                sum(map(str.isdigit, text)),
+            ), m.name
             assert list(letter_mod._urls_in(text)) == urls_by_regex(text), m.name
             assert wording.fold(text) == fold_by_regex(text), m.name
             assert normalize.text(text) == normal_by_translation(text), m.name
@@ -150,7 +156,7 @@ def test_on_the_corpus_letters() -> None:
 def test_the_ascii_tables_are_pythons_classes() -> None:
     for c in map(chr, range(128)):
         assert (extract._NOT_LETTERS.get(ord(c)) is None) == bool(re.fullmatch(r"[^\W\d_]", c))
-        assert (features._NOT_WORD.get(ord(c)) is None) == bool(re.fullmatch(r"\w", c))
+        assert (features._WORD_OR_BLANK[ord(c)] == ord("a")) == bool(re.fullmatch(r"\w", c))
 
 
 def test_cyrillic_and_latin_counted_in_bytes_as_the_regexes_count() -> None:

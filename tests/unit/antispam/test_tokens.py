@@ -215,3 +215,41 @@ def test_a_model_with_word_weights_reads_them_and_the_shipped_one_has_none() -> 
     assert shipped is not None and shipped.tokens is not None
     assert shipped.tokens.weights is None  # the shipped model's verdicts are unchanged
     assert tokens.WEIGHTS_FEATURE not in Scanner(model=shipped).scan(raw).features
+
+
+def _clues_sorted_per_letter(table: tokens.TokenTable, toks: list[str]) -> list[tuple[str, float]]:
+    """The clues as they were found before the table's ranking: f(w) of each token, sorted
+    for each letter."""
+    found = [(t, f) for t in toks if (f := table.probability(t)) is not None]
+    found = [(t, f) for t, f in found if abs(f - 0.5) + 1e-12 >= tokens.MIN_DISTANCE]
+    found.sort(key=lambda tf: (-abs(tf[1] - 0.5), tf[0]))
+    return found[: tokens.MAX_CLUES]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    counts=st.dictionaries(
+        st.text("abcdef", min_size=1, max_size=3),
+        st.tuples(st.integers(0, 30), st.integers(0, 30)),
+        max_size=60,
+    ),
+    asked=st.lists(st.text("abcdef", min_size=1, max_size=3), max_size=200),
+    letters=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+)
+def test_ranked_clues_are_the_per_letter_sort(
+    counts: dict[str, tuple[int, int]], asked: list[str], letters: tuple[int, int]
+) -> None:
+    """The table ranks its clue tokens once; a letter's clues, score and shown words are
+    those of sorting its own clues (ties by token; a token asked twice counts twice) and
+    combining their logarithms: the same floats."""
+    table = tokens.TokenTable(counts, *letters)
+    expected = _clues_sorted_per_letter(table, asked)
+    assert table.clues(asked) == expected
+    score = tokens.TokenTable._combine(expected)
+    assert table.score(asked) == score
+    spam = score > tokens.NEUTRAL
+    shown = tuple(t for t, f in expected if (f > 0.5) == spam)[:3]
+    assert table.judge(asked, shown=3) == (score, () if score == tokens.NEUTRAL else shown)
+    distinct = list(dict.fromkeys(asked))  # a set's clues are found apart: the same ones
+    assert table.clues(frozenset(asked)) == _clues_sorted_per_letter(table, distinct)
+    assert table.judge(frozenset(asked), shown=3) == table.judge(distinct, shown=3)

@@ -12,6 +12,7 @@ from tests.unit.antispam_phishing.helpers import DATA, letter
 from pochta.antispam import features
 from pochta.antispam.auth.results import NO_AUTH
 from pochta.antispam.signs import checks as phishing
+from pochta.antispam.signs.registry import SYMBOLS, Sign
 from pochta.mime.letter import parse
 
 
@@ -125,3 +126,16 @@ def test_money_past_the_re2_first_look(text: str) -> None:
 )  # fmt: skip
 def test_each_amount_alone_is_counted(text: str) -> None:
     assert features.money(f"Pay {text} now") == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([*SYMBOLS, "NOT_A_SYMBOL"]), max_size=8))
+def test_sign_features_every_symbol_in_order(symbols: list[str]) -> None:
+    """Every symbol's feature, in SYMBOLS' order: 1.0 for a sign that fired, else 0.0 (an
+    unknown symbol makes none, yet counts in ``phish.signs``)."""
+    f = features.from_signs([Sign(s, "", "") for s in symbols])
+    assert list(f) == [*(f"sign.{s}" for s in SYMBOLS), "phish.signs"]
+    assert f == {
+        **{f"sign.{s}": float(s in symbols) for s in SYMBOLS},
+        "phish.signs": float(len(set(symbols))),
+    }

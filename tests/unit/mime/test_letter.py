@@ -5,8 +5,13 @@ from __future__ import annotations
 import base64
 import time
 from datetime import UTC, datetime, timedelta, timezone
+from email.utils import getaddresses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pochta.mime import Address, parse, split
+from pochta.mime import letter as letter_mod
 
 
 def b64w(text: str, charset: str) -> str:
@@ -143,3 +148,29 @@ def test_malformed_headers_and_structure_never_raise() -> None:
     )
     assert parse(deep + b"Content-Type: text/plain\n\ndeep\n").body_text is None
     assert time.perf_counter() - started < 5
+
+
+_ADDRESS_PIECES = st.sampled_from(
+    ["a", "Z", "0", "_", "+", "-", ".", "@", " ", "\t", "\r\n", "<", ">", '"', "(", ")",
+     ",", ";", ":", "[", "]", "\\", "é", "x.y", "@b.c"]
+)  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_ADDRESS_PIECES, max_size=12).map("".join))
+def test_a_bare_address_is_read_as_getaddresses_reads_it(value: str) -> None:
+    """A field of one bare ASCII address skips ``getaddresses``' character-by-character
+    reading (letter._BARE_ADDRESS): every value gives what ``getaddresses`` gives."""
+    try:
+        expected = tuple(getaddresses([value]))
+    except Exception:
+        expected = ()
+    assert letter_mod._pairs(value) == (expected if value else ())
+
+
+def test_bare_addresses_take_the_short_way() -> None:
+    assert letter_mod._BARE_ADDRESS.fullmatch(" first.last+tag@mail.example-1.com\r\n")
+    assert letter_mod._pairs("\tA.B@C.D ") == (("", "A.B@C.D"),)
+    for not_bare in ("a..b@c", "a@b.", ".a@b", "<a@b>", "a@b, c@d", "Name a@b", "a@[1.2.3.4]"):
+        assert letter_mod._BARE_ADDRESS.fullmatch(not_bare) is None
+        assert letter_mod._pairs(not_bare) == tuple(getaddresses([not_bare]))

@@ -41,15 +41,21 @@ class Trees:
         object.__setattr__(self, "_powers", 1 << np.arange(self.features.shape[1]))
         object.__setattr__(self, "_rows", np.arange(self.features.shape[0]))
         object.__setattr__(self, "_any_nan_true", bool(self.nan_true.any()))
+        # the same arrays flat, read with ``take`` (one letter's row: NumPy's fancy indexing
+        # of 2-D arrays costs more than the work): each leaf row starts at its tree's offset
+        object.__setattr__(self, "_flat_features", self.features.ravel())
+        object.__setattr__(self, "_flat_borders", self.borders.ravel())
+        object.__setattr__(self, "_flat_leaves", self.leaves.ravel())
+        object.__setattr__(self, "_offsets", self._rows * self.leaves.shape[1])  # type: ignore[attr-defined]
 
     def raw(self, x: Sequence[float]) -> float:
         values = np.asarray(x, dtype=np.float64)
         if self._any_nan_true:  # type: ignore[attr-defined]
             values = np.where(np.isnan(values) & self.nan_true, np.inf, values)
-        bits = values[self.features] > self.borders
-        index = bits @ self._powers  # type: ignore[attr-defined]
-        total = float(self.leaves[self._rows, index].sum())  # type: ignore[attr-defined]
-        return self.scale * total + self.bias
+        bits = values.take(self._flat_features) > self._flat_borders  # type: ignore[attr-defined]
+        index = bits.reshape(self.features.shape) @ self._powers  # type: ignore[attr-defined]
+        reached = self._flat_leaves.take(self._offsets + index)  # type: ignore[attr-defined]
+        return self.scale * float(reached.sum()) + self.bias
 
     def probability(self, x: Sequence[float]) -> float:
         return 1.0 / (1.0 + math.exp(-self.raw(x)))

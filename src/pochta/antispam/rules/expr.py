@@ -439,9 +439,25 @@ def compiled(node: Node) -> Compiled:
         return lambda lookup: not truth(arg(lookup))
     if isinstance(node, BoolOp):
         args = tuple(compiled(a) for a in node.args)
+        # loops, not all()/any() of a generator (one made per letter and condition): the
+        # same arguments read in the same order, stopping at the same one
         if node.op == "and":
-            return lambda lookup: all(truth(a(lookup)) for a in args)
-        return lambda lookup: any(truth(a(lookup)) for a in args)
+
+            def all_(lookup: Lookup) -> Value:
+                for a in args:  # noqa: SIM110 - no generator made per call
+                    if not truth(a(lookup)):
+                        return False
+                return True
+
+            return all_
+
+        def any_(lookup: Lookup) -> Value:
+            for a in args:  # noqa: SIM110 - no generator made per call
+                if truth(a(lookup)):
+                    return True
+            return False
+
+        return any_
     if isinstance(node, Neg):
         negated = compiled(node.arg)
 

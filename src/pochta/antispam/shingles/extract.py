@@ -171,13 +171,17 @@ def _collect(add: _Add, letter: Letter, env: Envelope) -> None:
         mid = letter.message_id.strip().strip("<>")
         if "@" in mid:
             add(t.MESSAGE_ID_DOMAIN, normalize.domain(mid.rpartition("@")[2].strip("<> ")))
-    for link in _distinct((link.href for link in letter.links), MAX_LINKS):
-        normal = normalize.url(link)
-        if normal is None:
+    hrefs = _distinct((link.href for link in letter.links), MAX_LINKS)
+    normalized = {link.href: link for link in reversed(letter.links)}  # each href's first
+    for href in hrefs:
+        # the letter's links are normalized already: ``Link.url`` and ``Link.host`` are
+        # ``normalize.url(href)``'s, "" when it is None (it never gives an empty URL)
+        link = normalized[href]
+        if not link.url:
             continue
-        add(t.LINK_URL, normal[0])
-        add(t.LINK_HOST, normal[1])
-        add(t.LINK_DOMAIN, normalize.registrable(normal[1]))
+        add(t.LINK_URL, link.url)
+        add(t.LINK_HOST, link.host)
+        add(t.LINK_DOMAIN, normalize.registrable(link.host))
     for attachment in letter.attachments[:MAX_ATTACHMENTS]:
         if attachment.filename:
             add(t.ATTACHMENT_NAME, normalize.text(attachment.filename[:1000]))

@@ -87,11 +87,16 @@ def type_name(number: int) -> str:
         return f"type_{number}"
 
 
+_HASH = hashlib.blake2b(digest_size=8, person=b"pochta-shingle")
+"""The state every shingle's hash starts from (parameters read): a copy of it hashes a value,
+the same digest as a new ``blake2b(value, digest_size=8, person=...)``, ~3x cheaper than
+building one from its keyword arguments."""
+
+
 def shingle_hash(value: str) -> int:
-    digest = hashlib.blake2b(
-        value.encode("utf-8", "surrogatepass"), digest_size=8, person=b"pochta-shingle"
-    ).digest()
-    return int.from_bytes(digest, "big")
+    h = _HASH.copy()
+    h.update(value.encode("utf-8", "surrogatepass"))
+    return int.from_bytes(h.digest(), "big")
 
 
 @dataclass(frozen=True, slots=True)

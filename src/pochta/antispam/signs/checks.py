@@ -244,7 +244,7 @@ class Context:
         if "named" not in self._cache:
             orgs: list[Org] = []
             for found in (
-                self.protected.named_in(self.shown_name),
+                self.name_orgs,
                 self.named_in_subject,
                 self.protected.named_in(self.letter.text[:BODY_HEAD]),
             ):
@@ -279,6 +279,17 @@ class Context:
         if "body" not in self._cache:
             self._cache["body"] = wording.fold(self.letter.all_text)
         return self._cache["body"]  # type: ignore[return-value]
+
+    @property
+    def subject_body(self) -> str:
+        """The subject's first :data:`MAX_NAME` characters and the body, folded, a line
+        apart: what the lure families read (made once: one string for all of them, which
+        :func:`wording.matches` then scans once)."""
+        if "subject_body" not in self._cache:
+            self._cache["subject_body"] = (
+                wording.fold(self.letter.subject[:MAX_NAME]) + "\n" + self.body
+            )
+        return self._cache["subject_body"]  # type: ignore[return-value]
 
 
 Check = Callable[[Context], Sign | None]
@@ -850,7 +861,7 @@ def _report(ctx: Context) -> bool:
         answered = normalize.address_domain(m.group(0)) if m else None
         if not ctx.same_party(answered, letter.from_domain):
             return False
-    text = wording.fold(letter.subject[:MAX_NAME]) + "\n" + ctx.body
+    text = ctx.subject_body
     if (
         lures.find(lures.ACCOUNT_LURE, text, 1)
         or lures.find(lures.FEE_REQUEST, text, 1)
@@ -908,7 +919,7 @@ def mail_admin_name(ctx: Context) -> Sign | None:
 def account_lure(ctx: Context) -> Sign | None:
     if _own_or_reader(ctx):
         return None
-    text = wording.fold(ctx.letter.subject[:MAX_NAME]) + "\n" + ctx.body
+    text = ctx.subject_body
     found = lures.find(lures.ACCOUNT_LURE, text)
     return sign("PHISH_ACCOUNT_LURE", found) if found else None
 
@@ -916,7 +927,7 @@ def account_lure(ctx: Context) -> Sign | None:
 def fee_request(ctx: Context) -> Sign | None:
     if _own_or_reader(ctx):
         return None
-    text = wording.fold(ctx.letter.subject[:MAX_NAME]) + "\n" + ctx.body
+    text = ctx.subject_body
     found = lures.find(lures.FEE_REQUEST, text)
     return sign("PHISH_FEE_REQUEST", found) if found else None
 
@@ -1084,7 +1095,7 @@ def qr_code(ctx: Context) -> Sign | None:
     words = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1))
     if words > QR_WORDS:
         return None
-    found = lures.find(lures.QR, wording.fold(letter.subject[:MAX_NAME]) + "\n" + ctx.body, 2)
+    found = lures.find(lures.QR, ctx.subject_body, 2)
     if found:
         return sign("PHISH_QR_CODE", found)
     attached = [a for a in letter.attachments[:50] if a.content_type.startswith("image/")]

@@ -253,6 +253,7 @@ class Protected:
         )
         self._tokens = [(org, t, skeleton(t)) for org in self.orgs for t in org.tokens]
         self._imitations: dict[str, Imitation | None] = {}
+        self._owners: dict[str, Org | None] = {}
         self._confusable = [(org, t, skeleton(t)) for org in self.orgs for t in org.confusable_only]
 
     @classmethod
@@ -273,6 +274,21 @@ class Protected:
         return cls(orgs, abused_tlds)
 
     def owner(self, host: str) -> Org | None:
+        """The organization that owns ``host`` (one of its domains, or a country label of
+        its name); answers are remembered (at most :data:`CACHE_SIZE` hosts, each at most
+        MAX_HOST characters): a letter asks about its sender's domain a dozen times."""
+        try:
+            return self._owners[host]
+        except KeyError:
+            pass
+        found = self._owner(host)
+        if len(host) <= MAX_HOST:
+            if len(self._owners) >= CACHE_SIZE:
+                self._owners.clear()
+            self._owners[host] = found
+        return found
+
+    def _owner(self, host: str) -> Org | None:
         h = normalize.domain(host)
         if h is None or len(h) > MAX_HOST:
             return None
