@@ -139,7 +139,7 @@ def test_malformed_headers_and_structure_never_raise() -> None:
     assert s.date is not None and s.date.replace(tzinfo=UTC) == datetime(
         2026, 11, 23, 10, tzinfo=UTC
     )
-    started = time.perf_counter()
+    started = time.process_time()  # CPU: holds on a loaded machine
     huge = b"To: " + b"x@example.org, " * 70_000 + b"\nSubject: " + b"s" * 2**20 + b"\n\nbody"
     s = parse(huge)
     assert s.body_text == "body" and len(s.subject) <= 65_536
@@ -147,7 +147,7 @@ def test_malformed_headers_and_structure_never_raise() -> None:
         b'Content-Type: multipart/mixed; boundary="%d"\n\n--%d\n' % (i, i) for i in range(3000)
     )
     assert parse(deep + b"Content-Type: text/plain\n\ndeep\n").body_text is None
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
 
 
 _ADDRESS_PIECES = st.sampled_from(

@@ -281,19 +281,19 @@ def test_nesting_beyond_the_limit_stays_inline() -> None:
     check(nest(5), PDF)
     check(nest(MAX_DEPTH - 1), PDF)
     check(nest(MAX_DEPTH))
-    started = time.perf_counter()
+    started = time.process_time()  # CPU: holds on a loaded machine
     check(nest(2000))  # far deeper than Python's recursion limit
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
 
 
 def test_very_many_parts_are_bounded() -> None:
     raw = letter(*[attachment(b"%d" % i, cte="7bit") for i in range(20_000)])
-    started = time.perf_counter()
+    started = time.process_time()  # CPU, not wall time: the test holds on a loaded machine
     back, result = roundtrip(raw)
     assert back == raw
     assert len(result.parts) == MAX_ENTITIES - 1  # the letter itself is the first entity
     assert result.parts[-1].content == b"%d" % (MAX_ENTITIES - 2)
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
 
 
 # -- malformed letters ----------------------------------------------------------------------
@@ -348,11 +348,11 @@ def test_truncated_letters_round_trip() -> None:
 def test_one_megabyte_header_line() -> None:
     long = b"X-Long: " + b"a" * 2**20 + b"\n"
     raw = letter(TEXT, attachment(b64(PDF)))
-    started = time.perf_counter()
+    started = time.process_time()  # CPU: holds on a loaded machine
     check(long + raw, PDF)
     huge_type = b"Content-Type: application/pdf; name=" + b"x; " * 400_000
     check(letter(part([], b64(PDF)).replace(b"\n\n", huge_type + b"\n\n", 1)))
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
 
 
 @pytest.mark.parametrize(
