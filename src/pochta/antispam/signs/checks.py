@@ -634,9 +634,10 @@ FORM_INPUTS = 3  # a form with fewer fields (a search box and its button) collec
 
 def html_form(ctx: Context) -> Sign | None:
     """A form to fill in inside the letter: a password field, or a form with at least
-    :data:`FORM_INPUTS` fields. A shop's search box (a text field and a button) is none."""
+    :data:`FORM_INPUTS` fields of its own (``Html.form_inputs``). A shop's search box (a text
+    field and a button) is none, and so are five of them in one newsletter."""
     html = ctx.letter.html
-    if html is None or not (html.password_inputs or (html.forms and html.inputs >= FORM_INPUTS)):
+    if html is None or not (html.password_inputs or html.form_inputs >= FORM_INPUTS):
         return None
     found = f"forms: {html.forms}, password fields: {html.password_inputs}"
     return sign("PHISH_HTML_FORM", [found])
@@ -776,9 +777,10 @@ def recipient_domain(ctx: Context) -> Sign | None:
     address in the subject), and the sender is outside it: a letter posing as the reader's
     mail administrator or employer ("pochta.test IT Support", "pochta.test: 5 pending
     messages"). Public mail services' domains are left out (gmail.com in a name says
-    nothing), and so are mailing lists (their To is the list's own address)."""
+    nothing). A mailing list's letter is read only when the SMTP session named its readers:
+    its To is the list's own address, whose domain is the list's business."""
     fd = ctx.letter.from_domain
-    if not fd or _mailing_list(ctx.letter):
+    if not fd or (not ctx.envelope.recipients and _mailing_list(ctx.letter)):
         return None
     name = unicodedata.normalize("NFKC", ctx.letter.from_name[:MAX_NAME]).lower()
     subject = unicodedata.normalize("NFKC", ctx.letter.subject[:MAX_NAME]).lower()
