@@ -10,9 +10,7 @@ elements cost) collects:
   hidden elements, each text node's whitespace collapsed, a line break around block elements;
 - ``anchors``: ``(href, shown text)`` of every ``<a href>`` and ``<area href>``;
 - ``forms``, ``inputs`` (fields a reader fills in: not hidden ones nor buttons),
-  ``password_inputs``, ``images``; ``form_inputs``: the most such fields of one form, a field
-  counted with the form opened last before it in the source (as a browser gives a field in a
-  table its form: the parser may close a ``<form>`` there before its fields);
+  ``password_inputs``, ``images``;
 - ``hidden_chars``: characters of text inside elements styled ``display:none``,
   ``visibility:hidden`` or ``font-size:0``.
 
@@ -80,7 +78,6 @@ class Html:
     images: int = 0
     hidden_chars: int = 0
     truncated: bool = False
-    form_inputs: int = 0
 
 
 EMPTY = Html("", ())
@@ -181,7 +178,6 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
     text = _Text()
     anchors: list[tuple[str, str]] = []
     forms = inputs = password_inputs = images = hidden = 0
-    in_form = form_inputs = -1  # fields since the last <form>; -1 before the first
     node = root
     root_id = root.mem_id if root is not None else -1
     budget = MAX_NODES
@@ -214,15 +210,11 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
                         truncated = True
                 elif tag == "form":
                     forms += 1
-                    in_form = 0
                 elif tag == "input":
                     kind = (attrs.get("type") or "").lower()
                     # as a browser reads it: " hidden" is no type it knows, so a text field
                     if kind not in _NOT_FILLED:
                         inputs += 1
-                        if in_form >= 0:
-                            in_form += 1
-                            form_inputs = max(form_inputs, in_form)
                     if kind.strip() == "password":  # a guess too many costs nothing here
                         password_inputs += 1
                 elif tag == "img":
@@ -243,6 +235,5 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
                 break
             node = node.parent
     return Html(
-        text.value(), tuple(anchors), forms, inputs, password_inputs, images, hidden, truncated,
-        max(form_inputs, 0),
-    )  # fmt: skip
+        text.value(), tuple(anchors), forms, inputs, password_inputs, images, hidden, truncated
+    )

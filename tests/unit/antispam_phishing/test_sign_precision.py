@@ -256,18 +256,3 @@ def test_a_search_box_is_no_form_to_fill_in() -> None:
         '<input name="cvv"><input type="submit"></form>'
     )
     assert "PHISH_HTML_FORM" in signs(letter(html=card))
-
-
-def test_fields_count_per_form_not_over_the_letter() -> None:
-    """A newsletter with a search box in each of its five sections (hard-ham-1's Lockergnome
-    letters: five forms of one field) asks nothing of its reader; the fields of one form do,
-    also where a table makes the parser close the form before its fields."""
-    box = '<form action="/search"><input type="text" name="q"><input type="submit"></form>'
-    assert "PHISH_HTML_FORM" not in signs(letter(html="<p>news</p>".join([box] * 5)))
-    in_table = (
-        '<table><form action="https://x-pay.net/pay"><tr><td><input name="card"></td>'
-        '<td><input name="exp"></td><td><input name="cvv"></td></tr></form></table>'
-    )
-    assert "PHISH_HTML_FORM" in signs(letter(html=in_table))
-    split = '<form><input name="card"></form><form><input name="exp"><input name="cvv"></form>'
-    assert "PHISH_HTML_FORM" not in signs(letter(html=split))

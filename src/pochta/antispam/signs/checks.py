@@ -634,10 +634,9 @@ FORM_INPUTS = 3  # a form with fewer fields (a search box and its button) collec
 
 def html_form(ctx: Context) -> Sign | None:
     """A form to fill in inside the letter: a password field, or a form with at least
-    :data:`FORM_INPUTS` fields of its own (``Html.form_inputs``). A shop's search box (a text
-    field and a button) is none, and so are five of them in one newsletter."""
+    :data:`FORM_INPUTS` fields. A shop's search box (a text field and a button) is none."""
     html = ctx.letter.html
-    if html is None or not (html.password_inputs or html.form_inputs >= FORM_INPUTS):
+    if html is None or not (html.password_inputs or (html.forms and html.inputs >= FORM_INPUTS)):
         return None
     found = f"forms: {html.forms}, password fields: {html.password_inputs}"
     return sign("PHISH_HTML_FORM", [found])
