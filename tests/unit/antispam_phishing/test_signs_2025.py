@@ -153,6 +153,19 @@ def test_the_readers_domain_from_the_envelope() -> None:
     assert "PHISH_RECIPIENT_DOMAIN" in signs(raw, Envelope(recipients=("john@pochta.test",)))
 
 
+def test_a_mailing_lists_letter_is_read_when_the_envelope_names_the_readers() -> None:
+    """A list header no longer hides a letter posing as the reader's administrator: without
+    an envelope its To is the list's address and it is left alone (above); with one, the
+    readers are the envelope's."""
+    raw = to_reader(
+        sender="pochta.test IT Support <it@helpdesk-mailer.example>",
+        subject="Password notice",
+        headers={"List-Id": "<news.lists.example>"},
+    )
+    assert "PHISH_RECIPIENT_DOMAIN" not in signs(raw)
+    assert "PHISH_RECIPIENT_DOMAIN" in signs(raw, Envelope(recipients=("john@pochta.test",)))
+
+
 @pytest.mark.parametrize(
     "name", ["Mail Administrator", "Webmail Support", "IT Helpdesk", "Администратор почты"]
 )

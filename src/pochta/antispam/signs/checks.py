@@ -788,9 +788,10 @@ def recipient_domain(ctx: Context) -> Sign | None:
     address in the subject), and the sender is outside it: a letter posing as the reader's
     mail administrator or employer ("pochta.test IT Support", "pochta.test: 5 pending
     messages"). Public mail services' domains are left out (gmail.com in a name says
-    nothing), and so are mailing lists (their To is the list's own address)."""
+    nothing). A mailing list's letter is read only when the SMTP session named its readers:
+    its To is the list's own address, whose domain is the list's business."""
     fd = ctx.letter.from_domain
-    if not fd or _mailing_list(ctx.letter):
+    if not fd or (not ctx.envelope.recipients and _mailing_list(ctx.letter)):
         return None
     name = unicodedata.normalize("NFKC", ctx.letter.from_name[:MAX_NAME]).lower()
     subject = unicodedata.normalize("NFKC", ctx.letter.subject[:MAX_NAME]).lower()
