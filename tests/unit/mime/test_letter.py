@@ -156,7 +156,7 @@ _ADDRESS_PIECES = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(_ADDRESS_PIECES, max_size=12).map("".join))
 def test_a_bare_address_is_read_as_getaddresses_reads_it(value: str) -> None:
     """A field of one bare ASCII address skips ``getaddresses``' character-by-character
