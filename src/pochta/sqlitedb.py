@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,7 @@ T = TypeVar("T")
 Synchronous = Literal["full", "normal", "off"]
 
 _MAX_BATCH = 1024
+WAL_RETRY = 0.005  # s between two tries to switch a file to WAL (SQLiteDatabase._to_wal)
 
 
 class _Op(Generic[T]):
@@ -67,7 +69,7 @@ class SQLiteDatabase:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = self._connect(check_same_thread=False)
-            self._writer.execute("PRAGMA journal_mode=WAL")
+            self._to_wal()
             self._writer.executescript(f"BEGIN IMMEDIATE;\n{schema}\nCOMMIT;")
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open database {path}: {exc}") from exc
@@ -79,6 +81,22 @@ class SQLiteDatabase:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+
+    def _to_wal(self) -> None:
+        """The file in WAL mode. Switching an old (rollback-journal) file needs it alone, and
+        when several processes open it at once SQLite refuses all but one at once, without
+        waiting (two shared locks that would both grow into the exclusive one: SQLITE_BUSY
+        past the busy handler); the others ask again until the busy timeout."""
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            try:
+                self._writer.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                busy = exc.sqlite_errorcode == sqlite3.SQLITE_BUSY
+                if not busy or time.monotonic() >= deadline:
+                    raise
+            time.sleep(WAL_RETRY)
 
     def _connect(self, *, check_same_thread: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(
