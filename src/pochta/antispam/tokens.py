@@ -238,8 +238,8 @@ class TokenTable:
     def _ranked(self) -> tuple[dict[str, int], list[tuple[str, float]], list[float], list[float]]:
         """The clue tokens in the order :meth:`clues` gives them (farthest from 0.5 first,
         then by token: a total order, each token once), as a place per token; per place the
-        (token, f(w)) and the two logarithms :meth:`_combine` adds for it (of the same
-        clamped f, so the same floats). Computed once per table: a letter's clues are then
+        (token, f(w)) and the two logarithms Fisher's combining adds for it (of f clamped to
+        [CLAMP, 1 - CLAMP]). Computed once per table: a letter's clues are then
         its tokens' places, sorted as ints."""
         order = sorted(self._clues.items(), key=lambda tf: (-abs(tf[1] - 0.5), tf[0]))
         place = {t: i for i, (t, _) in enumerate(order)}
@@ -282,8 +282,8 @@ class TokenTable:
         return score, tuple(islice(leaning, shown))  # the first ``shown``: no more are read
 
     def _combined(self, places: Sequence[int]) -> float:
-        """:meth:`_combine` of the clues at ``places``: the same sums of the same logarithms
-        in the same order (read from :attr:`_ranked`, not computed again)."""
+        """Fisher's combining of the clues at ``places``, surest first: the sums of their
+        logarithms (read from :attr:`_ranked`, not computed again) and chi-squared tails."""
         if not places:
             return NEUTRAL
         _, _, logs_f, logs_1f = self._ranked
@@ -292,20 +292,6 @@ class TokenTable:
             ln_f += logs_f[i]
             ln_1f += logs_1f[i]
         n = 2 * len(places)
-        spam = 1.0 - _chi2q(-2.0 * ln_1f, n)
-        ham = 1.0 - _chi2q(-2.0 * ln_f, n)
-        return (spam - ham + 1.0) / 2.0
-
-    @staticmethod
-    def _combine(clues: Sequence[tuple[str, float]]) -> float:
-        if not clues:
-            return NEUTRAL
-        ln_f = ln_1f = 0.0
-        for _, f in clues:
-            f = min(max(f, CLAMP), 1.0 - CLAMP)
-            ln_f += math.log(f)
-            ln_1f += math.log(1.0 - f)
-        n = 2 * len(clues)
         spam = 1.0 - _chi2q(-2.0 * ln_1f, n)
         ham = 1.0 - _chi2q(-2.0 * ln_f, n)
         return (spam - ham + 1.0) / 2.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -226,6 +227,22 @@ def _clues_sorted_per_letter(table: tokens.TokenTable, toks: list[str]) -> list[
     return found[: tokens.MAX_CLUES]
 
 
+def _fisher_per_letter(clues: list[tuple[str, float]]) -> float:
+    """Fisher's combining as it was done per letter: each clue's f clamped, its logarithms
+    taken, summed in the clues' order."""
+    if not clues:
+        return tokens.NEUTRAL
+    ln_f = ln_1f = 0.0
+    for _, f in clues:
+        f = min(max(f, tokens.CLAMP), 1.0 - tokens.CLAMP)
+        ln_f += math.log(f)
+        ln_1f += math.log(1.0 - f)
+    n = 2 * len(clues)
+    spam = 1.0 - tokens._chi2q(-2.0 * ln_1f, n)
+    ham = 1.0 - tokens._chi2q(-2.0 * ln_f, n)
+    return (spam - ham + 1.0) / 2.0
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     counts=st.dictionaries(
@@ -245,7 +262,7 @@ def test_ranked_clues_are_the_per_letter_sort(
     table = tokens.TokenTable(counts, *letters)
     expected = _clues_sorted_per_letter(table, asked)
     assert table.clues(asked) == expected
-    score = tokens.TokenTable._combine(expected)
+    score = _fisher_per_letter(expected)
     assert table.score(asked) == score
     spam = score > tokens.NEUTRAL
     shown = tuple(t for t, f in expected if (f > 0.5) == spam)[:3]

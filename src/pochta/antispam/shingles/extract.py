@@ -18,7 +18,7 @@ from typing import Protocol
 
 from pochta.antispam.shingles.registry import Shingle, ShingleType
 from pochta.mime import normalize
-from pochta.mime.letter import Letter
+from pochta.mime.letter import Letter, Link
 from pochta.types import Envelope
 
 log = logging.getLogger("pochta.antispam")
@@ -171,12 +171,12 @@ def _collect(add: _Add, letter: Letter, env: Envelope) -> None:
         mid = letter.message_id.strip().strip("<>")
         if "@" in mid:
             add(t.MESSAGE_ID_DOMAIN, normalize.domain(mid.rpartition("@")[2].strip("<> ")))
-    hrefs = _distinct((link.href for link in letter.links), MAX_LINKS)
-    normalized = {link.href: link for link in reversed(letter.links)}  # each href's first
-    for href in hrefs:
+    first: dict[str, Link] = {}  # each distinct href's first link, in the letter's order
+    for link in letter.links:
+        first.setdefault(link.href, link)
+    for link in list(first.values())[:MAX_LINKS]:
         # the letter's links are normalized already: ``Link.url`` and ``Link.host`` are
         # ``normalize.url(href)``'s, "" when it is None (it never gives an empty URL)
-        link = normalized[href]
         if not link.url:
             continue
         add(t.LINK_URL, link.url)

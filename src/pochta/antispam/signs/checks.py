@@ -771,16 +771,24 @@ def _reader_domains(ctx: Context) -> list[str]:
     letter from the sender's own domain made that domain the reader's and bought the
     reader-domain exemption (:func:`_own_or_reader`)."""
     if "reader_domains" not in ctx._cache:
-        addresses = list(ctx.envelope.recipients[:MAX_RECIPIENTS])
-        if not addresses:
-            addresses = [a.address for a in ctx.letter.to_addresses[:MAX_RECIPIENTS]]
         out: list[str] = []
-        for a in addresses:
-            d = normalize.address_domain(a[:MAX_HEADER]) if a else None
-            if d and d not in out and d not in ctx.freemail:
+        for a in _reader_addresses(ctx):
+            d = a.rpartition("@")[2]
+            if d not in out and d not in ctx.freemail:
                 out.append(d)
-        ctx._cache["reader_domains"] = out[:MAX_RECIPIENTS]
+        ctx._cache["reader_domains"] = out
     return ctx._cache["reader_domains"]  # type: ignore[return-value]
+
+
+def _reader_addresses(ctx: Context) -> list[str]:
+    """The readers' addresses, normalized (see :func:`_reader_domains` for whose)."""
+    if "reader_addresses" not in ctx._cache:
+        given = list(ctx.envelope.recipients[:MAX_RECIPIENTS])
+        if not given:
+            given = [a.address for a in ctx.letter.to_addresses[:MAX_RECIPIENTS]]
+        found = (normalize.address(a[:MAX_HEADER]) for a in given if a)
+        ctx._cache["reader_addresses"] = [a for a in found if a]
+    return ctx._cache["reader_addresses"]  # type: ignore[return-value]
 
 
 def recipient_domain(ctx: Context) -> Sign | None:
@@ -890,10 +898,7 @@ def _returned_to_writer(ctx: Context, returned: bytes) -> bool:
     if writer is None:
         return False
     writer = writer.lower()
-    readers = list(ctx.envelope.recipients[:MAX_RECIPIENTS])
-    if not readers:
-        readers = [a.address for a in ctx.letter.to_addresses[:MAX_RECIPIENTS]]
-    if any(writer == (normalize.address(r[:MAX_HEADER]) or "").lower() for r in readers if r):
+    if any(writer == a.lower() for a in _reader_addresses(ctx)):
         return True
     domain = writer.rpartition("@")[2]
     return any(ctx.same_party(domain, d) for d in _reader_domains(ctx))
