@@ -34,19 +34,19 @@ class Stalled(MemoryWordStore):
 
 def test_reads_answer_in_time_or_raise_and_a_busy_reader_pool_refuses_at_once() -> None:
     inner = Stalled()
-    store = BoundedReads(inner, timeout=0.2, threads=2)
+    store = BoundedReads(inner, timeout=0.6, threads=2)  # room for a loaded machine below
     store.add(0, {1: (2, 0)}, (2, 0), day=1)  # writes go through as they are
     assert store.counts(0, [1]) == {1: (2, 0)} and store.totals(0) == (2, 0)
     inner.go.clear()  # the store stalls
     for _ in range(2):  # each waits its timeout, and leaves a reader waiting
         t0 = time.monotonic()
-        with pytest.raises(StorageError, match=r"did not answer within 0\.2 s"):
+        with pytest.raises(StorageError, match=r"did not answer within 0\.6 s"):
             store.counts(0, [1])
-        assert time.monotonic() - t0 < 1.0
+        assert time.monotonic() - t0 < 3.0
     t0 = time.monotonic()
     with pytest.raises(StorageError, match="every reader is still waiting"):
         store.totals(0)
-    assert time.monotonic() - t0 < 0.1
+    assert time.monotonic() - t0 < 0.3  # at once: not the 0.6 s a read may wait
     inner.go.set()  # back: the waiting readers finish, reads answer again
     deadline = time.monotonic() + 5
     while True:

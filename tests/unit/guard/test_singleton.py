@@ -31,8 +31,9 @@ def make(tmp_path: Path) -> Iterator[Callable[..., Singleton]]:
         round_: Callable[[Lease], object],
         interval: float = 0.02,
         on_lead: Callable[[Lease], object] | None = None,
+        ttl: float = 0.5,
     ) -> Singleton:
-        locks = Locks(SqliteLockBackend(tmp_path / "locks.sqlite3"), ttl=0.5)
+        locks = Locks(SqliteLockBackend(tmp_path / "locks.sqlite3"), ttl=ttl)
         fence = SqliteFence(tmp_path / "locks.sqlite3")
         job = Singleton(locks, "x", round_, interval=interval, fence=fence, on_lead=on_lead)
         made.append((job, locks, fence))
@@ -61,7 +62,8 @@ def test_one_leads_and_the_other_takes_over_when_it_stops(make: Callable[..., Si
 
         return round_
 
-    a, b = make(work("a")), make(work("b"))
+    # a lease of 5 s: the hand-over below is timed against it, with room for a loaded machine
+    a, b = make(work("a"), ttl=5.0), make(work("b"), ttl=5.0)
     a.start()
     wait_for(lambda: a.leading and len(ran) >= 2)
     b.start()
@@ -70,7 +72,7 @@ def test_one_leads_and_the_other_takes_over_when_it_stops(make: Callable[..., Si
     a.stop()
     stopped = time.monotonic()
     wait_for(lambda: b.leading and ran[-1][0] == "b")
-    assert time.monotonic() - stopped < 0.5  # the release woke it, not the lease's expiry
+    assert time.monotonic() - stopped < 2.5  # the release woke it, not the lease's expiry (5 s)
     tokens = [t for _, t in ran]
     assert tokens == sorted(tokens) and ran[0][1] < ran[-1][1]
     assert (a.terms, b.terms) == (1, 1)
