@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from pochta.blobs.store import CHUNK, BlobStore, Opened, Stored
 from pochta.errors import InvalidInput, RangeNotSatisfiable
+from pochta.executors import run_in
 from pochta.server.api.errors import documented
 from pochta.server.auth import authorize_service, require_service
 from pochta.server.fields import NotBool, checked
@@ -117,13 +118,14 @@ _magic_check: TypeAdapter[int] = TypeAdapter(Annotated[int, Field(ge=1, le=2**32
 
 
 async def _receive(request: Request, store: BlobStore, key: str, magic: int) -> Stored:
-    """The body to both disks: a small file received whole and stored in one trip to a worker
-    thread; a larger one hashed and written one CHUNK at a time in a worker thread while the
-    next CHUNK arrives."""
+    """The body to both disks: a small file received whole and stored in one trip to a thread
+    of the uploads pool (``pochta.executors``); a larger one hashed and written one CHUNK at a
+    time in a worker thread while the next CHUNK arrives."""
     size_hint = int(request.headers.get("content-length") or 0)
     if 0 < size_hint <= CHUNK:
         body = [chunk async for chunk in request.stream()]
-        stored: Stored = await to_thread.run_sync(store.upload, key, magic, body, size_hint)
+        pool = request.app.state.pochta.executors.uploads
+        stored: Stored = await run_in(pool, store.upload, key, magic, body, size_hint)
         return stored
     up = await to_thread.run_sync(store.begin_upload, key, magic, size_hint)
     writing: asyncio.Future[None] | None = None
