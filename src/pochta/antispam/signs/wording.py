@@ -647,13 +647,10 @@ def search(rx: re.Pattern[str], text: str) -> re.Match[str] | None:
     return next(matches(rx, text), None)
 
 
-def _register(rx: re.Pattern[str], *, without: str = "", pattern: str | None = None) -> None:
-    """Put ``rx``'s relaxed copy into the set. ``pattern``: the Python pattern to relax instead
-    of ``rx.pattern``, one that matches wherever ``rx`` does (a negated class of ``\\w`` made
-    any character, which :func:`relaxed` does not do by itself)."""
+def _register(rx: re.Pattern[str], *, without: str = "") -> None:
     if rx.flags != re.UNICODE:  # case-insensitive matching would need its own relaxing
         raise ValueError(f"no prefilter for a pattern with flags: {rx.pattern[:40]!r}")
-    pattern = rx.pattern if pattern is None else pattern
+    pattern = rx.pattern
     if without:  # an alternative that is no finding: the prefilter leaves it out
         pattern = pattern.replace(without, "")
     _PREFILTERS[rx] = _prefilter(pattern)
