@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -537,6 +538,8 @@ def _prefilter_set() -> Any:
 Scan = tuple[bytes, frozenset[int] | None] | None
 _SCANS: dict[str, Scan] = {}  # the last texts scanned, oldest first
 SCANS_KEPT = 8
+_SCANS_LOCK = threading.Lock()
+_MISSING = object()
 
 
 def _scan(text: str) -> Scan:
@@ -544,8 +547,9 @@ def _scan(text: str) -> Scan:
     not known, the set gave up); None for a text RE2 cannot read (a lone surrogate). The
     checks read one text with several families: it is encoded and scanned once (the last
     :data:`SCANS_KEPT` texts are remembered)."""
-    if text in _SCANS:
-        return _SCANS[text]
+    found = _SCANS.get(text, _MISSING)
+    if found is not _MISSING:
+        return found  # type: ignore[return-value]
     try:
         data = text.encode()
     except UnicodeEncodeError:
@@ -555,9 +559,10 @@ def _scan(text: str) -> Scan:
 
 
 def _keep(text: str, scan: Scan) -> Scan:
-    if len(_SCANS) >= SCANS_KEPT:
-        del _SCANS[next(iter(_SCANS))]
-    _SCANS[text] = scan
+    with _SCANS_LOCK:  # the checks may run on several threads of one process
+        while len(_SCANS) >= SCANS_KEPT:
+            del _SCANS[next(iter(_SCANS))]
+        _SCANS[text] = scan
     return scan
 
 
