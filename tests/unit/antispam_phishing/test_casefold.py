@@ -44,12 +44,18 @@ def test_folding_keeps_what_python_takes_for_a_name_s_letter() -> None:
     _keeps_what_python_takes_for(letters, dot=False)
 
 
-def test_folding_keeps_what_python_takes_for_a_hint_s_letter() -> None:
-    """The same for the letters of links._HINT, whose text keeps its combining dots (the
-    pattern reads \\W, and has no i, the one letter "İ" is taken for)."""
-    letters = sorted({c for c in links._HINT.pattern if c.isalpha()} - {"W"})
-    assert "i" not in letters
-    _keeps_what_python_takes_for(letters, dot=True)
+def test_folding_keeps_what_python_takes_for_the_obfuscation_gate_s_letters() -> None:
+    """The same for the letters links._GATE reads (its separators' words, the defanged
+    schemes), and for the class of a label's letters: every character Python's
+    case-insensitive engine takes for one of the class folds into the class."""
+    words = links._BRACKET_DOT + links._WORD_DOT + links._DEFANGED_SCHEME
+    letters = sorted({c for c in words if c.isalpha()})
+    _keeps_what_python_takes_for(letters, dot=False)
+    for cls in ("[a-z0-9а-яё]", "[a-z0-9а-яё-]"):
+        taken = set(re.findall(cls, EVERY, re.IGNORECASE))
+        assert len(taken) < 1000
+        for c in taken:
+            assert re.fullmatch(cls, casefold.folded(c)), (cls, c)
 
 
 def test_folding_keeps_what_python_takes_for_a_money_mark_s_letter() -> None:
@@ -76,17 +82,21 @@ def test_a_text_re2_cannot_read_is_left_to_python() -> None:
 HINT_PIECES = [
     "[.]", "(.)", "{dot}", "[DOT]", "[точка]", "(ТОЧКА)", " . ", "\t.\t", " dot ", " ТЧК ",
     " тᲃк ", "hxxps://", "HXXP:", "h**ps ", "htxp\u0307", "hxxpſ:", "[:]", "[://]", "ı", "a", " ",
-    "sber-bonus", "ru", ".", "перейдите на ", "\n", "\ud800",
+    "sber-bonus", "ru", ".", "перейдите на ", "\n", "\ud800", "İ", "\u212a", "Ё", "-", "ТОЧКА",
+    "\u1c83", "\u0307", "hTtPs(:)//", "\u00a0", "[.]\u2028",
 ]  # fmt: skip
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(HINT_PIECES), max_size=10).map("".join))
 def test_obfuscated_past_the_re2_first_look(text: str) -> None:
-    """Wherever Python's _HINT finds a hint, so does RE2 first: the same sites are found."""
-    folded = casefold.folded(text, dot=True)
-    if links._HINT.search(text) is not None:
-        assert casefold.found(links._HINT_FIRST, folded)
+    """Where the first look (links.may_hold) lets a text pass by, neither pattern finds
+    anything there to keep: no defanged scheme, no site name with a dot written out."""
+    for candidate in (text, wording.fold(text)):
+        if not links.may_hold(candidate):
+            assert links._SCHEME_ONLY.search(candidate) is None, candidate
+            for m in links._OBFUSCATED.finditer(candidate):
+                assert links._SEPARATOR.search(m.group(0)) is None, candidate
 
 
 BLANKS = [" ", "  ", "\t", "\r", "\n", "\f", "\v", "\u00a0", "\u200b", "a", "Ё", "б", "\ud800"]

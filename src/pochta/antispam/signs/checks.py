@@ -310,6 +310,7 @@ def impersonal_greeting(ctx: Context) -> Sign | None:
 
 def generous_offer(ctx: Context) -> Sign | None:
     text = wording.fold(ctx.letter.subject) + "\n" + ctx.body
+    wording.within(text, ctx.body)  # one pass of the families' set for the two
     found = wording.find_all(wording.OFFER, text)
     return sign("PHISH_GENEROUS_OFFER", found) if found else None
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -267,12 +268,16 @@ def requests(text: str, items: dict[str, re.Pattern[str]]) -> list[Found]:
         return out
     negation = first_candidate(NEGATION, text) is not None
     request = first_candidate(REQUEST, text) is not None
-    for sentence in sentences(text):
-        if negation and NEGATION.search(sentence):
+    spans = _Sentences(text)
+    no = spans.gate(NEGATION)
+    verb = spans.gate(REQUEST)
+    found = {label: spans.gate(rx) for label, rx in live.items()}
+    for sentence, a, b in spans:
+        if negation and no.may(a, b) and NEGATION.search(sentence):
             continue
-        asked = request and REQUEST.search(sentence) is not None
+        asked = request and verb.may(a, b) and REQUEST.search(sentence) is not None
         for label, rx in live.items():
-            m = rx.search(sentence)
+            m = rx.search(sentence) if found[label].may(a, b) else None
             if m:
                 out.append(Found(quote(sentence, m), label + ("!" if asked else "")))
     return out
@@ -284,15 +289,87 @@ def asks_for(text: str, objects: re.Pattern[str]) -> list[str]:
     if first_candidate(REQUEST, text) is None or first_candidate(objects, text) is None:
         return out
     negation = first_candidate(NEGATION, text) is not None
-    for sentence in sentences(text):
-        if (negation and NEGATION.search(sentence)) or not REQUEST.search(sentence):
+    spans = _Sentences(text)
+    no = spans.gate(NEGATION)
+    verb = spans.gate(REQUEST)
+    found = spans.gate(objects)
+    for sentence, a, b in spans:
+        if (negation and no.may(a, b) and NEGATION.search(sentence)) or not (
+            verb.may(a, b) and REQUEST.search(sentence)
+        ):
             continue
-        m = objects.search(sentence)
+        m = objects.search(sentence) if found.may(a, b) else None
         if m:
             q = quote(sentence, m)
             if q not in out:
                 out.append(q)
     return out
+
+
+class _Sentences:
+    """The sentences of a text (:func:`sentences`), each with where it lies in the text's
+    UTF-8 bytes, and gates (:class:`_Gate`) that say from RE2 which sentences a family may
+    match in: Python's engine then searches only those sentences, not every one."""
+
+    def __init__(self, text: str) -> None:
+        scan = _scan(text)
+        self.data = None if scan is None else scan[0]
+        self.spans = _sentence_spans(text, self.data is None or len(self.data) == len(text))
+
+    def __iter__(self) -> Iterator[tuple[str, int, int]]:
+        return iter(self.spans)
+
+    def gate(self, rx: re.Pattern[str]) -> _Gate:
+        return _Gate(_PREFILTERS.get(rx) if self.data is not None else None, self.data)
+
+
+@functools.lru_cache(maxsize=4)
+def _sentence_spans(text: str, one_byte: bool) -> tuple[tuple[str, int, int], ...]:
+    """:func:`sentences` with each one's place in the text's UTF-8 bytes (its characters when
+    ``one_byte``: every character one byte, or the text not encodable). Remembered: the card
+    and the personal data checks read one body."""
+    out: list[tuple[str, int, int]] = []
+    char = byte = start = 0
+    ends = [(m.start(), m.end()) for m in _SENTENCE_END.finditer(text)]
+    for end, following in [*ends, (len(text), len(text))]:
+        sentence = text[start:end]
+        if sentence and sentence.strip():
+            if one_byte:
+                out.append((sentence, start, end))
+            else:  # bytes counted on from the last sentence: linear in the text
+                byte += len(text[char:start].encode())
+                a = byte
+                byte += len(sentence.encode())
+                out.append((sentence, a, byte))
+                char = end
+        start = following
+    return tuple(out)
+
+
+class _Gate:
+    """Whether a family may match inside the bytes ``[a, b)`` of a text, asked for spans in
+    increasing order: no when RE2's relaxed copy finds no place from ``a`` on that begins
+    before ``b`` (every match of the family inside a sentence begins where the relaxed copy
+    matches in the whole text: a sentence begins after blanks and ends before them, so its
+    word boundaries are the text's). The place found is kept for the spans that follow; after
+    :data:`CANDIDATES` searches (each may read to the end) every span may."""
+
+    def __init__(self, pre: Any, data: bytes | None) -> None:
+        self.pre = pre
+        self.data = data
+        self.next = -1  # where the last place found begins (past the end: none)
+        self.tries = CANDIDATES
+
+    def may(self, a: int, b: int) -> bool:
+        if self.pre is None or self.data is None:
+            return True
+        if self.next < a:
+            if self.tries <= 0:
+                return True
+            self.tries -= 1
+            m = self.pre.search(self.data, a)
+            self.next = len(self.data) + 1 if m is None else m.start()
+        return self.next < b
 
 
 def first_lines(text: str, count: int = 3) -> Sequence[str]:
@@ -458,17 +535,55 @@ def _prefilter_set() -> Any:
     return _SET[0]
 
 
-@functools.lru_cache(maxsize=8)
-def _scan(text: str) -> tuple[bytes, frozenset[int] | None] | None:
+Scan = tuple[bytes, frozenset[int] | None] | None
+_SCANS: dict[str, Scan] = {}  # the last texts scanned, oldest first
+SCANS_KEPT = 8
+_SCANS_LOCK = threading.Lock()
+_MISSING = object()
+
+
+def _scan(text: str) -> Scan:
     """``text`` as UTF-8 and the prefilters (:data:`_INDEX`) matching somewhere in it (None:
     not known, the set gave up); None for a text RE2 cannot read (a lone surrogate). The
-    checks read one text with several families: it is encoded and scanned once."""
+    checks read one text with several families: it is encoded and scanned once (the last
+    :data:`SCANS_KEPT` texts are remembered)."""
+    found = _SCANS.get(text, _MISSING)
+    if found is not _MISSING:
+        return found  # type: ignore[return-value]
     try:
         data = text.encode()
     except UnicodeEncodeError:
-        return None
+        return _keep(text, None)
     hits = _prefilter_set().Match(data) or ()
-    return data, (frozenset(hits) if 0 in hits else None)
+    return _keep(text, (data, frozenset(hits) if 0 in hits else None))
+
+
+def _keep(text: str, scan: Scan) -> Scan:
+    with _SCANS_LOCK:  # the checks may run on several threads of one process
+        while len(_SCANS) >= SCANS_KEPT:
+            del _SCANS[next(iter(_SCANS))]
+        _SCANS[text] = scan
+    return scan
+
+
+def within(outer: str, inner: str) -> None:
+    """Let ``inner``, the end of ``outer`` after a line break (a body after its subject), be
+    read with ``outer``'s pass of the set rather than a pass of its own: what matches
+    somewhere in ``inner`` matches in ``outer`` too (the relaxed copies look at no more than
+    the characters they match and, for ``\\b``, the one before, a line break in ``outer``
+    as the start is in ``inner``), so ``outer``'s answer is a superset of ``inner``'s, and each
+    family it names still searches ``inner`` itself. Nothing is done when ``inner`` was
+    scanned already or is not ``outer``'s end."""
+    cut = len(outer) - len(inner)
+    if not inner or inner in _SCANS or cut < 1 or outer[cut - 1] != "\n":
+        return
+    if not outer.endswith(inner):
+        return
+    scan = _scan(outer)
+    if scan is None:  # a lone surrogate somewhere in outer: inner is scanned on its own
+        return
+    data, hits = scan
+    _keep(inner, (data[len(outer[:cut].encode()) :], hits))
 
 
 def first_candidate(rx: re.Pattern[str], text: str) -> int | None:
@@ -531,6 +646,12 @@ def matches(rx: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     yield from rx.finditer(text, char)
 
 
+def search(rx: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """``rx.search(text)``: the first of :func:`matches` (Python's engine only where RE2 says a
+    match may begin; not at all in a text where the set finds no place for ``rx``)."""
+    return next(matches(rx, text), None)
+
+
 def _register(rx: re.Pattern[str], *, without: str = "") -> None:
     if rx.flags != re.UNICODE:  # case-insensitive matching would need its own relaxing
         raise ValueError(f"no prefilter for a pattern with flags: {rx.pattern[:40]!r}")
@@ -541,7 +662,33 @@ def _register(rx: re.Pattern[str], *, without: str = "") -> None:
     _RELAXED.append(relaxed(pattern).encode())
     _INDEX[rx] = len(_RELAXED)
     _SET.clear()
-    _scan.cache_clear()
+    _SCANS.clear()
+
+
+_GATES: dict[str, tuple[int, Any]] = {}  # name: (place in the set, the pattern alone)
+
+
+def register_gate(name: str, pattern: str) -> None:
+    """Put the RE2 ``pattern`` into the set under ``name``: :func:`gate` then says whether it
+    matches somewhere in a text from the pass every family shares. For a first look of a
+    check whose own patterns are not a family's (``links.obfuscated``: case-insensitive)."""
+    _RELAXED.append(pattern.encode())
+    _GATES[name] = (len(_RELAXED), re2.compile(pattern.encode(), _options(8 << 20)))
+    _SET.clear()
+    _SCANS.clear()
+
+
+def gate(name: str, text: str) -> bool | None:
+    """Whether the gate ``name`` (:func:`register_gate`) matches somewhere in ``text``; None
+    for a text RE2 cannot read (a lone surrogate)."""
+    index, alone = _GATES[name]
+    scan = _scan(text)
+    if scan is None:
+        return None
+    data, hits = scan
+    if hits is None:  # the set gave up: the gate alone
+        return alone.search(data) is not None
+    return index in hits
 
 
 for _rx_ in (GREETING, ALARM, URGENCY, *CARD_ITEMS.values(), PERSONAL_OBJECTS, REQUEST, NEGATION):

@@ -1,0 +1,130 @@
+"""The sign families read through the one RE2 pass (issue 29, item 3): the same findings as
+Python's engine alone.
+
+- ``wording.requests`` / ``wording.asks_for`` search a sentence with Python's engine only where
+  RE2 says a family may match in it (``wording._Gate``); the reference searches every sentence.
+- ``wording.within``: a body read with its subject's pass (a superset of its own answer).
+- ``extortion.demand``'s families joined the set (``wording.search``); the reference is
+  Python's ``search``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pochta.antispam.signs import extortion, wording
+
+SLOW = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _words(*patterns: re.Pattern[str]) -> list[str]:
+    return sorted({w for rx in patterns for w in re.findall(r"[а-яёa-z]{2,}", rx.pattern)})
+
+
+REQUEST_WORDS = _words(*wording.CARD_ITEMS.values(), wording.PERSONAL_OBJECTS, wording.REQUEST,
+                       wording.NEGATION)  # fmt: skip
+PIECES = ["не", "2", "cvv", "sms", "pin", "код", "é", "Ω", "ß", "\u0301", "ё", "x", "-", "'"]
+SEPARATORS = [" ", " ", "  ", ". ", "! ", "? ", ".", "\n", "\n\n", "\n \n", ".\n", ", ", "\u2028",
+              "\u00a0", "\t", "", "?\u3000"]  # fmt: skip
+
+
+def _texts(words: list[str]) -> st.SearchStrategy[str]:
+    token = st.one_of(st.sampled_from(words), st.sampled_from(PIECES))
+    pairs = st.lists(st.tuples(token, st.sampled_from(SEPARATORS)), max_size=24)
+    return pairs.map(lambda ps: "".join(t + s for t, s in ps))
+
+
+def _every_sentence() -> Any:  # the reference: no gate says no, every sentence is searched
+    return mock.patch.object(wording._Gate, "may", return_value=True)
+
+
+@SLOW
+@given(text=_texts(REQUEST_WORDS))
+def test_requests_and_asks_for_find_what_every_sentence_searched_finds(text: str) -> None:
+    for candidate in (text, wording.fold(text), "ф " + text):
+        got = (
+            wording.requests(candidate, wording.CARD_ITEMS),
+            wording.asks_for(candidate, wording.PERSONAL_OBJECTS),
+        )
+        with _every_sentence():
+            want = (
+                wording.requests(candidate, wording.CARD_ITEMS),
+                wording.asks_for(candidate, wording.PERSONAL_OBJECTS),
+            )
+        assert got == want, candidate
+
+
+def test_the_gates_hand_over_after_the_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = ". ".join(["укажите номер карты и cvv", "никому не сообщайте пин", "пароль"] * 12)
+    text += ". введите пароль и паспорт"
+    with _every_sentence():
+        want = (wording.requests(text, wording.CARD_ITEMS),
+                wording.asks_for(text, wording.PERSONAL_OBJECTS))  # fmt: skip
+    assert want[0] and want[1]
+    for bound in (0, 1, 2, 5):
+        monkeypatch.setattr(wording, "CANDIDATES", bound)
+        got = (wording.requests(text, wording.CARD_ITEMS),
+               wording.asks_for(text, wording.PERSONAL_OBJECTS))  # fmt: skip
+        assert got == want
+
+
+def test_sentences_keep_their_place_in_bytes() -> None:
+    text = "Привет. Введите код! \n\nщёлк? a\u3000b. \u2028x"
+    spans = wording._Sentences(text).spans
+    data = text.encode()
+    assert [s for s, _, _ in spans] == wording.sentences(text)
+    for sentence, a, b in spans:
+        assert data[a:b].decode() == sentence
+    assert wording._Sentences("\udc80 пин. код").data is None  # a lone surrogate: no gates
+
+
+def _spans(found: Iterator[re.Match[str]]) -> list[tuple[int, int]]:
+    return [m.span() for m in found if m.lastgroup != wording.SKIP]  # OFFER's skips: no findings
+
+
+@SLOW
+@given(subject=_texts(REQUEST_WORDS), body=_texts(REQUEST_WORDS))
+def test_a_body_read_with_its_subjects_pass_finds_what_it_finds_alone(
+    subject: str, body: str
+) -> None:
+    body = wording.fold(body)
+    alone = {rx: _spans(rx.finditer(body)) for rx in wording._PREFILTERS}
+    wording._SCANS.clear()
+    wording.within(wording.fold(subject) + "\n" + body, body)
+    for rx, spans in alone.items():
+        assert _spans(wording.matches(rx, body)) == spans, (rx.pattern[:40], body)
+
+
+def test_within_reads_only_a_body_after_a_line_break() -> None:
+    wording._SCANS.clear()
+    wording.within("subject body", "body")  # no line break before it
+    wording.within("x\nother", "body")  # not its end
+    assert "body" not in wording._SCANS
+    wording.within("x\nbody", "body")
+    scan = wording._SCANS["body"]
+    assert scan is not None and scan[0] == b"body"
+    wording.within("\udc80\nbody2", "body2")  # the subject unreadable: the body alone later
+    assert "body2" not in wording._SCANS
+
+
+EXTORTION_WORDS = _words(extortion.CRYPTO, extortion.GIFT_CARDS, extortion._SEND_CODES,
+                         extortion._PAY, extortion._DEADLINE, extortion._THREAT)  # fmt: skip
+WALLETS = ["1BoatSLRHtKNngkdXEeobR76b53LETtpyT", "0x" + "ab" * 20,
+           "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq", "T" + "9" * 33]  # fmt: skip
+
+
+@SLOW
+@given(text=_texts(EXTORTION_WORDS + WALLETS + ["24", "---", "gift card", "google play"]))
+def test_extortion_demand_finds_what_pythons_search_finds(text: str) -> None:
+    for raw in (text, text.upper()):
+        folded = wording.fold(raw)
+        got = extortion.demand(raw, folded)
+        with mock.patch.object(wording, "search", lambda rx, t: rx.search(t)):
+            assert got == extortion.demand(raw, folded), raw
