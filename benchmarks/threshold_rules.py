@@ -77,7 +77,7 @@ def tail(ham: Sequence[float]) -> float:
 
 def hd(ham: Sequence[float]) -> float:
     """Harrell and Davis's estimate of the (1 - MAX_FPR) quantile of the ham's logits."""
-    from scipy.stats import beta  # the benchmark's only use of scipy
+    from scipy.stats import beta  # type: ignore[import-untyped]  # this script's only scipy
 
     xs = sorted(_logit(p) for p in ham)
     n = len(xs)
