@@ -96,7 +96,7 @@ _THREAT = re.compile(
 # set's automaton ~2x larger (every state twice: after a verb and not), and it is read only in
 # a text naming a gift card.
 for _rx_ in (CRYPTO, GIFT_CARDS, _PAY, _DEADLINE, _THREAT):
-    wording._register(_rx_)
+    wording.register(_rx_)
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,7 +117,7 @@ QR = _rx(
 )
 
 for _rx_ in (ACCOUNT_LURE, FEE_REQUEST, MAIL_ROLE, ROLE, QR):
-    wording._register(_rx_)
+    wording.register(_rx_)
 
 
 def find(rx: re.Pattern[str], text: str, limit: int = 3) -> list[str]:

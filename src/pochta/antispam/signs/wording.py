@@ -652,7 +652,11 @@ def search(rx: re.Pattern[str], text: str) -> re.Match[str] | None:
     return next(matches(rx, text), None)
 
 
-def _register(rx: re.Pattern[str], *, without: str = "") -> None:
+def register(rx: re.Pattern[str], *, without: str = "") -> None:
+    """Make ``rx`` (no flags) a family of the set: its relaxed copy is read in the one pass
+    every family shares, and :func:`first_candidate` / :func:`matches` / :func:`search` run
+    Python's engine only where that copy says a match may begin. ``without``: an alternative
+    of the pattern that is no finding, left out of the copy."""
     if rx.flags != re.UNICODE:  # case-insensitive matching would need its own relaxing
         raise ValueError(f"no prefilter for a pattern with flags: {rx.pattern[:40]!r}")
     pattern = rx.pattern
@@ -692,5 +696,5 @@ def gate(name: str, text: str) -> bool | None:
 
 
 for _rx_ in (GREETING, ALARM, URGENCY, *CARD_ITEMS.values(), PERSONAL_OBJECTS, REQUEST, NEGATION):
-    _register(_rx_)
-_register(OFFER, without=f"|(?:(?P<{SKIP}>\\d[\\d\\s.,]*+))")
+    register(_rx_)
+register(OFFER, without=f"|(?:(?P<{SKIP}>\\d[\\d\\s.,]*+))")
