@@ -147,6 +147,9 @@ def create_app(
         summary="Storage and protection core of a mail service",
         lifespan=lifespan,
         responses=errors.documented(*errors.EVERY_REQUEST),
+        # pochta's metrics are Prometheus' (/metrics); FastAPI's own OpenTelemetry is off, so
+        # no request asks whether a tracer, meter or logger provider was configured
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     errors.install(app)
     # where a password may come in clear (server.auth.password_allowed); parsed once
