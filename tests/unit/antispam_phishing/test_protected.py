@@ -239,3 +239,29 @@ def test_named_in_past_the_re2_prefilter(text: str) -> None:
     """RE2 skips texts that name nothing; what is named is the same, in every case form
     Python's engine takes for a name's letters (and a text RE2 cannot read)."""
     assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(NAME_PIECES), max_size=40).map("".join))
+def test_a_remembered_answer_is_the_answer_read_again(text: str) -> None:
+    """``named_in`` answers a short text from its memory as reading it gives, twice alike, and
+    a caller changing the list it got changes no later answer."""
+    fresh = Protected(P.orgs)
+    read = fresh._named_in(text) if text else []
+    first = fresh.named_in(text)
+    assert first == read
+    first.append(P.orgs[0])
+    assert fresh.named_in(text) == read
+
+
+def test_named_in_remembers_short_texts_only_and_a_bounded_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(protected, "NAMED_CACHE_SIZE", 3)
+    fresh = Protected(P.orgs)
+    long_text = "Сбербанк " * (protected.MAX_NAMED_CACHED // 9 + 1)
+    assert [o.name for o in fresh.named_in(long_text)] == ["Сбербанк"]
+    assert long_text not in fresh._named
+    for i in range(10):
+        assert [o.name for o in fresh.named_in(f"PayPal {i}")] == ["PayPal"]
+        assert len(fresh._named) <= 3

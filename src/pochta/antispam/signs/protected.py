@@ -53,6 +53,11 @@ MIN_TYPO_LEN = 6
 CACHE_SIZE = 65_536
 MAX_HOST = 253  # a longer name is no host name
 MAX_NAMED_TEXT = 4096  # named_in reads this much of a text
+NAMED_CACHE_SIZE = 4096
+"""Short texts (display names, subjects) whose ``named_in`` answers are remembered."""
+MAX_NAMED_CACHED = 256
+"""Characters of a text whose answer is remembered (a longer one, such as a text's
+beginning, is read each time: the cache holds at most ~1 MB of texts)."""
 _DIGITS = re.compile(r"\d{1,64}")
 
 # Words phishing domains glue to a protected name: sberbank-online, paypal-secure, nalogru.
@@ -254,6 +259,7 @@ class Protected:
         self._tokens = [(org, t, skeleton(t)) for org in self.orgs for t in org.tokens]
         self._imitations: dict[str, Imitation | None] = {}
         self._owners: dict[str, Org | None] = {}
+        self._named: dict[str, tuple[Org, ...]] = {}
         self._confusable = [(org, t, skeleton(t)) for org in self.orgs for t in org.confusable_only]
 
     @classmethod
@@ -315,9 +321,22 @@ class Protected:
         return org
 
     def named_in(self, text: str) -> list[Org]:
-        """Organizations a short text (a display name, a subject) names."""
+        """Organizations a short text (a display name, a subject) names; answers for texts
+        of at most :data:`MAX_NAMED_CACHED` characters are remembered (at most
+        :data:`NAMED_CACHE_SIZE` of them: senders' names and subjects come again)."""
         if not text:
             return []
+        if len(text) > MAX_NAMED_CACHED:
+            return self._named_in(text)
+        found = self._named.get(text)
+        if found is None:
+            found = tuple(self._named_in(text))
+            if len(self._named) >= NAMED_CACHE_SIZE:
+                self._named.clear()
+            self._named[text] = found
+        return list(found)
+
+    def _named_in(self, text: str) -> list[Org]:
         s = unicodedata.normalize("NFKC", text[:MAX_NAMED_TEXT])
         variants = [s, s.translate(_LAT_TO_CYR), s.translate(_CYR_TO_LAT)]
         named = [
