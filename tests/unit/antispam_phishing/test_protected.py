@@ -265,3 +265,34 @@ def test_named_in_remembers_short_texts_only_and_a_bounded_number(
     for i in range(10):
         assert [o.name for o in fresh.named_in(f"PayPal {i}")] == ["PayPal"]
         assert len(fresh._named) <= 3
+
+
+HOST_PIECES = [
+    "sberbank.ru", "online.sberbank.ru", "paypal.com", "paypal-secure.com", "shop.com",
+    "shop.de", "mail.ru", "gmail.com", "192.0.2.1", "[192.0.2.1]", "example.co.uk",
+    "a.example.co.uk", "xn--80asehdb.xn--p1ai", "localhost", "", "-", ".",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(HOST_PIECES), st.sampled_from(HOST_PIECES), st.text(max_size=12))
+def test_same_party_remembered_is_same_party_read(a: str, b: str, noise: str) -> None:
+    """A remembered answer is the one reading the two names gives, for names of the list, of
+    noise, and of more than a host name's length (not remembered)."""
+    fresh = Protected(P.orgs)
+    for x, y in ((a, b), (b, a), (a + noise, b), (a, "x" * 300 + b)):
+        read = fresh._same_party(x, y) if x and y else False
+        assert fresh.same_party(x, y) == read
+        assert fresh.same_party(x, y) == read
+
+
+def test_same_party_remembers_a_bounded_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(protected, "PARTIES_CACHE_SIZE", 3)
+    fresh = Protected(P.orgs)
+    for i in range(10):
+        assert fresh.same_party(f"a{i}.shop.com", "shop.de")
+        assert not fresh.same_party(f"a{i}.shop.com", "other.de")
+        assert len(fresh._parties) <= 3
+    assert fresh.same_party("online.sberbank.ru", "sberbank.ru")
+    assert not fresh.same_party("x" * 300 + ".com", "gmail.com")
+    assert not fresh.same_party(None, "gmail.com")
