@@ -187,7 +187,21 @@ def registrable(value: str) -> str | None:
     return _psl().privatesuffix(host) or host
 
 
+REMEMBERED = 4096
+"""Answers :func:`address` and :func:`is_ip_host` remember (a letter's analysis asks them ~12
+and ~16 times, for the same few addresses and hosts, which come again in the next letters)."""
+MAX_REMEMBERED = 512
+"""Characters of a value whose answer is remembered (a longer one is worked out each time:
+the memory stays below ~2 MB per function whatever the letters hold)."""
+
+
 def address(value: str) -> str | None:
+    if len(value) <= MAX_REMEMBERED:
+        return _address_remembered(value)
+    return _address(value)
+
+
+def _address(value: str) -> str | None:
     s = value.strip().strip("<>").strip()
     local, at, dom = s.rpartition("@")
     if not at or not local or not dom:
@@ -197,6 +211,9 @@ def address(value: str) -> str | None:
     if not local or host is None:
         return None
     return f"{local}@{host}"
+
+
+_address_remembered = functools.lru_cache(maxsize=REMEMBERED)(_address)
 
 
 def address_domain(value: str) -> str | None:
@@ -283,7 +300,16 @@ def _numeric_host(host: str) -> bool:
 
 def is_ip_host(host: str) -> bool:
     """The host is an IP address, also in the decimal or hex forms browsers accept."""
+    if len(host) <= MAX_REMEMBERED:
+        return _is_ip_host_remembered(host)
+    return _is_ip_host(host)
+
+
+def _is_ip_host(host: str) -> bool:
     return ip(host) is not None or _numeric_host(host)
+
+
+_is_ip_host_remembered = functools.lru_cache(maxsize=REMEMBERED)(_is_ip_host)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -214,3 +214,28 @@ def test_ascii_names_through_domain() -> None:
     assert normalize.domain("a_b.example") == "a_b.example"
     assert normalize.domain("a..b") is None
     assert normalize.domain("münchen.de") == "xn--mnchen-3ya.de"
+
+
+_ADDRESS_PIECES = [
+    "a", "B", "@", "<", ">", '"', " ", ".", "example.org", "EXAMPLE.org", "[192.0.2.1]",
+    "0x7f.1", "127.0.0.1", "2130706433", "::1", "IPv6:", "пример.рф", "ё", "\u00ad", "x" * 300,
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_ADDRESS_PIECES), max_size=8).map("".join))
+def test_remembered_addresses_and_ip_hosts_are_the_ones_worked_out(value: str) -> None:
+    """``address`` and ``is_ip_host`` give what working the value out gives, asked twice,
+    for values short enough to be remembered and longer ones (not remembered)."""
+    for _ in range(2):
+        assert normalize.address(value) == normalize._address(value)
+        assert normalize.is_ip_host(value) == normalize._is_ip_host(value)
+
+
+def test_long_values_are_not_remembered() -> None:
+    long_value = "a@" + "b" * normalize.MAX_REMEMBERED + ".example.org"
+    before = normalize._address_remembered.cache_info().currsize
+    normalize.address(long_value)
+    normalize.is_ip_host(long_value)
+    assert normalize._address_remembered.cache_info().currsize == before
+    assert normalize._address_remembered.cache_info().maxsize == normalize.REMEMBERED

@@ -239,3 +239,60 @@ def test_named_in_past_the_re2_prefilter(text: str) -> None:
     """RE2 skips texts that name nothing; what is named is the same, in every case form
     Python's engine takes for a name's letters (and a text RE2 cannot read)."""
     assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(NAME_PIECES), max_size=40).map("".join))
+def test_a_remembered_answer_is_the_answer_read_again(text: str) -> None:
+    """``named_in`` answers a short text from its memory as reading it gives, twice alike, and
+    a caller changing the list it got changes no later answer."""
+    fresh = Protected(P.orgs)
+    read = fresh._named_in(text) if text else []
+    first = fresh.named_in(text)
+    assert first == read
+    first.append(P.orgs[0])
+    assert fresh.named_in(text) == read
+
+
+def test_named_in_remembers_short_texts_only_and_a_bounded_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(protected, "NAMED_CACHE_SIZE", 3)
+    fresh = Protected(P.orgs)
+    long_text = "Сбербанк " * (protected.MAX_NAMED_CACHED // 9 + 1)
+    assert [o.name for o in fresh.named_in(long_text)] == ["Сбербанк"]
+    assert long_text not in fresh._named
+    for i in range(10):
+        assert [o.name for o in fresh.named_in(f"PayPal {i}")] == ["PayPal"]
+        assert len(fresh._named) <= 3
+
+
+HOST_PIECES = [
+    "sberbank.ru", "online.sberbank.ru", "paypal.com", "paypal-secure.com", "shop.com",
+    "shop.de", "mail.ru", "gmail.com", "192.0.2.1", "[192.0.2.1]", "example.co.uk",
+    "a.example.co.uk", "xn--80asehdb.xn--p1ai", "localhost", "", "-", ".",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(HOST_PIECES), st.sampled_from(HOST_PIECES), st.text(max_size=12))
+def test_same_party_remembered_is_same_party_read(a: str, b: str, noise: str) -> None:
+    """A remembered answer is the one reading the two names gives, for names of the list, of
+    noise, and of more than a host name's length (not remembered)."""
+    fresh = Protected(P.orgs)
+    for x, y in ((a, b), (b, a), (a + noise, b), (a, "x" * 300 + b)):
+        read = fresh._same_party(x, y) if x and y else False
+        assert fresh.same_party(x, y) == read
+        assert fresh.same_party(x, y) == read
+
+
+def test_same_party_remembers_a_bounded_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(protected, "PARTIES_CACHE_SIZE", 3)
+    fresh = Protected(P.orgs)
+    for i in range(10):
+        assert fresh.same_party(f"a{i}.shop.com", "shop.de")
+        assert not fresh.same_party(f"a{i}.shop.com", "other.de")
+        assert len(fresh._parties) <= 3
+    assert fresh.same_party("online.sberbank.ru", "sberbank.ru")
+    assert not fresh.same_party("x" * 300 + ".com", "gmail.com")
+    assert not fresh.same_party(None, "gmail.com")

@@ -157,17 +157,8 @@ class Context:
         return None if value is None else value.strip().strip("<>").strip()
 
     def same_party(self, a: str | None, b: str | None) -> bool:
-        if not a or not b:
-            return False
-        ra, rb = normalize.registrable(a) or a, normalize.registrable(b) or b
-        if ra == rb:
-            return True
-        oa, ob = self.protected.owner(a), self.protected.owner(b)
-        if oa is not None or ob is not None:
-            return oa is ob
-        if normalize.ip(ra) is not None or normalize.ip(rb) is not None:
-            return False
-        return ra.partition(".")[0] == rb.partition(".")[0]  # shop.com and shop.de
+        """``Protected.same_party`` (its answers remembered)."""
+        return self.protected.same_party(a, b)
 
     @property
     def return_path_domain(self) -> str | None:

@@ -51,8 +51,15 @@ WEAK: frozenset[str] = frozenset({"contains", "typo"})
 KINDS: tuple[Kind, ...] = ("government", "bank", "brand")
 MIN_TYPO_LEN = 6
 CACHE_SIZE = 65_536
+PARTIES_CACHE_SIZE = 8192
+"""Pairs of names whose :meth:`Protected.same_party` answer is remembered."""
 MAX_HOST = 253  # a longer name is no host name
 MAX_NAMED_TEXT = 4096  # named_in reads this much of a text
+NAMED_CACHE_SIZE = 4096
+"""Short texts (display names, subjects) whose ``named_in`` answers are remembered."""
+MAX_NAMED_CACHED = 256
+"""Characters of a text whose answer is remembered (a longer one, such as a text's
+beginning, is read each time: the cache holds at most ~1 MB of texts)."""
 _DIGITS = re.compile(r"\d{1,64}")
 
 # Words phishing domains glue to a protected name: sberbank-online, paypal-secure, nalogru.
@@ -254,6 +261,8 @@ class Protected:
         self._tokens = [(org, t, skeleton(t)) for org in self.orgs for t in org.tokens]
         self._imitations: dict[str, Imitation | None] = {}
         self._owners: dict[str, Org | None] = {}
+        self._named: dict[str, tuple[Org, ...]] = {}
+        self._parties: dict[tuple[str, str], bool] = {}
         self._confusable = [(org, t, skeleton(t)) for org in self.orgs for t in org.confusable_only]
 
     @classmethod
@@ -288,6 +297,37 @@ class Protected:
             self._owners[host] = found
         return found
 
+    def same_party(self, a: str | None, b: str | None) -> bool:
+        """Whether two domains are one party: the same registrable domain, the same protected
+        organization's, or (neither an organization's nor an IP address) the same first label
+        of their registrable domains (shop.com and shop.de). Answers are remembered for names
+        of at most MAX_HOST characters (at most :data:`PARTIES_CACHE_SIZE` pairs): a letter
+        asks about its sender's domain against each of its links' and relays' hosts, and the
+        same hosts come again in the next letters."""
+        if not a or not b:
+            return False
+        if len(a) > MAX_HOST or len(b) > MAX_HOST:
+            return self._same_party(a, b)
+        key = (a, b)
+        found = self._parties.get(key)
+        if found is None:
+            found = self._same_party(a, b)
+            if len(self._parties) >= PARTIES_CACHE_SIZE:
+                self._parties.clear()
+            self._parties[key] = found
+        return found
+
+    def _same_party(self, a: str, b: str) -> bool:
+        ra, rb = normalize.registrable(a) or a, normalize.registrable(b) or b
+        if ra == rb:
+            return True
+        oa, ob = self.owner(a), self.owner(b)
+        if oa is not None or ob is not None:
+            return oa is ob
+        if normalize.ip(ra) is not None or normalize.ip(rb) is not None:
+            return False
+        return ra.partition(".")[0] == rb.partition(".")[0]  # shop.com and shop.de
+
     def _owner(self, host: str) -> Org | None:
         h = normalize.domain(host)
         if h is None or len(h) > MAX_HOST:
@@ -315,9 +355,22 @@ class Protected:
         return org
 
     def named_in(self, text: str) -> list[Org]:
-        """Organizations a short text (a display name, a subject) names."""
+        """Organizations a short text (a display name, a subject) names; answers for texts
+        of at most :data:`MAX_NAMED_CACHED` characters are remembered (at most
+        :data:`NAMED_CACHE_SIZE` of them: senders' names and subjects come again)."""
         if not text:
             return []
+        if len(text) > MAX_NAMED_CACHED:
+            return self._named_in(text)
+        found = self._named.get(text)
+        if found is None:
+            found = tuple(self._named_in(text))
+            if len(self._named) >= NAMED_CACHE_SIZE:
+                self._named.clear()
+            self._named[text] = found
+        return list(found)
+
+    def _named_in(self, text: str) -> list[Org]:
         s = unicodedata.normalize("NFKC", text[:MAX_NAMED_TEXT])
         variants = [s, s.translate(_LAT_TO_CYR), s.translate(_CYR_TO_LAT)]
         named = [
