@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Key = str
 """A blob's content address: SHA-256 of the decoded content, 64 lowercase hex characters."""
@@ -58,6 +58,9 @@ class Space(enum.IntEnum):
 class FileFlag(enum.IntFlag):
     NONE = 0
     DO_NOT_DELETE = 1  # counters disagreed once; never deleted automatically again
+    # recorded while its copies' sync was still running (``FreshFileDB``): cleared once they
+    # are durable; after a crash the start's pass checks its copies (``BlobStore.recover_fresh``)
+    FRESH = 2
 
 
 class PairFlag(enum.IntFlag):
@@ -169,6 +172,37 @@ class FileDB(Protocol):
         record is dropped either way."""
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class FreshFileDB(FileDB, Protocol):
+    """A FileDB that can record an upload while its copies are still being made durable, so
+    that one upload waits for the disks' sync and the record's commit at the same time rather
+    than one after the other.
+
+    ``upsert_fresh`` is ``upsert`` that, when it inserts the record, flags it FRESH: its copies
+    were placed under their names (every byte written) but may not be on the device yet. Every
+    step with an ``op`` on a FRESH record also notes the op beside the record. ``settle`` clears
+    FRESH (and the noted ops) once the copies are durable; it needs no durability of its own
+    (a record left FRESH by a crash is only checked again). After a crash ``fresh_keys`` lists
+    what to check; ``drop_fresh`` removes a FRESH record whose copies were lost together with
+    the ops noted for it (none of its counts was answered: each waited for a sync that would
+    have kept the copies), so the journal says those counts never happened."""
+
+    def upsert_fresh(
+        self, key: Key, magic: Magic, pair_id: int, op: Op | None = None
+    ) -> FileRecord:
+        """``upsert``; a record it inserts is FRESH."""
+
+    def settle(self, keys: Collection[Key]) -> None:
+        """Clear FRESH of these keys' live records (unknown or settled ones are ignored)."""
+
+    def fresh_keys(self, after: Key | None = None, limit: int = 1000) -> list[Key]:
+        """Keys of FRESH live records, ascending, greater than ``after``."""
+
+    def drop_fresh(self, key: Key, counter: int) -> bool:
+        """Compare-and-set: remove the live record if it is still FRESH with ``counter``,
+        with the ops noted for it (from the journal too); whether it was removed."""
 
 
 class PairDB(Protocol):

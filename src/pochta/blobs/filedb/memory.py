@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Collection
@@ -18,6 +19,7 @@ class MemoryFileDB:
         self._live: dict[Key, FileRecord] = {}
         self._deleted: dict[Key, FileRecord] = {}
         self._ops: set[Op] = set()
+        self._fresh_ops: dict[Key, set[Op]] = {}  # the ops of steps on FRESH records
         self._lock = threading.Lock()
 
     def _replayed(self, key: Key, op: Op | None) -> FileRecord | None:
@@ -37,21 +39,66 @@ class MemoryFileDB:
                 return same
             record = counting.after_inc(self._live.get(key), key, magic)
             self._live[key] = record
-            if op is not None:
-                self._ops.add(op)
+            self._journal(record, op)
             return record
 
+    def _journal(self, record: FileRecord, op: Op | None) -> None:
+        """Journal ``op`` of a step that wrote ``record``; noted beside it while it is FRESH."""
+        if op is None:
+            return
+        self._ops.add(op)
+        if record.space is Space.LIVE and record.flags & FileFlag.FRESH:
+            self._fresh_ops.setdefault(record.key, set()).add(op)
+
     def upsert(self, key: Key, magic: Magic, pair_id: int, op: Op | None = None) -> FileRecord:
+        return self._upsert(key, magic, pair_id, op, FileFlag.NONE)
+
+    def upsert_fresh(
+        self, key: Key, magic: Magic, pair_id: int, op: Op | None = None
+    ) -> FileRecord:
+        return self._upsert(key, magic, pair_id, op, FileFlag.FRESH)
+
+    def _upsert(
+        self, key: Key, magic: Magic, pair_id: int, op: Op | None, flags: FileFlag
+    ) -> FileRecord:
         key, magic = parse_key(key), parse_magic(magic)
         op = None if op is None else parse_op(op)
         with self._lock:
             if (same := self._replayed(key, op)) is not None:
                 return same
-            record = counting.after_upsert(self._live.get(key), key, magic, pair_id)
+            before = self._live.get(key)
+            record = counting.after_upsert(before, key, magic, pair_id)
+            if before is None and flags:
+                record = dataclasses.replace(record, flags=record.flags | flags)
             self._live[key] = record
-            if op is not None:
-                self._ops.add(op)
+            self._journal(record, op)
             return record
+
+    def settle(self, keys: Collection[Key]) -> None:
+        with self._lock:
+            for key in map(parse_key, keys):
+                record = self._live.get(key)
+                self._fresh_ops.pop(key, None)
+                if record is not None and record.flags & FileFlag.FRESH:
+                    flags = record.flags & ~FileFlag.FRESH
+                    self._live[key] = dataclasses.replace(record, flags=flags)
+
+    def fresh_keys(self, after: Key | None = None, limit: int = 1000) -> list[Key]:
+        with self._lock:
+            keys = sorted(
+                k for k, r in self._live.items() if r.flags & FileFlag.FRESH and k > (after or "")
+            )
+        return keys[:limit]
+
+    def drop_fresh(self, key: Key, counter: int) -> bool:
+        key = parse_key(key)
+        with self._lock:
+            record = self._live.get(key)
+            if record is None or not record.flags & FileFlag.FRESH or record.counter != counter:
+                return False
+            del self._live[key]
+            self._ops.difference_update(self._fresh_ops.pop(key, set()))
+            return True
 
     def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         key, magic = parse_key(key), parse_magic(magic)
@@ -61,10 +108,10 @@ class MemoryFileDB:
                 return same
             before = self._live.get(key) or self._deleted.get(key)
             record = counting.after_dec(before, key, magic, self._clock())
-            if op is not None:
-                self._ops.add(op)
+            self._journal(record, op)
             if record.space is Space.DELETED:
                 del self._live[key]
+                self._fresh_ops.pop(key, None)
                 self._deleted[key] = record
             else:
                 self._deleted.pop(key, None)

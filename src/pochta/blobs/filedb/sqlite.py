@@ -8,6 +8,8 @@ in leaves filled by random inserts (89 %; benchmarks/filedb_size.py).
     live    (key BLOB PK, counter INT, magic INT, flags INT, pair INT)   -- space0
     deleted (key BLOB PK, pair INT, moved_at REAL)                       -- space1
     ops     (op BLOB PK)      -- the journal of exactly-once counts: only those in flight
+    fresh_ops (key BLOB, op BLOB)     -- ops of steps on FRESH records (``FreshFileDB``)
+    live_fresh: an index of the FRESH live records only (flags & 2; empty once all settled)
 
 Group commit: the counting steps (inc, upsert, dec, each with its journal entry) that
 callers submit while a group is being written form the next group (``GroupCommit`` with one
@@ -51,6 +53,12 @@ CREATE TABLE IF NOT EXISTS deleted (
     moved_at REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ops (op BLOB PRIMARY KEY) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS live_fresh ON live (key) WHERE flags & 2;
+CREATE TABLE IF NOT EXISTS fresh_ops (
+    key BLOB NOT NULL,
+    op BLOB NOT NULL,
+    PRIMARY KEY (key, op)
+) WITHOUT ROWID;
 """
 
 
@@ -118,11 +126,12 @@ WHERE key = ?1
 RETURNING counter, magic, flags, pair
 """
 _UPSERT = """
-INSERT INTO live (key, counter, magic, flags, pair) VALUES (?1, 1, ?4, 0, ?3)
+INSERT INTO live (key, counter, magic, flags, pair) VALUES (?1, 1, ?4, ?5, ?3)
 ON CONFLICT (key) DO UPDATE SET counter = counter + 1,
     magic = ((magic + ?2) & 0xFFFFFFFF) - (((magic + ?2) & 0x80000000) << 1)
 RETURNING counter, magic, flags, pair
-"""
+"""  # ?5: the flags of a new record (FRESH for ``upsert_fresh``)
+_FRESH = int(FileFlag.FRESH)
 # A dec that leaves the record live, with the sticky DO_NOT_DELETE of ``counting.after_dec``
 # (the counter goes below zero, or reaches zero while the magic does not). No row when the
 # record is not live or would move to space1: ``_dec_slowly`` takes those.
@@ -136,16 +145,17 @@ RETURNING counter, magic, flags, pair
 
 
 class Step(NamedTuple):
-    kind: str  # 'i' inc, 'u' upsert, 'd' dec
+    kind: str  # 'i' inc, 'u' upsert, 'f' upsert_fresh, 'd' dec, 's' settle (``settled``)
     key: Key
     raw: bytes  # the key's 32 bytes
     magic: Magic
     pair: int | None
     op: Op | None
     now: float | None
+    settled: tuple[bytes, ...] = ()  # 's': the raw keys whose FRESH is cleared
 
 
-Outcome = FileRecord | BlobNotFound
+Outcome = FileRecord | BlobNotFound | None  # None: a settle's
 
 
 def _returned(
@@ -180,6 +190,7 @@ def _dec_slowly(conn: sqlite3.Connection, step: Step) -> Outcome:
     record = counting.after_dec(before, key, step.magic, step.now)
     if record.space is Space.DELETED:
         conn.execute("DELETE FROM live WHERE key = ?", (raw,))
+        conn.execute("DELETE FROM fresh_ops WHERE key = ?", (raw,))
         conn.execute(
             "INSERT OR REPLACE INTO deleted (key, pair, moved_at) VALUES (?, ?, ?)",
             (raw, record.pair_id, record.moved_at),
@@ -194,22 +205,31 @@ def _dec_slowly(conn: sqlite3.Connection, step: Step) -> Outcome:
 def _apply(conn: sqlite3.Connection, step: Step) -> Outcome:
     """One step inside the group's transaction. A step that fails (not found) writes
     nothing, not even its journal entry, so the other steps of the group stand."""
+    if step.kind == "s":
+        rows = [(raw,) for raw in step.settled]
+        conn.executemany("UPDATE live SET flags = flags & ~2 WHERE key = ?", rows)  # FRESH
+        conn.executemany("DELETE FROM fresh_ops WHERE key = ?", rows)
+        return None
     if (same := _replayed(conn, step)) is not None:
         return same
-    outcome: Outcome | None
+    outcome: Outcome
     if step.kind == "i":
         outcome = _returned(conn, step.key, _INC, (step.raw, step.magic))
         outcome = outcome or BlobNotFound(f"no live record for {step.key}")
-    elif step.kind == "u":
-        params = (step.raw, step.magic, step.pair, _to_db(step.magic))
+    elif step.kind in "uf":
+        flags = _FRESH if step.kind == "f" else 0
+        params = (step.raw, step.magic, step.pair, _to_db(step.magic), flags)
         outcome = _returned(conn, step.key, _UPSERT, params)
         if outcome is None:
             raise AssertionError("an upsert always writes its record")
     else:
         outcome = _returned(conn, step.key, _DEC_LIVE, (step.raw, step.magic))
         outcome = outcome or _dec_slowly(conn, step)
-    if isinstance(outcome, BlobNotFound) and step.op is not None:
-        conn.execute("DELETE FROM ops WHERE op = ?", (step.op,))
+    if step.op is not None:
+        if isinstance(outcome, BlobNotFound):
+            conn.execute("DELETE FROM ops WHERE op = ?", (step.op,))
+        elif outcome is not None and outcome.space is Space.LIVE and outcome.flags & _FRESH:
+            conn.execute("INSERT OR IGNORE INTO fresh_ops VALUES (?, ?)", (step.raw, step.op))
     return outcome
 
 
@@ -239,7 +259,7 @@ class SQLiteFileDB:
         # answered. A step here costs the writer CPU, not a round trip; waiting idles the
         # writer while they come back (alternating runs against main, 8 and 64 callers,
         # sync=full and normal: gathering was no faster, often slower; BENCHMARKS.md).
-        self._group: GroupCommit[Step, FileRecord] = GroupCommit(
+        self._group: GroupCommit[Step, FileRecord | None] = GroupCommit(
             self._run, max_batch=batch_max, leaders=1, gather=0.0
         )
 
@@ -250,7 +270,10 @@ class SQLiteFileDB:
         key, magic = parse_key(key), parse_magic(magic)
         op = None if op is None else parse_op(op)
         now = self._clock() if kind == "d" else None
-        return self._group.submit(Step(kind, key, bytes.fromhex(key), magic, pair, op, now))
+        record = self._group.submit(Step(kind, key, bytes.fromhex(key), magic, pair, op, now))
+        if record is None:
+            raise AssertionError("a counting step returns its record")
+        return record
 
     def _run(self, steps: list[Step]) -> list[Outcome | BaseException]:
         """The steps that arrived together: one transaction, one commit. When it fails as a
@@ -277,6 +300,42 @@ class SQLiteFileDB:
 
     def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         return self._step("d", key, magic, op)
+
+    # -- FreshFileDB: an upload recorded while its copies' sync runs --------------------
+    def upsert_fresh(
+        self, key: Key, magic: Magic, pair_id: int, op: Op | None = None
+    ) -> FileRecord:
+        return self._step("f", key, magic, op, pair_id)
+
+    def settle(self, keys: Collection[Key]) -> None:
+        """One step of the group commit: rides with the counting steps of its group."""
+        raws = tuple(bytes.fromhex(parse_key(k)) for k in keys)
+        if raws:
+            self._group.submit(Step("s", "", b"", 0, None, None, None, raws))
+
+    def fresh_keys(self, after: Key | None = None, limit: int = 1000) -> list[Key]:
+        start = bytes.fromhex(parse_key(after)) if after is not None else b""
+        rows = self._db.query(
+            # ``flags & 2`` (FRESH) as the index live_fresh says it, so that it is used
+            "SELECT key FROM live WHERE flags & 2 AND key > ? ORDER BY key LIMIT ?",
+            (start, limit),
+        )
+        return [bytes(row[0]).hex() for row in rows]
+
+    def drop_fresh(self, key: Key, counter: int) -> bool:
+        raw = bytes.fromhex(parse_key(key))
+
+        def step(conn: sqlite3.Connection) -> bool:
+            row = conn.execute("SELECT counter, flags FROM live WHERE key = ?", (raw,)).fetchone()
+            if row is None or not row[1] & _FRESH or row[0] != counter:
+                return False
+            ops = conn.execute("SELECT op FROM fresh_ops WHERE key = ?", (raw,)).fetchall()
+            conn.executemany("DELETE FROM ops WHERE op = ?", ops)
+            conn.execute("DELETE FROM fresh_ops WHERE key = ?", (raw,))
+            conn.execute("DELETE FROM live WHERE key = ?", (raw,))
+            return True
+
+        return self._db.write(step)
 
     def applied(self, ops: Collection[Op]) -> set[Op]:
         conn = self._db.reader()
