@@ -28,7 +28,7 @@ from hypothesis.stateful import (
 
 from pochta.blobs.keys import MAGIC_MOD, key_of, random_magic
 from pochta.errors import BadKey, BadMagic, BlobNotFound, InvalidInput
-from pochta.types import FileDB, FileFlag, FileRecord, Key, Magic, Space
+from pochta.types import FileDB, FileFlag, FileRecord, FreshFileDB, Key, Magic, Space
 from tests.contract import workers
 from tests.contract.conftest import FakeClock, NewFileDB, SharedFileDB
 
@@ -669,3 +669,85 @@ def test_threads_replaying_the_same_ops_count_each_once(filedb: FileDB) -> None:
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(work, range(4)))
     assert (got(filedb, K).counter, got(filedb, K).magic) == (41, 1 + 3 * 40)
+
+
+# -- FreshFileDB: an upload recorded while its copies' sync runs ------------------------------
+def fresh_db(filedb: FileDB) -> FreshFileDB:
+    """The FileDB as a FreshFileDB; backends without it skip (PostgreSQL, sharded: their
+    uploads commit the record after the copies' sync, as before)."""
+    if not isinstance(filedb, FreshFileDB):
+        pytest.skip("this FileDB records no FRESH uploads")
+    return filedb
+
+
+def test_upsert_fresh_inserts_a_fresh_record_and_settle_clears_it(filedb: FileDB) -> None:
+    db = fresh_db(filedb)
+    record = db.upsert_fresh(K, 345, 7)
+    assert record == FileRecord(K, 1, 345, FileFlag.FRESH, 7, Space.LIVE, None)
+    assert db.get(K) == record
+    assert db.fresh_keys() == [K]
+    db.settle([K, OTHER])  # an unknown key is ignored
+    assert db.get(K) == FileRecord(K, 1, 345, FileFlag.NONE, 7, Space.LIVE, None)
+    assert db.fresh_keys() == []
+    db.settle([K])  # settling twice changes nothing
+    assert state(db.get(K)) == (1, 345, FileFlag.NONE, Space.LIVE)
+
+
+def test_upsert_fresh_of_a_settled_live_record_counts_it_and_leaves_it_settled(
+    filedb: FileDB,
+) -> None:
+    db = fresh_db(filedb)
+    db.upsert(K, 5, 7)
+    assert db.upsert_fresh(K, 6, 8) == FileRecord(K, 2, 11, FileFlag.NONE, 7)
+    assert db.fresh_keys() == []
+
+
+def test_fresh_keys_are_ascending_after_and_limited(filedb: FileDB) -> None:
+    db = fresh_db(filedb)
+    keys = sorted(key_of(b"fresh %d" % i) for i in range(5))
+    for key in keys:
+        db.upsert_fresh(key, 1, 7)
+    db.upsert(K, 1, 7)  # not fresh
+    assert db.fresh_keys() == keys
+    assert db.fresh_keys(after=keys[1], limit=2) == keys[2:4]
+    db.settle(keys[:2])
+    assert db.fresh_keys() == keys[2:]
+
+
+def test_drop_fresh_removes_the_record_and_the_counts_journaled_on_it(filedb: FileDB) -> None:
+    db = fresh_db(filedb)
+    db.upsert(OTHER, 1, 7, op=b"other")
+    db.upsert_fresh(K, 3, 7, op=b"first")
+    db.inc(K, 4, op=b"second")
+    assert db.drop_fresh(K, 1) is False  # compare-and-set: the counter moved on
+    assert db.drop_fresh(K, 2) is True
+    assert db.get(K) is None
+    assert db.applied([b"first", b"second", b"other"]) == {b"other"}
+    assert db.drop_fresh(K, 2) is False  # gone
+    assert state(db.get(OTHER)) == (1, 1, FileFlag.NONE, Space.LIVE)
+
+
+def test_drop_fresh_leaves_a_settled_record_and_the_ops_of_before(filedb: FileDB) -> None:
+    db = fresh_db(filedb)
+    db.upsert_fresh(K, 3, 7, op=b"first")
+    db.settle([K])
+    db.inc(K, 4, op=b"second")  # a count on a settled record is not noted
+    assert db.drop_fresh(K, 2) is False
+    assert db.applied([b"first", b"second"]) == {b"first", b"second"}
+    db.upsert_fresh(OTHER, 1, 7, op=b"third")
+    db.settle([OTHER])
+    db.dec(OTHER, 1, op=b"fourth")  # to space1: nothing fresh left to drop
+    assert db.fresh_keys() == []
+    assert db.drop_fresh(OTHER, 0) is False
+
+
+def test_a_dec_of_a_fresh_record_to_zero_moves_it_without_its_flag(
+    filedb: FileDB, clock: FakeClock
+) -> None:
+    db = fresh_db(filedb)
+    db.upsert_fresh(K, 3, 7)
+    moved = db.dec(K, 3)
+    assert (moved.space, moved.flags) == (Space.DELETED, FileFlag.NONE)
+    assert db.fresh_keys() == []
+    again = db.upsert_fresh(K, 5, 8)  # uploaded again: fresh again
+    assert (again.counter, again.flags, again.pair_id) == (1, FileFlag.FRESH, 8)
