@@ -270,7 +270,7 @@ class BlobStore:
         self._measuring = threading.Lock()  # one free-space measurement at a time
         self._lock = threading.Lock()
         # the copies' waits (one per upload in flight, beside its record's commit) and settles
-        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pochta-fsync")
+        self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="pochta-fsync")
         self._fresh: FreshFileDB | None = filedb if isinstance(filedb, FreshFileDB) else None
         self._settling: list[Key] = []  # durable uploads whose records are still FRESH
         self._durable: dict[Key, int] = {}  # those, until settled (how many uploads of each)
