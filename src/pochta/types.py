@@ -184,18 +184,22 @@ class FreshFileDB(FileDB, Protocol):
     were placed under their names (every byte written) but may not be on the device yet. Every
     step with an ``op`` on a FRESH record also notes the op beside the record. ``settle`` clears
     FRESH (and the noted ops) once the copies are durable; it needs no durability of its own
-    (a record left FRESH by a crash is only checked again). After a crash ``fresh_keys`` lists
-    what to check; ``drop_fresh`` removes a FRESH record whose copies were lost together with
-    the ops noted for it (none of its counts was answered: each waited for a sync that would
-    have kept the copies), so the journal says those counts never happened."""
+    (a record left FRESH by a crash is only checked again), so a lazy one may wait for the
+    next counting step and go in its transaction, before that step. After a crash
+    ``fresh_keys`` lists what to check; ``drop_fresh`` removes a FRESH record whose copies
+    were lost together with the ops noted for it (none of its counts was answered: each
+    waited for a sync that would have kept the copies), so the journal says those counts
+    never happened."""
 
     def upsert_fresh(
         self, key: Key, magic: Magic, pair_id: int, op: Op | None = None
     ) -> FileRecord:
         """``upsert``; a record it inserts is FRESH."""
 
-    def settle(self, keys: Collection[Key]) -> None:
-        """Clear FRESH of these keys' live records (unknown or settled ones are ignored)."""
+    def settle(self, keys: Collection[Key], *, lazy: bool = False) -> None:
+        """Clear FRESH of these keys' live records (unknown or settled ones are ignored).
+        ``lazy``: at the latest with the next counting step (inc, upsert, dec) of this
+        FileDB, applied before it, or at ``close``; no write of its own."""
 
     def fresh_keys(self, after: Key | None = None, limit: int = 1000) -> list[Key]:
         """Keys of FRESH live records, ascending, greater than ``after``."""

@@ -751,3 +751,20 @@ def test_a_dec_of_a_fresh_record_to_zero_moves_it_without_its_flag(
     assert db.fresh_keys() == []
     again = db.upsert_fresh(K, 5, 8)  # uploaded again: fresh again
     assert (again.counter, again.flags, again.pair_id) == (1, FileFlag.FRESH, 8)
+
+
+def test_a_lazy_settle_is_applied_at_the_latest_before_the_next_counting_step(
+    filedb: FileDB,
+) -> None:
+    db = fresh_db(filedb)
+    db.upsert_fresh(K, 3, 7, op=b"up")
+    db.upsert_fresh(OTHER, 1, 7)
+    db.settle([K], lazy=True)
+    record = db.inc(K, 4, op=b"count")  # the settle goes first: this count is not noted
+    assert (record.counter, record.flags) == (2, FileFlag.NONE)
+    assert db.fresh_keys() == [OTHER]
+    assert db.drop_fresh(K, 2) is False
+    db.settle([OTHER], lazy=True)
+    db.upsert(key_of(b"a third file"), 1, 7)  # any counting step carries it
+    assert db.fresh_keys() == []
+    assert db.applied([b"up", b"count"]) == {b"up", b"count"}

@@ -272,10 +272,6 @@ class BlobStore:
         # the copies' waits (one per upload in flight, beside its record's commit) and settles
         self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="pochta-fsync")
         self._fresh: FreshFileDB | None = filedb if isinstance(filedb, FreshFileDB) else None
-        self._settling: list[Key] = []  # durable uploads whose records are still FRESH
-        self._durable: dict[Key, int] = {}  # those, until settled (how many uploads of each)
-        self._settler = False  # a settle is queued or running
-        self._settle_lock = threading.Lock()
 
     # -- disks and pairs ----------------------------------------------------------------
     def disk(self, spec: DiskSpec) -> Disk:
@@ -457,44 +453,9 @@ class BlobStore:
                 with contextlib.suppress(StorageError):
                     fresh.drop_fresh(key, record.counter)
             raise errors[0]
-        if _fresh(record):
-            self._settle_later(key)
+        if _fresh(record):  # durable now: cleared with the FileDB's next counting step
+            fresh.settle([key], lazy=True)
         return without_fresh(record)
-
-    def _settle_later(self, key: Key) -> None:
-        """Clear FRESH of a durable upload's record soon, in the pool (keys gathered while a
-        settle runs go together; each rides with the FileDB's next group commit)."""
-        with self._settle_lock:
-            self._settling.append(key)
-            self._durable[key] = self._durable.get(key, 0) + 1
-            if self._settler:
-                return
-            self._settler = True
-        try:
-            self._pool.submit(self._settle_queued)
-        except RuntimeError:  # closing: the start's check settles it
-            with self._settle_lock:
-                self._settler = False
-                self._settling.clear()
-
-    def _settle_queued(self) -> None:
-        fresh = self._fresh
-        assert fresh is not None
-        while True:
-            with self._settle_lock:
-                keys, self._settling = self._settling, []
-                if not keys:
-                    self._settler = False
-                    return
-            try:
-                fresh.settle(keys)
-            except Exception as exc:  # left FRESH: checked (and settled) at the next start
-                log.warning("could not settle %d upload record(s): %s", len(keys), exc)
-            with self._settle_lock:
-                for key in keys:
-                    left = self._durable.pop(key) - 1
-                    if left:
-                        self._durable[key] = left
 
     def count_live(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         """inc of a key that is live; an upload of another thread or process may still be
@@ -510,15 +471,11 @@ class BlobStore:
         return without_fresh(record)
 
     def _await_durable(self, record: FileRecord) -> None:
-        """Return once the copies of a FRESH record are durable: at once when this store
-        made them durable itself and its settle is on the way (a letter's later counts of
-        the attachment it has just uploaded). Otherwise its uploader, another thread or
-        process, placed them before committing the record, so on local disks sharing syncs
-        one sync of each filesystem that starts now covers them; elsewhere wait for the
-        uploader's settle."""
-        with self._settle_lock:
-            if record.key in self._durable:
-                return
+        """Return once the copies of a FRESH record are durable. Its uploader (another
+        thread or process: a settle this store asked for is applied before any later
+        count of this store, in the same transaction) placed them before committing the
+        record, so on local disks sharing syncs one sync of each filesystem that starts
+        now covers them; elsewhere wait for the uploader's settle."""
         disks = self.disks(self.pairdb.get(record.pair_id))
         groups = [d.group() if isinstance(d, LocalDisk) else None for d in disks]
         if all(g is not None for g in groups):
@@ -586,7 +543,7 @@ class BlobStore:
         except StorageError as exc:
             log.warning("could not check the fresh record %s: %s", key, exc)
             return "skipped"
-        fresh.settle([key])
+        fresh.settle([key], lazy=False)
         return "settled" if all(good) else "repaired"
 
     @staticmethod

@@ -74,7 +74,7 @@ class MemoryFileDB:
             self._journal(record, op)
             return record
 
-    def settle(self, keys: Collection[Key]) -> None:
+    def settle(self, keys: Collection[Key], *, lazy: bool = False) -> None:
         with self._lock:
             for key in map(parse_key, keys):
                 record = self._live.get(key)

@@ -25,8 +25,10 @@ SQLite's own lock.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -145,17 +147,16 @@ RETURNING counter, magic, flags, pair
 
 
 class Step(NamedTuple):
-    kind: str  # 'i' inc, 'u' upsert, 'f' upsert_fresh, 'd' dec, 's' settle (``settled``)
+    kind: str  # 'i' inc, 'u' upsert, 'f' upsert_fresh, 'd' dec
     key: Key
     raw: bytes  # the key's 32 bytes
     magic: Magic
     pair: int | None
     op: Op | None
     now: float | None
-    settled: tuple[bytes, ...] = ()  # 's': the raw keys whose FRESH is cleared
 
 
-Outcome = FileRecord | BlobNotFound | None  # None: a settle's
+Outcome = FileRecord | BlobNotFound
 
 
 def _returned(
@@ -205,14 +206,9 @@ def _dec_slowly(conn: sqlite3.Connection, step: Step) -> Outcome:
 def _apply(conn: sqlite3.Connection, step: Step) -> Outcome:
     """One step inside the group's transaction. A step that fails (not found) writes
     nothing, not even its journal entry, so the other steps of the group stand."""
-    if step.kind == "s":
-        rows = [(raw,) for raw in step.settled]
-        conn.executemany("UPDATE live SET flags = flags & ~2 WHERE key = ?", rows)  # FRESH
-        conn.executemany("DELETE FROM fresh_ops WHERE key = ?", rows)
-        return None
     if (same := _replayed(conn, step)) is not None:
         return same
-    outcome: Outcome
+    outcome: Outcome | None
     if step.kind == "i":
         outcome = _returned(conn, step.key, _INC, (step.raw, step.magic))
         outcome = outcome or BlobNotFound(f"no live record for {step.key}")
@@ -228,12 +224,21 @@ def _apply(conn: sqlite3.Connection, step: Step) -> Outcome:
     if step.op is not None:
         if isinstance(outcome, BlobNotFound):
             conn.execute("DELETE FROM ops WHERE op = ?", (step.op,))
-        elif outcome is not None and outcome.space is Space.LIVE and outcome.flags & _FRESH:
+        elif outcome.space is Space.LIVE and outcome.flags & _FRESH:
             conn.execute("INSERT OR IGNORE INTO fresh_ops VALUES (?, ?)", (step.raw, step.op))
     return outcome
 
 
-def _apply_all(steps: list[Step], conn: sqlite3.Connection) -> list[Outcome]:
+def _settle(raws: list[bytes], conn: sqlite3.Connection) -> None:
+    rows = [(raw,) for raw in raws]
+    conn.executemany("UPDATE live SET flags = flags & ~2 WHERE key = ?", rows)  # ~FRESH
+    conn.executemany("DELETE FROM fresh_ops WHERE key = ?", rows)
+
+
+def _apply_all(steps: list[Step], settles: list[bytes], conn: sqlite3.Connection) -> list[Outcome]:
+    """The lazy settles first (they were asked for before these steps), then the steps."""
+    if settles:
+        _settle(settles, conn)
     return [_apply(conn, step) for step in steps]
 
 
@@ -259,7 +264,9 @@ class SQLiteFileDB:
         # answered. A step here costs the writer CPU, not a round trip; waiting idles the
         # writer while they come back (alternating runs against main, 8 and 64 callers,
         # sync=full and normal: gathering was no faster, often slower; BENCHMARKS.md).
-        self._group: GroupCommit[Step, FileRecord | None] = GroupCommit(
+        self._settles: list[bytes] = []  # lazy settles, for the next group (raw keys)
+        self._settles_lock = threading.Lock()
+        self._group: GroupCommit[Step, FileRecord] = GroupCommit(
             self._run, max_batch=batch_max, leaders=1, gather=0.0
         )
 
@@ -270,24 +277,23 @@ class SQLiteFileDB:
         key, magic = parse_key(key), parse_magic(magic)
         op = None if op is None else parse_op(op)
         now = self._clock() if kind == "d" else None
-        record = self._group.submit(Step(kind, key, bytes.fromhex(key), magic, pair, op, now))
-        if record is None:
-            raise AssertionError("a counting step returns its record")
-        return record
+        return self._group.submit(Step(kind, key, bytes.fromhex(key), magic, pair, op, now))
 
     def _run(self, steps: list[Step]) -> list[Outcome | BaseException]:
         """The steps that arrived together: one transaction, one commit. When it fails as a
         whole (nothing of it is written), each step is tried again alone, so that a step
         SQLite refuses fails only its own caller."""
+        with self._settles_lock:
+            settles, self._settles = self._settles, []
         try:
-            return list(self._db.write(functools.partial(_apply_all, steps)))
-        except StorageError:
+            return list(self._db.write(functools.partial(_apply_all, steps, settles)))
+        except StorageError:  # the settles are dropped: FRESH stays, checked at the next start
             if len(steps) == 1:
                 raise
         outcomes: list[Outcome | BaseException] = []
         for step in steps:
             try:
-                outcomes.extend(self._db.write(functools.partial(_apply_all, [step])))
+                outcomes.extend(self._db.write(functools.partial(_apply_all, [step], [])))
             except StorageError as exc:
                 outcomes.append(exc)
         return outcomes
@@ -307,11 +313,17 @@ class SQLiteFileDB:
     ) -> FileRecord:
         return self._step("f", key, magic, op, pair_id)
 
-    def settle(self, keys: Collection[Key]) -> None:
-        """One step of the group commit: rides with the counting steps of its group."""
-        raws = tuple(bytes.fromhex(parse_key(k)) for k in keys)
-        if raws:
-            self._group.submit(Step("s", "", b"", 0, None, None, None, raws))
+    def settle(self, keys: Collection[Key], *, lazy: bool = False) -> None:
+        """Lazy: kept for the next group of counting steps, written in its transaction
+        before them (no commit, no fsync of its own); else one write now."""
+        raws = [bytes.fromhex(parse_key(k)) for k in keys]
+        if not raws:
+            return
+        if lazy:
+            with self._settles_lock:
+                self._settles.extend(raws)
+            return
+        self._db.write(functools.partial(_settle, raws))
 
     def fresh_keys(self, after: Key | None = None, limit: int = 1000) -> list[Key]:
         start = bytes.fromhex(parse_key(after)) if after is not None else b""
@@ -413,4 +425,9 @@ class SQLiteFileDB:
 
     def close(self) -> None:
         self._group.close()
+        with self._settles_lock:
+            settles, self._settles = self._settles, []
+        if settles:
+            with contextlib.suppress(StorageError):  # else FRESH stays: checked at the start
+                self._db.write(functools.partial(_settle, settles))
         self._db.close()
