@@ -10,11 +10,12 @@ acknowledged. On local disks that share their filesystem's syncs, with a FileDB 
 record an upload as FRESH (``FreshFileDB``), the copies are placed under their names, then the
 disks' sync and the record's commit run at the same time (one durable round trip instead of
 two in a row); the upload is answered once both ended, and the record's FRESH is cleared later
-(``settle``, riding with the next group commit). A crash may leave a FRESH record whose copies
-never reached the device: ``recover_fresh``, at the server's start, checks the copies of every
-FRESH record (they hash to the key), makes the good ones durable, rewrites a lost copy from the
-good one, and drops a record with no good copy together with the counts journaled on it (none
-was answered: each answer waited for a sync that would have kept the copies). A small file
+(a lazy ``settle``, written in the transaction of the FileDB's next counting step). A crash
+may leave a FRESH record whose copies never reached the device: ``recover_fresh``, at the
+server's start, checks the copies of every FRESH record (they hash to the key), makes the good
+ones durable, rewrites a lost copy from the good one, and drops a record with no good copy
+together with the counts journaled on it (none was answered: each answer waited for a sync
+that would have kept the copies). A small file
 whose bytes are all in hand (``upload_whole``) is hashed first and, on local disks sharing
 their syncs, written as its own probe.
 
@@ -218,13 +219,11 @@ class Upload:
                 self._done = True
                 record = self._store.count_live(key, self._magic, self._op)
                 return Stored(record, self._magic, self._size, self._crc, uploaded=False)
-            record = self._store.store_copies(
-                self._writers, key, self._magic, self._pair.id, self._op
-            )
-            self._done = True
+            self._done = True  # from here store_copies aborts the writers when they fail
         except BaseException:
             self.abort()
             raise
+        record = self._store.store_copies(self._writers, key, self._magic, self._pair.id, self._op)
         return Stored(record, self._magic, self._size, self._crc, uploaded=True)
 
     def abort(self) -> None:
@@ -429,7 +428,8 @@ class BlobStore:
         self, writers: list[BlobWriter], key: Key, magic: Magic, pair_id: int, op: Op | None
     ) -> FileRecord:
         """Both copies durable under the key's name and the record committed; the record as
-        callers see it. The caller aborts ``writers`` on an error.
+        callers see it. ``writers`` are aborted here when their copies fail (not when the
+        record does: the copies are in place then, orphans for Valkyrie as before).
 
         Local copies sharing syncs with a ``FreshFileDB``: placed (every byte written, the
         names in place), then the filesystems' syncs in the pool while this thread commits
@@ -437,12 +437,19 @@ class BlobStore:
         is dropped again when it is still only this upload's (else its FRESH stays for the
         start's check). Otherwise: copies durable first, then the record."""
         fresh = self._fresh
-        if fresh is None or not _shared(writers):
-            self.commit_as(writers, blob_path(key))
-            return self.filedb.upsert(key, magic, pair_id, op)
         waits: dict[int, Callable[[], None]] = {}  # one writer's wait per group sync
-        for writer in writers:
-            waits.setdefault(id(writer.place(blob_path(key))), writer.wait_durable)
+        try:
+            if fresh is None or not _shared(writers):
+                self.commit_as(writers, blob_path(key))
+            else:
+                for local in writers:
+                    waits.setdefault(id(local.place(blob_path(key))), local.wait_durable)
+        except BaseException:
+            for writer in writers:
+                writer.abort()
+            raise
+        if fresh is None or not waits:
+            return self.filedb.upsert(key, magic, pair_id, op)
         syncing = [self._pool.submit(wait) for wait in waits.values()]
         try:
             record = fresh.upsert_fresh(key, magic, pair_id, op)
@@ -646,11 +653,11 @@ class BlobStore:
             if not written:
                 for writer in writers:
                     writer.write(content)
-            record = self.store_copies(writers, sha, magic, pair.id, op)
         except BaseException:
             for writer in writers:
                 writer.abort()
             raise
+        record = self.store_copies(writers, sha, magic, pair.id, op)
         return Stored(record, magic, size, crc, uploaded=True)
 
     def put(
