@@ -20,9 +20,10 @@ import pytest
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.keys import blob_path, key_of
 from pochta.blobs.nodes.groupsync import syncfs_of
-from pochta.blobs.nodes.local import LocalDisk
+from pochta.blobs.nodes.local import LocalDisk, LocalWriter
 from pochta.blobs.pairs.sqlite import SQLitePairDB
 from pochta.blobs.store import BlobStore
+from pochta.errors import DiskError
 from pochta.types import DiskSpec, FileFlag, Pair, Space
 
 pytestmark = pytest.mark.skipif(syncfs_of(Path("/")) is None, reason="no trusted syncfs here")
@@ -268,5 +269,37 @@ def test_sigkill_between_the_record_and_the_copies_sync(where: Path, lost: str) 
             assert holds(a, key) and holds(b, key)
             assert db.applied([b"ack %d" % (magic - 1)]) == {b"ack %d" % (magic - 1)}
         assert db.fresh_keys() == []  # type: ignore[attr-defined]
+    finally:
+        store.close()
+
+
+class UnsyncedWriter(LocalWriter):
+    """A local copy whose filesystem's sync fails (a writeback error)."""
+
+    def wait_durable(self) -> None:
+        raise DiskError("disk /x: committing into place failed: Input/output error")
+
+
+class UnsyncedDisk(LocalDisk):
+    def create(self, name: str) -> LocalWriter:
+        return UnsyncedWriter(self, self.root / name)
+
+
+def test_a_failed_sync_fails_the_upload_and_drops_the_record_committed_beside_it(
+    where: Path,
+) -> None:
+    """The record was committed FRESH while the copies' sync ran; the sync failed: the
+    upload is not answered, and the record goes again with the count journaled on it."""
+    store = BlobStore(
+        SQLiteFileDB(where / "filedb.sqlite3"),
+        SQLitePairDB(where / "pairdb.sqlite3"),
+        disk_factory=lambda spec: UnsyncedDisk(Path(spec.root), spec=spec),
+    )
+    try:
+        data = b"never durable\n" * 20
+        with pytest.raises(DiskError):
+            store.upload(None, 5, [data], op=b"the count")
+        assert store.filedb.get(key_of(data)) is None
+        assert store.applied([b"the count"]) == set()
     finally:
         store.close()
