@@ -180,33 +180,38 @@ class FreshFileDB(FileDB, Protocol):
     that one upload waits for the disks' sync and the record's commit at the same time rather
     than one after the other.
 
-    ``upsert_fresh`` is ``upsert`` that, when it inserts the record, flags it FRESH: its copies
-    were placed under their names (every byte written) but may not be on the device yet. Every
-    step with an ``op`` on a FRESH record also notes the op beside the record. ``settle`` clears
-    FRESH (and the noted ops) once the copies are durable; it needs no durability of its own
-    (a record left FRESH by a crash is only checked again), so a lazy one may wait for the
-    next counting step and go in its transaction, before that step. After a crash
-    ``fresh_keys`` lists what to check; ``drop_fresh`` removes a FRESH record whose copies
-    were lost together with the ops noted for it (none of its counts was answered: each
-    waited for a sync that would have kept the copies), so the journal says those counts
-    never happened."""
+    ``upsert_fresh`` inserts the record FRESH, owned by one upload (its ``token``, random):
+    its copies were placed under their names (every byte written) but may not be on the
+    device yet. When a live record is there it counts nothing and says so (None): that
+    uploader's copies are not the record's, so it makes its own durable, waits for the
+    record's, and then counts with ``upsert`` (``BlobStore.store_copies``). Every step with
+    an ``op`` on a FRESH record also notes the op beside the record. ``settle`` clears FRESH
+    (and the noted ops) once the copies are durable; it needs no durability of its own (a
+    record left FRESH by a crash is only checked again), so a lazy one may wait for the next
+    counting step and go in its transaction, before that step. ``settle`` and ``drop_fresh``
+    are compare-and-set on the token: they never touch a record FRESH for another upload (a
+    later upload of the same key, or another uploader). After a crash ``fresh_keys`` lists
+    what to check; ``drop_fresh`` removes a FRESH record whose copies were lost together
+    with the ops noted for it (none of its counts was answered: each waited for a sync that
+    would have kept the copies), so the journal says those counts never happened."""
 
     def upsert_fresh(
-        self, key: Key, magic: Magic, pair_id: int, op: Op | None = None
-    ) -> FileRecord:
-        """``upsert``; a record it inserts is FRESH."""
+        self, key: Key, magic: Magic, pair_id: int, token: bytes, op: Op | None = None
+    ) -> FileRecord | None:
+        """Insert the record FRESH for ``token`` (and journal ``op``); None, counting and
+        journaling nothing, when a live record is there or ``op`` was journaled already."""
 
-    def settle(self, keys: Collection[Key], *, lazy: bool = False) -> None:
-        """Clear FRESH of these keys' live records (unknown or settled ones are ignored).
+    def settle(self, fresh: Collection[tuple[Key, bytes]], *, lazy: bool = False) -> None:
+        """Clear FRESH of these (key, token): only a record still FRESH for that token.
         ``lazy``: at the latest with the next counting step (inc, upsert, dec) of this
         FileDB, applied before it, or at ``close``; no write of its own."""
 
-    def fresh_keys(self, after: Key | None = None, limit: int = 1000) -> list[Key]:
-        """Keys of FRESH live records, ascending, greater than ``after``."""
+    def fresh_keys(self, after: Key | None = None, limit: int = 1000) -> list[tuple[Key, bytes]]:
+        """(key, token) of FRESH live records, ascending keys greater than ``after``."""
 
-    def drop_fresh(self, key: Key, counter: int) -> bool:
-        """Compare-and-set: remove the live record if it is still FRESH with ``counter``,
-        with the ops noted for it (from the journal too); whether it was removed."""
+    def drop_fresh(self, key: Key, token: bytes, counter: int) -> bool:
+        """Compare-and-set: remove the live record if it is still FRESH for ``token`` with
+        ``counter``, with the ops noted for it (from the journal too); whether it was."""
 
 
 class PairDB(Protocol):

@@ -6,6 +6,7 @@ process killed with SIGKILL."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import signal
@@ -19,12 +20,12 @@ import pytest
 
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
 from pochta.blobs.keys import blob_path, key_of
-from pochta.blobs.nodes.groupsync import syncfs_of
+from pochta.blobs.nodes.groupsync import GroupSync, syncfs_of
 from pochta.blobs.nodes.local import LocalDisk, LocalWriter
 from pochta.blobs.pairs.sqlite import SQLitePairDB
-from pochta.blobs.store import BlobStore
+from pochta.blobs.store import BlobStore, Upload
 from pochta.errors import DiskError
-from pochta.types import DiskSpec, FileFlag, Pair, Space
+from pochta.types import DiskSpec, FileFlag, Pair, PairFlag, Space
 
 pytestmark = pytest.mark.skipif(syncfs_of(Path("/")) is None, reason="no trusted syncfs here")
 
@@ -101,7 +102,7 @@ def test_a_count_of_a_record_another_store_left_fresh_waits_for_a_sync(
         (root / blob_path(key)).parent.mkdir(parents=True, exist_ok=True)
         (root / blob_path(key)).write_bytes(data)
     pair = store.pairs()[0]
-    store.filedb.upsert_fresh(key, 3, pair.id)  # type: ignore[attr-defined]
+    store.filedb.upsert_fresh(key, 3, pair.id, b"other")  # type: ignore[attr-defined]
     group = LocalDisk(roots(where)[0]).group()
     assert group is not None
     before = group.syncs
@@ -135,7 +136,7 @@ def test_recover_fresh_settles_repairs_and_drops(where: Path, store: BlobStore) 
     half = place(where, b"one copy made it\n", lost=(True, False))
     none = place(where, b"no copy made it\n", lost=(True, True))
     for key in (whole, half, none):
-        db.upsert_fresh(key, 7, pair.id, op=key[:8].encode())  # type: ignore[attr-defined]
+        db.upsert_fresh(key, 7, pair.id, b"t", op=key[:8].encode())  # type: ignore[attr-defined]
     db.inc(none, 1, op=b"a count on it")  # noted beside the FRESH record
     report = store.recover_fresh()
     assert (report.checked, report.settled, report.repaired, report.dropped) == (3, 1, 1, 1)
@@ -158,7 +159,7 @@ def test_recover_fresh_leaves_a_record_whose_disk_is_not_there(
     lost copy: the record stays FRESH for the next start."""
     store.upload(None, 1, [b"makes tmp/ on both disks"])
     key = place(where, b"on a disk that went away\n", lost=(False, False))
-    store.filedb.upsert_fresh(key, 1, store.pairs()[0].id)  # type: ignore[attr-defined]
+    store.filedb.upsert_fresh(key, 1, store.pairs()[0].id, b"t")  # type: ignore[attr-defined]
     os.rename(roots(where)[1] / "tmp", roots(where)[1] / "tmp-away")
     report = store.recover_fresh()
     assert report.skipped >= 1 and report.dropped == 0
@@ -173,7 +174,7 @@ CHILD = textwrap.dedent(
     from pochta.blobs.filedb.sqlite import SQLiteFileDB
     from pochta.blobs.nodes.local import LocalWriter
     from pochta.blobs.pairs.sqlite import SQLitePairDB
-    from pochta.blobs.store import BlobStore
+    from pochta.blobs.store import BlobStore, Upload
 
     where = Path(sys.argv[1])
     filedb = SQLiteFileDB(where / "filedb.sqlite3")
@@ -303,3 +304,191 @@ def test_a_failed_sync_fails_the_upload_and_drops_the_record_committed_beside_it
         assert store.applied([b"the count"]) == set()
     finally:
         store.close()
+
+
+# -- two uploads of one key: FRESH belongs to the upload that inserted the record ------------
+# (an independent review's repro scripts t1, t1b, t2, t3: each ended in a record with no
+# readable copy or an acknowledged upload with no record)
+BIG = b"same attachment, two uploaders\n" * 100_000  # > CHUNK: a streaming upload
+
+
+def two_pairs(where: Path) -> tuple[Pair, Pair]:
+    store = open_store(where)
+    try:
+        for name in "abcd":
+            (where / name).mkdir()
+        p1, p2 = (
+            store.add_pair(DiskSpec("local", str(where / x)), DiskSpec("local", str(where / y)))
+            for x, y in ("ab", "cd")
+        )
+    finally:
+        store.close()
+    return p1, p2
+
+
+def committed_fresh_by_another(where: Path, data: bytes, pair: Pair, token: bytes) -> None:
+    """Another uploader (a process of its own) placed its copies on ``pair`` (every byte
+    written, not synced) and committed the record FRESH; its sync still runs."""
+    key = key_of(data)
+    for root in (Path(pair.disks[0].root), Path(pair.disks[1].root)):
+        path = root / blob_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    other = open_store(where)
+    try:
+        db = other.filedb
+        record = db.upsert_fresh(key, 5, pair.id, token, op=b"A-op")  # type: ignore[attr-defined]
+        assert record is not None
+    finally:
+        other.close()
+
+
+def begun_on(store: BlobStore, avoid: Pair, data: bytes, op: bytes) -> Upload:
+    """An upload of ``data`` begun (and its bytes written) on the other pair."""
+    store.set_flags(avoid.id, PairFlag.READONLY)
+    try:
+        upload = store.begin_upload(key_of(data), 7, len(data), op=op)
+    finally:
+        store.set_flags(avoid.id, PairFlag.NONE)
+    assert upload.pair.id != avoid.id
+    for i in range(0, len(data), 1 << 20):
+        upload.write(data[i : i + (1 << 20)])
+    return upload
+
+
+def test_a_second_uploader_neither_settles_the_first_ones_record_nor_answers_before_its_sync(
+    tmp_path: Path,
+) -> None:
+    """A (pair 1) committed the record FRESH, its sync running; B (pair 2) finishes: B
+    counts on A's record only after a sync of pair 1's filesystem that started after A's
+    commit, and B never clears A's FRESH (review t1: B settled it; a loss of pair 1's
+    unsynced copies then left a record with no copy)."""
+    p1, _ = two_pairs(tmp_path)
+    key = key_of(BIG)
+    b = open_store(tmp_path)
+    try:
+        upload = begun_on(b, p1, BIG, b"B-op")
+        committed_fresh_by_another(tmp_path, BIG, p1, b"A's token")
+        group = LocalDisk(tmp_path / "a").group()
+        assert group is not None
+        before = group.syncs
+        stored = upload.finish()
+        assert stored.record.pair_id == p1.id and stored.record.counter == 2
+        assert stored.record.flags == FileFlag.NONE
+        # B's own copies' sync, then one for A's copies before the count (and one after it)
+        assert group.syncs >= before + 2
+    finally:
+        b.close()  # any settle B held is written now
+    store = open_store(tmp_path)
+    try:
+        record = store.filedb.get(key)
+        assert record is not None and record.flags & FileFlag.FRESH  # A's, for A to settle
+        assert store.filedb.fresh_keys() == [(key, b"A's token")]  # type: ignore[attr-defined]
+        assert store.applied([b"A-op", b"B-op"]) == {b"A-op", b"B-op"}
+        report = store.recover_fresh()  # A's copies are good: kept and settled
+        assert (report.settled, report.dropped) == (1, 0)
+        assert b"".join(store.open(key)) == BIG
+    finally:
+        store.close()
+
+
+class UnsyncableDisk(LocalDisk):
+    """A local disk whose filesystem's sync fails (a writeback error)."""
+
+    def group(self) -> GroupSync | None:
+        def fail() -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        return GroupSync(fail)
+
+
+def test_a_second_uploader_whose_wait_for_the_records_copies_fails_counts_nothing(
+    tmp_path: Path,
+) -> None:
+    """B waits for the copies of A's FRESH record (pair 1) before counting on it; when that
+    sync fails, B's upload fails and B's count is nowhere, A's record untouched (review
+    t1b: B answered before pair 1's copies were durable, and the start's drop of A's
+    record then removed B's acknowledged count)."""
+    p1, _ = two_pairs(tmp_path)
+    key = key_of(BIG)
+    unsyncable = {str(tmp_path / "a"), str(tmp_path / "b")}
+    b = BlobStore(
+        SQLiteFileDB(tmp_path / "filedb.sqlite3"),
+        SQLitePairDB(tmp_path / "pairdb.sqlite3"),
+        disk_factory=lambda spec: (
+            UnsyncableDisk(Path(spec.root), spec=spec)
+            if spec.root in unsyncable
+            else LocalDisk(Path(spec.root), spec=spec)
+        ),
+    )
+    try:
+        upload = begun_on(b, p1, BIG, b"B-op")
+        committed_fresh_by_another(tmp_path, BIG, p1, b"A's token")
+        with pytest.raises(DiskError):
+            upload.finish()
+        record = b.filedb.get(key)
+        assert record is not None and (record.counter, record.pair_id) == (1, p1.id)
+        assert record.flags & FileFlag.FRESH
+        assert b.applied([b"A-op", b"B-op"]) == {b"A-op"}
+    finally:
+        b.close()
+
+
+def test_a_second_uploader_whose_own_sync_fails_leaves_the_first_ones_record(
+    tmp_path: Path,
+) -> None:
+    """B's own copies (pair 2) fail to sync: B fails, without dropping A's FRESH record
+    (review t3: B's drop matched A's record, which A then answered) and without a count."""
+    p1, p2 = two_pairs(tmp_path)
+    key = key_of(BIG)
+    unsyncable = {str(tmp_path / "c"), str(tmp_path / "d")}
+    b = BlobStore(
+        SQLiteFileDB(tmp_path / "filedb.sqlite3"),
+        SQLitePairDB(tmp_path / "pairdb.sqlite3"),
+        disk_factory=lambda spec: (
+            UnsyncedDisk(Path(spec.root), spec=spec)
+            if spec.root in unsyncable
+            else LocalDisk(Path(spec.root), spec=spec)
+        ),
+    )
+    try:
+        upload = begun_on(b, p1, BIG, b"B-op")
+        assert upload.pair.id == p2.id
+        committed_fresh_by_another(tmp_path, BIG, p1, b"A's token")
+        with pytest.raises(DiskError):
+            upload.finish()
+        record = b.filedb.get(key)
+        assert record is not None and (record.counter, record.pair_id) == (1, p1.id)
+        assert record.flags & FileFlag.FRESH
+        assert b.filedb.fresh_keys() == [(key, b"A's token")]  # type: ignore[attr-defined]
+        assert b.applied([b"A-op", b"B-op"]) == {b"A-op"}
+    finally:
+        b.close()
+
+
+def test_a_held_settle_never_clears_a_later_upload_of_the_key(where: Path) -> None:
+    """X uploads a key (its settle held for its next counting step) and goes idle; Y's dec
+    moves the record to space1; Z uploads the key again (FRESH, its sync running); X's
+    next step writes its held settle: Z's FRESH stays (review t2: it was cleared, and a
+    crash then left a settled record naming copies that never reached the device)."""
+    x, y = open_store(where), open_store(where)
+    try:
+        data = b"an attachment mailed twice\n" * 1000
+        key = x.upload(None, 5, [data]).record.key
+        assert y.dec(key, 5).space is Space.DELETED
+        pair = y.pairs()[0]
+        for root in roots(where):  # Z's copies, placed
+            (root / blob_path(key)).unlink(missing_ok=True)
+            (root / blob_path(key)).write_bytes(data)
+        z = y.filedb.upsert_fresh(key, 6, pair.id, b"Z's token")  # type: ignore[attr-defined]
+        assert z is not None
+        x.upload(None, 1, [b"anything else"])  # X's next counting step
+        record = y.filedb.get(key)
+        assert record is not None and record.flags & FileFlag.FRESH
+        assert (key, b"Z's token") in y.filedb.fresh_keys()  # type: ignore[attr-defined]
+        x.close()  # and at close
+        record = y.filedb.get(key)
+        assert record is not None and record.flags & FileFlag.FRESH
+    finally:
+        x.close()
+        y.close()

@@ -433,9 +433,14 @@ class BlobStore:
 
         Local copies sharing syncs with a ``FreshFileDB``: placed (every byte written, the
         names in place), then the filesystems' syncs in the pool while this thread commits
-        the record FRESH; both must end well. A record that names copies whose sync failed
-        is dropped again when it is still only this upload's (else its FRESH stays for the
-        start's check). Otherwise: copies durable first, then the record."""
+        the record FRESH, owned by this upload (a random token); both must end well. A
+        record that names copies whose sync failed is dropped again when it is still only
+        this upload's (else its FRESH stays for the start's check). When a live record is
+        there already (another upload's, maybe FRESH, maybe on another pair), nothing is
+        counted beside the sync: once this upload's copies are durable it counts with
+        ``upsert`` and, when that record is FRESH, waits for its copies too (``_count``);
+        its own copies are then strays, as before. Otherwise: copies durable first, then
+        the record."""
         fresh = self._fresh
         waits: dict[int, Callable[[], None]] = {}  # one writer's wait per group sync
         try:
@@ -448,31 +453,57 @@ class BlobStore:
             for writer in writers:
                 writer.abort()
             raise
-        if fresh is None or not waits:
+        if fresh is None:
             return self.filedb.upsert(key, magic, pair_id, op)
+        if not waits:  # a live record there may be FRESH (another uploader's): as a count
+            upsert = partial(self.filedb.upsert, key, magic, pair_id, op)
+            return self._count(upsert, key, wait_first=True)
+        token = secrets.token_bytes(16)
         syncing = [self._pool.submit(wait) for wait in waits.values()]
         try:
-            record = fresh.upsert_fresh(key, magic, pair_id, op)
+            record = fresh.upsert_fresh(key, magic, pair_id, token, op)
         finally:
             errors = [exc for fut in syncing if (exc := fut.exception()) is not None]
+        if record is None:  # not inserted: nothing counted yet
+            if errors:
+                raise errors[0]
+            upsert = partial(self.filedb.upsert, key, magic, pair_id, op)
+            return self._count(upsert, key, wait_first=True)
         if errors:
-            if _fresh(record):
-                with contextlib.suppress(StorageError):
-                    fresh.drop_fresh(key, record.counter)
+            with contextlib.suppress(StorageError):
+                fresh.drop_fresh(key, token, record.counter)
             raise errors[0]
-        if _fresh(record):  # durable now: cleared with the FileDB's next counting step
-            fresh.settle([key], lazy=True)
+        # durable now: cleared with the FileDB's next counting step
+        fresh.settle([(key, token)], lazy=True)
         return without_fresh(record)
 
     def count_live(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         """inc of a key that is live; an upload of another thread or process may still be
         making its copies durable (FRESH): then answered only once they are."""
         try:
-            record = self.filedb.inc(key, magic, op)
+            return self._count(lambda: self.filedb.inc(key, magic, op), key)
         except BlobNotFound:
             raise StorageError(
                 f"{key} was deleted while its content was being sent; send it again"
             ) from None
+
+    def _count(
+        self, step: Callable[[], FileRecord], key: Key, *, wait_first: bool = False
+    ) -> FileRecord:
+        """A count (``step``: an inc or upsert of ``key``) of a record another upload may
+        still be making durable (FRESH): answered once its copies are durable (a wait after
+        the count, when the record it counted is FRESH). ``wait_first``: a FRESH record is
+        waited for before the count too, so that a failed wait counts nothing (an upload
+        that did not insert the record: its count comes after its copies and the record's
+        are durable). Not for every count: a record this store uploaded reads FRESH until
+        its lazy settle is written, which the count itself carries (no wait then)."""
+        if self._fresh is None:
+            return step()
+        if wait_first:
+            before = self.filedb.get(key)
+            if _fresh(before) and before is not None and before.space is Space.LIVE:
+                self._await_durable(before)
+        record = step()
         if _fresh(record):
             self._await_durable(record)
         return without_fresh(record)
@@ -508,12 +539,12 @@ class BlobStore:
         if self._fresh is None:
             return report
         after: Key | None = None
-        while keys := self._fresh.fresh_keys(after, 1000):
-            for key in keys:
+        while found := self._fresh.fresh_keys(after, 1000):
+            for key, token in found:
                 report.checked += 1
-                outcome = self._recover_one(key)
+                outcome = self._recover_one(key, token)
                 setattr(report, outcome, getattr(report, outcome) + 1)
-            after = keys[-1]
+            after = found[-1][0]
         if report.checked:
             log.info(
                 "fresh upload records after a stop: %d checked, %d settled, %d repaired,"
@@ -522,7 +553,9 @@ class BlobStore:
             )  # fmt: skip
         return report
 
-    def _recover_one(self, key: Key) -> str:
+    def _recover_one(self, key: Key, token: bytes) -> str:
+        """The token was read before the record: settle and drop are compare-and-set on it,
+        so a later upload of the key (another token) is never settled or dropped here."""
         fresh = self._fresh
         assert fresh is not None
         record = self.filedb.get(key)
@@ -542,7 +575,7 @@ class BlobStore:
                     assert isinstance(disk, LocalDisk)
                     disk.make_durable(name)
             if not any(good):
-                return "dropped" if fresh.drop_fresh(key, record.counter) else "settled"
+                return "dropped" if fresh.drop_fresh(key, token, record.counter) else "settled"
             source = disks[good.index(True)]
             for disk, ok in zip(disks, good, strict=True):
                 if not ok:
@@ -550,7 +583,7 @@ class BlobStore:
         except StorageError as exc:
             log.warning("could not check the fresh record %s: %s", key, exc)
             return "skipped"
-        fresh.settle([key], lazy=False)
+        fresh.settle([(key, token)], lazy=False)
         return "settled" if all(good) else "repaired"
 
     @staticmethod
@@ -589,10 +622,7 @@ class BlobStore:
     # -- the API of seed 004 ------------------------------------------------------------
     @metrics.blob_op("inc")
     def inc(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
-        record = self.filedb.inc(key, magic, op)
-        if _fresh(record):
-            self._await_durable(record)
-        return without_fresh(record)
+        return self._count(lambda: self.filedb.inc(key, magic, op), key)
 
     def begin_upload(
         self, key: Key | None, magic: Magic, size_hint: int = 0, op: Op | None = None
