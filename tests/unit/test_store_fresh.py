@@ -492,3 +492,27 @@ def test_a_held_settle_never_clears_a_later_upload_of_the_key(where: Path) -> No
     finally:
         x.close()
         y.close()
+
+
+def test_a_retry_of_an_upload_answers_its_first_attempts_count_without_settling_it(
+    tmp_path: Path,
+) -> None:
+    """A client's retry (the same op) of an upload whose first attempt committed the record
+    FRESH and stopped: the retry is answered with that count (not a second one) after a
+    sync of the record's disks, and leaves FRESH to the start's check (the review: the
+    retry settled the first attempt's record)."""
+    p1, _ = two_pairs(tmp_path)
+    key = key_of(BIG)
+    b = open_store(tmp_path)
+    try:
+        upload = begun_on(b, p1, BIG, b"A-op")
+        committed_fresh_by_another(tmp_path, BIG, p1, b"A's token")  # the first attempt
+        stored = upload.finish()
+        assert (stored.record.counter, stored.record.pair_id) == (1, p1.id)
+    finally:
+        b.close()
+    store = open_store(tmp_path)
+    try:
+        assert store.filedb.fresh_keys() == [(key, b"A's token")]  # type: ignore[attr-defined]
+    finally:
+        store.close()
