@@ -28,7 +28,7 @@ from hypothesis.stateful import (
 
 from pochta.blobs.keys import MAGIC_MOD, key_of, random_magic
 from pochta.errors import BadKey, BadMagic, BlobNotFound, InvalidInput
-from pochta.types import FileDB, FileFlag, FileRecord, Key, Magic, Space
+from pochta.types import FileDB, FileFlag, FileRecord, FreshFileDB, Key, Magic, Space
 from tests.contract import workers
 from tests.contract.conftest import FakeClock, NewFileDB, SharedFileDB
 
@@ -669,3 +669,139 @@ def test_threads_replaying_the_same_ops_count_each_once(filedb: FileDB) -> None:
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(work, range(4)))
     assert (got(filedb, K).counter, got(filedb, K).magic) == (41, 1 + 3 * 40)
+
+
+# -- FreshFileDB: an upload recorded while its copies' sync runs ------------------------------
+def fresh_db(filedb: FileDB) -> FreshFileDB:
+    """The FileDB as a FreshFileDB; backends without it skip (PostgreSQL, sharded: their
+    uploads commit the record after the copies' sync, as before)."""
+    if not isinstance(filedb, FreshFileDB):
+        pytest.skip("this FileDB records no FRESH uploads")
+    return filedb
+
+
+TOKEN, LATER = b"an upload's token", b"a later upload's"
+
+
+def test_upsert_fresh_inserts_a_fresh_record_and_settle_clears_it(filedb: FileDB) -> None:
+    db = fresh_db(filedb)
+    record = db.upsert_fresh(K, 345, 7, TOKEN)
+    assert record == FileRecord(K, 1, 345, FileFlag.FRESH, 7, Space.LIVE, None)
+    assert db.get(K) == record
+    assert db.fresh_keys() == [(K, TOKEN)]
+    db.settle([(K, LATER), (OTHER, TOKEN)])  # another upload's token, an unknown key: ignored
+    assert db.get(K) == record
+    db.settle([(K, TOKEN)])
+    assert db.get(K) == FileRecord(K, 1, 345, FileFlag.NONE, 7, Space.LIVE, None)
+    assert db.fresh_keys() == []
+    db.settle([(K, TOKEN)])  # settling twice changes nothing
+    assert state(db.get(K)) == (1, 345, FileFlag.NONE, Space.LIVE)
+
+
+def test_upsert_fresh_of_a_live_record_counts_nothing_and_says_so(filedb: FileDB) -> None:
+    """Another uploader's record (settled, or FRESH for its token): this upload did not
+    insert it; it neither counts nor journals (it counts with ``upsert`` once durable)."""
+    db = fresh_db(filedb)
+    db.upsert(K, 5, 7)
+    assert db.upsert_fresh(K, 6, 8, LATER, op=b"second") is None
+    assert db.get(K) == FileRecord(K, 1, 5, FileFlag.NONE, 7)
+    assert db.fresh_keys() == []
+    assert db.upsert_fresh(OTHER, 1, 7, TOKEN, op=b"first") is not None
+    assert db.upsert_fresh(OTHER, 2, 8, LATER, op=b"second") is None
+    assert db.upsert_fresh(key_of(b"new"), 2, 8, LATER, op=b"first") is None  # a replay
+    assert db.get(key_of(b"new")) is None
+    assert db.get(OTHER) == FileRecord(OTHER, 1, 1, FileFlag.FRESH, 7)
+    assert db.fresh_keys() == [(OTHER, TOKEN)]
+    assert db.applied([b"first", b"second"]) == {b"first"}
+    assert db.drop_fresh(OTHER, LATER, 1) is False  # not that upload's record
+    assert db.get(OTHER) is not None
+
+
+def test_fresh_keys_are_ascending_after_and_limited(filedb: FileDB) -> None:
+    db = fresh_db(filedb)
+    keys = sorted(key_of(b"fresh %d" % i) for i in range(5))
+    for key in keys:
+        db.upsert_fresh(key, 1, 7, key.encode())
+    db.upsert(K, 1, 7)  # not fresh
+    assert db.fresh_keys() == [(k, k.encode()) for k in keys]
+    assert db.fresh_keys(after=keys[1], limit=2) == [(k, k.encode()) for k in keys[2:4]]
+    db.settle([(k, k.encode()) for k in keys[:2]])
+    assert [k for k, _ in db.fresh_keys()] == keys[2:]
+
+
+def test_drop_fresh_removes_the_record_and_the_counts_journaled_on_it(filedb: FileDB) -> None:
+    db = fresh_db(filedb)
+    db.upsert(OTHER, 1, 7, op=b"other")
+    db.upsert_fresh(K, 3, 7, TOKEN, op=b"first")
+    db.inc(K, 4, op=b"second")
+    assert db.drop_fresh(K, TOKEN, 1) is False  # compare-and-set: the counter moved on
+    assert db.drop_fresh(K, LATER, 2) is False  # and on the token
+    assert db.drop_fresh(K, TOKEN, 2) is True
+    assert db.get(K) is None
+    assert db.applied([b"first", b"second", b"other"]) == {b"other"}
+    assert db.drop_fresh(K, TOKEN, 2) is False  # gone
+    assert state(db.get(OTHER)) == (1, 1, FileFlag.NONE, Space.LIVE)
+
+
+def test_drop_fresh_leaves_a_settled_record_and_the_ops_of_before(filedb: FileDB) -> None:
+    db = fresh_db(filedb)
+    db.upsert_fresh(K, 3, 7, TOKEN, op=b"first")
+    db.settle([(K, TOKEN)])
+    db.inc(K, 4, op=b"second")  # a count on a settled record is not noted
+    assert db.drop_fresh(K, TOKEN, 2) is False
+    assert db.applied([b"first", b"second"]) == {b"first", b"second"}
+    db.upsert_fresh(OTHER, 1, 7, TOKEN, op=b"third")
+    db.settle([(OTHER, TOKEN)])
+    db.dec(OTHER, 1, op=b"fourth")  # to space1: nothing fresh left to drop
+    assert db.fresh_keys() == []
+    assert db.drop_fresh(OTHER, TOKEN, 0) is False
+
+
+def test_a_dec_of_a_fresh_record_to_zero_moves_it_without_its_flag(
+    filedb: FileDB, clock: FakeClock
+) -> None:
+    db = fresh_db(filedb)
+    db.upsert_fresh(K, 3, 7, TOKEN)
+    moved = db.dec(K, 3)
+    assert (moved.space, moved.flags) == (Space.DELETED, FileFlag.NONE)
+    assert db.fresh_keys() == []
+    again = db.upsert_fresh(K, 5, 8, LATER)  # uploaded again: fresh again
+    assert again is not None
+    assert (again.counter, again.flags, again.pair_id) == (1, FileFlag.FRESH, 8)
+
+
+def test_a_settle_never_clears_a_later_upload_of_the_key(
+    filedb: FileDB, clock: FakeClock
+) -> None:
+    """A settle of an earlier upload, lazy or not, held while the record went to space1
+    and the key was uploaded again: the later upload's FRESH stays (review t2)."""
+    db = fresh_db(filedb)
+    db.upsert_fresh(K, 3, 7, TOKEN)
+    db.settle([(K, TOKEN)], lazy=True)
+    db.upsert_fresh(OTHER, 1, 7, TOKEN)  # a counting step carries it
+    db.dec(K, 3)
+    db.upsert_fresh(K, 5, 8, LATER)
+    db.settle([(K, TOKEN)], lazy=True)
+    db.upsert(key_of(b"a third file"), 1, 7)
+    db.settle([(K, TOKEN)])
+    assert state(db.get(K)) == (1, 5, FileFlag.FRESH, Space.LIVE)
+    assert (K, LATER) in db.fresh_keys()
+    db.settle([(K, LATER)])
+    assert state(db.get(K)) == (1, 5, FileFlag.NONE, Space.LIVE)
+
+
+def test_a_lazy_settle_is_applied_at_the_latest_before_the_next_counting_step(
+    filedb: FileDB,
+) -> None:
+    db = fresh_db(filedb)
+    db.upsert_fresh(K, 3, 7, TOKEN, op=b"up")
+    db.upsert_fresh(OTHER, 1, 7, LATER)
+    db.settle([(K, TOKEN)], lazy=True)
+    record = db.inc(K, 4, op=b"count")  # the settle goes first: this count is not noted
+    assert (record.counter, record.flags) == (2, FileFlag.NONE)
+    assert db.fresh_keys() == [(OTHER, LATER)]
+    assert db.drop_fresh(K, TOKEN, 2) is False
+    db.settle([(OTHER, LATER)], lazy=True)
+    db.upsert(key_of(b"a third file"), 1, 7)  # any counting step carries it
+    assert db.fresh_keys() == []
+    assert db.applied([b"up", b"count"]) == {b"up", b"count"}
