@@ -88,6 +88,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pochta.antispam.signs import attachments, extortion, links, lures, wording
+from pochta.antispam.signs.forwarders import Forwarders, Hop
+from pochta.antispam.signs.forwarders import origin as forwarded_origin
 from pochta.antispam.signs.lookalike import idn_spoof, unicode_label
 from pochta.antispam.signs.protected import WEAK, Imitation, Org, Protected
 from pochta.antispam.signs.protected import default as default_protected
@@ -141,6 +143,7 @@ class Context:
     suspicious_tlds: frozenset[str] = frozenset()
     envelope: Envelope = field(default_factory=Envelope)
     freemail: frozenset[str] = field(default_factory=default_freemail)
+    forwarders: Forwarders = field(default_factory=Forwarders)
     _cache: dict[str, object] = field(default_factory=dict)
     # Whether the From domain is taken at its word (see :func:`find`): False, every exemption
     # that rests on it (the sender's own site, own organization, the reader's own domain, a
@@ -174,9 +177,35 @@ class Context:
         return normalize.address_domain(self.return_path) if self.return_path else None
 
     def own_site(self, host: str) -> bool:
-        """The host is the sender's: the From domain's party (never while the From domain is
-        not taken at its word: ``trust_from``)."""
-        return self.from_party(host)
+        """The host is the sender's: the From domain's party, or behind a trusted masking
+        forwarder the origin's (:meth:`origin_party`; never while the From domain is not
+        taken at its word: ``trust_from``)."""
+        return self.from_party(host) or self.origin_party(host)
+
+    @property
+    def origin(self) -> Hop | None:
+        """The hop before the installation's trusted forwarders
+        (:func:`pochta.antispam.signs.forwarders.origin`); None when the letter came through
+        none of them."""
+        if "origin" not in self._cache:
+            self._cache["origin"] = forwarded_origin(
+                self.letter.headers("received"), self.forwarders
+            )
+        return self._cache["origin"]  # type: ignore[return-value]
+
+    def origin_party(self, domain: str | None) -> bool:
+        """``domain`` is the party of the host the letter came from before a trusted
+        forwarder that masks its senders' addresses (the From domain is a listed forwarder's:
+        sneakemail.com writes its own address in From and the sender's into the display
+        name), as that forwarder wrote it in its Received field. It rests on the From
+        domain (the forwarder's) too: noted in ``leaned``, False while ``trust_from`` is
+        off. A plain forwarder keeps the sender's From: the From domain speaks for it."""
+        if not domain or not self.trust_from or not self.forwarders.names(self.letter.from_domain):
+            return False
+        found = self.origin
+        same = found is not None and any(self.same_party(domain, h) for h in found.hosts)
+        self.leaned = self.leaned or same
+        return same
 
     def from_party(self, domain: str | None) -> bool:
         """``domain`` is the From domain's party, as the sender says: an exemption that rests
@@ -419,6 +448,8 @@ def display_name_address(ctx: Context) -> Sign | None:
             continue
         if ctx.same_party(host, fd) or ctx.same_party(host, ctx.return_path_domain):
             continue
+        if ctx.origin_party(host):  # a masking forwarder names its sender (00204)
+            continue
         return sign("PHISH_DISPLAY_NAME_ADDRESS", [f"«{name}» <{ctx.letter.from_address}>"])
     return None
 
@@ -430,6 +461,8 @@ def return_path_mismatch(ctx: Context) -> Sign | None:
     rd = normalize.address_domain(rp[:MAX_HEADER])
     if rd is None or ctx.same_party(rd, fd):
         return None
+    if ctx.forwarders.names(rd) and ctx.origin is not None:
+        return None  # a trusted forwarder's own bounce address (SRS) says nothing of the sender
     return sign("PHISH_RETURN_PATH_MISMATCH", [f"Return-Path: {rp}", f"From: {fd}"])
 
 
@@ -501,7 +534,7 @@ def reply_to_mismatch(ctx: Context) -> Sign | None:
     list_id = _LIST_ID.search((letter.header("list-id") or "")[:MAX_HEADER])
     others = [ctx.return_path_domain, list_id.group(1) if list_id else None]
     others += [_address_domain(letter.header(h)) for h in _LIST_HEADERS]
-    if any(ctx.same_party(rd, other) for other in others):
+    if any(ctx.same_party(rd, other) for other in others) or ctx.origin_party(rd):
         return None
     return sign("PHISH_REPLY_TO_MISMATCH", [f"Reply-To: {m.group(0) if m else value}"])
 
@@ -1164,6 +1197,7 @@ def check(
     suspicious_tlds: frozenset[str] | None = None,
     checks: Sequence[Check] = CHECKS,
     deadline: float | None = None,
+    forwarders: Forwarders | None = None,
 ) -> list[Sign]:
     """Every sign the letter shows, in the order of CHECKS. With ``deadline`` (a
     ``time.monotonic()`` value), checks not started by then are skipped: see :func:`find`."""
@@ -1176,6 +1210,7 @@ def check(
         suspicious_tlds=suspicious_tlds,
         checks=checks,
         deadline=deadline,
+        forwarders=forwarders,
     ).signs
 
 
@@ -1202,10 +1237,12 @@ def find(
     suspicious_tlds: frozenset[str] | None = None,
     checks: Sequence[Check] = CHECKS,
     deadline: float | None = None,
+    forwarders: Forwarders | None = None,
 ) -> Findings:
     """Every sign the letter shows, in the order of CHECKS, and the signs withheld (see
     :class:`Findings`): each check that leaned on the From domain is run once more without
-    it, so a letter no exemption applied to costs nothing more."""
+    it, so a letter no exemption applied to costs nothing more. ``forwarders``: the
+    installation's trusted forwarders (``antispam.trusted_forwarders``; none by default)."""
     ctx = Context(
         letter,
         protected if protected is not None else default_protected(),
@@ -1213,6 +1250,7 @@ def find(
         redirectors if redirectors is not None else default_redirectors(),
         suspicious_tlds if suspicious_tlds is not None else default_suspicious_tlds(),
         envelope if envelope is not None else Envelope(),
+        forwarders=forwarders if forwarders is not None else Forwarders(),
     )
     out: list[Sign] = []
     leaned: list[Check] = []
