@@ -1,4 +1,4 @@
-"""Variants of the model's training and of its word columns, measured out of fold on the
+r"""Variants of the model's training and of its word columns, measured out of fold on the
 NON-sealed letters exactly as ``installation_kfold.py`` measures the factory (issue 28,
 helper ``recall28``; BENCHMARKS.md). None of them was adopted: this script keeps them
 reproducible. It patches the factory's own functions in this process only (the word columns
@@ -10,6 +10,10 @@ constraints of the added columns); the factory on disk is unchanged.
     python benchmarks/kfold_variants.py --tag p16 --passes 16        # word weights, 16 passes
     python benchmarks/kfold_variants.py --tag it800 --iterations 800
     python benchmarks/kfold_variants.py --tag lr04 --learning-rate 0.04
+    python benchmarks/kfold_variants.py --tag l2_10 --l2 10 --seed 1   # CatBoost's l2_leaf_reg
+    python benchmarks/kfold_variants.py --tag drop1h --drop 'shingle\..*_1h'  # columns left out
+    python benchmarks/kfold_variants.py --tag c400 --counters-iterations 400  # counters model
+    python benchmarks/kfold_variants.py --tag gw1 --generated-weight 1  # generated letters' weight
 
 Word columns (each from the same in-fold table as ``tokens.score``, never from the letter's
 own label): ``sh`` the two halves of Fisher's combining that ``tokens.score`` folds into one
@@ -64,9 +68,36 @@ def main() -> None:
     p.add_argument("--depth", type=int, default=6)
     p.add_argument("--learning-rate", type=float, default=fitting.LEARNING_RATE)
     p.add_argument("--ham-weight", type=float, default=training.HAM_WEIGHT)
+    p.add_argument(
+        "--generated-weight", type=float, default=None,
+        help="a generated letter's weight (default: a ham letter's)",
+    )  # fmt: skip
     p.add_argument("--words", default="", help="added word columns: sh, strong (comma list)")
     p.add_argument("--passes", type=int, default=wordweights.PASSES, help="word weights' passes")
+    p.add_argument("--seed", type=int, default=training.SEED)
+    p.add_argument("--l2", type=float, default=None, help="CatBoost's l2_leaf_reg (default 3)")
+    p.add_argument(
+        "--random-strength", type=float, default=None, help="CatBoost's random_strength (1)"
+    )
+    p.add_argument("--border-count", type=int, default=None, help="CatBoost's border_count")
+    p.add_argument(
+        "--counters-iterations", type=int, default=200, help="the counters model's rounds"
+    )
+    p.add_argument("--counters-depth", type=int, default=4, help="the counters model's depth")
+    p.add_argument("--drop", default="", help="columns left out of the model: a regex (fullmatch)")
     args = p.parse_args()
+    extra_params = {
+        k: v
+        for k, v in (
+            ("l2_leaf_reg", args.l2),
+            ("random_strength", args.random_strength),
+            ("border_count", args.border_count),
+        )
+        if v is not None
+    }
+    if extra_params:
+        params = fitting._params
+        fitting._params = lambda *a: {**params(*a), **extra_params}  # type: ignore[assignment]
     extra = [w for w in args.words.split(",") if w]
     added: list[str] = []
     for name in extra:
@@ -93,6 +124,10 @@ def main() -> None:
     started = time.perf_counter()
     data, hashes, phishing = ik.replayed(legit.COUNT)
     columns = design.model_columns(model_columns()) + added
+    if args.drop:
+        dropped = re.compile(args.drop)
+        columns = [c for c in columns if not dropped.fullmatch(c)]
+        note(f"{len(columns)} columns after --drop")
     n = len(data.rows)
     part = [h % 5 if h >= 0 else -1 for h in hashes]
     oof = [0.0] * n
@@ -102,8 +137,15 @@ def main() -> None:
         train_rows, test_rows = training.token_rows(data, train_idx, test_idx)
         labels = [data.labels[i] for i in train_idx]
         weights = [1.0 if y else args.ham_weight for y in labels]
-        model = fitting.fit(train_rows, labels, columns, iterations=args.iterations, seed=0,
-                            depth=args.depth, weights=weights,
+        if args.generated_weight is not None:
+            weights = [
+                args.generated_weight if data.groups[i] == training.GENERATED else w
+                for i, w in zip(train_idx, weights, strict=True)
+            ]
+        model = fitting.fit(train_rows, labels, columns, iterations=args.iterations,
+                            seed=args.seed, depth=args.depth, weights=weights,
+                            counters_iterations=args.counters_iterations,
+                            counters_depth=args.counters_depth,
                             learning_rate=args.learning_rate)  # fmt: skip
         for i, prob in zip(test_idx, model.probabilities(test_rows), strict=True):
             oof[i] = prob

@@ -44,7 +44,16 @@ from pochta.antispam.auth import results as auth_results
 from pochta.antispam.auth import spf
 from pochta.antispam.model import design
 from pochta.antispam.shingles import extract
-from pochta.antispam.signs import casefold, checks, extortion, links, lures, protected, wording
+from pochta.antispam.signs import (
+    casefold,
+    checks,
+    extortion,
+    forwarders,
+    links,
+    lures,
+    protected,
+    wording,
+)
 from pochta.mime import headers, normalize
 from pochta.mime import html as html_mod
 from pochta.mime import letter as letter_mod
@@ -120,6 +129,7 @@ F = "pochta/antispam/features.py"
 N = "pochta/mime/normalize.py"
 H = "pochta/mime/headers.py"
 C = "pochta/antispam/signs/checks.py"
+FW = "pochta/antispam/signs/forwarders.py"
 R = "pochta/antispam/shingles/extract.py"
 LK = "pochta/antispam/signs/links.py"
 X = "pochta/antispam/signs/extortion.py"
@@ -323,6 +333,20 @@ ROWS: list[Row] = [
     Row(f"{C}:_HOSTNAME", "a host name", "host candidates from Received",
         "linear (O(63) per label)", AS_IS, "labels bounded", "received_hosts",
         lambda n: "a." * (n // 2) + "1", match(checks._HOSTNAME)),
+    # -- forwarders.py: Received fields, read only with antispam.trusted_forwarders set ---------
+    Row(f"{FW}:_FROM_PART", "a Received field's from part, up to by / with / id / for",
+        "Received fields, first 1,024 chars", LINEAR, AS_IS,
+        "anchored; a lazy run bounded at 900, a literal alternative at each step", "received",
+        lambda n: "from " + "a" * n, match(forwarders._FROM_PART)),
+    Row(f"{FW}:_HOST", "a host name among a from part's words", "words of 253 chars at most",
+        "linear (O(126) labels)", AS_IS, "fullmatch; labels bounded; words bounded",
+        "received_hosts", lambda n: "a." * (n // 2) + "1", fullmatch(forwarders._HOST)),
+    Row(f"{FW}:_IPV4", "an IPv4 address in a from part", "a from part (900 chars)", LINEAR,
+        AS_IS, "bounded digit runs, look-arounds of one character", "received",
+        rep("1."), finditer(forwarders._IPV4)),
+    Row(f"{FW}:_IPV6", "[IPv6:...] or [address] in a from part", "a from part (900 chars)",
+        LINEAR, AS_IS, "starts at [, a class run bounded at 45", "received",
+        lambda n: "[" + "1" * n, finditer(forwarders._IPV6)),
     # -- links.py: link texts, targets, site names written out -------------------------------
     Row(f"{LK}:_SHOWN_URL", "a URL or host name as a link's text", "anchor texts", LINEAR,
         AS_IS, "fullmatch; labels bounded, a label cannot hold a dot", "link_texts", rep("a."),
@@ -464,6 +488,13 @@ ROWS: list[Row] = [
             ("pochta/antispam/rules/ruleset.py:_GROUP", "a group"),
             ("pochta/antispam/rules/ruleset.py:_FEATURE", "a feature name"),
             ("pochta/antispam/rules/ruleset.py:_SHINGLE_FEATURE", "a shingle feature name"),
+        ]
+    ),
+    *(
+        Row(key, what, "antispam.trusted_forwarders", LINEAR, NOT_LETTER, "configuration")
+        for key, what in [
+            (f"{FW}:_NAME", "a trusted forwarder's domain"),
+            ("pochta/config.py:_FORWARDER_NAME", "a trusted forwarder's domain"),
         ]
     ),
     *(

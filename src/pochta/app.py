@@ -679,7 +679,14 @@ def analysis_settings(
     words' statistic the model reads); ``word_key``: the learned words' hash key."""
     a = settings.antispam
     return AnalysisSettings(
-        a.dns, a.budget_seconds, tokens, a.dns_server, a.dns_timeout, a.dns_lifetime, word_key
+        a.dns,
+        a.budget_seconds,
+        tokens,
+        a.dns_server,
+        a.dns_timeout,
+        a.dns_lifetime,
+        word_key,
+        tuple(a.trusted_forwarders),
     )
 
 

@@ -8,8 +8,10 @@ in the working directory, or the path in ``POCHTA_CONFIG`` / ``--config``.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import logging
 import os
+import re
 import socket
 import tomllib
 from pathlib import Path
@@ -698,6 +700,12 @@ class RedisSettings(Section):
         return [redis_address(node) for node in self.nodes]
 
 
+MAX_FORWARDERS = 100
+"""Entries ``antispam.trusted_forwarders`` may hold."""
+_FORWARDER_NAME = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}")
+"""A trusted forwarder's domain name: ASCII labels (an IDN written in its xn-- form)."""
+
+
 class AntispamSettings(Section):
     enabled: bool = Field(True, description="score every letter delivered over SMTP/LMTP")
     rules_file: Path | None = Field(
@@ -877,11 +885,38 @@ class AntispamSettings(Section):
         description="keys the learned words' hashes (16+ characters; a secret): the same on"
         " every loader that shares the table; unset: generated into <data_dir>/words-key",
     )
+    trusted_forwarders: list[str] = Field(
+        default_factory=list,
+        description="forwarding services and relays whose Received fields are trusted, as"
+        " domains (a host under one counts) or IP networks: a letter that came through them"
+        " is judged by the hop before them (an address-masking forwarder such as"
+        " sneakemail.com writes the sender into the display name; a plain one rewrites the"
+        " Return-Path). A name is matched against what the receiving server wrote (for a"
+        " hop into pochta, the client's HELO): list a forwarder's networks to trust its"
+        f" addresses alone. At most {MAX_FORWARDERS}",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _old_names(cls, data: Any) -> Any:
         return _renamed("antispam", data)
+
+    @field_validator("trusted_forwarders")
+    @classmethod
+    def _trusted_forwarders(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_FORWARDERS:
+            raise ValueError(f"at most {MAX_FORWARDERS} trusted forwarders")
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                name = entry.strip().lower().rstrip(".")
+                if len(name) > 253 or not _FORWARDER_NAME.fullmatch(name):
+                    raise ValueError(
+                        f"trusted forwarder {entry[:80]!r} is neither a domain name"
+                        " (sneakemail.com) nor an IP network (207.106.87.0/24)"
+                    ) from None
+        return value
 
     @field_validator("dns_server")
     @classmethod

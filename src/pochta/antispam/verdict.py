@@ -48,6 +48,7 @@ from pochta.antispam.shingles.registry import (
     update_refs,
 )
 from pochta.antispam.signs import checks as phishing
+from pochta.antispam.signs.forwarders import Forwarders
 from pochta.antispam.signs.protected import Protected
 from pochta.antispam.signs.protected import default as default_protected
 from pochta.antispam.signs.registry import SYMBOLS, Sign
@@ -114,7 +115,8 @@ class Analyzer:
     within ``dns_lifetime`` seconds. ``plan_auth`` (instead of a resolver): they are left to
     the server, which asks DNS without blocking (:mod:`pochta.antispam.auth.authenticator`);
     the analysis carries what it needs (``Analysis.plan``). ``budget``: seconds one letter may
-    take before the stages not yet started are skipped (None: no budget)."""
+    take before the stages not yet started are skipped (None: no budget). ``forwarders``: the
+    installation's trusted forwarders, whose Received fields the sender checks read past."""
 
     def __init__(
         self,
@@ -127,8 +129,10 @@ class Analyzer:
         dns_lifetime: float = auth_mod.DNS_LIFETIME,
         word_key: bytes = b"",
         plan_auth: bool = False,
+        forwarders: Forwarders | None = None,
     ) -> None:
         self.resolver = resolver
+        self.forwarders = forwarders  # antispam.trusted_forwarders (signs.forwarders)
         self.plan_auth = plan_auth and resolver is None
         self.word_key = word_key  # the learned words' hash key (pochta.antispam.words)
         self.dns_lifetime = dns_lifetime
@@ -172,6 +176,7 @@ class Analyzer:
             protected=self.protected,
             shorteners=self.shorteners,
             deadline=deadline,
+            forwarders=self.forwarders,
         )
         signs, complete = found.signs, found.complete
         if not complete:

@@ -68,6 +68,7 @@ from pochta.antispam.auth.resolver import DnsResolver
 from pochta.antispam.auth.results import DkimResult, DkimStep, Keys, finish_dkim, unverified
 from pochta.antispam.shingles.counters import pack
 from pochta.antispam.shingles.registry import update_refs
+from pochta.antispam.signs.forwarders import Forwarders
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import Analysis, Analyzer, Lesson, Scanner, Verdict, unanalyzed
 from pochta.cpupool import CpuPool
@@ -96,7 +97,8 @@ class AnalysisSettings:
     """What every process's analyzer is built from (picklable: it is a worker's one
     initializer argument). ``dns = "system"``: SPF/DKIM/DMARC through dnspython, asking
     ``dns_server`` ("address[:port]") or, unset, the host's resolvers; ``word_key``: the
-    installation's key of the learned words' hashes (:func:`pochta.antispam.tokens.token_hash`)."""
+    installation's key of the learned words' hashes (:func:`pochta.antispam.tokens.token_hash`);
+    ``forwarders``: ``antispam.trusted_forwarders`` (:mod:`pochta.antispam.signs.forwarders`)."""
 
     dns: str = "off"
     budget: float | None = None
@@ -105,6 +107,7 @@ class AnalysisSettings:
     dns_timeout: float = 2.0
     dns_lifetime: float = 7.0
     word_key: bytes = dataclasses.field(default=b"", repr=False)  # a secret: never shown
+    forwarders: tuple[str, ...] = ()  # antispam.trusted_forwarders
 
 
 def make_analyzer(settings: AnalysisSettings, *, deferred: bool = False) -> Analyzer:
@@ -122,6 +125,7 @@ def make_analyzer(settings: AnalysisSettings, *, deferred: bool = False) -> Anal
         dns_lifetime=settings.dns_lifetime,
         word_key=settings.word_key,
         plan_auth=deferred and settings.dns == "system",
+        forwarders=Forwarders.parse(settings.forwarders),
     )
 
 

@@ -262,10 +262,10 @@ def test_a_delivery_report_that_sends_the_reader_elsewhere_is_none(
         # the returned letter is plain: a report's own
         ("Content-Type: message/rfc822\r\n\r\nFrom: bob@pochta.test\r\nSubject: hi\r\n\r\n"
          "See you at 5.\r\n", False),
-        # the returned letter's own links are the reader's: not read (what is left of the gap:
-        # a forged "bounce" returning a lure written as the reader's own keeps the exemption)
+        # a returned letter written as the reader's is read too: its From is the sender's to
+        # write, so a link in it is something to act on, the reader's own or a forger's
         ("Content-Type: message/rfc822\r\n\r\nFrom: bob@pochta.test\r\nSubject: hi\r\n"
-         "Content-Type: text/html\r\n\r\n<p>See https://pochta.test/agenda</p>\r\n", False),
+         "Content-Type: text/html\r\n\r\n<p>See https://pochta.test/agenda</p>\r\n", True),
         # ... but a returned letter somebody else wrote is no report of the reader's own: a lure
         # dressed as a bounce ("your pending messages" from PayPal), or backscatter
         ("Content-Type: message/rfc822\r\n\r\nFrom: PayPal <service@paypal.com>\r\n"
@@ -316,6 +316,92 @@ def test_a_returned_letter_is_the_readers_own_by_the_envelope(writer: str, fires
     ).encode()
     envelope = Envelope(sender="", recipients=("jane.doe@gmail.com",))
     assert ("PHISH_MAIL_ADMIN_NAME" in signs(raw, envelope)) is fires
+
+
+READER_ENV = Envelope("203.0.113.9", "", ("alice@pochta.test",))
+
+
+def report(returned: str, sender: str = "Mail Delivery System <MAILER-DAEMON@mx.host.example>",
+           received: str = "from mx.host.example ([192.0.2.25])") -> bytes:  # fmt: skip
+    """A delivery report to alice@pochta.test returning ``returned`` (a letter's header and
+    body, CRLF)."""
+    return (
+        f"Received: {received} by mx.pochta.test (pochta) with ESMTP;"
+        " Mon, 02 Jun 2025 10:00:05 +0000\r\n"
+        "Return-Path: <>\r\n"
+        f"From: {sender}\r\n"
+        "To: alice@pochta.test\r\n"
+        "Subject: Undelivered Mail Returned to Sender\r\n"
+        "MIME-Version: 1.0\r\n"
+        'Content-Type: multipart/report; report-type=delivery-status; boundary="b"\r\n\r\n'
+        f"--b\r\nContent-Type: text/plain\r\n\r\n{BOUNCE}\r\n--b\r\n"
+        "Content-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mx.host.example\r\n"
+        f"--b\r\nContent-Type: message/rfc822\r\n\r\n{returned}--b--\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("returned", "fires"),
+    [
+        # the reader's own plain letter returned: a report's own, nothing to act on
+        ("From: Alice <alice@pochta.test>\r\nSubject: Встреча в пятницу\r\n\r\n"
+         "Коллеги, переносим встречу на 15:00.\r\n", False),
+        ("From: Alice <alice@pochta.test>\r\nSubject: Friday\r\n\r\nSee you at 5.\r\n", False),
+        # a forged bounce returning a lure written "From: <the reader>": the reader's name
+        # bought the exemption, the lure sat in the letter it returned (issue 28)
+        ("From: Alice <alice@pochta.test>\r\nSubject: Доступ к почте\r\n"
+         "Content-Type: text/html; charset=utf-8\r\n\r\n"
+         '<p>Ваш почтовый ящик переполнен. <a href="https://pochta-test.mail-quota.example/">'
+         "Освободить место</a></p>\r\n", True),
+        ("From: alice@pochta.test\r\nSubject: Mailbox quota\r\n"
+         "Content-Type: text/html\r\n\r\n"
+         '<p>Release your 7 pending messages: <a href="https://mail-release.example/login">'
+         "Release</a></p>\r\n", True),
+        # ... or with no link at all: a request to answer, an account lure
+        ("From: alice@pochta.test\r\nSubject: Verify\r\n\r\n"
+         "Reply with your password to verify your account.\r\n", True),
+        ("From: alice@pochta.test\r\nSubject: Почта\r\n\r\n"
+         "Ваш почтовый ящик переполнен, 14 писем задержаны.\r\n", True),
+        # ... or a file to open inside it
+        ("From: alice@pochta.test\r\nSubject: scan\r\nMIME-Version: 1.0\r\n"
+         'Content-Type: multipart/mixed; boundary="i"\r\n\r\n--i\r\n'
+         "Content-Type: text/plain\r\n\r\nsee attached\r\n--i\r\n"
+         'Content-Type: application/zip; name="doc.zip"\r\n'
+         "Content-Transfer-Encoding: base64\r\n\r\nUEsDBA==\r\n--i--\r\n", True),
+    ],
+)
+def test_a_returned_letter_written_as_the_readers_is_read_too(returned: str, fires: bool) -> None:
+    assert ("PHISH_MAIL_ADMIN_NAME" in signs(report(returned), READER_ENV)) is fires
+
+
+PLAIN = "From: alice@pochta.test\r\nSubject: Friday\r\n\r\nSee you at 5.\r\n"
+
+
+@pytest.mark.parametrize(
+    ("sender", "received", "fires"),
+    [
+        # a report written as from the reader's own address: no server reports so
+        ("Mail Delivery System <postmaster@pochta.test>", "from mx.host.example ([192.0.2.25])",
+         True),
+        # the reader's own domain's server ... from a stranger's server
+        ("Mail Delivery System <MAILER-DAEMON@pochta.test>",
+         "from bulk.stranger.example ([198.51.100.50])", True),
+        # ... or from its own
+        ("Mail Delivery System <MAILER-DAEMON@pochta.test>", "from mx.pochta.test ([192.0.2.26])",
+         False),
+    ],
+)
+def test_a_report_written_as_from_the_reader_is_none(
+    sender: str, received: str, fires: bool
+) -> None:
+    envelope = Envelope("203.0.113.9", "", ("postmaster@pochta.test",))
+    raw = report(PLAIN.replace("alice@", "postmaster@"), sender=sender, received=received)
+    assert ("PHISH_MAIL_ADMIN_NAME" in signs(raw, envelope)) is fires
+
+
+def test_a_huge_returned_letter_is_not_read_and_not_disarmed() -> None:
+    returned = PLAIN + "See you at 5.\r\n" * (phishing.MAX_RETURNED // 14)
+    assert "PHISH_MAIL_ADMIN_NAME" in signs(report(returned), READER_ENV)
 
 
 # -- account and fee lures --------------------------------------------------------------------

@@ -88,6 +88,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pochta.antispam.signs import attachments, extortion, links, lures, wording
+from pochta.antispam.signs.forwarders import Forwarders, Hop
+from pochta.antispam.signs.forwarders import origin as forwarded_origin
 from pochta.antispam.signs.lookalike import idn_spoof, unicode_label
 from pochta.antispam.signs.protected import WEAK, Imitation, Org, Protected
 from pochta.antispam.signs.protected import default as default_protected
@@ -141,6 +143,7 @@ class Context:
     suspicious_tlds: frozenset[str] = frozenset()
     envelope: Envelope = field(default_factory=Envelope)
     freemail: frozenset[str] = field(default_factory=default_freemail)
+    forwarders: Forwarders = field(default_factory=Forwarders)
     _cache: dict[str, object] = field(default_factory=dict)
     # Whether the From domain is taken at its word (see :func:`find`): False, every exemption
     # that rests on it (the sender's own site, own organization, the reader's own domain, a
@@ -165,9 +168,35 @@ class Context:
         return normalize.address_domain(self.return_path) if self.return_path else None
 
     def own_site(self, host: str) -> bool:
-        """The host is the sender's: the From domain's party (never while the From domain is
-        not taken at its word: ``trust_from``)."""
-        return self.from_party(host)
+        """The host is the sender's: the From domain's party, or behind a trusted masking
+        forwarder the origin's (:meth:`origin_party`; never while the From domain is not
+        taken at its word: ``trust_from``)."""
+        return self.from_party(host) or self.origin_party(host)
+
+    @property
+    def origin(self) -> Hop | None:
+        """The hop before the installation's trusted forwarders
+        (:func:`pochta.antispam.signs.forwarders.origin`); None when the letter came through
+        none of them."""
+        if "origin" not in self._cache:
+            self._cache["origin"] = forwarded_origin(
+                self.letter.headers("received"), self.forwarders
+            )
+        return self._cache["origin"]  # type: ignore[return-value]
+
+    def origin_party(self, domain: str | None) -> bool:
+        """``domain`` is the party of the host the letter came from before a trusted
+        forwarder that masks its senders' addresses (the From domain is a listed forwarder's:
+        sneakemail.com writes its own address in From and the sender's into the display
+        name), as that forwarder wrote it in its Received field. It rests on the From
+        domain (the forwarder's) too: noted in ``leaned``, False while ``trust_from`` is
+        off. A plain forwarder keeps the sender's From: the From domain speaks for it."""
+        if not domain or not self.trust_from or not self.forwarders.names(self.letter.from_domain):
+            return False
+        found = self.origin
+        same = found is not None and any(self.same_party(domain, h) for h in found.hosts)
+        self.leaned = self.leaned or same
+        return same
 
     def from_party(self, domain: str | None) -> bool:
         """``domain`` is the From domain's party, as the sender says: an exemption that rests
@@ -410,6 +439,8 @@ def display_name_address(ctx: Context) -> Sign | None:
             continue
         if ctx.same_party(host, fd) or ctx.same_party(host, ctx.return_path_domain):
             continue
+        if ctx.origin_party(host):  # a masking forwarder names its sender (00204)
+            continue
         return sign("PHISH_DISPLAY_NAME_ADDRESS", [f"«{name}» <{ctx.letter.from_address}>"])
     return None
 
@@ -421,6 +452,8 @@ def return_path_mismatch(ctx: Context) -> Sign | None:
     rd = normalize.address_domain(rp[:MAX_HEADER])
     if rd is None or ctx.same_party(rd, fd):
         return None
+    if ctx.forwarders.names(rd) and ctx.origin is not None:
+        return None  # a trusted forwarder's own bounce address (SRS) says nothing of the sender
     return sign("PHISH_RETURN_PATH_MISMATCH", [f"Return-Path: {rp}", f"From: {fd}"])
 
 
@@ -492,7 +525,7 @@ def reply_to_mismatch(ctx: Context) -> Sign | None:
     list_id = _LIST_ID.search((letter.header("list-id") or "")[:MAX_HEADER])
     others = [ctx.return_path_domain, list_id.group(1) if list_id else None]
     others += [_address_domain(letter.header(h)) for h in _LIST_HEADERS]
-    if any(ctx.same_party(rd, other) for other in others):
+    if any(ctx.same_party(rd, other) for other in others) or ctx.origin_party(rd):
         return None
     return sign("PHISH_REPLY_TO_MISMATCH", [f"Reply-To: {m.group(0) if m else value}"])
 
@@ -828,11 +861,11 @@ _REPORT_PARTS = ("text/plain", "text/rfc822-headers", "message/")
 def _report(ctx: Context) -> bool:
     """A mail server's report, as far as it can matter: from MAILER-DAEMON or postmaster, and
     the letter gives the reader nothing to act on: no link of its own (web, mail, script or
-    data; a returned letter's, inside a ``message/rfc822`` part, is not read: the reader's own
-    letter returned carries the reader's links), no form, no
-    file but the report's own parts (text, the returned letter), replies to nobody but the
-    sender's own domain, and asks for no password, card or payment and makes no account
-    lure. A server's "Mail Delivery System" is a mail administrator's name by right.
+    data), no form, no file but the report's own parts (text, the returned letter: the
+    reader's own, and itself with nothing to act on, :func:`_returned_to_writer`), replies
+    to nobody but the sender's own domain, and asks for no password, card or payment and
+    makes no account lure; nor is it written as from the reader (:func:`_from_the_reader`).
+    A server's "Mail Delivery System" is a mail administrator's name by right.
 
     What it rests on is the sender's to write, and that is why it is safe: a letter that
     writes all of it has disarmed itself (a phishing letter posing as a bounce needs a link,
@@ -845,16 +878,12 @@ def _report(ctx: Context) -> bool:
     if not ctx.trust_from:
         return False
     from_local = letter.from_address.rpartition("@")[0].lower()
-    if from_local not in _DAEMONS or letter.links:  # any: web, mailto:, script, data:
+    if from_local not in _DAEMONS or not _nothing_to_act_on(letter):
         return False
-    html = letter.html
-    if html is not None and (html.forms or html.password_inputs):
+    if _from_the_reader(ctx):
         return False
     for a in letter.attachments[:50]:
-        kind = a.content_type.lower()
-        if not kind.startswith(_REPORT_PARTS) or lures.is_html_file(a.filename, kind):
-            return False
-        if kind == "message/rfc822" and not _returned_to_writer(ctx, a.content):
+        if a.content_type.lower() == "message/rfc822" and not _returned_to_writer(ctx, a.content):
             return False
     reply_to = letter.header("reply-to")
     if reply_to:
@@ -874,15 +903,66 @@ def _report(ctx: Context) -> bool:
     return True
 
 
+def _nothing_to_act_on(letter: Letter, parts: tuple[str, ...] = _REPORT_PARTS) -> bool:
+    """No link (web, mailto:, script, data:), no form or password field, no file but
+    ``parts`` (a report's own: text, a delivery status, a returned letter or its header)."""
+    if letter.links:
+        return False
+    html = letter.html
+    if html is not None and (html.forms or html.password_inputs):
+        return False
+    for a in letter.attachments[:50]:
+        kind = a.content_type.lower()
+        if not kind.startswith(parts) or lures.is_html_file(a.filename, kind):
+            return False
+    return True
+
+
+def _from_the_reader(ctx: Context) -> bool:
+    """A report written as from the reader's own address (a server reports as its own
+    MAILER-DAEMON or postmaster, never as the reader), or as from the reader's own mail domain
+    on a letter whose path is not that domain's (:func:`_came_from_sender`): the reader's own
+    server's name on a stranger's letter."""
+    fd, address = ctx.letter.from_domain, normalize.address(ctx.letter.from_address[:MAX_HEADER])
+    if address is not None and address.lower() in (a.lower() for a in _reader_addresses(ctx)):
+        return True
+    own = bool(fd) and any(ctx.same_party(fd, d) for d in _reader_domains(ctx))
+    return own and not _came_from_sender(ctx)
+
+
+MAX_RETURNED = 2 * 2**20
+"""Bytes of a returned letter read as a letter; a larger one is not disarmed."""
+
+
+def _returned_disarmed(ctx: Context, returned: bytes) -> bool:
+    """The returned letter gives the reader nothing to act on either: read as a letter, it
+    has no link, form or file but plain text (:func:`_nothing_to_act_on`), asks for no
+    password, card or payment and makes no account lure. Its From is the sender's to write
+    (issue 28: a forged bounce returning a lure written "From: <the reader>" kept the
+    report's exemption); what it carries is read instead."""
+    if len(returned) > MAX_RETURNED:
+        return False
+    inner = parse(returned)
+    if not _nothing_to_act_on(inner, ("text/plain",)):  # a letter inside it is not read
+        return False
+    text = wording.fold(inner.subject[:MAX_NAME]) + "\n" + wording.fold(inner.all_text)
+    if lures.find(lures.ACCOUNT_LURE, text, 1) or lures.find(lures.FEE_REQUEST, text, 1):
+        return False
+    inner_ctx = Context(inner, ctx.protected, ctx.shorteners, envelope=ctx.envelope)
+    return card_data_request(inner_ctx) is None and personal_data_request(inner_ctx) is None
+
+
 def _returned_to_writer(ctx: Context, returned: bytes) -> bool:
     """A returned letter (a report's ``message/rfc822`` part) was written by the report's
     reader: its From is a reader's address (the envelope's recipients; the To field for a
     letter scanned on its own) or in a reader's own mail domain. A server returns the letter
     to whoever sent it, so a real report returns the reader's own letter, links and all; a
     report returning somebody else's letter ("your pending messages" from "PayPal") is a lure
-    dressed as a report, or backscatter: either way it is not disarmed. Its links are not
-    read (the reader's own letter carries the reader's links): a From written as the reader's
-    own is taken at its word, and that is what is left of the gap."""
+    dressed as a report, or backscatter: either way it is not disarmed. A From written as
+    the reader's own is the sender's to write too, so the returned letter must give nothing
+    to act on either (:func:`_returned_disarmed`): a real report of the reader's letter
+    with a link in it loses the exemption with the forged one, and pays the mail
+    administrator's name (2.5 points, phishing only beside a mismatch or a lure)."""
     block = read_block(returned, 0, min(len(returned), MAX_RETURNED_HEAD))
     value = first_value(returned, block, "from")
     m = _ADDRESS.search(value[:MAX_HEADER]) if value else None
@@ -890,10 +970,13 @@ def _returned_to_writer(ctx: Context, returned: bytes) -> bool:
     if writer is None:
         return False
     writer = writer.lower()
-    if any(writer == a.lower() for a in _reader_addresses(ctx)):
-        return True
     domain = writer.rpartition("@")[2]
-    return any(ctx.same_party(domain, d) for d in _reader_domains(ctx))
+    if not (
+        any(writer == a.lower() for a in _reader_addresses(ctx))
+        or any(ctx.same_party(domain, d) for d in _reader_domains(ctx))
+    ):
+        return False
+    return _returned_disarmed(ctx, returned)
 
 
 MAX_RETURNED_HEAD = 65_536  # bytes of a returned letter read for its header
@@ -1155,6 +1238,7 @@ def check(
     suspicious_tlds: frozenset[str] | None = None,
     checks: Sequence[Check] = CHECKS,
     deadline: float | None = None,
+    forwarders: Forwarders | None = None,
 ) -> list[Sign]:
     """Every sign the letter shows, in the order of CHECKS. With ``deadline`` (a
     ``time.monotonic()`` value), checks not started by then are skipped: see :func:`find`."""
@@ -1167,6 +1251,7 @@ def check(
         suspicious_tlds=suspicious_tlds,
         checks=checks,
         deadline=deadline,
+        forwarders=forwarders,
     ).signs
 
 
@@ -1193,10 +1278,12 @@ def find(
     suspicious_tlds: frozenset[str] | None = None,
     checks: Sequence[Check] = CHECKS,
     deadline: float | None = None,
+    forwarders: Forwarders | None = None,
 ) -> Findings:
     """Every sign the letter shows, in the order of CHECKS, and the signs withheld (see
     :class:`Findings`): each check that leaned on the From domain is run once more without
-    it, so a letter no exemption applied to costs nothing more."""
+    it, so a letter no exemption applied to costs nothing more. ``forwarders``: the
+    installation's trusted forwarders (``antispam.trusted_forwarders``; none by default)."""
     ctx = Context(
         letter,
         protected if protected is not None else default_protected(),
@@ -1204,6 +1291,7 @@ def find(
         redirectors if redirectors is not None else default_redirectors(),
         suspicious_tlds if suspicious_tlds is not None else default_suspicious_tlds(),
         envelope if envelope is not None else Envelope(),
+        forwarders=forwarders if forwarders is not None else Forwarders(),
     )
     out: list[Sign] = []
     leaned: list[Check] = []
