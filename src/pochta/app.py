@@ -167,8 +167,7 @@ class Pochta:
         return self._valkyrie
 
     def start(self) -> None:
-        """Start the background work of a server (once), after checking the uploads a crash
-        left recorded before their copies were durable: the worker processes that parse and
+        """Start the background work of a server (once): the worker processes that parse and
         analyze letters; the shingle counters' flusher; the deletion job, which first
         recovers what a crash left; and, when ``valkyrie.enabled``, Valkyrie, one thread per
         local disk. The deletion job and Valkyrie are single-run jobs: among every process
@@ -176,9 +175,6 @@ class Pochta:
         if self._started:
             return
         self._started = True
-        # first: uploads a crash left recorded FRESH (copies maybe not durable) are checked
-        # before anything reads or counts them (``BlobStore.recover_fresh``)
-        self.blobs.recover_fresh()
         self.health.start()  # one check now: /healthz is ready when the listeners are
         self.intake.start()
         self.shingles.start()

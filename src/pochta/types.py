@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol
 
 Key = str
 """A blob's content address: SHA-256 of the decoded content, 64 lowercase hex characters."""
@@ -58,9 +58,6 @@ class Space(enum.IntEnum):
 class FileFlag(enum.IntFlag):
     NONE = 0
     DO_NOT_DELETE = 1  # counters disagreed once; never deleted automatically again
-    # recorded while its copies' sync was still running (``FreshFileDB``): cleared once they
-    # are durable; after a crash the start's pass checks its copies (``BlobStore.recover_fresh``)
-    FRESH = 2
 
 
 class PairFlag(enum.IntFlag):
@@ -172,46 +169,6 @@ class FileDB(Protocol):
         record is dropped either way."""
 
     def close(self) -> None: ...
-
-
-@runtime_checkable
-class FreshFileDB(FileDB, Protocol):
-    """A FileDB that can record an upload while its copies are still being made durable, so
-    that one upload waits for the disks' sync and the record's commit at the same time rather
-    than one after the other.
-
-    ``upsert_fresh`` inserts the record FRESH, owned by one upload (its ``token``, random):
-    its copies were placed under their names (every byte written) but may not be on the
-    device yet. When a live record is there it counts nothing and says so (None): that
-    uploader's copies are not the record's, so it makes its own durable, waits for the
-    record's, and then counts with ``upsert`` (``BlobStore.store_copies``). Every step with
-    an ``op`` on a FRESH record also notes the op beside the record. ``settle`` clears FRESH
-    (and the noted ops) once the copies are durable; it needs no durability of its own (a
-    record left FRESH by a crash is only checked again), so a lazy one may wait for the next
-    counting step and go in its transaction, before that step. ``settle`` and ``drop_fresh``
-    are compare-and-set on the token: they never touch a record FRESH for another upload (a
-    later upload of the same key, or another uploader). After a crash ``fresh_keys`` lists
-    what to check; ``drop_fresh`` removes a FRESH record whose copies were lost together
-    with the ops noted for it (none of its counts was answered: each waited for a sync that
-    would have kept the copies), so the journal says those counts never happened."""
-
-    def upsert_fresh(
-        self, key: Key, magic: Magic, pair_id: int, token: bytes, op: Op | None = None
-    ) -> FileRecord | None:
-        """Insert the record FRESH for ``token`` (and journal ``op``); None, counting and
-        journaling nothing, when a live record is there or ``op`` was journaled already."""
-
-    def settle(self, fresh: Collection[tuple[Key, bytes]], *, lazy: bool = False) -> None:
-        """Clear FRESH of these (key, token): only a record still FRESH for that token.
-        ``lazy``: at the latest with the next counting step (inc, upsert, dec) of this
-        FileDB, applied before it, or at ``close``; no write of its own."""
-
-    def fresh_keys(self, after: Key | None = None, limit: int = 1000) -> list[tuple[Key, bytes]]:
-        """(key, token) of FRESH live records, ascending keys greater than ``after``."""
-
-    def drop_fresh(self, key: Key, token: bytes, counter: int) -> bool:
-        """Compare-and-set: remove the live record if it is still FRESH for ``token`` with
-        ``counter``, with the ops noted for it (from the journal too); whether it was."""
 
 
 class PairDB(Protocol):

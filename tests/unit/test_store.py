@@ -302,18 +302,19 @@ def test_loaders_uploading_the_same_file_at_once(rig: Rig) -> None:
 
 
 @pytest.mark.skipif(syncfs_of(Path("/")) is None, reason="no trusted syncfs here")
-def test_both_copies_on_one_filesystem_take_one_sync_beside_the_record(rig: Rig) -> None:
+def test_both_copies_on_one_filesystem_take_one_sync_in_the_uploading_thread(rig: Rig) -> None:
     """The two local copies of a pair are placed, then wait once for their filesystem's
-    sync (waiting for each copy on its own could take two syncs in a row, the second copy
-    missing the sync the first one joined), in one thread of the store's pool while the
-    uploading thread commits the record."""
+    sync, in the uploading thread: waiting for each copy on its own, in two threads, could
+    take two syncs in a row (the second copy missing the sync the first one joined)."""
     group = LocalDisk(Path(rig.pairs[0].disks[0].root)).group()
     assert group is not None
     uploads = [blob(size=5000, seed=i) for i in range(8)]
+    others = {t.ident for t in threading.enumerate()}
     before = group.syncs  # the group is the filesystem's: earlier tests' syncs count in it
     for data, key in uploads:
         assert rig.store.upload(key, 1, [data]).uploaded
     assert group.syncs - before == len(uploads)  # one sync per upload, alone
+    assert {t.ident for t in threading.enumerate()} <= others  # no thread started for it
     for root in rig.roots(rig.pairs[0]):
         for data, key in uploads:
             assert (root / blob_path(key)).read_bytes() == data

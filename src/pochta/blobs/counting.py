@@ -62,7 +62,7 @@ def after_dec(record: FileRecord | None, key: Key, magic: Magic, now: float) -> 
             key=key,
             counter=0,
             magic=0,
-            flags=FileFlag.NONE,
+            flags=flags,
             pair_id=record.pair_id,
             space=Space.DELETED,
             moved_at=now,

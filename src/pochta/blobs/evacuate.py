@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pochta.blobs.keys import blob_path, master_index, parse_key
-from pochta.blobs.store import BlobStore, without_fresh
+from pochta.blobs.store import BlobStore
 from pochta.blobs.valkyrie import QUARANTINE_MARK
 from pochta.errors import BlobNotFound, DiskError, InvalidInput, LockError, PochtaError
 from pochta.guard.lock import Locks
@@ -201,7 +201,7 @@ def restore(store: BlobStore, key: Key) -> Restored:
     The pair is the live record's, else the space1 record's, else the first pair holding a
     quarantined copy. BlobNotFound when no copy is found anywhere."""
     key = parse_key(key)
-    record = store.record(key)
+    record = store.filedb.get(key)
     pairs = store.pairdb.list()
     if record is not None:
         pairs = sorted(pairs, key=lambda p: p.id != record.pair_id)
@@ -221,7 +221,7 @@ def restore(store: BlobStore, key: Key) -> Restored:
         if present:
             if not renamed and record is not None and record.moved_at is None:
                 return Restored(record, [], present, missing)
-            revived = without_fresh(store.filedb.revive(key, pair.id))
+            revived = store.filedb.revive(key, pair.id)
             return Restored(revived, renamed, present, missing)
     raise BlobNotFound(f"no copy of {key}, live or quarantined, on any pair")
 

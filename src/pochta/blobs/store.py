@@ -6,18 +6,8 @@ disks and probe it on both at once (the probe's bytes, which the content replace
 fails is left for another), stream the content to both at once while hashing (SHA-256 and
 CRC-32), refuse it if it does not match the key given, fsync both copies, rename them to
 ``ab/cd/<key>`` and fsync the directories, then upsert the record. Only then is the upload
-acknowledged. On local disks that share their filesystem's syncs, with a FileDB that can
-record an upload as FRESH (``FreshFileDB``), the copies are placed under their names, then the
-disks' sync and the record's commit run at the same time (one durable round trip instead of
-two in a row); the upload is answered once both ended, and the record's FRESH is cleared later
-(a lazy ``settle``, written in the transaction of the FileDB's next counting step). A crash
-may leave a FRESH record whose copies never reached the device: ``recover_fresh``, at the
-server's start, checks the copies of every FRESH record (they hash to the key), makes the good
-ones durable, rewrites a lost copy from the good one, and drops a record with no good copy
-together with the counts journaled on it (none was answered: each answer waited for a sync
-that would have kept the copies). A small file
-whose bytes are all in hand (``upload_whole``) is hashed first and, on local disks sharing
-their syncs, written as its own probe.
+acknowledged. A small file whose bytes are all in hand (``upload_whole``) is hashed first and,
+on local disks sharing their syncs, written as its own probe.
 
 get: read from the master disk of the pair (first bit of the key), falling back to the other;
 with an expected size / CRC-32 (kept by the letter) a copy that differs is never served.
@@ -25,10 +15,7 @@ with an expected size / CRC-32 (kept by the letter) a copy that differs is never
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import hashlib
-import logging
 import random
 import secrets
 import threading
@@ -45,14 +32,13 @@ from typing import TypeGuard, TypeVar
 from pochta import metrics
 from pochta.blobs.keys import blob_path, master_index, parse_key, parse_magic
 from pochta.blobs.nodes import DiskFactory
-from pochta.blobs.nodes.local import LocalDisk, LocalWriter
+from pochta.blobs.nodes.local import LocalWriter
 from pochta.blobs.placement import choose_pair
 from pochta.errors import (
     BlobNotFound,
     ContentMismatch,
     DiskError,
     IntegrityError,
-    MissingFile,
     NoWritablePair,
     StorageError,
 )
@@ -62,9 +48,7 @@ from pochta.types import (
     Disk,
     DiskSpec,
     FileDB,
-    FileFlag,
     FileRecord,
-    FreshFileDB,
     Key,
     Magic,
     Op,
@@ -76,30 +60,6 @@ from pochta.types import (
 
 CHUNK = 1 << 20
 T = TypeVar("T")
-FRESH_WAIT = 30.0  # seconds an inc waits for another host to settle a FRESH record
-log = logging.getLogger("pochta.blobs")
-
-
-def without_fresh(record: FileRecord) -> FileRecord:
-    """The record as callers see it: FRESH is the store's own business."""
-    if record.flags & FileFlag.FRESH:
-        return dataclasses.replace(record, flags=record.flags & ~FileFlag.FRESH)
-    return record
-
-
-def _fresh(record: FileRecord | None) -> bool:
-    return record is not None and bool(record.flags & FileFlag.FRESH)
-
-
-@dataclass
-class FreshReport:
-    """What ``recover_fresh`` did with the FRESH records it found."""
-
-    checked: int = 0
-    settled: int = 0  # both copies good: made durable, FRESH cleared
-    repaired: int = 0  # one copy good: the other rewritten from it
-    dropped: int = 0  # no good copy: the record and its journaled counts removed
-    skipped: int = 0  # not checkable now (a disk not local or not there): left FRESH
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,18 +99,6 @@ def _chunks(
 def _shared(writers: list[BlobWriter]) -> TypeGuard[list[LocalWriter]]:
     """Whether every writer is a local file made durable by its filesystem's group sync."""
     return all(isinstance(w, LocalWriter) and w.shares_syncs for w in writers)
-
-
-def _holds(disk: Disk, name: str, key: Key) -> bool:
-    """Whether ``disk`` has ``name`` with content hashing to ``key`` (False when the file
-    is missing or differs; a disk that fails otherwise raises)."""
-    sha = hashlib.sha256()
-    try:
-        for chunk in disk.open(name):
-            sha.update(chunk)
-    except MissingFile:
-        return False
-    return sha.hexdigest() == key
 
 
 def tmp_name() -> str:
@@ -217,13 +165,19 @@ class Upload:
                 )
             if self._pair is None:  # already live: the bytes were only hashed
                 self._done = True
-                record = self._store.count_live(key, self._magic, self._op)
+                try:
+                    record = self._store.filedb.inc(key, self._magic, self._op)
+                except BlobNotFound:
+                    raise StorageError(
+                        f"{key} was deleted while its content was being sent; send it again"
+                    ) from None
                 return Stored(record, self._magic, self._size, self._crc, uploaded=False)
-            self._done = True  # from here store_copies aborts the writers when they fail
+            self._store.commit_as(self._writers, blob_path(key))
+            self._done = True
         except BaseException:
             self.abort()
             raise
-        record = self._store.store_copies(self._writers, key, self._magic, self._pair.id, self._op)
+        record = self._store.filedb.upsert(key, self._magic, self._pair.id, self._op)
         return Stored(record, self._magic, self._size, self._crc, uploaded=True)
 
     def abort(self) -> None:
@@ -268,9 +222,7 @@ class BlobStore:
         self._refreshed_at = -float("inf")
         self._measuring = threading.Lock()  # one free-space measurement at a time
         self._lock = threading.Lock()
-        # the copies' waits (one per upload in flight, beside its record's commit) and settles
-        self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="pochta-fsync")
-        self._fresh: FreshFileDB | None = filedb if isinstance(filedb, FreshFileDB) else None
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pochta-fsync")
 
     # -- disks and pairs ----------------------------------------------------------------
     def disk(self, spec: DiskSpec) -> Disk:
@@ -424,180 +376,6 @@ class BlobStore:
             waits.setdefault(id(writer.place(name)), writer.wait_durable)
         self.at_once(list(waits.values()))
 
-    def store_copies(
-        self, writers: list[BlobWriter], key: Key, magic: Magic, pair_id: int, op: Op | None
-    ) -> FileRecord:
-        """Both copies durable under the key's name and the record committed; the record as
-        callers see it. ``writers`` are aborted here when their copies fail (not when the
-        record does: the copies are in place then, orphans for Valkyrie as before).
-
-        Local copies sharing syncs with a ``FreshFileDB``: placed (every byte written, the
-        names in place), then the filesystems' syncs in the pool while this thread commits
-        the record FRESH, owned by this upload (a random token); both must end well. A
-        record that names copies whose sync failed is dropped again when it is still only
-        this upload's (else its FRESH stays for the start's check). When a live record is
-        there already (another upload's, maybe FRESH, maybe on another pair), nothing is
-        counted beside the sync: once this upload's copies are durable it counts with
-        ``upsert`` and, when that record is FRESH, waits for its copies too (``_count``);
-        its own copies are then strays, as before. Otherwise: copies durable first, then
-        the record."""
-        fresh = self._fresh
-        waits: dict[int, Callable[[], None]] = {}  # one writer's wait per group sync
-        try:
-            if fresh is None or not _shared(writers):
-                self.commit_as(writers, blob_path(key))
-            else:
-                for local in writers:
-                    waits.setdefault(id(local.place(blob_path(key))), local.wait_durable)
-        except BaseException:
-            for writer in writers:
-                writer.abort()
-            raise
-        if fresh is None:
-            return self.filedb.upsert(key, magic, pair_id, op)
-        if not waits:  # a live record there may be FRESH (another uploader's): as a count
-            upsert = partial(self.filedb.upsert, key, magic, pair_id, op)
-            return self._count(upsert, key, wait_first=True)
-        token = secrets.token_bytes(16)
-        syncing = [self._pool.submit(wait) for wait in waits.values()]
-        try:
-            record = fresh.upsert_fresh(key, magic, pair_id, token, op)
-        finally:
-            errors = [exc for fut in syncing if (exc := fut.exception()) is not None]
-        if record is None:  # not inserted: nothing counted yet
-            if errors:
-                raise errors[0]
-            upsert = partial(self.filedb.upsert, key, magic, pair_id, op)
-            return self._count(upsert, key, wait_first=True)
-        if errors:
-            with contextlib.suppress(StorageError):
-                fresh.drop_fresh(key, token, record.counter)
-            raise errors[0]
-        # durable now: cleared with the FileDB's next counting step
-        fresh.settle([(key, token)], lazy=True)
-        return without_fresh(record)
-
-    def count_live(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
-        """inc of a key that is live; an upload of another thread or process may still be
-        making its copies durable (FRESH): then answered only once they are."""
-        try:
-            return self._count(lambda: self.filedb.inc(key, magic, op), key)
-        except BlobNotFound:
-            raise StorageError(
-                f"{key} was deleted while its content was being sent; send it again"
-            ) from None
-
-    def _count(
-        self, step: Callable[[], FileRecord], key: Key, *, wait_first: bool = False
-    ) -> FileRecord:
-        """A count (``step``: an inc or upsert of ``key``) of a record another upload may
-        still be making durable (FRESH): answered once its copies are durable (a wait after
-        the count, when the record it counted is FRESH). ``wait_first``: a FRESH record is
-        waited for before the count too, so that a failed wait counts nothing (an upload
-        that did not insert the record: its count comes after its copies and the record's
-        are durable). Not for every count: a record this store uploaded reads FRESH until
-        its lazy settle is written, which the count itself carries (no wait then)."""
-        if self._fresh is None:
-            return step()
-        if wait_first:
-            before = self.filedb.get(key)
-            if _fresh(before) and before is not None and before.space is Space.LIVE:
-                self._await_durable(before)
-        record = step()
-        if _fresh(record):
-            self._await_durable(record)
-        return without_fresh(record)
-
-    def _await_durable(self, record: FileRecord) -> None:
-        """Return once the copies of a FRESH record are durable. Its uploader (another
-        thread or process: a settle this store asked for is applied before any later
-        count of this store, in the same transaction) placed them before committing the
-        record, so on local disks sharing syncs one sync of each filesystem that starts
-        now covers them; elsewhere wait for the uploader's settle."""
-        disks = self.disks(self.pairdb.get(record.pair_id))
-        groups = [d.group() if isinstance(d, LocalDisk) else None for d in disks]
-        if all(g is not None for g in groups):
-            for group in {id(g): g for g in groups if g is not None}.values():
-                try:
-                    group.wait()
-                except OSError as exc:
-                    raise DiskError(f"syncing the copies of {record.key}: {exc}") from exc
-            return
-        deadline = self._monotonic() + FRESH_WAIT
-        while _fresh(self.filedb.get(record.key)):
-            if self._monotonic() > deadline:
-                raise StorageError(f"{record.key} is still being stored elsewhere; try again")
-            time.sleep(0.05)
-
-    def recover_fresh(self) -> FreshReport:
-        """After a crash, the FRESH records (uploads recorded while their copies' sync ran):
-        each copy read and hashed; the good ones made durable; a copy that is missing or
-        does not hash to the key rewritten from a good one; a record with no good copy
-        dropped with the counts journaled on it. A record whose disks cannot be checked
-        here (not local, a disk's directory missing or never used) is left FRESH."""
-        report = FreshReport()
-        if self._fresh is None:
-            return report
-        after: Key | None = None
-        while found := self._fresh.fresh_keys(after, 1000):
-            for key, token in found:
-                report.checked += 1
-                outcome = self._recover_one(key, token)
-                setattr(report, outcome, getattr(report, outcome) + 1)
-            after = found[-1][0]
-        if report.checked:
-            log.info(
-                "fresh upload records after a stop: %d checked, %d settled, %d repaired,"
-                " %d dropped, %d left", report.checked, report.settled, report.repaired,
-                report.dropped, report.skipped,
-            )  # fmt: skip
-        return report
-
-    def _recover_one(self, key: Key, token: bytes) -> str:
-        """The token was read before the record: settle and drop are compare-and-set on it,
-        so a later upload of the key (another token) is never settled or dropped here."""
-        fresh = self._fresh
-        assert fresh is not None
-        record = self.filedb.get(key)
-        if record is None or record.space is not Space.LIVE or not _fresh(record):
-            return "settled"  # settled or gone meanwhile
-        try:
-            disks = self.disks(self.pairdb.get(record.pair_id))
-        except StorageError:
-            return "skipped"
-        if not all(isinstance(d, LocalDisk) and (d.root / "tmp").is_dir() for d in disks):
-            return "skipped"  # an unmounted disk is not a lost copy
-        name = blob_path(key)
-        try:
-            good = [_holds(disk, name, key) for disk in disks]
-            for disk, ok in zip(disks, good, strict=True):
-                if ok:
-                    assert isinstance(disk, LocalDisk)
-                    disk.make_durable(name)
-            if not any(good):
-                return "dropped" if fresh.drop_fresh(key, token, record.counter) else "settled"
-            source = disks[good.index(True)]
-            for disk, ok in zip(disks, good, strict=True):
-                if not ok:
-                    self._copy(source, disk, name)
-        except StorageError as exc:
-            log.warning("could not check the fresh record %s: %s", key, exc)
-            return "skipped"
-        fresh.settle([(key, token)], lazy=False)
-        return "settled" if all(good) else "repaired"
-
-    @staticmethod
-    def _copy(source: Disk, target: Disk, name: str) -> None:
-        """``name`` rewritten on ``target`` from ``source``'s copy, durable."""
-        writer = target.create(tmp_name())
-        try:
-            for chunk in source.open(name):
-                writer.write(chunk)
-            writer.commit_as(name)
-        except BaseException:
-            writer.abort()
-            raise
-
     def commit_copies(self, writers: list[BlobWriter]) -> None:
         """fsync both copies at once."""
         self.at_once([w.commit for w in writers])
@@ -622,7 +400,7 @@ class BlobStore:
     # -- the API of seed 004 ------------------------------------------------------------
     @metrics.blob_op("inc")
     def inc(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
-        return self._count(lambda: self.filedb.inc(key, magic, op), key)
+        return self.filedb.inc(key, magic, op)
 
     def begin_upload(
         self, key: Key | None, magic: Magic, size_hint: int = 0, op: Op | None = None
@@ -675,19 +453,25 @@ class BlobStore:
                     f"content hashes to {sha}, not to the key given ({key}); nothing stored"
                 )
             record = self.filedb.get(key)
-            if record is not None and record.space is Space.LIVE:
-                record = self.count_live(key, magic, op)  # only counted
+            if record is not None and record.space is Space.LIVE:  # only counted
+                try:
+                    record = self.filedb.inc(key, magic, op)
+                except BlobNotFound:
+                    raise StorageError(
+                        f"{key} was deleted while its content was being sent; send it again"
+                    ) from None
                 return Stored(record, magic, size, crc, uploaded=False)
         pair, (writers, written) = self._place_with(size, self._probed_writers(tmp_name(), content))
         try:
             if not written:
                 for writer in writers:
                     writer.write(content)
+            self.commit_as(writers, blob_path(sha))
         except BaseException:
             for writer in writers:
                 writer.abort()
             raise
-        record = self.store_copies(writers, sha, magic, pair.id, op)
+        record = self.filedb.upsert(sha, magic, pair.id, op)
         return Stored(record, magic, size, crc, uploaded=True)
 
     def put(
@@ -712,7 +496,7 @@ class BlobStore:
 
     @metrics.blob_op("dec")
     def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
-        return without_fresh(self.filedb.dec(key, magic, op))
+        return self.filedb.dec(key, magic, op)
 
     def stat(self, key: Key) -> FileRecord:
         record = self.record(parse_key(key))
@@ -722,8 +506,7 @@ class BlobStore:
 
     def record(self, key: Key) -> FileRecord | None:
         """The live record, else the deleted (space1) one, else None."""
-        record = self.filedb.get(key)
-        return None if record is None else without_fresh(record)
+        return self.filedb.get(key)
 
     # -- the journal of operation ids (exactly-once counts; see ``FileDB``) ---------------
     def applied(self, ops: Collection[Op]) -> set[Op]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Collection
@@ -19,8 +18,6 @@ class MemoryFileDB:
         self._live: dict[Key, FileRecord] = {}
         self._deleted: dict[Key, FileRecord] = {}
         self._ops: set[Op] = set()
-        self._fresh_ops: dict[Key, set[Op]] = {}  # the ops of steps on FRESH records
-        self._tokens: dict[Key, bytes] = {}  # the token of the upload that inserted it FRESH
         self._lock = threading.Lock()
 
     def _replayed(self, key: Key, op: Op | None) -> FileRecord | None:
@@ -40,16 +37,9 @@ class MemoryFileDB:
                 return same
             record = counting.after_inc(self._live.get(key), key, magic)
             self._live[key] = record
-            self._journal(record, op)
+            if op is not None:
+                self._ops.add(op)
             return record
-
-    def _journal(self, record: FileRecord, op: Op | None) -> None:
-        """Journal ``op`` of a step that wrote ``record``; noted beside it while it is FRESH."""
-        if op is None:
-            return
-        self._ops.add(op)
-        if record.space is Space.LIVE and record.flags & FileFlag.FRESH:
-            self._fresh_ops.setdefault(record.key, set()).add(op)
 
     def upsert(self, key: Key, magic: Magic, pair_id: int, op: Op | None = None) -> FileRecord:
         key, magic = parse_key(key), parse_magic(magic)
@@ -59,59 +49,9 @@ class MemoryFileDB:
                 return same
             record = counting.after_upsert(self._live.get(key), key, magic, pair_id)
             self._live[key] = record
-            self._journal(record, op)
+            if op is not None:
+                self._ops.add(op)
             return record
-
-    def upsert_fresh(
-        self, key: Key, magic: Magic, pair_id: int, token: bytes, op: Op | None = None
-    ) -> FileRecord | None:
-        key, magic = parse_key(key), parse_magic(magic)
-        op = None if op is None else parse_op(op)
-        with self._lock:
-            if (op is not None and op in self._ops) or key in self._live:
-                return None  # replayed, or a live record there: nothing counted
-            record = counting.after_upsert(None, key, magic, pair_id)
-            record = dataclasses.replace(record, flags=record.flags | FileFlag.FRESH)
-            self._live[key] = record
-            self._tokens[key] = bytes(token)
-            self._journal(record, op)
-            return record
-
-    def _mine(self, key: Key, token: bytes) -> FileRecord | None:
-        """The live record when it is FRESH for the upload with ``token``."""
-        record = self._live.get(key)
-        if record is None or not record.flags & FileFlag.FRESH:
-            return None
-        return record if self._tokens.get(key) == bytes(token) else None
-
-    def settle(self, fresh: Collection[tuple[Key, bytes]], *, lazy: bool = False) -> None:
-        with self._lock:
-            for key, token in fresh:
-                key = parse_key(key)
-                record = self._mine(key, token)
-                if record is not None:
-                    self._fresh_ops.pop(key, None)
-                    self._tokens.pop(key, None)
-                    flags = record.flags & ~FileFlag.FRESH
-                    self._live[key] = dataclasses.replace(record, flags=flags)
-
-    def fresh_keys(self, after: Key | None = None, limit: int = 1000) -> list[tuple[Key, bytes]]:
-        with self._lock:
-            keys = sorted(
-                k for k, r in self._live.items() if r.flags & FileFlag.FRESH and k > (after or "")
-            )
-            return [(k, self._tokens.get(k, b"")) for k in keys[:limit]]
-
-    def drop_fresh(self, key: Key, token: bytes, counter: int) -> bool:
-        key = parse_key(key)
-        with self._lock:
-            record = self._mine(key, token)
-            if record is None or record.counter != counter:
-                return False
-            del self._live[key]
-            self._tokens.pop(key, None)
-            self._ops.difference_update(self._fresh_ops.pop(key, set()))
-            return True
 
     def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         key, magic = parse_key(key), parse_magic(magic)
@@ -121,11 +61,10 @@ class MemoryFileDB:
                 return same
             before = self._live.get(key) or self._deleted.get(key)
             record = counting.after_dec(before, key, magic, self._clock())
-            self._journal(record, op)
+            if op is not None:
+                self._ops.add(op)
             if record.space is Space.DELETED:
                 del self._live[key]
-                self._fresh_ops.pop(key, None)
-                self._tokens.pop(key, None)
                 self._deleted[key] = record
             else:
                 self._deleted.pop(key, None)

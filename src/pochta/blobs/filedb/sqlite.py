@@ -8,9 +8,6 @@ in leaves filled by random inserts (89 %; benchmarks/filedb_size.py).
     live    (key BLOB PK, counter INT, magic INT, flags INT, pair INT)   -- space0
     deleted (key BLOB PK, pair INT, moved_at REAL)                       -- space1
     ops     (op BLOB PK)      -- the journal of exactly-once counts: only those in flight
-    fresh_ops (key BLOB, op BLOB)     -- ops of steps on FRESH records (``FreshFileDB``)
-    fresh   (key BLOB PK, token BLOB) -- the upload that inserted a FRESH record (its token)
-    live_fresh: an index of the FRESH live records only (flags & 2; empty once all settled)
 
 Group commit: the counting steps (inc, upsert, dec, each with its journal entry) that
 callers submit while a group is being written form the next group (``GroupCommit`` with one
@@ -26,10 +23,8 @@ SQLite's own lock.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -56,13 +51,6 @@ CREATE TABLE IF NOT EXISTS deleted (
     moved_at REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ops (op BLOB PRIMARY KEY) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS live_fresh ON live (key) WHERE flags & 2;
-CREATE TABLE IF NOT EXISTS fresh_ops (
-    key BLOB NOT NULL,
-    op BLOB NOT NULL,
-    PRIMARY KEY (key, op)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS fresh (key BLOB PRIMARY KEY, token BLOB NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -135,13 +123,6 @@ ON CONFLICT (key) DO UPDATE SET counter = counter + 1,
     magic = ((magic + ?2) & 0xFFFFFFFF) - (((magic + ?2) & 0x80000000) << 1)
 RETURNING counter, magic, flags, pair
 """
-# ``upsert_fresh``: only an insert (FRESH); a live record is left as it is
-_INSERT_FRESH = """
-INSERT INTO live (key, counter, magic, flags, pair) VALUES (?1, 1, ?4, 2, ?3)
-ON CONFLICT (key) DO NOTHING
-RETURNING counter, magic, flags, pair
-"""
-_FRESH = int(FileFlag.FRESH)
 # A dec that leaves the record live, with the sticky DO_NOT_DELETE of ``counting.after_dec``
 # (the counter goes below zero, or reaches zero while the magic does not). No row when the
 # record is not live or would move to space1: ``_dec_slowly`` takes those.
@@ -155,24 +136,16 @@ RETURNING counter, magic, flags, pair
 
 
 class Step(NamedTuple):
-    kind: str  # 'i' inc, 'u' upsert, 'f' upsert_fresh, 'd' dec
+    kind: str  # 'i' inc, 'u' upsert, 'd' dec
     key: Key
     raw: bytes  # the key's 32 bytes
     magic: Magic
     pair: int | None
     op: Op | None
     now: float | None
-    token: bytes = b""  # 'f': the uploading call's token
 
 
-class Inserted(NamedTuple):
-    """The outcome of an 'f' step that inserted its record (FRESH, with the step's token)."""
-
-    record: FileRecord
-
-
-Counted = FileRecord | BlobNotFound  # the outcome of an inc, upsert or dec
-Outcome = Counted | Inserted | None  # None: an upsert_fresh that inserted nothing
+Outcome = FileRecord | BlobNotFound
 
 
 def _returned(
@@ -186,7 +159,7 @@ def _returned(
     return FileRecord(key, counter, _from_db(magic), FileFlag(flags), pair)
 
 
-def _replayed(conn: sqlite3.Connection, step: Step) -> Counted | None:
+def _replayed(conn: sqlite3.Connection, step: Step) -> Outcome | None:
     """Journal the step's op; when it was journaled already, the record as it is (a replay)."""
     if step.op is None:
         return None
@@ -196,7 +169,7 @@ def _replayed(conn: sqlite3.Connection, step: Step) -> Counted | None:
     return record or BlobNotFound(f"no record for {step.key}")
 
 
-def _dec_slowly(conn: sqlite3.Connection, step: Step) -> Counted:
+def _dec_slowly(conn: sqlite3.Connection, step: Step) -> Outcome:
     """The dec that moves a record to space1, or brings one back from it, or finds none."""
     key, raw = step.key, step.raw
     before = _live(conn, key) or _deleted(conn, key)
@@ -207,8 +180,6 @@ def _dec_slowly(conn: sqlite3.Connection, step: Step) -> Counted:
     record = counting.after_dec(before, key, step.magic, step.now)
     if record.space is Space.DELETED:
         conn.execute("DELETE FROM live WHERE key = ?", (raw,))
-        conn.execute("DELETE FROM fresh_ops WHERE key = ?", (raw,))
-        conn.execute("DELETE FROM fresh WHERE key = ?", (raw,))
         conn.execute(
             "INSERT OR REPLACE INTO deleted (key, pair, moved_at) VALUES (?, ?, ?)",
             (raw, record.pair_id, record.moved_at),
@@ -223,11 +194,9 @@ def _dec_slowly(conn: sqlite3.Connection, step: Step) -> Counted:
 def _apply(conn: sqlite3.Connection, step: Step) -> Outcome:
     """One step inside the group's transaction. A step that fails (not found) writes
     nothing, not even its journal entry, so the other steps of the group stand."""
-    if step.kind == "f":
-        return _insert_fresh(conn, step)
     if (same := _replayed(conn, step)) is not None:
         return same
-    outcome: Counted | None
+    outcome: Outcome | None
     if step.kind == "i":
         outcome = _returned(conn, step.key, _INC, (step.raw, step.magic))
         outcome = outcome or BlobNotFound(f"no live record for {step.key}")
@@ -239,53 +208,12 @@ def _apply(conn: sqlite3.Connection, step: Step) -> Outcome:
     else:
         outcome = _returned(conn, step.key, _DEC_LIVE, (step.raw, step.magic))
         outcome = outcome or _dec_slowly(conn, step)
-    assert outcome is not None
-    if step.op is not None:
-        if isinstance(outcome, BlobNotFound):
-            conn.execute("DELETE FROM ops WHERE op = ?", (step.op,))
-        elif outcome.space is Space.LIVE and outcome.flags & _FRESH:
-            conn.execute("INSERT OR IGNORE INTO fresh_ops VALUES (?, ?)", (step.raw, step.op))
+    if isinstance(outcome, BlobNotFound) and step.op is not None:
+        conn.execute("DELETE FROM ops WHERE op = ?", (step.op,))
     return outcome
 
 
-def _insert_fresh(conn: sqlite3.Connection, step: Step) -> Inserted | None:
-    """The record inserted FRESH with the step's token (and its op journaled); None when a
-    live record is there or the op was journaled already: nothing written."""
-    journaled = "SELECT 1 FROM ops WHERE op = ?"
-    if step.op is not None and conn.execute(journaled, (step.op,)).fetchone():
-        return None
-    params = (step.raw, step.magic, step.pair, _to_db(step.magic))
-    inserted = _returned(conn, step.key, _INSERT_FRESH, params)
-    if inserted is None:
-        return None
-    conn.execute("INSERT OR REPLACE INTO fresh (key, token) VALUES (?, ?)", (step.raw, step.token))
-    if step.op is not None:
-        conn.execute("INSERT INTO ops (op) VALUES (?)", (step.op,))
-        conn.execute("INSERT OR IGNORE INTO fresh_ops VALUES (?, ?)", (step.raw, step.op))
-    return Inserted(inserted)
-
-
-def _settle(items: list[tuple[bytes, bytes]], conn: sqlite3.Connection) -> None:
-    """Compare-and-set on the token: a record FRESH for another upload is left alone."""
-    conn.executemany(
-        "UPDATE live SET flags = flags & ~2 WHERE key = ?1"
-        " AND EXISTS (SELECT 1 FROM fresh WHERE key = ?1 AND token = ?2)",
-        items,
-    )
-    conn.executemany(
-        "DELETE FROM fresh_ops WHERE key = ?1"
-        " AND EXISTS (SELECT 1 FROM fresh WHERE key = ?1 AND token = ?2)",
-        items,
-    )
-    conn.executemany("DELETE FROM fresh WHERE key = ?1 AND token = ?2", items)
-
-
-def _apply_all(
-    steps: list[Step], settles: list[tuple[bytes, bytes]], conn: sqlite3.Connection
-) -> list[Outcome]:
-    """The lazy settles first (they were asked for before these steps), then the steps."""
-    if settles:
-        _settle(settles, conn)
+def _apply_all(steps: list[Step], conn: sqlite3.Connection) -> list[Outcome]:
     return [_apply(conn, step) for step in steps]
 
 
@@ -311,51 +239,32 @@ class SQLiteFileDB:
         # answered. A step here costs the writer CPU, not a round trip; waiting idles the
         # writer while they come back (alternating runs against main, 8 and 64 callers,
         # sync=full and normal: gathering was no faster, often slower; BENCHMARKS.md).
-        self._settles: list[tuple[bytes, bytes]] = []  # lazy settles: (raw key, token)
-        self._settles_lock = threading.Lock()
-        self._group: GroupCommit[Step, FileRecord | Inserted | None] = GroupCommit(
+        self._group: GroupCommit[Step, FileRecord] = GroupCommit(
             self._run, max_batch=batch_max, leaders=1, gather=0.0
         )
 
     # -- the counting steps --------------------------------------------------------------
-    def _submit(
-        self,
-        kind: str,
-        key: Key,
-        magic: Magic,
-        op: Op | None,
-        pair: int | None = None,
-        token: bytes = b"",
-    ) -> FileRecord | Inserted | None:
-        key, magic = parse_key(key), parse_magic(magic)
-        op = None if op is None else parse_op(op)
-        now = self._clock() if kind == "d" else None
-        step = Step(kind, key, bytes.fromhex(key), magic, pair, op, now, token)
-        return self._group.submit(step)
-
     def _step(
         self, kind: str, key: Key, magic: Magic, op: Op | None, pair: int | None = None
     ) -> FileRecord:
-        outcome = self._submit(kind, key, magic, op, pair)
-        if not isinstance(outcome, FileRecord):
-            raise AssertionError("only upsert_fresh inserts FRESH")
-        return outcome
+        key, magic = parse_key(key), parse_magic(magic)
+        op = None if op is None else parse_op(op)
+        now = self._clock() if kind == "d" else None
+        return self._group.submit(Step(kind, key, bytes.fromhex(key), magic, pair, op, now))
 
     def _run(self, steps: list[Step]) -> list[Outcome | BaseException]:
         """The steps that arrived together: one transaction, one commit. When it fails as a
         whole (nothing of it is written), each step is tried again alone, so that a step
         SQLite refuses fails only its own caller."""
-        with self._settles_lock:
-            settles, self._settles = self._settles, []
         try:
-            return list(self._db.write(functools.partial(_apply_all, steps, settles)))
-        except StorageError:  # the settles are dropped: FRESH stays, checked at the next start
+            return list(self._db.write(functools.partial(_apply_all, steps)))
+        except StorageError:
             if len(steps) == 1:
                 raise
         outcomes: list[Outcome | BaseException] = []
         for step in steps:
             try:
-                outcomes.extend(self._db.write(functools.partial(_apply_all, [step], [])))
+                outcomes.extend(self._db.write(functools.partial(_apply_all, [step])))
             except StorageError as exc:
                 outcomes.append(exc)
         return outcomes
@@ -368,57 +277,6 @@ class SQLiteFileDB:
 
     def dec(self, key: Key, magic: Magic, op: Op | None = None) -> FileRecord:
         return self._step("d", key, magic, op)
-
-    # -- FreshFileDB: an upload recorded while its copies' sync runs --------------------
-    def upsert_fresh(
-        self, key: Key, magic: Magic, pair_id: int, token: bytes, op: Op | None = None
-    ) -> FileRecord | None:
-        outcome = self._submit("f", key, magic, op, pair_id, bytes(token))
-        return outcome.record if isinstance(outcome, Inserted) else None
-
-    def settle(self, fresh: Collection[tuple[Key, bytes]], *, lazy: bool = False) -> None:
-        """Lazy: kept for the next group of counting steps, written in its transaction
-        before them (no commit, no fsync of its own); else one write now."""
-        items = [(bytes.fromhex(parse_key(k)), bytes(t)) for k, t in fresh]
-        if not items:
-            return
-        if lazy:
-            with self._settles_lock:
-                self._settles.extend(items)
-            return
-        self._db.write(functools.partial(_settle, items))
-
-    def fresh_keys(self, after: Key | None = None, limit: int = 1000) -> list[tuple[Key, bytes]]:
-        start = bytes.fromhex(parse_key(after)) if after is not None else b""
-        rows = self._db.query(
-            # ``flags & 2`` (FRESH) as the index live_fresh says it, so that it is used
-            "SELECT live.key, fresh.token FROM live LEFT JOIN fresh ON fresh.key = live.key"
-            " WHERE live.flags & 2 AND live.key > ? ORDER BY live.key LIMIT ?",
-            (start, limit),
-        )
-        return [(bytes(row[0]).hex(), b"" if row[1] is None else bytes(row[1])) for row in rows]
-
-    def drop_fresh(self, key: Key, token: bytes, counter: int) -> bool:
-        raw = bytes.fromhex(parse_key(key))
-
-        def step(conn: sqlite3.Connection) -> bool:
-            row = conn.execute(
-                "SELECT counter, flags, (SELECT token FROM fresh WHERE key = ?1)"
-                " FROM live WHERE key = ?1",
-                (raw,),
-            ).fetchone()
-            if row is None or not row[1] & _FRESH or row[0] != counter:
-                return False
-            if row[2] is None or bytes(row[2]) != bytes(token):
-                return False
-            ops = conn.execute("SELECT op FROM fresh_ops WHERE key = ?", (raw,)).fetchall()
-            conn.executemany("DELETE FROM ops WHERE op = ?", ops)
-            conn.execute("DELETE FROM fresh_ops WHERE key = ?", (raw,))
-            conn.execute("DELETE FROM fresh WHERE key = ?", (raw,))
-            conn.execute("DELETE FROM live WHERE key = ?", (raw,))
-            return True
-
-        return self._db.write(step)
 
     def applied(self, ops: Collection[Op]) -> set[Op]:
         conn = self._db.reader()
@@ -496,9 +354,4 @@ class SQLiteFileDB:
 
     def close(self) -> None:
         self._group.close()
-        with self._settles_lock:
-            settles, self._settles = self._settles, []
-        if settles:
-            with contextlib.suppress(StorageError):  # else FRESH stays: checked at the start
-                self._db.write(functools.partial(_settle, settles))
         self._db.close()

@@ -281,26 +281,6 @@ class LocalDisk:
         except OSError as exc:
             raise _disk_error(self.spec, "renaming into place", exc) from exc
 
-    def make_durable(self, name: str) -> None:
-        """Make a file already under ``name`` durable with its name: one group sync, or an
-        fsync of the file and of each directory from its own up to the root (after a
-        crash, for a copy placed but maybe not synced)."""
-        path = self._path(name)
-        try:
-            group = self.group()
-            if group is not None:
-                group.wait()
-                return
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            for directory in path.relative_to(self.root).parents:
-                _fsync_dir(self.root / directory)
-        except OSError as exc:
-            raise _disk_error(self.spec, "syncing", exc) from exc
-
     def open(self, name: str, start: int = 0, end: int | None = None) -> LocalReader:
         return LocalReader(self.spec, self._path(name), start, end)
 
