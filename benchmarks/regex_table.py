@@ -493,8 +493,7 @@ ROWS: list[Row] = [
     *(
         Row(key, what, "antispam.trusted_forwarders", LINEAR, NOT_LETTER, "configuration")
         for key, what in [
-            (f"{FW}:_NAME", "a trusted forwarder's domain"),
-            ("pochta/config.py:_FORWARDER_NAME", "a trusted forwarder's domain"),
+            ("pochta/netaddr.py:_DOMAIN", "a trusted forwarder's domain"),
         ]
     ),
     *(

@@ -8,10 +8,8 @@ in the working directory, or the path in ``POCHTA_CONFIG`` / ``--config``.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import logging
 import os
-import re
 import socket
 import tomllib
 from pathlib import Path
@@ -35,7 +33,7 @@ from pydantic_settings import (
 )
 
 from pochta.errors import ConfigError
-from pochta.netaddr import parse_networks, parse_server
+from pochta.netaddr import MAX_FORWARDERS, parse_forwarders, parse_networks, parse_server
 from pochta.types import RAMP
 
 log = logging.getLogger("pochta.config")
@@ -700,12 +698,6 @@ class RedisSettings(Section):
         return [redis_address(node) for node in self.nodes]
 
 
-MAX_FORWARDERS = 100
-"""Entries ``antispam.trusted_forwarders`` may hold."""
-_FORWARDER_NAME = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}")
-"""A trusted forwarder's domain name: ASCII labels (an IDN written in its xn-- form)."""
-
-
 class AntispamSettings(Section):
     enabled: bool = Field(True, description="score every letter delivered over SMTP/LMTP")
     rules_file: Path | None = Field(
@@ -904,18 +896,7 @@ class AntispamSettings(Section):
     @field_validator("trusted_forwarders")
     @classmethod
     def _trusted_forwarders(cls, value: list[str]) -> list[str]:
-        if len(value) > MAX_FORWARDERS:
-            raise ValueError(f"at most {MAX_FORWARDERS} trusted forwarders")
-        for entry in value:
-            try:
-                ipaddress.ip_network(entry.strip(), strict=False)
-            except ValueError:
-                name = entry.strip().lower().rstrip(".")
-                if len(name) > 253 or not _FORWARDER_NAME.fullmatch(name):
-                    raise ValueError(
-                        f"trusted forwarder {entry[:80]!r} is neither a domain name"
-                        " (sneakemail.com) nor an IP network (207.106.87.0/24)"
-                    ) from None
+        parse_forwarders(value)  # ValueError names the entry
         return value
 
     @field_validator("dns_server")

@@ -6,6 +6,7 @@ check their values with it."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable, Sequence
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -26,6 +27,38 @@ def parse_networks(values: Iterable[str | Network]) -> tuple[Network, ...]:
         except ValueError:
             raise ValueError(f"{value!r} is not an IP address or network") from None
     return tuple(out)
+
+
+MAX_FORWARDERS = 100
+"""Entries ``antispam.trusted_forwarders`` may hold."""
+_DOMAIN = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}")
+"""A listed domain name: ASCII labels (an IDN written in its xn-- form)."""
+
+
+def parse_forwarders(entries: Iterable[str]) -> tuple[frozenset[str], tuple[Network, ...]]:
+    """``antispam.trusted_forwarders``' entries as (domains, networks): a domain name
+    ("sneakemail.com", lower case, no final dot) or an IP address or network
+    ("207.106.87.0/24"). ValueError: more than :data:`MAX_FORWARDERS` entries, or one that is
+    neither."""
+    domains: set[str] = set()
+    networks: list[Network] = []
+    for n, entry in enumerate(entries):
+        if n >= MAX_FORWARDERS:
+            raise ValueError(f"at most {MAX_FORWARDERS} trusted forwarders")
+        text = entry.strip()
+        try:
+            networks.append(ipaddress.ip_network(text, strict=False))
+            continue
+        except ValueError:
+            pass
+        name = text.lower().rstrip(".")
+        if len(name) > 253 or not _DOMAIN.fullmatch(name):
+            raise ValueError(
+                f"trusted forwarder {entry[:80]!r} is neither a domain name"
+                " (sneakemail.com) nor an IP network (207.106.87.0/24)"
+            )
+        domains.add(name)
+    return frozenset(domains), tuple(networks)
 
 
 def within(peer: str, nets: Sequence[Network]) -> bool:

@@ -33,8 +33,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-MAX_ENTRIES = 100
-"""Entries ``antispam.trusted_forwarders`` may hold (``config.MAX_FORWARDERS``)."""
+from pochta.netaddr import Network, parse_forwarders
+
 MAX_FIELDS = 30
 """Received fields read from the top, at most."""
 MAX_FIELD = 1024
@@ -50,7 +50,6 @@ LOCAL_NETS = tuple(
 """Loopback, private (RFC 1918, 4193), shared (RFC 6598) and link-local networks: a hop
 from one was a hand-over inside the receiving side."""
 _LOCAL_NAMES = ("localhost", "localhost.localdomain")
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # The ``from`` part of a Received field: from its start up to `` by `` (or the end).
 _FROM_PART = re.compile(
@@ -59,8 +58,6 @@ _FROM_PART = re.compile(
 _HOST = re.compile(r"(?:[a-z0-9][a-z0-9-]{0,62}\.){1,126}[a-z][a-z0-9-]{1,62}", re.I)
 _SPLIT = str.maketrans("[]()", "    ")
 MAX_HOST = 253
-_NAME = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}")
-"""A listed domain: ASCII labels (an IDN in its xn-- form), as ``config`` checks them."""
 _IPV4 = re.compile(r"(?<![\w.:])(\d{1,3}(?:\.\d{1,3}){3})(?![\w.])")
 _IPV6 = re.compile(r"\[(?:ipv6:)?([0-9a-f:.]{2,45})\]", re.I)
 
@@ -78,26 +75,9 @@ class Forwarders:
 
     @classmethod
     def parse(cls, entries: Iterable[str]) -> Forwarders:
-        """From the setting's entries: a domain name ("sneakemail.com") or an IP address or
-        network ("207.106.87.0/24"). ValueError names an entry that is neither."""
-        domains: set[str] = set()
-        networks: list[Network] = []
-        for n, entry in enumerate(entries):
-            if n >= MAX_ENTRIES:
-                raise ValueError(f"at most {MAX_ENTRIES} trusted forwarders")
-            text = entry.strip()
-            try:
-                networks.append(ipaddress.ip_network(text, strict=False))
-                continue
-            except ValueError:
-                pass
-            name = text.lower().rstrip(".")
-            if len(name) > 253 or not _NAME.fullmatch(name):
-                raise ValueError(
-                    f"trusted forwarder {entry[:80]!r} is neither a domain name nor an IP network"
-                )
-            domains.add(name)
-        return cls(frozenset(domains), tuple(networks))
+        """From the setting's entries (:func:`pochta.netaddr.parse_forwarders`): a domain
+        name or an IP address or network. ValueError names an entry that is neither."""
+        return cls(*parse_forwarders(entries))
 
     def names(self, host: str | None) -> bool:
         """``host`` is one of the listed domains or under one."""
