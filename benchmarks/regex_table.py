@@ -548,6 +548,11 @@ ROWS: list[Row] = [
             ("pochta/server/api/limits.py:JsonDepth._INSIDE", "a quote or a backslash in a string",
              "a JSON request body, piece by piece, up to its limit",
              "one character class, search from a position that only moves forward"),
+            ("pochta/server/smtp.py:PLAIN_PATH",
+             "a plain path of MAIL FROM / RCPT TO (`<local@domain>` of dot-atoms, or `<>`)",
+             "an SMTP command line (at most aiosmtpd's command size limit)",
+             "match at the start only; runs of one class each separated by a literal `.` or `@`"
+             " that the classes exclude: one way to match"),
             ("pochta/server/imapread.py:_APPEND", "an APPEND command (its letter is spooled)",
              "an IMAP command line (at most imap.line_length_limit)",
              "match; {1,64} of one class without the space, then a literal word"),

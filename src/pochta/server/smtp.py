@@ -35,15 +35,24 @@ silence between commands, or for a whole DATA transfer and its delivery, close i
 (RFC 2920 forbids it; it is how a letter's text gets read as commands) gets 554 and is
 disconnected.
 
-Only public parts of aiosmtpd are used: the documented ``smtp_DATA`` override point, ``push``,
-``envelope``, ``session``, ``transport``, ``data_size_limit``, ``check_helo_needed``, and the
-asyncio protocol's ``data_received``, through which the DATA bytes are routed to the reader.
+MAIL FROM and RCPT TO with a plain path (``<local@domain>`` of dot-atoms, or ``<>``, and
+parameters) are answered by pochta's own ``smtp_MAIL`` / ``smtp_RCPT``, with aiosmtpd's replies
+and checks in aiosmtpd's order; any other argument goes to aiosmtpd's own command, which parses
+it (its parse defines a class on every call: ~0.14 ms, twice a letter).
+
+Only public parts of aiosmtpd are used: the documented ``smtp_DATA``, ``smtp_MAIL`` and
+``smtp_RCPT`` override points, ``push``, ``envelope``, ``session``, ``transport``,
+``event_handler``, ``data_size_limit``, ``local_part_limit``, ``enable_SMTPUTF8``,
+``check_helo_needed``, ``check_auth_needed``, and the asyncio protocol's ``data_received``,
+through which the DATA bytes are routed to the reader.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
 import secrets
 import shutil
 import socket
@@ -85,6 +94,49 @@ from pochta.server.smtpdata import CommandWatch, DataReader, Spool
 from pochta.types import Envelope
 
 log = logs.logger("pochta.smtp")  # a line per letter: no caller looked up
+chatter = logging.getLogger("mail.log")  # aiosmtpd's logger: its per-command lines
+
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+PLAIN_PATH = re.compile(rf"<(?:({_ATEXT}+(?:\.{_ATEXT}+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*))?>")
+"""A path as nearly every client sends it: ``<local@domain>`` with a dot-atom of ASCII on
+each side (the domain of letters, digits and hyphens), or the null path ``<>``."""
+
+
+def plain_path(arg: str | None, keyword: str) -> tuple[str, str] | None:
+    """The address and the rest (the parameters) of a MAIL FROM: / RCPT TO: argument in the
+    plain form (:data:`PLAIN_PATH`), exactly as aiosmtpd's own parse of it gives them (the
+    null path is ``"<>"``; after any other path, the blanks that follow it are left out);
+    None for any other argument (aiosmtpd parses it). ``keyword``: ``FROM:`` or ``TO:``."""
+    if arg is None or arg[: len(keyword)].upper() != keyword:
+        return None
+    text = arg[len(keyword) :].strip()
+    found = PLAIN_PATH.match(text)
+    if found is None:
+        return None
+    rest = text[found.end() :]
+    address = found.group(1)
+    if address is None:
+        return "<>", rest  # aiosmtpd's parse leaves what follows "<>" as it is
+    if address.startswith("=?"):
+        return None  # its parse would decode it as an RFC 2047 encoded word
+    if rest[:1] in (" ", "\t"):
+        rest = rest.lstrip()  # as its parse does (any white space once a blank leads)
+    if rest[:1] == "(":
+        return None  # a comment, which its parse takes out
+    return address, rest
+
+
+def mail_params(options: list[str]) -> dict[str, str | bool] | None:
+    """The parameters of MAIL / RCPT (upper-cased, split) as aiosmtpd reads them: NAME=value
+    or NAME alone (True); None when one is malformed (RFC 1869: a name is alphanumeric, and
+    ``=`` needs a value)."""
+    result: dict[str, str | bool] = {}
+    for option in options:
+        name, eq, value = option.partition("=")
+        if not name.isalnum() or (eq and not value):
+            return None
+        result[name] = value if eq else True
+    return result
 
 
 def utf8(address: str) -> bool:
@@ -342,6 +394,7 @@ class PochtaSMTP(SMTP):
     def __init__(self, handler: DeliveryHandler, **kwargs: Any) -> None:
         super().__init__(handler, **kwargs)
         self.pochta = _Connection(CommandWatch(self.line_length_limit))
+        self.decodes_data = bool(kwargs.get("decode_data", False))  # as aiosmtpd was given
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         logs.bind(session=logs.new_id())  # the session's task (made now) inherits it
@@ -423,6 +476,115 @@ class PochtaSMTP(SMTP):
             await super().smtp_STARTTLS(arg)
         finally:
             self.pochta.switching = False
+
+    @syntax("MAIL FROM: <address>", extended=" [SP <mail-parameters>]")
+    async def smtp_MAIL(self, arg: str | None) -> None:
+        """aiosmtpd's MAIL, its replies and checks in its order, for a plain path
+        (:func:`plain_path`); any other argument goes to aiosmtpd's own."""
+        path = plain_path(arg, "FROM:")
+        session, envelope = self.session, self.envelope
+        assert session is not None
+        assert envelope is not None
+        if path is None or self.too_long(path[0]):
+            await super().smtp_MAIL(arg)
+            return
+        address, rest = path
+        if await self.check_helo_needed() or await self.check_auth_needed("MAIL"):
+            return
+        syntaxerr = "501 Syntax: MAIL FROM: <address>"
+        if session.extended_smtp:
+            syntaxerr += " [SP <mail-parameters>]"
+        if not session.extended_smtp and rest:
+            await self.push(syntaxerr)
+            return
+        if envelope.mail_from:
+            await self.push("503 Error: nested MAIL command")
+            return
+        mail_options = rest.upper().split()
+        params = mail_params(mail_options)
+        if params is None:
+            await self.push(syntaxerr)
+            return
+        if not self.decodes_data:
+            body = params.pop("BODY", "7BIT")
+            if body not in ["7BIT", "8BITMIME"]:
+                await self.push("501 Error: BODY can only be one of 7BIT, 8BITMIME")
+                return
+        smtputf8 = params.pop("SMTPUTF8", False)
+        if not isinstance(smtputf8, bool):
+            await self.push("501 Error: SMTPUTF8 takes no arguments")
+            return
+        if smtputf8 and not self.enable_SMTPUTF8:
+            await self.push("501 Error: SMTPUTF8 disabled")
+            return
+        envelope.smtp_utf8 = smtputf8
+        size = params.pop("SIZE", None)
+        if size:
+            if isinstance(size, bool) or not size.isdigit():
+                await self.push(syntaxerr)
+                return
+            if self.data_size_limit and int(size) > self.data_size_limit:
+                await self.push("552 Error: message size exceeds fixed maximum message size")
+                return
+        if params:
+            await self.push("555 MAIL FROM parameters not recognized or not implemented")
+            return
+        hook = getattr(self.event_handler, "handle_MAIL", None)
+        if hook is not None:
+            status = await hook(self, session, envelope, address, mail_options)
+        else:
+            envelope.mail_from = address
+            envelope.mail_options.extend(mail_options)
+            status = "250 OK"
+        chatter.info("%r sender: %s", session.peer, address)
+        await self.push(status)
+
+    @syntax("RCPT TO: <address>", extended=" [SP <mail-parameters>]")
+    async def smtp_RCPT(self, arg: str | None) -> None:
+        """aiosmtpd's RCPT, its replies and checks in its order, for a plain path
+        (:func:`plain_path`); any other argument goes to aiosmtpd's own."""
+        path = plain_path(arg, "TO:")
+        session, envelope = self.session, self.envelope
+        assert session is not None
+        assert envelope is not None
+        if path is None or self.too_long(path[0]):
+            await super().smtp_RCPT(arg)
+            return
+        address, rest = path
+        if await self.check_helo_needed() or await self.check_auth_needed("RCPT"):
+            return
+        if not envelope.mail_from:
+            await self.push("503 Error: need MAIL command")
+            return
+        syntaxerr = "501 Syntax: RCPT TO: <address>"
+        if session.extended_smtp:
+            syntaxerr += " [SP <mail-parameters>]"
+        if not session.extended_smtp and rest:
+            await self.push(syntaxerr)
+            return
+        rcpt_options = rest.upper().split()
+        params = mail_params(rcpt_options)
+        if params is None:
+            await self.push(syntaxerr)
+            return
+        if params:  # aiosmtpd knows none
+            await self.push("555 RCPT TO parameters not recognized or not implemented")
+            return
+        hook = getattr(self.event_handler, "handle_RCPT", None)
+        if hook is not None:
+            status = await hook(self, session, envelope, address, rcpt_options)
+        else:
+            envelope.rcpt_tos.append(address)
+            envelope.rcpt_options.extend(rcpt_options)
+            status = "250 OK"
+        chatter.info("%r recip: %s", session.peer, address)
+        await self.push(status)
+
+    def too_long(self, address: str) -> bool:
+        """Whether the address's local part is over ``local_part_limit`` (aiosmtpd answers it
+        553)."""
+        limit = self.local_part_limit
+        return bool(limit) and len(address.rpartition("@")[0]) > limit
 
     @syntax("DATA")
     async def smtp_DATA(self, arg: str | None) -> None:
