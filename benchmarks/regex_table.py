@@ -229,7 +229,9 @@ ROWS: list[Row] = [
     Row(f"{F}:_MONEY", "amounts of money (12 000 руб, $500, 100 тыс.)",
         "visible text (200,000 chars)",
         "quadratic: \"1 1 1 ...\" (the run rescanned from every digit); 5.9 s at 10 KB",
-        "rewrite", "possessive run before the unit; runs without a unit matched and not counted",
+        "rewrite", "possessive run before the unit; runs without a unit matched and not counted;"
+        " one class of first characters, a look-behind picks the branch (the engine skips to a"
+        " digit or sign in C)",
         "visible", rep("1 "), features.money, lambda t: len(before.MONEY.findall(t))),
     Row(f"{F}:_WORD", "words (count)", "visible text", LINEAR, AS_IS, "one class, runs",
         "visible", rep("a "), findall(features._WORD)),
