@@ -342,7 +342,8 @@ keeps a search linear too: no match starts inside a run it would read to its end
 
 
 _NAMED_ADDRESS = re.compile(
-    r'[ \t\r\n]*+(?:"([^"\\\r\n]*+)"|((?:[^\s()<>@,:;"\[\]\\\x00-\x1f\x7f]++[ \t]*+)*+))'
+    r'(?<!\s)(?<![^\s()<>@,:;"\[\]\\\x00-\x1f\x7f])[ \t\r\n]*+'
+    r'(?:"([^"\\\r\n]*+)"|((?:[^\s()<>@,:;"\[\]\\\x00-\x1f\x7f]++[ \t]*+)*+))'
     r"[ \t]*+<([A-Za-z0-9_+-]++(?:\.[A-Za-z0-9_+-]++)*+@[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)*+)>"
     r"[ \t\r\n]*+"
 )
@@ -352,7 +353,9 @@ four fifths of the corpus's From / To / Cc fields that are not bare): the name i
 string without escapes or line breaks, or words of characters ``getaddresses`` reads as one
 atom, blanks between them; ``getaddresses`` gives the quoted string as it is, the words one
 space apart. Only ``fullmatch`` reads it; possessive throughout, so linear. The test compares
-it with ``getaddresses`` on the corpus and generated values."""
+it with ``getaddresses`` on the corpus and generated values. The look-behinds (no blank or
+atom character before) keep a search linear too, as :data:`_BARE_ADDRESS`'s does: no match
+starts inside a run an earlier try read to its end."""
 
 
 def _pairs(value: str | None) -> tuple[tuple[str, str], ...]:
