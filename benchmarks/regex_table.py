@@ -229,7 +229,9 @@ ROWS: list[Row] = [
     Row(f"{F}:_MONEY", "amounts of money (12 000 руб, $500, 100 тыс.)",
         "visible text (200,000 chars)",
         "quadratic: \"1 1 1 ...\" (the run rescanned from every digit); 5.9 s at 10 KB",
-        "rewrite", "possessive run before the unit; runs without a unit matched and not counted",
+        "rewrite", "possessive run before the unit; runs without a unit matched and not counted;"
+        " one class of first characters, a look-behind picks the branch (the engine skips to a"
+        " digit or sign in C)",
         "visible", rep("1 "), features.money, lambda t: len(before.MONEY.findall(t))),
     Row(f"{F}:_WORD", "words (count)", "visible text", LINEAR, AS_IS, "one class, runs",
         "visible", rep("a "), findall(features._WORD)),
@@ -300,6 +302,11 @@ ROWS: list[Row] = [
         "From, To, Cc (4,096 chars)", LINEAR, "new (getaddresses skipped)",
         "possessive runs, fullmatch; a look-behind keeps a search linear too",
         "address_fields", rep("a-"), fullmatch(letter_mod._BARE_ADDRESS)),
+    Row(f"{L}:_NAMED_ADDRESS", "a From / To / Cc field that is one display name and <address>",
+        "From, To, Cc (4,096 chars)", LINEAR, "new (getaddresses skipped)",
+        "possessive runs, fullmatch; look-behinds keep a search linear too", "address_fields",
+        rep("a "),
+        fullmatch(letter_mod._NAMED_ADDRESS)),
     Row(f"{HT}:_HIDDEN_STYLE", "display:none and friends", "style attributes", LINEAR, AS_IS,
         "literal-led", "styles", lambda n: "display" + " " * n,
         search(html_mod._HIDDEN_STYLE)),

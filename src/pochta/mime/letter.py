@@ -341,6 +341,23 @@ values. Only ``fullmatch`` reads it (where the look-behind always holds); the lo
 keeps a search linear too: no match starts inside a run it would read to its end."""
 
 
+_NAMED_ADDRESS = re.compile(
+    r'(?<!\s)(?<![^\s()<>@,:;"\[\]\\\x00-\x1f\x7f])[ \t\r\n]*+'
+    r'(?:"([^"\\\r\n]*+)"|((?:[^\s()<>@,:;"\[\]\\\x00-\x1f\x7f]++[ \t]*+)*+))'
+    r"[ \t]*+<([A-Za-z0-9_+-]++(?:\.[A-Za-z0-9_+-]++)*+@[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)*+)>"
+    r"[ \t\r\n]*+"
+)
+"""A field that is one display name and an address of ASCII atoms in angle brackets
+(``"Name" <user@example.org>``, ``Jane Q. Doe <user@example.org>``, ``<user@example.org>``:
+four fifths of the corpus's From / To / Cc fields that are not bare): the name is one quoted
+string without escapes or line breaks, or words of characters ``getaddresses`` reads as one
+atom, blanks between them; ``getaddresses`` gives the quoted string as it is, the words one
+space apart. Only ``fullmatch`` reads it; possessive throughout, so linear. The test compares
+it with ``getaddresses`` on the corpus and generated values. The look-behinds (no blank or
+atom character before) keep a search linear too, as :data:`_BARE_ADDRESS`'s does: no match
+starts inside a run an earlier try read to its end."""
+
+
 def _pairs(value: str | None) -> tuple[tuple[str, str], ...]:
     if not value:
         return ()
@@ -348,6 +365,10 @@ def _pairs(value: str | None) -> tuple[tuple[str, str], ...]:
     bare = _BARE_ADDRESS.fullmatch(value)
     if bare is not None:
         return (("", bare.group(1)),)
+    named = _NAMED_ADDRESS.fullmatch(value)
+    if named is not None:
+        quoted, words, address = named.groups()
+        return ((quoted if quoted is not None else " ".join(words.split()), address),)
     try:
         return tuple(getaddresses([value]))
     except Exception:

@@ -122,6 +122,15 @@ _IPV4_CHARS = "0123456789."
 
 
 def ip(value: str) -> str | None:
+    """The IP address ``value`` writes (an IPv4-mapped IPv6 one as IPv4), in its usual form;
+    answers remembered (``MAX_REMEMBERED``): a letter's sender IP and the Received one are
+    mostly the few relays of the mail that arrives."""
+    if len(value) <= MAX_REMEMBERED:
+        return _ip_remembered(value)
+    return _ip(value)
+
+
+def _ip(value: str) -> str | None:
     s = value.strip().strip("[]").removeprefix("IPv6:")
     if ":" not in s and s.strip(_IPV4_CHARS):
         return None  # no IPv6 address lacks a colon, no IPv4 one has another character
@@ -135,6 +144,13 @@ def ip(value: str) -> str | None:
 
 
 def network(value: str) -> str | None:
+    """The /24 (IPv4) or /48 (IPv6) network of :func:`ip`'s address; remembered as it is."""
+    if len(value) <= MAX_REMEMBERED:
+        return _network_remembered(value)
+    return _network(value)
+
+
+def _network(value: str) -> str | None:
     addr = ip(value)
     if addr is None:
         return None
@@ -188,8 +204,9 @@ def registrable(value: str) -> str | None:
 
 
 REMEMBERED = 4096
-"""Answers :func:`address` and :func:`is_ip_host` remember (a letter's analysis asks them ~12
-and ~16 times, for the same few addresses and hosts, which come again in the next letters)."""
+"""Answers :func:`address`, :func:`is_ip_host`, :func:`ip` and :func:`network` remember (a
+letter's analysis asks the first two ~12 and ~16 times, for the same few addresses and hosts,
+which come again in the next letters; the IPs are mostly the few relays mail comes from)."""
 MAX_REMEMBERED = 512
 """Characters of a value whose answer is remembered (a longer one is worked out each time:
 the memory stays below ~2 MB per function whatever the letters hold)."""
@@ -214,6 +231,8 @@ def _address(value: str) -> str | None:
 
 
 _address_remembered = functools.lru_cache(maxsize=REMEMBERED)(_address)
+_ip_remembered = functools.lru_cache(maxsize=REMEMBERED)(_ip)
+_network_remembered = functools.lru_cache(maxsize=REMEMBERED)(_network)
 
 
 def address_domain(value: str) -> str | None:

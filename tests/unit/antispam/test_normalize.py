@@ -219,17 +219,21 @@ def test_ascii_names_through_domain() -> None:
 _ADDRESS_PIECES = [
     "a", "B", "@", "<", ">", '"', " ", ".", "example.org", "EXAMPLE.org", "[192.0.2.1]",
     "0x7f.1", "127.0.0.1", "2130706433", "::1", "IPv6:", "пример.рф", "ё", "\u00ad", "x" * 300,
+    "::ffff:", "2001:db8::", "10.1.2.3",
 ]  # fmt: skip
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(_ADDRESS_PIECES), max_size=8).map("".join))
 def test_remembered_addresses_and_ip_hosts_are_the_ones_worked_out(value: str) -> None:
-    """``address`` and ``is_ip_host`` give what working the value out gives, asked twice,
-    for values short enough to be remembered and longer ones (not remembered)."""
+    """``address``, ``is_ip_host``, ``ip`` and ``network`` give what working the value out
+    gives, asked twice, for values short enough to be remembered and longer ones (not
+    remembered)."""
     for _ in range(2):
         assert normalize.address(value) == normalize._address(value)
         assert normalize.is_ip_host(value) == normalize._is_ip_host(value)
+        assert normalize.ip(value) == normalize._ip(value)
+        assert normalize.network(value) == normalize._network(value)
 
 
 def test_long_values_are_not_remembered() -> None:
@@ -238,4 +242,9 @@ def test_long_values_are_not_remembered() -> None:
     normalize.address(long_value)
     normalize.is_ip_host(long_value)
     assert normalize._address_remembered.cache_info().currsize == before
+    long_ip = " " * normalize.MAX_REMEMBERED + "192.0.2.1"
+    before_ip = normalize._ip_remembered.cache_info().currsize
+    assert normalize.ip(long_ip) == "192.0.2.1"
+    assert normalize.network(long_ip) == "192.0.2.0/24"
+    assert normalize._ip_remembered.cache_info().currsize == before_ip
     assert normalize._address_remembered.cache_info().maxsize == normalize.REMEMBERED

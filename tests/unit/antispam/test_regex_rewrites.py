@@ -141,6 +141,31 @@ def test_money_finds_the_same_on_generated_text(text: str) -> None:
     assert features.money(text) == len(before.MONEY.findall(text))
 
 
+MONEY_TWO_BRANCHES = re.compile(
+    r"\d[\d\s.,]*+(?P<unit>руб\w*|р\.|₽|\$|usd|долл\w*|евро|€|тыс\w*|млн\w*)?"
+    r"|(?P<sign>[$€£]\s?\d[\d,.]*)",
+    re.IGNORECASE,
+)
+"""``features._MONEY`` before its first characters were one class (issue 29, item 3)."""
+
+
+def every_match(rx: re.Pattern[str], text: str) -> list[tuple[int, int, str | None]]:
+    return [(m.start(), m.end(), m.lastgroup) for m in rx.finditer(text)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=texts_with_case)
+def test_money_with_one_class_first_matches_as_the_two_branches(text: str) -> None:
+    """Every match (counted or not), where it ends, and which group it closes."""
+    assert every_match(features._MONEY, text) == every_match(MONEY_TWO_BRANCHES, text)
+
+
+def test_money_with_one_class_first_on_the_corpus() -> None:
+    for sample in corpus.unsealed(("spam-2", "easy-ham-2")):
+        text = parse(sample.raw).text
+        assert every_match(features._MONEY, text) == every_match(MONEY_TWO_BRANCHES, text)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     text=st.lists(

@@ -89,11 +89,37 @@ def test_the_text_passes_are_the_regexes(text: str) -> None:
     assert words == words_by_regex(text)
     assert extract.minhash_run(words) == minhash_by_word(words)
     assert features.words(text) == len(features._WORD.findall(text))
-    upper, digits = features._letters(text)[1:3]
+    letters, upper, digits = features._letters(text)[:3]
     assert (upper, digits) == (sum(map(str.isupper, text)), sum(map(str.isdigit, text)))
+    assert letters == sum(map(len, features._LETTERS.findall(text)))
     assert list(letter_mod._urls_in(text)) == urls_by_regex(text)
     assert wording.fold(text) == fold_by_regex(text)
     assert normalize.text(text) == normal_by_translation(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.characters(codec="utf-8", categories=("L", "N", "M", "P", "Z", "S")), max_size=60),
+    st.lists(st.sampled_from(PIECES + BLANKS), max_size=30),
+    st.integers(min_value=0, max_value=60),
+)
+def test_words_and_letters_of_a_stand_in_are_the_texts(
+    odd: list[str], pieces: list[str], beyond: int
+) -> None:
+    """A text with up to COUNTED_APART distinct characters beyond ASCII is counted as its
+    ASCII stand-in (features._stand_in), one with more by the regexes: the word runs and the
+    letters are what the regexes find, on either side of the limit."""
+    text = "".join(p + o for p, o in zip(pieces, odd[:beyond] * 2, strict=False)) + "".join(odd)
+    assert features.words(text) == len(features._WORD.findall(text))
+    assert features._letters(text)[0] == sum(map(len, features._LETTERS.findall(text)))
+
+
+def test_the_stand_in_keeps_each_characters_kind() -> None:
+    text = "Ünïcode² ٣٤ x\u00a0y «ж» _é_ \u0301"
+    stand_in = features._stand_in(text, set(text))
+    assert stand_in == "anacodea 00 x y  a  _a_  "  # "²" is \w and not \d: a letter here
+    many = "".join(map(chr, range(0x430, 0x430 + features.COUNTED_APART + 1)))
+    assert features._stand_in(many, set(many)) is None
 
 
 def test_many_distinct_capitals_and_digits_cost_one_pass() -> None:

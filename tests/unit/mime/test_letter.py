@@ -168,6 +168,60 @@ def test_a_bare_address_is_read_as_getaddresses_reads_it(value: str) -> None:
     assert letter_mod._pairs(value) == (expected if value else ())
 
 
+_NAMED_PIECES = st.sampled_from(
+    ["Jane", "Q.", "é", "Иван", " ", "\t", "\r\n", '"', "\\", "(", ")", ".", "'", "=?utf-8?q?a?=",
+     "\x0b", "\xa0", "\x00", ",", "<", ">", "<a.b@c.d>", "<a@b>", "x@y.z", "[", ";", ":"]
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_NAMED_PIECES, max_size=10).map("".join))
+def test_a_named_address_is_read_as_getaddresses_reads_it(value: str) -> None:
+    """A display name and an address in angle brackets skip ``getaddresses``' reading
+    (letter._NAMED_ADDRESS): every value gives what ``getaddresses`` gives."""
+    try:
+        expected = tuple(getaddresses([value]))
+    except Exception:
+        expected = ()
+    assert letter_mod._pairs(value) == (expected if value else ())
+
+
+_NAMES = st.lists(_NAMED_PIECES, max_size=5).map("".join)
+_BLANKS = st.sampled_from(["", " ", "\t", "  ", "\r\n", " \r\n "])
+
+
+@settings(max_examples=500, deadline=None)
+@given(_BLANKS, _NAMES, st.booleans(), _BLANKS, st.sampled_from(["a.b@c.d", "a@b", "a @b", "@b"]),
+       _BLANKS)  # fmt: skip
+def test_a_name_and_an_address_are_read_as_getaddresses_reads_them(
+    before: str, name: str, quoted: bool, between: str, address: str, after: str
+) -> None:
+    """The same, the values made in the named form (most of them match the short way)."""
+    shown = '"' + name + '"' if quoted else name
+    value = f"{before}{shown}{between}<{address}>{after}"
+    try:
+        expected = tuple(getaddresses([value]))
+    except Exception:
+        expected = ()
+    assert letter_mod._pairs(value) == expected
+
+
+def test_named_addresses_take_the_short_way() -> None:
+    for value, pair in (
+        ('"Doe, Jane" <jane.doe@example.org>', ("Doe, Jane", "jane.doe@example.org")),
+        ("  Jane  Q.\tDoe <j@mail.example.org>\r\n", ("Jane Q. Doe", "j@mail.example.org")),
+        ("Иван Петров<ivan@example.ru>", ("Иван Петров", "ivan@example.ru")),
+        ("<a@b>", ("", "a@b")),
+        ('"" <a@b>', ("", "a@b")),
+    ):
+        assert letter_mod._NAMED_ADDRESS.fullmatch(value)
+        assert letter_mod._pairs(value) == (pair,) == tuple(getaddresses([value]))
+    for other in ('"a\\"b" <a@b>', "Jane (x) <a@b>", "a <b@c>, d <e@f>", "Jane\r\n <a@b>",
+                  "Ja\xa0ne <a@b>", '"a"b <c@d>', "Jane <a @b>"):  # fmt: skip
+        assert letter_mod._NAMED_ADDRESS.fullmatch(other) is None
+        assert letter_mod._pairs(other) == tuple(getaddresses([other]))
+
+
 def test_bare_addresses_take_the_short_way() -> None:
     assert letter_mod._BARE_ADDRESS.fullmatch(" first.last+tag@mail.example-1.com\r\n")
     assert letter_mod._pairs("\tA.B@C.D ") == (("", "A.B@C.D"),)
