@@ -88,9 +88,10 @@ log = logging.getLogger("pochta.intake")
 T = TypeVar("T")
 
 SMALL = 512 << 10  # bytes: a letter this small is taken by a worker before bigger ones
-POOL_MODULES = ("pochta.mailbox.intake", "pochta.mailbox.deciding")
+POOL_MODULES = ("pochta.mailbox.intake", "pochta.mailbox.deciding", "pochta.mailbox.warmed")
 """What a worker process runs: imported once by the fork server (``CpuPool(preload=)``),
-so that each worker starts with them already imported."""
+so that each worker starts with them already imported (``warmed``: and with the tables every
+letter reads already built)."""
 
 
 @dataclass(frozen=True)
