@@ -4,6 +4,8 @@ pochta's, and a letter its worker could not finish does what ``antispam.on_timeo
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -215,3 +217,36 @@ def test_prepare_then_hands_the_workers_answer_to_the_executor(pool: CpuPool) ->
         asyncio.run(cancelled())
         pool.run(len, b"")  # the worker has finished the cancelled letter
         assert len(seen) == 2
+
+
+
+WARMED = """
+from pochta.cpupool import CpuPool
+from pochta.mailbox.intake import POOL_MODULES
+from pochta.mime import normalize
+
+
+def built() -> int:
+    return normalize.public_suffixes.cache_info().currsize
+
+
+if __name__ == "__main__":
+    workers = CpuPool(1, preload=POOL_MODULES)
+    workers.start()
+    try:
+        print(workers.submit(built).result(timeout=60), built())
+    finally:
+        workers.close()
+"""
+
+
+def test_a_worker_starts_with_the_tables_built_by_its_fork_server(tmp_path: Path) -> None:
+    """The preloaded ``warmed`` module builds them in the fork server (a fresh process's:
+    one per process, started by its first pool): a worker that ran no initializer has them
+    already, and the server process that only forks workers never builds them."""
+    script = tmp_path / "warmed.py"
+    script.write_text(WARMED)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["1", "0"]

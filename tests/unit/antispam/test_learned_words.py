@@ -183,3 +183,34 @@ def test_the_hash_needs_the_installations_key() -> None:
     assert tokens.token_hash("491827", b"k1") != tokens.token_hash("491827")
     shipped = tokens.TokenTable({"offer": (5, 1)}, 10, 20)
     assert shipped.by_hash(b"k1") == {tokens.token_hash("offer", b"k1"): (5, 1)}
+
+
+def test_warm_keys_the_shipped_table_once_before_the_first_letter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker calls ``warm`` at start: the first letter's table hashes none of the shipped
+    words again, and reads the same counts as without it."""
+    shipped = tokens.TokenTable({"offer": (5, 1), "free": (9, 0), "meeting": (0, 8)}, 10, 20)
+    key = b"installation key"
+    cold = Words(MemoryWordStore(), shipped=tokens.TokenTable(shipped.counts, 10, 20), key=key)
+    words = Words(MemoryWordStore(), shipped=shipped, key=key, buffered=False)
+    calls: list[str] = []
+    real = tokens.token_hash
+
+    def counted(token: str, key: bytes = b"") -> int:
+        calls.append(token)
+        return real(token, key)
+
+    monkeypatch.setattr(tokens, "token_hash", counted)
+    words.warm()
+    assert sorted(calls) == ["free", "meeting", "offer"]
+    toks, hashes = tokens.hashed(["free", "offer", "unknown"], key)
+    calls.clear()
+    table = words.table(toks, hashes)
+    assert calls == []
+    assert dict(table.counts) == dict(cold.table(toks, hashes).counts)
+    assert dict(table.counts) == {"free": (9, 0), "offer": (5, 1)}
+
+
+def test_warm_without_a_shipped_table_does_nothing() -> None:
+    Words(MemoryWordStore(), buffered=False).warm()

@@ -248,3 +248,33 @@ def test_long_values_are_not_remembered() -> None:
     assert normalize.network(long_ip) == "192.0.2.0/24"
     assert normalize._ip_remembered.cache_info().currsize == before_ip
     assert normalize._address_remembered.cache_info().maxsize == normalize.REMEMBERED
+
+
+def test_domains_and_link_signs_share_one_public_suffix_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Parsing the list costs ~0.1 s: a process builds it once (``warm``, before a worker's
+    first letter), for the registrable domains and the link signs' TLD look alike."""
+    from pochta.antispam.signs import links
+
+    made: list[object] = []
+    real = normalize.PublicSuffixList
+
+    class Counted(real):  # type: ignore[misc,valid-type]
+        def __init__(self) -> None:
+            made.append(self)
+            super().__init__()
+
+    monkeypatch.setattr(normalize, "PublicSuffixList", Counted)
+    normalize.public_suffixes.cache_clear()
+    links.is_tld.cache_clear()
+    try:
+        normalize.warm()
+        assert len(made) == 1
+        assert normalize.registrable("mail.example.co.uk") == "example.co.uk"
+        assert links.is_tld("com") and links.is_tld("xn--p1ai") and not links.is_tld("example")
+        assert normalize.text("free\u200bmoney") == "freemoney"
+        assert len(made) == 1
+    finally:
+        normalize.public_suffixes.cache_clear()
+        links.is_tld.cache_clear()

@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from publicsuffixlist import PublicSuffixList
-
 from pochta.antispam.signs import casefold, wording
 from pochta.mime import normalize
 
@@ -103,12 +101,7 @@ _WARNING = re.compile(
 @functools.lru_cache(maxsize=4096)
 def is_tld(label: str) -> bool:
     """A label that is a top-level domain of its own (com, ru, рф as xn--p1ai)."""
-    return _psl().is_public(label, accept_unknown=False)
-
-
-@functools.lru_cache(maxsize=1)
-def _psl() -> PublicSuffixList:
-    return PublicSuffixList()
+    return normalize.public_suffixes().is_public(label, accept_unknown=False)
 
 
 def _ends_in_tld(name: str) -> bool:

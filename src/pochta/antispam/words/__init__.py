@@ -191,6 +191,12 @@ class Words:
 
     # reading
 
+    def warm(self) -> None:
+        """The shipped table keyed by this store's hashes, built now rather than under the
+        first letter's time (~21,000 keyed hashes, ~0.07 s; see ``TokenTable.by_hash``)."""
+        if self.shipped is not None:
+            self.shipped.by_hash(self.key)
+
     def table(self, tokens: Sequence[str], hashes: Sequence[int]) -> tokens_mod.TokenTable:
         """One letter's table: shipped + the installation's stored + buffered, each learned
         letter counted once; StorageError when the store does not answer."""
