@@ -198,7 +198,11 @@ def main() -> None:
     }
     if args.compare_generated:
         note("a model without the generated letters (trained now)")
-        bare, info = training.train(generated=0, seed=model.info.get("seed", training.SEED))
+        bare, info = training.train(
+            generated=0,
+            seed=model.info.get("seed", training.SEED),
+            models=model.info.get("models", 1),
+        )
         result["pochta_without_generated"] = {
             "threshold": info["threshold"],
             **pochta(bare, letters, args.share),

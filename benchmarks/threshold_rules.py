@@ -24,7 +24,7 @@ highest of those five thresholds.
 ``--run NAME=FILE`` takes an out-of-fold file; the replay is the one ``replay-*.pickle`` in the
 same directory (a run made with a TMPDIR of its own leaves both there). ``NAME=A+B``: the mean
 of two runs' probabilities (``installation_kfold.py --seed``: two fits of the same letters,
-an ensemble of two models).
+an ensemble of two models); ``--mean raw``: of their raw scores (log-odds).
 """
 
 from __future__ import annotations
@@ -102,9 +102,23 @@ def replay_beside(oof_file: Path) -> Path:
     return found[0]
 
 
-def measure(oof_files: Sequence[Path]) -> dict[str, Any]:
+def mean_of(runs: Sequence[Sequence[float]], how: str = "prob") -> list[float]:
+    """Per letter, the mean of several runs' probabilities (``prob``), or the probability of
+    the mean of their raw scores (``raw``: the log-odds, what one model made of the runs'
+    models by CatBoost's ``sum_models`` with weights 1/K gives)."""
+    if how not in ("prob", "raw"):
+        raise ValueError(f"mean: prob or raw, not {how!r}")
+    k = len(runs)
+    if how == "prob":
+        return [sum(ps) / k for ps in zip(*runs, strict=True)]
+    return [_prob(sum(_logit(p) for p in ps) / k) for ps in zip(*runs, strict=True)]
+
+
+def measure(
+    oof_files: Sequence[Path], how: str = "prob", rules: Sequence[str] = tuple(RULES)
+) -> dict[str, Any]:
     """The rules on the mean of these runs' out-of-fold probabilities (runs of one replay:
-    the same letters, folds and signs, another fitting seed)."""
+    the same letters, folds and signs, another fitting seed); ``how``: :func:`mean_of`."""
     with replay_beside(oof_files[0]).open("rb") as fh:
         data, _hashes, phishing = pickle.load(fh)
     runs = []
@@ -114,8 +128,21 @@ def measure(oof_files: Sequence[Path]) -> dict[str, Any]:
     part = runs[0]["part"]
     if any(r["part"] != part for r in runs):
         raise SystemExit("the runs' folds differ")
+    oof = mean_of([r["oof"] for r in runs], how) if len(runs) > 1 else list(runs[0]["oof"])
+    return scored(data, phishing, part, oof, rules)
+
+
+def scored(
+    data: training.Replay,
+    phishing: Sequence[bool],
+    part: Sequence[int],
+    oof: Sequence[float],
+    rules: Sequence[str] = tuple(RULES),
+) -> dict[str, Any]:
+    """The rules on these out-of-fold probabilities (``data``, ``phishing``: the replay's;
+    ``part``: each letter's fold, -1 for a generated letter)."""
     n = len(part)
-    oof = [sum(r["oof"][i] for r in runs) / len(runs) for i in range(n)]
+    oof = list(oof)
     phishing = [
         ph and not (oof[i] < KNOWN_SENDER_BELOW and known_sender(row, signs_of(row), NO_AUTH, ()))
         for i, (ph, row) in enumerate(zip(phishing, data.rows, strict=True))
@@ -123,7 +150,8 @@ def measure(oof_files: Sequence[Path]) -> dict[str, Any]:
     real = [i for i in range(n) if part[i] >= 0]
     folds = sorted({part[i] for i in real})
     out: dict[str, Any] = {}
-    for name, rule in RULES.items():
+    for name in rules:
+        rule = RULES[name]
         cut = rule([oof[i] for i in real if data.labels[i] == 0])
         nested: dict[str, int] = {}
         cuts = []
@@ -148,11 +176,15 @@ def main() -> None:
         "--run", action="append", required=True,
         help="NAME=oofTAG.pickle, or NAME=oofA.pickle+oofB.pickle: their mean",
     )  # fmt: skip
+    p.add_argument(
+        "--mean", choices=("prob", "raw"), default="prob",
+        help="several runs: the mean of their probabilities, or of their raw scores",
+    )  # fmt: skip
     args = p.parse_args()
     runs = {}
     for item in args.run:
         name, _, file = item.partition("=")
-        runs[name] = measure([Path(f) for f in file.split("+")])
+        runs[name] = measure([Path(f) for f in file.split("+")], args.mean)
     emit({"benchmark": "threshold_rules", "tail": TAIL, "runs": runs})
 
 

@@ -16,6 +16,9 @@ from pochta.antispam.model import design
 from pochta.antispam.model.booster import Model
 
 THREADS = 2  # CatBoost's threads: the project's machines are shared
+MAX_MODELS = 16
+"""At most this many fits averaged by :func:`fit_averaged` (each one's trees are evaluated for
+every letter)."""
 LEARNING_RATE = 0.08
 """The boosting step. Measured out of fold on the non-sealed letters (issue 28,
 ``benchmarks/installation_kfold.py --learning-rate``, BENCHMARKS.md): 0.04 at 400 rounds and
@@ -105,6 +108,31 @@ def fit(
     summed.set_scale_and_bias(scale, bias - neutral)
     model.booster = _one_model(summed)
     return model
+
+
+def fit_averaged(
+    rows: Sequence[Mapping[str, float]],
+    labels: Sequence[int],
+    columns: list[str],
+    *,
+    models: int = 1,
+    seed: int = 0,
+    **options: Any,
+) -> Model:
+    """The mean of ``models`` fits of :func:`fit` with seeds ``seed``, ``seed + 1``...: one
+    forest whose raw score (log-odds) is the mean of theirs (CatBoost's ``sum_models`` with
+    weights 1/``models``), so the model answers as the average of the K and costs K times the
+    trees to evaluate. ``options``: :func:`fit`'s. One model: :func:`fit` itself."""
+    if not 1 <= models <= MAX_MODELS:
+        raise ValueError(f"models: 1 to {MAX_MODELS}, not {models}")
+    fits = [fit(rows, labels, columns, seed=seed + j, **options) for j in range(models)]
+    if models == 1:
+        return fits[0]
+    from catboost import sum_models
+
+    first = fits[0]
+    summed = sum_models([m.booster for m in fits], weights=[1.0 / models] * models)
+    return Model(_one_model(summed), first.columns, first.threshold, first.info, first.defaults)
 
 
 def _one_model(summed: Any) -> Any:

@@ -184,10 +184,13 @@ def test_train_with_promote_makes_a_version_live_when_not_worse(
     code, out, err = run(
         "model", "train", "--ham", maildir, "--ham", maildir.parent / "ham-files",
         "--spam", mbox, "--generated", "0", "--iterations", "10", "--promote",
-        "--data", data, "--json",
+        "--models", "2", "--data", data, "--json",
     )  # fmt: skip
     assert code == 0, err
     trained = json.loads(out)
+    # two fits averaged into one model (and into each fold's model the figures come from)
+    meta = json.loads((data / "models" / trained["version"] / "model.json").read_text())
+    assert meta["info"]["models"] == 2 and meta["info"]["seed"] == 0
     new, live = trained["figures"]["new"], trained["figures"]["live"]
     better = new["spam_caught"] >= live["spam_caught"] and new["ham_in_spam"] <= live["ham_in_spam"]
     assert trained["promoted"] is better
@@ -198,6 +201,8 @@ def test_train_with_promote_makes_a_version_live_when_not_worse(
 def test_bad_input_is_a_clear_error(data: Path, tmp_path: Path, mail: tuple[Path, Path]) -> None:
     code, _, err = run("model", "train", "--ham", tmp_path / "nope", "--data", data)
     assert code == 2 and "no such file or directory" in err
+    code, _, err = run("model", "train", "--models", "0", "--data", data)
+    assert code == 2 and "--models" in err
     code, _, err = run("model", "train", "--spam", mail[1], "--data", data)
     assert code == 2 and "at least 20" in err
     code, _, err = run("model", "promote", "../../etc", "--data", data)

@@ -106,6 +106,15 @@ def train(
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="CatBoost's random seed")] = 0,
+    models: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=16,
+            help="fits averaged into the model, with seeds SEED, SEED+1... (each costs its "
+            "training time again and its trees on every letter; default 3)",
+        ),
+    ] = None,
     data: DataOpt = None,
     config: ConfigOpt = None,
     json_output: JsonOpt = False,
@@ -142,6 +151,7 @@ def train(
                 generated=count,
                 iterations=iterations,
                 seed=seed,
+                models=training.MODELS if models is None else models,
                 progress=progress,
                 live=live,
                 lofo=chosen is None,

@@ -102,6 +102,31 @@ def test_the_boosting_step_is_an_option_whose_default_is_the_factorys() -> None:
     assert ham_d < ham_s < spam_s < spam_d
 
 
+def test_an_averaged_model_answers_the_mean_of_its_fits_log_odds() -> None:
+    rows, labels = _synthetic(600, 3)
+    columns = ["text.words", "shingle.14.spam_lean_24h"]
+    options = {"iterations": 30, "counters_iterations": 20, "folds": 3}
+    fits = [fitting.fit(rows, labels, columns, seed=s, **options) for s in (5, 6, 7)]
+    mean = fitting.fit_averaged(rows, labels, columns, models=3, seed=5, **options)
+    one = fitting.fit_averaged(rows, labels, columns, models=1, seed=5, **options)
+    probe = [{"text.words": x, "shingle.14.spam_lean_24h": lean}
+             for x in (-2.0, 0.0, 0.7, 2.5) for lean in (-0.5, 0.0, 0.5)]  # fmt: skip
+    for row in probe:
+        logits = [math.log(p / (1 - p)) for p in (f.probability(row) for f in fits)]
+        want = 1 / (1 + math.exp(-sum(logits) / 3))
+        assert mean.probability(row) == pytest.approx(want, abs=1e-9)
+        # the NumPy trees the workers read and CatBoost's own call agree
+        assert mean.probabilities([row])[0] == pytest.approx(want, abs=1e-9)
+        assert one.probability(row) == fits[0].probability(row)
+    # an unknown sender still adds nothing: every fit's counters part gives 0
+    assert mean.probability({"text.words": 0.7}) == pytest.approx(
+        mean.content_probability({"text.words": 0.7, "shingle.14.spam_lean_24h": 0.9}), abs=1e-9
+    )
+    assert len(mean.trees.leaves) == 3 * len(fits[0].trees.leaves)
+    with pytest.raises(ValueError, match="models"):
+        fitting.fit_averaged(rows, labels, columns, models=0)
+
+
 @pytest.fixture(scope="module")
 def shipped() -> booster.Model:
     model = booster.load()
