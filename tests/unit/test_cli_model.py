@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import mailbox
 import random
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -323,3 +325,16 @@ def test_evaluate_a_users_letters_reads_the_users_own_list(data: Path) -> None:
     assert (rows["Spam"]["goes_to"], rows["Spam"]["verdict"]) == ("Spam", "spam")
     assert rows["Spam"]["list"] == "block" and rows["Inbox"]["list"] is None
     assert rows["Inbox"]["goes_to"] == "Inbox" and result["summary"]["would_move"] == 0
+
+
+def test_the_models_option_states_the_factorys_default() -> None:
+    """``--models``' help says the default ``train`` uses (``training.MODELS``)."""
+    import typer.main
+
+    from pochta_factory import training
+
+    groups: Any = typer.main.get_command(app)
+    train = groups.commands["model"].commands["train"]
+    option = next(p for p in train.params if p.name == "models")
+    stated = re.search(r"default (\d+)", getattr(option, "help", "") or "")
+    assert stated is not None and int(stated.group(1)) == training.MODELS

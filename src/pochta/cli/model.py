@@ -112,7 +112,7 @@ def train(
             min=1,
             max=16,
             help="fits averaged into the model, with seeds SEED, SEED+1... (each costs its "
-            "training time again and its trees on every letter; default 3)",
+            "training time again and its trees on every letter; default 1)",
         ),
     ] = None,
     data: DataOpt = None,
