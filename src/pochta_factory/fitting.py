@@ -135,6 +135,13 @@ def fit_averaged(
     return Model(_one_model(summed), first.columns, first.threshold, first.info, first.defaults)
 
 
+def _summand(key: str) -> bool:
+    """A summed part's key in ``sum_models``' metadata: ``model0:params``, ``model2:model_guid``
+    (one per part: two in a fit, K in an average of K fits)."""
+    head, colon, _ = key.partition(":")
+    return bool(colon) and head.startswith("model") and head[5:].isdigit()
+
+
 def _one_model(summed: Any) -> Any:
     """``sum_models``' result as a plain classifier. Its metadata keeps both parts' training
     parameters (``model0:params``...), which CatBoost then reads back as "invalid params"
@@ -147,7 +154,7 @@ def _one_model(summed: Any) -> Any:
         summed.save_model(str(path), format="json")
         exported = json.loads(path.read_text())
         meta = exported["model_info"]
-        for key in [k for k in meta if k.startswith(("model0:", "model1:"))]:
+        for key in [k for k in meta if _summand(k)]:
             del meta[key]
         meta["params"] = {"flat_params": {"loss_function": "Logloss"}}
         # CatBoost draws the GUID at random; from the trees, the same training gives the

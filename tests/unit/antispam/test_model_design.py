@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import re
+from pathlib import Path
 
 import pytest
 from tests.mailtools import letter
@@ -125,6 +128,20 @@ def test_an_averaged_model_answers_the_mean_of_its_fits_log_odds() -> None:
     assert len(mean.trees.leaves) == 3 * len(fits[0].trees.leaves)
     with pytest.raises(ValueError, match="models"):
         fitting.fit_averaged(rows, labels, columns, models=0)
+
+
+def test_an_averaged_model_keeps_none_of_its_parts_metadata(tmp_path: Path) -> None:
+    """``sum_models`` notes each part's parameters, GUID and classes (``model2:params``...);
+    the averaged model keeps none of them for any K, as one fit keeps none of its two."""
+    rows, labels = _synthetic(300, 4)
+    columns = ["text.words", "shingle.14.spam_lean_24h"]
+    options = {"iterations": 10, "counters_iterations": 10, "folds": 2}
+    for k in (1, 3):
+        model = fitting.fit_averaged(rows, labels, columns, models=k, **options)
+        path = tmp_path / f"{k}.json"
+        model.booster.save_model(str(path), format="json")
+        meta = json.loads(path.read_text())["model_info"]
+        assert [key for key in meta if re.match(r"model\d+:", key)] == []
 
 
 @pytest.fixture(scope="module")
