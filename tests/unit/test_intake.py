@@ -219,7 +219,6 @@ def test_prepare_then_hands_the_workers_answer_to_the_executor(pool: CpuPool) ->
         assert len(seen) == 2
 
 
-
 WARMED = """
 from pochta.cpupool import CpuPool
 from pochta.mailbox.intake import POOL_MODULES
