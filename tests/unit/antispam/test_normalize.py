@@ -229,25 +229,47 @@ def test_remembered_addresses_and_ip_hosts_are_the_ones_worked_out(value: str) -
     """``address``, ``is_ip_host``, ``ip`` and ``network`` give what working the value out
     gives, asked twice, for values short enough to be remembered and longer ones (not
     remembered)."""
-    for _ in range(2):
-        assert normalize.address(value) == normalize._address(value)
-        assert normalize.is_ip_host(value) == normalize._is_ip_host(value)
-        assert normalize.ip(value) == normalize._ip(value)
-        assert normalize.network(value) == normalize._network(value)
+    for f in (normalize.address, normalize.is_ip_host, normalize.ip, normalize.network):
+        for _ in range(2):
+            assert f(value) == f.work_out(value)
 
 
 def test_long_values_are_not_remembered() -> None:
     long_value = "a@" + "b" * normalize.MAX_REMEMBERED + ".example.org"
-    before = normalize._address_remembered.cache_info().currsize
+    before = normalize.address.held(), normalize.is_ip_host.held()
     normalize.address(long_value)
     normalize.is_ip_host(long_value)
-    assert normalize._address_remembered.cache_info().currsize == before
+    assert (normalize.address.held(), normalize.is_ip_host.held()) == before
     long_ip = " " * normalize.MAX_REMEMBERED + "192.0.2.1"
-    before_ip = normalize._ip_remembered.cache_info().currsize
+    before = normalize.ip.held(), normalize.network.held()
     assert normalize.ip(long_ip) == "192.0.2.1"
     assert normalize.network(long_ip) == "192.0.2.0/24"
-    assert normalize._ip_remembered.cache_info().currsize == before_ip
-    assert normalize._address_remembered.cache_info().maxsize == normalize.REMEMBERED
+    assert (normalize.ip.held(), normalize.network.held()) == before
+    for f in (normalize.address, normalize.is_ip_host, normalize.ip, normalize.network):
+        assert (f.size, f.longest) == (normalize.REMEMBERED, normalize.MAX_REMEMBERED)
+
+
+def test_a_remembered_function_keeps_a_bounded_number_of_short_answers() -> None:
+    calls: list[str] = []
+
+    @normalize.remembered(size=3, longest=4)
+    def upper(value: str) -> str:
+        calls.append(value)
+        return value.upper()
+
+    assert upper.__name__ == "upper"
+    assert [upper(v) for v in ("ab", "ab", "abcd", "abcde", "abcde")] == [
+        "AB", "AB", "ABCD", "ABCDE", "ABCDE",
+    ]  # fmt: skip
+    assert calls == ["ab", "abcd", "abcde", "abcde"]  # the 5-character value each time
+    assert upper.held() == 2
+    for v in ("c", "d", "e", "f"):
+        upper(v)
+    assert upper.held() == 3  # the 3 most recently used
+    calls.clear()
+    upper("f")
+    upper("ab")
+    assert calls == ["ab"]  # "f" was remembered, "ab" was not any more
 
 
 def test_domains_and_link_signs_share_one_public_suffix_list(
