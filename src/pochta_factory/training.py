@@ -232,7 +232,7 @@ def replay(
             out.probabilities.append(None)
         else:
             verdict = scanner.decide(analysis, now=t)
-            f = verdict.features
+            f = dict(verdict.features)
             if oracle:
                 counted: str | None = s.label
                 if counters is not None and analysis.shingles:
@@ -244,7 +244,7 @@ def replay(
             out.counted[counted or "none"] += 1
             if users is not None:
                 refs = update_refs(analysis.shingles) if analysis.shingles else []
-                users.react(s.label, verdict.label, refs, t, analysis.hashes)
+                users.react(s.label, verdict.label, refs, t, tuple(analysis.hashes))
             out.predicted.append(verdict.label)
             out.probabilities.append(verdict.probability)
         out.rows.append(f)

@@ -92,8 +92,10 @@ class Analysis:
     partial: tuple[str, ...] = ()  # stages skipped (or cut short) by the time budget
     seconds: dict[str, float] = field(default_factory=dict, repr=False)  # CPU per stage
     words: tuple[str, ...] = ()  # the surest words behind tokens.score (for explanations)
-    tokens: tuple[str, ...] = field(default=(), repr=False)  # tokens_mod.tokenize
-    hashes: tuple[int, ...] = field(default=(), repr=False)  # their token_hash, in order
+    # tokens_mod.tokenize, and their token_hash in order (a tuple each, but in the answer of a
+    # worker that decided the letter: packed, pochta.antispam.packed)
+    tokens: Sequence[str] = field(default=(), repr=False)
+    hashes: Sequence[int] = field(default=(), repr=False)
     plan: auth_mod.AuthPlan | None = field(default=None, repr=False)  # auth left to the server
     # signs an exemption resting on the From domain withheld (signs.checks.Findings): the
     # decision adds them when authentication shows the From domain forged (from_forged)
@@ -466,12 +468,13 @@ class Verdict:
     hits: list[rules.Hit]
     signs: list[Sign]
     auth: auth_mod.AuthResults
-    features: dict[str, float] = field(repr=False)
+    # a dict, but in the answer of a worker that decided the letter: packed (antispam.packed)
+    features: Mapping[str, float] = field(repr=False)
     shingles: list[Shingle] = field(repr=False, default_factory=list)
     partial: tuple[str, ...] = ()  # analysis stages the time budget cut
     content_probability: float | None = None  # P(spam) on what the letter shows (below)
     words: tuple[str, ...] = ()  # the surest words behind tokens.score
-    hashes: tuple[int, ...] = field(repr=False, default=())  # Analysis.hashes
+    hashes: Sequence[int] = field(repr=False, default=())  # Analysis.hashes
     listed: Listed | None = None  # what the recipient's own list said (antispam.personal)
 
     @property
@@ -608,7 +611,7 @@ class Lesson:
     kind: str | None
     refs: tuple[Ref, ...] = field(repr=False)
     taught: words_mod.Kind | None = None
-    hashes: tuple[int, ...] = field(default=(), repr=False)
+    hashes: Sequence[int] = field(default=(), repr=False)
     at: float | None = None
     packed: tuple[Packed, ...] = field(default=(), repr=False)  # more refs, as numbers
 

@@ -56,13 +56,14 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import CancelledError, Executor, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pochta import metrics
+from pochta.antispam import packed
 from pochta.antispam.auth.authenticator import Authenticator, LetterAuth
 from pochta.antispam.auth.resolver import DnsResolver
 from pochta.antispam.auth.results import DkimResult, DkimStep, Keys, finish_dkim, unverified
@@ -259,10 +260,15 @@ def for_the_server(prepared: Prepared, model_: Model | None) -> Prepared:
     is not the one the model takes for a missing column (none without a model); the
     shingles travel once, as the refs their counters take, packed in plain numbers
     (``Prepared.refs``: unpickling ~25 frozen dataclasses cost the server more than the
-    rest of the answer). What the server stores, counts, logs and answers is the same."""
+    rest of the answer). The verdict's features, the tokens and their hashes, which the
+    server reads only for a recipient whose own words count (or verdicts that teach the
+    words), travel packed, one string or bytes object each (:mod:`pochta.antispam.packed`:
+    made into a dict or tuple when first read): the answer's reading ~120 -> ~55 us a letter.
+    What the server stores, counts, logs and answers is the same."""
     analysis, verdict = prepared.analysis, prepared.verdict
     if analysis is None or verdict is None:
         return prepared
+    hashes = packed.hashes(analysis.hashes)
     slim = Analysis(
         (),
         analysis.auth,
@@ -270,21 +276,24 @@ def for_the_server(prepared: Prepared, model_: Model | None) -> Prepared:
         (),
         analysis.partial,
         analysis.seconds,
-        tokens=analysis.tokens,
-        hashes=analysis.hashes,
+        tokens=packed.tokens(analysis.tokens),
+        hashes=hashes,
     )
     return dataclasses.replace(
         prepared,
         analysis=slim,
         shingles=(),
         verdict=dataclasses.replace(
-            verdict, features=_model_reads(verdict.features, model_), shingles=[]
+            verdict,
+            features=packed.row(_model_reads(verdict.features, model_)),
+            shingles=[],
+            hashes=hashes if verdict.hashes is analysis.hashes else packed.hashes(verdict.hashes),
         ),
         refs=pack(update_refs(verdict.shingles)),
     )
 
 
-def _model_reads(features: dict[str, float], model_: Model | None) -> dict[str, float]:
+def _model_reads(features: Mapping[str, float], model_: Model | None) -> dict[str, float]:
     """The features ``model_.row`` reads differently from a missing column's."""
     if model_ is None:
         return {}
