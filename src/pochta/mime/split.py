@@ -25,6 +25,7 @@ from pochta.errors import IntegrityError
 from pochta.mime.codec import Encoding, encode, exact
 from pochta.mime.skeleton import Ref, pack, prepend, unpack
 from pochta.mime.tree import Entity, Kind, scan
+from pochta.pickling import by_fields
 
 DEFAULT_INLINE_LIMIT = 4096
 _TEXTUAL = frozenset({"text", "message", "multipart"})
@@ -33,6 +34,7 @@ Fetch = Callable[[int, Ref], bytes]
 """``fetch(index, ref)``: the decoded content of extracted part ``index`` (from the blob store)."""
 
 
+@by_fields  # read back by the server: pochta.pickling
 @dataclass(frozen=True, slots=True)
 class Extracted:
     """One part taken out of the letter into the blob store."""
@@ -53,6 +55,7 @@ class Extracted:
         )
 
 
+@by_fields  # read back by the server: pochta.pickling
 @dataclass(frozen=True, slots=True)
 class Split:
     skeleton: bytes  # see pochta.mime.skeleton for the format

@@ -45,6 +45,7 @@ from pochta.antispam.auth.spf import SpfResult
 from pochta.errors import ConfigError
 from pochta.mime import normalize
 from pochta.mime.letter import Letter, parse
+from pochta.pickling import by_fields
 
 log = logging.getLogger("pochta.antispam.auth.results")
 
@@ -61,6 +62,7 @@ DmarcCode = Literal["pass", "fail", "none", "temperror", "permerror"]
 Policy = Literal["none", "quarantine", "reject", ""]
 
 
+@by_fields  # read back by the server: pochta.pickling
 @dataclass(frozen=True, slots=True)
 class DkimResult:
     result: DkimCode
@@ -70,6 +72,7 @@ class DkimResult:
     reason: str = ""
 
 
+@by_fields  # read back by the server: pochta.pickling
 @dataclass(frozen=True, slots=True)
 class DmarcResult:
     result: DmarcCode
@@ -83,6 +86,7 @@ class DmarcResult:
     applied: Policy = ""  # the policy to enact: ``policy``, one lower outside pct (6.6.4)
 
 
+@by_fields  # read back by the server: pochta.pickling
 @dataclass(frozen=True, slots=True)
 class AuthResults:
     spf: SpfResult

@@ -57,6 +57,7 @@ from pochta.antispam.auth.resolver import (
     RType,
     question,
 )
+from pochta.pickling import by_fields
 
 log = logging.getLogger("pochta.antispam.auth.spf")
 
@@ -90,6 +91,7 @@ _LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$", re.I)
 _SPF_RECORD = re.compile(r"v=spf1(?: |$)", re.I)
 
 
+@by_fields  # read back by the server: pochta.pickling
 @dataclass(frozen=True, slots=True)
 class SpfResult:
     result: SpfCode

@@ -38,6 +38,7 @@ from pochta.antispam.auth.results import NO_AUTH, AuthResults
 from pochta.antispam.rules import expr
 from pochta.antispam.signs.registry import SPECS, Sign
 from pochta.errors import ConfigError
+from pochta.pickling import by_fields
 
 Verdict = Literal["ham", "spam", "phishing"]
 
@@ -82,6 +83,7 @@ class Rules:
     features: frozenset[str] = frozenset()  # extra feature names declared by the file
 
 
+@by_fields  # read back by the server: pochta.pickling
 @dataclass(frozen=True, slots=True)
 class Hit:
     symbol: str

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pochta.pickling import by_fields
+
 
 @dataclass(frozen=True, slots=True)
 class SignSpec:
@@ -15,6 +17,7 @@ class SignSpec:
     en: str
 
 
+@by_fields  # read back by the server: pochta.pickling
 @dataclass(frozen=True, slots=True)
 class Sign:
     symbol: str
