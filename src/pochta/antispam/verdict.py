@@ -758,11 +758,11 @@ class Scanner:
         if self.words is None or not analysis.hashes:
             return shipped, analysis.words
         try:
-            table = self.words.table(analysis.tokens, analysis.hashes)
+            score, words = self.words.judge(analysis.tokens, analysis.hashes, WORDS_SHOWN)
         except StorageError as exc:
             log.warning("learned words: not read, the shipped table alone scores: %s", exc)
             return shipped, analysis.words
-        f[tokens_mod.FEATURE], words = table.judge(analysis.tokens, shown=WORDS_SHOWN)
+        f[tokens_mod.FEATURE] = score
         return shipped, words
 
     def for_owner(self, verdict: Verdict, analysis: Analysis, owner: int) -> Verdict:

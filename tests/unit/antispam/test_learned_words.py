@@ -214,3 +214,47 @@ def test_warm_keys_the_shipped_table_once_before_the_first_letter(
 
 def test_warm_without_a_shipped_table_does_nothing() -> None:
     Words(MemoryWordStore(), buffered=False).warm()
+
+
+_SHIPPED = tokens.TokenTable(
+    {"cheap": (40, 1), "meeting": (1, 30), "zero": (0, 0), "even": (5, 5), "rare": (2, 0)},
+    spam_letters=50,
+    ham_letters=60,
+)
+_TOKENS = st.lists(
+    st.sampled_from(["cheap", "meeting", "zero", "even", "rare", "unknown", "s:offer", "x"]),
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TOKENS, _TOKENS, st.sampled_from([b"", b"key"]), st.booleans())
+def test_words_judge_is_the_letters_table_judging(
+    letter_tokens: list[str], learned_tokens: list[str], key: bytes, buffered: bool
+) -> None:
+    """``Words.judge`` (the shipped table's own judgment when nothing is learned) gives what
+    the letter's merged table gives, nothing learned, some words learned (stored or still
+    buffered), duplicate tokens, tokens the shipped table does not know or counts (0, 0)."""
+    words = Words(MemoryWordStore(), shipped=_SHIPPED, key=key, buffered=buffered)
+    try:
+        given_ = tuple(letter_tokens)
+        hashes = words.hashes(given_)
+        for _ in range(2):
+            want = words.table(given_, hashes).judge(given_, shown=3)
+            assert words.judge(given_, hashes, 3) == want
+            if not learned_tokens:
+                break
+            words.learn(words.hashes(learned_tokens), "ham", 2)
+    finally:
+        words.close()
+
+
+def test_words_judge_with_nothing_learned_reads_the_shipped_table(model: booster.Model) -> None:
+    _, words = scanner(model)
+    letter_tokens = tuple(sorted(tokens.tokenize(parse(NEWSLETTER))))
+    hashes = words.hashes(letter_tokens)
+    assert model.tokens is not None
+    assert words.judge(letter_tokens, hashes, 5) == model.tokens.judge(letter_tokens, shown=5)
+    assert words.judge(letter_tokens, hashes, 5) == (
+        words.table(letter_tokens, hashes).judge(letter_tokens, shown=5)
+    )

@@ -142,6 +142,21 @@ def merged_table(
     return tokens_mod.TokenTable(counts, spam, ham)
 
 
+def _as_shipped(
+    tokens: Sequence[str], hashes: Sequence[int], shipped: tokens_mod.TokenTable, key: bytes
+) -> bool:
+    """Whether :func:`merged_table` with nothing learned gives each token the shipped table's
+    own counts (it reads them by hash: a token whose hash is another shipped token's would
+    get that one's). A token neither gives, or gives (0, 0), is no clue in either."""
+    by_hash = shipped.by_hash(key)
+    counts = shipped.counts
+    zero = (0, 0)
+    for token, h in zip(tokens, hashes, strict=True):
+        if (by_hash.get(h) or zero) != (counts.get(token) or zero):
+            return False
+    return True
+
+
 class Words:
     """The learned words in front of a WordStore (see the module's doc). ``shipped``: the
     model's table, read together with the installation's learned one. ``max_words`` bounds
@@ -196,6 +211,31 @@ class Words:
         first letter's time (~21,000 keyed hashes, ~0.07 s; see ``TokenTable.by_hash``)."""
         if self.shipped is not None:
             self.shipped.by_hash(self.key)
+            self.shipped.judge(())  # and its clues ranked (what ``judge`` reads)
+
+    def judge(
+        self, tokens: Sequence[str], hashes: Sequence[int], shown: int = 0
+    ) -> tuple[float, tuple[str, ...]]:
+        """``table(tokens, hashes).judge(tokens, shown)``: the score of shipped + learned
+        words and the words shown; StorageError when the store does not answer. When the
+        installation has learned no letter (stored and buffered) and nothing of these words,
+        and each of them has the counts the shipped table gives it, the letter's table is
+        the shipped one for them (the same counts over the same letters: the same clues, in
+        the same order, the same sums): the shipped table judges, its clues ranked once a
+        process, and no table is made for the letter (~3/4 of the learned words' step)."""
+        shipped = self.shipped
+        cut = list(hashes)[:MAX_HASHES]
+        learned, totals = self.learned(INSTALLATION, cut)
+        if (
+            shipped is not None
+            and totals == (0, 0)
+            and not learned
+            and len(cut) == len(hashes) == len(tokens)
+            and _as_shipped(tokens, cut, shipped, self.key)
+        ):
+            return shipped.judge(tokens, shown)
+        table = merged_table(list(tokens)[: len(cut)], cut, shipped, learned, totals, self.key)
+        return table.judge(tokens, shown)
 
     def table(self, tokens: Sequence[str], hashes: Sequence[int]) -> tokens_mod.TokenTable:
         """One letter's table: shipped + the installation's stored + buffered, each learned
