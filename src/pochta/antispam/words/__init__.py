@@ -222,7 +222,7 @@ class Words:
         and each of them has the counts the shipped table gives it, the letter's table is
         the shipped one for them (the same counts over the same letters: the same clues, in
         the same order, the same sums): the shipped table judges, its clues ranked once a
-        process, and no table is made for the letter (~3/4 of the learned words' step)."""
+        process, and no table is made and ranked for the letter (~half of this step's CPU)."""
         shipped = self.shipped
         cut = list(hashes)[:MAX_HASHES]
         learned, totals = self.learned(INSTALLATION, cut)
