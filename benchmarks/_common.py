@@ -159,8 +159,10 @@ class ServeProcess:
         wait: float = 240.0,
         ports: tuple[str, ...] = (),
         tries: int = 5,
+        args: tuple[str, ...] = (),
     ) -> None:
         full = {**os.environ, **env}
+        self._args = args
         if src is not None:
             full["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p
@@ -182,7 +184,7 @@ class ServeProcess:
         import httpx
 
         offset = log.stat().st_size if log.exists() else 0
-        argv = ["serve", "--port", str(self.port), "--data", str(data)]
+        argv = ["serve", "--port", str(self.port), "--data", str(data), *self._args]
         with log.open("ab") as sink:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "pochta", *argv],
@@ -218,6 +220,29 @@ class ServeProcess:
         except OSError:
             return 0.0
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def tree_cpu_seconds(self) -> float:
+        """user + system CPU time so far of the server and of every process below it (the
+        server processes of ``serve --processes N``, their workers) that is still running
+        (Linux: /proc/<pid>/task/<tid>/children)."""
+        total, todo, seen = 0.0, [self.proc.pid], set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                tasks = list(Path(f"/proc/{pid}/task").iterdir())
+            except OSError:
+                continue  # ended meanwhile
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in tasks:
+                try:
+                    todo += [int(c) for c in (task / "children").read_text().split()]
+                except OSError:
+                    continue
+        return total
 
     def stop(self) -> None:
         import signal

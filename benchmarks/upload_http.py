@@ -25,7 +25,10 @@ alternating rounds; ``ratio_to_swift`` = pochta files/s / Swift files/s (goal >=
 ``--against SRC`` (e.g. an export of main's ``src/``) runs a second ``pochta serve`` from that
 tree, with its own data directory, in the same alternating rounds (``against`` in each cell,
 with its ``ratio`` to the physical pattern and its server CPU per file): an A/B of two codes
-on the same disk moments.
+on the same disk moments. ``--processes N`` runs this tree's server as ``pochta serve
+--processes N`` (``--against-processes`` the other's; ``--against - --processes 2``: two
+processes against one, same code); its CPU is then the supervisor's and every server
+process's.
 
 Each (size, clients) cell alternates the physical pattern, pochta (and Swift) in rounds, on
 files generated (and hashed) before the clock starts.
@@ -90,13 +93,22 @@ def make_files(size: int, n: int, rng: random.Random) -> list[File]:
 class Server(ServeProcess):
     """``python -m pochta serve`` on free loopback ports, SMTP/LMTP included (as deployed)."""
 
-    def __init__(self, data: Path, log: Path, log_level: str, src: Path | None = None) -> None:
+    def __init__(
+        self, data: Path, log: Path, log_level: str, src: Path | None = None, processes: int = 1
+    ) -> None:
         env = {
             "POCHTA_SERVICE_TOKEN": TOKEN,
             "POCHTA_LOG_LEVEL": log_level,
             "POCHTA_IMAP__ENABLED": "false",
         }
-        super().__init__(data, log, env, src=src, wait=180, ports=SMTP_PORTS)
+        self.processes = processes
+        args = ("--processes", str(processes)) if processes > 1 else ()
+        super().__init__(data, log, env, src=src, wait=180, ports=SMTP_PORTS, args=args)
+
+    def cpu(self) -> float:
+        """CPU seconds so far: the server process's; with ``--processes N`` the supervisor's
+        and every server process's below it."""
+        return self.tree_cpu_seconds() if self.processes > 1 else self.cpu_seconds()
 
 
 # -- the two ways of writing -------------------------------------------------------------------
@@ -300,9 +312,9 @@ def measure_cell(
             elif way in ("pochta", "against"):
                 serving = server if way == "pochta" else against
                 assert serving is not None
-                cpu0 = serving.cpu_seconds()
+                cpu0 = serving.cpu()
                 took[way] = run(PochtaWriter(serving.url), part, clients)
-                cpu[way] += serving.cpu_seconds() - cpu0
+                cpu[way] += serving.cpu() - cpu0
             else:
                 assert swift is not None
                 cpu0 = swift.cpu_seconds()
@@ -375,11 +387,19 @@ def main() -> None:
         },
         "results": [],
     }
-    server = Server(data, base / "serve.log", ARGS.log_level)
+    server = Server(data, base / "serve.log", ARGS.log_level, processes=ARGS.processes)
+    result["params"]["processes"] = ARGS.processes
     against: Server | None = None
     if ARGS.against is not None:
         result["params"]["against"] = str(ARGS.against)
-        against = Server(base / "against", base / "against.log", ARGS.log_level, ARGS.against)
+        result["params"]["against_processes"] = ARGS.against_processes
+        against = Server(
+            base / "against",
+            base / "against.log",
+            ARGS.log_level,
+            None if str(ARGS.against) == "-" else ARGS.against,
+            processes=ARGS.against_processes,
+        )
     swift: swift_anchor.SwiftObjectServer | None = None
     if ARGS.swift and swift_anchor.available():
         swift = swift_anchor.SwiftObjectServer(parent=base).__enter__()
@@ -445,7 +465,21 @@ def _args() -> argparse.Namespace:
         "--against",
         type=Path,
         default=None,
-        help="a second server from this src/ tree in the same rounds (A/B, e.g. main's)",
+        help="a second server from this src/ tree in the same rounds (A/B, e.g. main's);"
+        " '-': this tree again (with --against-processes: one process against several)",
+    )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="pochta serve --processes N for this tree's server (CPU: the supervisor's and"
+        " its server processes')",
+    )
+    p.add_argument(
+        "--against-processes",
+        type=int,
+        default=1,
+        help="pochta serve --processes N for the --against server",
     )
     p.add_argument("--log-level", default="info", help="the server's log level (info: default)")
     p.add_argument("--dir", default=None, help="where the data directory goes (default: TMPDIR)")

@@ -138,3 +138,14 @@ def test_a_new_empty_disk_does_not_take_every_write() -> None:
     assert linear == pytest.approx(1000 / 1900, abs=0.02)
     assert rooted == pytest.approx(1000**0.5 / (9 * 10 + 1000**0.5), abs=0.02)
     assert rooted < linear / 1.8
+
+
+def test_a_single_eligible_pair_is_chosen_without_a_draw() -> None:
+    """The embedded default has one pair: it is the choice, and the generator is not drawn
+    from (no weights computed for a choice that has none to make)."""
+    rng = random.Random(5)
+    state = rng.getstate()
+    pairs = [pair(1, (10**9, 10**9)), pair(2, (10**9, 10**9), PairFlag.READONLY), pair(3, (5, 5))]
+    assert pick(pairs, rng, size=100) == 1
+    assert rng.getstate() == state
+    assert choose_pair(pairs, size=100, root=2, rng=rng, exclude={1}) is None

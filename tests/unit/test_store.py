@@ -321,6 +321,48 @@ def test_both_copies_on_one_filesystem_take_one_sync_in_the_uploading_thread(rig
         assert list((root / "tmp").iterdir()) == []
 
 
+def _open_descriptors() -> set[str]:
+    return {
+        os.readlink(f"/proc/self/fd/{fd}")
+        for fd in os.listdir("/proc/self/fd")
+        if os.path.exists(f"/proc/self/fd/{fd}")
+    }
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_a_local_copy_is_written_through_its_descriptor_and_closed(tmp_path: Path) -> None:
+    """A local writer (a raw descriptor, no file object): the new file gets the mode
+    ``open(path, "xb")`` gives (0o666 less the umask), every byte of every chunk, and its
+    descriptor is closed by placing, by aborting, and when the writer is dropped unfinished;
+    a temporary name already taken is refused."""
+    disk = LocalDisk(tmp_path / "d")
+    (tmp_path / "d").mkdir()
+    umask = os.umask(0o022)
+    os.umask(umask)
+    chunks = [os.urandom(3), b"", os.urandom(1 << 20), os.urandom(70_000)]
+    writer = disk.create("tmp/a.part")  # tmp/ made on the way
+    path = tmp_path / "d" / "tmp" / "a.part"
+    assert str(path) in _open_descriptors()
+    for chunk in chunks:
+        writer.write(chunk)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+    with pytest.raises(DiskError, match="creating a file"):
+        disk.create("tmp/a.part")
+    writer.commit_as("ab/cd/a")  # group sync or fsync, then the name
+    assert (tmp_path / "d" / "ab" / "cd" / "a").read_bytes() == b"".join(chunks)
+    assert not path.exists()
+    final = str(tmp_path / "d" / "ab" / "cd" / "a")
+    assert not any(name.startswith((str(path), final)) for name in _open_descriptors())
+    aborted = disk.create("tmp/b.part")
+    aborted.write(b"x")
+    aborted.abort()
+    assert not (tmp_path / "d" / "tmp" / "b.part").exists()
+    dropped = disk.create("tmp/c.part")
+    assert any(name.endswith("c.part") for name in _open_descriptors())
+    del dropped
+    assert not any(name.endswith("c.part") for name in _open_descriptors())
+
+
 # -- reads --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("master", [0, 1])
 def test_reads_come_from_the_master_disk_then_the_other(rig: Rig, master: int) -> None:

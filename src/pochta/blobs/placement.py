@@ -30,5 +30,7 @@ def choose_pair(
     eligible = [p for p in pairs if p.flags.writable and p.id not in exclude and min(p.free) > size]
     if not eligible:
         return None
+    if len(eligible) == 1:  # the one pair (the embedded default): no weights, no draw
+        return eligible[0]
     weights = [pair_weight(p, root) for p in eligible]
     return rng.choices(eligible, weights=weights, k=1)[0]

@@ -30,6 +30,8 @@ PROBE = b"pochta probe\n"
 SYNC_FILE_RANGE_WRITE = 2
 # link(2) errors of a filesystem without hard links: commit_as renames instead
 _NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
+# a new file of an upload, as open(path, "xb") makes it (mode 0o666 less the umask)
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 
 
 def _writeback_starter() -> Callable[[int, int, int, int], object] | None:
@@ -79,28 +81,45 @@ def _disk_error(spec: DiskSpec, action: str, exc: OSError) -> DiskError:
 
 
 class LocalWriter:
-    def __init__(self, disk: LocalDisk, path: Path) -> None:
+    """One new file of a :class:`LocalDisk`, written through its raw descriptor (no Python
+    file object: a small upload's copy is a handful of system calls, and their Python around
+    them is a good part of its CPU)."""
+
+    def __init__(self, disk: LocalDisk, path: str) -> None:
         self._disk = disk
-        self._path = path
+        self._name = path  # the temporary file's full path, as a string
+        self._fd = -1
         try:
             try:  # the directories are there but for the first file (no stat of them each time)
                 self._group = disk.group()  # before the first byte: its sync must cover them
-                self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - commit/abort close
+                self._fd = os.open(path, _CREATE, 0o666)
             except FileNotFoundError:
-                _makedirs_durable(path.parent)
+                _makedirs_durable(Path(path).parent)
                 self._group = disk.group()
-                self._file = open(path, "xb", buffering=0)  # noqa: SIM115 - commit/abort close
+                self._fd = os.open(path, _CREATE, 0o666)
             self._written = 0  # bytes written so far
             self._flushed = 0  # bytes already sent on their way to the device
         except OSError as exc:
             raise _disk_error(disk.spec, "creating a file", exc) from exc
 
+    @property
+    def _path(self) -> Path:
+        return Path(self._name)
+
+    def _close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:  # a writer dropped without commit or abort: no descriptor kept
+        with contextlib.suppress(OSError, AttributeError):
+            self._close()
+
     def probe(self) -> None:
         """The probe bytes into the new file, then removed again (no content yet)."""
         try:
-            fd = self._file.fileno()
-            os.pwrite(fd, PROBE, 0)
-            os.ftruncate(fd, 0)
+            os.pwrite(self._fd, PROBE, 0)
+            os.ftruncate(self._fd, 0)
         except OSError as exc:
             raise _disk_error(self._disk.spec, "probing", exc) from exc
 
@@ -110,14 +129,17 @@ class LocalWriter:
                 # a file of several chunks: the earlier ones start for the device now, while
                 # this one arrives, so that commit's fsync finds little left to write (a
                 # file of one chunk pays nothing); advisory, errors surface at fsync
-                fd, done = self._file.fileno(), self._flushed
-                _start_writeback(fd, done, self._written - done, SYNC_FILE_RANGE_WRITE)
+                done = self._flushed
+                _start_writeback(self._fd, done, self._written - done, SYNC_FILE_RANGE_WRITE)
                 self._flushed = self._written
-            view = memoryview(chunk)
-            while view:
-                written = self._file.write(view) or 0
-                view = view[written:]
-                self._written += written
+            written = os.write(self._fd, chunk)
+            self._written += written
+            if written < len(chunk):  # a short write (a signal, a full disk): the rest
+                view = memoryview(chunk)[written:]
+                while view:
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+                    self._written += written
         except OSError as exc:
             raise _disk_error(self._disk.spec, "writing", exc) from exc
 
@@ -126,8 +148,8 @@ class LocalWriter:
             if self._group is not None:
                 self._group.wait()
             else:
-                os.fsync(self._file.fileno())
-            self._file.close()
+                os.fsync(self._fd)
+            self._close()
         except OSError as exc:
             raise _disk_error(self._disk.spec, "fsync", exc) from exc
 
@@ -177,31 +199,31 @@ class LocalWriter:
         does: a name is never pointed at bytes that are not on the device, so an answered
         upload is never undone by a later or concurrent one."""
         group = self._sync()
-        final = self._disk.root / name
+        final = self._disk.path_of(name)
         try:
-            self._file.close()
+            self._close()
             try:
                 try:
-                    os.link(self._path, final)
+                    os.link(self._name, final)
                 except FileNotFoundError:  # a new ab/cd/ (made durable by the group's sync)
-                    _makedirs_durable(final.parent, fsync=False)
-                    os.link(self._path, final)
+                    _makedirs_durable(Path(final).parent, fsync=False)
+                    os.link(self._name, final)
             except OSError as exc:
                 if not isinstance(exc, FileExistsError) and exc.errno not in _NO_LINKS:
                     raise
                 group.wait()  # our bytes first: only durable bytes may replace a name
-                os.replace(self._path, final)
+                os.replace(self._name, final)
             else:
-                os.unlink(self._path)
+                os.unlink(self._name)
         except OSError as exc:
             raise _disk_error(self._disk.spec, "committing into place", exc) from exc
         return group
 
     def abort(self) -> None:
         with contextlib.suppress(OSError):
-            self._file.close()
+            self._close()
         with contextlib.suppress(OSError):
-            self._path.unlink(missing_ok=True)
+            os.unlink(self._name)
 
 
 class LocalReader:
@@ -242,6 +264,7 @@ class LocalDisk:
         self, root: Path, spec: DiskSpec | None = None, *, group_sync: bool = True
     ) -> None:
         self.root = root
+        self._root = os.fspath(root)
         self.spec = spec or DiskSpec("local", str(root))
         self._group_sync = group_sync
         self._group: GroupSync | None = None
@@ -262,11 +285,16 @@ class LocalDisk:
     def _path(self, name: str) -> Path:
         return self.root / name
 
+    def path_of(self, name: str) -> str:
+        """``root / name`` as a string (the upload path's system calls take strings; no
+        Path is built for them)."""
+        return f"{self._root}/{name}"
+
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
     def create(self, name: str) -> LocalWriter:
-        return LocalWriter(self, self._path(name))
+        return LocalWriter(self, self.path_of(name))
 
     def publish(self, tmp_name: str, name: str) -> None:
         final = self._path(name)
