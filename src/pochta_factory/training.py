@@ -315,8 +315,9 @@ nested (on letters the threshold never saw: 1,455.1 against 1,455.0 of 1,498 on 
 fewer easy ham letters in Spam (0.04 against 0.44 on average), the same hard ham, and its
 threshold and in-sample figure move less with the seed; for 3 times the fitting time and the
 trees a worker evaluates (+0.5-2.6 % of a worker's CPU a letter). 5 seeds: nothing more
-nested, for twice that. The default stays 1 until the shipped model is rebuilt with 3 and
-the sealed slice is read with it (``--models 3`` meanwhile)."""
+nested, for twice that. The default stays 1: the shipped model rebuilt with 3 (2026-11-30,
+non-sealed cold start, BENCHMARKS.md) caught 30 fewer spam-2 letters than the shipped one (as
+the rebuild with 1 did: the factory's recipe since, not K), so it was not shipped."""
 
 
 def weights_of(labels: Sequence[int]) -> list[float] | None:
