@@ -338,3 +338,16 @@ def test_the_models_option_states_the_factorys_default() -> None:
     option = next(p for p in train.params if p.name == "models")
     stated = re.search(r"default (\d+)", getattr(option, "help", "") or "")
     assert stated is not None and int(stated.group(1)) == training.MODELS
+
+
+def test_the_models_option_allows_what_the_factory_fits() -> None:
+    """``--models``' range is the factory's (``fitting.MAX_MODELS``): the CLI repeats the number
+    so that ``pochta --help`` does not import the factory, and this keeps the two the same."""
+    import typer.main
+
+    from pochta_factory import fitting
+
+    groups: Any = typer.main.get_command(app)
+    train = groups.commands["model"].commands["train"]
+    option = next(p for p in train.params if p.name == "models")
+    assert (option.min, option.max) == (1, fitting.MAX_MODELS)

@@ -110,7 +110,7 @@ def train(
         int | None,
         typer.Option(
             min=1,
-            max=16,
+            max=16,  # fitting.MAX_MODELS (not imported here: the factory is not the runtime)
             help="fits averaged into the model, with seeds SEED, SEED+1... (each costs its "
             "training time again and its trees on every letter; default 1)",
         ),
