@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tests.mailtools import letter, payload
 
-from pochta.antispam import personal
+from pochta.antispam import packed, personal
 from pochta.antispam.shingles.counters import Packed, unpack
 from pochta.antispam.shingles.registry import update_refs
 from pochta.antispam.verdict import Counting, Verdict
@@ -308,3 +308,22 @@ def test_a_workers_slim_answer_delivers_what_its_whole_analysis_does(pochta: Poc
         stored.append(([(m.folder, m.verdict) for m in got], raws, done.size, done.stored))
     assert stored[0] == stored[1]
     assert [v for _, v in stored[1][0]] == ["spam", "ham", verdict.label]
+
+
+def test_a_workers_answer_packs_the_features_of_a_letter_without_phishing_points(
+    pochta: Pochta,
+) -> None:
+    """The rules' points of a letter no rule of a group scored are ints (``round(0, 6)``);
+    the model reads every feature as a float, so the answer carries them as floats and the
+    verdict's features travel packed (``packed.Row``), read back as the model reads them."""
+    scanner = pochta.scanner
+    envelope = Envelope(ip="192.0.2.1", sender="club@rowing.example", recipients=())
+    prepared = prepare(club(20), envelope, "helo", inline_limit=4096, analyzer=scanner.analyzer)
+    assert prepared.analysis is not None and scanner.model is not None
+    analysis, verdict = scanner.judge(prepared.analysis)
+    assert type(verdict.features["rules.phishing_score"]) is int  # no phishing rule hit
+    whole = dataclasses.replace(prepared, analysis=analysis, verdict=verdict)
+    slim = pickle.loads(pickle.dumps(for_the_server(whole, scanner.model)))
+    assert slim.verdict is not None
+    assert isinstance(slim.verdict.features, packed.Row)
+    assert scanner.model.row(slim.verdict.features) == scanner.model.row(verdict.features)

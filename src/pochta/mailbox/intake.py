@@ -294,7 +294,9 @@ def for_the_server(prepared: Prepared, model_: Model | None) -> Prepared:
 
 
 def _model_reads(features: Mapping[str, float], model_: Model | None) -> dict[str, float]:
-    """The features ``model_.row`` reads differently from a missing column's."""
+    """The features ``model_.row`` reads differently from a missing column's, as the float
+    it reads (``float(v)``: an int, e.g. ``rules.phishing_score`` of a letter no phishing
+    rule scored, ``round(0, 6)``, would keep :func:`packed.row` from packing the row)."""
     if model_ is None:
         return {}
     d = model_.defaults
@@ -306,7 +308,7 @@ def _model_reads(features: Mapping[str, float], model_: Model | None) -> dict[st
         missing = d.get(c, math.nan)
         if v == missing or (math.isnan(v) and math.isnan(missing)):
             continue
-        kept[c] = v
+        kept[c] = float(v)
     return kept
 
 
