@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Callable
-from inspect import signature
+from inspect import Parameter, signature
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -22,13 +22,18 @@ T = TypeVar("T")
 
 def by_fields(cls: type[T]) -> type[T]:
     """``cls``, pickled as ``cls(*values of its fields)``. Only for a dataclass whose
-    ``__init__`` takes every field and does nothing else (no ``__post_init__``, no
-    ``init=False`` field, no ``InitVar``): then the object read back is the one pickled."""
+    ``__init__`` takes every field, by position, and does nothing else (no ``__post_init__``,
+    no ``init=False``, ``kw_only`` field, no ``InitVar``): then the object read back is the
+    one pickled."""
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls.__name__} is not a dataclass")
     names = [f.name for f in dataclasses.fields(cls)]
-    if hasattr(cls, "__post_init__") or not names or list(signature(cls).parameters) != names:
+    params = signature(cls).parameters.values()
+    positional = all(p.kind is Parameter.POSITIONAL_OR_KEYWORD for p in params)
+    if hasattr(cls, "__post_init__") or not names or [p.name for p in params] != names:
         raise TypeError(f"{cls.__name__}'s __init__ does more than set every field")
+    if not positional:  # a keyword-only field: cls(*values) would fail when read back
+        raise TypeError(f"{cls.__name__}'s __init__ does not take every field by position")
     values: Callable[[Any], tuple[Any, ...]]
     if len(names) == 1:
         name = names[0]

@@ -60,7 +60,12 @@ def test_a_class_whose_init_does_more_is_refused() -> None:
         n: int
         scale: dataclasses.InitVar[int] = 1
 
-    for cls in (Checked, Derived, Given, int):
+    @dataclasses.dataclass(frozen=True)
+    class Named:  # cls(*values) cannot give a keyword-only field
+        n: int
+        scale: int = dataclasses.field(default=1, kw_only=True)
+
+    for cls in (Checked, Derived, Given, Named, int):
         with pytest.raises(TypeError):
             by_fields(cls)
 
