@@ -1,7 +1,7 @@
 """The cold-start protocol's ``own`` row alone (``antispam_eval.py`` without the users and
 truth modes nor the anchors), for a loaded machine: the shipped model, the counters warmed
-with the non-sealed letters of easy-ham-1 + spam-1, then easy-ham-2, hard-ham-1 and spam-2
-replayed in date order learning pochta's own verdicts.
+with the non-sealed letters of easy-ham-1 + spam-1, then the non-sealed letters of easy-ham-2,
+hard-ham-1 and spam-2 replayed in date order learning pochta's own verdicts.
 
     python benchmarks/_cold_own.py [--model DIR]
 """
@@ -27,7 +27,7 @@ def main() -> None:
     model = booster.load(args.model) if args.model else booster.load()
     if model is None:
         raise SystemExit("no shipped model")
-    letters = [m for _, m in training.in_time_order(corpus.letters(training.EVAL_GROUPS))]
+    letters = [m for _, m in training.in_time_order(corpus.unsealed(training.EVAL_GROUPS))]
     warm = list(corpus.unsealed(training.TRAIN_GROUPS))
     own = training.evaluate(model, warm=warm, groups=training.EVAL_GROUPS, only=letters)
     emit(

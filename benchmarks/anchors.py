@@ -203,11 +203,12 @@ def corpus_training(
     spam_groups: Iterable[str] = TRAIN_SPAM_GROUPS,
     limit: int | None = None,
 ) -> tuple[list[bytes], list[bytes]]:
-    """Raw training letters from the corpus: (ham, spam), at most ``limit`` of each."""
+    """Raw training letters from the corpus, the non-sealed ones: (ham, spam), at most ``limit`` of
+    each."""
     from pochta_factory import corpus
 
-    ham = [m.raw for m in corpus.letters(ham_groups)]
-    spam = [m.raw for m in corpus.letters(spam_groups)]
+    ham = [m.raw for m in corpus.unsealed(ham_groups)]
+    spam = [m.raw for m in corpus.unsealed(spam_groups)]
     if limit is not None:
         ham, spam = ham[:limit], spam[:limit]
     return ham, spam

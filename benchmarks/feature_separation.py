@@ -144,7 +144,7 @@ def flags(train: dict[str, Any], project: dict[str, Any]) -> list[str]:
 
 def measure() -> dict[str, Any]:
     note("replaying easy-ham-1 + spam-1 (true labels)")
-    ordered = training.corpus_samples(corpus.letters(training.TRAIN_GROUPS))
+    ordered = training.corpus_samples(corpus.unsealed(training.TRAIN_GROUPS))
     data = training.replay(ordered, training.fresh_scanner(), learn_truth=True)
     note("the project's letters")
     p_rows, p_labels, _ = project_rows()

@@ -338,7 +338,7 @@ def main() -> None:
     if args.stack:
         stack_main(args)
         return
-    raws = [m.raw for m in corpus.letters()]
+    raws = [m.raw for m in corpus.unsealed()]
     if args.quick:
         raws = raws[:300]
     on_wire = [wire(r) for r in raws]
