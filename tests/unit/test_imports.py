@@ -149,7 +149,7 @@ LAYERS = {
         (
             *("pochta", "errors", "types", "config", "netaddr", "tls", "budget", "logs"),
             *("metrics", "health", "secretfile", "sqlitedb", "executors", "cpupool"),
-            *("postgres", "redisconn"),
+            *("postgres", "redisconn", "pickling"),
         ),
         0,
     ),
