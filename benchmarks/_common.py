@@ -224,7 +224,8 @@ class ServeProcess:
     def tree_cpu_seconds(self) -> float:
         """user + system CPU time so far of the server and of every process below it (the
         server processes of ``serve --processes N``, their workers) that is still running
-        (Linux: /proc/<pid>/task/<tid>/children)."""
+        (Linux: /proc/<pid>/task/<tid>/children), and of those that ended and were waited for
+        (their parents' cutime + cstime)."""
         total, todo, seen = 0.0, [self.proc.pid], set()
         while todo:
             pid = todo.pop()
@@ -236,7 +237,8 @@ class ServeProcess:
                 tasks = list(Path(f"/proc/{pid}/task").iterdir())
             except OSError:
                 continue  # ended meanwhile
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            # utime + stime, and cutime + cstime: children that ended and were waited for
+            total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
             for task in tasks:
                 try:
                     todo += [int(c) for c in (task / "children").read_text().split()]

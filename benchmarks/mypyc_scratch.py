@@ -174,6 +174,9 @@ def main() -> None:
     ap.add_argument("dest", type=Path, help="the scratch directory (replaced)")
     args = ap.parse_args()
     dest: Path = args.dest.resolve()
+    root = HERE.parent  # the checkout: never replaced, nor anything inside it
+    if dest == root or dest in root.parents or root in dest.parents:
+        raise SystemExit(f"{dest} overlaps the checkout {root}: give a directory outside it")
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(SRC, dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     shutil.copytree(HERE, dest / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))

@@ -47,7 +47,8 @@ and :func:`is_ip_host` ~12 and ~16 times, for the same few addresses and hosts, 
 again in the next letters; the IPs are mostly the few relays mail comes from)."""
 MAX_REMEMBERED = 512
 """Characters of a value whose answer is remembered (a longer one is worked out each time:
-the memory stays below ~2 MB per function whatever the letters hold)."""
+the memory of a function's answers stays bounded whatever the letters hold: ~2 MB of ASCII
+values, up to ~10 MB of 4-byte characters, answers as long as their keys included)."""
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
