@@ -64,6 +64,12 @@ def test_the_shipped_model() -> None:
     assert max(abs(a - b) for a, b in zip(expected, got, strict=True)) < 1e-9
 
 
+def _shipped_columns() -> int:
+    model = booster.load()
+    assert model is not None
+    return len(model.columns)
+
+
 def _copy_shipped(to: Path) -> Path:
     to.mkdir()
     for name in ("model.cbm", "model.json", "tokens.json"):
@@ -105,8 +111,9 @@ def test_trees_of_another_model_or_broken_are_not_read(tmp_path: Path, damage: s
     if damage == "other model":  # the right trees, keyed by other bytes
         shutil.copy(booster.shipped_dir() / booster.TREES_FILE, trees_file)
         model_cbm = (folder / "model.cbm").read_bytes()
-        assert booster.load_trees(folder, model_cbm + b"\0", 129) is None
-        assert booster.load_trees(folder, model_cbm, 129) is not None
+        columns = _shipped_columns()
+        assert booster.load_trees(folder, model_cbm + b"\0", columns) is None
+        assert booster.load_trees(folder, model_cbm, columns) is not None
         return
     if damage == "truncated":
         trees_file.write_bytes((booster.shipped_dir() / booster.TREES_FILE).read_bytes()[:999])
@@ -115,7 +122,8 @@ def test_trees_of_another_model_or_broken_are_not_read(tmp_path: Path, damage: s
     model = booster.load(folder)
     assert model is not None
     assert model.booster.loaded  # CatBoost read it, and the trees were written anew
-    assert booster.load_trees(folder, (folder / "model.cbm").read_bytes(), 129) is not None
+    cbm = (folder / "model.cbm").read_bytes()
+    assert booster.load_trees(folder, cbm, _shipped_columns()) is not None
 
 
 def test_a_broken_model_is_a_config_error_even_beside_trees(tmp_path: Path) -> None:
