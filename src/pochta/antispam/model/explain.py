@@ -171,8 +171,16 @@ PHRASES: dict[str, Phrase] = {
                                          else ("no Message-ID", "нет Message-ID")),
     "headers.has_date": lambda v: (("has a Date", "есть дата") if v
                                    else ("no Date field", "нет поля Date")),
+    "headers.message_id_malformed": lambda v: (
+        ("a Message-ID no mail program writes",
+         "Message-ID, какого не пишет ни одна почтовая программа")
+        if v else ("a well-formed Message-ID or none", "Message-ID правильного вида или его нет")),
     "recipients.count": lambda v: (_of(v, "recipient", "recipients") + " in To and Cc",
                                    f"получателей в To и Cc: {_n(v)}"),
+    "recipients.hidden": lambda v: (
+        ("names no recipient (the real ones hidden in Bcc)",
+         "не названо ни одного получателя (настоящие — в скрытой копии)") if v
+        else ("names its recipients", "получатели названы")),
     "sender.protected": lambda v: (
         ("the sender's domain belongs to a protected organization",
          "домен отправителя принадлежит защищённой организации") if v
