@@ -317,7 +317,8 @@ threshold and in-sample figure move less with the seed; for 3 times the fitting 
 trees a worker evaluates (+0.5-2.6 % of a worker's CPU a letter). 5 seeds: nothing more
 nested, for twice that. The default stays 1: the shipped model rebuilt with 3 (2026-11-30,
 non-sealed cold start, BENCHMARKS.md) caught 30 fewer spam-2 letters than the shipped one (as
-the rebuild with 1 did: the factory's recipe since, not K), so it was not shipped."""
+the rebuild with 1 did: the factory's recipe since, not K) and filed 7-8 of 15 one-line
+personal letters in Spam against 2 (``benchmarks/short_letters.py``), so it was not shipped."""
 
 
 def weights_of(labels: Sequence[int]) -> list[float] | None:
