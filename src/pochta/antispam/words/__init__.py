@@ -234,16 +234,23 @@ class Words:
             and _as_shipped(tokens, cut, shipped, self.key)
         ):
             return shipped.judge(tokens, shown)
-        table = merged_table(list(tokens)[: len(cut)], cut, shipped, learned, totals, self.key)
-        return table.judge(tokens, shown)
+        return self._merged(tokens, cut, learned, totals).judge(tokens, shown)
 
     def table(self, tokens: Sequence[str], hashes: Sequence[int]) -> tokens_mod.TokenTable:
         """One letter's table: shipped + the installation's stored + buffered, each learned
         letter counted once; StorageError when the store does not answer."""
-        hashes = list(hashes)[:MAX_HASHES]
-        tokens = list(tokens)[: len(hashes)]
-        learned, totals = self.learned(INSTALLATION, hashes)
-        return merged_table(tokens, hashes, self.shipped, learned, totals, self.key)
+        cut = list(hashes)[:MAX_HASHES]
+        return self._merged(tokens, cut, *self.learned(INSTALLATION, cut))
+
+    def _merged(
+        self,
+        tokens: Sequence[str],
+        cut: list[int],
+        learned: Mapping[int, tuple[int, int]],
+        totals: tuple[int, int],
+    ) -> tokens_mod.TokenTable:
+        """The letter's table from its first hashes (``cut``) and what the store gave for them."""
+        return merged_table(list(tokens)[: len(cut)], cut, self.shipped, learned, totals, self.key)
 
     def learned(
         self, owner: int, hashes: Sequence[int]
