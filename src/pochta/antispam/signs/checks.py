@@ -61,13 +61,18 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
     PHISH_ACCOUNT_LURE           keep your password, mailbox full, pending messages, wallet
                                  recovery phrase, revalidate your account
     PHISH_FEE_REQUEST            a small customs, delivery or unlock fee to pay, a payment
-                                 method to update
+                                 method to update, money to a card number, new bank details
     PHISH_HIDDEN_TEXT            invisible characters splitting words, or more hidden HTML text
                                  than visible
     PHISH_LINK_DATA_URL          a link to a data:, javascript: or vbscript: address
     PHISH_HTML_ATTACHMENT        an attached HTML or SVG file with a form, a redirecting script
                                  or an automatic redirect
     PHISH_QR_CODE                an image and a QR code to scan, or an image and hardly any text
+    PHISH_LINK_FREE_HOSTING      a link to a page on free hosting or a site builder (pages.dev,
+                                 web.app, an IPFS gateway), where anyone puts up a sign-in page
+    PHISH_CALLBACK_LURE          a phone number to call about a charge, a renewal or a sign-in
+                                 the reader did not make (to cancel, refund, block): callback
+                                 phishing, with no link to check
 
 "Same party" below means the same registrable domain, two domains of one protected
 organization (gmail.com and google.com), or, for names nobody protects, the same name under
@@ -93,6 +98,7 @@ from pochta.antispam.signs.forwarders import origin as forwarded_origin
 from pochta.antispam.signs.lookalike import idn_spoof, unicode_label
 from pochta.antispam.signs.protected import WEAK, Imitation, Org, Protected
 from pochta.antispam.signs.protected import default as default_protected
+from pochta.antispam.signs.protected import free_hosting as default_free_hosting
 from pochta.antispam.signs.protected import freemail as default_freemail
 from pochta.antispam.signs.protected import redirectors as default_redirectors
 from pochta.antispam.signs.protected import shorteners as default_shorteners
@@ -132,6 +138,15 @@ _ADDRESS_IN_NAME = re.compile(
 )
 
 
+# A hyphen, a dot, an underscore or a middle dot between two letters of a display name: cut
+# out, "Meta-Mask Support" reads "MetaMask Support" (a brand's one word split in two).
+_NAME_CUT = re.compile(r"(?<=[^\W\d_])[-._\u00b7](?=[^\W\d_])")
+
+
+def _joined_name(name: str) -> str:
+    return _NAME_CUT.sub("", name[:MAX_NAME])
+
+
 @dataclass
 class Context:
     """What the checks share: the letter, its envelope sender, the lists they consult."""
@@ -143,6 +158,7 @@ class Context:
     suspicious_tlds: frozenset[str] = frozenset()
     envelope: Envelope = field(default_factory=Envelope)
     freemail: frozenset[str] = field(default_factory=default_freemail)
+    free_hosting: frozenset[str] = field(default_factory=default_free_hosting)
     forwarders: Forwarders = field(default_factory=Forwarders)
     _cache: dict[str, object] = field(default_factory=dict)
     # Whether the From domain is taken at its word (see :func:`find`): False, every exemption
@@ -238,7 +254,12 @@ class Context:
         login link). Nor does the name's own ham history: the display name's shingle is the
         name alone, which a brand's real mail warms for anybody who borrows it (issue 28)."""
         if "name_orgs" not in self._cache:
-            self._cache["name_orgs"] = self.protected.named_in(self.shown_name)
+            name = self.shown_name
+            orgs = self.protected.named_in(name)
+            joined = _joined_name(name)
+            if joined != name:  # "Meta-Mask", "Pay.Pal": a name cut so that no list knows it
+                orgs += [org for org in self.protected.named_in(joined) if org not in orgs]
+            self._cache["name_orgs"] = orgs
         return self._cache["name_orgs"]  # type: ignore[return-value]
 
     @property
@@ -1185,6 +1206,52 @@ def qr_code(ctx: Context) -> Sign | None:
     return None
 
 
+def _free_host(host: str, hosting: frozenset[str]) -> str | None:
+    """The free hosting ``host`` is on (itself or a parent domain listed), or None."""
+    parts = host.split(".")
+    for i in range(len(parts) - 1):
+        parent = ".".join(parts[i:])
+        if parent in hosting:
+            return parent
+    return None
+
+
+def link_free_hosting(ctx: Context) -> Sign | None:
+    """A link to a page on free hosting or a site builder (``data/free_hosting.txt``):
+    anyone puts up a page there under a name of their choosing, with nobody checking who
+    they are; a bank's or a service's sign-in page does not live there."""
+    found: list[str] = []
+    for link in ctx.letter.web_links:
+        if link.is_ip or len(link.host) > MAX_HOST:
+            continue
+        if _free_host(link.host, ctx.free_hosting) is None:
+            continue
+        if link.host not in found:
+            found.append(link.host)
+    return sign("PHISH_LINK_FREE_HOSTING", found[:3]) if found else None
+
+
+def callback_lure(ctx: Context) -> Sign | None:
+    """A number to call (:data:`lures.CALLBACK_CALL`, :data:`lures.CALLBACK_DIGITS` digits or
+    more) about a charge, a renewal or a sign-in the reader did not make
+    (:data:`lures.CALLBACK_REASON`): callback phishing carries no link to check, the call is
+    the lure. An organization's own letter (its bank's "if it was not you, call us") is its
+    business."""
+    if _own_or_reader(ctx):
+        return None
+    text = ctx.subject_body
+    calls: list[str] = []
+    for m in wording.matches(lures.CALLBACK_CALL, text):
+        if sum(c.isdigit() for c in m.group(0)) >= lures.CALLBACK_DIGITS:
+            calls.append(wording.quote(text, m))
+            if len(calls) >= 2:
+                break
+    if not calls:
+        return None
+    reasons = lures.find(lures.CALLBACK_REASON, text, 2)
+    return sign("PHISH_CALLBACK_LURE", [*reasons, *calls]) if reasons else None
+
+
 CHECKS: tuple[Check, ...] = (
     impersonal_greeting,
     generous_offer,
@@ -1225,6 +1292,8 @@ CHECKS: tuple[Check, ...] = (
     link_data_url,
     html_attachment,
     qr_code,
+    link_free_hosting,
+    callback_lure,
 )
 
 

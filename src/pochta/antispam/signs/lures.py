@@ -3,12 +3,14 @@ r"""What today's phishing letters do that the older signs miss (issue 28, item 6
 - account lures: the password "expires" and "can be kept", the mailbox is "full" or holds
   "pending messages", a wallet wants its "recovery phrase", the account must be
   "revalidated" (:data:`ACCOUNT_LURE`);
-- fees: a small customs, delivery or "unlock" fee, or a payment method to "update"
-  (:data:`FEE_REQUEST`);
+- fees: a small customs, delivery or "unlock" fee, a payment method to "update", money to a
+  card number written in the letter, the pay to go to new bank details (:data:`FEE_REQUEST`);
 - service roles in a display name: "IT Helpdesk", "Служба безопасности" (:data:`ROLE`), and
   the mail administrator's among them: "Mail Administrator", "Webmail Support"
   (:data:`MAIL_ROLE`);
 - a QR code to scan (:data:`QR`);
+- a number to call about a charge or a sign-in the reader did not make (:data:`CALLBACK_CALL`,
+  :data:`CALLBACK_REASON`);
 - invisible characters inside words (:func:`split_words`): "Pass\u200bword" reads as
   "Password" and is no word a filter knows;
 - an HTML file attached that collects data or sends the reader elsewhere
@@ -66,6 +68,11 @@ ACCOUNT_LURE = _rx(
     r"повторн\w{0,40}+\s+(?:авторизаци|аутентификаци|вход|регистраци)\w*",
     r"(?:войдите|авторизуйтесь|выполните\s+вход)\s+(?:с|под|через)\s+(?:сво\w+\s+|ваш\w*\s+)?"
     r"(?:корпоративн|рабоч|служебн|почтов)\w*",
+    # signing in on somebody's page "through" a messenger or the state portal: the code that
+    # comes is the account's (the stolen Telegram accounts of the voting lures)
+    r"(?:войти|войдите|вход|авторизоваться|авторизуйтесь|зайти|зайдите)\s+(?:\w+\s+)?через\s+"
+    r"(?:telegram|телеграм|госуслуг|whatsapp|ватсап|вотсап)\w*",
+    r"\b(?:log|sign)\s*in\s+(?:with|via|through)\s+(?:your\s+)?(?:telegram|whatsapp)\b",
     # the wallet: its secret words
     r"\b(?:recovery|seed|secret|mnemonic|backup)\s+(?:phrase|words)\b",
     r"\b(?:sync|synchroni[sz]e|validate|connect)\s+(?:your\s+)?wallet\b",
@@ -86,6 +93,20 @@ FEE_REQUEST = _rx(
     r"(?:хранени|доставк|разблокировк))\w*\s+(?:в\s+размере\s+)?\d",
     r"обновит\w{0,40}+\s+(?:платежн\w{0,40}+\s+(?:данн|реквизит|информаци)|данн\w{0,40}+\s+"
     r"(?:оплаты|карты))\w*",
+    # the pay going to another account: "update my direct deposit", "our bank details have
+    # changed" (the business e-mail compromise's one request, with no link or file)
+    r"\b(?:update|change|switch)\s+(?:my|his|her|the|our)\s+(?:direct\s+deposit|payroll\s+"
+    r"(?:account|details|deposit)|bank(?:ing)?\s+(?:details|account|information|info))",
+    r"\b(?:changed|switched)\s+(?:my|our)\s+bank(?:s|ing\s+details|\s+account)?\b",
+    r"\b(?:bank(?:ing)?|account|payment)\s+details\s+have\s+(?:been\s+)?(?:changed|updated)",
+    r"(?:изменил\w*|сменил\w*|поменял\w*|изменени\w*|смен[аеуы])\s+(?:\w+\s+){0,2}?"
+    r"(?:банковск\w+\s+|платежн\w+\s+)?реквизит\w*",
+    r"(?:переводите|перечисляйте)\s+(?:\w+\s+){0,2}?(?:зарплат|оплат)\w*\s+на\s+(?:нов|друг)\w*",
+    # money sent to a card number written in the letter: no shop or service takes it so
+    r"(?:переведите|перевести|перечислите|отправьте|внесите)\s+(?:[\w.,]+\s+){0,5}?на\s+"
+    r"(?:карту|номер\s+карты)\s+(?:\w+\s+){0,2}?\d{4}[\s-]?\d{4}[\s-]?\d{4}",
+    r"\b(?:send|transfer|wire|pay)\s+(?:[\w.,$]+\s+){0,5}?to\s+(?:the\s+|this\s+|my\s+|our\s+)?"
+    r"card\s+(?:number\s+)?\d{4}[\s-]?\d{4}[\s-]?\d{4}",
 )
 
 MAIL_ROLE = _rx(
@@ -110,13 +131,43 @@ ROLE = _rx(
     r"|бухгалтери\w*|отдел\w*|уведомлени\w*|таможн\w*|доставк\w*|курьерск\w*)",
 )
 
+# -- callback lures: a number to call instead of a link ------------------------------------------
+# The call: a verb that asks to call, then (within the sentence's words, no digits between) a
+# phone number of 10 digits or more (:data:`CALLBACK_DIGITS`, counted by the check: a short
+# bank number such as 900 is no stranger's). The reason: a charge or a sign-in the reader
+# did not make, to cancel, refund, dispute or block (:data:`CALLBACK_REASON`).
+CALLBACK_CALL = _rx(
+    r"\b(?:call|phone|dial|ring|contact|reach)\b[^.0-9]{0,80}?\+?\(?\d[\d ().\n-]{8,20}\d",
+    r"(?:позвоните|звоните|перезвоните|наберите|свяжитесь|обратитесь|звонок)[^.0-9]{0,80}?"
+    r"\+?\(?\d[\d ().\n-]{8,20}\d",
+)
+CALLBACK_REASON = _rx(
+    r"\b(?:did\s+not|didn'?t|never)\s+(?:authori[sz]e|make|request|place|order|initiate"
+    r"|approve|recogni[sz]e|sign\s+up)",
+    r"\bunauthori[sz]ed\b",
+    # a charge to undo, not a subscription to a newsletter ("to cancel, contact ..." of 2002)
+    r"\b(?:refund\w*|stop\s+the\s+(?:payment|charge|renewal))",
+    r"\bdispute\w*\s+(?:\w+\s+){0,2}?(?:charge|payment|transaction|order|purchase)",
+    r"\bcancel\w*\s+(?:\w+\s+){0,2}?(?:charge|payment|order|transaction|renewal|purchase)",
+    r"\bif\s+(?:this|it)\s+(?:was\s+not|wasn'?t)\s+you\b",
+    r"если\s+(?:это\s+)?(?:были?\s+|была\s+)?не\s+вы\b",
+    r"\bне\s+(?:совершали|оформляли|заказывали|подтверждали|входили|запрашивали|подписывались)",
+    r"(?:заблокир|возврат)\w*",
+    r"отмен\w*\s+(?:\w+\s+){0,2}?(?:операци|платеж|списани|перевод|заказ|транзакци|покупк)\w*",
+    r"вернуть\s+(?:\w+\s+)?(?:деньги|средства|оплату)",
+    # the code from an SMS, to be told on the phone: what the call is for
+    r"(?:назовите|продиктуйте|сообщите|скажите)\s+(?:\w+\s+){0,3}?код\w*",
+    r"\b(?:read|tell|give)\s+(?:\w+\s+){0,3}?(?:the\s+)?(?:one-time\s+|verification\s+|sms\s+)?code\b",
+)
+CALLBACK_DIGITS = 10
+
 QR = _rx(
     r"\bqr[- ]?(?:code|код)\w*",
     r"\bscan\s+(?:the\s+|this\s+)?(?:code|image|barcode)\b",
     r"отсканир\w*|сканируйте|наведите\s+камеру",
 )
 
-for _rx_ in (ACCOUNT_LURE, FEE_REQUEST, MAIL_ROLE, ROLE, QR):
+for _rx_ in (ACCOUNT_LURE, FEE_REQUEST, MAIL_ROLE, ROLE, QR, CALLBACK_CALL, CALLBACK_REASON):
     wording.register(_rx_)
 
 

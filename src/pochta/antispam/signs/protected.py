@@ -24,7 +24,8 @@ An organization may run sites under many country codes (amazon.ca, google.de): i
 ``country_labels`` under any country-code TLD that is not an abused one (``.tk``) belong to it.
 
 The lists shipped beside it: ``shorteners.txt`` (URL shorteners), ``redirectors.txt`` (redirect
-and click-tracking hosts) and ``suspicious_tlds.txt`` (TLDs mostly used for abuse), each
+and click-tracking hosts), ``suspicious_tlds.txt`` (TLDs mostly used for abuse) and
+``free_hosting.txt`` (free hosting and site builders, where anyone puts up a page), each
 documented at its top.
 """
 
@@ -555,6 +556,13 @@ def redirectors() -> frozenset[str]:
 def suspicious_tlds() -> frozenset[str]:
     """TLDs mostly used for abuse (``data/suspicious_tlds.txt``), punycode."""
     return parse_list(_data("suspicious_tlds.txt").splitlines())
+
+
+@functools.lru_cache(maxsize=1)
+def free_hosting() -> frozenset[str]:
+    """Hosts of free hosting and site builders (``data/free_hosting.txt``): a link to one of
+    them or under it leads to a page anyone may have put up."""
+    return parse_list(_data("free_hosting.txt").splitlines())
 
 
 @functools.lru_cache(maxsize=1)

@@ -247,18 +247,20 @@ _SPECS = [
     SignSpec(
         "PHISH_ACCOUNT_LURE",
         "Письмо пугает судьбой вашей учётной записи: «сохраните текущий пароль», «ящик "
-        "переполнен», «письма задержаны», «введите фразу восстановления кошелька» — обычная "
-        "приманка, чтобы выманить пароль.",
+        "переполнен», «письма задержаны», «введите фразу восстановления кошелька», «войдите "
+        "через Telegram» — обычная приманка, чтобы выманить пароль или код.",
         "The letter plays on your account: 'keep your current password', 'mailbox full', "
-        "'pending messages', 'enter your wallet's recovery phrase': the usual bait for a "
-        "password.",
+        "'pending messages', 'enter your wallet's recovery phrase', 'log in through "
+        "Telegram': the usual bait for a password or a code.",
     ),
     SignSpec(
         "PHISH_FEE_REQUEST",
-        "Письмо просит заплатить небольшую пошлину, сбор за доставку или обновить платёжные "
-        "данные: так выманивают данные карты.",
-        "The letter asks for a small customs or delivery fee, or for updated payment "
-        "details: a way to get card data.",
+        "Письмо просит заплатить небольшую пошлину, сбор за доставку, обновить платёжные "
+        "данные, перевести деньги на номер карты или платить на новые реквизиты: так "
+        "выманивают данные карты и деньги.",
+        "The letter asks for a small customs or delivery fee, for updated payment details, "
+        "for money sent to a card number, or for pay sent to new bank details: a way to get "
+        "card data and money.",
     ),
     SignSpec(
         "PHISH_HIDDEN_TEXT",
@@ -287,6 +289,24 @@ _SPECS = [
         "изображении, где её не видит проверка.",
         "The letter asks you to scan a QR code, or is one picture and hardly any text: the "
         "link is hidden in the image, where no check sees it.",
+    ),
+    SignSpec(
+        "PHISH_LINK_FREE_HOSTING",
+        "Ссылка ведёт на страницу бесплатного хостинга или конструктора сайтов (pages.dev, "
+        "web.app, netlify.app и подобные), где любой за минуту выложит копию страницы входа: "
+        "банки и сервисы так свои страницы не размещают.",
+        "A link leads to a page on a free hosting or site-builder service (pages.dev, "
+        "web.app, netlify.app and the like), where anyone can put up a copy of a sign-in "
+        "page in a minute; banks and services do not host their pages there.",
+    ),
+    SignSpec(
+        "PHISH_CALLBACK_LURE",
+        "Письмо просит позвонить по номеру, чтобы отменить списание, оформить возврат или "
+        "заблокировать чужой вход: мошенники выманивают звонок, а по телефону — коды, "
+        "данные карты или удалённый доступ к компьютеру.",
+        "The letter asks you to call a number to cancel a charge, get a refund or stop "
+        "someone's sign-in: fraudsters want the call, and on the phone ask for codes, card "
+        "data or remote access to your computer.",
     ),
 ]
 SPECS: dict[str, SignSpec] = {s.symbol: s for s in _SPECS}
