@@ -452,9 +452,10 @@ ROWS: list[Row] = [
     Row(f"{LU}:QR", "a QR code to scan", "folded subject + body of a short letter with an image",
         LINEAR, "RE2 prefilter", "\\b-led literals", None, rep("qr "), find_all(lures.QR)),
     Row(f"{LU}:CALLBACK_CALL", "a request to call a phone number (callback phishing)",
-        "folded subject + body", LINEAR, "RE2 prefilter",
-        "verb-led literals; at most 80 non-digits, then a number of at most 22 characters", None,
-        rep("call "), find_all(lures.CALLBACK_CALL)),
+        "folded subject + body (100,000 chars: CALLBACK_READ), only when CALLBACK_REASON matched",
+        LINEAR, AS_IS, "verb-led literals; at most 80 non-digits, then a number of at most 22 "
+        "characters; kept out of the shared RE2 pass (it grew the pass's automaton)", None,
+        lambda n: "call (1" + "-1" * (n // 2), finditer(lures.CALLBACK_CALL)),
     Row(f"{LU}:CALLBACK_REASON", "a charge or sign-in the reader did not make; cancel, refund, "
         "block; the SMS code to tell", "folded subject + body (of a letter with a number to "
         "call)", LINEAR, "RE2 prefilter", "\\b-led literals, at most 3 words between", None,

@@ -1240,16 +1240,16 @@ def callback_lure(ctx: Context) -> Sign | None:
     if _own_or_reader(ctx):
         return None
     text = ctx.subject_body
+    reasons = lures.find(lures.CALLBACK_REASON, text, 2)  # rare: the call is looked for after
+    if not reasons:
+        return None
     calls: list[str] = []
-    for m in wording.matches(lures.CALLBACK_CALL, text):
+    for m in lures.CALLBACK_CALL.finditer(text[: lures.CALLBACK_READ]):
         if sum(c.isdigit() for c in m.group(0)) >= lures.CALLBACK_DIGITS:
             calls.append(wording.quote(text, m))
             if len(calls) >= 2:
                 break
-    if not calls:
-        return None
-    reasons = lures.find(lures.CALLBACK_REASON, text, 2)
-    return sign("PHISH_CALLBACK_LURE", [*reasons, *calls]) if reasons else None
+    return sign("PHISH_CALLBACK_LURE", [*reasons, *calls]) if calls else None
 
 
 CHECKS: tuple[Check, ...] = (
