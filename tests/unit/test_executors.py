@@ -11,8 +11,10 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from pochta.config import SmtpSettings
-from pochta.executors import Executors, run_in
+from pochta.executors import Executors, HandOff, run_in
 from pochta.server import smtp
 from pochta.types import User
 
@@ -86,3 +88,115 @@ def test_run_in_carries_the_callers_context() -> None:
         assert asyncio.run(go()) == "queue 1"
     finally:
         executors.close()
+
+
+def _names(prefix: str) -> set[str]:
+    return {t.name for t in threading.enumerate() if t.name.startswith(prefix)}
+
+
+def test_handoff_answers_raises_and_carries_the_context() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="-")
+    pool = HandOff(2, thread_name_prefix="t-answers")
+
+    def fail() -> None:
+        raise KeyError("k")
+
+    async def go() -> tuple[str, int]:
+        var.set("upload 7")
+        got = await run_in(pool, var.get)
+        with pytest.raises(KeyError):
+            await run_in(pool, fail)
+        return got, await run_in(pool, pow, 2, 10)
+
+    try:
+        assert asyncio.run(go()) == ("upload 7", 1024)
+        # one call at a time: the thread that ended its call took the next one
+        assert _names("t-answers") == {"t-answers_0"}
+    finally:
+        pool.shutdown()
+    assert _names("t-answers") == set()
+
+
+def test_handoff_runs_at_most_max_workers_and_queues_the_rest() -> None:
+    pool = HandOff(2, thread_name_prefix="t-bound")
+    release = threading.Event()
+    running: list[int] = []
+    peak = [0]
+    lock = threading.Lock()
+
+    def held(i: int) -> int:
+        with lock:
+            running.append(i)
+            peak[0] = max(peak[0], len(running))
+        release.wait(10)
+        with lock:
+            running.remove(i)
+        return i
+
+    async def go() -> list[int]:
+        calls = [asyncio.ensure_future(pool.call(held, i)) for i in range(5)]
+        while len(running) < 2:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        assert len(running) == 2  # three wait in the queue
+        release.set()
+        return list(await asyncio.gather(*calls))
+
+    try:
+        assert asyncio.run(go()) == [0, 1, 2, 3, 4]
+        assert peak[0] == 2
+        assert _names("t-bound") == {"t-bound_0", "t-bound_1"}
+    finally:
+        pool.shutdown()
+
+
+def test_handoff_skips_a_call_cancelled_while_waiting_and_shutdown_cancels_the_queue() -> None:
+    pool = HandOff(1, thread_name_prefix="t-cancel")
+    release = threading.Event()
+    ran: list[str] = []
+
+    def job(name: str) -> str:
+        ran.append(name)
+        if name == "first":
+            release.wait(10)
+        return name
+
+    async def go() -> None:
+        first = asyncio.ensure_future(pool.call(job, "first"))
+        while not ran:
+            await asyncio.sleep(0.01)
+        cancelled = asyncio.ensure_future(pool.call(job, "cancelled"))
+        dropped = asyncio.ensure_future(pool.call(job, "dropped"))
+        await asyncio.sleep(0.05)
+        cancelled.cancel()
+        await asyncio.sleep(0.05)
+        release.set()
+        assert await first == "first"
+        assert await dropped == "dropped"
+        # the next ones wait behind a held call when the pool is shut down
+        release.clear()
+        held = asyncio.ensure_future(pool.call(job, "first"))
+        while ran.count("first") < 2:
+            await asyncio.sleep(0.01)
+        waiting = asyncio.ensure_future(pool.call(job, "never"))
+        await asyncio.sleep(0.05)
+        pool.shutdown(wait=False, cancel_futures=True)
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        release.set()
+        assert await held == "first"  # the running call ended
+        with pytest.raises(RuntimeError):
+            await pool.call(job, "after")
+
+    asyncio.run(go())
+    assert ran == ["first", "dropped", "first"]
+
+
+def test_handoff_as_an_executor() -> None:
+    with HandOff(2, thread_name_prefix="t-submit") as pool:
+        assert pool.submit(divmod, 7, 2).result(5) == (3, 1)
+        assert pool.submit(int, "ff", base=16).result(5) == 255
+        with pytest.raises(ZeroDivisionError):
+            pool.submit(divmod, 1, 0).result(5)
+        assert list(pool.map(abs, [-1, -2])) == [1, 2]
+    assert _names("t-submit") == set()
