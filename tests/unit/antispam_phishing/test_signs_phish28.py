@@ -133,7 +133,20 @@ def test_a_brand_cut_by_a_hyphen_in_the_display_name(name: str) -> None:
     assert "PHISH_DISPLAY_NAME_BRAND" in signs(raw)
 
 
-@pytest.mark.parametrize("name", ["Jean-Pierre Dupont", "Anna-Maria Meta", "Coca-Cola Fan Club"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Jean-Pierre Dupont",
+        "Anna-Maria Meta",
+        "Coca-Cola Fan Club",
+        # initials are no brand cut in two: not VK, DHL, MTS, VTB
+        "V.K. Singh",
+        "Dr. V.K. Sharma",
+        "D.H.L. Kumar",
+        "M.T.S. Reddy",
+        "Rao V.T.B.",
+    ],
+)
 def test_a_hyphenated_name_is_no_brand(name: str) -> None:
     raw = letter(sender=f"{name} <jp@example-site.com>", subject="Notice")
     assert "PHISH_DISPLAY_NAME_BRAND" not in signs(raw)
