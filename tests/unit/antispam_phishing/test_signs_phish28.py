@@ -222,3 +222,15 @@ def test_the_callback_patterns_give_bounded_quotes() -> None:
     for rx in (lures.CALLBACK_CALL, lures.CALLBACK_REASON):
         found = lures.find(rx, text)
         assert 1 <= len(found) <= 3 and all(len(q) <= 60 for q in found)
+
+
+def test_a_best_buy_is_a_phrase_and_geek_squad_a_brand() -> None:
+    deals = letter(
+        sender="Weekly Best Buy Picks <deals@dealsite.example>",
+        subject="This week's best buy: a $99 blender",
+        text="Our best buy this week: https://dealsite.example/blender\n",
+    )
+    assert "PHISH_DISPLAY_NAME_BRAND" not in signs(deals)
+    for name in ("Geek Squad", "Best Buy Support"):
+        raw = letter(sender=f"{name} <help@dealsite.example>", subject="Invoice")
+        assert "PHISH_DISPLAY_NAME_BRAND" in signs(raw)
