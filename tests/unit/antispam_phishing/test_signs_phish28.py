@@ -76,6 +76,14 @@ def test_a_brand_on_free_hosting_is_phishing_and_a_preview_site_is_not() -> None
     )
     assert "PHISH_LINK_FREE_HOSTING" in signs(preview)
     assert verdict(preview) == ("ham", 0.5)
+    # a web studio's preview of the reader's own new site: the reader's domain in the subject
+    studio = letter(
+        sender="Dana Wu <dana@studio-kite.example>",
+        subject="pochta.test redesign: preview ready",
+        text="Hi John,\nthe new pochta.test site is up at https://pochta-redesign.pages.dev/\n",
+    )
+    assert {"PHISH_LINK_FREE_HOSTING", "PHISH_RECIPIENT_DOMAIN"} <= set(signs(studio))
+    assert verdict(studio)[0] == "ham"
 
 
 # -- callback lures ---------------------------------------------------------------------------
