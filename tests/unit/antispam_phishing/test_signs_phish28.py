@@ -93,6 +93,7 @@ def test_a_brand_on_free_hosting_is_phishing_and_a_preview_site_is_not() -> None
         "Your subscription renewed for $399.99. If you did not authorize this charge, call our "
         "billing desk at +1 (808) 555-0147 within 24 hours.",
         "You sent $649.99 to Coinbase. To cancel the transaction call +1 802 555 0133 now.",
+        "We detected unauthorized activity on your account. Call +1 (802) 555-0190 today.",
         "Если это были не вы, срочно позвоните в службу поддержки\nпо номеру +7 (495) 555-01-23.",
         "Для переноса доставки позвоните оператору по номеру +7 (999) 555-18-40 и назовите код "
         "из SMS.",
@@ -111,6 +112,10 @@ def test_a_callback_lure(text: str) -> None:
         # a newsletter's "to cancel, contact" (the 2002 conference news that showed it)
         ("Conference News <news@conf.example>",
          "To cancel your registration, contact Andrew Calvo at\n707-827-7176."),
+        # a signature's number under a disclaimer's "unauthorized use"
+        ("Mark Lee <mark.lee@lawfirm.example>",
+         "Attached is the draft. Call me at +1 (415) 555-0100 with questions.\n\nThis message "
+         "is confidential. Any unauthorized use or disclosure is prohibited."),
         # a short bank number is no stranger's
         ("Bank <info@bank-notice.example>",
          "Если вы не совершали операцию, позвоните по номеру 900."),

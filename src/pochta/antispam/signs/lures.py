@@ -144,7 +144,10 @@ CALLBACK_CALL = _rx(
 CALLBACK_REASON = _rx(
     r"\b(?:did\s+not|didn'?t|never)\s+(?:authori[sz]e|make|request|place|order|initiate"
     r"|approve|recogni[sz]e|sign\s+up)",
-    r"\bunauthori[sz]ed\b",
+    # an unauthorized charge or sign-in, not a disclaimer's "any unauthorized use or
+    # disclosure" under a signature with a phone number
+    r"\bunauthori[sz]ed\s+(?:\w+\s+){0,2}?(?:charge|transaction|payment|purchase|withdrawal"
+    r"|debit|order|sign-?in|log-?in|login|activity|attempt)",
     # a charge to undo, not a subscription to a newsletter ("to cancel, contact ..." of 2002)
     r"\b(?:refund\w*|stop\s+the\s+(?:payment|charge|renewal))",
     r"\bdispute\w*\s+(?:\w+\s+){0,2}?(?:charge|payment|transaction|order|purchase)",
