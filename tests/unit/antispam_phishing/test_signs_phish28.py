@@ -202,6 +202,13 @@ def test_signing_in_through_telegram_is_an_account_lure() -> None:
     assert "PHISH_ACCOUNT_LURE" in signs(raw)
     plain = letter(sender="Ольга <olga@yandex.ru>", subject="Привет", text="Напиши мне в Telegram")
     assert "PHISH_ACCOUNT_LURE" not in signs(plain)
+    # the state portal's sign-in, offered by schools, clinics and shops
+    clinic = letter(
+        sender="Поликлиника №3 <info@poliklinika3.ru>",
+        subject="Запись к врачу",
+        text="Записаться к врачу можно на сайте: вход через Госуслуги. https://clck.ru/3AbCd\n",
+    )
+    assert "PHISH_ACCOUNT_LURE" not in signs(clinic)
 
 
 # -- cost ---------------------------------------------------------------------------------------
