@@ -76,6 +76,14 @@ def test_a_brand_on_free_hosting_is_phishing_and_a_preview_site_is_not() -> None
     )
     assert "PHISH_LINK_FREE_HOSTING" in signs(preview)
     assert verdict(preview) == ("ham", 0.5)
+    # a web studio's preview of the reader's own new site: the reader's domain in the subject
+    studio = letter(
+        sender="Dana Wu <dana@studio-kite.example>",
+        subject="pochta.test redesign: preview ready",
+        text="Hi John,\nthe new pochta.test site is up at https://pochta-redesign.pages.dev/\n",
+    )
+    assert {"PHISH_LINK_FREE_HOSTING", "PHISH_RECIPIENT_DOMAIN"} <= set(signs(studio))
+    assert verdict(studio)[0] == "ham"
 
 
 # -- callback lures ---------------------------------------------------------------------------
@@ -85,6 +93,7 @@ def test_a_brand_on_free_hosting_is_phishing_and_a_preview_site_is_not() -> None
         "Your subscription renewed for $399.99. If you did not authorize this charge, call our "
         "billing desk at +1 (808) 555-0147 within 24 hours.",
         "You sent $649.99 to Coinbase. To cancel the transaction call +1 802 555 0133 now.",
+        "We detected unauthorized activity on your account. Call +1 (802) 555-0190 today.",
         "Если это были не вы, срочно позвоните в службу поддержки\nпо номеру +7 (495) 555-01-23.",
         "Для переноса доставки позвоните оператору по номеру +7 (999) 555-18-40 и назовите код "
         "из SMS.",
@@ -103,6 +112,10 @@ def test_a_callback_lure(text: str) -> None:
         # a newsletter's "to cancel, contact" (the 2002 conference news that showed it)
         ("Conference News <news@conf.example>",
          "To cancel your registration, contact Andrew Calvo at\n707-827-7176."),
+        # a signature's number under a disclaimer's "unauthorized use"
+        ("Mark Lee <mark.lee@lawfirm.example>",
+         "Attached is the draft. Call me at +1 (415) 555-0100 with questions.\n\nThis message "
+         "is confidential. Any unauthorized use or disclosure is prohibited."),
         # a short bank number is no stranger's
         ("Bank <info@bank-notice.example>",
          "Если вы не совершали операцию, позвоните по номеру 900."),
@@ -133,7 +146,20 @@ def test_a_brand_cut_by_a_hyphen_in_the_display_name(name: str) -> None:
     assert "PHISH_DISPLAY_NAME_BRAND" in signs(raw)
 
 
-@pytest.mark.parametrize("name", ["Jean-Pierre Dupont", "Anna-Maria Meta", "Coca-Cola Fan Club"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Jean-Pierre Dupont",
+        "Anna-Maria Meta",
+        "Coca-Cola Fan Club",
+        # initials are no brand cut in two: not VK, DHL, MTS, VTB
+        "V.K. Singh",
+        "Dr. V.K. Sharma",
+        "D.H.L. Kumar",
+        "M.T.S. Reddy",
+        "Rao V.T.B.",
+    ],
+)
 def test_a_hyphenated_name_is_no_brand(name: str) -> None:
     raw = letter(sender=f"{name} <jp@example-site.com>", subject="Notice")
     assert "PHISH_DISPLAY_NAME_BRAND" not in signs(raw)
@@ -176,6 +202,13 @@ def test_signing_in_through_telegram_is_an_account_lure() -> None:
     assert "PHISH_ACCOUNT_LURE" in signs(raw)
     plain = letter(sender="Ольга <olga@yandex.ru>", subject="Привет", text="Напиши мне в Telegram")
     assert "PHISH_ACCOUNT_LURE" not in signs(plain)
+    # the state portal's sign-in, offered by schools, clinics and shops
+    clinic = letter(
+        sender="Поликлиника №3 <info@poliklinika3.ru>",
+        subject="Запись к врачу",
+        text="Записаться к врачу можно на сайте: вход через Госуслуги. https://clck.ru/3AbCd\n",
+    )
+    assert "PHISH_ACCOUNT_LURE" not in signs(clinic)
 
 
 # -- cost ---------------------------------------------------------------------------------------
@@ -209,3 +242,15 @@ def test_the_callback_patterns_give_bounded_quotes() -> None:
     for rx in (lures.CALLBACK_CALL, lures.CALLBACK_REASON):
         found = lures.find(rx, text)
         assert 1 <= len(found) <= 3 and all(len(q) <= 60 for q in found)
+
+
+def test_a_best_buy_is_a_phrase_and_geek_squad_a_brand() -> None:
+    deals = letter(
+        sender="Weekly Best Buy Picks <deals@dealsite.example>",
+        subject="This week's best buy: a $99 blender",
+        text="Our best buy this week: https://dealsite.example/blender\n",
+    )
+    assert "PHISH_DISPLAY_NAME_BRAND" not in signs(deals)
+    for name in ("Geek Squad", "Best Buy Support"):
+        raw = letter(sender=f"{name} <help@dealsite.example>", subject="Invoice")
+        assert "PHISH_DISPLAY_NAME_BRAND" in signs(raw)

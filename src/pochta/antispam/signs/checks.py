@@ -138,9 +138,11 @@ _ADDRESS_IN_NAME = re.compile(
 )
 
 
-# A hyphen, a dot, an underscore or a middle dot between two letters of a display name: cut
-# out, "Meta-Mask Support" reads "MetaMask Support" (a brand's one word split in two).
-_NAME_CUT = re.compile(r"(?<=[^\W\d_])[-._\u00b7](?=[^\W\d_])")
+# A hyphen, a dot, an underscore or a middle dot between two pieces of at least two letters
+# of a display name: cut out, "Meta-Mask Support" reads "MetaMask Support" (a brand's one
+# word split in two). Initials stay as they are: "V.K. Singh" and "D.H.L. Kumar" are people,
+# not VK and DHL.
+_NAME_CUT = re.compile(r"(?<=[^\W\d_]{2})[-._\u00b7](?=[^\W\d_]{2})")
 
 
 def _joined_name(name: str) -> str:

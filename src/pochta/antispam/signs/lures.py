@@ -68,10 +68,11 @@ ACCOUNT_LURE = _rx(
     r"повторн\w{0,40}+\s+(?:авторизаци|аутентификаци|вход|регистраци)\w*",
     r"(?:войдите|авторизуйтесь|выполните\s+вход)\s+(?:с|под|через)\s+(?:сво\w+\s+|ваш\w*\s+)?"
     r"(?:корпоративн|рабоч|служебн|почтов)\w*",
-    # signing in on somebody's page "through" a messenger or the state portal: the code that
-    # comes is the account's (the stolen Telegram accounts of the voting lures)
+    # signing in on somebody's page "through" a messenger: the code that comes is the
+    # account's (the stolen Telegram accounts of the voting lures). Not "вход через
+    # Госуслуги": the state portal's sign-in, which schools, clinics and shops offer
     r"(?:войти|войдите|вход|авторизоваться|авторизуйтесь|зайти|зайдите)\s+(?:\w+\s+)?через\s+"
-    r"(?:telegram|телеграм|госуслуг|whatsapp|ватсап|вотсап)\w*",
+    r"(?:telegram|телеграм|whatsapp|ватсап|вотсап)\w*",
     r"\b(?:log|sign)\s*in\s+(?:with|via|through)\s+(?:your\s+)?(?:telegram|whatsapp)\b",
     # the wallet: its secret words
     r"\b(?:recovery|seed|secret|mnemonic|backup)\s+(?:phrase|words)\b",
@@ -144,7 +145,10 @@ CALLBACK_CALL = _rx(
 CALLBACK_REASON = _rx(
     r"\b(?:did\s+not|didn'?t|never)\s+(?:authori[sz]e|make|request|place|order|initiate"
     r"|approve|recogni[sz]e|sign\s+up)",
-    r"\bunauthori[sz]ed\b",
+    # an unauthorized charge or sign-in, not a disclaimer's "any unauthorized use or
+    # disclosure" under a signature with a phone number
+    r"\bunauthori[sz]ed\s+(?:\w+\s+){0,2}?(?:charge|transaction|payment|purchase|withdrawal"
+    r"|debit|order|sign-?in|log-?in|login|activity|attempt)",
     # a charge to undo, not a subscription to a newsletter ("to cancel, contact ..." of 2002)
     r"\b(?:refund\w*|stop\s+the\s+(?:payment|charge|renewal))",
     r"\bdispute\w*\s+(?:\w+\s+){0,2}?(?:charge|payment|transaction|order|purchase)",
