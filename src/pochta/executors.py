@@ -165,8 +165,14 @@ class HandOff(Executor):
     def _work(self) -> None:
         while (job := self._queue.get()) is not None:
             answer = _run(job)
+            submitted = job[0] is None
             del job
-            with self._lock:  # free for the next call before answering this one
+            if submitted and answer is not None:
+                # a concurrent future's callbacks run here and may wait on this pool: the
+                # thread is free once they have returned (as ThreadPoolExecutor's)
+                answer()
+                answer = None
+            with self._lock:  # free for the next call before answering a loop's
                 if self._backlog:
                     self._backlog -= 1
                 else:

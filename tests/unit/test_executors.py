@@ -200,3 +200,30 @@ def test_handoff_as_an_executor() -> None:
             pool.submit(divmod, 1, 0).result(5)
         assert list(pool.map(abs, [-1, -2])) == [1, 2]
     assert _names("t-submit") == set()
+
+
+def test_handoff_a_done_callback_may_wait_on_the_pool() -> None:
+    # a concurrent future's callbacks run in the thread that ran its call: that thread is not
+    # free until they return, so a call they wait on gets a thread of its own (as with
+    # ThreadPoolExecutor) instead of waiting for the thread that waits for it
+    pool = HandOff(2, thread_name_prefix="t-callback")
+    got: list[str] = []
+
+    def callback(_: object) -> None:
+        try:
+            got.append(pool.submit(str, "inner").result(5))
+        except BaseException as exc:  # reported by the assertion below
+            got.append(repr(exc))
+
+    try:
+        go = threading.Event()
+        outer = pool.submit(go.wait, 5)
+        outer.add_done_callback(callback)  # before the call ends: run by the pool's thread
+        go.set()
+        assert outer.result(5) is True
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert got == ["inner"]
+    finally:
+        pool.shutdown(wait=False)
