@@ -156,8 +156,8 @@ class HandOff(Executor):
             elif len(self._threads) < self._max:
                 name = f"{self._prefix}_{len(self._threads)}"
                 thread = threading.Thread(target=self._work, name=name, daemon=True)
+                thread.start()  # raising (no thread left to start): not counted, not queued
                 self._threads.append(thread)
-                thread.start()
             else:
                 self._backlog += 1
             self._queue.put(job)

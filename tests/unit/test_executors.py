@@ -227,3 +227,30 @@ def test_handoff_a_done_callback_may_wait_on_the_pool() -> None:
         assert got == ["inner"]
     finally:
         pool.shutdown(wait=False)
+
+
+def test_handoff_a_thread_that_could_not_start_is_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    start = threading.Thread.start
+    refused: list[str] = []
+
+    def start_once_refused(thread: threading.Thread) -> None:
+        if thread.name.startswith("t-start") and not refused:
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_once_refused)
+    pool = HandOff(1, thread_name_prefix="t-start")
+
+    async def go() -> int:
+        with pytest.raises(RuntimeError, match="can't start"):
+            await pool.call(abs, -1)
+        return await asyncio.wait_for(pool.call(abs, -2), 5)
+
+    try:
+        assert asyncio.run(go()) == 2  # the next call started the pool's one thread
+    finally:
+        pool.shutdown()  # joins the thread that ran, no other
+    assert refused and _names("t-start") == set()
