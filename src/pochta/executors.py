@@ -238,8 +238,13 @@ def _succeed(future: asyncio.Future[Any], result: object) -> None:
 
 
 def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
-    if not future.done():
-        future.set_exception(exc)
+    if future.done():
+        return
+    if isinstance(exc, StopIteration):  # an asyncio future refuses it: its caller would hang
+        error = RuntimeError("the call raised StopIteration")
+        error.__cause__ = exc
+        exc = error
+    future.set_exception(exc)
 
 
 def _cancel(job: _Job) -> None:

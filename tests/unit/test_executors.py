@@ -254,3 +254,30 @@ def test_handoff_a_thread_that_could_not_start_is_not_counted(
     finally:
         pool.shutdown()  # joins the thread that ran, no other
     assert refused and _names("t-start") == set()
+
+
+def test_handoff_passes_on_any_base_exception_and_its_thread_goes_on() -> None:
+    class Stop(BaseException):
+        pass
+
+    def stop() -> None:
+        raise Stop
+
+    pool = HandOff(1, thread_name_prefix="t-base")
+
+    async def go() -> int:
+        with pytest.raises(Stop):
+            await asyncio.wait_for(pool.call(stop), 5)
+        # StopIteration cannot be set on an asyncio future: a RuntimeError, not a hang
+        with pytest.raises(RuntimeError) as raised:
+            await asyncio.wait_for(pool.call(next, iter(())), 5)
+        assert isinstance(raised.value.__cause__, StopIteration)
+        return await asyncio.wait_for(pool.call(abs, -3), 5)
+
+    try:
+        assert asyncio.run(go()) == 3
+        with pytest.raises(Stop):
+            pool.submit(stop).result(5)
+        assert _names("t-base") == {"t-base_0"}
+    finally:
+        pool.shutdown()
