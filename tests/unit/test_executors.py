@@ -281,3 +281,51 @@ def test_handoff_passes_on_any_base_exception_and_its_thread_goes_on() -> None:
         assert _names("t-base") == {"t-base_0"}
     finally:
         pool.shutdown()
+
+
+def test_handoff_caller_cancelled_while_its_call_runs_and_loop_closed_before_answer() -> None:
+    pool = HandOff(1, thread_name_prefix="t-gone")
+    started, release = threading.Event(), threading.Event()
+    ended: list[str] = []
+    loop_errors: list[dict[str, object]] = []
+    orphans: list[asyncio.Future[str]] = []
+
+    def held(name: str) -> str:
+        started.set()
+        release.wait(10)
+        ended.append(name)
+        return name
+
+    async def cancel_while_running() -> str:
+        asyncio.get_running_loop().set_exception_handler(lambda _, c: loop_errors.append(c))
+        task = asyncio.ensure_future(pool.call(held, "cancelled"))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()  # the call ends; its answer finds the future cancelled
+        return await asyncio.wait_for(pool.call(str, "next"), 5)
+
+    async def leave_while_running() -> None:
+        orphans.append(asyncio.ensure_future(pool.call(held, "orphan")))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+
+    try:
+        assert asyncio.run(cancel_while_running()) == "next"
+        assert ended == ["cancelled"] and loop_errors == []
+        started.clear()
+        release.clear()
+        asyncio.run(leave_while_running())  # the loop closes while the call runs
+        release.set()
+
+        async def after() -> str:
+            return await asyncio.wait_for(pool.call(str, "after"), 5)
+
+        # the answer to the closed loop was dropped; the same thread serves the next loop
+        assert asyncio.run(after()) == "after"
+        assert ended == ["cancelled", "orphan"]
+        assert _names("t-gone") == {"t-gone_0"}
+    finally:
+        pool.shutdown()
