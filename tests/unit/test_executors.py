@@ -325,7 +325,29 @@ def test_handoff_caller_cancelled_while_its_call_runs_and_loop_closed_before_ans
 
         # the answer to the closed loop was dropped; the same thread serves the next loop
         assert asyncio.run(after()) == "after"
-        assert ended == ["cancelled", "orphan"]
+        assert ended == ["cancelled", "orphan"] and orphans[0].cancelled()
         assert _names("t-gone") == {"t-gone_0"}
     finally:
         pool.shutdown()
+
+
+def test_handoff_shutdown_cancels_the_submitted_calls_waiting_and_lets_the_running_end() -> None:
+    pool = HandOff(1, thread_name_prefix="t-down")
+    started, release = threading.Event(), threading.Event()
+
+    def held() -> str:
+        started.set()
+        release.wait(10)
+        return "ran"
+
+    running = pool.submit(held)
+    assert started.wait(5)
+    waiting = pool.submit(str, "never")
+    pool.shutdown(wait=False, cancel_futures=True)
+    assert waiting.cancelled()
+    with pytest.raises(RuntimeError):
+        pool.submit(str, "after")
+    release.set()
+    assert running.result(5) == "ran"
+    pool.shutdown()  # again: joins
+    assert _names("t-down") == set()
