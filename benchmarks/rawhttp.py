@@ -8,8 +8,9 @@ client. Both pochta and the anchors (Swift) are sent the same requests through i
 
 What it understands of an answer: a status line, headers (at most ``MAX_HEAD`` bytes), and a
 body of ``Content-Length`` bytes (at most ``MAX_BODY``); ``Transfer-Encoding: chunked``
-too (the chunks' total at most ``MAX_BODY``). ``Connection: close`` in the answer, or a
-closed socket before a request, opens a new connection. Anything else is an error.
+too (the chunks' total at most ``MAX_BODY``, their trailers at most ``MAX_HEAD``).
+``Connection: close`` in the answer, or a closed socket before a request, opens a new
+connection. Anything else is an error, and closes the connection.
 """
 
 from __future__ import annotations
@@ -75,8 +76,12 @@ class Connection:
             self.close()
             raise
         sock = self._connect()
-        self._send(sock, head, body)
-        return self._answer(sock)
+        try:
+            self._send(sock, head, body)
+            return self._answer(sock)
+        except BaseException:  # what is left of its answer must not be read as the next's
+            self.close()
+            raise
 
     @staticmethod
     def _send(sock: socket.socket, head: bytes, body: bytes) -> None:
@@ -105,7 +110,7 @@ class Connection:
         head, self._buf = self._buf[:end].decode("latin-1"), self._buf[end + 4 :]
         status_line, *header_lines = head.split("\r\n")
         parts = status_line.split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not _digits(parts[1]):
             raise HttpError(f"not an HTTP/1.x status line: {status_line[:100]!r}")
         headers: dict[str, str] = {}
         for line in header_lines:
@@ -117,7 +122,7 @@ class Connection:
             body = self._chunked(sock)
         else:
             length = headers.get("content-length")
-            if length is None or not length.isdigit() or int(length) > MAX_BODY:
+            if length is None or not _digits(length) or int(length) > MAX_BODY:
                 raise HttpError(f"an answer's Content-Length is {length!r}")
             body = self._take(sock, int(length))
         if headers.get("connection", "").lower() == "close":
@@ -142,19 +147,26 @@ class Connection:
         out = bytearray()
         while True:
             size_text = self._line(sock).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise HttpError(f"a chunk's size is {size_text[:20]!r}") from None
+            if not size_text or size_text.strip(b"0123456789abcdefABCDEF"):
+                raise HttpError(f"a chunk's size is {size_text[:20]!r}")
+            size = int(size_text, 16)
             if size == 0:
-                while self._line(sock):  # trailers, up to the empty line
-                    pass
+                trailers = 0
+                while line := self._line(sock):  # trailers, up to the empty line
+                    trailers += len(line) + 2
+                    if trailers > MAX_HEAD:
+                        raise HttpError(f"a chunked answer's trailers above {MAX_HEAD} bytes")
                 return bytes(out)
             if len(out) + size > MAX_BODY:
                 raise HttpError(f"a chunked answer above {MAX_BODY} bytes")
             out += self._take(sock, size)
             if self._take(sock, 2) != b"\r\n":
                 raise HttpError("a chunk not followed by CRLF")
+
+
+def _digits(text: str) -> bool:
+    """Only ASCII digits (``str.isdigit`` takes "²", which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
 
 
 class _ClosedEarly(HttpError, ConnectionError):

@@ -156,8 +156,8 @@ class HandOff(Executor):
             elif len(self._threads) < self._max:
                 name = f"{self._prefix}_{len(self._threads)}"
                 thread = threading.Thread(target=self._work, name=name, daemon=True)
+                thread.start()  # raising (no thread left to start): not counted, not queued
                 self._threads.append(thread)
-                thread.start()
             else:
                 self._backlog += 1
             self._queue.put(job)
@@ -165,8 +165,14 @@ class HandOff(Executor):
     def _work(self) -> None:
         while (job := self._queue.get()) is not None:
             answer = _run(job)
+            submitted = job[0] is None
             del job
-            with self._lock:  # free for the next call before answering this one
+            if submitted and answer is not None:
+                # a concurrent future's callbacks run here and may wait on this pool: the
+                # thread is free once they have returned (as ThreadPoolExecutor's)
+                answer()
+                answer = None
+            with self._lock:  # free for the next call before answering a loop's
                 if self._backlog:
                     self._backlog -= 1
                 else:
@@ -232,8 +238,13 @@ def _succeed(future: asyncio.Future[Any], result: object) -> None:
 
 
 def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
-    if not future.done():
-        future.set_exception(exc)
+    if future.done():
+        return
+    if isinstance(exc, StopIteration):  # an asyncio future refuses it: its caller would hang
+        error = RuntimeError("the call raised StopIteration")
+        error.__cause__ = exc
+        exc = error
+    future.set_exception(exc)
 
 
 def _cancel(job: _Job) -> None:

@@ -200,3 +200,154 @@ def test_handoff_as_an_executor() -> None:
             pool.submit(divmod, 1, 0).result(5)
         assert list(pool.map(abs, [-1, -2])) == [1, 2]
     assert _names("t-submit") == set()
+
+
+def test_handoff_a_done_callback_may_wait_on_the_pool() -> None:
+    # a concurrent future's callbacks run in the thread that ran its call: that thread is not
+    # free until they return, so a call they wait on gets a thread of its own (as with
+    # ThreadPoolExecutor) instead of waiting for the thread that waits for it
+    pool = HandOff(2, thread_name_prefix="t-callback")
+    got: list[str] = []
+
+    def callback(_: object) -> None:
+        try:
+            got.append(pool.submit(str, "inner").result(5))
+        except BaseException as exc:  # reported by the assertion below
+            got.append(repr(exc))
+
+    try:
+        go = threading.Event()
+        outer = pool.submit(go.wait, 5)
+        outer.add_done_callback(callback)  # before the call ends: run by the pool's thread
+        go.set()
+        assert outer.result(5) is True
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert got == ["inner"]
+    finally:
+        pool.shutdown(wait=False)
+
+
+def test_handoff_a_thread_that_could_not_start_is_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    start = threading.Thread.start
+    refused: list[str] = []
+
+    def start_once_refused(thread: threading.Thread) -> None:
+        if thread.name.startswith("t-start") and not refused:
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_once_refused)
+    pool = HandOff(1, thread_name_prefix="t-start")
+
+    async def go() -> int:
+        with pytest.raises(RuntimeError, match="can't start"):
+            await pool.call(abs, -1)
+        return await asyncio.wait_for(pool.call(abs, -2), 5)
+
+    try:
+        assert asyncio.run(go()) == 2  # the next call started the pool's one thread
+    finally:
+        pool.shutdown()  # joins the thread that ran, no other
+    assert refused and _names("t-start") == set()
+
+
+def test_handoff_passes_on_any_base_exception_and_its_thread_goes_on() -> None:
+    class Stop(BaseException):
+        pass
+
+    def stop() -> None:
+        raise Stop
+
+    pool = HandOff(1, thread_name_prefix="t-base")
+
+    async def go() -> int:
+        with pytest.raises(Stop):
+            await asyncio.wait_for(pool.call(stop), 5)
+        # StopIteration cannot be set on an asyncio future: a RuntimeError, not a hang
+        with pytest.raises(RuntimeError) as raised:
+            await asyncio.wait_for(pool.call(next, iter(())), 5)
+        assert isinstance(raised.value.__cause__, StopIteration)
+        return await asyncio.wait_for(pool.call(abs, -3), 5)
+
+    try:
+        assert asyncio.run(go()) == 3
+        with pytest.raises(Stop):
+            pool.submit(stop).result(5)
+        assert _names("t-base") == {"t-base_0"}
+    finally:
+        pool.shutdown()
+
+
+def test_handoff_caller_cancelled_while_its_call_runs_and_loop_closed_before_answer() -> None:
+    pool = HandOff(1, thread_name_prefix="t-gone")
+    started, release = threading.Event(), threading.Event()
+    ended: list[str] = []
+    loop_errors: list[dict[str, object]] = []
+    orphans: list[asyncio.Future[str]] = []
+
+    def held(name: str) -> str:
+        started.set()
+        release.wait(10)
+        ended.append(name)
+        return name
+
+    async def cancel_while_running() -> str:
+        asyncio.get_running_loop().set_exception_handler(lambda _, c: loop_errors.append(c))
+        task = asyncio.ensure_future(pool.call(held, "cancelled"))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()  # the call ends; its answer finds the future cancelled
+        return await asyncio.wait_for(pool.call(str, "next"), 5)
+
+    async def leave_while_running() -> None:
+        orphans.append(asyncio.ensure_future(pool.call(held, "orphan")))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+
+    try:
+        assert asyncio.run(cancel_while_running()) == "next"
+        assert ended == ["cancelled"] and loop_errors == []
+        started.clear()
+        release.clear()
+        asyncio.run(leave_while_running())  # the loop closes while the call runs
+        release.set()
+
+        async def after() -> str:
+            return await asyncio.wait_for(pool.call(str, "after"), 5)
+
+        # the answer to the closed loop was dropped; the same thread serves the next loop
+        assert asyncio.run(after()) == "after"
+        assert ended == ["cancelled", "orphan"] and orphans[0].cancelled()
+        assert _names("t-gone") == {"t-gone_0"}
+    finally:
+        pool.shutdown()
+
+
+def test_handoff_shutdown_cancels_the_submitted_calls_waiting_and_lets_the_running_end() -> None:
+    pool = HandOff(1, thread_name_prefix="t-down")
+    started, release = threading.Event(), threading.Event()
+
+    def held() -> str:
+        started.set()
+        release.wait(10)
+        return "ran"
+
+    running = pool.submit(held)
+    assert started.wait(5)
+    waiting = pool.submit(str, "never")
+    pool.shutdown(wait=False, cancel_futures=True)
+    assert waiting.cancelled()
+    with pytest.raises(RuntimeError):
+        pool.submit(str, "after")
+    release.set()
+    assert running.result(5) == "ran"
+    pool.shutdown()  # again: joins
+    assert _names("t-down") == set()

@@ -120,8 +120,26 @@ def test_connection_close_in_the_answer_opens_a_new_one() -> None:
         b"HTTP/1.1 200 OK\r\n\r\n",  # no length
         b"SMTP 220 hello\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+3\r\nabc\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
+        + b"X-T: a\r\n" * (rawhttp.MAX_HEAD // 8 + 1)
+        + b"\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\nab",
+        b"HTTP/1.1 \xb2\xb2\xb2 OK\r\nContent-Length: 0\r\n\r\n",
     ],
-    ids=["head too large", "body too large", "no length", "not HTTP", "bad chunk size"],
+    ids=[
+        "head too large",
+        "body too large",
+        "no length",
+        "not HTTP",
+        "bad chunk size",
+        "signed chunk size",
+        "0x chunk size",
+        "trailers too large",
+        "non-ASCII digit length",
+        "non-ASCII digit status",
+    ],
 )
 def test_bad_answers_are_refused(answer: bytes) -> None:
     with server([[answer]]) as (port, _):
@@ -136,3 +154,18 @@ def test_a_fresh_connection_closed_before_its_answer_is_an_error() -> None:
         conn = rawhttp.Connection("127.0.0.1", port, timeout=5)
         with pytest.raises(ConnectionError):
             conn.request("GET", "/", {})
+
+
+def test_a_failed_retry_closes_the_connection() -> None:
+    # the retry's answer is refused with a valid answer behind it in the same packet: that
+    # stale answer must not be taken for the next request's, which goes on a new connection
+    bad = b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n" + OK
+    other = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+    with server([[OK], [bad], [other]]) as (port, seen):
+        conn = rawhttp.Connection("127.0.0.1", port, timeout=5)
+        assert conn.request("PUT", "/a", {}, b"1").status == 201
+        with pytest.raises(rawhttp.HttpError):
+            conn.request("PUT", "/b", {}, b"2")  # the closed keep-alive, then the bad answer
+        assert conn.request("PUT", "/c", {}, b"3").status == 202
+        conn.close()
+    assert [r.split(b" ")[1] for r in seen] == [b"/a", b"/b", b"/c"]
