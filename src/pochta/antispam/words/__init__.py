@@ -233,7 +233,8 @@ class Words:
             and len(cut) == len(hashes) == len(tokens)
             and _as_shipped(tokens, cut, shipped, self.key)
         ):
-            return shipped.judge(tokens, shown)
+            distinct = frozenset(tokens)  # as the analysis judged them: its answer is kept
+            return shipped.judge(distinct if len(distinct) == len(tokens) else tokens, shown)
         return self._merged(tokens, cut, learned, totals).judge(tokens, shown)
 
     def table(self, tokens: Sequence[str], hashes: Sequence[int]) -> tokens_mod.TokenTable:
