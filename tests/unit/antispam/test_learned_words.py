@@ -304,3 +304,29 @@ def test_the_sqlite_store_looks_no_word_up_where_nothing_was_learned(tmp_path: P
         assert [sql for sql in asked if " IN (" in sql]
     finally:
         store.close()
+
+
+def test_a_new_shipped_table_is_keyed_before_it_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``use`` (a promoted model's table, ``app.switch_model``) hashes the new table's words
+    before it replaces the old one: the first letter after it hashes none of them, and is
+    judged by the new table's counts."""
+    key = b"installation key"
+    old = tokens.TokenTable({"offer": (5, 1)}, 10, 20)
+    new = tokens.TokenTable({"free": (9, 0), "meeting": (0, 8)}, 10, 20)
+    words = Words(MemoryWordStore(), shipped=old, key=key, buffered=False)
+    words.warm()
+    calls: list[str] = []
+    real = tokens.token_hash
+
+    def counted(token: str, key: bytes = b"") -> int:
+        calls.append(token)
+        return real(token, key)
+
+    monkeypatch.setattr(tokens, "token_hash", counted)
+    words.use(new)
+    assert sorted(calls) == ["free", "meeting"]
+    calls.clear()
+    toks, hashes = tokens.hashed(["free", "offer"], key)
+    assert words.judge(toks, hashes, 3) == new.judge(toks, shown=3)
+    assert dict(words.table(toks, hashes).counts) == {"free": (9, 0)}
+    assert calls == []
