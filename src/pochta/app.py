@@ -644,7 +644,7 @@ def switch_model(
         initargs = (config, decider(settings, new)) if deciding and settings else (config,)
         intake.pool.reinitialize(initargs)
     if scanner.words is not None:
-        scanner.words.shipped = config.tokens
+        scanner.words.use(config.tokens)  # keyed and ranked before letters read it
     scanner.model = new
     log.info("model switched to %s", switched.version or "the shipped one")
 

@@ -272,7 +272,23 @@ class TokenTable:
 
     def judge(self, tokens: Iterable[str], shown: int = 0) -> tuple[float, tuple[str, ...]]:
         """The score and the ``shown`` clues that lean the way the score does, surest first
-        (what an explanation names)."""
+        (what an explanation names). The last judgment of a set of tokens is kept: the same
+        set asked again (a worker's analysis, then its learned words when nothing is
+        learned) is answered from it."""
+        if isinstance(tokens, frozenset):
+            last = self._last[0]
+            if last is not None and last[1] == shown and last[0] == tokens:
+                return last[2]
+            judged = self._judged(tokens, shown)
+            self._last[0] = (tokens, shown, judged)  # one slot, replaced whole: thread-safe
+            return judged
+        return self._judged(tokens, shown)
+
+    @cached_property
+    def _last(self) -> list[tuple[frozenset[str], int, tuple[float, tuple[str, ...]]] | None]:
+        return [None]
+
+    def _judged(self, tokens: Iterable[str], shown: int) -> tuple[float, tuple[str, ...]]:
         places = self._places(tokens)
         score = self._combined(places)
         if not shown or score == NEUTRAL:

@@ -270,3 +270,27 @@ def test_ranked_clues_are_the_per_letter_sort(
     distinct = list(dict.fromkeys(asked))  # a set's clues are found apart: the same ones
     assert table.clues(frozenset(asked)) == _clues_sorted_per_letter(table, distinct)
     assert table.judge(frozenset(asked), shown=3) == table.judge(distinct, shown=3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.frozensets(st.sampled_from(["cheap", "meeting", "even", "rare", "x", "s:offer"])),
+            st.integers(0, 3),
+        ),
+        max_size=8,
+    )
+)
+def test_the_last_set_judged_is_answered_again_only_when_asked_again(
+    asks: list[tuple[frozenset[str], int]],
+) -> None:
+    """A table keeps its last judgment of a set of tokens: each answer, in any order of sets
+    and ``shown``, is what a table that never judged anything gives (the same set asked
+    again, another set of the same size, another ``shown``, a list in between)."""
+    counts = {"cheap": (40, 1), "meeting": (1, 30), "even": (5, 5), "rare": (2, 0)}
+    table = tokens.TokenTable(counts, 50, 60)
+    for asked, shown in [*asks, *asks]:
+        fresh = tokens.TokenTable(counts, 50, 60)
+        assert table.judge(asked, shown=shown) == fresh.judge(asked, shown=shown)
+        assert table.judge(sorted(asked), shown=shown) == fresh.judge(asked, shown=shown)

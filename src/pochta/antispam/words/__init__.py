@@ -209,9 +209,17 @@ class Words:
     def warm(self) -> None:
         """The shipped table keyed by this store's hashes, built now rather than under the
         first letter's time (~21,000 keyed hashes, ~0.07 s; see ``TokenTable.by_hash``)."""
-        if self.shipped is not None:
-            self.shipped.by_hash(self.key)
-            self.shipped.judge(())  # and its clues ranked (what ``judge`` reads)
+        self.use(self.shipped)
+
+    def use(self, shipped: tokens_mod.TokenTable | None) -> None:
+        """``shipped`` read from now on (a newly promoted model's table), keyed and its clues
+        ranked before it replaces the one read until now, as :meth:`warm` does at start: a
+        letter being judged reads the old table or the new one, and none builds the new
+        one's under its own time."""
+        if shipped is not None:
+            shipped.by_hash(self.key)
+            shipped.judge(())  # and its clues ranked (what ``judge`` reads)
+        self.shipped = shipped
 
     def judge(
         self, tokens: Sequence[str], hashes: Sequence[int], shown: int = 0
@@ -233,7 +241,8 @@ class Words:
             and len(cut) == len(hashes) == len(tokens)
             and _as_shipped(tokens, cut, shipped, self.key)
         ):
-            return shipped.judge(tokens, shown)
+            distinct = frozenset(tokens)  # as the analysis judged them: its answer is kept
+            return shipped.judge(distinct if len(distinct) == len(tokens) else tokens, shown)
         return self._merged(tokens, cut, learned, totals).judge(tokens, shown)
 
     def table(self, tokens: Sequence[str], hashes: Sequence[int]) -> tokens_mod.TokenTable:

@@ -14,6 +14,7 @@ is moved into owner 0 when it is opened.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -50,6 +51,7 @@ ON CONFLICT DO UPDATE SET
              ELSE MAX(0, ham + ?3) END
 """
 _CHUNK = 500  # host parameters of one read
+_EMPTY_OWNERS = 1024  # owners a read connection remembers having no words, per version
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -80,6 +82,7 @@ def unsigned(h: int) -> int:
 class SQLiteWordStore:
     def __init__(self, path: Path, *, synchronous: Synchronous = "normal") -> None:
         self.db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
+        self._local = threading.local()  # this thread's (connection, data_version, owners)
         try:
             self.db.write(_migrate)
         except sqlite3.Error as exc:
@@ -107,6 +110,8 @@ class SQLiteWordStore:
         out: dict[int, tuple[int, int]] = {}
         try:
             conn = self.db.reader()
+            if not words or self._nothing_learned(conn, owner):
+                return out
             for i in range(0, len(words), _CHUNK):
                 part = [signed(h) for h in words[i : i + _CHUNK]]
                 marks = ",".join("?" * len(part))
@@ -116,6 +121,29 @@ class SQLiteWordStore:
         except sqlite3.Error as exc:
             raise StorageError(f"reading learned words: {exc}") from exc
         return out
+
+    def _nothing_learned(self, conn: sqlite3.Connection, owner: int) -> bool:
+        """Whether ``owner`` has no word stored, as this thread's connection reads the file
+        now. Remembered per connection until the file changes (SQLite's ``data_version``:
+        another connection, of this process or another, committed): a letter's words are
+        then not looked up one by one in a table where nothing was learned (~0.1 ms a
+        letter). The version is read before the owner's words: a commit between the two
+        leaves a newer answer under an older version, which the next read asks again."""
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        seen: tuple[sqlite3.Connection, int, dict[int, bool]] | None
+        seen = getattr(self._local, "empty", None)
+        if seen is None or seen[0] is not conn or seen[1] != version:
+            seen = self._local.empty = (conn, version, {})
+        owners: dict[int, bool] = seen[2]
+        empty = owners.get(owner)
+        if empty is None:
+            if len(owners) >= _EMPTY_OWNERS:
+                owners.clear()
+            (found,) = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM learned WHERE owner = ?)", (owner,)
+            ).fetchone()
+            empty = owners[owner] = not found
+        return empty
 
     def totals(self, owner: int) -> tuple[int, int]:
         try:
