@@ -316,15 +316,19 @@ def test_a_new_shipped_table_is_keyed_before_it_is_read(monkeypatch: pytest.Monk
     words = Words(MemoryWordStore(), shipped=old, key=key, buffered=False)
     words.warm()
     calls: list[str] = []
+    read: list[tokens.TokenTable | None] = []  # the table letters read meanwhile
     real = tokens.token_hash
 
     def counted(token: str, key: bytes = b"") -> int:
         calls.append(token)
+        read.append(words.shipped)
         return real(token, key)
 
     monkeypatch.setattr(tokens, "token_hash", counted)
     words.use(new)
     assert sorted(calls) == ["free", "meeting"]
+    assert [t is old for t in read] == [True, True]
+    assert words.shipped is new
     calls.clear()
     toks, hashes = tokens.hashed(["free", "offer"], key)
     assert words.judge(toks, hashes, 3) == new.judge(toks, shown=3)
