@@ -637,14 +637,14 @@ def switch_model(
     letter analyzed by a worker not yet restarted has the old table's word score."""
     new = switched.model
     config = dataclasses.replace(config, tokens=new.tokens if new is not None else None)
+    if scanner.words is not None:  # first: keyed and ranked before the analyzers read it
+        scanner.words.use(config.tokens)
     scanner.analyzer = make_analyzer(config)
     intake.analyzer = make_analyzer(config, deferred=True)
     if intake.pool is not None:
         deciding = settings is not None and intake.decides
         initargs = (config, decider(settings, new)) if deciding and settings else (config,)
         intake.pool.reinitialize(initargs)
-    if scanner.words is not None:
-        scanner.words.use(config.tokens)  # keyed and ranked before letters read it
     scanner.model = new
     log.info("model switched to %s", switched.version or "the shipped one")
 

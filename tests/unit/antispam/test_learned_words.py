@@ -4,6 +4,7 @@ teach themselves."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -316,17 +317,43 @@ def test_a_new_shipped_table_is_keyed_before_it_is_read(monkeypatch: pytest.Monk
     words = Words(MemoryWordStore(), shipped=old, key=key, buffered=False)
     words.warm()
     calls: list[str] = []
+    read: list[tokens.TokenTable | None] = []  # the table letters read meanwhile
     real = tokens.token_hash
 
     def counted(token: str, key: bytes = b"") -> int:
         calls.append(token)
+        read.append(words.shipped)
         return real(token, key)
 
     monkeypatch.setattr(tokens, "token_hash", counted)
     words.use(new)
     assert sorted(calls) == ["free", "meeting"]
+    assert [t is old for t in read] == [True, True]
+    assert words.shipped is new
     calls.clear()
     toks, hashes = tokens.hashed(["free", "offer"], key)
     assert words.judge(toks, hashes, 3) == new.judge(toks, shown=3)
     assert dict(words.table(toks, hashes).counts) == {"free": (9, 0)}
     assert calls == []
+
+
+def test_the_sqlite_store_remembers_nothing_learned_per_thread(tmp_path: Path) -> None:
+    """Each thread reads on its own connection, whose ``data_version`` counts on its own: what
+    one thread's connection found empty is not another's answer after a word was stored."""
+    store = SQLiteWordStore(tmp_path / "words.sqlite3")
+    try:
+        h = tokens.token_hash("cheap")
+        assert store.counts(0, [h]) == {}  # this thread: nothing learned
+        store.add(0, {h: (2, 0)}, (1, 0), day=1)
+        got: list[dict[int, tuple[int, int]]] = []
+        with ThreadPoolExecutor(2) as pool:  # new threads: new connections
+            got = list(pool.map(lambda _: store.counts(0, [h]), range(4)))
+        assert got == [{h: (2, 0)}] * 4
+        assert store.counts(0, [h]) == {h: (2, 0)}
+        store.forget(0)
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(lambda _: store.counts(0, [h]), range(4)))
+        assert got == [{}] * 4
+        assert store.counts(0, [h]) == {}
+    finally:
+        store.close()

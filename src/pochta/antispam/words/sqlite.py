@@ -6,9 +6,12 @@
     learned_totals (owner, spam, ham)             the letters each owner learned
 
 A flush is one transaction; a read is one ``IN`` query of the letter's words (about a tenth of
-a millisecond for 300 words). ``prune`` deletes an owner's words with the oldest day first (an
-index on owner, day). A file of the single-table layout (``words`` / ``totals``, before owners)
-is moved into owner 0 when it is opened.
+a millisecond for 300 words), skipped for an owner with no word stored: each thread's read
+connection remembers those until SQLite's ``PRAGMA data_version`` changes (a commit by any
+other connection: this store's writer, another store, another process; the read connections
+never write, so none of their own commits could go unseen). ``prune`` deletes an owner's words
+with the oldest day first (an index on owner, day). A file of the single-table layout
+(``words`` / ``totals``, before owners) is moved into owner 0 when it is opened.
 """
 
 from __future__ import annotations
