@@ -59,6 +59,9 @@ from pochta_factory.fitting import fit, fit_averaged
 TRAIN_GROUPS = ("easy-ham-1", "spam-1")
 EVAL_GROUPS = ("easy-ham-2", "hard-ham-1", "spam-2")
 GENERATED = "generated"
+PERSONAL = True
+"""Whether the generated ham includes short personal letters (:func:`legit.personal_letters`,
+``legit.PERSONAL`` beside every ``legit.COUNT`` commercial ones)."""
 MAX_FPR = 0.002  # the threshold keeps false positives on held-out training ham below this
 SEED = 0
 
@@ -124,9 +127,13 @@ def corpus_samples(letters: Iterable[corpus.CorpusLetter]) -> list[Sample]:
 def generated_samples(
     count: int = legit.COUNT, seed: int = legit.SEED, times: Sequence[float] = ()
 ) -> list[Sample]:
+    made = legit.letters(count, seed=seed, times=times)
+    if PERSONAL:
+        made += legit.personal_letters(count * legit.PERSONAL // legit.COUNT, times=times)
+    made.sort(key=lambda g: g.at)
     return [
         Sample(g.raw, "ham", GENERATED, g.at, g.envelope, f"{g.kind}/{g.lang}/{g.sender}")
-        for g in legit.letters(count, seed=seed, times=times)
+        for g in made
     ]
 
 
