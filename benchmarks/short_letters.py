@@ -3,13 +3,14 @@
 as the subject, with "Re: " before it, and with a greeting and a name around the line
 ("Hi Ann, ... Peter"). Printed, as one JSON object: how many of the 15 the scanner files in
 Spam (``in_spam``), and per way the largest P(spam) and the lines in Spam. No corpus letter
-is read. Run it with each model's ``src`` to compare:
+is read. The shipped model, or ``--model DIR`` (``pochta model train --output DIR``):
 
-    PYTHONPATH=src python benchmarks/short_letters.py
+    PYTHONPATH=src python benchmarks/short_letters.py [--model DIR]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Callable
@@ -48,8 +49,12 @@ WAYS: dict[str, Callable[[str], bytes]] = {
 
 
 def main() -> None:
-    model = booster.load()
-    assert model is not None
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", type=Path, help="a model directory (default: the shipped one)")
+    args = p.parse_args()
+    model = booster.load(args.model) if args.model else booster.load()
+    if model is None:
+        raise SystemExit("no model")
     scanner = Scanner(model=model)
     ways: dict[str, dict[str, object]] = {}
     for way, make in WAYS.items():

@@ -571,6 +571,12 @@ def validate(
     return threshold, out
 
 
+SEALED_NOT_READ = (
+    "not read: the corpus groups' non-sealed letters only (pochta_factory.corpus.unsealed)"
+)
+"""What a model trained on the corpus says of the sealed letters (``info["sealed"]``)."""
+
+
 def train(
     letters: Iterable[corpus.CorpusLetter] | None = None,
     *,
@@ -598,6 +604,7 @@ def train(
     info = {
         "trained_on": sorted({s.group for s in samples} - {GENERATED}),
         "letters": sum(1 for s in samples if s.group != GENERATED),
+        "sealed": SEALED_NOT_READ if letters is None else None,
         "spam": sum(1 for s in samples if s.label == "spam"),
         "generated_ham": {
             "letters": sum(1 for s in samples if s.group == GENERATED),
