@@ -1,14 +1,17 @@
 """Short personal letters against the shipped model: 15 one-line letters a person writes
 ("See you at noon.", "Please review and let me know."), each sent three ways: with its words
 as the subject, with "Re: " before it, and with a greeting and a name around the line
-("Hi Ann, ... Peter"). Printed: how many of the 15 the scanner files in Spam, and the largest
-P(spam), for each way. No corpus letter is read. Run it with each model's ``src`` to compare:
+("Hi Ann, ... Peter"). Printed, as one JSON object: how many of the 15 the scanner files in
+Spam (``in_spam``), and per way the largest P(spam) and the lines in Spam. No corpus letter
+is read. The shipped model, or ``--model DIR`` (``pochta model train --output DIR``):
 
-    PYTHONPATH=src python benchmarks/short_letters.py
+    PYTHONPATH=src python benchmarks/short_letters.py [--model DIR]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -46,14 +49,27 @@ WAYS: dict[str, Callable[[str], bytes]] = {
 
 
 def main() -> None:
-    model = booster.load()
-    assert model is not None
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", type=Path, help="a model directory (default: the shipped one)")
+    args = p.parse_args()
+    model = booster.load(args.model) if args.model else booster.load()
+    if model is None:
+        raise SystemExit("no model")
     scanner = Scanner(model=model)
+    ways: dict[str, dict[str, object]] = {}
     for way, make in WAYS.items():
         verdicts = [scanner.scan(make(line)) for line in LINES]
         spam = [line for line, v in zip(LINES, verdicts, strict=True) if v.label != "ham"]
         top = max(v.probability or 0.0 for v in verdicts)
-        print(f"{way}: {len(spam)} of {len(LINES)} in Spam, max P {top:.2f}: {spam}")
+        ways[way] = {"in_spam": len(spam), "max_p": round(top, 3), "lines_in_spam": spam}
+    info = model.info or {}
+    print(json.dumps({
+        "letters": len(LINES),
+        "model": {"trained_on": info.get("trained_on"), "letters": info.get("letters"),
+                  "threshold": model.threshold},
+        "in_spam": {way: w["in_spam"] for way, w in ways.items()},
+        "ways": ways,
+    }))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ def test_the_shipped_model_is_loaded(pochta: Pochta) -> None:
     model = pochta.scanner.model
     assert model is not None
     assert model.info["trained_on"] == ["easy-ham-1", "spam-1"]
+    # fitted on the non-sealed letters only (issue 28): 2,406 of the groups' 3,000
+    assert model.info["sealed"].startswith("not read") and model.info["letters"] == 2406
     assert 0.5 <= model.threshold < 1
 
 
@@ -46,6 +48,18 @@ def test_a_short_personal_letter_with_an_attachment_is_ham(pochta: Pochta) -> No
     for raw in (letter(), letter(attachments=[("report.pdf", payload(3, 50_000))])):
         verdict = pochta.scanner.scan(raw, Envelope(ip="192.0.2.10", sender="a@example.net"))
         assert verdict.label == "ham", pochta.scanner.explain(verdict)
+
+
+@pytest.mark.parametrize(
+    "line", ["Please find the report attached.", "Lunch tomorrow?", "Sounds good to me."]
+)
+def test_a_one_line_personal_letter_is_ham_each_way(pochta: Pochta, line: str) -> None:
+    # issue 28: the model fitted on the non-sealed letters saw short personal letters
+    # (pochta_factory.legit.personal); benchmarks/short_letters.py has all 15 lines
+    ways = ((line, line), ("Re: " + line, line), (line, f"Hi Ann,\n\n{line}\n\nPeter"))
+    for subject, text in ways:
+        verdict = pochta.scanner.scan(letter(subject=subject[:24], text=text + "\n"))
+        assert verdict.label == "ham", (subject, pochta.scanner.explain(verdict))
 
 
 def test_scan_cli_explains_a_phishing_letter(tmp_path: Path) -> None:

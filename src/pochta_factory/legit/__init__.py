@@ -30,12 +30,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pochta.types import Envelope
-from pochta_factory.legit import compose, more, orgs, render
+from pochta_factory.legit import compose, more, orgs, personal, render
 
 SEED = 2026
 COUNT = 1800
 SENDERS = 160  # invented senders; each sends a few letters, some many
 RUSSIAN = 0.4  # the share of senders writing in Russian
+PERSONAL = 300
+"""Short personal letters (:mod:`.personal`) beside every COUNT commercial ones (issue 28)."""
 START = datetime.datetime(2002, 8, 22, tzinfo=datetime.UTC).timestamp()
 END = datetime.datetime(2002, 12, 2, tzinfo=datetime.UTC).timestamp()
 """The training groups' time span (1st to 99th percentile of their dates), for arrival times
@@ -99,3 +101,18 @@ def letters(
         out.append(Generated(raw, env, at, kind, org.lang, org.domain))
     out.sort(key=lambda g: g.at)
     return out
+
+
+def personal_letters(
+    count: int,
+    *,
+    seed: int = personal.SEED,
+    start: float = START,
+    end: float = END,
+    times: Sequence[float] = (),
+) -> list[Generated]:
+    """``count`` short personal letters (:mod:`.personal`, kind "personal"), sorted by arrival,
+    their arrival times as for :func:`letters`."""
+    made = personal.letters(count, seed=seed, times=times, start=start, end=end)
+    return [Generated(raw, env, at, personal.KIND, lang, domain)
+            for at, raw, env, lang, domain in made]  # fmt: skip

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from collections import Counter
+from pathlib import Path
 
 from pochta.antispam.signs.checks import find
 from pochta.mime.letter import parse
@@ -76,3 +78,41 @@ def test_no_two_letters_say_the_same_and_both_eras_write() -> None:
     promos = [parse(g.raw) for g in letters if g.kind == "promo"][:40]
     assert sum(len(p.web_links) >= 6 for p in promos) >= 20  # link-heavy
     assert sum(p.html is not None and p.html.images >= 3 for p in promos) >= 15
+
+
+def test_personal_letters_are_short_deterministic_and_never_a_held_out_line() -> None:
+    from pochta_factory.legit import personal
+
+    a = legit.personal_letters(120)
+    assert [g.raw for g in a] == [g.raw for g in legit.personal_letters(120)]
+    assert [g.raw for g in a] != [g.raw for g in legit.personal_letters(120, seed=1)]
+    assert {g.kind for g in a} == {"personal"} and [g.at for g in a] == sorted(g.at for g in a)
+    assert Counter(g.lang for g in a)["ru"] >= 25 and Counter(g.lang for g in a)["en"] >= 25
+    replies = ids_on_sender = 0
+    for g in a:
+        letter = parse(g.raw)
+        assert letter.html is None or letter.text.strip()
+        assert not letter.web_links and len(letter.text.split()) <= 60
+        assert g.envelope.ip and g.envelope.sender == letter.from_address
+        replies += letter.subject.startswith("Re: ")
+        mid = dict(letter.fields).get("message-id", "")
+        ids_on_sender += mid.endswith(f"@{letter.from_domain}>")
+    assert 20 <= replies <= 70 and 30 <= ids_on_sender <= 100
+    # the held-out lines of benchmarks/short_letters.py are never written
+    bench = Path(__file__).resolve().parents[3] / "benchmarks" / "short_letters.py"
+    tree = ast.parse(bench.read_text())
+    held_out = next(
+        ast.literal_eval(node.value) for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LINES"
+    )  # fmt: skip
+    assert len(held_out) == 15
+    written = {x for lang in personal.LINES.values() for x in lang}
+    assert not written & set(held_out)
+    assert not any(line in g.raw.decode("utf-8", "replace") for g in a for line in held_out)
+
+
+def test_the_training_samples_carry_the_personal_letters() -> None:
+    samples = training.generated_samples(legit.COUNT // 30)
+    kinds = Counter(s.name.split("/", 1)[0] for s in samples)
+    assert kinds["personal"] == legit.PERSONAL // 30
+    assert [s.at for s in samples] == sorted(s.at for s in samples)
