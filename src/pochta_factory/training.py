@@ -615,9 +615,11 @@ def train(
         "generated_ham": {
             "letters": sum(1 for s in samples if s.group == GENERATED),
             "seed": legit.SEED,
+            "personal_seed": legit.personal.SEED if PERSONAL else None,
             "families": legit.families_of(s.name for s in samples if s.group == GENERATED),
-            "what": "legitimate commercial letters pochta writes itself "
-            "(pochta_factory.legit): training data only, never an evaluation set",
+            "what": "legitimate letters pochta writes itself (pochta_factory.legit): commercial, "
+            "and short personal ones (family 'personal', legit.personal): training data only, "
+            "never an evaluation set",
         },
         "threshold_tuned_on": "out-of-fold probabilities of the corpus training letters "
         f"({FOLDS} folds, blocked by date; the generated letters not used)",

@@ -102,7 +102,7 @@ def train(
             min=0,
             max=100_000,
             help="legitimate commercial letters pochta generates and adds to the training "
-            "ham (0: none; default 1800)",
+            "ham, with 1 short personal letter per 6 beside them (0: none; default 1800)",
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="CatBoost's random seed")] = 0,

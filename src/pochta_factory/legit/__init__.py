@@ -18,7 +18,12 @@ links, no DKIM, 2002 ESPs and list servers, Latin-1 and KOI8-R), half as today.
 They are TRAINING letters, generated: never an evaluation set, and never a measure of how
 pochta does on real mail. The model's ``info`` says how many were used.
 
+Since issue 28 also short personal letters between two people (:mod:`.personal`,
+:func:`personal_letters`, kind "personal"; ``training`` adds PERSONAL of them beside every
+COUNT commercial ones).
+
     letters(count, seed, start, end) -> list[Generated]   # sorted by time, same seed = same bytes
+    personal_letters(count, seed=personal.SEED) -> list[Generated]   # the same, kind "personal"
 """
 
 from __future__ import annotations

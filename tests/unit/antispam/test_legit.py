@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import difflib
 import hashlib
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -109,6 +111,13 @@ def test_personal_letters_are_short_deterministic_and_never_a_held_out_line() ->
     written = {x for lang in personal.LINES.values() for x in lang}
     assert not written & set(held_out)
     assert not any(line in g.raw.decode("utf-8", "replace") for g in a for line in held_out)
+    # nor a near-duplicate: the same sentence with another name, day or time, or reordered
+    for line in held_out:
+        said = set(re.findall(r"\w+", line.lower()))
+        for x in {*written, *(m for lang in personal.MORE.values() for m in lang)}:
+            same = set(re.findall(r"\w+", x.lower()))
+            assert difflib.SequenceMatcher(None, line.lower(), x.lower()).ratio() < 0.8, (line, x)
+            assert len(said & same) / len(said | same) < 0.6, (line, x)
 
 
 def test_the_training_samples_carry_the_personal_letters() -> None:
