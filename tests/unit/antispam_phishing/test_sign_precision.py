@@ -256,3 +256,20 @@ def test_a_search_box_is_no_form_to_fill_in() -> None:
         '<input name="cvv"><input type="submit"></form>'
     )
     assert "PHISH_HTML_FORM" in signs(letter(html=card))
+
+
+def test_a_link_to_a_companys_own_server_does_not_name_the_product_maker() -> None:
+    # a consultant links to the client's own SharePoint: the host names the company's server,
+    # not Microsoft, so the subdomain "sharepoint" is no imitation of a named organization
+    text = (
+        "Hi John,\n\nplease review the budget draft before 5 pm today:\n"
+        "https://sharepoint.contoso-group.com/sites/finance/Q4-budget.xlsx\n\nThanks,\nDana\n"
+    )
+    raw = letter(sender="Dana Wells <dana@wells-consulting.com>",
+                 subject="Urgent: please review the Q4 budget today", text=text)
+    assert "PHISH_LINK_LOOKALIKE" not in signs(raw)
+    # the same link in a letter that names Microsoft in its words is still one
+    raw = letter(sender="Dana Wells <dana@wells-consulting.com>",
+                 subject="Urgent: please review the Q4 budget today",
+                 text=text.replace("Thanks", "Sign in with your Microsoft 365 account.\nThanks"))
+    assert "PHISH_LINK_LOOKALIKE" in signs(raw)

@@ -283,17 +283,31 @@ class Context:
     @property
     def named(self) -> list[Org]:
         """Organizations the letter names in its display name, subject or the beginning of
-        its text (not counting its sender's domain)."""
+        its text (not counting its sender's domain, nor the host names of its links written
+        in the text: ``https://sharepoint.contoso.com/...`` names the company's own server,
+        not Microsoft)."""
         if "named" not in self._cache:
             orgs: list[Org] = []
             for found in (
                 self.name_orgs,
                 self.named_in_subject,
-                self.protected.named_in(self.letter.text[:BODY_HEAD]),
+                self.protected.named_in(self._text_without_link_hosts()),
             ):
                 orgs += [org for org in found if org not in orgs]
             self._cache["named"] = orgs
         return self._cache["named"]  # type: ignore[return-value]
+
+    def _text_without_link_hosts(self) -> str:
+        """The beginning of the text with every link's host name blanked where the text
+        shows it (at most MAX_LINKS hosts, each replaced in BODY_HEAD characters)."""
+        head = self.letter.text[:BODY_HEAD]
+        low = head.lower()
+        shown = {link.host for link in self.letter.web_links if link.host and link.host in low}
+        if not shown:
+            return head
+        for host in sorted(shown, key=len, reverse=True):
+            low = low.replace(host, " ")
+        return low
 
     @property
     def named_in_subject(self) -> list[Org]:
