@@ -642,11 +642,17 @@ N = 100_000
     ],
 )
 def test_crafted_text_costs_little(text: str) -> None:
-    raw = letter(sender=f"{'Mail Admin ' * 2000} <a@b.example>", subject=text[:5000], text=text)
+    assert crafted_check_seconds("Mail Admin ", text) < BUDGET
+
+
+def crafted_check_seconds(name: str, text: str) -> float:
+    """CPU seconds the checks take on a parsed letter whose display name is ``name`` 2,000
+    times and whose subject (its first 5,000 characters) and text are ``text``."""
+    raw = letter(sender=f"{name * 2000} <a@b.example>", subject=text[:5000], text=text)
     parsed = parse(raw)
     t0 = time.process_time()
     phishing.check(parsed)
-    assert time.process_time() - t0 < BUDGET
+    return time.process_time() - t0
 
 
 def test_a_crafted_html_file_costs_little() -> None:
