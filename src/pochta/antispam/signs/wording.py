@@ -66,19 +66,22 @@ def fold(text: str) -> str:
     return one_space(s)
 
 
+_SPACES = re.compile("  +")
+"""Runs of two spaces or more: a pattern that begins with its literal, which Python's engine
+looks for as ``str.find`` does, not trying every position."""
+
+
 def one_space(s: str) -> str:
     """``_SPACE.sub(" ", s)``: every run of blanks (:data:`_BLANKS` and spaces; not line
     breaks) one space, by C's string passes rather than Python's engine trying every
-    position: the blanks made spaces, then the runs of spaces cut out and one put back."""
+    position: the blanks made spaces, then each run of spaces one (:data:`_SPACES`: half the
+    cost of splitting the text at every space and joining its words again)."""
     for blank in _BLANKS:
         if blank in s:
             s = s.replace(blank, " ")
     if "  " not in s:
         return s
-    core = " ".join(filter(None, s.split(" ")))
-    if not core:
-        return " "
-    return (" " if s[0] == " " else "") + core + (" " if s[-1] == " " else "")
+    return _SPACES.sub(" ", s)
 
 
 def _rx(*parts: str) -> re.Pattern[str]:
@@ -320,7 +323,7 @@ class _Sentences:
         return iter(self.spans)
 
     def gate(self, rx: re.Pattern[str]) -> _Gate:
-        return _Gate(_PREFILTERS.get(rx) if self.data is not None else None, self.data)
+        return _Gate(_family(rx)[0] if self.data is not None else None, self.data)
 
 
 @functools.lru_cache(maxsize=4)
@@ -514,6 +517,11 @@ def _options(max_mem: int) -> Any:
 
 _PREFILTERS: dict[re.Pattern[str], Any] = {}
 _INDEX: dict[re.Pattern[str], int] = {}  # a pattern's place in the set: 1, 2, ...
+_FAMILIES: dict[int, tuple[re.Pattern[str], Any, int]] = {}
+"""``id(rx)``: ``rx``, its prefilter and its place in the set; what the checks look up. A
+compiled pattern's own hash reads its whole program each time (OFFER's: ~8 us; the checks ask
+~20 times a letter), its identity costs nothing; the pattern is held here, so its id is not
+another object's while it is registered."""
 _RELAXED: list[bytes] = []
 _SET: list[Any] = []  # the set of every prefilter, compiled at its first use
 SET_MEMORY = 16 << 20
@@ -586,16 +594,24 @@ def within(outer: str, inner: str) -> None:
     _keep(inner, (data[len(outer[:cut].encode()) :], hits))
 
 
+def _family(rx: re.Pattern[str]) -> tuple[Any, int]:
+    """``rx``'s prefilter and place in the set; (None, 0) for a pattern not registered."""
+    found = _FAMILIES.get(id(rx))
+    if found is None or found[0] is not rx:
+        return None, 0
+    return found[1], found[2]
+
+
 def first_candidate(rx: re.Pattern[str], text: str) -> int | None:
     """Where a match of ``rx`` may begin at the earliest (RE2 over the relaxed copy of
     ``rx``); None when it matches nowhere in ``text``; 0 for a pattern without a prefilter or
     a text RE2 cannot read."""
-    pre = _PREFILTERS.get(rx)
+    pre, index = _family(rx)
     scan = None if pre is None else _scan(text)
     if pre is None or scan is None:
         return 0
     data, hits = scan
-    if hits is not None and _INDEX[rx] not in hits:
+    if hits is not None and index not in hits:
         return None
     m = pre.search(data)
     return None if m is None else len(data[: m.start()].decode("utf-8", "ignore"))
@@ -613,35 +629,39 @@ def matches(rx: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     says a match may begin (the relaxed copy matches there: every match of ``rx`` begins at such
     a position), not at every position of the text; after :data:`CANDIDATES` positions tried,
     as ``finditer`` from there."""
-    pre = _PREFILTERS.get(rx)
+    pre, index = _family(rx)
     scan = None if pre is None else _scan(text)
     if pre is None or scan is None:  # no prefilter, or a text RE2 cannot read
         yield from rx.finditer(text)
         return
     data, hits = scan
-    if hits is not None and _INDEX[rx] not in hits:
+    if hits is not None and index not in hits:
         return
     char = byte = 0  # the same place, in characters and in bytes
+    ascii = len(data) == len(text)  # every character one byte: the two places are one
     for _ in range(CANDIDATES):
         found = pre.search(data, byte)
         if found is None:
             return
         start = found.start()
-        if start < len(data) and data[start] & 0xC0 == 0x80:  # inside a character: RE2 in
-            break  # UTF-8 never starts a match there, but should it, Python reads from here
-        char += len(data[byte:start].decode())
-        byte = start
+        if ascii:
+            char = byte = start
+        else:
+            if start < len(data) and data[start] & 0xC0 == 0x80:  # inside a character: RE2
+                break  # in UTF-8 never starts a match there, but should it, Python reads on
+            char += len(data[byte:start].decode())
+            byte = start
         m = rx.match(text, char)
         if m is None:
             if char >= len(text):
                 return
-            byte += len(text[char].encode())
+            byte += 1 if ascii else len(text[char].encode())
             char += 1
             continue
         if m.end() == char:  # an empty match: Python's own rules from here
             break
         yield m
-        byte += len(text[char : m.end()].encode())
+        byte += m.end() - char if ascii else len(text[char : m.end()].encode())
         char = m.end()
     yield from rx.finditer(text, char)
 
@@ -665,6 +685,7 @@ def register(rx: re.Pattern[str], *, without: str = "") -> None:
     _PREFILTERS[rx] = _prefilter(pattern)
     _RELAXED.append(relaxed(pattern).encode())
     _INDEX[rx] = len(_RELAXED)
+    _FAMILIES[id(rx)] = (rx, _PREFILTERS[rx], _INDEX[rx])
     _SET.clear()
     _SCANS.clear()
 
