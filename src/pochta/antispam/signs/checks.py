@@ -225,6 +225,14 @@ class Context:
         self.leaned = self.leaned or same
         return same
 
+    @property
+    def received(self) -> list[str]:
+        """:func:`received_hosts` of the letter's Received fields (read once for every check
+        that asks)."""
+        if "received" not in self._cache:
+            self._cache["received"] = received_hosts(self.letter.headers("received"))
+        return self._cache["received"]  # type: ignore[return-value]
+
     def redirector(self, host: str) -> bool:
         """A known redirect or click-tracking host (data/redirectors.txt)."""
         labels = host.split(".")
@@ -529,7 +537,7 @@ def received_mismatch(ctx: Context) -> Sign | None:
     fd = ctx.letter.from_domain
     if not fd:
         return None
-    hosts = received_hosts(ctx.letter.headers("received"))
+    hosts = ctx.received
     if not hosts or any(ctx.same_party(h, fd) for h in hosts):
         return None
     return sign("PHISH_RECEIVED_MISMATCH", [*hosts[:3], f"From: {fd}"])
@@ -777,7 +785,7 @@ def _came_from_sender(ctx: Context) -> bool:
     if "came_from_sender" not in ctx._cache:
         fd = ctx.letter.from_domain
         rd = ctx.return_path_domain
-        hosts = received_hosts(ctx.letter.headers("received"))
+        hosts = ctx.received
         ctx._cache["came_from_sender"] = (
             (not rd and not hosts)
             or ctx.same_party(rd, fd)

@@ -199,6 +199,8 @@ def split_words(text: str, limit: int = 3) -> list[str]:
     """Up to ``limit`` places where an invisible character splits a word, shown with the
     character named (``Pass[U+200B]word``)."""
     out: list[str] = []
+    if text.isascii():  # the invisible characters are beyond ASCII
+        return out
     for m in _SPLIT.finditer(text[:SPLIT_READ]):
         shown = "".join(c if c.isalpha() else f"[U+{ord(c):04X}]" for c in m.group(0))
         out.append(shown)
@@ -210,6 +212,8 @@ def split_words(text: str, limit: int = 3) -> list[str]:
 def count_split(text: str, stop: int) -> int:
     """How many places an invisible character splits a word (counting stops at ``stop``)."""
     n = 0
+    if text.isascii():  # the invisible characters are beyond ASCII
+        return n
     for _ in _SPLIT.finditer(text[:SPLIT_READ]):
         n += 1
         if n >= stop:
