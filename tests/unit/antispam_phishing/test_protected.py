@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pochta.antispam.signs import lookalike, protected
+from pochta.antispam.signs import casefold, lookalike, protected
 from pochta.antispam.signs.protected import Protected
 from pochta.errors import ConfigError
 
@@ -239,6 +239,35 @@ def test_named_in_past_the_re2_prefilter(text: str) -> None:
     """RE2 skips texts that name nothing; what is named is the same, in every case form
     Python's engine takes for a name's letters (and a text RE2 cannot read)."""
     assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(CASE_PIECES), max_size=12).map("".join))
+def test_the_names_positions_are_those_pythons_engine_finds_at_every_position(text: str) -> None:
+    """Where RE2 says a name may begin, Python's engine looks, and finds every place its
+    look-ahead over the whole text finds: in the text, its look-alike variants and its
+    skeleton (any case form, a fold of another length, a text RE2 cannot read)."""
+    for v in (text, text.translate(protected._LAT_TO_CYR), text.translate(protected._CYR_TO_LAT)):
+        looked = casefold.folded(v)
+        assert protected._starts(P._any_name, v, P._names_anywhere, looked) == [
+            m.start() for m in P._any_name.finditer(v)
+        ]
+    sk = lookalike.skeleton(text)
+    assert protected._starts(P._any_skeleton, sk, P._skeletons_anywhere, sk) == [
+        m.start() for m in P._any_skeleton.finditer(sk)
+    ]
+
+
+@pytest.mark.parametrize("many", [3, protected.STARTS_LOOKED + 1])
+def test_the_names_positions_past_the_bound_of_re2_searches(many: int) -> None:
+    """More places than RE2 is asked for: Python's engine reads every position, the same."""
+    text = "Сбербанк " * many + "ᲃбербанк и PayPal"
+    looked = casefold.folded(text)
+    bounded = protected._first_look_starts(P._names_anywhere, looked)
+    assert (bounded is None) == (many > protected.STARTS_LOOKED)
+    assert protected._starts(P._any_name, text, P._names_anywhere, looked) == [
+        m.start() for m in P._any_name.finditer(text)
+    ]
 
 
 @settings(max_examples=300, deadline=None)

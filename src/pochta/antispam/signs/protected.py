@@ -38,7 +38,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
 from pochta.antispam.signs import casefold
 from pochta.antispam.signs.links import is_tld
@@ -176,8 +176,55 @@ def _lookahead(rx: re.Pattern[str]) -> re.Pattern[str]:
     return re.compile(f"(?=(?:{rx.pattern}))", rx.flags)
 
 
-def _starts(lookahead: re.Pattern[str], text: str) -> list[int]:
+def _starts(lookahead: re.Pattern[str], text: str, first_look: Any, looked: str) -> list[int]:
+    """Every position of ``text`` where ``lookahead`` matches. ``first_look``: RE2's relaxed
+    copy of it, which matches wherever it does, over ``looked`` (``text`` as the copy reads it:
+    its fold, or itself). When ``looked`` is as long as ``text`` (then character for character
+    the same places), Python's engine tries only the positions where RE2 finds a match of the
+    copy beginning (:func:`_first_look_starts`), not every position of the text; otherwise,
+    or past :data:`STARTS_LOOKED` of them, every position when RE2 finds one anywhere."""
+    found = _first_look_starts(first_look, looked) if len(looked) == len(text) else None
+    if found is not None:
+        return [i for i in found if lookahead.match(text, i)]
+    if not casefold.found(first_look, looked):
+        return []
     return [m.start() for m in lookahead.finditer(text)]
+
+
+STARTS_LOOKED = 128
+"""RE2 searches for the places where a name may begin in one text (each reads on from the
+last place found), past which Python's engine reads the text at every position instead: a
+bound that keeps a text made of near-names linear."""
+
+
+def _first_look_starts(first_look: Any, text: str) -> list[int] | None:
+    """The positions (in characters) where RE2's ``first_look`` has a match beginning in
+    ``text``, each in turn (a search from the character after the last one found); None for a
+    text RE2 cannot read (a lone surrogate) or with more than :data:`STARTS_LOOKED`."""
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        return None
+    ascii = len(data) == len(text)
+    out: list[int] = []
+    byte = char = 0  # where the next search begins, in bytes and in characters
+    for _ in range(STARTS_LOOKED):
+        m = first_look.search(data, byte)
+        if m is None:
+            return out
+        start = m.start()
+        if ascii:
+            char = start
+        elif start < len(data) and data[start] & 0xC0 == 0x80:
+            return None  # inside a character: RE2 in UTF-8 never starts a match there
+        else:
+            char += len(data[byte:start].decode())
+        if char >= len(text):
+            return out
+        out.append(char)
+        byte = start + (1 if ascii else len(text[char].encode()))
+        char += 1
+    return None
 
 
 def _plain_name(name: str) -> str:
@@ -373,17 +420,15 @@ class Protected:
 
     def _named_in(self, text: str) -> list[Org]:
         s = unicodedata.normalize("NFKC", text[:MAX_NAMED_TEXT])
-        variants = [s, s.translate(_LAT_TO_CYR), s.translate(_CYR_TO_LAT)]
-        named = [
+        variants = dict.fromkeys((s, s.translate(_LAT_TO_CYR), s.translate(_CYR_TO_LAT)))
+        named = [  # a variant that is the text itself (no letter to swap) is read once
             (v, starts)
             for v in variants
-            if casefold.found(self._names_anywhere, casefold.folded(v))
-            and (starts := _starts(self._any_name, v))
+            if (starts := _starts(self._any_name, v, self._names_anywhere, casefold.folded(v)))
         ]
         found = [org for org, rx in self._patterns if _at_any(rx, named)] if named else []
         sk = skeleton(s)
-        found_skeleton = casefold.found(self._skeletons_anywhere, sk)
-        if found_skeleton and (starts := _starts(self._any_skeleton, sk)):
+        if starts := _starts(self._any_skeleton, sk, self._skeletons_anywhere, sk):
             found += [
                 org
                 for org, rx in self._skeleton_patterns
