@@ -166,6 +166,27 @@ def test_money_with_one_class_first_on_the_corpus() -> None:
         assert every_match(features._MONEY, text) == every_match(MONEY_TWO_BRANCHES, text)
 
 
+SENTENCE_END_TWO_BRANCHES = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+"""``wording._SENTENCE_END`` before it began with its blank (issue 29, item 3)."""
+SENTENCE_PIECES = [".", "!", "?", " ", "  ", "\n", "\n\n", "\t", "\u00a0", "\u2028", "\u3000",
+                   "a", "ф", "1", ",", "...", ". \n", "?\n \n"]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.lists(st.sampled_from(SENTENCE_PIECES), max_size=20).map("".join))
+def test_sentence_ends_begin_with_their_blank_and_are_the_two_branches(text: str) -> None:
+    assert every_match(wording._SENTENCE_END, text) == every_match(SENTENCE_END_TWO_BRANCHES, text)
+    assert wording._SENTENCE_END.split(text) == SENTENCE_END_TWO_BRANCHES.split(text)
+
+
+def test_sentence_ends_on_the_corpus() -> None:
+    for sample in corpus.unsealed(("spam-2", "easy-ham-2")):
+        text = wording.fold(parse(sample.raw).all_text)
+        assert every_match(wording._SENTENCE_END, text) == every_match(
+            SENTENCE_END_TWO_BRANCHES, text
+        )
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     text=st.lists(

@@ -47,7 +47,11 @@ _SPACE = re.compile(r"[ \t\r\f\v\u00a0]{2,}|[\t\r\f\v\u00a0]")
 most of them, is no match to rebuild the text around)."""
 _BLANKS = "\t\r\f\v\u00a0"
 """What :data:`_SPACE` writes as a space, besides the space itself."""
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+_SENTENCE_END = re.compile(r"\s(?:(?<=[.!?]\s)\s*|(?<=\n)\s*\n)")
+r"""Where a sentence ends: blanks after . ! ? (``(?<=[.!?])\s+``), or a blank line
+(``\n\s*\n``). Written to begin with the blank every end begins with, so that Python's engine
+looks at a position only where one is (a class first: ~0.6 of the time of the two branches
+over a letter's text), each branch then as before: the same ends."""
 
 
 _FORMAT = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
@@ -614,7 +618,11 @@ def first_candidate(rx: re.Pattern[str], text: str) -> int | None:
     if hits is not None and index not in hits:
         return None
     m = pre.search(data)
-    return None if m is None else len(data[: m.start()].decode("utf-8", "ignore"))
+    if m is None:
+        return None
+    if len(data) == len(text):  # every character one byte
+        return int(m.start())
+    return len(data[: m.start()].decode("utf-8", "ignore"))
 
 
 CANDIDATES = 32
