@@ -150,12 +150,20 @@ class Letter:
 
     # -- headers ---------------------------------------------------------------------------
     def headers(self, name: str) -> list[str]:
-        key = name.lower()
-        return [v for n, v in self.fields if n == key]
+        return list(self._by_name.get(name.lower(), ()))
 
     def header(self, name: str) -> str | None:
-        key = name.lower()
-        return next((v for n, v in self.fields if n == key), None)
+        found = self._by_name.get(name.lower())
+        return found[0] if found else None
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, tuple[str, ...]]:
+        """Each field name's values in order (made once: the checks and the features ask
+        for some twenty names a letter, each a pass over every field before)."""
+        found: dict[str, list[str]] = {}
+        for n, v in self.fields:
+            found.setdefault(n, []).append(v)
+        return {n: tuple(vs) for n, vs in found.items()}
 
     @property
     def sender(self) -> str:
@@ -229,7 +237,7 @@ class Letter:
                 out.append(_link(href, "", "text"))
         return tuple(out)
 
-    @property
+    @functools.cached_property
     def web_links(self) -> tuple[Link, ...]:
         return tuple(link for link in self.links if link.host)
 
