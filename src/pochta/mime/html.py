@@ -196,7 +196,9 @@ def _walk(root: LexborNode | None, truncated: bool) -> Html:
             descend = False  # comments, doctype, script, style...
         else:
             attrs = node.attrs
-            style = attrs.get("style")
+            # an element without attributes (most) asks for none: selectolax's ``get`` raises
+            # and catches a KeyError for each one missing
+            style = attrs.get("style") if len(attrs) else None
             if style and tag not in _NOT_HIDING and _HIDDEN_STYLE.search(style[:MAX_STYLE].lower()):
                 hidden += len(node.text(deep=True).strip())
                 descend = False
