@@ -73,6 +73,13 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
     PHISH_CALLBACK_LURE          a phone number to call about a charge, a renewal or a sign-in
                                  the reader did not make (to cancel, refund, block): callback
                                  phishing, with no link to check
+    PHISH_BEC_REQUEST            a public mailbox (From or Reply-To) asks somebody at an
+                                 organization for pay sent to new bank details, gift cards,
+                                 or a payment while it cannot be reached or asks for secrecy
+    PHISH_MESSENGER_CODE         a messenger's code to enter or send, and a link to a site that
+                                 is neither the messenger's nor the sender's (account theft)
+    PHISH_CALENDAR_LINK          an attached calendar invitation links to an IP, a shortener,
+                                 an abused TLD, free hosting or a look-alike domain
 
 "Same party" below means the same registrable domain, two domains of one protected
 organization (gmail.com and google.com), or, for names nobody protects, the same name under
@@ -91,6 +98,9 @@ import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import re2
 
 from pochta.antispam.signs import attachments, extortion, links, lures, wording
 from pochta.antispam.signs.forwarders import Forwarders, Hop
@@ -100,6 +110,7 @@ from pochta.antispam.signs.protected import WEAK, Imitation, Org, Protected
 from pochta.antispam.signs.protected import default as default_protected
 from pochta.antispam.signs.protected import free_hosting as default_free_hosting
 from pochta.antispam.signs.protected import freemail as default_freemail
+from pochta.antispam.signs.protected import general_storage as default_general_storage
 from pochta.antispam.signs.protected import redirectors as default_redirectors
 from pochta.antispam.signs.protected import shorteners as default_shorteners
 from pochta.antispam.signs.protected import suspicious_tlds as default_suspicious_tlds
@@ -161,6 +172,7 @@ class Context:
     envelope: Envelope = field(default_factory=Envelope)
     freemail: frozenset[str] = field(default_factory=default_freemail)
     free_hosting: frozenset[str] = field(default_factory=default_free_hosting)
+    general_storage: frozenset[str] = field(default_factory=default_general_storage)
     forwarders: Forwarders = field(default_factory=Forwarders)
     _cache: dict[str, object] = field(default_factory=dict)
     # Whether the From domain is taken at its word (see :func:`find`): False, every exemption
@@ -1240,11 +1252,31 @@ def link_free_hosting(ctx: Context) -> Sign | None:
     for link in ctx.letter.web_links:
         if link.is_ip or len(link.host) > MAX_HOST:
             continue
-        if _free_host(link.host, ctx.free_hosting) is None:
+        if _free_host(link.host, ctx.free_hosting) is None and not (
+            _free_host(link.host, ctx.general_storage) is not None and _page_like(link.href)
+        ):
             continue
         if link.host not in found:
             found.append(link.host)
     return sign("PHISH_LINK_FREE_HOSTING", found[:3]) if found else None
+
+
+PAGE_SUFFIXES = (".htm", ".html", ".shtml", ".xhtml", ".php", ".svg", ".asp", ".aspx")
+MAX_HREF = 2048  # characters of a link read for its path
+
+
+def _page_like(href: str) -> bool:
+    """A link to a web page put into general storage (``data/general_storage.txt``), as
+    phishing kits put theirs: the path's last part is an HTML, PHP or SVG file, or the
+    address carries an e-mail address (the reader's, filled in for the page). A report, a
+    picture or a site's page there (``.pdf?sig=...``, ``sites.google.com/view/...``) is
+    not one (phish28b)."""
+    try:
+        parts = urlsplit(href[:MAX_HREF].strip())
+    except ValueError:
+        return False
+    last = parts.path.rpartition("/")[2].lower()
+    return last.endswith(PAGE_SUFFIXES) or "@" in parts.query or "@" in parts.fragment
 
 
 def callback_lure(ctx: Context) -> Sign | None:
@@ -1266,6 +1298,127 @@ def callback_lure(ctx: Context) -> Sign | None:
             if len(calls) >= 2:
                 break
     return sign("PHISH_CALLBACK_LURE", [*reasons, *calls]) if calls else None
+
+
+def _public_mailbox(ctx: Context, domain: str | None) -> bool:
+    return bool(domain) and (normalize.registrable(domain) or domain) in ctx.freemail
+
+
+def bec_request(ctx: Context) -> Sign | None:
+    """Business e-mail compromise: a public mailbox (the From address, or the Reply-To where
+    the answer goes) asks somebody at an organization (a reader's domain that is no public
+    mail service) for money the way no colleague, manager or supplier does by e-mail: pay
+    sent to new bank details, gift cards to buy, or a payment to make while the writer
+    cannot be reached or asks for secrecy (:data:`lures.BEC_MONEY`, :data:`lures.BEC_PAYMENT`
+    with :data:`lures.BEC_HUSH`). A person's letter to a friend's gmail.com address, and a
+    company's own letter from its own domain about its new bank details, are not it
+    (phish28b)."""
+    fd = ctx.letter.from_domain
+    if not fd or not _reader_domains(ctx) or _own_or_reader(ctx):
+        return None
+    reply_to = _address_domain(ctx.letter.header("reply-to"))
+    public = _public_mailbox(ctx, fd) or (
+        _public_mailbox(ctx, reply_to) and not ctx.same_party(reply_to, fd)
+    )
+    if not public:
+        return None
+    text = ctx.subject_body
+    found = lures.find(lures.BEC_MONEY, text, 2)
+    if not found:
+        hush = lures.find(lures.BEC_HUSH, text, 1)
+        pay = lures.find(lures.BEC_PAYMENT, text, 1) if hush else []
+        found = [*pay, *hush] if pay else []
+    if not found:
+        return None
+    return sign("PHISH_BEC_REQUEST", [_shown_sender(ctx), *found])
+
+
+MESSENGER_HOSTS = ("telegram.org", "t.me", "telegram.me", "whatsapp.com", "wa.me", "viber.com")
+
+
+def messenger_code(ctx: Context) -> Sign | None:
+    """A messenger (Telegram, WhatsApp, Viber) and a code to enter or send
+    (:data:`lures.MESSENGER_CODE`), with a link to a site that is neither the messenger's nor
+    the sender's: the page that takes over the account with the code the messenger sends
+    ("vote for my niece: log in through Telegram and enter the code"). The reader's own
+    organization and a protected organization's own letter are their business (phish28b)."""
+    if _own_or_reader(ctx):
+        return None
+    text = ctx.subject_body
+    codes = lures.find(lures.MESSENGER_CODE, text, 1)
+    if not codes:
+        return None
+    messenger = lures.find(lures.MESSENGER, text, 1)
+    if not messenger:
+        return None
+    pages: list[str] = []
+    for link in ctx.letter.web_links:
+        if len(link.host) > MAX_HOST or link.host in pages:
+            continue
+        if any(ctx.same_party(link.host, m) for m in MESSENGER_HOSTS) or ctx.own_site(link.host):
+            continue
+        pages.append(link.host)
+    if not pages:
+        return None
+    return sign("PHISH_MESSENGER_CODE", [*messenger, *codes, *pages[:2]])
+
+
+CALENDAR_TYPES = frozenset({"text/calendar", "application/ics", "text/x-vcalendar"})
+CALENDAR_EXTENSIONS = (".ics", ".ical", ".ifb", ".vcs")
+MAX_CALENDAR = 256 * 1024  # bytes of a calendar file read
+MAX_CALENDARS = 5  # calendar files read per letter
+MAX_CALENDAR_LINKS = 50  # links read per calendar file
+_CALENDAR_URL = re2.compile(r"(?i)\bhttps?://[^\s\\\"'<>]+")
+
+
+def _calendar_links(letter: Letter) -> list[Link]:
+    """Web links written in the letter's calendar files (an invitation's description, its
+    URL or attachment fields), where the letter's own link checks do not look."""
+    out: list[Link] = []
+    read = 0
+    for a in _attachments(letter)[:50]:
+        name = (a.filename or "").strip().lower()
+        if a.content_type.lower() not in CALENDAR_TYPES and not name.endswith(CALENDAR_EXTENSIONS):
+            continue
+        read += 1
+        if read > MAX_CALENDARS:
+            break
+        text = a.content[:MAX_CALENDAR].decode("utf-8", "replace")
+        text = text.replace("\r\n ", "").replace("\r\n\t", "").replace("\n ", "")
+        for i, m in enumerate(_CALENDAR_URL.finditer(text)):
+            if i >= MAX_CALENDAR_LINKS:
+                break
+            href = m.group(0)[:MAX_HREF].rstrip(".,;:!?)")
+            found = normalize.url(href)
+            if found is not None:
+                out.append(Link(href, found[0], found[1], "", "text"))
+    return out
+
+
+def calendar_link(ctx: Context) -> Sign | None:
+    """An attached calendar invitation carries a link that hides where it leads: a bare IP
+    address, a shortener, a domain under an abused TLD, free hosting (general storage only
+    for a page, :func:`_page_like`), or a domain imitating a protected organization. The
+    letter itself may carry no link at all ("open the attached invitation to review the
+    document"); a meeting's Zoom or Teams link and an agenda in Google Docs are none of
+    these (phish28b)."""
+    found: list[str] = []
+    for link in _calendar_links(ctx.letter):
+        host = link.host
+        if not host or len(host) > MAX_HOST or host in found or ctx.own_site(host):
+            continue
+        hiding = (
+            link.is_ip
+            or link.registrable in ctx.shorteners
+            or links.tld(host) in ctx.suspicious_tlds
+            or _free_host(host, ctx.free_hosting) is not None
+            or (_free_host(host, ctx.general_storage) is not None and _page_like(link.href))
+            or ctx.protected.imitation(host) is not None
+            or idn_spoof(host)
+        )
+        if hiding:
+            found.append(host)
+    return sign("PHISH_CALENDAR_LINK", found[:3]) if found else None
 
 
 CHECKS: tuple[Check, ...] = (
@@ -1310,6 +1463,9 @@ CHECKS: tuple[Check, ...] = (
     qr_code,
     link_free_hosting,
     callback_lure,
+    bec_request,
+    messenger_code,
+    calendar_link,
 )
 
 

@@ -308,6 +308,35 @@ _SPECS = [
         "someone's sign-in: fraudsters want the call, and on the phone ask for codes, card "
         "data or remote access to your computer.",
     ),
+    SignSpec(
+        "PHISH_BEC_REQUEST",
+        "С бесплатного почтового ящика (gmail.com, mail.ru…) у сотрудника организации просят "
+        "деньги так, как коллеги, руководители и поставщики не просят: перевести зарплату или "
+        "оплату на новые реквизиты, купить подарочные карты, срочно и втайне оплатить счёт. "
+        "Проверьте просьбу звонком по известному вам номеру.",
+        "A free mailbox (gmail.com, outlook.com...) asks somebody at an organization for money "
+        "the way colleagues, managers and suppliers do not: pay sent to new bank details, gift "
+        "cards to buy, an invoice to pay at once and in secret. Check the request by calling "
+        "a number you already know.",
+    ),
+    SignSpec(
+        "PHISH_MESSENGER_CODE",
+        "Письмо просит ввести или прислать код из Telegram, WhatsApp или SMS на чужом сайте "
+        "(«проголосуй», «активируй подарок»): с этим кодом мошенники входят в ваш аккаунт "
+        "мессенджера.",
+        "The letter asks you to enter or send a code from Telegram, WhatsApp or an SMS on "
+        "somebody's site ('vote for...', 'activate your gift'): with that code fraudsters sign "
+        "in to your messenger account.",
+    ),
+    SignSpec(
+        "PHISH_CALENDAR_LINK",
+        "Во вложенном приглашении в календарь спрятана ссылка на IP-адрес, сокращатель, "
+        "бесплатный хостинг, подозрительную доменную зону или поддельный домен: письмо "
+        "прячет её от проверки ссылок.",
+        "An attached calendar invitation hides a link to an IP address, a shortener, free "
+        "hosting, an abused domain zone or a look-alike domain, out of the link checks' "
+        "sight.",
+    ),
 ]
 SPECS: dict[str, SignSpec] = {s.symbol: s for s in _SPECS}
 SYMBOLS: tuple[str, ...] = tuple(SPECS)
