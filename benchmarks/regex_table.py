@@ -461,10 +461,18 @@ ROWS: list[Row] = [
         "block; the SMS code to tell", "folded subject + body (of a letter with a number to "
         "call)", LINEAR, "RE2 prefilter", "\\b-led literals, at most 3 words between", None,
         rep("назовите "), find_all(lures.CALLBACK_REASON)),
-    Row(f"{LU}:BEC_MONEY", "pay to new bank details, gift cards to buy (business e-mail "
-        "compromise)", "folded subject + body of a public mailbox's letter to an organization",
+    Row(f"{LU}:BEC_MONEY", "pay to new bank details (business e-mail compromise)",
+        "folded subject + body of a public mailbox's letter to an organization",
         LINEAR, "RE2 prefilter", "\\b-led literals, word tails bounded {0,40}, at most 6 "
         "words between", None, rep("переводите на "), find_all(lures.BEC_MONEY)),
+    Row(f"{LU}:BEC_GIFT", "gift cards to buy",
+        "folded subject + body of a public mailbox's letter to an organization", LINEAR,
+        "RE2 prefilter", "\\b-led literals, at most 4 words between", None, rep("buy "),
+        find_all(lures.BEC_GIFT)),
+    Row(f"{LU}:BEC_CODES", "codes to send, a card's back to scratch",
+        "folded subject + body, when BEC_GIFT matched", LINEAR, "RE2 prefilter",
+        "\\b-led literals, each part optional once", None, rep("send me the "),
+        find_all(lures.BEC_CODES)),
     Row(f"{LU}:BEC_PAYMENT", "a payment, a wire, an invoice to pay",
         "folded subject + body, when BEC_HUSH matched", LINEAR, "RE2 prefilter",
         "\\b-led literals, at most 3 words between", None, rep("pay the "),

@@ -37,7 +37,8 @@ N = 100_000
          "our new account below.\n"),
         # gift cards
         ("David Chen <ceo.dchen.office@gmail.com>", {},
-         "Are you at your desk? I need six Apple gift cards of $200 for a client today.\n"),
+         "Are you at your desk? I need six Apple gift cards of $200 for a client today. "
+         "Send me photos of the codes.\n"),
         # a payment while the writer cannot be reached
         ("Андрей Соколов <director.sokolov.av@gmail.com>", {},
          "Срочно нужно оплатить счёт поставщику сегодня. Я на совещании, звонить не могу.\n"),
@@ -72,6 +73,12 @@ def test_money_asked_of_an_organization_by_a_public_mailbox(
         # a public mailbox, and no money asked
         ("David <ceo.dchen.office@gmail.com>", "john@pochta.test",
          "I'm in a meeting and can't talk now, let's meet at 5.\n"),
+        # a parent's gift cards for the teachers: no codes to send
+        ("Parents' committee <pta.room5@gmail.com>", "john@pochta.test",
+         "Are you available on Friday? We want to buy gift cards for the teachers, $10 each.\n"),
+        # a freelancer asking whether the reader is free, and paid by bank transfer
+        ("Anna Design <anna.design.studio@gmail.com>", "john@pochta.test",
+         "Are you available for a call? Payment by bank transfer, as agreed.\n"),
     ],
 )  # fmt: skip
 def test_no_bec_request(sender: str, to: str, text: str) -> None:
@@ -247,6 +254,7 @@ def test_the_callback_reasons_that_stay(text: str) -> None:
         "введите код " * (N // 12),
         "telegram " * (N // 9),
         "gift " * (N // 5),
+        "buy gift cards send me the " * (N // 27),
     ],
 )
 def test_crafted_text_costs_little(text: str) -> None:

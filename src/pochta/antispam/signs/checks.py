@@ -1308,9 +1308,10 @@ def bec_request(ctx: Context) -> Sign | None:
     """Business e-mail compromise: a public mailbox (the From address, or the Reply-To where
     the answer goes) asks somebody at an organization (a reader's domain that is no public
     mail service) for money the way no colleague, manager or supplier does by e-mail: pay
-    sent to new bank details, gift cards to buy, or a payment to make while the writer
-    cannot be reached or asks for secrecy (:data:`lures.BEC_MONEY`, :data:`lures.BEC_PAYMENT`
-    with :data:`lures.BEC_HUSH`). A person's letter to a friend's gmail.com address, and a
+    sent to new bank details (:data:`lures.BEC_MONEY`), gift cards to buy and their codes to
+    send (:data:`lures.BEC_GIFT` with :data:`lures.BEC_CODES`), or a payment to make while the
+    writer cannot be reached or asks for secrecy (:data:`lures.BEC_PAYMENT` with
+    :data:`lures.BEC_HUSH`). A person's letter to a friend's gmail.com address, and a
     company's own letter from its own domain about its new bank details, are not it
     (phish28b)."""
     fd = ctx.letter.from_domain
@@ -1324,6 +1325,10 @@ def bec_request(ctx: Context) -> Sign | None:
         return None
     text = ctx.subject_body
     found = lures.find(lures.BEC_MONEY, text, 2)
+    if not found:
+        gift = lures.find(lures.BEC_GIFT, text, 1)
+        codes = lures.find(lures.BEC_CODES, text, 1) if gift else []
+        found = [*gift, *codes] if codes else []
     if not found:
         hush = lures.find(lures.BEC_HUSH, text, 1)
         pay = lures.find(lures.BEC_PAYMENT, text, 1) if hush else []

@@ -179,10 +179,11 @@ engine only after :data:`CALLBACK_REASON` matched, over this bound."""
 
 # -- business e-mail compromise (phish28b) ------------------------------------------------------
 # Money asked of somebody at an organization by a public mailbox (checks.bec_request): pay
-# diverted to new bank details (:data:`FEE_REQUEST`'s "update my direct deposit", "our bank
-# details have changed"), gift cards to buy, or a payment to make while the writer cannot be
-# reached or asks for secrecy (:data:`BEC_PAYMENT` with :data:`BEC_HUSH`): the one request of
-# a letter with no link and no file.
+# diverted to new bank details (:data:`BEC_MONEY`: "update my direct deposit", "our bank
+# details have changed"), gift cards to buy and their codes to send (:data:`BEC_GIFT` with
+# :data:`BEC_CODES`), or a payment to make while the writer cannot be reached or asks for
+# secrecy (:data:`BEC_PAYMENT` with :data:`BEC_HUSH`): the one request of a letter with no
+# link and no file.
 BEC_MONEY = _rx(
     r"\b(?:update|change|switch)\s+(?:my|his|her|the|our)\s+(?:direct\s+deposit|payroll\s+"
     r"(?:account|details|deposit)|bank(?:ing)?\s+(?:details|account|information|info)"
@@ -197,10 +198,22 @@ BEC_MONEY = _rx(
     r"(?:переводите|перечисляйте|перечислить|перевести|оплатить)\s+(?:\w+\s+){0,3}?на\s+"
     r"(?:нов|друг)\w*\s+(?:расчетн\w*\s+|банковск\w*\s+)?(?:счет|карт|реквизит)\w*",
     r"(?:зарплат\w*|заработн\w*\s+плат\w*)\s+(?:\w+\s+){0,3}?на\s+(?:нов|друг)\w*",
-    # gift cards to buy and their codes to send
+)
+# gift cards to buy (:data:`BEC_GIFT`) and their codes to send (:data:`BEC_CODES`): a parent's
+# "we'd like to get gift cards for the teachers" asks for no codes
+BEC_GIFT = _rx(
     r"\b(?:buy|purchase|get|pick\s+up|need|want)\s+(?:[\w$]+\s+){0,4}?gift\s*cards?\b",
-    r"(?:купи|купить|купите|приобрети|приобрести|приобретите)\s+(?:\w+\s+){0,4}?"
+    r"(?:купи|купить|купите|приобрети|приобрести|приобретите|нужн\w*)\s+(?:\w+\s+){0,4}?"
     r"подарочн\w*\s+(?:карт|сертификат)\w*",
+)
+BEC_CODES = _rx(
+    r"\b(?:send|e-?mail|text|forward)\s+(?:me\s+|us\s+)?(?:the\s+|a\s+)?(?:pictures?\s+of\s+"
+    r"|photos?\s+of\s+|scans?\s+of\s+)?(?:the\s+|all\s+)?(?:card\s+|claim\s+|redemption\s+)?"
+    r"(?:codes|numbers|pins)\b",
+    r"\bscratch\s+(?:off\s+)?the\s+back",
+    r"(?:пришли|пришлите|отправь|отправьте|скинь|скиньте)\s+(?:мне\s+)?(?:фото\s+)?(?:\w+\s+)?"
+    r"код\w*",
+    r"(?:сфотографир|сотри|сотрите)\w*\s+(?:\w+\s+){0,2}?(?:код|защитн)\w*",
 )
 BEC_PAYMENT = _rx(
     r"\b(?:pay|settle|process|wire|send)\s+(?:\w+\s+){0,3}?(?:invoice|payment|wire|transfer"
@@ -215,9 +228,9 @@ BEC_HUSH = _rx(
     r"(?:your\s+|any\s+)?calls?|answer|speak)",
     r"\b(?:can'?t|cannot|unable\s+to)\s+(?:talk|take\s+(?:your\s+|any\s+)?calls?|speak)\s+"
     r"(?:right\s+)?now\b",
-    r"\b(?:e-?mail|text)\s+only\b",
+    r"\b(?:e-?mail|text)\s+only\s+(?:please|for\s+now|today)\b",
+    r"\b(?:reply|respond|contact\s+me|write)\s+(?:by|via|over)\s+e-?mail\s+only\b",
     r"\bkeep\s+(?:this|it)\s+(?:between\s+us|confidential|to\s+yourself)",
-    r"\bare\s+you\s+(?:at\s+your\s+desk|available)\b",
     r"(?:на\s+совещании|на\s+переговорах|на\s+встрече)[^.\n]{0,40}?(?:не\s+могу|неудобно)\s+"
     r"(?:говорить|разговаривать|звонить|ответить)",
     r"(?:звонить|говорить|разговаривать)\s+не\s+могу",
@@ -254,6 +267,8 @@ for _rx_ in (
     QR,
     CALLBACK_REASON,
     BEC_MONEY,
+    BEC_GIFT,
+    BEC_CODES,
     BEC_PAYMENT,
     BEC_HUSH,
     MESSENGER_CODE,
