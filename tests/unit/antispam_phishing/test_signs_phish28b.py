@@ -198,6 +198,7 @@ def test_a_brand_with_a_hiding_calendar_link_is_phishing() -> None:
         ("https://acme.blob.core.windows.net/v/login.php?x=1", True),
         ("https://acme.blob.core.windows.net/v/doc#john@pochta.test", True),
         ("https://x.azurewebsites.net/?email=john@pochta.test", True),
+        ("https://x.azurewebsites.net/v?u=john%40pochta.test", True),
         ("https://acme.blob.core.windows.net/exports/r.pdf?sv=2024&sig=abc", False),
         ("https://sites.google.com/view/5b-class/schedule", False),
         ("https://storage.googleapis.com/bucket/img/logo.png", False),

@@ -69,7 +69,9 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
                                  or an automatic redirect
     PHISH_QR_CODE                an image and a QR code to scan, or an image and hardly any text
     PHISH_LINK_FREE_HOSTING      a link to a page on free hosting or a site builder (pages.dev,
-                                 web.app, an IPFS gateway), where anyone puts up a sign-in page
+                                 web.app, an IPFS gateway), where anyone puts up a sign-in page;
+                                 on general storage (storage.googleapis.com, sites.google.com)
+                                 only to a page (.html, .php, .svg, an address in the URL)
     PHISH_CALLBACK_LURE          a phone number to call about a charge, a renewal or a sign-in
                                  the reader did not make (to cancel, refund, block): callback
                                  phishing, with no link to check
@@ -1276,7 +1278,8 @@ def _page_like(href: str) -> bool:
     except ValueError:
         return False
     last = parts.path.rpartition("/")[2].lower()
-    return last.endswith(PAGE_SUFFIXES) or "@" in parts.query or "@" in parts.fragment
+    carried = (parts.query + "#" + parts.fragment).lower()
+    return last.endswith(PAGE_SUFFIXES) or "@" in carried or "%40" in carried
 
 
 def callback_lure(ctx: Context) -> Sign | None:
