@@ -69,6 +69,7 @@ FRAUD_FAMILY = frozenset(
         # in an attached calendar invitation
         "PHISH_BEC_REQUEST",
         "PHISH_CALENDAR_LINK",
+        "PHISH_DEVICE_LOGIN",
     }
 )
 """The signs that say "this letter is a fraud" on their own: what a control must not show.
@@ -109,6 +110,7 @@ OUTSIDE_THE_FAMILY = frozenset(
         # helper phish28b: a messenger's code on another site, phishing with a public mailbox
         # or an account lure (PHISH_MESSENGER_CODE_LURE)
         "PHISH_MESSENGER_CODE",
+        "PHISH_OAUTH_CONSENT",
     }
 )
 

@@ -1,7 +1,8 @@
 """The signs helper phish28b added or narrowed for today's phishing (issue 28, item 6): money
 asked of an organization by a public mailbox (business e-mail compromise), a messenger's code
-asked for on somebody's site, a hiding link in an attached calendar invitation, general storage
-hosts counted only for a page, and the callback lure's reasons narrowed; each beside the
+asked for on somebody's site, a hiding link in an attached calendar invitation, an identity
+provider's consent or device sign-in page sent by an outsider, general storage hosts counted
+only for a page, and the callback lure's reasons narrowed; each beside the
 legitimate letter it must leave alone, and their cost on hostile input."""
 
 from __future__ import annotations
@@ -243,6 +244,80 @@ def test_a_shops_refund_with_a_number_is_no_callback_lure(text: str) -> None:
 def test_the_callback_reasons_that_stay(text: str) -> None:
     raw = letter(sender="Billing <billing@pay-notice.example>", subject="Notice", text=text)
     assert "PHISH_CALLBACK_LURE" in signs(raw)
+
+
+# -- an identity provider's page that hands the account to another party -----------------------
+_AUTHORIZE = (
+    "https://login.microsoftonline.com/common/oauth2/v2.0/authorize?client_id=5f2c&amp;"
+    "response_type=code&amp;redirect_uri={redirect}&amp;scope=Mail.Read"
+)
+
+
+def test_an_oauth_consent_to_another_partys_app() -> None:
+    href = _AUTHORIZE.format(redirect="https%3A%2F%2Fsecuredocs-viewer.app%2Fauth")
+    raw = letter(
+        sender="Docs <no-reply@docs-notify.example>",
+        subject="Approve the viewer",
+        html=f'<p><a href="{href}">Approve access</a></p>',
+        text=None,
+    )
+    assert signs(raw)["PHISH_OAUTH_CONSENT"] == (
+        "login.microsoftonline.com → securedocs-viewer.app",
+    )
+
+
+@pytest.mark.parametrize(
+    ("sender", "redirect"),
+    [
+        # a service's own "connect your calendar": back to its own site
+        ("Slotwise <hello@slotwise.example>", "https%3A%2F%2Fapp.slotwise.example%2Foauth"),
+        # back to the provider itself
+        ("Docs <no-reply@docs-notify.example>", "https%3A%2F%2Fportal.office.com%2Flanding"),
+        # no redirect that is a web address
+        ("Docs <no-reply@docs-notify.example>", "urn%3Aietf%3Awg%3Aoauth%3A2.0%3Aoob"),
+    ],
+)
+def test_no_oauth_consent(sender: str, redirect: str) -> None:
+    href = _AUTHORIZE.format(redirect=redirect)
+    raw = letter(sender=sender, html=f'<p><a href="{href}">Connect</a></p>', text=None)
+    assert "PHISH_OAUTH_CONSENT" not in signs(raw)
+    # nor a look-alike's page: other signs' business
+    href = href.replace("login.microsoftonline.com", "login.microsoftonline.com.evil.example")
+    raw = letter(sender=sender, html=f'<p><a href="{href}">Connect</a></p>', text=None)
+    assert "PHISH_OAUTH_CONSENT" not in signs(raw)
+
+
+@pytest.mark.parametrize(
+    "href",
+    [
+        "https://microsoft.com/devicelogin",
+        "https://www.microsoft.com/devicelogin/",
+        "https://login.microsoftonline.com/common/oauth2/deviceauth",
+        "https://www.google.com/device",
+    ],
+)
+def test_an_outsider_sends_the_reader_to_the_device_sign_in(href: str) -> None:
+    raw = letter(
+        sender="Daniel Reyes <d.reyes@coastline.example>",
+        subject="Teams meeting",
+        html=f'<p>To join, go to <a href="{href}">{href}</a> and enter the code H7KQ-2WPN.</p>',
+        text=None,
+    )
+    assert "PHISH_DEVICE_LOGIN" in signs(raw)
+    assert verdict(raw)[0] == "phishing"
+
+
+def test_the_device_sign_in_from_the_readers_own_it_or_elsewhere_on_the_provider() -> None:
+    own = letter(
+        sender="IT <it@pochta.test>",
+        text="Set up the room's Teams device at https://microsoft.com/devicelogin\n",
+    )
+    assert "PHISH_DEVICE_LOGIN" not in signs(own)
+    other = letter(
+        sender="Daniel <d.reyes@coastline.example>",
+        text="Our Teams page: https://www.microsoft.com/en-us/microsoft-teams/devices\n",
+    )
+    assert "PHISH_DEVICE_LOGIN" not in signs(other)
 
 
 # -- cost -------------------------------------------------------------------------------------

@@ -82,6 +82,10 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
                                  is neither the messenger's nor the sender's (account theft)
     PHISH_CALENDAR_LINK          an attached calendar invitation links to an IP, a shortener,
                                  an abused TLD, free hosting or a look-alike domain
+    PHISH_OAUTH_CONSENT          a link to an identity provider's real OAuth consent page
+                                 whose redirect leads to another party's app
+    PHISH_DEVICE_LOGIN           a link to an identity provider's device sign-in page
+                                 (microsoft.com/devicelogin) from an outsider
 
 "Same party" below means the same registrable domain, two domains of one protected
 organization (gmail.com and google.com), or, for names nobody protects, the same name under
@@ -100,7 +104,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import re2
 
@@ -1429,6 +1433,65 @@ def calendar_link(ctx: Context) -> Sign | None:
     return sign("PHISH_CALENDAR_LINK", found[:3]) if found else None
 
 
+DEVICE_LOGIN = frozenset({"devicelogin", "deviceauth", "device"})
+"""The last part of the path of an identity provider's device sign-in page
+(microsoft.com/devicelogin, login.microsoftonline.com/common/oauth2/deviceauth,
+google.com/device): a code typed there signs in whoever asked for it."""
+
+
+def _provider_page(ctx: Context, link: Link) -> tuple[str, str] | None:
+    """(path, query) of a link to a protected organization's own page, or None."""
+    if len(link.host) > MAX_HOST or ctx.protected.owner(link.host) is None:
+        return None
+    try:
+        parts = urlsplit(link.href[:MAX_HREF].strip())
+    except ValueError:
+        return None
+    return parts.path.lower().rstrip("/"), parts.query[:MAX_HREF]
+
+
+def oauth_consent(ctx: Context) -> Sign | None:
+    """A link to an identity provider's real OAuth authorization page (``client_id`` and
+    ``redirect_uri``) whose redirect leads to a host of another party than the page's and the
+    sender's: the consent that hands the reader's mailbox or files to a third party's app
+    ("approve Secure Docs Viewer"), no password asked. A service's "connect your Microsoft
+    365 calendar" that returns to its own site, a provider's and the reader's own
+    organization's letters are not it (phish28b)."""
+    if _own_or_reader(ctx):
+        return None
+    found: list[str] = []
+    for link in ctx.letter.web_links:
+        page = _provider_page(ctx, link)
+        if page is None or "client_id" not in page[1] or "redirect_uri" not in page[1]:
+            continue
+        target = normalize.url(parse_qs(page[1], max_num_fields=50).get("redirect_uri", [""])[0])
+        if target is None or ctx.same_party(target[1], link.host) or ctx.own_site(target[1]):
+            continue
+        grant = f"{link.host} → {target[1]}"
+        if grant not in found:
+            found.append(grant)
+    return sign("PHISH_OAUTH_CONSENT", found[:3]) if found else None
+
+
+def device_login(ctx: Context) -> Sign | None:
+    """A link to an identity provider's device sign-in page (:data:`DEVICE_LOGIN`) in a letter
+    from neither the provider nor the reader's own organization: the code the letter gives,
+    typed there, signs the sender in to the reader's account (the "join the Teams meeting
+    at microsoft.com/devicelogin with code H7KQ-2WPN" letters of 2025). Nobody else has a
+    reason to send a reader there (phish28b)."""
+    if _own_or_reader(ctx):
+        return None
+    found: list[str] = []
+    for link in ctx.letter.web_links:
+        page = _provider_page(ctx, link)
+        if page is None or page[0].rpartition("/")[2] not in DEVICE_LOGIN:
+            continue
+        shown = f"{link.host}{page[0][:60]}"
+        if shown not in found:
+            found.append(shown)
+    return sign("PHISH_DEVICE_LOGIN", found[:3]) if found else None
+
+
 CHECKS: tuple[Check, ...] = (
     impersonal_greeting,
     generous_offer,
@@ -1474,6 +1537,8 @@ CHECKS: tuple[Check, ...] = (
     bec_request,
     messenger_code,
     calendar_link,
+    oauth_consent,
+    device_login,
 )
 
 

@@ -337,6 +337,21 @@ _SPECS = [
         "hosting, an abused domain zone or a look-alike domain, out of the link checks' "
         "sight.",
     ),
+    SignSpec(
+        "PHISH_OAUTH_CONSENT",
+        "Ссылка ведёт на настоящую страницу входа Microsoft или Google, но после неё доступ к "
+        "вашей почте или файлам получит чужое приложение (согласие OAuth): пароль не нужен.",
+        "A link leads to a real Microsoft or Google sign-in page, but after it another party's "
+        "app gets access to your mail or files (an OAuth consent): no password is needed.",
+    ),
+    SignSpec(
+        "PHISH_DEVICE_LOGIN",
+        "Письмо от постороннего ведёт на страницу входа устройства Microsoft или Google "
+        "(microsoft.com/devicelogin): введённый там код впустит отправителя в вашу учётную "
+        "запись.",
+        "A letter from an outsider sends you to Microsoft's or Google's device sign-in page "
+        "(microsoft.com/devicelogin): a code typed there lets the sender into your account.",
+    ),
 ]
 SPECS: dict[str, SignSpec] = {s.symbol: s for s in _SPECS}
 SYMBOLS: tuple[str, ...] = tuple(SPECS)
