@@ -287,6 +287,12 @@ def test_no_oauth_consent(sender: str, redirect: str) -> None:
     assert "PHISH_OAUTH_CONSENT" not in signs(raw)
 
 
+def test_a_query_of_too_many_fields_is_read_as_no_redirect() -> None:
+    href = _AUTHORIZE.format(redirect="https%3A%2F%2Fviewer.example%2Fa") + "&amp;x=1" * 60
+    raw = letter(sender="D <d@docs.example>", html=f'<a href="{href}">Go</a>', text=None)
+    assert "PHISH_OAUTH_CONSENT" not in signs(raw)
+
+
 @pytest.mark.parametrize(
     "href",
     [

@@ -1450,6 +1450,19 @@ def _provider_page(ctx: Context, link: Link) -> tuple[str, str] | None:
     return parts.path.lower().rstrip("/"), parts.query[:MAX_HREF]
 
 
+MAX_QUERY_FIELDS = 50  # fields of a link's query read for its redirect_uri
+
+
+def _redirect_uri(query: str) -> str:
+    """The ``redirect_uri`` of an OAuth request's query ("" when absent or when the query
+    has more than :data:`MAX_QUERY_FIELDS` fields)."""
+    try:
+        fields = parse_qs(query, max_num_fields=MAX_QUERY_FIELDS)
+    except ValueError:
+        return ""
+    return fields.get("redirect_uri", [""])[0]
+
+
 def oauth_consent(ctx: Context) -> Sign | None:
     """A link to an identity provider's real OAuth authorization page (``client_id`` and
     ``redirect_uri``) whose redirect leads to a host of another party than the page's and the
@@ -1464,7 +1477,7 @@ def oauth_consent(ctx: Context) -> Sign | None:
         page = _provider_page(ctx, link)
         if page is None or "client_id" not in page[1] or "redirect_uri" not in page[1]:
             continue
-        target = normalize.url(parse_qs(page[1], max_num_fields=50).get("redirect_uri", [""])[0])
+        target = normalize.url(_redirect_uri(page[1]))
         if target is None or ctx.same_party(target[1], link.host) or ctx.own_site(target[1]):
             continue
         grant = f"{link.host} → {target[1]}"
