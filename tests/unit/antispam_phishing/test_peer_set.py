@@ -65,6 +65,11 @@ FRAUD_FAMILY = frozenset(
         "PHISH_MAIL_ADMIN_NAME",
         "PHISH_LINK_DATA_URL",
         "PHISH_HTML_ATTACHMENT",
+        # helper phish28b: money asked of an organization by a public mailbox; a hiding link
+        # in an attached calendar invitation
+        "PHISH_BEC_REQUEST",
+        "PHISH_CALENDAR_LINK",
+        "PHISH_DEVICE_LOGIN",
     }
 )
 """The signs that say "this letter is a fraud" on their own: what a control must not show.
@@ -102,6 +107,10 @@ OUTSIDE_THE_FAMILY = frozenset(
         # developer's preview site, a bank's "call us if it was not you")
         "PHISH_LINK_FREE_HOSTING",
         "PHISH_CALLBACK_LURE",
+        # helper phish28b: a messenger's code on another site, phishing with a public mailbox
+        # or an account lure (PHISH_MESSENGER_CODE_LURE)
+        "PHISH_MESSENGER_CODE",
+        "PHISH_OAUTH_CONSENT",
     }
 )
 

@@ -69,10 +69,23 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
                                  or an automatic redirect
     PHISH_QR_CODE                an image and a QR code to scan, or an image and hardly any text
     PHISH_LINK_FREE_HOSTING      a link to a page on free hosting or a site builder (pages.dev,
-                                 web.app, an IPFS gateway), where anyone puts up a sign-in page
+                                 web.app, an IPFS gateway), where anyone puts up a sign-in page;
+                                 on general storage (storage.googleapis.com, sites.google.com)
+                                 only to a page (.html, .php, .svg, an address in the URL)
     PHISH_CALLBACK_LURE          a phone number to call about a charge, a renewal or a sign-in
                                  the reader did not make (to cancel, refund, block): callback
                                  phishing, with no link to check
+    PHISH_BEC_REQUEST            a public mailbox (From or Reply-To) asks somebody at an
+                                 organization for pay sent to new bank details, gift cards,
+                                 or a payment while it cannot be reached or asks for secrecy
+    PHISH_MESSENGER_CODE         a messenger's code to enter or send, and a link to a site that
+                                 is neither the messenger's nor the sender's (account theft)
+    PHISH_CALENDAR_LINK          an attached calendar invitation links to an IP, a shortener,
+                                 an abused TLD, free hosting or a look-alike domain
+    PHISH_OAUTH_CONSENT          a link to an identity provider's real OAuth consent page
+                                 whose redirect leads to another party's app
+    PHISH_DEVICE_LOGIN           a link to an identity provider's device sign-in page
+                                 (microsoft.com/devicelogin) from an outsider
 
 "Same party" below means the same registrable domain, two domains of one protected
 organization (gmail.com and google.com), or, for names nobody protects, the same name under
@@ -91,6 +104,9 @@ import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlsplit
+
+import re2
 
 from pochta.antispam.signs import attachments, extortion, links, lures, wording
 from pochta.antispam.signs.forwarders import Forwarders, Hop
@@ -100,6 +116,7 @@ from pochta.antispam.signs.protected import WEAK, Imitation, Org, Protected
 from pochta.antispam.signs.protected import default as default_protected
 from pochta.antispam.signs.protected import free_hosting as default_free_hosting
 from pochta.antispam.signs.protected import freemail as default_freemail
+from pochta.antispam.signs.protected import general_storage as default_general_storage
 from pochta.antispam.signs.protected import redirectors as default_redirectors
 from pochta.antispam.signs.protected import shorteners as default_shorteners
 from pochta.antispam.signs.protected import suspicious_tlds as default_suspicious_tlds
@@ -161,6 +178,7 @@ class Context:
     envelope: Envelope = field(default_factory=Envelope)
     freemail: frozenset[str] = field(default_factory=default_freemail)
     free_hosting: frozenset[str] = field(default_factory=default_free_hosting)
+    general_storage: frozenset[str] = field(default_factory=default_general_storage)
     forwarders: Forwarders = field(default_factory=Forwarders)
     _cache: dict[str, object] = field(default_factory=dict)
     # Whether the From domain is taken at its word (see :func:`find`): False, every exemption
@@ -1248,11 +1266,32 @@ def link_free_hosting(ctx: Context) -> Sign | None:
     for link in ctx.letter.web_links:
         if link.is_ip or len(link.host) > MAX_HOST:
             continue
-        if _free_host(link.host, ctx.free_hosting) is None:
+        if _free_host(link.host, ctx.free_hosting) is None and not (
+            _free_host(link.host, ctx.general_storage) is not None and _page_like(link.href)
+        ):
             continue
         if link.host not in found:
             found.append(link.host)
     return sign("PHISH_LINK_FREE_HOSTING", found[:3]) if found else None
+
+
+PAGE_SUFFIXES = (".htm", ".html", ".shtml", ".xhtml", ".php", ".svg", ".asp", ".aspx")
+MAX_HREF = 2048  # characters of a link read for its path
+
+
+def _page_like(href: str) -> bool:
+    """A link to a web page put into general storage (``data/general_storage.txt``), as
+    phishing kits put theirs: the path's last part is an HTML, PHP or SVG file, or the
+    address carries an e-mail address (the reader's, filled in for the page). A report, a
+    picture or a site's page there (``.pdf?sig=...``, ``sites.google.com/view/...``) is
+    not one (phish28b)."""
+    try:
+        parts = urlsplit(href[:MAX_HREF].strip())
+    except ValueError:
+        return False
+    last = parts.path.rpartition("/")[2].lower()
+    carried = (parts.query + "#" + parts.fragment).lower()
+    return last.endswith(PAGE_SUFFIXES) or "@" in carried or "%40" in carried
 
 
 def callback_lure(ctx: Context) -> Sign | None:
@@ -1274,6 +1313,204 @@ def callback_lure(ctx: Context) -> Sign | None:
             if len(calls) >= 2:
                 break
     return sign("PHISH_CALLBACK_LURE", [*reasons, *calls]) if calls else None
+
+
+def _public_mailbox(ctx: Context, domain: str | None) -> bool:
+    return bool(domain) and (normalize.registrable(domain) or domain) in ctx.freemail
+
+
+def bec_request(ctx: Context) -> Sign | None:
+    """Business e-mail compromise: a public mailbox (the From address, or the Reply-To where
+    the answer goes) asks somebody at an organization (a reader's domain that is no public
+    mail service) for money the way no colleague, manager or supplier does by e-mail: pay
+    sent to new bank details (:data:`lures.BEC_MONEY`), gift cards to buy and their codes to
+    send (:data:`lures.BEC_GIFT` with :data:`lures.BEC_CODES`), or a payment to make while the
+    writer cannot be reached or asks for secrecy (:data:`lures.BEC_PAYMENT` with
+    :data:`lures.BEC_HUSH`). A person's letter to a friend's gmail.com address, and a
+    company's own letter from its own domain about its new bank details, are not it
+    (phish28b)."""
+    fd = ctx.letter.from_domain
+    if not fd or not _reader_domains(ctx) or _own_or_reader(ctx):
+        return None
+    reply_to = _address_domain(ctx.letter.header("reply-to"))
+    public = _public_mailbox(ctx, fd) or (
+        _public_mailbox(ctx, reply_to) and not ctx.same_party(reply_to, fd)
+    )
+    if not public:
+        return None
+    text = ctx.subject_body
+    found = lures.find(lures.BEC_MONEY, text, 2)
+    if not found:
+        gift = lures.find(lures.BEC_GIFT, text, 1)
+        codes = lures.find(lures.BEC_CODES, text, 1) if gift else []
+        found = [*gift, *codes] if codes else []
+    if not found:
+        hush = lures.find(lures.BEC_HUSH, text, 1)
+        pay = lures.find(lures.BEC_PAYMENT, text, 1) if hush else []
+        found = [*pay, *hush] if pay else []
+    if not found:
+        return None
+    return sign("PHISH_BEC_REQUEST", [_shown_sender(ctx), *found])
+
+
+MESSENGER_HOSTS = ("telegram.org", "t.me", "telegram.me", "whatsapp.com", "wa.me", "viber.com")
+
+
+def messenger_code(ctx: Context) -> Sign | None:
+    """A messenger (Telegram, WhatsApp, Viber) and a code to enter or send
+    (:data:`lures.MESSENGER_CODE`), with a link to a site that is neither the messenger's nor
+    the sender's: the page that takes over the account with the code the messenger sends
+    ("vote for my niece: log in through Telegram and enter the code"). The reader's own
+    organization and a protected organization's own letter are their business (phish28b)."""
+    if _own_or_reader(ctx):
+        return None
+    text = ctx.subject_body
+    codes = lures.find(lures.MESSENGER_CODE, text, 1)
+    if not codes:
+        return None
+    messenger = lures.find(lures.MESSENGER, text, 1)
+    if not messenger:
+        return None
+    pages: list[str] = []
+    for link in ctx.letter.web_links:
+        if len(link.host) > MAX_HOST or link.host in pages:
+            continue
+        if any(ctx.same_party(link.host, m) for m in MESSENGER_HOSTS) or ctx.own_site(link.host):
+            continue
+        pages.append(link.host)
+    if not pages:
+        return None
+    return sign("PHISH_MESSENGER_CODE", [*messenger, *codes, *pages[:2]])
+
+
+CALENDAR_TYPES = frozenset({"text/calendar", "application/ics", "text/x-vcalendar"})
+CALENDAR_EXTENSIONS = (".ics", ".ical", ".ifb", ".vcs")
+MAX_CALENDAR = 256 * 1024  # bytes of a calendar file read
+MAX_CALENDARS = 5  # calendar files read per letter
+MAX_CALENDAR_LINKS = 50  # links read per calendar file
+_CALENDAR_URL = re2.compile(r"(?i)\bhttps?://[^\s\\\"'<>]+")
+
+
+def _calendar_links(letter: Letter) -> list[Link]:
+    """Web links written in the letter's calendar files (an invitation's description, its
+    URL or attachment fields), where the letter's own link checks do not look."""
+    out: list[Link] = []
+    read = 0
+    for a in _attachments(letter)[:50]:
+        name = (a.filename or "").strip().lower()
+        if a.content_type.lower() not in CALENDAR_TYPES and not name.endswith(CALENDAR_EXTENSIONS):
+            continue
+        read += 1
+        if read > MAX_CALENDARS:
+            break
+        text = a.content[:MAX_CALENDAR].decode("utf-8", "replace")
+        text = text.replace("\r\n ", "").replace("\r\n\t", "").replace("\n ", "")
+        for i, m in enumerate(_CALENDAR_URL.finditer(text)):
+            if i >= MAX_CALENDAR_LINKS:
+                break
+            href = m.group(0)[:MAX_HREF].rstrip(".,;:!?)")
+            found = normalize.url(href)
+            if found is not None:
+                out.append(Link(href, found[0], found[1], "", "text"))
+    return out
+
+
+def calendar_link(ctx: Context) -> Sign | None:
+    """An attached calendar invitation carries a link that hides where it leads: a bare IP
+    address, a shortener, a domain under an abused TLD, free hosting (general storage only
+    for a page, :func:`_page_like`), or a domain imitating a protected organization. The
+    letter itself may carry no link at all ("open the attached invitation to review the
+    document"); a meeting's Zoom or Teams link and an agenda in Google Docs are none of
+    these (phish28b)."""
+    found: list[str] = []
+    for link in _calendar_links(ctx.letter):
+        host = link.host
+        if not host or len(host) > MAX_HOST or host in found or ctx.own_site(host):
+            continue
+        hiding = (
+            link.is_ip
+            or link.registrable in ctx.shorteners
+            or links.tld(host) in ctx.suspicious_tlds
+            or _free_host(host, ctx.free_hosting) is not None
+            or (_free_host(host, ctx.general_storage) is not None and _page_like(link.href))
+            or ctx.protected.imitation(host) is not None
+            or idn_spoof(host)
+        )
+        if hiding:
+            found.append(host)
+    return sign("PHISH_CALENDAR_LINK", found[:3]) if found else None
+
+
+DEVICE_LOGIN = frozenset({"devicelogin", "deviceauth", "device"})
+"""The last part of the path of an identity provider's device sign-in page
+(microsoft.com/devicelogin, login.microsoftonline.com/common/oauth2/deviceauth,
+google.com/device): a code typed there signs in whoever asked for it."""
+
+
+def _provider_page(ctx: Context, link: Link) -> tuple[str, str] | None:
+    """(path, query) of a link to a protected organization's own page, or None."""
+    if len(link.host) > MAX_HOST or ctx.protected.owner(link.host) is None:
+        return None
+    try:
+        parts = urlsplit(link.href[:MAX_HREF].strip())
+    except ValueError:
+        return None
+    return parts.path.lower().rstrip("/"), parts.query[:MAX_HREF]
+
+
+MAX_QUERY_FIELDS = 50  # fields of a link's query read for its redirect_uri
+
+
+def _redirect_uri(query: str) -> str:
+    """The ``redirect_uri`` of an OAuth request's query ("" when absent or when the query
+    has more than :data:`MAX_QUERY_FIELDS` fields)."""
+    try:
+        fields = parse_qs(query, max_num_fields=MAX_QUERY_FIELDS)
+    except ValueError:
+        return ""
+    return fields.get("redirect_uri", [""])[0]
+
+
+def oauth_consent(ctx: Context) -> Sign | None:
+    """A link to an identity provider's real OAuth authorization page (``client_id`` and
+    ``redirect_uri``) whose redirect leads to a host of another party than the page's and the
+    sender's: the consent that hands the reader's mailbox or files to a third party's app
+    ("approve Secure Docs Viewer"), no password asked. A service's "connect your Microsoft
+    365 calendar" that returns to its own site, a provider's and the reader's own
+    organization's letters are not it (phish28b)."""
+    if _own_or_reader(ctx):
+        return None
+    found: list[str] = []
+    for link in ctx.letter.web_links:
+        page = _provider_page(ctx, link)
+        if page is None or "client_id" not in page[1] or "redirect_uri" not in page[1]:
+            continue
+        target = normalize.url(_redirect_uri(page[1]))
+        if target is None or ctx.same_party(target[1], link.host) or ctx.own_site(target[1]):
+            continue
+        grant = f"{link.host} → {target[1]}"
+        if grant not in found:
+            found.append(grant)
+    return sign("PHISH_OAUTH_CONSENT", found[:3]) if found else None
+
+
+def device_login(ctx: Context) -> Sign | None:
+    """A link to an identity provider's device sign-in page (:data:`DEVICE_LOGIN`) in a letter
+    from neither the provider nor the reader's own organization: the code the letter gives,
+    typed there, signs the sender in to the reader's account (the "join the Teams meeting
+    at microsoft.com/devicelogin with code H7KQ-2WPN" letters of 2025). Nobody else has a
+    reason to send a reader there (phish28b)."""
+    if _own_or_reader(ctx):
+        return None
+    found: list[str] = []
+    for link in ctx.letter.web_links:
+        page = _provider_page(ctx, link)
+        if page is None or page[0].rpartition("/")[2] not in DEVICE_LOGIN:
+            continue
+        shown = f"{link.host}{page[0][:60]}"
+        if shown not in found:
+            found.append(shown)
+    return sign("PHISH_DEVICE_LOGIN", found[:3]) if found else None
 
 
 CHECKS: tuple[Check, ...] = (
@@ -1318,6 +1555,11 @@ CHECKS: tuple[Check, ...] = (
     qr_code,
     link_free_hosting,
     callback_lure,
+    bec_request,
+    messenger_code,
+    calendar_link,
+    oauth_consent,
+    device_login,
 )
 
 

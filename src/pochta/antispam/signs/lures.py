@@ -150,13 +150,20 @@ CALLBACK_REASON = _rx(
     r"\bunauthori[sz]ed\s+(?:\w+\s+){0,2}?(?:charge|transaction|payment|purchase|withdrawal"
     r"|debit|order|sign-?in|log-?in|login|activity|attempt)",
     # a charge to undo, not a subscription to a newsletter ("to cancel, contact ..." of 2002)
-    r"\b(?:refund\w*|stop\s+the\s+(?:payment|charge|renewal))",
+    # nor a shop's refund already made ("questions about your refund, call us"): a refund
+    # to claim or to get (phish28b)
+    r"\b(?:claim|get|receive|request|process)\s+(?:a\s+|your\s+|the\s+)?(?:full\s+)?refund\w*"
+    r"|\bstop\s+the\s+(?:payment|charge|renewal)",
     r"\bdispute\w*\s+(?:\w+\s+){0,2}?(?:charge|payment|transaction|order|purchase)",
     r"\bcancel\w*\s+(?:\w+\s+){0,2}?(?:charge|payment|order|transaction|renewal|purchase)",
     r"\bif\s+(?:this|it)\s+(?:was\s+not|wasn'?t)\s+you\b",
     r"если\s+(?:это\s+)?(?:были?\s+|была\s+)?не\s+вы\b",
     r"\bне\s+(?:совершали|оформляли|заказывали|подтверждали|входили|запрашивали|подписывались)",
-    r"(?:заблокир|возврат)\w*",
+    # blocking what the reader owns, a return of money to claim: not any "возврат" (a shop's
+    # return of goods) or "заблокирован" (phish28b)
+    r"(?:заблокир|блокир)\w*\s+(?:\w+\s+){0,2}?(?:карт|счет|операци|перевод|доступ|кредит"
+    r"|заявк|аккаунт|личн\w*\s+кабинет)\w*",
+    r"(?:оформ|получ|вернут)\w*\s+(?:\w+\s+)?возврат\w*\s+(?:\w+\s+)?(?:средств|денег|платеж|списан)\w*",
     r"отмен\w*\s+(?:\w+\s+){0,2}?(?:операци|платеж|списани|перевод|заказ|транзакци|покупк)\w*",
     r"вернуть\s+(?:\w+\s+)?(?:деньги|средства|оплату)",
     # the code from an SMS, to be told on the phone: what the call is for
@@ -170,13 +177,103 @@ pattern is not in the one RE2 pass every letter pays for (its bounded runs of an
 made that pass's automaton larger: the checks cost a third more), and is searched by Python's
 engine only after :data:`CALLBACK_REASON` matched, over this bound."""
 
+# -- business e-mail compromise (phish28b) ------------------------------------------------------
+# Money asked of somebody at an organization by a public mailbox (checks.bec_request): pay
+# diverted to new bank details (:data:`BEC_MONEY`: "update my direct deposit", "our bank
+# details have changed"), gift cards to buy and their codes to send (:data:`BEC_GIFT` with
+# :data:`BEC_CODES`), or a payment to make while the writer cannot be reached or asks for
+# secrecy (:data:`BEC_PAYMENT` with :data:`BEC_HUSH`): the one request of a letter with no
+# link and no file.
+BEC_MONEY = _rx(
+    r"\b(?:update|change|switch)\s+(?:my|his|her|the|our)\s+(?:direct\s+deposit|payroll\s+"
+    r"(?:account|details|deposit)|bank(?:ing)?\s+(?:details|account|information|info)"
+    r"|salary\s+account|paycheck)",
+    r"\b(?:changed|switched)\s+(?:my|our)\s+bank(?:s|ing\s+details|\s+account)?\b",
+    r"\b(?:bank(?:ing)?|account|payment|remittance)\s+(?:details|instructions)\s+have\s+"
+    r"(?:been\s+)?(?:changed|updated)",
+    r"\b(?:remit|pay|send|transfer)\s+(?:\w+\s+){0,6}?to\s+(?:our|my|the)\s+new\s+"
+    r"(?:bank\s+)?account",
+    r"(?:изменил\w*|сменил\w*|поменял\w*|изменени\w*|смен[аеуы])\s+(?:\w+\s+){0,2}?"
+    r"(?:банковск\w+\s+|платежн\w+\s+)?реквизит\w*",
+    r"(?:переводите|перечисляйте|перечислить|перевести|оплатить)\s+(?:\w+\s+){0,3}?на\s+"
+    r"(?:нов|друг)\w*\s+(?:расчетн\w*\s+|банковск\w*\s+)?(?:счет|карт|реквизит)\w*",
+    r"(?:зарплат\w*|заработн\w*\s+плат\w*)\s+(?:\w+\s+){0,3}?на\s+(?:нов|друг)\w*",
+)
+# gift cards to buy (:data:`BEC_GIFT`) and their codes to send (:data:`BEC_CODES`): a parent's
+# "we'd like to get gift cards for the teachers" asks for no codes
+BEC_GIFT = _rx(
+    r"\b(?:buy|purchase|get|pick\s+up|need|want)\s+(?:[\w$]+\s+){0,4}?gift\s*cards?\b",
+    r"(?:купи|купить|купите|приобрети|приобрести|приобретите|нужн\w*)\s+(?:\w+\s+){0,4}?"
+    r"подарочн\w*\s+(?:карт|сертификат)\w*",
+)
+BEC_CODES = _rx(
+    r"\b(?:send|e-?mail|text|forward)\s+(?:me\s+|us\s+)?(?:the\s+|a\s+)?(?:pictures?\s+of\s+"
+    r"|photos?\s+of\s+|scans?\s+of\s+)?(?:the\s+|all\s+)?(?:card\s+|claim\s+|redemption\s+)?"
+    r"(?:codes|numbers|pins)\b",
+    r"\bscratch\s+(?:off\s+)?the\s+back",
+    r"(?:пришли|пришлите|отправь|отправьте|скинь|скиньте)\s+(?:мне\s+)?(?:фото\s+)?(?:\w+\s+)?"
+    r"код\w*",
+    r"(?:сфотографир|сотри|сотрите)\w*\s+(?:\w+\s+){0,2}?(?:код|защитн)\w*",
+)
+BEC_PAYMENT = _rx(
+    r"\b(?:pay|settle|process|wire|send)\s+(?:\w+\s+){0,3}?(?:invoice|payment|wire|transfer"
+    r"|funds)\b",
+    r"\b(?:wire|bank)\s+transfer\b",
+    r"(?:оплатить|оплати|оплатите|перевести|переведи|переведите|перечислить|перечисли)\s+"
+    r"(?:\w+\s+){0,3}?(?:счет|платеж|аванс|сумм|деньги|средств)\w*",
+)
+BEC_HUSH = _rx(
+    r"\b(?:in|into|at)\s+(?:a\s+|the\s+)?(?:board\s+|client\s+|long\s+)?(?:meeting|conference)"
+    r"s?\b[^.\n]{0,40}?(?:can'?t|cannot|unable\s+to|not\s+able\s+to)\s+(?:talk|take\s+"
+    r"(?:your\s+|any\s+)?calls?|answer|speak)",
+    r"\b(?:can'?t|cannot|unable\s+to)\s+(?:talk|take\s+(?:your\s+|any\s+)?calls?|speak)\s+"
+    r"(?:right\s+)?now\b",
+    r"\b(?:e-?mail|text)\s+only\s+(?:please|for\s+now|today)\b",
+    r"\b(?:reply|respond|contact\s+me|write)\s+(?:by|via|over)\s+e-?mail\s+only\b",
+    r"\bkeep\s+(?:this|it)\s+(?:between\s+us|confidential|to\s+yourself)",
+    r"(?:на\s+совещании|на\s+переговорах|на\s+встрече)[^.\n]{0,40}?(?:не\s+могу|неудобно)\s+"
+    r"(?:говорить|разговаривать|звонить|ответить)",
+    r"(?:звонить|говорить|разговаривать)\s+не\s+могу",
+    r"(?:никому|пока\s+никому)\s+(?:\w+\s+)?не\s+(?:говори|говорите|сообщай|сообщайте|рассказывай)",
+    r"конфиденциальн\w*\s+(?:сделк|вопрос|поручени)\w*",
+    r"по\s+телефону\s+(?:\w+\s+){0,3}?(?:недоступ|не\s+дозвон)\w*",
+    r"\bphone\s+lines?\s+(?:are|is)\s+(?:\w+\s+)?(?:down|being\s+upgraded|unavailable)",
+)
+
+# -- messengers' codes on somebody's page (phish28b) --------------------------------------------
+# The code that signs in to a messenger account, asked for on a page (checks.messenger_code):
+# "log in with your WhatsApp number and enter the code you get", "укажи номер телефона и
+# введи код, который придёт в Telegram". The vote, the gift and the contest of the account
+# thefts of 2023-2026 all end there.
+MESSENGER_CODE = _rx(
+    r"(?:введи|введите|ввести|вводи|укажи|укажите|указать|отправь|отправьте|пришли|пришлите)\s+"
+    r"(?:\w+\s+){0,2}?код\w*",
+    r"\b(?:enter|type|submit|send\s+(?:me|us))\s+(?:the\s+|your\s+)?(?:\d-digit\s+|six-digit\s+"
+    r"|verification\s+|login\s+|one-time\s+|sms\s+|confirmation\s+)?code\b",
+)
+MESSENGER = _rx(r"\b(?:telegram|whatsapp|viber)\b|телеграм\w*|ватсап\w*|вотсап\w*|вайбер\w*")
+
 QR = _rx(
     r"\bqr[- ]?(?:code|код)\w*",
     r"\bscan\s+(?:the\s+|this\s+)?(?:code|image|barcode)\b",
     r"отсканир\w*|сканируйте|наведите\s+камеру",
 )
 
-for _rx_ in (ACCOUNT_LURE, FEE_REQUEST, MAIL_ROLE, ROLE, QR, CALLBACK_REASON):
+for _rx_ in (
+    ACCOUNT_LURE,
+    FEE_REQUEST,
+    MAIL_ROLE,
+    ROLE,
+    QR,
+    CALLBACK_REASON,
+    BEC_MONEY,
+    BEC_GIFT,
+    BEC_CODES,
+    BEC_PAYMENT,
+    BEC_HUSH,
+    MESSENGER_CODE,
+    MESSENGER,
+):
     wording.register(_rx_)
 
 

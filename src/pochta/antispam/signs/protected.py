@@ -611,6 +611,14 @@ def free_hosting() -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=1)
+def general_storage() -> frozenset[str]:
+    """Hosts of general cloud storage and app hosting that legitimate mail links to as well
+    (``data/general_storage.txt``): a link there counts as free hosting only when it leads
+    to a page (``checks._page_like``)."""
+    return parse_list(_data("general_storage.txt").splitlines())
+
+
+@functools.lru_cache(maxsize=1)
 def freemail() -> frozenset[str]:
     """Registrable domains of public mail services (``data/freemail.txt``)."""
     return parse_list(_data("freemail.txt").splitlines())

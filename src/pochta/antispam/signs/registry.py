@@ -308,6 +308,50 @@ _SPECS = [
         "someone's sign-in: fraudsters want the call, and on the phone ask for codes, card "
         "data or remote access to your computer.",
     ),
+    SignSpec(
+        "PHISH_BEC_REQUEST",
+        "С бесплатного почтового ящика (gmail.com, mail.ru…) у сотрудника организации просят "
+        "деньги так, как коллеги, руководители и поставщики не просят: перевести зарплату или "
+        "оплату на новые реквизиты, купить подарочные карты, срочно и втайне оплатить счёт. "
+        "Проверьте просьбу звонком по известному вам номеру.",
+        "A free mailbox (gmail.com, outlook.com...) asks somebody at an organization for money "
+        "the way colleagues, managers and suppliers do not: pay sent to new bank details, gift "
+        "cards to buy, an invoice to pay at once and in secret. Check the request by calling "
+        "a number you already know.",
+    ),
+    SignSpec(
+        "PHISH_MESSENGER_CODE",
+        "Письмо просит ввести или прислать код из Telegram, WhatsApp или SMS на чужом сайте "
+        "(«проголосуй», «активируй подарок»): с этим кодом мошенники входят в ваш аккаунт "
+        "мессенджера.",
+        "The letter asks you to enter or send a code from Telegram, WhatsApp or an SMS on "
+        "somebody's site ('vote for...', 'activate your gift'): with that code fraudsters sign "
+        "in to your messenger account.",
+    ),
+    SignSpec(
+        "PHISH_CALENDAR_LINK",
+        "Во вложенном приглашении в календарь спрятана ссылка на IP-адрес, сокращатель, "
+        "бесплатный хостинг, подозрительную доменную зону или поддельный домен: письмо "
+        "прячет её от проверки ссылок.",
+        "An attached calendar invitation hides a link to an IP address, a shortener, free "
+        "hosting, an abused domain zone or a look-alike domain, out of the link checks' "
+        "sight.",
+    ),
+    SignSpec(
+        "PHISH_OAUTH_CONSENT",
+        "Ссылка ведёт на настоящую страницу входа Microsoft или Google, но после неё доступ к "
+        "вашей почте или файлам получит чужое приложение (согласие OAuth): пароль не нужен.",
+        "A link leads to a real Microsoft or Google sign-in page, but after it another party's "
+        "app gets access to your mail or files (an OAuth consent): no password is needed.",
+    ),
+    SignSpec(
+        "PHISH_DEVICE_LOGIN",
+        "Письмо от постороннего ведёт на страницу входа устройства Microsoft или Google "
+        "(microsoft.com/devicelogin): введённый там код впустит отправителя в вашу учётную "
+        "запись.",
+        "A letter from an outsider sends you to Microsoft's or Google's device sign-in page "
+        "(microsoft.com/devicelogin): a code typed there lets the sender into your account.",
+    ),
 ]
 SPECS: dict[str, SignSpec] = {s.symbol: s for s in _SPECS}
 SYMBOLS: tuple[str, ...] = tuple(SPECS)
