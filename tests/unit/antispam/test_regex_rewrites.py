@@ -173,7 +173,9 @@ SENTENCE_PIECES = [".", "!", "?", " ", "  ", "\n", "\n\n", "\t", "\u00a0", "\u20
 
 
 @settings(max_examples=500, deadline=None)
-@given(text=st.lists(st.sampled_from(SENTENCE_PIECES), max_size=20).map("".join))
+@given(
+    text=st.one_of(st.lists(st.sampled_from(SENTENCE_PIECES), max_size=20).map("".join), st.text())
+)
 def test_sentence_ends_begin_with_their_blank_and_are_the_two_branches(text: str) -> None:
     assert every_match(wording._SENTENCE_END, text) == every_match(SENTENCE_END_TWO_BRANCHES, text)
     assert wording._SENTENCE_END.split(text) == SENTENCE_END_TWO_BRANCHES.split(text)

@@ -25,6 +25,14 @@ def test_lower_case_is_one_character_but_for_dotted_capital_i() -> None:
     assert [c for c in EVERY if len(c.lower()) != 1] == ["\u0130"]
 
 
+def test_a_fold_is_its_text_character_for_character_but_a_dot_above_dropped() -> None:
+    """Every character folds to one but a combining dot above, which folds to none (an ``İ``
+    is ``i``): a fold as long as its text is the text's characters each at its own place
+    (``protected._starts`` reads the positions RE2 finds in the fold as the text's)."""
+    assert [c for c in EVERY if len(casefold.folded(c)) != 1] == ["\u0307"]
+    assert casefold.folded("\u0130") == "i"
+
+
 def _keeps_what_python_takes_for(letters: list[str], dot: bool) -> None:
     fold = {x: casefold.folded(x, dot=dot) for x in letters}
     near = set(re.findall("[" + re.escape("".join(letters)) + "]", EVERY, re.IGNORECASE))

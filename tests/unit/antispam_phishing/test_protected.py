@@ -258,6 +258,24 @@ def test_the_names_positions_are_those_pythons_engine_finds_at_every_position(te
     ]
 
 
+NAMES = sorted({n for org in P.orgs for n in org.names})
+HOSTILE_PIECES = st.one_of(
+    st.sampled_from(CASE_PIECES),
+    st.sampled_from(NAMES).map(str.swapcase),
+    st.sampled_from(NAMES).map(lambda n: n.upper().replace("I", "İ").replace("S", "ſ")),
+    st.sampled_from(NAMES).map(lambda n: "\u0307".join(n)),  # a fold shorter than its text
+    st.text(max_size=4),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(HOSTILE_PIECES, max_size=14).map("".join))
+def test_named_in_any_text_is_named_in_by_search(text: str) -> None:
+    """Any characters around the names, in case forms Python's engine folds (and some it
+    does not): what the places RE2 finds give is what each pattern's search finds."""
+    assert [org.name for org in P.named_in(text)] == _named_in_by_search(P, text)
+
+
 @pytest.mark.parametrize("many", [3, protected.STARTS_LOOKED + 1])
 def test_the_names_positions_past_the_bound_of_re2_searches(many: int) -> None:
     """More places than RE2 is asked for: Python's engine reads every position, the same."""

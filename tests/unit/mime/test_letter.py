@@ -228,3 +228,24 @@ def test_bare_addresses_take_the_short_way() -> None:
     for not_bare in ("a..b@c", "a@b.", ".a@b", "<a@b>", "a@b, c@d", "Name a@b", "a@[1.2.3.4]"):
         assert letter_mod._BARE_ADDRESS.fullmatch(not_bare) is None
         assert letter_mod._pairs(not_bare) == tuple(getaddresses([not_bare]))
+
+
+def test_fields_by_name_in_order_any_case_and_each_answer_a_new_list() -> None:
+    raw = (
+        b"Received: from a.example (a.example [192.0.2.1])\r\n"
+        b"Subject: hello\r\n"
+        b"RECEIVED: from b.example\r\n"
+        b"received: from c.example\r\n"
+        b"X-Empty:\r\n"
+        b"\r\nbody\r\n"
+    )
+    s = parse(raw)
+    hops = ["from a.example (a.example [192.0.2.1])", "from b.example", "from c.example"]
+    assert s.headers("Received") == s.headers("received") == hops
+    assert s.header("rEcEiVeD") == hops[0]
+    assert s.header("x-empty") == "" and s.headers("X-Empty") == [""]
+    assert s.header("cc") is None and s.headers("cc") == []
+    s.headers("received").clear()  # a caller's list is its own: the letter does not change
+    s.headers("cc").append("x")
+    assert s.headers("received") == hops and s.headers("cc") == []
+    assert [v for n, v in s.fields if n == "received"] == hops
