@@ -326,6 +326,39 @@ def test_the_device_sign_in_from_the_readers_own_it_or_elsewhere_on_the_provider
     assert "PHISH_DEVICE_LOGIN" not in signs(other)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # an integrator sets up a meeting room: the code is the one the console shows
+        "To finish the Teams Room setup, go to https://microsoft.com/devicelogin and enter the "
+        "code shown on the console.",
+        # a school's TV sign-in, the code on the screen
+        "Чтобы войти на телевизоре, откройте https://www.google.com/device и введите код с экрана.",
+        # pages of the providers whose path merely ends in "device", even beside a code
+        "Find your phone: https://support.google.com/android/device (case H7KQ-2WPN).",
+        "The Surface offer: https://www.microsoft.com/en-us/p/device, coupon SURF2026X.",
+    ],
+)
+def test_no_device_login_without_a_code_or_off_the_sign_in_page(text: str) -> None:
+    """review1: any protected organization's page whose path ended in "device" was the
+    sign, and an outsider's link alone was phishing (5 points) without a code to type."""
+    raw = letter(sender="AV <support@avintegrator.example>", subject="Setup", text=text)
+    assert "PHISH_DEVICE_LOGIN" not in signs(raw)
+    assert verdict(raw)[0] != "phishing"
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("Join at https://microsoft.com/devicelogin with code FQK5HW3UF now.", "FQK5HW3UF"),
+        ("Откройте https://www.google.com/device и введите GQVQ-JKEC.", "GQVQ-JKEC"),
+    ],
+)
+def test_the_device_code_the_letter_gives_is_shown(text: str, code: str) -> None:
+    raw = letter(sender="D <d.reyes@coastline.example>", subject="Meeting", text=text)
+    assert signs(raw)["PHISH_DEVICE_LOGIN"][-1] == code
+
+
 # -- cost -------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "text",

@@ -85,7 +85,8 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
     PHISH_OAUTH_CONSENT          a link to an identity provider's real OAuth consent page
                                  whose redirect leads to another party's app
     PHISH_DEVICE_LOGIN           a link to an identity provider's device sign-in page
-                                 (microsoft.com/devicelogin) from an outsider
+                                 (microsoft.com/devicelogin) from an outsider, and the code
+                                 to type there (H7KQ-2WPN) in the letter
 
 "Same party" below means the same registrable domain, two domains of one protected
 organization (gmail.com and google.com), or, for names nobody protects, the same name under
@@ -1433,10 +1434,30 @@ def calendar_link(ctx: Context) -> Sign | None:
     return sign("PHISH_CALENDAR_LINK", found[:3]) if found else None
 
 
-DEVICE_LOGIN = frozenset({"devicelogin", "deviceauth", "device"})
+DEVICE_LOGIN = frozenset({"devicelogin", "deviceauth"})
 """The last part of the path of an identity provider's device sign-in page
-(microsoft.com/devicelogin, login.microsoftonline.com/common/oauth2/deviceauth,
-google.com/device): a code typed there signs in whoever asked for it."""
+(microsoft.com/devicelogin, login.microsoftonline.com/common/oauth2/deviceauth); Google's
+is its site's ``/device`` alone (:data:`GOOGLE_DEVICE`): a code typed there signs in
+whoever asked for it. Any other page whose path ends in "device" (support.google.com's
+"/android/device", a shop's "/p/device") is none (review1)."""
+GOOGLE_DEVICE = "/device"
+MAX_CODE_TEXT = 20_000  # characters of the letter's text searched for a device code
+MAX_CODES = 50  # code-like words read
+_USER_CODE = re2.compile(r"\b(?:[A-Z0-9]{4}-[A-Z0-9]{4}|[A-Z0-9]{8,9})\b")
+"""A device code as the providers show it (H7KQ-2WPN, GQVQ-JKEC, FQK5HW3UF): told in the
+letter, it is the sender's, who started the sign-in (review1)."""
+
+
+def _device_code(text: str) -> str | None:
+    """The first device code written in ``text`` (:data:`_USER_CODE` with a letter in it,
+    and a hyphen or a digit: not a shouted word, not a date), or None."""
+    for i, m in enumerate(_USER_CODE.finditer(text[:MAX_CODE_TEXT])):
+        if i >= MAX_CODES:
+            break
+        code: str = m.group(0)
+        if any(c.isalpha() for c in code) and ("-" in code or any(c.isdigit() for c in code)):
+            return code
+    return None
 
 
 def _provider_page(ctx: Context, link: Link) -> tuple[str, str] | None:
@@ -1491,18 +1512,26 @@ def device_login(ctx: Context) -> Sign | None:
     from neither the provider nor the reader's own organization: the code the letter gives,
     typed there, signs the sender in to the reader's account (the "join the Teams meeting
     at microsoft.com/devicelogin with code H7KQ-2WPN" letters of 2025). Nobody else has a
-    reason to send a reader there (phish28b)."""
+    reason to send a reader there with a code: one who sets up a room's device tells the
+    reader to type the code the device shows, and gives none (phish28b, review1)."""
     if _own_or_reader(ctx):
         return None
     found: list[str] = []
     for link in ctx.letter.web_links:
         page = _provider_page(ctx, link)
-        if page is None or page[0].rpartition("/")[2] not in DEVICE_LOGIN:
+        if page is None:
             continue
-        shown = f"{link.host}{page[0][:60]}"
+        path, owner = page[0], ctx.protected.owner(link.host)
+        google = path == GOOGLE_DEVICE and owner is not None and owner.name == "Google"
+        if path.rpartition("/")[2] not in DEVICE_LOGIN and not google:
+            continue
+        shown = f"{link.host}{path[:60]}"
         if shown not in found:
             found.append(shown)
-    return sign("PHISH_DEVICE_LOGIN", found[:3]) if found else None
+    if not found:
+        return None
+    code = _device_code(ctx.letter.text)
+    return sign("PHISH_DEVICE_LOGIN", [*found[:3], code]) if code else None
 
 
 CHECKS: tuple[Check, ...] = (
