@@ -485,7 +485,7 @@ ROWS: list[Row] = [
         "RE2 prefilter", "\\b-led literals, at most 2 words between", None, rep("введите "),
         find_all(lures.MESSENGER_CODE)),
     Row(f"{LU}:MESSENGER", "a messenger named (Telegram, WhatsApp, Viber)",
-        "folded subject + body, when MESSENGER_CODE matched", LINEAR, "RE2 prefilter",
+        "120 characters either side of a MESSENGER_CODE match, its sentence", LINEAR, AS_IS,
         "\\b-led literals, one word tail", None, rep("телеграм"), find_all(lures.MESSENGER)),
     Row("pochta/antispam/signs/protected.py:_DIGITS", "digit runs in a host label",
         "host labels (63 chars)", LINEAR, AS_IS, "one bounded class", "host_labels", rep("1a"),

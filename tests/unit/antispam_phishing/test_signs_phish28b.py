@@ -119,6 +119,17 @@ def test_a_messenger_code_on_another_site(text: str) -> None:
         ("Ольга <olga@yandex.ru>", "Введи код в Telegram, вот канал: https://t.me/somechannel"),
         # a code and a messenger, no link at all
         ("Ольга <olga@yandex.ru>", "Никому не говори код из Telegram!"),
+        # a shop's promo code, its Telegram channel in another sentence, a tracker's link
+        ("Shop <news@shop-site.example>",
+         "Enter code SAVE20 at checkout! Follow us on Telegram and WhatsApp. "
+         "https://click.mailtrack.example/x https://shop-site.example"),
+        ("Магазин <news@shop-site.example>",
+         "Введите код SALE при оформлении заказа.\n\nПодписывайтесь на наш Telegram-канал! "
+         "https://vk.com/shop https://sendsay-track.example/c"),
+        # a service's sign-in code, its community on Telegram
+        ("Exchange <noreply@cryptoex.example>",
+         "Your verification code is 123456. Enter the code to continue. Join our Telegram "
+         "community! https://twitter.com/cryptoex"),
     ],
 )  # fmt: skip
 def test_no_messenger_code(sender: str, text: str) -> None:

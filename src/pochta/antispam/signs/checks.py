@@ -1350,19 +1350,16 @@ MESSENGER_HOSTS = ("telegram.org", "t.me", "telegram.me", "whatsapp.com", "wa.me
 
 
 def messenger_code(ctx: Context) -> Sign | None:
-    """A messenger (Telegram, WhatsApp, Viber) and a code to enter or send
-    (:data:`lures.MESSENGER_CODE`), with a link to a site that is neither the messenger's nor
-    the sender's: the page that takes over the account with the code the messenger sends
-    ("vote for my niece: log in through Telegram and enter the code"). The reader's own
+    """A code to enter or send (:data:`lures.MESSENGER_CODE`) in a sentence that names a
+    messenger (Telegram, WhatsApp, Viber: :func:`_messenger_code`), with a link to a site
+    that is neither the messenger's nor the sender's: the page that takes over the account
+    with the code the messenger sends ("vote for my niece: log in through Telegram and enter
+    the code"). The reader's own
     organization and a protected organization's own letter are their business (phish28b)."""
     if _own_or_reader(ctx):
         return None
-    text = ctx.subject_body
-    codes = lures.find(lures.MESSENGER_CODE, text, 1)
-    if not codes:
-        return None
-    messenger = lures.find(lures.MESSENGER, text, 1)
-    if not messenger:
+    found = _messenger_code(ctx.subject_body)
+    if found is None:
         return None
     pages: list[str] = []
     for link in ctx.letter.web_links:
@@ -1373,7 +1370,34 @@ def messenger_code(ctx: Context) -> Sign | None:
         pages.append(link.host)
     if not pages:
         return None
-    return sign("PHISH_MESSENGER_CODE", [*messenger, *codes, *pages[:2]])
+    return sign("PHISH_MESSENGER_CODE", [*found, *pages[:2]])
+
+
+MESSENGER_NEAR = 120  # characters either side of a code request read for the messenger
+MAX_CODE_REQUESTS = 5  # code requests looked at
+_SENTENCE_STOP = re2.compile(r"[.!?]\s|\n\s*\n")
+
+
+def _messenger_code(text: str) -> tuple[str, str] | None:
+    """(the messenger, the code request) of the first request for a code
+    (:data:`lures.MESSENGER_CODE`) whose own sentence names a messenger
+    (:data:`lures.MESSENGER`), at most :data:`MESSENGER_NEAR` characters away: "log in with
+    your WhatsApp number and enter the code you get". A shop's "enter code SAVE20 at
+    checkout" or a service's "enter the code to continue" with "join us on Telegram"
+    elsewhere in the letter is none (review1)."""
+    for i, m in enumerate(wording.matches(lures.MESSENGER_CODE, text)):
+        if i >= MAX_CODE_REQUESTS:
+            break
+        before = text[max(0, m.start() - MESSENGER_NEAR) : m.start()]
+        after = text[m.end() : m.end() + MESSENGER_NEAR]
+        stops = [s.end() for s in _SENTENCE_STOP.finditer(before)]
+        before = before[stops[-1] :] if stops else before
+        stop = _SENTENCE_STOP.search(after)
+        after = after[: stop.start()] if stop else after
+        named = lures.MESSENGER.search(before) or lures.MESSENGER.search(after)
+        if named:
+            return named.group(0), wording.quote(text, m)
+    return None
 
 
 CALENDAR_TYPES = frozenset({"text/calendar", "application/ics", "text/x-vcalendar"})

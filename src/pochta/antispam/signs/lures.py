@@ -251,6 +251,8 @@ MESSENGER_CODE = _rx(
     r"\b(?:enter|type|submit|send\s+(?:me|us))\s+(?:the\s+|your\s+)?(?:\d-digit\s+|six-digit\s+"
     r"|verification\s+|login\s+|one-time\s+|sms\s+|confirmation\s+)?code\b",
 )
+# searched only within a sentence of a MESSENGER_CODE match, 120 characters either side
+# (checks._messenger_code): not in the shared pass
 MESSENGER = _rx(r"\b(?:telegram|whatsapp|viber)\b|телеграм\w*|ватсап\w*|вотсап\w*|вайбер\w*")
 
 QR = _rx(
@@ -272,7 +274,6 @@ for _rx_ in (
     BEC_PAYMENT,
     BEC_HUSH,
     MESSENGER_CODE,
-    MESSENGER,
 ):
     wording.register(_rx_)
 
