@@ -462,7 +462,7 @@ ROWS: list[Row] = [
         "call)", LINEAR, "RE2 prefilter", "\\b-led literals, at most 3 words between", None,
         rep("назовите "), find_all(lures.CALLBACK_REASON)),
     Row(f"{LU}:BEC_MONEY", "pay to new bank details (business e-mail compromise)",
-        "folded subject + body of a public mailbox's letter to an organization",
+        "folded subject + body, when BEC_HUSH matched or the Reply-To is another public mailbox",
         LINEAR, "RE2 prefilter", "\\b-led literals, word tails bounded {0,40}, at most 6 "
         "words between", None, rep("переводите на "), find_all(lures.BEC_MONEY)),
     Row(f"{LU}:BEC_GIFT", "gift cards to buy",
@@ -475,7 +475,7 @@ ROWS: list[Row] = [
         find_all(lures.BEC_CODES)),
     Row(f"{LU}:BEC_PAYMENT", "a payment, a wire, an invoice to pay",
         "folded subject + body, when BEC_HUSH matched", LINEAR, "RE2 prefilter",
-        "\\b-led literals, at most 3 words between", None, rep("pay the "),
+        "\\b-led literals, at most 3 words between; \"wire\" only as a verb", None, rep("pay the "),
         find_all(lures.BEC_PAYMENT)),
     Row(f"{LU}:BEC_HUSH", "the writer cannot be reached or asks for secrecy",
         "folded subject + body of a public mailbox's letter to an organization", LINEAR,

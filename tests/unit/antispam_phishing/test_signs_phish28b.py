@@ -29,9 +29,10 @@ N = 100_000
 @pytest.mark.parametrize(
     ("sender", "headers", "text"),
     [
-        # the payroll diversion: a manager's name on a gmail.com mailbox
+        # the payroll diversion: a manager's name on a gmail.com mailbox, unreachable
         ("Michael Grant <m.grant.office@gmail.com>", {},
-         "Hi John,\nI changed my bank and need my direct deposit updated before payroll.\n"),
+         "Hi John,\nI changed my bank and need my direct deposit updated before payroll. "
+         "I'm in meetings all day, so email only please.\n"),
         # the supplier's new bank details, answers going to an outlook.com mailbox
         ("Laura Kim <laura.kim@northfield-supplies.co>", {"Reply-To": "l.kim.ar@outlook.com"},
          "Please note that our bank details have changed. Kindly remit the open invoices to "
@@ -45,7 +46,7 @@ N = 100_000
          "Срочно нужно оплатить счёт поставщику сегодня. Я на совещании, звонить не могу.\n"),
         ("Бухгалтерия <buh.stroykomplekt@mail.ru>", {},
          "Уведомляем о смене банковских реквизитов, оплату просим перечислить на новый "
-         "расчётный счёт.\n"),
+         "расчётный счёт. По телефону бухгалтерия сейчас недоступна.\n"),
     ],
 )  # fmt: skip
 def test_money_asked_of_an_organization_by_a_public_mailbox(
@@ -80,6 +81,22 @@ def test_money_asked_of_an_organization_by_a_public_mailbox(
         # a freelancer asking whether the reader is free, and paid by bank transfer
         ("Anna Design <anna.design.studio@gmail.com>", "john@pochta.test",
          "Are you available for a call? Payment by bank transfer, as agreed.\n"),
+        # review1: new bank details told calmly from the writer's own public mailbox, which
+        # payroll, accounts and tenants meet every month (5 points alone made them phishing)
+        ("Maria Lopez <maria.lopez1987@gmail.com>", "hr@pochta.test",
+         "Hi HR team,\nI recently changed my bank. Could you please update my direct deposit? "
+         "I will fill out the form in Workday too.\nThanks, Maria\n"),
+        ("Ирина Петрова <irina.petrova82@mail.ru>", "buh@pochta.test",
+         "Добрый день! Прошу перечислять зарплату на новую карту, заявление принесу в "
+         "понедельник.\n"),
+        ("Бухгалтерия <buh.stroykomplekt@mail.ru>", "john@pochta.test",
+         "Уведомляем о смене банковских реквизитов, оплату просим перечислить на новый "
+         "расчётный счёт.\n"),
+        ("Pat <pat.landlord@gmail.com>", "john@pochta.test",
+         "From next month please pay the rent to my new bank account, details below.\n"),
+        # a payment mentioned, not asked: "the wire transfer is done"
+        ("Grandpa Joe <joe1944@aol.com>", "john@pochta.test",
+         "Can't talk right now, the wire transfer for the trip is done.\n"),
     ],
 )  # fmt: skip
 def test_no_bec_request(sender: str, to: str, text: str) -> None:

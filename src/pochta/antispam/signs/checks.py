@@ -1316,30 +1316,33 @@ def bec_request(ctx: Context) -> Sign | None:
     """Business e-mail compromise: a public mailbox (the From address, or the Reply-To where
     the answer goes) asks somebody at an organization (a reader's domain that is no public
     mail service) for money the way no colleague, manager or supplier does by e-mail: pay
-    sent to new bank details (:data:`lures.BEC_MONEY`), gift cards to buy and their codes to
-    send (:data:`lures.BEC_GIFT` with :data:`lures.BEC_CODES`), or a payment to make while the
-    writer cannot be reached or asks for secrecy (:data:`lures.BEC_PAYMENT` with
-    :data:`lures.BEC_HUSH`). A person's letter to a friend's gmail.com address, and a
-    company's own letter from its own domain about its new bank details, are not it
+    sent to new bank details (:data:`lures.BEC_MONEY`) while the writer cannot be reached or
+    asks for secrecy (:data:`lures.BEC_HUSH`) or the answers go to a public mailbox the From
+    address is not; gift cards to buy and their codes to send (:data:`lures.BEC_GIFT` with
+    :data:`lures.BEC_CODES`); or a payment to make while the writer cannot be reached or
+    asks for secrecy (:data:`lures.BEC_PAYMENT` with :data:`lures.BEC_HUSH`). A person's
+    letter to a friend's gmail.com address, a company's own letter from its own domain about
+    its new bank details, and a calm "I changed my bank, please update my direct deposit"
+    from an employee's, a landlord's or a small supplier's own public mailbox (what payroll
+    and accounts meet every month: review1) are not it
     (phish28b)."""
     fd = ctx.letter.from_domain
     if not fd or not _reader_domains(ctx) or _own_or_reader(ctx):
         return None
     reply_to = _address_domain(ctx.letter.header("reply-to"))
-    public = _public_mailbox(ctx, fd) or (
-        _public_mailbox(ctx, reply_to) and not ctx.same_party(reply_to, fd)
-    )
-    if not public:
+    diverted = _public_mailbox(ctx, reply_to) and not ctx.same_party(reply_to, fd)
+    if not (_public_mailbox(ctx, fd) or diverted):
         return None
     text = ctx.subject_body
-    found = lures.find(lures.BEC_MONEY, text, 2)
+    hush = lures.find(lures.BEC_HUSH, text, 1)
+    money = lures.find(lures.BEC_MONEY, text, 2) if hush or diverted else []
+    found = [*money, *hush] if money else []
     if not found:
         gift = lures.find(lures.BEC_GIFT, text, 1)
         codes = lures.find(lures.BEC_CODES, text, 1) if gift else []
         found = [*gift, *codes] if codes else []
-    if not found:
-        hush = lures.find(lures.BEC_HUSH, text, 1)
-        pay = lures.find(lures.BEC_PAYMENT, text, 1) if hush else []
+    if not found and hush:
+        pay = lures.find(lures.BEC_PAYMENT, text, 1)
         found = [*pay, *hush] if pay else []
     if not found:
         return None

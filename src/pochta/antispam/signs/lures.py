@@ -216,9 +216,9 @@ BEC_CODES = _rx(
     r"(?:сфотографир|сотри|сотрите)\w*\s+(?:\w+\s+){0,2}?(?:код|защитн)\w*",
 )
 BEC_PAYMENT = _rx(
-    r"\b(?:pay|settle|process|wire|send)\s+(?:\w+\s+){0,3}?(?:invoice|payment|wire|transfer"
-    r"|funds)\b",
-    r"\b(?:wire|bank)\s+transfer\b",
+    # "wire the funds", not the noun of "the wire transfer is done" (review1)
+    r"\b(?:pay|settle|process|send)\s+(?:\w+\s+){0,3}?(?:invoice|payment|wire|transfer|funds)\b",
+    r"\bwire\s+(?:\w+\s+){0,3}?(?:payment|funds|money|amount)\b",
     r"(?:оплатить|оплати|оплатите|перевести|переведи|переведите|перечислить|перечисли)\s+"
     r"(?:\w+\s+){0,3}?(?:счет|платеж|аванс|сумм|деньги|средств)\w*",
 )
