@@ -203,6 +203,17 @@ def test_a_meeting_invitation_has_no_hiding_link() -> None:
     )
     raw = letter(sender="Priya <priya@lumen.example>", subject="Invitation", files=[("i.ics", ics)])
     assert "PHISH_CALENDAR_LINK" not in signs(raw)
+    # nor an office's Google Maps pin or a webinar's shortened page (review1: a shortener
+    # counted, and an urgent subject made an in-person meeting phishing)
+    ics = _invite("Адрес: https://maps.app.goo.gl/q1w2e3\\nSlides: https://bit.ly/3xYzWeb")
+    raw = letter(
+        sender="Priya <priya@lumen.example>",
+        subject="Срочно: встреча по договору",
+        text="Добрый день, приглашение во вложении. Просьба подтвердить сегодня.",
+        files=[("i.ics", ics)],
+    )
+    assert "PHISH_CALENDAR_LINK" not in signs(raw)
+    assert verdict(raw)[0] != "phishing"
     # nor is a hiding link in a file that is no calendar
     raw = letter(files=[("notes.txt", b"https://x.pages.dev/")])
     assert "PHISH_CALENDAR_LINK" not in signs(raw)

@@ -80,8 +80,8 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
                                  or a payment while it cannot be reached or asks for secrecy
     PHISH_MESSENGER_CODE         a messenger's code to enter or send, and a link to a site that
                                  is neither the messenger's nor the sender's (account theft)
-    PHISH_CALENDAR_LINK          an attached calendar invitation links to an IP, a shortener,
-                                 an abused TLD, free hosting or a look-alike domain
+    PHISH_CALENDAR_LINK          an attached calendar invitation links to an IP, an abused
+                                 TLD, free hosting or a look-alike domain
     PHISH_OAUTH_CONSENT          a link to an identity provider's real OAuth consent page
                                  whose redirect leads to another party's app
     PHISH_DEVICE_LOGIN           a link to an identity provider's device sign-in page
@@ -1437,11 +1437,12 @@ def _calendar_links(letter: Letter) -> list[Link]:
 
 def calendar_link(ctx: Context) -> Sign | None:
     """An attached calendar invitation carries a link that hides where it leads: a bare IP
-    address, a shortener, a domain under an abused TLD, free hosting (general storage only
-    for a page, :func:`_page_like`), or a domain imitating a protected organization. The
-    letter itself may carry no link at all ("open the attached invitation to review the
-    document"); a meeting's Zoom or Teams link and an agenda in Google Docs are none of
-    these (phish28b)."""
+    address, a domain under an abused TLD, free hosting (general storage only for a page,
+    :func:`_page_like`), or a domain imitating a protected organization. The letter itself
+    may carry no link at all ("open the attached invitation to review the document"); a
+    meeting's Zoom or Teams link and an agenda in Google Docs are none of these (phish28b),
+    nor is a shortener: an office's Google Maps pin (maps.app.goo.gl) and a webinar's bit.ly
+    are what invitations carry (review1)."""
     found: list[str] = []
     for link in _calendar_links(ctx.letter):
         host = link.host
@@ -1449,7 +1450,6 @@ def calendar_link(ctx: Context) -> Sign | None:
             continue
         hiding = (
             link.is_ip
-            or link.registrable in ctx.shorteners
             or links.tld(host) in ctx.suspicious_tlds
             or _free_host(host, ctx.free_hosting) is not None
             or (_free_host(host, ctx.general_storage) is not None and _page_like(link.href))

@@ -330,10 +330,10 @@ _SPECS = [
     ),
     SignSpec(
         "PHISH_CALENDAR_LINK",
-        "Во вложенном приглашении в календарь спрятана ссылка на IP-адрес, сокращатель, "
+        "Во вложенном приглашении в календарь спрятана ссылка на IP-адрес, "
         "бесплатный хостинг, подозрительную доменную зону или поддельный домен: письмо "
         "прячет её от проверки ссылок.",
-        "An attached calendar invitation hides a link to an IP address, a shortener, free "
+        "An attached calendar invitation hides a link to an IP address, free "
         "hosting, an abused domain zone or a look-alike domain, out of the link checks' "
         "sight.",
     ),
