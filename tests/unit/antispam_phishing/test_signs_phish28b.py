@@ -339,6 +339,7 @@ def test_a_query_of_too_many_fields_is_read_as_no_redirect() -> None:
         "https://www.microsoft.com/devicelogin/",
         "https://login.microsoftonline.com/common/oauth2/deviceauth",
         "https://www.google.com/device",
+        "https://login.microsoft.com/device",
     ],
 )
 def test_an_outsider_sends_the_reader_to_the_device_sign_in(href: str) -> None:

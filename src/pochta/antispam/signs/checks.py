@@ -1463,11 +1463,13 @@ def calendar_link(ctx: Context) -> Sign | None:
 
 DEVICE_LOGIN = frozenset({"devicelogin", "deviceauth"})
 """The last part of the path of an identity provider's device sign-in page
-(microsoft.com/devicelogin, login.microsoftonline.com/common/oauth2/deviceauth); Google's
-is its site's ``/device`` alone (:data:`GOOGLE_DEVICE`): a code typed there signs in
-whoever asked for it. Any other page whose path ends in "device" (support.google.com's
-"/android/device", a shop's "/p/device") is none (review1)."""
-GOOGLE_DEVICE = "/device"
+(microsoft.com/devicelogin, login.microsoftonline.com/common/oauth2/deviceauth), or a
+``/device`` path alone on Google's or Microsoft's site (:data:`DEVICE_PATH`: google.com/device,
+login.microsoft.com/device): a code typed there signs in whoever asked for it. Any other
+page whose path ends in "device" (support.google.com's "/android/device", a shop's
+"/p/device") is none (review1)."""
+DEVICE_PATH = "/device"
+DEVICE_PATH_OWNERS = frozenset({"Google", "Microsoft"})
 MAX_CODE_TEXT = 20_000  # characters of the letter's text searched for a device code
 MAX_CODES = 50  # code-like words read
 _USER_CODE = re2.compile(r"\b(?:[A-Z0-9]{4}-[A-Z0-9]{4}|[A-Z0-9]{8,9})\b")
@@ -1549,8 +1551,8 @@ def device_login(ctx: Context) -> Sign | None:
         if page is None:
             continue
         path, owner = page[0], ctx.protected.owner(link.host)
-        google = path == GOOGLE_DEVICE and owner is not None and owner.name == "Google"
-        if path.rpartition("/")[2] not in DEVICE_LOGIN and not google:
+        bare = path == DEVICE_PATH and owner is not None and owner.name in DEVICE_PATH_OWNERS
+        if path.rpartition("/")[2] not in DEVICE_LOGIN and not bare:
             continue
         shown = f"{link.host}{path[:60]}"
         if shown not in found:
