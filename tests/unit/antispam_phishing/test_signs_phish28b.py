@@ -326,10 +326,16 @@ def test_no_oauth_consent(sender: str, redirect: str) -> None:
     assert "PHISH_OAUTH_CONSENT" not in signs(raw)
 
 
-def test_a_query_of_too_many_fields_is_read_as_no_redirect() -> None:
-    href = _AUTHORIZE.format(redirect="https%3A%2F%2Fviewer.example%2Fa") + "&amp;x=1" * 60
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_junk_fields_do_not_hide_the_redirect(where: str) -> None:
+    """review1: phish28b read at most 50 fields (``parse_qs(max_num_fields=50)``) and took a
+    longer query for no redirect, so 60 junk fields hid the consent; the query is bounded by
+    its length (``MAX_HREF``) instead."""
+    junk = "&amp;x=1" * 60
+    href = _AUTHORIZE.format(redirect="https%3A%2F%2Fviewer.example%2Fa")
+    href = href.replace("?", "?" + junk[5:] + "&amp;") if where == "before" else href + junk
     raw = letter(sender="D <d@docs.example>", html=f'<a href="{href}">Go</a>', text=None)
-    assert "PHISH_OAUTH_CONSENT" not in signs(raw)
+    assert signs(raw)["PHISH_OAUTH_CONSENT"] == ("login.microsoftonline.com → viewer.example",)
 
 
 @pytest.mark.parametrize(
