@@ -29,9 +29,10 @@ N = 100_000
 @pytest.mark.parametrize(
     ("sender", "headers", "text"),
     [
-        # the payroll diversion: a manager's name on a gmail.com mailbox
+        # the payroll diversion: a manager's name on a gmail.com mailbox, unreachable
         ("Michael Grant <m.grant.office@gmail.com>", {},
-         "Hi John,\nI changed my bank and need my direct deposit updated before payroll.\n"),
+         "Hi John,\nI changed my bank and need my direct deposit updated before payroll. "
+         "I'm in meetings all day, so email only please.\n"),
         # the supplier's new bank details, answers going to an outlook.com mailbox
         ("Laura Kim <laura.kim@northfield-supplies.co>", {"Reply-To": "l.kim.ar@outlook.com"},
          "Please note that our bank details have changed. Kindly remit the open invoices to "
@@ -45,7 +46,7 @@ N = 100_000
          "Срочно нужно оплатить счёт поставщику сегодня. Я на совещании, звонить не могу.\n"),
         ("Бухгалтерия <buh.stroykomplekt@mail.ru>", {},
          "Уведомляем о смене банковских реквизитов, оплату просим перечислить на новый "
-         "расчётный счёт.\n"),
+         "расчётный счёт. По телефону бухгалтерия сейчас недоступна.\n"),
     ],
 )  # fmt: skip
 def test_money_asked_of_an_organization_by_a_public_mailbox(
@@ -80,6 +81,22 @@ def test_money_asked_of_an_organization_by_a_public_mailbox(
         # a freelancer asking whether the reader is free, and paid by bank transfer
         ("Anna Design <anna.design.studio@gmail.com>", "john@pochta.test",
          "Are you available for a call? Payment by bank transfer, as agreed.\n"),
+        # review1: new bank details told calmly from the writer's own public mailbox, which
+        # payroll, accounts and tenants meet every month (5 points alone made them phishing)
+        ("Maria Lopez <maria.lopez1987@gmail.com>", "hr@pochta.test",
+         "Hi HR team,\nI recently changed my bank. Could you please update my direct deposit? "
+         "I will fill out the form in Workday too.\nThanks, Maria\n"),
+        ("Ирина Петрова <irina.petrova82@mail.ru>", "buh@pochta.test",
+         "Добрый день! Прошу перечислять зарплату на новую карту, заявление принесу в "
+         "понедельник.\n"),
+        ("Бухгалтерия <buh.stroykomplekt@mail.ru>", "john@pochta.test",
+         "Уведомляем о смене банковских реквизитов, оплату просим перечислить на новый "
+         "расчётный счёт.\n"),
+        ("Pat <pat.landlord@gmail.com>", "john@pochta.test",
+         "From next month please pay the rent to my new bank account, details below.\n"),
+        # a payment mentioned, not asked: "the wire transfer is done"
+        ("Grandpa Joe <joe1944@aol.com>", "john@pochta.test",
+         "Can't talk right now, the wire transfer for the trip is done.\n"),
     ],
 )  # fmt: skip
 def test_no_bec_request(sender: str, to: str, text: str) -> None:
@@ -119,6 +136,17 @@ def test_a_messenger_code_on_another_site(text: str) -> None:
         ("Ольга <olga@yandex.ru>", "Введи код в Telegram, вот канал: https://t.me/somechannel"),
         # a code and a messenger, no link at all
         ("Ольга <olga@yandex.ru>", "Никому не говори код из Telegram!"),
+        # a shop's promo code, its Telegram channel in another sentence, a tracker's link
+        ("Shop <news@shop-site.example>",
+         "Enter code SAVE20 at checkout! Follow us on Telegram and WhatsApp. "
+         "https://click.mailtrack.example/x https://shop-site.example"),
+        ("Магазин <news@shop-site.example>",
+         "Введите код SALE при оформлении заказа.\n\nПодписывайтесь на наш Telegram-канал! "
+         "https://vk.com/shop https://sendsay-track.example/c"),
+        # a service's sign-in code, its community on Telegram
+        ("Exchange <noreply@cryptoex.example>",
+         "Your verification code is 123456. Enter the code to continue. Join our Telegram "
+         "community! https://twitter.com/cryptoex"),
     ],
 )  # fmt: skip
 def test_no_messenger_code(sender: str, text: str) -> None:
@@ -175,6 +203,17 @@ def test_a_meeting_invitation_has_no_hiding_link() -> None:
     )
     raw = letter(sender="Priya <priya@lumen.example>", subject="Invitation", files=[("i.ics", ics)])
     assert "PHISH_CALENDAR_LINK" not in signs(raw)
+    # nor an office's Google Maps pin or a webinar's shortened page (review1: a shortener
+    # counted, and an urgent subject made an in-person meeting phishing)
+    ics = _invite("Адрес: https://maps.app.goo.gl/q1w2e3\\nSlides: https://bit.ly/3xYzWeb")
+    raw = letter(
+        sender="Priya <priya@lumen.example>",
+        subject="Срочно: встреча по договору",
+        text="Добрый день, приглашение во вложении. Просьба подтвердить сегодня.",
+        files=[("i.ics", ics)],
+    )
+    assert "PHISH_CALENDAR_LINK" not in signs(raw)
+    assert verdict(raw)[0] != "phishing"
     # nor is a hiding link in a file that is no calendar
     raw = letter(files=[("notes.txt", b"https://x.pages.dev/")])
     assert "PHISH_CALENDAR_LINK" not in signs(raw)
@@ -287,10 +326,16 @@ def test_no_oauth_consent(sender: str, redirect: str) -> None:
     assert "PHISH_OAUTH_CONSENT" not in signs(raw)
 
 
-def test_a_query_of_too_many_fields_is_read_as_no_redirect() -> None:
-    href = _AUTHORIZE.format(redirect="https%3A%2F%2Fviewer.example%2Fa") + "&amp;x=1" * 60
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_junk_fields_do_not_hide_the_redirect(where: str) -> None:
+    """review1: phish28b read at most 50 fields (``parse_qs(max_num_fields=50)``) and took a
+    longer query for no redirect, so 60 junk fields hid the consent; the query is bounded by
+    its length (``MAX_HREF``) instead."""
+    junk = "&amp;x=1" * 60
+    href = _AUTHORIZE.format(redirect="https%3A%2F%2Fviewer.example%2Fa")
+    href = href.replace("?", "?" + junk[5:] + "&amp;") if where == "before" else href + junk
     raw = letter(sender="D <d@docs.example>", html=f'<a href="{href}">Go</a>', text=None)
-    assert "PHISH_OAUTH_CONSENT" not in signs(raw)
+    assert signs(raw)["PHISH_OAUTH_CONSENT"] == ("login.microsoftonline.com → viewer.example",)
 
 
 @pytest.mark.parametrize(
@@ -300,6 +345,7 @@ def test_a_query_of_too_many_fields_is_read_as_no_redirect() -> None:
         "https://www.microsoft.com/devicelogin/",
         "https://login.microsoftonline.com/common/oauth2/deviceauth",
         "https://www.google.com/device",
+        "https://login.microsoft.com/device",
     ],
 )
 def test_an_outsider_sends_the_reader_to_the_device_sign_in(href: str) -> None:
@@ -324,6 +370,39 @@ def test_the_device_sign_in_from_the_readers_own_it_or_elsewhere_on_the_provider
         text="Our Teams page: https://www.microsoft.com/en-us/microsoft-teams/devices\n",
     )
     assert "PHISH_DEVICE_LOGIN" not in signs(other)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # an integrator sets up a meeting room: the code is the one the console shows
+        "To finish the Teams Room setup, go to https://microsoft.com/devicelogin and enter the "
+        "code shown on the console.",
+        # a school's TV sign-in, the code on the screen
+        "Чтобы войти на телевизоре, откройте https://www.google.com/device и введите код с экрана.",
+        # pages of the providers whose path merely ends in "device", even beside a code
+        "Find your phone: https://support.google.com/android/device (case H7KQ-2WPN).",
+        "The Surface offer: https://www.microsoft.com/en-us/p/device, coupon SURF2026X.",
+    ],
+)
+def test_no_device_login_without_a_code_or_off_the_sign_in_page(text: str) -> None:
+    """review1: any protected organization's page whose path ended in "device" was the
+    sign, and an outsider's link alone was phishing (5 points) without a code to type."""
+    raw = letter(sender="AV <support@avintegrator.example>", subject="Setup", text=text)
+    assert "PHISH_DEVICE_LOGIN" not in signs(raw)
+    assert verdict(raw)[0] != "phishing"
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("Join at https://microsoft.com/devicelogin with code FQK5HW3UF now.", "FQK5HW3UF"),
+        ("Откройте https://www.google.com/device и введите GQVQ-JKEC.", "GQVQ-JKEC"),
+    ],
+)
+def test_the_device_code_the_letter_gives_is_shown(text: str, code: str) -> None:
+    raw = letter(sender="D <d.reyes@coastline.example>", subject="Meeting", text=text)
+    assert signs(raw)["PHISH_DEVICE_LOGIN"][-1] == code
 
 
 # -- cost -------------------------------------------------------------------------------------

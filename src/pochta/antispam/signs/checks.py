@@ -80,12 +80,13 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
                                  or a payment while it cannot be reached or asks for secrecy
     PHISH_MESSENGER_CODE         a messenger's code to enter or send, and a link to a site that
                                  is neither the messenger's nor the sender's (account theft)
-    PHISH_CALENDAR_LINK          an attached calendar invitation links to an IP, a shortener,
-                                 an abused TLD, free hosting or a look-alike domain
+    PHISH_CALENDAR_LINK          an attached calendar invitation links to an IP, an abused
+                                 TLD, free hosting or a look-alike domain
     PHISH_OAUTH_CONSENT          a link to an identity provider's real OAuth consent page
                                  whose redirect leads to another party's app
     PHISH_DEVICE_LOGIN           a link to an identity provider's device sign-in page
-                                 (microsoft.com/devicelogin) from an outsider
+                                 (microsoft.com/devicelogin) from an outsider, and the code
+                                 to type there (H7KQ-2WPN) in the letter
 
 "Same party" below means the same registrable domain, two domains of one protected
 organization (gmail.com and google.com), or, for names nobody protects, the same name under
@@ -104,7 +105,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 import re2
 
@@ -1323,30 +1324,33 @@ def bec_request(ctx: Context) -> Sign | None:
     """Business e-mail compromise: a public mailbox (the From address, or the Reply-To where
     the answer goes) asks somebody at an organization (a reader's domain that is no public
     mail service) for money the way no colleague, manager or supplier does by e-mail: pay
-    sent to new bank details (:data:`lures.BEC_MONEY`), gift cards to buy and their codes to
-    send (:data:`lures.BEC_GIFT` with :data:`lures.BEC_CODES`), or a payment to make while the
-    writer cannot be reached or asks for secrecy (:data:`lures.BEC_PAYMENT` with
-    :data:`lures.BEC_HUSH`). A person's letter to a friend's gmail.com address, and a
-    company's own letter from its own domain about its new bank details, are not it
+    sent to new bank details (:data:`lures.BEC_MONEY`) while the writer cannot be reached or
+    asks for secrecy (:data:`lures.BEC_HUSH`) or the answers go to a public mailbox the From
+    address is not; gift cards to buy and their codes to send (:data:`lures.BEC_GIFT` with
+    :data:`lures.BEC_CODES`); or a payment to make while the writer cannot be reached or
+    asks for secrecy (:data:`lures.BEC_PAYMENT` with :data:`lures.BEC_HUSH`). A person's
+    letter to a friend's gmail.com address, a company's own letter from its own domain about
+    its new bank details, and a calm "I changed my bank, please update my direct deposit"
+    from an employee's, a landlord's or a small supplier's own public mailbox (what payroll
+    and accounts meet every month: review1) are not it
     (phish28b)."""
     fd = ctx.letter.from_domain
     if not fd or not _reader_domains(ctx) or _own_or_reader(ctx):
         return None
     reply_to = _address_domain(ctx.letter.header("reply-to"))
-    public = _public_mailbox(ctx, fd) or (
-        _public_mailbox(ctx, reply_to) and not ctx.same_party(reply_to, fd)
-    )
-    if not public:
+    diverted = _public_mailbox(ctx, reply_to) and not ctx.same_party(reply_to, fd)
+    if not (_public_mailbox(ctx, fd) or diverted):
         return None
     text = ctx.subject_body
-    found = lures.find(lures.BEC_MONEY, text, 2)
+    hush = lures.find(lures.BEC_HUSH, text, 1)
+    money = lures.find(lures.BEC_MONEY, text, 2) if hush or diverted else []
+    found = [*money, *hush] if money else []
     if not found:
         gift = lures.find(lures.BEC_GIFT, text, 1)
         codes = lures.find(lures.BEC_CODES, text, 1) if gift else []
         found = [*gift, *codes] if codes else []
-    if not found:
-        hush = lures.find(lures.BEC_HUSH, text, 1)
-        pay = lures.find(lures.BEC_PAYMENT, text, 1) if hush else []
+    if not found and hush:
+        pay = lures.find(lures.BEC_PAYMENT, text, 1)
         found = [*pay, *hush] if pay else []
     if not found:
         return None
@@ -1357,19 +1361,16 @@ MESSENGER_HOSTS = ("telegram.org", "t.me", "telegram.me", "whatsapp.com", "wa.me
 
 
 def messenger_code(ctx: Context) -> Sign | None:
-    """A messenger (Telegram, WhatsApp, Viber) and a code to enter or send
-    (:data:`lures.MESSENGER_CODE`), with a link to a site that is neither the messenger's nor
-    the sender's: the page that takes over the account with the code the messenger sends
-    ("vote for my niece: log in through Telegram and enter the code"). The reader's own
+    """A code to enter or send (:data:`lures.MESSENGER_CODE`) in a sentence that names a
+    messenger (Telegram, WhatsApp, Viber: :func:`_messenger_code`), with a link to a site
+    that is neither the messenger's nor the sender's: the page that takes over the account
+    with the code the messenger sends ("vote for my niece: log in through Telegram and enter
+    the code"). The reader's own
     organization and a protected organization's own letter are their business (phish28b)."""
     if _own_or_reader(ctx):
         return None
-    text = ctx.subject_body
-    codes = lures.find(lures.MESSENGER_CODE, text, 1)
-    if not codes:
-        return None
-    messenger = lures.find(lures.MESSENGER, text, 1)
-    if not messenger:
+    found = _messenger_code(ctx.subject_body)
+    if found is None:
         return None
     pages: list[str] = []
     for link in ctx.letter.web_links:
@@ -1380,7 +1381,34 @@ def messenger_code(ctx: Context) -> Sign | None:
         pages.append(link.host)
     if not pages:
         return None
-    return sign("PHISH_MESSENGER_CODE", [*messenger, *codes, *pages[:2]])
+    return sign("PHISH_MESSENGER_CODE", [*found, *pages[:2]])
+
+
+MESSENGER_NEAR = 120  # characters either side of a code request read for the messenger
+MAX_CODE_REQUESTS = 5  # code requests looked at
+_SENTENCE_STOP = re2.compile(r"[.!?]\s|\n\s*\n")
+
+
+def _messenger_code(text: str) -> tuple[str, str] | None:
+    """(the messenger, the code request) of the first request for a code
+    (:data:`lures.MESSENGER_CODE`) whose own sentence names a messenger
+    (:data:`lures.MESSENGER`), at most :data:`MESSENGER_NEAR` characters away: "log in with
+    your WhatsApp number and enter the code you get". A shop's "enter code SAVE20 at
+    checkout" or a service's "enter the code to continue" with "join us on Telegram"
+    elsewhere in the letter is none (review1)."""
+    for i, m in enumerate(wording.matches(lures.MESSENGER_CODE, text)):
+        if i >= MAX_CODE_REQUESTS:
+            break
+        before = text[max(0, m.start() - MESSENGER_NEAR) : m.start()]
+        after = text[m.end() : m.end() + MESSENGER_NEAR]
+        stops = [s.end() for s in _SENTENCE_STOP.finditer(before)]
+        before = before[stops[-1] :] if stops else before
+        stop = _SENTENCE_STOP.search(after)
+        after = after[: stop.start()] if stop else after
+        named = lures.MESSENGER.search(before) or lures.MESSENGER.search(after)
+        if named:
+            return named.group(0), wording.quote(text, m)
+    return None
 
 
 CALENDAR_TYPES = frozenset({"text/calendar", "application/ics", "text/x-vcalendar"})
@@ -1417,11 +1445,12 @@ def _calendar_links(letter: Letter) -> list[Link]:
 
 def calendar_link(ctx: Context) -> Sign | None:
     """An attached calendar invitation carries a link that hides where it leads: a bare IP
-    address, a shortener, a domain under an abused TLD, free hosting (general storage only
-    for a page, :func:`_page_like`), or a domain imitating a protected organization. The
-    letter itself may carry no link at all ("open the attached invitation to review the
-    document"); a meeting's Zoom or Teams link and an agenda in Google Docs are none of
-    these (phish28b)."""
+    address, a domain under an abused TLD, free hosting (general storage only for a page,
+    :func:`_page_like`), or a domain imitating a protected organization. The letter itself
+    may carry no link at all ("open the attached invitation to review the document"); a
+    meeting's Zoom or Teams link and an agenda in Google Docs are none of these (phish28b),
+    nor is a shortener: an office's Google Maps pin (maps.app.goo.gl) and a webinar's bit.ly
+    are what invitations carry (review1)."""
     found: list[str] = []
     for link in _calendar_links(ctx.letter):
         host = link.host
@@ -1429,7 +1458,6 @@ def calendar_link(ctx: Context) -> Sign | None:
             continue
         hiding = (
             link.is_ip
-            or link.registrable in ctx.shorteners
             or links.tld(host) in ctx.suspicious_tlds
             or _free_host(host, ctx.free_hosting) is not None
             or (_free_host(host, ctx.general_storage) is not None and _page_like(link.href))
@@ -1441,10 +1469,32 @@ def calendar_link(ctx: Context) -> Sign | None:
     return sign("PHISH_CALENDAR_LINK", found[:3]) if found else None
 
 
-DEVICE_LOGIN = frozenset({"devicelogin", "deviceauth", "device"})
+DEVICE_LOGIN = frozenset({"devicelogin", "deviceauth"})
 """The last part of the path of an identity provider's device sign-in page
-(microsoft.com/devicelogin, login.microsoftonline.com/common/oauth2/deviceauth,
-google.com/device): a code typed there signs in whoever asked for it."""
+(microsoft.com/devicelogin, login.microsoftonline.com/common/oauth2/deviceauth), or a
+``/device`` path alone on Google's or Microsoft's site (:data:`DEVICE_PATH`: google.com/device,
+login.microsoft.com/device): a code typed there signs in whoever asked for it. Any other
+page whose path ends in "device" (support.google.com's "/android/device", a shop's
+"/p/device") is none (review1)."""
+DEVICE_PATH = "/device"
+DEVICE_PATH_OWNERS = frozenset({"Google", "Microsoft"})
+MAX_CODE_TEXT = 20_000  # characters of the letter's text searched for a device code
+MAX_CODES = 50  # code-like words read
+_USER_CODE = re2.compile(r"\b(?:[A-Z0-9]{4}-[A-Z0-9]{4}|[A-Z0-9]{8,9})\b")
+"""A device code as the providers show it (H7KQ-2WPN, GQVQ-JKEC, FQK5HW3UF): told in the
+letter, it is the sender's, who started the sign-in (review1)."""
+
+
+def _device_code(text: str) -> str | None:
+    """The first device code written in ``text`` (:data:`_USER_CODE` with a letter in it,
+    and a hyphen or a digit: not a shouted word, not a date), or None."""
+    for i, m in enumerate(_USER_CODE.finditer(text[:MAX_CODE_TEXT])):
+        if i >= MAX_CODES:
+            break
+        code: str = m.group(0)
+        if any(c.isalpha() for c in code) and ("-" in code or any(c.isdigit() for c in code)):
+            return code
+    return None
 
 
 def _provider_page(ctx: Context, link: Link) -> tuple[str, str] | None:
@@ -1458,17 +1508,15 @@ def _provider_page(ctx: Context, link: Link) -> tuple[str, str] | None:
     return parts.path.lower().rstrip("/"), parts.query[:MAX_HREF]
 
 
-MAX_QUERY_FIELDS = 50  # fields of a link's query read for its redirect_uri
-
-
 def _redirect_uri(query: str) -> str:
-    """The ``redirect_uri`` of an OAuth request's query ("" when absent or when the query
-    has more than :data:`MAX_QUERY_FIELDS` fields)."""
-    try:
-        fields = parse_qs(query, max_num_fields=MAX_QUERY_FIELDS)
-    except ValueError:
-        return ""
-    return fields.get("redirect_uri", [""])[0]
+    """The first ``redirect_uri`` of an OAuth request's query ("" when absent). Every field of
+    the query (at most :data:`MAX_HREF` characters: ``_provider_page``) is looked at: fifty
+    junk fields before it hid it from phish28b's ``parse_qs(max_num_fields=50)`` (review1)."""
+    for field_ in query.split("&"):
+        key, _, value = field_.partition("=")
+        if unquote_plus(key) == "redirect_uri":
+            return unquote_plus(value)
+    return ""
 
 
 def oauth_consent(ctx: Context) -> Sign | None:
@@ -1499,18 +1547,26 @@ def device_login(ctx: Context) -> Sign | None:
     from neither the provider nor the reader's own organization: the code the letter gives,
     typed there, signs the sender in to the reader's account (the "join the Teams meeting
     at microsoft.com/devicelogin with code H7KQ-2WPN" letters of 2025). Nobody else has a
-    reason to send a reader there (phish28b)."""
+    reason to send a reader there with a code: one who sets up a room's device tells the
+    reader to type the code the device shows, and gives none (phish28b, review1)."""
     if _own_or_reader(ctx):
         return None
     found: list[str] = []
     for link in ctx.letter.web_links:
         page = _provider_page(ctx, link)
-        if page is None or page[0].rpartition("/")[2] not in DEVICE_LOGIN:
+        if page is None:
             continue
-        shown = f"{link.host}{page[0][:60]}"
+        path, owner = page[0], ctx.protected.owner(link.host)
+        bare = path == DEVICE_PATH and owner is not None and owner.name in DEVICE_PATH_OWNERS
+        if path.rpartition("/")[2] not in DEVICE_LOGIN and not bare:
+            continue
+        shown = f"{link.host}{path[:60]}"
         if shown not in found:
             found.append(shown)
-    return sign("PHISH_DEVICE_LOGIN", found[:3]) if found else None
+    if not found:
+        return None
+    code = _device_code(ctx.letter.text)
+    return sign("PHISH_DEVICE_LOGIN", [*found[:3], code]) if code else None
 
 
 CHECKS: tuple[Check, ...] = (

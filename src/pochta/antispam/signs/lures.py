@@ -216,9 +216,9 @@ BEC_CODES = _rx(
     r"(?:сфотографир|сотри|сотрите)\w*\s+(?:\w+\s+){0,2}?(?:код|защитн)\w*",
 )
 BEC_PAYMENT = _rx(
-    r"\b(?:pay|settle|process|wire|send)\s+(?:\w+\s+){0,3}?(?:invoice|payment|wire|transfer"
-    r"|funds)\b",
-    r"\b(?:wire|bank)\s+transfer\b",
+    # "wire the funds", not the noun of "the wire transfer is done" (review1)
+    r"\b(?:pay|settle|process|send)\s+(?:\w+\s+){0,3}?(?:invoice|payment|wire|transfer|funds)\b",
+    r"\bwire\s+(?:\w+\s+){0,3}?(?:payment|funds|money|amount)\b",
     r"(?:оплатить|оплати|оплатите|перевести|переведи|переведите|перечислить|перечисли)\s+"
     r"(?:\w+\s+){0,3}?(?:счет|платеж|аванс|сумм|деньги|средств)\w*",
 )
@@ -251,6 +251,8 @@ MESSENGER_CODE = _rx(
     r"\b(?:enter|type|submit|send\s+(?:me|us))\s+(?:the\s+|your\s+)?(?:\d-digit\s+|six-digit\s+"
     r"|verification\s+|login\s+|one-time\s+|sms\s+|confirmation\s+)?code\b",
 )
+# searched only within a sentence of a MESSENGER_CODE match, 120 characters either side
+# (checks._messenger_code): not in the shared pass
 MESSENGER = _rx(r"\b(?:telegram|whatsapp|viber)\b|телеграм\w*|ватсап\w*|вотсап\w*|вайбер\w*")
 
 QR = _rx(
@@ -272,7 +274,6 @@ for _rx_ in (
     BEC_PAYMENT,
     BEC_HUSH,
     MESSENGER_CODE,
-    MESSENGER,
 ):
     wording.register(_rx_)
 

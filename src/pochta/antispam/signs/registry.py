@@ -330,10 +330,10 @@ _SPECS = [
     ),
     SignSpec(
         "PHISH_CALENDAR_LINK",
-        "Во вложенном приглашении в календарь спрятана ссылка на IP-адрес, сокращатель, "
+        "Во вложенном приглашении в календарь спрятана ссылка на IP-адрес, "
         "бесплатный хостинг, подозрительную доменную зону или поддельный домен: письмо "
         "прячет её от проверки ссылок.",
-        "An attached calendar invitation hides a link to an IP address, a shortener, free "
+        "An attached calendar invitation hides a link to an IP address, free "
         "hosting, an abused domain zone or a look-alike domain, out of the link checks' "
         "sight.",
     ),
@@ -347,10 +347,11 @@ _SPECS = [
     SignSpec(
         "PHISH_DEVICE_LOGIN",
         "Письмо от постороннего ведёт на страницу входа устройства Microsoft или Google "
-        "(microsoft.com/devicelogin): введённый там код впустит отправителя в вашу учётную "
-        "запись.",
+        "(microsoft.com/devicelogin) и даёт код: введённый там, он впустит отправителя в "
+        "вашу учётную запись.",
         "A letter from an outsider sends you to Microsoft's or Google's device sign-in page "
-        "(microsoft.com/devicelogin): a code typed there lets the sender into your account.",
+        "(microsoft.com/devicelogin) with a code: typed there, it lets the sender into your "
+        "account.",
     ),
 ]
 SPECS: dict[str, SignSpec] = {s.symbol: s for s in _SPECS}
