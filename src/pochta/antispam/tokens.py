@@ -29,9 +29,12 @@ letters by :mod:`pochta_factory.wordweights`), read as a second column ``tokens.
 the letter's log-odds from its words (0 when none is known). Fisher's score judges each word
 by its own counts; the regression weighs words against each other (a word that only comes
 with another spam word adds little), which out of fold separates the corpus's spam from its
-ham better at the ham rates the goals allow (BENCHMARKS.md). The weights are fixed with the
-model; what the installation and its users learn later moves ``tokens.score``
-(:mod:`pochta.antispam.words`). The shipped model has no weights: nothing changes for it.
+ham better at the ham rates the goals allow (BENCHMARKS.md). What the installation and its
+users learn later (:mod:`pochta.antispam.words`) moves both columns: ``tokens.score`` is read
+from the shipped plus learned counts, and each word whose counts learning changed moves
+``tokens.weights`` by how far its f(w)'s log-odds moved, times the model's
+:attr:`TokenTable.weight_scale` (:meth:`TokenTable.weighed`): with nothing learned the column
+is the shipped weights' score, and a word people taught weighs as its new counts say.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import json
 import math
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import islice, repeat
@@ -312,6 +315,46 @@ class TokenTable:
         ham = 1.0 - _chi2q(-2.0 * ln_f, n)
         return (spam - ham + 1.0) / 2.0
 
+    @cached_property
+    def weight_scale(self) -> float:
+        """What one unit of a word's log-odds ``log(f / (1 - f))`` (f: :meth:`probability`,
+        clamped as the clues are) is worth in the word weights' log-odds: the least-squares
+        slope through 0 of each token's weight (0 when it has none) on its log-odds, over the
+        table's tokens; 0 for a table without weights. Computed once per table."""
+        weights = self.weights
+        if weights is None:
+            return 0.0
+        xy = xx = 0.0
+        for t, c in self.counts.items():
+            x = log_odds(self._f(c))
+            xy += x * weights.weights.get(t, 0.0)
+            xx += x * x
+        return xy / xx if xx else 0.0
+
+    def weighed(self, tokens: Collection[str], table: TokenTable) -> float | None:
+        """``tokens.weights`` of a letter whose words are counted in ``table`` (this shipped
+        table's counts plus learned ones, :func:`pochta.antispam.words.merged_table`): this
+        table's weights' score, plus, for each token whose counts in ``table`` are not this
+        table's own (it was learned), :attr:`weight_scale` times how far its f(w)'s log-odds
+        moved (an unknown word's from 0). None when this table has no weights. Pure."""
+        weights = self.weights
+        if weights is None:
+            return None
+        own = self.counts
+        learned = table.counts
+        moved = 0.0
+        for t in tokens:
+            c = learned.get(t)
+            if c is None:
+                continue
+            before = own.get(t)
+            if c == before:
+                continue
+            moved += log_odds(table._f(c)) - (0.0 if before is None else log_odds(self._f(before)))
+        if not moved:
+            return weights.score(tokens)
+        return round(weights.score(tokens) + self.weight_scale * moved, 6)
+
     def as_json(self) -> str:
         out: dict[str, Any] = {
             "spam_letters": self.spam_letters,
@@ -321,6 +364,13 @@ class TokenTable:
         if self.weights is not None:
             out["weights"] = self.weights.as_dict()
         return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def log_odds(f: float) -> float:
+    """``log(f / (1 - f))`` of a word's spam probability, clamped to [CLAMP, 1 - CLAMP] as
+    Fisher's combining clamps it."""
+    f = min(max(f, CLAMP), 1.0 - CLAMP)
+    return math.log(f / (1.0 - f))
 
 
 def learn(tokens: Sequence[Iterable[str]], labels: Sequence[int]) -> TokenTable:

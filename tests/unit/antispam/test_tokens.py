@@ -218,6 +218,44 @@ def test_a_model_with_word_weights_reads_them_and_the_shipped_one_has_none() -> 
     assert tokens.WEIGHTS_FEATURE not in Scanner(model=shipped).scan(raw).features
 
 
+def test_learned_counts_move_the_weights_column_by_the_calibrated_log_odds() -> None:
+    """What the installation or a user learned moves ``tokens.weights``: each word whose
+    counts changed, by weight_scale x how far its f(w)'s log-odds moved; nothing learned,
+    the shipped weights' score exactly."""
+    t = weighed()
+    assert t.weights is not None
+    scale = t.weight_scale
+    assert scale > 0  # the fitted weights lean as the words' counts do
+    assert table().weight_scale == 0.0 and table().weighed(["viagra"], table()) is None
+    letter_ = ["viagra", "kernel", "brandnew"]
+    plain = t.weights.score(letter_)
+    assert t.weighed(letter_, t) == plain  # the table itself: nothing was learned
+    more = dataclasses.replace(t, spam_letters=t.spam_letters + 12, ham_letters=t.ham_letters)
+    # a learned table over more letters, the letter's words not among them: no move either
+    assert t.weighed(letter_, more) == plain
+    as_ham = {**t.counts, "viagra": (t.counts["viagra"][0], t.counts["viagra"][1] + 12)}
+    down = t.weighed(letter_, dataclasses.replace(t, counts=as_ham, ham_letters=15))
+    assert down is not None and down < plain
+    as_spam = {**t.counts, "brandnew": (12, 0)}  # a word the shipped table never saw
+    up = t.weighed(letter_, dataclasses.replace(t, counts=as_spam, spam_letters=15))
+    assert up is not None and up > plain
+    learned = dataclasses.replace(t, counts=as_spam, spam_letters=15)
+    f = learned.probability("brandnew")
+    assert f is not None
+    assert up == pytest.approx(plain + scale * tokens.log_odds(f), abs=1e-5)
+
+
+def test_the_weight_scale_is_the_slope_of_the_weights_on_the_words_log_odds() -> None:
+    t = weighed()
+    assert t.weights is not None
+    xs = [tokens.log_odds(t.probability(w) or 0.5) for w in t.counts]
+    ys = [t.weights.weights.get(w, 0.0) for w in t.counts]
+    slope = sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
+    assert t.weight_scale == pytest.approx(slope)
+    assert tokens.log_odds(0.5) == 0.0
+    assert tokens.log_odds(1.0) == pytest.approx(math.log(99)) == -tokens.log_odds(0.0)
+
+
 def _clues_sorted_per_letter(table: tokens.TokenTable, toks: list[str]) -> list[tuple[str, float]]:
     """The clues as they were found before the table's ranking: f(w) of each token, sorted
     for each letter."""

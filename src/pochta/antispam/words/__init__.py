@@ -14,7 +14,11 @@ chance. As SpamAssassin's and Rspamd's Bayes do, pochta learns them where it run
   shipped table's score, not the merged one), so a mistake cannot feed on itself.
 
 A letter's score then reads both tables at once: for each of its words, the shipped counts
-plus the learned ones, over the shipped plus learned letters (:func:`merged_table`).
+plus the learned ones, over the shipped plus learned letters (:func:`merged_table`). A model
+with word weights (``tokens.weights``) has that column moved by the same counts: each learned
+word by how far its statistic's log-odds moved, calibrated once per model
+(:meth:`pochta.antispam.tokens.TokenTable.weighed`), so learning decides as much beside the
+weights as without them.
 
     Words (this module)         learn / judge / flush / close; what the scanner uses
       ├── a buffer of learned   word -> (spam, ham) added up in memory, written by a background
@@ -225,7 +229,18 @@ class Words:
         self, tokens: Sequence[str], hashes: Sequence[int], shown: int = 0
     ) -> tuple[float, tuple[str, ...]]:
         """``table(tokens, hashes).judge(tokens, shown)``: the score of shipped + learned
-        words and the words shown; StorageError when the store does not answer. When the
+        words and the words shown; StorageError when the store does not answer (see
+        :meth:`judged`)."""
+        score, words, _ = self.judged(tokens, hashes, shown)
+        return score, words
+
+    def judged(
+        self, tokens: Sequence[str], hashes: Sequence[int], shown: int = 0
+    ) -> tuple[float, tuple[str, ...], float | None]:
+        """The score of shipped + learned words, the words shown, and ``tokens.weights`` as
+        the learned words move it (:meth:`pochta.antispam.tokens.TokenTable.weighed`; None
+        when the shipped table has no weights or nothing of these words was learned: the
+        shipped weights' score stands); StorageError when the store does not answer. When the
         installation has learned no letter (stored and buffered) and nothing of these words,
         and each of them has the counts the shipped table gives it, the letter's table is
         the shipped one for them (the same counts over the same letters: the same clues, in
@@ -242,8 +257,16 @@ class Words:
             and _as_shipped(tokens, cut, shipped, self.key)
         ):
             distinct = frozenset(tokens)  # as the analysis judged them: its answer is kept
-            return shipped.judge(distinct if len(distinct) == len(tokens) else tokens, shown)
-        return self._merged(tokens, cut, learned, totals).judge(tokens, shown)
+            score, words = shipped.judge(
+                distinct if len(distinct) == len(tokens) else tokens, shown
+            )
+            return score, words, None
+        table = self._merged(tokens, cut, learned, totals)
+        score, words = table.judge(tokens, shown)
+        weights = None
+        if shipped is not None and learned:
+            weights = shipped.weighed(list(tokens)[: len(cut)], table)
+        return score, words, weights
 
     def table(self, tokens: Sequence[str], hashes: Sequence[int]) -> tokens_mod.TokenTable:
         """One letter's table: shipped + the installation's stored + buffered, each learned
