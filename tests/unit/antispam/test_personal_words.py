@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.mailtools import letter
 
+from pochta.antispam import tokens
 from pochta.antispam.model import booster
 from pochta.antispam.verdict import Scanner
 from pochta.antispam.words import FEEDBACK_WEIGHT, Words
@@ -86,6 +87,12 @@ def test_a_users_word_decides_for_that_user_only(model: booster.Model) -> None:
     assert alice.probability is not None and bob.probability is not None
     assert everyone.probability is not None
     assert alice.probability > everyone.probability > bob.probability
+    # the shipped model's word weights move with what was taught (tokens.TokenTable.weighed):
+    # Alice's spam words most, the installation's (4 spam, 4 ham club notes) less, Bob's least
+    w = tokens.WEIGHTS_FEATURE
+    assert w in analysis.features
+    assert alice.features[w] > everyone.features[w] > bob.features[w]
+    assert everyone.features[w] != analysis.features[w]
     # Carol taught nothing: the installation's verdict, the very same object (nothing read)
     assert s.for_owner(everyone, analysis, CAROL) is everyone
 

@@ -202,7 +202,7 @@ def test_word_weights_survive_the_file_and_a_bad_weight_is_a_clear_error(tmp_pat
         tokens.load(tmp_path)
 
 
-def test_a_model_with_word_weights_reads_them_and_the_shipped_one_has_none() -> None:
+def test_a_model_with_word_weights_reads_them_and_the_shipped_one_has_them() -> None:
     from pochta.antispam.verdict import Analyzer
 
     raw = letter(subject="free viagra", text="click here for free viagra")
@@ -214,8 +214,12 @@ def test_a_model_with_word_weights_reads_them_and_the_shipped_one_has_none() -> 
     assert tokens.WEIGHTS_FEATURE not in Analyzer(tokens=table()).analyze(parse(raw)).features
     shipped = booster.load()
     assert shipped is not None and shipped.tokens is not None
-    assert shipped.tokens.weights is None  # the shipped model's verdicts are unchanged
-    assert tokens.WEIGHTS_FEATURE not in Scanner(model=shipped).scan(raw).features
+    assert shipped.tokens.weights is not None  # since issue 28's words28: the column is back
+    assert shipped.tokens.weight_scale > 0
+    f = Scanner(model=shipped).scan(raw).features
+    assert f[tokens.WEIGHTS_FEATURE] == shipped.tokens.weights.score(tokens.tokenize(parse(raw)))
+    low = shipped.probability({**f, tokens.WEIGHTS_FEATURE: -10.0})
+    assert shipped.probability({**f, tokens.WEIGHTS_FEATURE: 10.0}) > low  # the model reads it
 
 
 def test_learned_counts_move_the_weights_column_by_the_calibrated_log_odds() -> None:

@@ -223,6 +223,7 @@ class Words:
         if shipped is not None:
             shipped.by_hash(self.key)
             shipped.judge(())  # and its clues ranked (what ``judge`` reads)
+            _ = shipped.weight_scale  # and what a learned word moves tokens.weights by
         self.shipped = shipped
 
     def judge(
