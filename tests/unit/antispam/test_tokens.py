@@ -260,6 +260,54 @@ def test_the_weight_scale_is_the_slope_of_the_weights_on_the_words_log_odds() ->
     assert tokens.log_odds(1.0) == pytest.approx(math.log(99)) == -tokens.log_odds(0.0)
 
 
+_WORDS = ["a", "b", "c", "d", "e"]
+_COUNT = st.integers(min_value=0, max_value=2**63 - 1)  # a store's counts are 64-bit
+_COUNTS = st.dictionaries(st.sampled_from(_WORDS), st.tuples(_COUNT, _COUNT), max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _COUNTS,
+    _COUNTS,
+    st.tuples(_COUNT, _COUNT),
+    st.tuples(_COUNT, _COUNT),
+    st.dictionaries(st.sampled_from(_WORDS), st.floats(-50, 50), max_size=5),
+    st.lists(st.sampled_from([*_WORDS, "unknown"]), max_size=8),
+)
+def test_the_learned_weights_column_stays_finite_and_bounded_whatever_the_counts(
+    shipped_counts: dict[str, tuple[int, int]],
+    learned_counts: dict[str, tuple[int, int]],
+    shipped_letters: tuple[int, int],
+    learned_letters: tuple[int, int],
+    weights: dict[str, float],
+    letter_: list[str],
+) -> None:
+    """Counts of 0 (a word never seen as spam, or as ham, or a table of no letters) up to
+    64-bit ones: the scale and the column stay finite, and each learned word moves the
+    column by at most the scale x the clamped log-odds' whole range."""
+    shipped = tokens.TokenTable(
+        shipped_counts, *shipped_letters, weights=tokens.WordWeights(0.25, weights)
+    )
+    merged = {**shipped_counts}
+    for w, (s, h) in learned_counts.items():
+        a, b = merged.get(w, (0, 0))
+        merged[w] = (a + s, b + h)
+    table = tokens.TokenTable(
+        merged,
+        shipped_letters[0] + learned_letters[0],
+        shipped_letters[1] + learned_letters[1],
+    )
+    scale = shipped.weight_scale
+    assert math.isfinite(scale)
+    got = shipped.weighed(letter_, table)
+    assert got is not None and math.isfinite(got)
+    assert shipped.weights is not None
+    plain = shipped.weights.score(letter_)
+    assert shipped.weighed(letter_, shipped) == plain  # nothing learned: the shipped column
+    widest = 2 * tokens.log_odds(1.0)
+    assert abs(got - plain) <= abs(scale) * widest * len(letter_) + 1e-5
+
+
 def _clues_sorted_per_letter(table: tokens.TokenTable, toks: list[str]) -> list[tuple[str, float]]:
     """The clues as they were found before the table's ranking: f(w) of each token, sorted
     for each letter."""
