@@ -5,6 +5,7 @@ teach themselves."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -281,6 +282,42 @@ def test_learned_words_move_the_weights_column_as_the_shipped_table_weighs_them(
     assert _WEIGHED.weights is not None
     plain = _WEIGHED.weights.score(given_)
     assert (weights > plain) if kind == "spam" else (weights < plain)
+
+
+def test_a_model_switch_during_a_judgment_reads_one_table_for_the_score_and_the_column(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Words.use`` (a promoted model) may land while a letter is judged: the letter's
+    merged table and the column's shipped counts must come from the same table, or every
+    word whose counts differ between the two tables reads as learned and moves the column."""
+    old = _WEIGHED
+    new = dataclasses.replace(
+        _WEIGHED, counts={**_WEIGHED.counts, "cheap": (1, 30), "meeting": (40, 1)}
+    )
+    words = Words(MemoryWordStore(), shipped=old, buffered=False)
+    words.learn(words.hashes(["rare"]), "spam", FEEDBACK_WEIGHT)
+    given_ = ("cheap", "meeting", "rare")
+    hashes = words.hashes(given_)
+    learned, totals = words.learned(words_mod.INSTALLATION, hashes)
+    read = words.learned
+
+    def switched(
+        owner: int, hs: Sequence[int]
+    ) -> tuple[dict[int, tuple[int, int]], tuple[int, int]]:
+        out = read(owner, hs)
+        words.use(new)  # the promotion lands after the store was read
+        return out
+
+    monkeypatch.setattr(words, "learned", switched)
+    score, _, weights = words.judged(given_, hashes)
+    consistent = {
+        (
+            merged_table(given_, hashes, t, learned, totals).score(given_),
+            t.weighed(given_, merged_table(given_, hashes, t, learned, totals)),
+        )
+        for t in (old, new)
+    }
+    assert (score, weights) in consistent
 
 
 def test_words_judge_with_nothing_learned_reads_the_shipped_table(model: booster.Model) -> None:

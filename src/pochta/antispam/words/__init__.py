@@ -262,7 +262,7 @@ class Words:
                 distinct if len(distinct) == len(tokens) else tokens, shown
             )
             return score, words, None
-        table = self._merged(tokens, cut, learned, totals)
+        table = self._merged(tokens, cut, learned, totals, shipped)  # the table read above
         score, words = table.judge(tokens, shown)
         weights = None
         if shipped is not None and learned:
@@ -273,7 +273,8 @@ class Words:
         """One letter's table: shipped + the installation's stored + buffered, each learned
         letter counted once; StorageError when the store does not answer."""
         cut = list(hashes)[:MAX_HASHES]
-        return self._merged(tokens, cut, *self.learned(INSTALLATION, cut))
+        shipped = self.shipped
+        return self._merged(tokens, cut, *self.learned(INSTALLATION, cut), shipped)
 
     def _merged(
         self,
@@ -281,9 +282,12 @@ class Words:
         cut: list[int],
         learned: Mapping[int, tuple[int, int]],
         totals: tuple[int, int],
+        shipped: tokens_mod.TokenTable | None,
     ) -> tokens_mod.TokenTable:
-        """The letter's table from its first hashes (``cut``) and what the store gave for them."""
-        return merged_table(list(tokens)[: len(cut)], cut, self.shipped, learned, totals, self.key)
+        """The letter's table from its first hashes (``cut``) and what the store gave for them,
+        over ``shipped`` (the table the caller read once: a model switch in between, and the
+        column's shipped counts would not be the table's)."""
+        return merged_table(list(tokens)[: len(cut)], cut, shipped, learned, totals, self.key)
 
     def learned(
         self, owner: int, hashes: Sequence[int]
