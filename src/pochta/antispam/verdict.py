@@ -785,14 +785,14 @@ class Scanner:
             or not personal.ready(owner)
         ):
             return verdict
+        shipped = personal.words.shipped  # read once: the tables' and the column's
         try:
-            table, own = personal.tables(owner, analysis.tokens, analysis.hashes)
+            table, own = personal.tables(owner, analysis.tokens, analysis.hashes, shipped)
         except StorageError as exc:
             log.warning("personal words: not read, the installation's verdict stands: %s", exc)
             return verdict
         f = dict(verdict.features)
         f[tokens_mod.FEATURE], words = table.judge(analysis.tokens, shown=WORDS_SHOWN)
-        shipped = personal.words.shipped
         if shipped is not None and tokens_mod.WEIGHTS_FEATURE in f:
             weights = shipped.weighed(list(analysis.tokens)[: words_mod.MAX_HASHES], table)
             if weights is not None:
