@@ -220,19 +220,16 @@ class TokenTable:
         return self._f(c)
 
     def _f(self, c: tuple[int, int]) -> float:
-        s, h = c
-        ps, ph = s / max(self.spam_letters, 1), h / max(self.ham_letters, 1)
-        p = ps / (ps + ph) if ps + ph else PRIOR
-        n = s + h
-        return (STRENGTH * PRIOR + n * p) / (STRENGTH + n)
+        return _robinson(c[0], c[1], max(self.spam_letters, 1), max(self.ham_letters, 1))
 
     @cached_property
     def _clues(self) -> dict[str, float]:
         """f(w) of every token that can be a clue (computed once per table: the shipped
         table's for every letter a process reads)."""
         out = {}
-        for t, c in self.counts.items():
-            f = self._f(c)
+        spam, ham = max(self.spam_letters, 1), max(self.ham_letters, 1)
+        for t, (s, h) in self.counts.items():
+            f = _robinson(s, h, spam, ham)
             if abs(f - 0.5) + 1e-12 >= MIN_DISTANCE:  # 0.4 as 0.6
                 out[t] = f
         return out
@@ -316,17 +313,23 @@ class TokenTable:
         return (spam - ham + 1.0) / 2.0
 
     @cached_property
+    def _odds(self) -> dict[str, float]:
+        """Each token's :func:`log_odds` of its f(w) (computed once per table: what
+        :meth:`weighed` moves a learned word's from, and :attr:`weight_scale` reads)."""
+        return {t: log_odds(self._f(c)) for t, c in self.counts.items()}
+
+    @cached_property
     def weight_scale(self) -> float:
         """What one unit of a word's log-odds ``log(f / (1 - f))`` (f: :meth:`probability`,
         clamped as the clues are) is worth in the word weights' log-odds: the least-squares
         slope through 0 of each token's weight (0 when it has none) on its log-odds, over the
-        table's tokens; 0 for a table without weights. Computed once per table."""
+        table's tokens; 0 for a table without weights. Computed once per table (with the
+        tokens' log-odds :meth:`weighed` reads)."""
         weights = self.weights
         if weights is None:
             return 0.0
         xy = xx = 0.0
-        for t, c in self.counts.items():
-            x = log_odds(self._f(c))
+        for t, x in self._odds.items():
             xy += x * weights.weights.get(t, 0.0)
             xx += x * x
         return xy / xx if xx else 0.0
@@ -340,17 +343,17 @@ class TokenTable:
         weights = self.weights
         if weights is None:
             return None
-        own = self.counts
-        learned = table.counts
+        own, odds, learned = self.counts, self._odds, table.counts
+        spam, ham = max(table.spam_letters, 1), max(table.ham_letters, 1)
+        low, high, log = CLAMP, 1.0 - CLAMP, math.log
         moved = 0.0
-        for t in tokens:
+        for t in tokens:  # log_odds(table._f(c)) inlined: ~90 learned words a letter
             c = learned.get(t)
-            if c is None:
+            if c is None or c == own.get(t):
                 continue
-            before = own.get(t)
-            if c == before:
-                continue
-            moved += log_odds(table._f(c)) - (0.0 if before is None else log_odds(self._f(before)))
+            f = _robinson(c[0], c[1], spam, ham)
+            f = low if f < low else high if f > high else f
+            moved += log(f / (1.0 - f)) - odds.get(t, 0.0)
         if not moved:
             return weights.score(tokens)
         return round(weights.score(tokens) + self.weight_scale * moved, 6)
@@ -364,6 +367,15 @@ class TokenTable:
         if self.weights is not None:
             out["weights"] = self.weights.as_dict()
         return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def _robinson(s: int, h: int, spam_letters: int, ham_letters: int) -> float:
+    """Robinson's f(w) of a token seen in ``s`` of ``spam_letters`` spam letters and ``h`` of
+    ``ham_letters`` ham ones (each at least 1)."""
+    ps, ph = s / spam_letters, h / ham_letters
+    p = ps / (ps + ph) if ps + ph else PRIOR
+    n = s + h
+    return (STRENGTH * PRIOR + n * p) / (STRENGTH + n)
 
 
 def log_odds(f: float) -> float:

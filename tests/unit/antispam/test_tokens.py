@@ -274,7 +274,7 @@ _COUNTS = st.dictionaries(st.sampled_from(_WORDS), st.tuples(_COUNT, _COUNT), ma
     st.dictionaries(st.sampled_from(_WORDS), st.floats(-50, 50), max_size=5),
     st.lists(st.sampled_from([*_WORDS, "unknown"]), max_size=8),
 )
-def test_the_learned_weights_column_stays_finite_and_bounded_whatever_the_counts(
+def test_the_learned_weights_column_is_finite_bounded_and_as_defined_whatever_the_counts(
     shipped_counts: dict[str, tuple[int, int]],
     learned_counts: dict[str, tuple[int, int]],
     shipped_letters: tuple[int, int],
@@ -306,6 +306,14 @@ def test_the_learned_weights_column_stays_finite_and_bounded_whatever_the_counts
     assert shipped.weighed(letter_, shipped) == plain  # nothing learned: the shipped column
     widest = 2 * tokens.log_odds(1.0)
     assert abs(got - plain) <= abs(scale) * widest * len(letter_) + 1e-5
+    # the definition, word by word (weighed computes it inlined, with the shipped side cached)
+    moved = sum(
+        tokens.log_odds(table.probability(t) or 0.5)
+        - tokens.log_odds(shipped.probability(t) or 0.5)
+        for t in letter_
+        if t in table.counts and table.counts[t] != shipped.counts.get(t)
+    )
+    assert got == pytest.approx(plain + scale * moved, abs=1e-5, rel=1e-9)
 
 
 def _clues_sorted_per_letter(table: tokens.TokenTable, toks: list[str]) -> list[tuple[str, float]]:
