@@ -214,7 +214,8 @@ class Words:
 
     def warm(self) -> None:
         """The shipped table keyed by this store's hashes, built now rather than under the
-        first letter's time (~21,000 keyed hashes, ~0.07 s; see ``TokenTable.by_hash``)."""
+        first letter's time (~18,600 keyed hashes, ~0.07 s; see ``TokenTable.by_hash``; and the
+        words' log-odds a learned word moves ``tokens.weights`` from, ``TokenTable.weighed``)."""
         self.use(self.shipped)
 
     def use(self, shipped: tokens_mod.TokenTable | None) -> None:
