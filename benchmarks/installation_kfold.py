@@ -19,6 +19,7 @@ for the sealed letters); the same for every variant, so variants compare.
 
     python benchmarks/installation_kfold.py                   # the factory's defaults
     python benchmarks/installation_kfold.py --ham-weight 1    # every letter weighs the same
+    python benchmarks/installation_kfold.py --word-weights    # with (or --no-) tokens.weights
 
 Beside the factory's threshold rule (``groups``), ``by_ham`` gives the spam caught by P(spam)
 alone at a threshold just above the N-th most spam-like corpus ham, for 0.2 %, 0.5 % and 1 %
@@ -119,8 +120,15 @@ def main() -> None:
     p.add_argument(
         "--ham-weight", type=float, default=training.HAM_WEIGHT, help="a ham letter's weight"
     )
+    p.add_argument(
+        "--word-weights",
+        action=argparse.BooleanOptionalAction,
+        default=training.WORD_WEIGHTS,
+        help="the tokens.weights column (training.WORD_WEIGHTS; default: the factory's)",
+    )
     p.add_argument("--tag", default="", help="names the out-of-fold file")
     args = p.parse_args()
+    training.WORD_WEIGHTS = args.word_weights
     started = time.perf_counter()
     data, hashes, phishing = replayed(args.generated)
     note(f"replayed in {time.perf_counter() - started:.0f} s")
@@ -161,6 +169,7 @@ def main() -> None:
             "depth": args.depth,
             "learning_rate": args.learning_rate,
             "ham_weight": args.ham_weight,
+            "word_weights": args.word_weights,
             "groups": figures(data, real, oof, phishing, threshold),
             "at": {
                 str(cut): figures(data, real, oof, phishing, cut, short=True)

@@ -326,8 +326,8 @@ nested, for twice that. The default stays 1: the shipped model rebuilt with 3 (2
 non-sealed cold start, BENCHMARKS.md) caught 30 fewer spam-2 letters than the shipped one (as
 the rebuild with 1 did: the factory's recipe since, not K) and filed 7-8 of 15 one-line
 personal letters in Spam against 2 (``benchmarks/short_letters.py``), so it was not shipped.
-The model shipped since (issue 28, helper ship28b) is K = 1, with :data:`PERSONAL` and without
-:data:`WORD_WEIGHTS`: 0 of 15 in Spam each way, spam-2 980 of 1,102 (BENCHMARKS.md)."""
+The model shipped since (issue 28, helper words28) is K = 1, with :data:`PERSONAL` and
+:data:`WORD_WEIGHTS`: 0 of 15 in Spam each way, spam-2 996 of 1,102 (BENCHMARKS.md)."""
 
 
 def weights_of(labels: Sequence[int]) -> list[float] | None:
@@ -348,16 +348,17 @@ def token_table(data: Replay, idx: Sequence[int]) -> tokens_mod.TokenTable:
     return tokens_mod.learn([data.tokens[i] for i in chosen], [data.labels[i] for i in chosen])
 
 
-WORD_WEIGHTS = False
+WORD_WEIGHTS = True
 """Whether a model carries word weights (``tokens.weights``, :mod:`pochta_factory.wordweights`)
 beside the token table's score. By 5-fold cross-validation on the non-sealed corpus letters of
-all five groups (benchmarks/installation_kfold.py, BENCHMARKS.md) they catch more: spam-1
-376 -> 383 of 396 and spam-2 1,064 -> 1,079 of 1,102 (the threshold for at most MAX_FPR of the
-ham falls from 0.82 to 0.62), the ham in Spam unchanged (0 / 3 / 13). Off since issue 28's
-shipped model (2026-11-30, BENCHMARKS.md): the column is the shipped weights and learns
-nothing, so a user's and the installation's learned words (which move ``tokens.score`` only)
-decide less beside it: the club notes a user taught as spam 4 times got P 0.56 with it
-against 0.99 without (``test_personal_words``'s letters, the same recipe otherwise)."""
+all five groups (benchmarks/installation_kfold.py, BENCHMARKS.md), with the personal letters:
+1,445 of 1,498 spam caught against 1,416 without, the threshold for at most MAX_FPR of the ham
+0.75 against 0.91, the ham in Spam the same (0 / 0 / 11); the cold start: spam-2 996 against
+980 of 1,102, easy-ham-2 0 and 0, hard-ham-1 23 against 22 of 192. Off for a while in issue 28
+(the column learned nothing, so a user's teaching decided less beside it: P 0.56 against 0.99
+for the club notes a user taught as spam 4 times); on again since the learned words move the
+column too (:meth:`pochta.antispam.tokens.TokenTable.weighed`): P 0.98 for her, 0.47 for
+everyone, 0.003 for the user who taught them as ham."""
 
 
 def word_weights(data: Replay, idx: Sequence[int], seed: int = SEED) -> tokens_mod.WordWeights:

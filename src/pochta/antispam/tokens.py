@@ -29,9 +29,12 @@ letters by :mod:`pochta_factory.wordweights`), read as a second column ``tokens.
 the letter's log-odds from its words (0 when none is known). Fisher's score judges each word
 by its own counts; the regression weighs words against each other (a word that only comes
 with another spam word adds little), which out of fold separates the corpus's spam from its
-ham better at the ham rates the goals allow (BENCHMARKS.md). The weights are fixed with the
-model; what the installation and its users learn later moves ``tokens.score``
-(:mod:`pochta.antispam.words`). The shipped model has no weights: nothing changes for it.
+ham better at the ham rates the goals allow (BENCHMARKS.md). What the installation and its
+users learn later (:mod:`pochta.antispam.words`) moves both columns: ``tokens.score`` is read
+from the shipped plus learned counts, and each word whose counts learning changed moves
+``tokens.weights`` by how far its f(w)'s log-odds moved, times the model's
+:attr:`TokenTable.weight_scale` (:meth:`TokenTable.weighed`): with nothing learned the column
+is the shipped weights' score, and a word people taught weighs as its new counts say.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import json
 import math
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import islice, repeat
@@ -217,19 +220,16 @@ class TokenTable:
         return self._f(c)
 
     def _f(self, c: tuple[int, int]) -> float:
-        s, h = c
-        ps, ph = s / max(self.spam_letters, 1), h / max(self.ham_letters, 1)
-        p = ps / (ps + ph) if ps + ph else PRIOR
-        n = s + h
-        return (STRENGTH * PRIOR + n * p) / (STRENGTH + n)
+        return _robinson(c[0], c[1], max(self.spam_letters, 1), max(self.ham_letters, 1))
 
     @cached_property
     def _clues(self) -> dict[str, float]:
         """f(w) of every token that can be a clue (computed once per table: the shipped
         table's for every letter a process reads)."""
         out = {}
-        for t, c in self.counts.items():
-            f = self._f(c)
+        spam, ham = max(self.spam_letters, 1), max(self.ham_letters, 1)
+        for t, (s, h) in self.counts.items():
+            f = _robinson(s, h, spam, ham)
             if abs(f - 0.5) + 1e-12 >= MIN_DISTANCE:  # 0.4 as 0.6
                 out[t] = f
         return out
@@ -312,6 +312,52 @@ class TokenTable:
         ham = 1.0 - _chi2q(-2.0 * ln_f, n)
         return (spam - ham + 1.0) / 2.0
 
+    @cached_property
+    def _odds(self) -> dict[str, float]:
+        """Each token's :func:`log_odds` of its f(w) (computed once per table: what
+        :meth:`weighed` moves a learned word's from, and :attr:`weight_scale` reads)."""
+        return {t: log_odds(self._f(c)) for t, c in self.counts.items()}
+
+    @cached_property
+    def weight_scale(self) -> float:
+        """What one unit of a word's log-odds ``log(f / (1 - f))`` (f: :meth:`probability`,
+        clamped as the clues are) is worth in the word weights' log-odds: the least-squares
+        slope through 0 of each token's weight (0 when it has none) on its log-odds, over the
+        table's tokens; 0 for a table without weights. Computed once per table (with the
+        tokens' log-odds :meth:`weighed` reads)."""
+        weights = self.weights
+        if weights is None:
+            return 0.0
+        xy = xx = 0.0
+        for t, x in self._odds.items():
+            xy += x * weights.weights.get(t, 0.0)
+            xx += x * x
+        return xy / xx if xx else 0.0
+
+    def weighed(self, tokens: Collection[str], table: TokenTable) -> float | None:
+        """``tokens.weights`` of a letter whose words are counted in ``table`` (this shipped
+        table's counts plus learned ones, :func:`pochta.antispam.words.merged_table`): this
+        table's weights' score, plus, for each token whose counts in ``table`` are not this
+        table's own (it was learned), :attr:`weight_scale` times how far its f(w)'s log-odds
+        moved (an unknown word's from 0). None when this table has no weights. Pure."""
+        weights = self.weights
+        if weights is None:
+            return None
+        own, odds, learned = self.counts, self._odds, table.counts
+        spam, ham = max(table.spam_letters, 1), max(table.ham_letters, 1)
+        low, high, log = CLAMP, 1.0 - CLAMP, math.log
+        moved = 0.0
+        for t in tokens:  # log_odds(table._f(c)) inlined: ~90 learned words a letter
+            c = learned.get(t)
+            if c is None or c == own.get(t):
+                continue
+            f = _robinson(c[0], c[1], spam, ham)
+            f = low if f < low else high if f > high else f
+            moved += log(f / (1.0 - f)) - odds.get(t, 0.0)
+        if not moved:
+            return weights.score(tokens)
+        return round(weights.score(tokens) + self.weight_scale * moved, 6)
+
     def as_json(self) -> str:
         out: dict[str, Any] = {
             "spam_letters": self.spam_letters,
@@ -321,6 +367,22 @@ class TokenTable:
         if self.weights is not None:
             out["weights"] = self.weights.as_dict()
         return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def _robinson(s: int, h: int, spam_letters: int, ham_letters: int) -> float:
+    """Robinson's f(w) of a token seen in ``s`` of ``spam_letters`` spam letters and ``h`` of
+    ``ham_letters`` ham ones (each at least 1)."""
+    ps, ph = s / spam_letters, h / ham_letters
+    p = ps / (ps + ph) if ps + ph else PRIOR
+    n = s + h
+    return (STRENGTH * PRIOR + n * p) / (STRENGTH + n)
+
+
+def log_odds(f: float) -> float:
+    """``log(f / (1 - f))`` of a word's spam probability, clamped to [CLAMP, 1 - CLAMP] as
+    Fisher's combining clamps it."""
+    f = min(max(f, CLAMP), 1.0 - CLAMP)
+    return math.log(f / (1.0 - f))
 
 
 def learn(tokens: Sequence[Iterable[str]], labels: Sequence[int]) -> TokenTable:

@@ -753,22 +753,26 @@ class Scanner:
         self, analysis: Analysis, f: dict[str, float]
     ) -> tuple[dict[str, float], tuple[str, ...]]:
         """``f`` as the shipped knowledge sees it (the word score from the shipped table),
-        and the words shown; ``f`` itself gets the score of shipped + learned words."""
+        and the words shown; ``f`` itself gets the score of shipped + learned words, and a
+        word-weights model's ``tokens.weights`` as the learned words move it."""
         shipped = dict(f)
         if self.words is None or not analysis.hashes:
             return shipped, analysis.words
         try:
-            score, words = self.words.judge(analysis.tokens, analysis.hashes, WORDS_SHOWN)
+            score, words, weights = self.words.judged(analysis.tokens, analysis.hashes, WORDS_SHOWN)
         except StorageError as exc:
             log.warning("learned words: not read, the shipped table alone scores: %s", exc)
             return shipped, analysis.words
         f[tokens_mod.FEATURE] = score
+        if weights is not None and tokens_mod.WEIGHTS_FEATURE in f:
+            f[tokens_mod.WEIGHTS_FEATURE] = weights
         return shipped, words
 
     def for_owner(self, verdict: Verdict, analysis: Analysis, owner: int) -> Verdict:
         """The verdict for one recipient (``owner``: the account's id), with the words that
-        recipient taught (:mod:`pochta.antispam.words.personal`): the word statistic read
-        from shipped + installation + the owner's words, and the model run again. The same
+        recipient taught (:mod:`pochta.antispam.words.personal`): the word statistic (and a
+        word-weights model's ``tokens.weights``, :meth:`pochta.antispam.tokens.TokenTable.weighed`)
+        read from shipped + installation + the owner's words, and the model run again. The same
         verdict, untouched and at no cost, for an owner whose words do not count yet, when
         the rules decided (phishing), without a model, or for a letter not analyzed. Never
         raises: a store that does not answer leaves the installation's verdict."""
@@ -781,13 +785,18 @@ class Scanner:
             or not personal.ready(owner)
         ):
             return verdict
+        shipped = personal.words.shipped  # read once: the tables' and the column's
         try:
-            table, own = personal.tables(owner, analysis.tokens, analysis.hashes)
+            table, own = personal.tables(owner, analysis.tokens, analysis.hashes, shipped)
         except StorageError as exc:
             log.warning("personal words: not read, the installation's verdict stands: %s", exc)
             return verdict
         f = dict(verdict.features)
         f[tokens_mod.FEATURE], words = table.judge(analysis.tokens, shown=WORDS_SHOWN)
+        if shipped is not None and tokens_mod.WEIGHTS_FEATURE in f:
+            weights = shipped.weighed(list(analysis.tokens)[: words_mod.MAX_HASHES], table)
+            if weights is not None:
+                f[tokens_mod.WEIGHTS_FEATURE] = weights
         probability = self.model.probability(f)
         if personal.rule.bound:  # the owner's own words, after the model (words.personal)
             bound = personal.rule.own_bound((own.spam_letters, own.ham_letters))

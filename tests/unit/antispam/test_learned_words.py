@@ -4,6 +4,8 @@ teach themselves."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 from tests.mailtools import letter
 
 from pochta.antispam import tokens
+from pochta.antispam import words as words_mod
 from pochta.antispam.auth.results import NO_AUTH
 from pochta.antispam.model import booster
 from pochta.antispam.verdict import Learning, Scanner, Verdict
@@ -248,6 +251,74 @@ def test_words_judge_is_the_letters_table_judging(
             words.learn(words.hashes(learned_tokens), "ham", 2)
     finally:
         words.close()
+
+
+_WEIGHED = dataclasses.replace(
+    _SHIPPED,
+    weights=tokens.WordWeights(-0.5, {"cheap": 1.5, "meeting": -1.2, "even": 0.1, "rare": 0.4}),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_TOKENS, _TOKENS, st.sampled_from(["spam", "ham"]))
+def test_learned_words_move_the_weights_column_as_the_shipped_table_weighs_them(
+    letter_tokens: list[str], learned_tokens: list[str], kind: words_mod.Kind
+) -> None:
+    """``Words.judged``'s third answer: None when nothing of the letter's words was learned
+    (the analysis's shipped score stands), else the shipped table's ``weighed`` of the
+    letter's merged table; it moves the learned kind's way."""
+    words = Words(MemoryWordStore(), shipped=_WEIGHED, buffered=False)
+    given_ = tuple(letter_tokens)
+    hashes = words.hashes(given_)
+    score, shown, weights = words.judged(given_, hashes, 3)
+    # the letter's table judges (not Words.judge: that is judged's first two answers)
+    assert weights is None and (score, shown) == words.table(given_, hashes).judge(given_, 3)
+    words.learn(words.hashes(learned_tokens), kind, FEEDBACK_WEIGHT)
+    score, shown, weights = words.judged(given_, hashes, 3)
+    assert (score, shown) == words.table(given_, hashes).judge(given_, 3)
+    if not set(learned_tokens) & set(given_):
+        assert weights is None
+        return
+    assert weights == _WEIGHED.weighed(given_, words.table(given_, hashes))
+    assert _WEIGHED.weights is not None
+    plain = _WEIGHED.weights.score(given_)
+    assert (weights > plain) if kind == "spam" else (weights < plain)
+
+
+def test_a_model_switch_during_a_judgment_reads_one_table_for_the_score_and_the_column(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Words.use`` (a promoted model) may land while a letter is judged: the letter's
+    merged table and the column's shipped counts must come from the same table, or every
+    word whose counts differ between the two tables reads as learned and moves the column."""
+    old = _WEIGHED
+    new = dataclasses.replace(
+        _WEIGHED, counts={**_WEIGHED.counts, "cheap": (1, 30), "meeting": (40, 1)}
+    )
+    words = Words(MemoryWordStore(), shipped=old, buffered=False)
+    words.learn(words.hashes(["rare"]), "spam", FEEDBACK_WEIGHT)
+    given_ = ("cheap", "meeting", "rare")
+    hashes = words.hashes(given_)
+    learned, totals = words.learned(words_mod.INSTALLATION, hashes)
+    read = words.learned
+
+    def switched(
+        owner: int, hs: Sequence[int]
+    ) -> tuple[dict[int, tuple[int, int]], tuple[int, int]]:
+        out = read(owner, hs)
+        words.use(new)  # the promotion lands after the store was read
+        return out
+
+    monkeypatch.setattr(words, "learned", switched)
+    score, _, weights = words.judged(given_, hashes)
+    consistent = {
+        (
+            merged_table(given_, hashes, t, learned, totals).score(given_),
+            t.weighed(given_, merged_table(given_, hashes, t, learned, totals)),
+        )
+        for t in (old, new)
+    }
+    assert (score, weights) in consistent
 
 
 def test_words_judge_with_nothing_learned_reads_the_shipped_table(model: booster.Model) -> None:

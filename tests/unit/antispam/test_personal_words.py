@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.mailtools import letter
 
+from pochta.antispam import tokens
 from pochta.antispam.model import booster
 from pochta.antispam.verdict import Scanner
 from pochta.antispam.words import FEEDBACK_WEIGHT, Words
@@ -86,8 +87,48 @@ def test_a_users_word_decides_for_that_user_only(model: booster.Model) -> None:
     assert alice.probability is not None and bob.probability is not None
     assert everyone.probability is not None
     assert alice.probability > everyone.probability > bob.probability
+    # the shipped model's word weights move with what was taught (tokens.TokenTable.weighed):
+    # Alice's spam words most, the installation's (4 spam, 4 ham club notes) less, Bob's least
+    w = tokens.WEIGHTS_FEATURE
+    assert w in analysis.features
+    assert alice.features[w] > everyone.features[w] > bob.features[w]
+    assert everyone.features[w] != analysis.features[w]
     # Carol taught nothing: the installation's verdict, the very same object (nothing read)
     assert s.for_owner(everyone, analysis, CAROL) is everyone
+
+
+def test_a_model_switch_during_an_owners_verdict_reads_one_table_for_the_column(
+    model: booster.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Words.use`` (a promoted model) landing between the owner's tables and the column:
+    the column is moved against the shipped counts the tables were merged with, not the
+    new table's (whose every differing word would read as learned)."""
+    s, _ = setup(model)
+    teach(s)
+    assert s.personal is not None and model.tokens is not None
+    personal, old = s.personal, model.tokens
+    analysis = s.analyzer.analyze(parse(club(20)))
+    everyone = s.decide(analysis)
+    letter_ = list(analysis.tokens)
+    swapped = {t: (c[1], c[0]) for t, c in old.counts.items() if t in set(letter_)}
+    new = dataclasses.replace(old, counts={**old.counts, **swapped})
+    expected = {}
+    for t in (old, new):
+        personal.words.use(t)
+        table, _ = personal.tables(ALICE, analysis.tokens, analysis.hashes)
+        expected[t is new] = t.weighed(letter_, table)
+    personal.words.use(old)
+    assert expected[False] != expected[True]
+    tables = personal.tables
+
+    def switched(*args: object, **kwargs: object) -> object:
+        out = tables(*args, **kwargs)
+        personal.words.use(new)  # the promotion lands after the owner's tables were read
+        return out
+
+    monkeypatch.setattr(personal, "tables", switched)
+    alice = s.for_owner(everyone, analysis, ALICE)
+    assert alice.features[tokens.WEIGHTS_FEATURE] in expected.values()
 
 
 def test_below_the_rule_nothing_changes_and_the_set_is_refreshed(model: booster.Model) -> None:

@@ -202,7 +202,7 @@ def test_word_weights_survive_the_file_and_a_bad_weight_is_a_clear_error(tmp_pat
         tokens.load(tmp_path)
 
 
-def test_a_model_with_word_weights_reads_them_and_the_shipped_one_has_none() -> None:
+def test_a_model_with_word_weights_reads_them_and_the_shipped_one_has_them() -> None:
     from pochta.antispam.verdict import Analyzer
 
     raw = letter(subject="free viagra", text="click here for free viagra")
@@ -214,8 +214,106 @@ def test_a_model_with_word_weights_reads_them_and_the_shipped_one_has_none() -> 
     assert tokens.WEIGHTS_FEATURE not in Analyzer(tokens=table()).analyze(parse(raw)).features
     shipped = booster.load()
     assert shipped is not None and shipped.tokens is not None
-    assert shipped.tokens.weights is None  # the shipped model's verdicts are unchanged
-    assert tokens.WEIGHTS_FEATURE not in Scanner(model=shipped).scan(raw).features
+    assert shipped.tokens.weights is not None  # since issue 28's words28: the column is back
+    assert shipped.tokens.weight_scale > 0
+    f = Scanner(model=shipped).scan(raw).features
+    assert f[tokens.WEIGHTS_FEATURE] == shipped.tokens.weights.score(tokens.tokenize(parse(raw)))
+    low = shipped.probability({**f, tokens.WEIGHTS_FEATURE: -10.0})
+    assert shipped.probability({**f, tokens.WEIGHTS_FEATURE: 10.0}) > low  # the model reads it
+
+
+def test_learned_counts_move_the_weights_column_by_the_calibrated_log_odds() -> None:
+    """What the installation or a user learned moves ``tokens.weights``: each word whose
+    counts changed, by weight_scale x how far its f(w)'s log-odds moved; nothing learned,
+    the shipped weights' score exactly."""
+    t = weighed()
+    assert t.weights is not None
+    scale = t.weight_scale
+    assert scale > 0  # the fitted weights lean as the words' counts do
+    assert table().weight_scale == 0.0 and table().weighed(["viagra"], table()) is None
+    letter_ = ["viagra", "kernel", "brandnew"]
+    plain = t.weights.score(letter_)
+    assert t.weighed(letter_, t) == plain  # the table itself: nothing was learned
+    more = dataclasses.replace(t, spam_letters=t.spam_letters + 12, ham_letters=t.ham_letters)
+    # a learned table over more letters, the letter's words not among them: no move either
+    assert t.weighed(letter_, more) == plain
+    as_ham = {**t.counts, "viagra": (t.counts["viagra"][0], t.counts["viagra"][1] + 12)}
+    down = t.weighed(letter_, dataclasses.replace(t, counts=as_ham, ham_letters=15))
+    assert down is not None and down < plain
+    as_spam = {**t.counts, "brandnew": (12, 0)}  # a word the shipped table never saw
+    up = t.weighed(letter_, dataclasses.replace(t, counts=as_spam, spam_letters=15))
+    assert up is not None and up > plain
+    learned = dataclasses.replace(t, counts=as_spam, spam_letters=15)
+    f = learned.probability("brandnew")
+    assert f is not None
+    assert up == pytest.approx(plain + scale * tokens.log_odds(f), abs=1e-5)
+
+
+def test_the_weight_scale_is_the_slope_of_the_weights_on_the_words_log_odds() -> None:
+    t = weighed()
+    assert t.weights is not None
+    xs = [tokens.log_odds(t.probability(w) or 0.5) for w in t.counts]
+    ys = [t.weights.weights.get(w, 0.0) for w in t.counts]
+    slope = sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
+    assert t.weight_scale == pytest.approx(slope)
+    assert tokens.log_odds(0.5) == 0.0
+    assert tokens.log_odds(1.0) == pytest.approx(math.log(99)) == -tokens.log_odds(0.0)
+
+
+_WORDS = ["a", "b", "c", "d", "e"]
+_COUNT = st.integers(min_value=0, max_value=2**63 - 1)  # a store's counts are 64-bit
+_COUNTS = st.dictionaries(st.sampled_from(_WORDS), st.tuples(_COUNT, _COUNT), max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _COUNTS,
+    _COUNTS,
+    st.tuples(_COUNT, _COUNT),
+    st.tuples(_COUNT, _COUNT),
+    st.dictionaries(st.sampled_from(_WORDS), st.floats(-50, 50), max_size=5),
+    st.lists(st.sampled_from([*_WORDS, "unknown"]), max_size=8),
+)
+def test_the_learned_weights_column_is_finite_bounded_and_as_defined_whatever_the_counts(
+    shipped_counts: dict[str, tuple[int, int]],
+    learned_counts: dict[str, tuple[int, int]],
+    shipped_letters: tuple[int, int],
+    learned_letters: tuple[int, int],
+    weights: dict[str, float],
+    letter_: list[str],
+) -> None:
+    """Counts of 0 (a word never seen as spam, or as ham, or a table of no letters) up to
+    64-bit ones: the scale and the column stay finite, and each learned word moves the
+    column by at most the scale x the clamped log-odds' whole range."""
+    shipped = tokens.TokenTable(
+        shipped_counts, *shipped_letters, weights=tokens.WordWeights(0.25, weights)
+    )
+    merged = {**shipped_counts}
+    for w, (s, h) in learned_counts.items():
+        a, b = merged.get(w, (0, 0))
+        merged[w] = (a + s, b + h)
+    table = tokens.TokenTable(
+        merged,
+        shipped_letters[0] + learned_letters[0],
+        shipped_letters[1] + learned_letters[1],
+    )
+    scale = shipped.weight_scale
+    assert math.isfinite(scale)
+    got = shipped.weighed(letter_, table)
+    assert got is not None and math.isfinite(got)
+    assert shipped.weights is not None
+    plain = shipped.weights.score(letter_)
+    assert shipped.weighed(letter_, shipped) == plain  # nothing learned: the shipped column
+    widest = 2 * tokens.log_odds(1.0)
+    assert abs(got - plain) <= abs(scale) * widest * len(letter_) + 1e-5
+    # the definition, word by word (weighed computes it inlined, with the shipped side cached)
+    moved = sum(
+        tokens.log_odds(table.probability(t) or 0.5)
+        - tokens.log_odds(shipped.probability(t) or 0.5)
+        for t in letter_
+        if t in table.counts and table.counts[t] != shipped.counts.get(t)
+    )
+    assert got == pytest.approx(plain + scale * moved, abs=1e-5, rel=1e-9)
 
 
 def _clues_sorted_per_letter(table: tokens.TokenTable, toks: list[str]) -> list[tuple[str, float]]:

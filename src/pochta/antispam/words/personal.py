@@ -152,17 +152,26 @@ class Personal:
         return self.tables(owner, tokens, hashes)[0]
 
     def tables(
-        self, owner: int, tokens: Sequence[str], hashes: Sequence[int]
+        self,
+        owner: int,
+        tokens: Sequence[str],
+        hashes: Sequence[int],
+        shipped: tokens_mod.TokenTable | None = None,
     ) -> tuple[tokens_mod.TokenTable, tokens_mod.TokenTable]:
         """One letter's tables for ``owner``: shipped + installation + weight x own, and
-        the owner's own words alone (what :func:`own_term` reads). StorageError."""
+        the owner's own words alone (what :func:`own_term` reads). StorageError.
+        ``shipped``: the model's table the caller read (None: the words' current one), so
+        that a model switched meanwhile cannot give the tables one table and the caller's
+        ``tokens.weights`` (:meth:`pochta.antispam.tokens.TokenTable.weighed`) another."""
         w = self.words
+        if shipped is None:
+            shipped = w.shipped
         hashes = list(hashes)[:MAX_HASHES]
         tokens = list(tokens)[: len(hashes)]
         inst, inst_totals = w.learned(INSTALLATION, hashes)
         own, own_totals = w.learned(owner, hashes)
         learned, totals = blended(inst, inst_totals, own, own_totals, self.rule.weight)
         return (
-            merged_table(tokens, hashes, w.shipped, learned, totals, w.key),
+            merged_table(tokens, hashes, shipped, learned, totals, w.key),
             merged_table(tokens, hashes, None, own, own_totals, w.key),
         )
