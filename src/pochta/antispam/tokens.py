@@ -425,7 +425,10 @@ def load(directory: Path) -> TokenTable | None:
         raw = json.loads(body)
         counts = {str(t): (int(c[0]), int(c[1])) for t, c in raw["tokens"].items()}
         weights = WordWeights.from_dict(raw["weights"]) if "weights" in raw else None
-        table = TokenTable(counts, int(raw["spam_letters"]), int(raw["ham_letters"]), weights)
+        letters = int(raw["spam_letters"]), int(raw["ham_letters"])
+        if min(letters) < 0 or any(c[0] < 0 or c[1] < 0 for c in counts.values()):
+            raise ValueError("a count below 0")
+        table = TokenTable(counts, *letters, weights)
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise ConfigError(f"cannot load the token table {path}: {exc}") from exc
     with _LOADED_LOCK:

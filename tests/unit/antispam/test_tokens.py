@@ -122,6 +122,20 @@ def test_a_damaged_table_is_a_clear_error(tmp_path: Path) -> None:
         tokens.load(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"tokens": {"a": [-3, 0]}, "spam_letters": 1, "ham_letters": 1},
+        {"tokens": {"a": [1, 0]}, "spam_letters": -1, "ham_letters": 1},
+    ],
+)
+def test_a_table_with_a_count_below_0_is_a_clear_error(tmp_path: Path, raw: dict) -> None:
+    """Counts below 0 would divide by 0 in Robinson's f(w) at the first letter."""
+    (tmp_path / tokens.FILE).write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match="below 0"):
+        tokens.load(tmp_path)
+
+
 def test_the_shipped_model_reads_the_words_of_a_letter() -> None:
     model = booster.load()
     assert model is not None and model.tokens is not None
