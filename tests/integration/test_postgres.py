@@ -104,6 +104,7 @@ def test_a_database_at_version_6_upgrades_to_the_models_lists_and_words(
         "0008_sender_lists",
         "0009_words_history",
         "0010_filedb_shards",
+        "0011_queued",
     ]
     with monkeypatch.context() as m:
         m.setattr(migrate, "shipped", lambda: real[:6])

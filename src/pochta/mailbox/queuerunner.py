@@ -1,0 +1,202 @@
+"""The incoming queue's runner: letters answered 250 at the queue are delivered from it.
+
+``smtp.answer = "queued"`` (SMTP only; LMTP's answer per recipient means delivered, so LMTP
+stays synchronous): at the end of DATA the SMTP handler writes the letter and its envelope to
+the queue (:mod:`pochta.mailbox.queuedb`) and answers 250 once they are durable. The runner
+then delivers it through the handler's own path (the worker's prepare, then
+``Mailbox.deliver_prepared`` in a delivery thread: the same code as ``answer = "delivered"``),
+at most ``smtp.queue_deliveries`` letters at once. A letter just queued is handed over at once
+when there is room (its bytes still in memory); the others are read back from the queue.
+
+Exactly once: the delivery records the entry's id in the index, in the transaction that makes
+its letters DELIVERED; an entry found in the queue that way (a crash between that commit and
+the queue row's removal) is removed, not delivered again. Every entry read back from the
+queue (after a failure, at start-up, adopted from a dead process's slot) is looked up first.
+
+A try that fails for a reason that passes (the index or the blob store unreachable, workers
+busy, on_timeout = "defer") is tried again after ``smtp.queue_retry_seconds``, doubled at each
+failure up to ``smtp.queue_retry_max_seconds`` (Postfix's deferred queue); nothing that got 250
+is dropped for that. A letter none of whose recipients has a mailbox any more is dropped with a
+log line (pochta sends no bounces anywhere; the sender got 250). A letter pochta cannot take
+as it is (refused by the delivery itself) is held: kept in the queue, logged, never retried.
+
+At start-up the runner first delivers what the queue holds (this process's slot and the slots
+of processes that are gone); new letters are queued meanwhile and delivered as room allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pochta import metrics
+from pochta.executors import run_in
+from pochta.mailbox.queue import Entry, Outcome, backoff, over
+from pochta.mailbox.queuedb import HELD, Due, QueueStore
+from pochta.types import Clock
+
+log = logging.getLogger("pochta.queue")
+
+ADOPT_SECONDS = 60.0  # how often slots of processes that are gone are looked for
+FORGET_SECONDS = 3600.0  # how often the index forgets entries delivered long ago
+IDLE_SECONDS = 60.0  # the longest sleep with nothing due
+STOP_SECONDS = 10.0  # tries under way get this long to end when the server stops
+
+Attempt = Callable[[Due], Awaitable[Outcome]]
+
+
+class QueueRunner:
+    """Delivers the queue's letters (see the module). Built by ``app`` for a server; the SMTP
+    listener starts it with the handler's ``attempt`` on its loop."""
+
+    def __init__(
+        self,
+        store: QueueStore,
+        *,
+        deliveries: int,
+        retry_first: float,
+        retry_most: float,
+        max_letters: int,
+        max_bytes: int,
+        was_delivered: Callable[[str], bool],
+        forget: Callable[[float], int] | None = None,
+        remember_seconds: float = 30 * 86400.0,
+        clock: Clock = time.time,
+    ) -> None:
+        self.store = store
+        self.deliveries = deliveries
+        self.retry_first = retry_first
+        self.retry_most = retry_most
+        self.max_letters = max_letters
+        self.max_bytes = max_bytes
+        self._was_delivered = was_delivered
+        self._forget = forget
+        self.remember_seconds = remember_seconds
+        self._clock = clock
+        self._io = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pochta-queue")
+        self._attempt: Attempt | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._tries: dict[str, asyncio.Task[None]] = {}
+        self._wake: asyncio.Event | None = None
+        self._stopping = False
+
+    # -- the SMTP handler's side ---------------------------------------------------------
+    def full(self, more: int = 0) -> bool:
+        """Whether the queue is at its limits (``more``: bytes of a letter about to come)."""
+        s = self.store
+        return over(
+            s.letters, s.bytes + more, max_letters=self.max_letters, max_bytes=self.max_bytes
+        )
+
+    async def put(self, entry: Entry, letter: bytes | Path) -> None:
+        """``entry`` durable in the queue (then the letter may be answered 250), and handed
+        to a try at once when there is room."""
+        await run_in(self._io, self.store.put, entry, letter)
+        if isinstance(letter, Path):
+            letter = self.store.own.file(entry.id)
+        if not self._stopping and len(self._tries) < self.deliveries and self._attempt:
+            self._begin(Due(entry, letter, self.store.own.n, 0), fresh=True)
+        elif self._wake is not None:
+            self._wake.set()
+
+    # -- running -------------------------------------------------------------------------
+    def start(self, attempt: Attempt) -> None:
+        """Start delivering on the running loop with ``attempt`` (a letter's one try)."""
+        self._attempt = attempt
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="pochta-queue")
+
+    async def stop(self) -> None:
+        """Stop taking letters; give the tries under way ``STOP_SECONDS`` to end (one cut
+        short stays queued: delivered at the next start, once)."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        tries = list(self._tries.values())
+        if tries:
+            _, pending = await asyncio.wait(tries, timeout=STOP_SECONDS)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        self._io.shutdown(wait=True)
+
+    def close(self) -> None:
+        self._io.shutdown(wait=True)
+        self.store.close()
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        adopted = forgotten = -1e300
+        while not self._stopping:
+            now = time.monotonic()
+            try:
+                if now - adopted >= ADOPT_SECONDS:
+                    adopted = now
+                    await run_in(self._io, self.store.adopt)
+                if self._forget is not None and now - forgotten >= FORGET_SECONDS:
+                    forgotten = now
+                    before = self._clock() - self.remember_seconds
+                    await run_in(self._io, self._forget, before)
+                room = self.deliveries - len(self._tries)
+                if room > 0:
+                    skip = set(self._tries)
+                    for due in await run_in(self._io, self.store.due, self._clock(), room, skip):
+                        if due.entry.id not in self._tries:
+                            self._begin(due, fresh=False)
+                nxt = await run_in(self._io, self.store.next_due, set(self._tries))
+            except Exception:
+                log.exception("the incoming queue could not be read; trying again")
+                nxt = self._clock() + 1.0
+            wait = IDLE_SECONDS if nxt is None else max(0.0, nxt - self._clock())
+            if len(self._tries) >= self.deliveries:
+                wait = IDLE_SECONDS  # a try that ends wakes the loop
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), min(wait, ADOPT_SECONDS))
+
+    def _begin(self, due: Due, *, fresh: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self._try(due, fresh))
+        self._tries[due.entry.id] = task
+
+    async def _try(self, due: Due, fresh: bool) -> None:
+        assert self._attempt is not None
+        queue_id = due.entry.id
+        try:
+            outcome: Outcome
+            if not fresh and await run_in(self._io, self._was_delivered, queue_id):
+                log.info("queue entry %s was delivered before a restart; removed", queue_id)
+                outcome = "done"
+            else:
+                outcome = await self._attempt(due)
+        except asyncio.CancelledError:
+            self._tries.pop(queue_id, None)
+            raise
+        except Exception:
+            log.exception("queue entry %s: the try failed", queue_id)
+            outcome = "retry"
+        try:
+            if outcome in ("done", "drop"):
+                await run_in(self._io, self.store.done, due)
+            elif outcome == "hold":
+                await run_in(self._io, self.store.retry, due, HELD)
+            else:
+                wait = backoff(due.attempts + 1, self.retry_first, self.retry_most)
+                await run_in(self._io, self.store.retry, due, self._clock() + wait)
+                log.info("queue entry %s deferred: tried again in %.0f s", queue_id, wait)
+            metrics.queued(outcome)
+        except Exception:
+            log.exception(
+                "queue entry %s: its outcome (%s) could not be written", queue_id, outcome
+            )
+        finally:
+            self._tries.pop(queue_id, None)
+            if self._wake is not None:
+                self._wake.set()
