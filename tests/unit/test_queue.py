@@ -1,0 +1,235 @@
+"""The incoming queue (``smtp.answer = "queued"``): its record, its store, its runner."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pochta.mailbox.index.sqlite import SQLiteIndex
+from pochta.mailbox.queue import BadRecord, Entry, backoff, decode, encode, new_id, over
+from pochta.mailbox.queuedb import HELD, Due, QueueStore
+from pochta.mailbox.queuerunner import QueueRunner
+from pochta.types import LetterMeta, NewStoredLetter
+
+text = st.text(max_size=40)
+entries = st.builds(
+    Entry,
+    id=st.just("0123456789abcdef") | st.builds(new_id),
+    sender=text,
+    recipients=st.lists(text, min_size=1, max_size=5).map(tuple),
+    ip=st.none() | text,
+    helo=st.none() | text,
+    trace=st.binary(max_size=300),
+    size=st.integers(0, 1 << 40),
+    at=st.floats(0, 2e9),
+)
+
+
+@given(entries)
+def test_a_record_reads_back_as_its_entry(entry: Entry) -> None:
+    assert decode(encode(entry)) == entry
+
+
+@given(entries, st.data())
+@settings(max_examples=200)
+def test_a_record_cut_short_or_damaged_is_refused(entry: Entry, data: st.DataObject) -> None:
+    record = encode(entry)
+    cut = data.draw(st.integers(0, len(record) - 1))
+    with pytest.raises(BadRecord):
+        decode(record[:cut])
+    at = data.draw(st.integers(0, len(record) - 1))
+    flip = data.draw(st.integers(1, 255))
+    damaged = record[:at] + bytes([record[at] ^ flip]) + record[at + 1 :]
+    with pytest.raises(BadRecord):
+        decode(damaged)
+
+
+@given(st.binary(max_size=200))
+def test_any_bytes_are_an_entry_or_refused(junk: bytes) -> None:
+    """Never another exception (a crash loop at start-up): BadRecord, or bytes that are a
+    record of an entry."""
+    try:
+        got = decode(junk)
+    except BadRecord:
+        return
+    assert decode(encode(got)) == got
+
+
+def test_backoff_doubles_up_to_its_most() -> None:
+    assert [backoff(n, 30, 3600) for n in (1, 2, 3, 8, 100)] == [30, 60, 120, 3600, 3600]
+    assert over(10, 0, max_letters=10, max_bytes=5) and over(0, 5, max_letters=10, max_bytes=5)
+    assert not over(9, 4, max_letters=10, max_bytes=5)
+
+
+def entry(size: int, queue_id: str | None = None) -> Entry:
+    return Entry(
+        queue_id or new_id(), "s@x.test", ("a@example.org",), "192.0.2.1", "h", b"T\r\n", size, 1.0
+    )
+
+
+def test_the_store_keeps_letters_in_rows_and_big_ones_in_files(tmp_path: Path) -> None:
+    store = QueueStore(tmp_path / "q", inline=100)
+    small = entry(5)
+    store.put(small, b"hello")
+    spooled = tmp_path / "spooled.letter"
+    spooled.write_bytes(b"x" * 500)
+    big = entry(500)
+    store.put(big, spooled)
+    assert not spooled.exists() and (store.letters, store.bytes) == (2, 505)
+    got = {d.entry.id: d for d in store.due(2.0, 10, set())}
+    assert got[small.id].letter == b"hello" and got[small.id].entry == small
+    assert isinstance(got[big.id].letter, Path) and got[big.id].letter.read_bytes() == b"x" * 500
+    assert [d.entry.id for d in store.due(2.0, 10, {small.id})] == [big.id]
+    store.retry(got[small.id], 100.0)
+    assert [d.entry.id for d in store.due(2.0, 10, set())] == [big.id]
+    assert store.next_due({big.id}) == 100.0
+    store.retry(got[big.id], HELD)  # held: never due again, still counted
+    assert store.next_due(set()) == 100.0
+    store.done(got[big.id])
+    assert not got[big.id].letter.exists()  # type: ignore[union-attr]
+    assert (store.letters, store.bytes) == (1, 5)
+    store.close()
+    again = QueueStore(tmp_path / "q", inline=100)  # a restart: the slot's letters are there
+    assert (again.letters, again.own.n) == (1, 0)
+    (due,) = again.due(1000.0, 10, set())
+    assert due.entry == small and due.attempts == 1
+    again.close()
+
+
+def test_an_unreadable_entry_is_moved_aside_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = QueueStore(tmp_path / "q", inline=100)
+    bad, cut, fine = entry(5), entry(500), entry(3)
+    store.put(bad, b"hello")
+    spooled = tmp_path / "s.letter"
+    spooled.write_bytes(b"y" * 500)
+    store.put(cut, spooled)
+    store.put(fine, b"abc")
+    store.own.file(cut.id).write_bytes(b"y" * 10)  # cut short
+    with sqlite3.connect(tmp_path / "q" / "0.sqlite3") as conn:
+        conn.execute("UPDATE queue SET record = x'00112233445566' WHERE id = ?", (bad.id,))
+    with caplog.at_level(logging.ERROR, "pochta.queue"):
+        assert [d.entry.id for d in store.due(2.0, 10, set())] == [fine.id]
+    assert sum("moved aside" in r.getMessage() for r in caplog.records) == 2
+    assert (tmp_path / "q" / "aside" / store.own.file(cut.id).name).exists()
+    assert [d.entry.id for d in store.due(2.0, 10, set())] == [fine.id]  # not tried again
+    assert store.letters == 1
+    store.close()
+
+
+def test_a_dead_processs_slot_is_adopted_and_its_orphan_files_dropped(tmp_path: Path) -> None:
+    first = QueueStore(tmp_path / "q", inline=100)
+    second = QueueStore(tmp_path / "q", inline=100)
+    assert (first.own.n, second.own.n) == (0, 1)  # the lock of slot 0 is held
+    left = entry(2)
+    first.put(left, b"hi")
+    orphan = first.own.file(new_id())
+    orphan.write_bytes(b"never answered")
+    assert second.adopt() == 0  # slot 0's process lives
+    first.close()  # it dies
+    assert second.adopt() == 1
+    assert not orphan.exists()
+    (due,) = second.due(2.0, 10, set())
+    assert due.entry == left and due.slot == 0
+    second.done(due)
+    second.adopt()  # empty now: let go of
+    third = QueueStore(tmp_path / "q", inline=100)
+    assert third.own.n == 0
+    third.close()
+    second.close()
+
+
+class Attempts:
+    def __init__(self, outcomes: list[str]) -> None:
+        self.outcomes = outcomes
+        self.seen: list[str] = []
+
+    async def __call__(self, due: Due) -> str:
+        self.seen.append(due.entry.id)
+        return self.outcomes.pop(0) if self.outcomes else "done"
+
+
+def runner(store: QueueStore, was: object = None, **kw: float) -> QueueRunner:
+    return QueueRunner(
+        store,
+        deliveries=4,
+        retry_first=kw.get("retry", 0.05),
+        retry_most=1.0,
+        max_letters=int(kw.get("max_letters", 100)),
+        max_bytes=1000,
+        was_delivered=was if callable(was) else (lambda queue_id: False),
+    )
+
+
+async def until(condition: object, timeout: float = 5.0) -> None:
+    assert callable(condition)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.01)
+
+
+def test_a_queued_letter_already_delivered_is_removed_not_delivered_again(tmp_path: Path) -> None:
+    """A crash after the delivery's commit, before its queue row was removed: the index
+    knows the queue id (recorded in the delivery's own transaction), so the entry found at
+    start-up is removed and the letter is not stored twice."""
+    index = SQLiteIndex(tmp_path / "mailbox.sqlite3")
+    user = index.add_user("a@example.org", "h")
+    store = QueueStore(tmp_path / "q", inline=100)
+    done, waiting = entry(2), entry(3)
+    store.put(done, b"hi")
+    store.put(waiting, b"abc")
+    meta = LetterMeta(2, 1.0, None, "s", "x")
+    index.begin_delivery(
+        b"s", meta, [NewStoredLetter(user.id, "Inbox", ())], delivered=True, queued=done.id
+    )
+    attempts = Attempts([])
+
+    async def main() -> None:
+        r = runner(store, index.was_queued)
+        r.start(attempts)
+        await until(lambda: store.letters == 0)
+        await r.stop()
+
+    asyncio.run(main())
+    assert attempts.seen == [waiting.id]  # the delivered one was not tried
+    store.close()
+    index.close()
+
+
+def test_the_runner_retries_drops_holds_and_the_limits_hold(tmp_path: Path) -> None:
+    store = QueueStore(tmp_path / "q", inline=100)
+    attempts = Attempts(["retry", "retry"])
+
+    async def main() -> None:
+        r = runner(store, max_letters=3)
+        r.start(attempts)
+        first = entry(2)
+        await r.put(first, b"hi")  # handed over at once, fails twice, then done
+        await until(lambda: store.letters == 0)
+        assert attempts.seen == [first.id] * 3
+        attempts.outcomes = ["hold", "drop"]
+        held, dropped = entry(2), entry(2)
+        await r.put(held, b"hi")
+        await r.put(dropped, b"hi")
+        await until(lambda: store.letters == 1 and len(attempts.seen) == 5)
+        assert [e for e, _, _ in store.entries()] == [held.id]
+        await asyncio.sleep(0.2)
+        assert len(attempts.seen) == 5  # the held one is not tried again
+        await r.stop()
+        limited = runner(store, max_letters=2)  # not started: letters wait in the queue
+        assert not limited.full()
+        await limited.put(entry(2), b"hi")
+        assert limited.full()  # two letters: at the limit
+        assert not runner(store, max_letters=3).full()
+        assert runner(store, max_letters=3).full(more=1000)  # max_bytes: 1000
+
+    asyncio.run(main())
+    store.close()
