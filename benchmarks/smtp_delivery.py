@@ -228,12 +228,13 @@ def smtp_run(
     proc, port = serve(data, workdir / f"{name}.log", verdicts, defaults=template is not None)
     try:
         start, out, procs = start_clients(port, letters, connections, rcpts)
+        before = wait_stored(data, 0, timeout=0)  # letters the data directory came with
         cpu0, main0 = tree_cpu_seconds(proc.pid), own_cpu(proc.pid)
         t0 = time.perf_counter()
         start.set()
         sent = sum(out.get() for _ in procs)
         answered = time.perf_counter() - t0
-        stored = wait_stored(data, sent, timeout=max(120.0, sent / 10))
+        stored = wait_stored(data, before + sent, timeout=max(120.0, sent / 10)) - before
         elapsed = time.perf_counter() - t0
         cpu, main_cpu = tree_cpu_seconds(proc.pid) - cpu0, own_cpu(proc.pid) - main0
         for p in procs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -230,6 +231,39 @@ def test_the_runner_retries_drops_holds_and_the_limits_hold(tmp_path: Path) -> N
         assert limited.full()  # two letters: at the limit
         assert not runner(store, max_letters=3).full()
         assert runner(store, max_letters=3).full(more=1000)  # max_bytes: 1000
+
+    asyncio.run(main())
+    store.close()
+
+
+def test_a_letter_the_loop_finds_while_it_is_being_queued_is_tried_once(tmp_path: Path) -> None:
+    """The loop reads the queue in a thread; a letter just committed may come back from that
+    read before :meth:`QueueRunner.put` hands it over itself: it is tried once (the race cost
+    4 letters of 300 delivered twice in a benchmark before it was closed)."""
+
+    class SlowPut(QueueStore):
+        def put(self, entry: Entry, letter: bytes | Path) -> None:
+            super().put(entry, letter)
+            time.sleep(0.5)  # committed; the runner's loop reads the queue meanwhile
+
+    store = SlowPut(tmp_path / "q", inline=100)
+    seen: list[str] = []
+
+    async def attempt(due: Due) -> str:
+        seen.append(due.entry.id)
+        await asyncio.sleep(0.2)  # the first letter's try ends while the second is queued
+        return "done"
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(attempt)
+        first, second = entry(2), entry(2)
+        await r.put(first, b"hi")
+        await r.put(second, b"hi")
+        await until(lambda: store.letters == 0)
+        await asyncio.sleep(0.3)
+        await r.stop()
+        assert sorted(seen) == sorted([first.id, second.id])
 
     asyncio.run(main())
     store.close()

@@ -82,6 +82,7 @@ class QueueRunner:
         self._attempt: Attempt | None = None
         self._task: asyncio.Task[None] | None = None
         self._tries: dict[str, asyncio.Task[None]] = {}
+        self._reserved: set[str] = set()  # being queued by put: not the loop's to try
         self._wake: asyncio.Event | None = None
         self._stopping = False
 
@@ -96,7 +97,13 @@ class QueueRunner:
     async def put(self, entry: Entry, letter: bytes | Path) -> None:
         """``entry`` durable in the queue (then the letter may be answered 250), and handed
         to a try at once when there is room."""
-        await run_in(self._io, self.store.put, entry, letter)
+        # reserved before its row exists: the loop's reads of the queue leave it alone
+        # until it is handed over here, or let go of (then read back and looked up first)
+        self._reserved.add(entry.id)
+        try:
+            await run_in(self._io, self.store.put, entry, letter)
+        finally:
+            self._reserved.discard(entry.id)
         if isinstance(letter, Path):
             letter = self.store.own.file(entry.id)
         if not self._stopping and len(self._tries) < self.deliveries and self._attempt:
@@ -147,11 +154,10 @@ class QueueRunner:
                     await run_in(self._io, self._forget, before)
                 room = self.deliveries - len(self._tries)
                 if room > 0:
-                    skip = set(self._tries)
+                    skip = self._busy()
                     for due in await run_in(self._io, self.store.due, self._clock(), room, skip):
-                        if due.entry.id not in self._tries:
-                            self._begin(due, fresh=False)
-                nxt = await run_in(self._io, self.store.next_due, set(self._tries))
+                        self._begin(due, fresh=False)
+                nxt = await run_in(self._io, self.store.next_due, self._busy())
             except Exception:
                 log.exception("the incoming queue could not be read; trying again")
                 nxt = self._clock() + 1.0
@@ -162,7 +168,15 @@ class QueueRunner:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), min(wait, ADOPT_SECONDS))
 
+    def _busy(self) -> set[str]:
+        return set(self._tries) | self._reserved
+
     def _begin(self, due: Due, *, fresh: bool) -> None:
+        """A try of ``due``, unless one is under way or :meth:`put` is queueing it (the
+        loop's read of the queue, in a thread, may return a letter committed meanwhile).
+        ``fresh``: handed over by :meth:`put` (never tried: not looked up in the index)."""
+        if due.entry.id in self._tries or (not fresh and due.entry.id in self._reserved):
+            return
         task = asyncio.get_running_loop().create_task(self._try(due, fresh))
         self._tries[due.entry.id] = task
 
