@@ -93,8 +93,15 @@ def test_the_store_keeps_letters_in_rows_and_big_ones_in_files(tmp_path: Path) -
     store.retry(got[big.id], HELD)  # held: never due again, still counted
     assert store.next_due(set()) == 100.0
     store.done(got[big.id])
-    assert not got[big.id].letter.exists()  # type: ignore[union-attr]
     assert (store.letters, store.bytes) == (1, 5)
+    assert got[big.id].letter.exists()  # type: ignore[union-attr]
+    assert big.id not in {d.entry.id for d in store.due(1e300, 10, set())}  # done: not read
+    store.put(entry(1), b"z")  # its row goes with the next letter's commit, then its file
+    assert not got[big.id].letter.exists()  # type: ignore[union-attr]
+    (last,) = [d for d in store.due(2.0, 10, set()) if d.entry.size == 1]
+    store.done(last)
+    store.flush()
+    assert store.pending_removals() == 0
     store.close()
     again = QueueStore(tmp_path / "q", inline=100)  # a restart: the slot's letters are there
     assert (again.letters, again.own.n) == (1, 0)

@@ -125,6 +125,8 @@ class QueueStore:
         for sub in ("files", "aside"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        # done, their rows not deleted yet: id -> (slot, whether the letter is in a file)
+        self._finished: dict[str, tuple[int, bool]] = {}
         self._sync: GroupSync | None = syncfs_of(root)
         n = 0
         while (fd := _try_lock(root, n)) is None:
@@ -148,11 +150,14 @@ class QueueStore:
         else:
             blob = letter
 
+        gone = self._finished_in(self.own.n)
+
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO queue (id, record, letter, size) VALUES (?, ?, ?, ?)",
                 (entry.id, record, blob, entry.size),
             ).close()
+            _delete(conn, gone)
 
         try:
             self.own.db.write(op)
@@ -164,6 +169,7 @@ class QueueStore:
         with self._lock:
             self.letters += 1
             self.bytes += entry.size
+        self._removed(gone)
 
     def _durable(self, path: Path) -> None:
         if self._sync is not None:
@@ -181,17 +187,36 @@ class QueueStore:
             os.close(fd)
 
     def done(self, due: Due) -> None:
-        """The entry was delivered (or dropped): its row and file removed."""
-        slot = self._slots[due.slot]
-
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM queue WHERE id = ?", (due.entry.id,)).close()
-
-        slot.db.write(op)
-        if isinstance(due.letter, Path):
-            with contextlib.suppress(FileNotFoundError):
-                due.letter.unlink()
+        """The entry was delivered (or dropped): its row is removed with the next letter's
+        (one commit for both) or by :meth:`flush`, its file after that. Until then it is
+        never read back here; after a crash it may be, and the index knows it delivered."""
+        with self._lock:
+            self._finished[due.entry.id] = (due.slot, isinstance(due.letter, Path))
         self._forget(due.slot, due.entry.size)
+
+    def flush(self) -> None:
+        """Remove the rows (and files) of the entries done since the last letter queued."""
+        for n in {slot for slot, _ in list(self._finished.values())}:
+            gone = self._finished_in(n)
+            if n in self._slots and gone:
+                self._slots[n].db.write(lambda conn, gone=gone: _delete(conn, gone))  # type: ignore[misc]
+                self._removed(gone)
+
+    def pending_removals(self) -> int:
+        return len(self._finished)
+
+    def _finished_in(self, n: int) -> list[str]:
+        with self._lock:
+            return [i for i, (slot, _) in self._finished.items() if slot == n]
+
+    def _removed(self, gone: list[str]) -> None:
+        """The rows of ``gone`` are deleted: their files go, and they are forgotten."""
+        for queue_id in gone:
+            with self._lock:
+                slot, in_file = self._finished.pop(queue_id, (0, False))
+            if in_file and slot in self._slots:
+                with contextlib.suppress(FileNotFoundError):
+                    self._slots[slot].file(queue_id).unlink()
 
     def retry(self, due: Due, at: float) -> None:
         """The try failed: one more failure counted, the next try at ``at`` (HELD: never)."""
@@ -219,10 +244,10 @@ class QueueStore:
             rows = slot.db.query(
                 "SELECT id, record, letter, size, attempts FROM queue WHERE next_try <= ?"
                 " ORDER BY next_try LIMIT ?",
-                (now, limit + len(skip)),
+                (now, limit + len(skip) + len(self._finished)),
             )
             for queue_id, record, blob, size, attempts in rows:
-                if queue_id in skip:
+                if queue_id in skip or queue_id in self._finished:
                     continue
                 due = self._read(slot, queue_id, record, blob, size, attempts)
                 if due is not None:
@@ -237,9 +262,9 @@ class QueueStore:
         for slot in list(self._slots.values()):
             rows = slot.db.query(
                 "SELECT id, next_try FROM queue WHERE next_try < 1e300 ORDER BY next_try LIMIT ?",
-                (len(skip) + 1,),
+                (len(skip) + len(self._finished) + 1,),
             )
-            times += [float(t) for queue_id, t in rows if queue_id not in skip][:1]
+            times += [float(t) for i, t in rows if i not in skip and i not in self._finished][:1]
         return min(times) if times else None
 
     def _read(
@@ -291,6 +316,7 @@ class QueueStore:
         are then tried here); let go of adopted slots that are empty. How many letters the
         newly adopted slots hold."""
         found = 0
+        self.flush()  # an adopted slot's rows of letters done are gone before it is counted
         for path in sorted(self.root.glob("*.lock")):
             try:
                 n = int(path.stem)
@@ -333,11 +359,19 @@ class QueueStore:
                     path.unlink()
 
     def entries(self) -> Iterator[tuple[str, int, float]]:
-        """Every entry of this process's slots: (id, failed tries, next try)."""
+        """Every entry of this process's slots not done: (id, failed tries, next try)."""
         for slot in list(self._slots.values()):
-            yield from slot.db.query("SELECT id, attempts, next_try FROM queue ORDER BY id")
+            for row in slot.db.query("SELECT id, attempts, next_try FROM queue ORDER BY id"):
+                if row[0] not in self._finished:
+                    yield row
 
     def close(self) -> None:
+        with contextlib.suppress(Exception):  # left: read back at the next start, known done
+            self.flush()
         for slot in self._slots.values():
             slot.close()
         self._slots.clear()
+
+
+def _delete(conn: sqlite3.Connection, ids: list[str]) -> None:
+    conn.executemany("DELETE FROM queue WHERE id = ?", [(i,) for i in ids]).close()

@@ -44,8 +44,8 @@ log = logging.getLogger("pochta.queue")
 
 ADOPT_SECONDS = 60.0  # how often slots of processes that are gone are looked for
 FORGET_SECONDS = 3600.0  # how often the index forgets entries delivered long ago
-IDLE_SECONDS = 60.0  # the longest sleep with nothing due
 STOP_SECONDS = 10.0  # tries under way get this long to end when the server stops
+FLUSH_SECONDS = 1.0  # rows of letters done wait at most this long for a letter to go with
 
 Attempt = Callable[[Due], Awaitable[Outcome]]
 
@@ -83,6 +83,9 @@ class QueueRunner:
         self._task: asyncio.Task[None] | None = None
         self._tries: dict[str, asyncio.Task[None]] = {}
         self._reserved: set[str] = set()  # being queued by put: not the loop's to try
+        self._unread = True  # the queue may hold letters due that no try has: read it
+        self._next: float | None = None  # when the earliest letter waiting is due
+        self._last_put = 0.0  # time.monotonic() of the last letter queued
         self._wake: asyncio.Event | None = None
         self._stopping = False
 
@@ -104,12 +107,15 @@ class QueueRunner:
             await run_in(self._io, self.store.put, entry, letter)
         finally:
             self._reserved.discard(entry.id)
+        self._last_put = time.monotonic()
         if isinstance(letter, Path):
             letter = self.store.own.file(entry.id)
         if not self._stopping and len(self._tries) < self.deliveries and self._attempt:
             self._begin(Due(entry, letter, self.store.own.n, 0), fresh=True)
-        elif self._wake is not None:
-            self._wake.set()
+        else:
+            self._unread = True
+            if self._wake is not None:
+                self._wake.set()
 
     # -- running -------------------------------------------------------------------------
     def start(self, attempt: Attempt) -> None:
@@ -140,6 +146,10 @@ class QueueRunner:
         self.store.close()
 
     async def _run(self) -> None:
+        """Reads the queue only when it may hold letters that are not being tried: at start,
+        after a letter was queued without being handed over, when a retry is due, and when
+        slots are adopted; rows of letters done are removed with the next letter queued, or
+        after ``FLUSH_SECONDS`` without one."""
         assert self._wake is not None
         adopted = forgotten = -1e300
         while not self._stopping:
@@ -147,26 +157,39 @@ class QueueRunner:
             try:
                 if now - adopted >= ADOPT_SECONDS:
                     adopted = now
-                    await run_in(self._io, self.store.adopt)
+                    if await run_in(self._io, self.store.adopt):
+                        self._unread = True
                 if self._forget is not None and now - forgotten >= FORGET_SECONDS:
                     forgotten = now
                     before = self._clock() - self.remember_seconds
                     await run_in(self._io, self._forget, before)
+                if self.store.pending_removals() and now - self._last_put >= FLUSH_SECONDS:
+                    await run_in(self._io, self.store.flush)
                 room = self.deliveries - len(self._tries)
-                if room > 0:
+                due_now = self._next is not None and self._next <= self._clock()
+                if room > 0 and (self._unread or due_now):
+                    self._unread = False  # a letter queued from now on sets it again
                     skip = self._busy()
-                    for due in await run_in(self._io, self.store.due, self._clock(), room, skip):
+                    got = await run_in(self._io, self.store.due, self._clock(), room, skip)
+                    for due in got:
                         self._begin(due, fresh=False)
-                nxt = await run_in(self._io, self.store.next_due, self._busy())
+                    if len(got) >= room:
+                        self._unread = True  # more may be due: read on when a try ends
+                    self._next = await run_in(self._io, self.store.next_due, self._busy())
             except Exception:
                 log.exception("the incoming queue could not be read; trying again")
-                nxt = self._clock() + 1.0
-            wait = IDLE_SECONDS if nxt is None else max(0.0, nxt - self._clock())
+                self._unread = True
+                self._next = self._clock() + 1.0
+            wait = ADOPT_SECONDS
+            if self._next is not None:
+                wait = min(wait, max(0.0, self._next - self._clock()))
+            if self.store.pending_removals():
+                wait = min(wait, FLUSH_SECONDS)
             if len(self._tries) >= self.deliveries:
-                wait = IDLE_SECONDS  # a try that ends wakes the loop
+                wait = max(wait, 0.05)  # a try that ends wakes the loop
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), min(wait, ADOPT_SECONDS))
+                await asyncio.wait_for(self._wake.wait(), wait)
 
     def _busy(self) -> set[str]:
         return set(self._tries) | self._reserved
@@ -203,7 +226,9 @@ class QueueRunner:
                 await run_in(self._io, self.store.retry, due, HELD)
             else:
                 wait = backoff(due.attempts + 1, self.retry_first, self.retry_most)
-                await run_in(self._io, self.store.retry, due, self._clock() + wait)
+                at = self._clock() + wait
+                await run_in(self._io, self.store.retry, due, at)
+                self._next = at if self._next is None else min(self._next, at)
                 log.info("queue entry %s deferred: tried again in %.0f s", queue_id, wait)
             metrics.queued(outcome)
         except Exception:
