@@ -310,7 +310,8 @@ class DeliveryHandler:
         except (PochtaError, OSError) as exc:
             log.warning("letter %s deferred: it could not be queued: %s", queue_id, exc)
             return STORAGE_UNAVAILABLE
-        log.info("queued %s: %d bytes to %d recipient(s)", queue_id, size, len(entry.recipients))
+        # at debug: its "delivered" line (same queue id) follows at info
+        log.debug("queued %s: %d bytes to %d recipient(s)", queue_id, size, len(entry.recipients))
         return f"250 2.0.0 OK queued as {queue_id}"
 
     async def attempt(self, due: Due) -> Outcome:
