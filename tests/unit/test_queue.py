@@ -274,3 +274,20 @@ def test_a_letter_the_loop_finds_while_it_is_being_queued_is_tried_once(tmp_path
 
     asyncio.run(main())
     store.close()
+
+
+def test_a_slot_database_that_cannot_be_read_is_moved_aside_not_a_crash_loop(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    store.put(entry(2), b"hi")
+    store.close()
+    (root / "0.sqlite3").write_bytes(b"this is not a database" * 300)
+    with caplog.at_level(logging.ERROR, "pochta.queue"):
+        again = QueueStore(root, inline=100)
+    assert "moved aside" in caplog.text
+    assert again.letters == 0 and list(root.glob("0.sqlite3.unreadable-*"))
+    again.put(entry(2), b"ok")  # a new, working slot
+    assert again.letters == 1
+    again.close()

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pochta.blobs.nodes.groupsync import GroupSync, syncfs_of
-from pochta.errors import ConfigError
+from pochta.errors import ConfigError, StorageError
 from pochta.mailbox.queue import BadRecord, Entry, decode, encode
 from pochta.sqlitedb import SQLiteDatabase
 from pochta.types import Clock
@@ -87,9 +87,14 @@ class Slot:
         path = root / f"{n}.sqlite3"
         try:
             self.db = SQLiteDatabase(path, SCHEMA, synchronous="full")
-        except ConfigError as exc:
+            try:
+                self.db.query("SELECT count(*), sum(size) FROM queue")  # every row's page
+            except StorageError:
+                self.db.close()
+                raise
+        except (ConfigError, StorageError) as exc:
             aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
-            log.error("queue slot %d cannot be opened (%s): moved aside as %s", n, exc, aside)
+            log.error("queue slot %d cannot be read (%s): moved aside as %s", n, exc, aside)
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
