@@ -3,13 +3,16 @@ exactly once across a SIGKILL, retried while the store refuses, bounded."""
 
 from __future__ import annotations
 
+import re
 import signal
 import smtplib
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.integration.conftest import Server, start_server
@@ -34,7 +37,12 @@ def subjects(server: Server, email: str) -> list[str]:
 def wait_for(server: Server, email: str, count: int, timeout: float = 60.0) -> list[str]:
     deadline = time.monotonic() + timeout
     while True:
-        got = subjects(server, email)
+        try:
+            got = subjects(server, email)
+        except httpx.HTTPError:  # a server process restarting
+            if time.monotonic() > deadline:
+                raise
+            got = []
         if len(got) >= count or time.monotonic() > deadline:
             return got
         time.sleep(0.2)
@@ -45,15 +53,22 @@ def test_letters_answered_at_the_queue_are_delivered_once_across_a_sigkill(
 ) -> None:
     data = tmp_path / "data"
     add_users(data, "alice@example.org")
-    srv = start_server(data, tmp_path / "serve.log", settings=QUEUED)
-    sent = []
-    with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
-        for i in range(40):
-            raw = letter(subject=f"letter {i}", attachments=[("a.bin", payload(i, 3_000))])
-            refused = smtp.sendmail("s@example.net", ["alice@example.org"], raw)
-            assert refused == {}
-            sent.append(f"letter {i}")
-    srv.stop(signal.SIGKILL)  # at once: most of them are still in the queue
+    # one delivery at a time, four connections: letters wait in the queue when it is killed
+    slow = {**QUEUED, "POCHTA_SMTP__QUEUE_DELIVERIES": "1"}
+    srv = start_server(data, tmp_path / "serve.log", settings=slow)
+
+    def send(c: int) -> list[str]:
+        out = []
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
+            for i in range(c, 60, 4):
+                raw = letter(subject=f"letter {i}", attachments=[("a.bin", payload(i, 3_000))])
+                assert smtp.sendmail("s@example.net", ["alice@example.org"], raw) == {}
+                out.append(f"letter {i}")
+        return out
+
+    with ThreadPoolExecutor(4) as pool:
+        sent = [s for part in pool.map(send, range(4)) for s in part]
+    srv.stop(signal.SIGKILL)  # at once, right after the last 250
     srv = start_server(data, tmp_path / "serve2.log", settings=QUEUED)
     try:
         got = wait_for(srv, "alice@example.org", len(sent))
@@ -62,6 +77,8 @@ def test_letters_answered_at_the_queue_are_delivered_once_across_a_sigkill(
         assert len(subjects(srv, "alice@example.org")) == len(sent)
     finally:
         srv.stop()
+    after = re.findall(r"delivered [0-9a-f]{16}: ", (tmp_path / "serve2.log").read_text())
+    assert after  # the restart delivered what the killed server had queued
     check = subprocess.run(
         [sys.executable, "-m", "pochta", "fsck", "--json", "--data", str(data)],
         capture_output=True,
@@ -118,3 +135,32 @@ def test_a_full_queue_refuses_mail_until_it_has_room(tmp_path: Path) -> None:
         assert sorted(wait_for(srv, "alice@example.org", 3)) == ["q0", "q1", "q2"]
     finally:
         srv.stop()
+
+
+@pytest.mark.slow
+def test_two_server_processes_each_queue_and_a_killed_ones_letters_are_delivered(
+    tmp_path: Path,
+) -> None:
+    """``serve --workers 2``: each process has its slot of the queue; one killed right after
+    its 250s leaves its letters there, and its replacement (or the other process) delivers
+    them, once each."""
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    settings = {**QUEUED, "POCHTA_ANTISPAM__POOL_PROCESSES": "0", "POCHTA_GUARD__LOCK_TTL": "2"}
+    srv = start_server(data, tmp_path / "serve.log", settings=settings, args=("--workers", "2"))
+    try:
+        sent = []
+        for i in range(30):  # a connection each: the kernel spreads them over the processes
+            with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
+                smtp.sendmail("s@example.net", ["alice@example.org"], letter(subject=f"w{i}"))
+            sent.append(f"w{i}")
+        workers = Path(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read_text().split()
+        for pid in workers:  # both: whatever either still held is left in its slot
+            subprocess.run(["kill", "-KILL", pid], check=False)
+        got = wait_for(srv, "alice@example.org", len(sent), timeout=120)
+        assert sorted(got) == sorted(sent)
+        time.sleep(1.0)
+        assert len(subjects(srv, "alice@example.org")) == len(sent)
+        assert sorted(p.name for p in (data / "queue").glob("*.lock")) == ["0.lock", "1.lock"]
+    finally:
+        srv.stop(signal.SIGTERM, timeout=60)
