@@ -23,6 +23,13 @@ index (its database) is unreachable, at RCPT or at the end of DATA: never aiosmt
 an exception, which a sender would take as final. A letter pochta cannot accept is refused for
 good (554). LMTP answers once per accepted recipient.
 
+With ``smtp.answer = "queued"`` (SMTP only) the end of DATA writes the letter, its trace header
+and its envelope to the incoming queue (:mod:`pochta.mailbox.queuedb`) and answers ``250 ...
+queued as <id>`` once they are durable; the queue's runner (:mod:`pochta.mailbox.queuerunner`)
+then calls :meth:`DeliveryHandler.attempt`, which takes the path above (the same
+``_prepared``) and tells its end as the queue's outcome instead of a reply. MAIL FROM gets 452
+4.3.1 and the end of DATA 451 4.3.0 while the queue is at its limits.
+
 Before the greeting, the connection limits (:mod:`pochta.server.connections`): a client over
 one gets ``421 4.7.0 <hostname> Error: too many connections from <address>`` and is
 disconnected. MAIL FROM gets ``452 4.3.1 Insufficient system storage`` while the spool's file
