@@ -161,6 +161,8 @@ def test_two_server_processes_each_queue_and_a_killed_ones_letters_are_delivered
         assert sorted(got) == sorted(sent)
         time.sleep(1.0)
         assert len(subjects(srv, "alice@example.org")) == len(sent)
-        assert sorted(p.name for p in (data / "queue").glob("*.lock")) == ["0.lock", "1.lock"]
+        # a slot each (a replacement started before the killed process was gone took a
+        # third; the dead slot's letters were adopted)
+        assert len(list((data / "queue").glob("*.lock"))) >= 2
     finally:
         srv.stop(signal.SIGTERM, timeout=60)
