@@ -150,7 +150,12 @@ class QueueStore:
         if isinstance(letter, Path):
             target = self.own.file(entry.id)
             letter.rename(target)
-            self._durable(target)
+            try:
+                self._durable(target)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    target.unlink()
+                raise
             blob = None
         else:
             blob = letter
