@@ -166,3 +166,23 @@ def test_two_server_processes_each_queue_and_a_killed_ones_letters_are_delivered
         assert len(list((data / "queue").glob("*.lock"))) >= 2
     finally:
         srv.stop(signal.SIGTERM, timeout=60)
+
+
+def test_a_letter_the_delivery_would_refuse_for_its_size_gets_552_not_250(tmp_path: Path) -> None:
+    """Its trace header brings it over ``max_message_size``: refused at once, as with
+    ``answer = "delivered"``, rather than answered 250 and then held in the queue."""
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    settings = {**QUEUED, "POCHTA_SMTP__MAX_MESSAGE_SIZE": "4000"}
+    srv = start_server(data, tmp_path / "serve.log", settings=settings)
+    try:
+        raw = letter(subject="near the limit", text="x" * 60 + "\n")
+        raw += b"y" * (3990 - len(raw)) + b"\r\n"  # under the limit itself
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
+            with pytest.raises(smtplib.SMTPDataError) as refused:
+                smtp.sendmail("s@example.net", ["alice@example.org"], raw)
+            assert refused.value.smtp_code == 552
+            smtp.sendmail("s@example.net", ["alice@example.org"], letter(subject="small"))
+        assert wait_for(srv, "alice@example.org", 1) == ["small"]
+    finally:
+        srv.stop()

@@ -90,8 +90,6 @@ def test_the_store_keeps_letters_in_rows_and_big_ones_in_files(tmp_path: Path) -
     store.retry(got[small.id], 100.0)
     assert [d.entry.id for d in store.due(2.0, 10, set())] == [big.id]
     assert store.next_due({big.id}) == 100.0
-    store.retry(got[big.id], HELD)  # held: never due again, still counted
-    assert store.next_due(set()) == 100.0
     store.done(got[big.id])
     assert (store.letters, store.bytes) == (1, 5)
     assert got[big.id].letter.exists()  # type: ignore[union-attr]
@@ -99,14 +97,17 @@ def test_the_store_keeps_letters_in_rows_and_big_ones_in_files(tmp_path: Path) -
     store.put(entry(1), b"z")  # its row goes with the next letter's commit, then its file
     assert not got[big.id].letter.exists()  # type: ignore[union-attr]
     (last,) = [d for d in store.due(2.0, 10, set()) if d.entry.size == 1]
-    store.done(last)
+    store.retry(last, HELD)  # held: never due again, and no longer counted toward the limits
+    assert store.next_due(set()) == 100.0
+    assert (store.letters, store.bytes) == (1, 5)
     store.flush()
     assert store.pending_removals() == 0
     store.close()
     again = QueueStore(tmp_path / "q", inline=100)  # a restart: the slot's letters are there
-    assert (again.letters, again.own.n) == (1, 0)
+    assert (again.letters, again.bytes, again.own.n) == (1, 5, 0)  # the held one not counted
     (due,) = again.due(1000.0, 10, set())
     assert due.entry == small and due.attempts == 1
+    assert len(list(again.entries())) == 2  # the held one is kept
     again.close()
 
 
@@ -227,15 +228,15 @@ def test_the_runner_retries_drops_holds_and_the_limits_hold(tmp_path: Path) -> N
         held, dropped = entry(2), entry(2)
         await r.put(held, b"hi")
         await r.put(dropped, b"hi")
-        await until(lambda: store.letters == 1 and len(attempts.seen) == 5)
-        assert [e for e, _, _ in store.entries()] == [held.id]
+        await until(lambda: store.letters == 0 and len(attempts.seen) == 5)
+        assert [e for e, _, _ in store.entries()] == [held.id]  # kept, not counted
         await asyncio.sleep(0.2)
         assert len(attempts.seen) == 5  # the held one is not tried again
         await r.stop()
-        limited = runner(store, max_letters=2)  # not started: letters wait in the queue
+        limited = runner(store, max_letters=1)  # not started: letters wait in the queue
         assert not limited.full()
         await limited.put(entry(2), b"hi")
-        assert limited.full()  # two letters: at the limit
+        assert limited.full()  # one letter: at the limit
         assert not runner(store, max_letters=3).full()
         assert runner(store, max_letters=3).full(more=1000)  # max_bytes: 1000
 

@@ -229,7 +229,9 @@ class QueueStore:
                     self._slots[slot].file(queue_id).unlink()
 
     def retry(self, due: Due, at: float) -> None:
-        """The try failed: one more failure counted, the next try at ``at`` (HELD: never)."""
+        """The try failed: one more failure counted, the next try at ``at`` (HELD: never; a
+        held letter no longer counts toward the queue's limits, so that letters held cannot
+        stop the mail; the spool's disk reserve still bounds them)."""
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -238,6 +240,8 @@ class QueueStore:
             ).close()
 
         self._slots[due.slot].db.write(op)
+        if at == HELD:
+            self._forget(due.slot, due.entry.size)
 
     def _forget(self, slot: int, size: int) -> None:
         with self._lock:
@@ -355,7 +359,9 @@ class QueueStore:
         return found
 
     def _count(self, slot: Slot) -> tuple[int, int]:
-        ((letters, size),) = slot.db.query("SELECT count(*), coalesce(sum(size), 0) FROM queue")
+        ((letters, size),) = slot.db.query(
+            "SELECT count(*), coalesce(sum(size), 0) FROM queue WHERE next_try < 1e300"
+        )  # held letters are not counted (see retry)
         return int(letters), int(size)
 
     def _drop_orphans(self, slot: Slot) -> None:

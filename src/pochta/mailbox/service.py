@@ -283,6 +283,11 @@ class Mailbox:
             queued=queued,
         )
 
+    def check_size(self, size: int) -> None:
+        """TooLarge for a letter of ``size`` bytes (its trace header included) that a delivery
+        would refuse (``smtp.max_message_size``)."""
+        self.delivery.check_size(size)
+
     def was_queued(self, queued: str) -> bool:
         """Whether the incoming queue's entry ``queued`` was delivered already."""
         return self.index.was_queued(queued)

@@ -299,6 +299,10 @@ class DeliveryHandler:
         delivered from there (:mod:`pochta.mailbox.queuerunner`)."""
         assert self.queue is not None
         size = size_of(letter)
+        try:  # refused now as the delivery would refuse it (its trace header counts too)
+            self.mailbox.check_size(len(trace) + size)
+        except TooLarge as exc:
+            return f"552 5.3.4 {exc.message}"
         if self.queue.full(size):
             log.warning("letter %s deferred: the incoming queue is full", queue_id)
             return QUEUE_FULL
