@@ -12,11 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pochta.errors import StorageError
 from pochta.mailbox.index.sqlite import SQLiteIndex
 from pochta.mailbox.queue import BadRecord, Entry, backoff, decode, encode, new_id, over
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
 from pochta.mailbox.queuerunner import QueueRunner
-from pochta.types import LetterMeta, NewStoredLetter
+from pochta.server.smtp import DeliveryHandler
+from pochta.types import Envelope, LetterMeta, NewStoredLetter
 
 text = st.text(max_size=40)
 entries = st.builds(
@@ -292,3 +294,72 @@ def test_a_slot_database_that_cannot_be_read_is_moved_aside_not_a_crash_loop(
     again.put(entry(2), b"ok")  # a new, working slot
     assert again.letters == 1
     again.close()
+
+
+def test_a_letter_whose_client_left_while_it_was_queued_is_delivered_all_the_same(
+    tmp_path: Path,
+) -> None:
+    """aiosmtpd cancels the handler when the client goes away; the write in its thread goes on
+    and commits the row. The runner must then read the queue: before, it learnt nothing and
+    the letter waited (an idle server: until a restart)."""
+
+    class SlowPut(QueueStore):
+        def put(self, entry: Entry, letter: bytes | Path) -> None:
+            time.sleep(0.5)  # the runner's first read of the queue is over by then
+            super().put(entry, letter)
+
+    store = SlowPut(tmp_path / "q", inline=100)
+    attempts = Attempts([])
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(attempts)
+        left = entry(2)
+        putting = asyncio.ensure_future(r.put(left, b"hi"))
+        await asyncio.sleep(0.1)
+        putting.cancel()  # the client went away
+        with pytest.raises(asyncio.CancelledError):
+            await putting
+        await until(lambda: attempts.seen == [left.id], timeout=20.0)
+        await until(lambda: store.letters == 0)
+        await r.stop()
+
+    asyncio.run(main())
+    store.close()
+
+
+def test_a_letter_that_comes_while_the_server_stops_gets_a_temporary_failure(
+    tmp_path: Path,
+) -> None:
+    """A connection still open after the runner stopped: a StorageError (451 at the edge),
+    not the RuntimeError of a shut-down pool (aiosmtpd's "500 Error": final for a sender)."""
+    store = QueueStore(tmp_path / "q", inline=100)
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(Attempts([]))
+        await r.stop()
+        with pytest.raises(StorageError):
+            await r.put(entry(2), b"hi")
+
+    asyncio.run(main())
+    assert store.letters == 0
+    store.close()
+
+
+def test_an_unexpected_failure_to_queue_is_a_451_never_a_5xx(tmp_path: Path) -> None:
+    class Broken:
+        def full(self, more: int = 0) -> bool:
+            return False
+
+        async def put(self, entry: Entry, letter: bytes | Path) -> None:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+
+    class Sizes:
+        def check_size(self, size: int) -> None:
+            return None
+
+    handler = DeliveryHandler(Sizes(), None, "mx.test", False, queue=Broken())  # type: ignore[arg-type]
+    envelope = Envelope(ip="192.0.2.1", sender="s@x.test", recipients=("a@example.org",))
+    reply = asyncio.run(handler._enqueue(b"T\r\n", b"hi", new_id(), envelope, "h"))
+    assert reply.startswith("451 ")

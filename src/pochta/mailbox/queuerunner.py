@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pochta import metrics
+from pochta.errors import StorageError
 from pochta.executors import run_in
 from pochta.mailbox.queue import Entry, Outcome, backoff, over
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
@@ -100,13 +101,23 @@ class QueueRunner:
     async def put(self, entry: Entry, letter: bytes | Path) -> None:
         """``entry`` durable in the queue (then the letter may be answered 250), and handed
         to a try at once when there is room."""
+        if self._stopping:  # its threads are shut down: a temporary failure, never a 5xx
+            raise StorageError("the server is stopping: the incoming queue takes no letter")
         # reserved before its row exists: the loop's reads of the queue leave it alone
         # until it is handed over here, or let go of (then read back and looked up first)
         self._reserved.add(entry.id)
+        writing = asyncio.ensure_future(run_in(self._io, self.store.put, entry, letter))
         try:
-            await run_in(self._io, self.store.put, entry, letter)
-        finally:
+            await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            # the client went away (aiosmtpd cancels the handler): the thread goes on and
+            # may commit the row; once it ends the loop reads the queue (looked up first)
+            writing.add_done_callback(lambda f: self._let_go(entry.id, f))
+            raise
+        except BaseException:
             self._reserved.discard(entry.id)
+            raise
+        self._reserved.discard(entry.id)
         self._last_put = time.monotonic()
         if isinstance(letter, Path):
             letter = self.store.own.file(entry.id)
@@ -116,6 +127,16 @@ class QueueRunner:
             self._unread = True
             if self._wake is not None:
                 self._wake.set()
+
+    def _let_go(self, queue_id: str, writing: asyncio.Future[None]) -> None:
+        """A letter whose :meth:`put` was cancelled, once its write ended: it may be in the
+        queue (never answered 250; delivered all the same, as Postfix would): read it back."""
+        if not writing.cancelled() and writing.exception() is not None:
+            log.warning("letter %s could not be queued: %s", queue_id, writing.exception())
+        self._reserved.discard(queue_id)
+        self._unread = True
+        if self._wake is not None:
+            self._wake.set()
 
     # -- running -------------------------------------------------------------------------
     def start(self, attempt: Attempt) -> None:

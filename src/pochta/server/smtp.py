@@ -321,6 +321,9 @@ class DeliveryHandler:
         except (PochtaError, OSError) as exc:
             log.warning("letter %s deferred: it could not be queued: %s", queue_id, exc)
             return STORAGE_UNAVAILABLE
+        except Exception:  # never aiosmtpd's "500 Error": a sender takes a 5xx as final
+            log.exception("letter %s deferred: it could not be queued", queue_id)
+            return STORAGE_UNAVAILABLE
         # at debug: its "delivered" line (same queue id) follows at info
         log.debug("queued %s: %d bytes to %d recipient(s)", queue_id, size, len(entry.recipients))
         return f"250 2.0.0 OK queued as {queue_id}"
