@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pochta.errors import StorageError
+from pochta.errors import ConfigError, StorageError
 from pochta.mailbox.index.sqlite import SQLiteIndex
 from pochta.mailbox.queue import BadRecord, Entry, backoff, decode, encode, new_id, over
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
@@ -363,3 +363,31 @@ def test_an_unexpected_failure_to_queue_is_a_451_never_a_5xx(tmp_path: Path) -> 
     envelope = Envelope(ip="192.0.2.1", sender="s@x.test", recipients=("a@example.org",))
     reply = asyncio.run(handler._enqueue(b"T\r\n", b"hi", new_id(), envelope, "h"))
     assert reply.startswith("451 ")
+
+
+def test_a_slot_database_that_cannot_be_opened_for_a_passing_reason_keeps_its_letters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of file handles, an I/O error: the slot is not damaged, and moving it aside would
+    leave letters that got 250 where nothing delivers them. The error is raised (a start
+    fails; an adoption is tried again by the runner's loop); the letters are there after."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    kept = entry(2)
+    store.put(kept, b"hi")
+    store.close()
+
+    def cannot_open(path: Path, schema: str, **kw: object) -> None:
+        try:
+            sqlite3.connect(tmp_path / "no" / "such" / "dir.sqlite3")  # SQLITE_CANTOPEN
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open database {path}: {exc}") from exc
+
+    with monkeypatch.context() as m:
+        m.setattr("pochta.mailbox.queuedb.SQLiteDatabase", cannot_open)
+        with pytest.raises(ConfigError):
+            QueueStore(root, inline=100)
+    assert not list(root.glob("*.unreadable-*"))
+    again = QueueStore(root, inline=100)
+    assert [d.entry for d in again.due(2.0, 10, set())] == [kept]
+    again.close()

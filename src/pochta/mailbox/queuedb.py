@@ -18,7 +18,8 @@ the letter (or NULL), how many tries failed and when the next is due.
 A record that cannot be read (a damaged row; a big letter's file missing or cut short) is
 moved aside: the row to the ``aside`` table, the file to ``queue/aside/``, with an error in
 the log, and never tried again (no crash loop). A slot's database that SQLite cannot open is
-renamed aside the same way and a new one made.
+renamed aside the same way and a new one made (only when SQLite finds it damaged or not a
+database: any other failure to open it is raised, and its letters stay).
 """
 
 from __future__ import annotations
@@ -84,30 +85,50 @@ class Slot:
         self.root = root
         self.n = n
         self._lock_fd = lock_fd
-        path = root / f"{n}.sqlite3"
         try:
-            self.db = SQLiteDatabase(path, SCHEMA, synchronous="full")
+            self.db = self._open(root / f"{n}.sqlite3")
+        except BaseException:  # the slot's lock let go of: a later try may take it again
+            self._unlock()
+            raise
+
+    def _open(self, path: Path) -> SQLiteDatabase:
+        try:
+            db = SQLiteDatabase(path, SCHEMA, synchronous="full")
             try:
-                self.db.query("SELECT count(*), sum(size) FROM queue")  # every row's page
+                db.query("SELECT count(*), sum(size) FROM queue")  # every row's page
             except StorageError:
-                self.db.close()
+                db.close()
                 raise
+            return db
         except (ConfigError, StorageError) as exc:
+            if not _damaged(exc):  # a failure that passes (no file handle left, I/O): the
+                raise  # letters stay; the start fails, an adoption is tried again later
             aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
-            log.error("queue slot %d cannot be read (%s): moved aside as %s", n, exc, aside)
+            log.error("queue slot %d cannot be read (%s): moved aside as %s", self.n, exc, aside)
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
-            self.db = SQLiteDatabase(path, SCHEMA, synchronous="full")
+            return SQLiteDatabase(path, SCHEMA, synchronous="full")
 
     def file(self, queue_id: str) -> Path:
         return self.root / "files" / f"{self.n}-{queue_id}.letter"
 
     def close(self) -> None:
         self.db.close()
+        self._unlock()
+
+    def _unlock(self) -> None:
         with contextlib.suppress(OSError):
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
+
+
+def _damaged(exc: BaseException) -> bool:
+    """Whether SQLite found the file damaged or not a database (then it is moved aside);
+    any other failure (EMFILE, EIO, a lock) may pass, and must not lose the letters."""
+    cause = exc.__cause__
+    code = getattr(cause, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
 def _try_lock(root: Path, n: int) -> int | None:
