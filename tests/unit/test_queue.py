@@ -391,3 +391,32 @@ def test_a_slot_database_that_cannot_be_opened_for_a_passing_reason_keeps_its_le
     again = QueueStore(root, inline=100)
     assert [d.entry for d in again.due(2.0, 10, set())] == [kept]
     again.close()
+
+
+def test_a_letter_whose_failed_try_could_not_be_written_is_tried_again(tmp_path: Path) -> None:
+    """The row of a try whose outcome could not be written is as it was: due. The runner
+    must read it again (after a pause); before, nothing told it to, and the letter waited."""
+
+    class FailsOnce(QueueStore):
+        failed = False
+
+        def retry(self, due: Due, at: float) -> None:
+            if not self.failed:
+                self.failed = True
+                raise StorageError("writing 0.sqlite3: disk I/O error")
+            super().retry(due, at)
+
+    store = FailsOnce(tmp_path / "q", inline=100)
+    attempts = Attempts(["retry"])
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(attempts)
+        letter = entry(2)
+        await r.put(letter, b"hi")
+        await until(lambda: attempts.seen == [letter.id] * 2, timeout=20.0)
+        await until(lambda: store.letters == 0)
+        await r.stop()
+
+    asyncio.run(main())
+    store.close()

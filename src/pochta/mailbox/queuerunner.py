@@ -256,6 +256,10 @@ class QueueRunner:
             log.exception(
                 "queue entry %s: its outcome (%s) could not be written", queue_id, outcome
             )
+            # its row is as it was (due): read again after a pause, never forgotten (the
+            # loop learns of rows from such reads only) nor tried again at once
+            at = self._clock() + self.retry_first
+            self._next = at if self._next is None else min(self._next, at)
         finally:
             self._tries.pop(queue_id, None)
             if self._wake is not None:
