@@ -276,14 +276,19 @@ class QueueStore:
         none of ``skip`` (being tried); the unreadable ones are moved aside on the way."""
         out: list[Due] = []
         for slot in list(self._slots.values()):
-            rows = slot.db.query(
-                "SELECT id, record, letter, size, attempts FROM queue WHERE next_try <= ?"
-                " ORDER BY next_try LIMIT ?",
+            ids = slot.db.query(
+                "SELECT id FROM queue WHERE next_try <= ? ORDER BY next_try LIMIT ?",
                 (now, limit + len(skip) + len(self._finished)),
             )
-            for queue_id, record, blob, size, attempts in rows:
+            for (queue_id,) in ids:  # the letters of those skipped are not read
                 if queue_id in skip or queue_id in self._finished:
                     continue
+                rows = slot.db.query(
+                    "SELECT record, letter, size, attempts FROM queue WHERE id = ?", (queue_id,)
+                )
+                if not rows:
+                    continue  # removed meanwhile
+                ((record, blob, size, attempts),) = rows
                 due = self._read(slot, queue_id, record, blob, size, attempts)
                 if due is not None:
                     out.append(due)
