@@ -180,7 +180,7 @@ def runner(store: QueueStore, was: object = None, **kw: float) -> QueueRunner:
     )
 
 
-async def until(condition: object, timeout: float = 5.0) -> None:
+async def until(condition: object, timeout: float = 30.0) -> None:  # CI: -n 2 at load ~4
     assert callable(condition)
     deadline = asyncio.get_running_loop().time() + timeout
     while not condition():
