@@ -442,3 +442,32 @@ def test_reading_the_queue_does_not_read_the_letters_it_skips(tmp_path: Path) ->
     assert left.letter == body
     assert peak < 1_000_000  # one letter read, not 51
     store.close()
+
+
+def test_a_queue_that_cannot_be_read_is_read_again_with_a_growing_pause_and_one_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A damaged page fails every read of the queue: before, a read and a traceback every
+    second for as long as it lasted (86,400 a day); now 1 s doubled up to a minute, one
+    traceback then a line each."""
+
+    class Damaged(QueueStore):
+        reads = 0
+
+        def due(self, now: float, limit: int, skip: set[str]) -> list[Due]:
+            self.reads += 1
+            raise StorageError("reading 0.sqlite3: database disk image is malformed")
+
+    store = Damaged(tmp_path / "q", inline=100)
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(Attempts([]))
+        await asyncio.sleep(3.5)
+        await r.stop()
+
+    with caplog.at_level(logging.ERROR, "pochta.queue"):
+        asyncio.run(main())
+    tracebacks = [rec for rec in caplog.records if rec.exc_info]
+    assert len(tracebacks) == 1 and store.reads <= 3  # at 0, 1 and 3 s (before: 0, 1, 2, 3)
+    store.close()

@@ -173,6 +173,7 @@ class QueueRunner:
         after ``FLUSH_SECONDS`` without one."""
         assert self._wake is not None
         adopted = forgotten = -1e300
+        failures = 0  # reads of the queue failed in a row
         while not self._stopping:
             now = time.monotonic()
             try:
@@ -197,10 +198,24 @@ class QueueRunner:
                     if len(got) >= room:
                         self._unread = True  # more may be due: read on when a try ends
                     self._next = await run_in(self._io, self.store.next_due, self._busy())
-            except Exception:
-                log.exception("the incoming queue could not be read; trying again")
-                self._unread = True
-                self._next = self._clock() + 1.0
+                failures = 0
+            except Exception as exc:
+                # a damaged page fails every read: 1 s, doubled up to ADOPT_SECONDS, and one
+                # traceback, not one a second for as long as it lasts
+                failures += 1
+                pause = backoff(failures, 1.0, ADOPT_SECONDS)
+                if failures == 1:
+                    log.exception("the incoming queue could not be read; again in %.0f s", pause)
+                else:
+                    log.error(
+                        "the incoming queue could not be read (%d times in a row): %s; again in"
+                        " %.0f s",
+                        failures,
+                        exc,
+                        pause,
+                    )
+                self._unread = False  # read again when the pause is over
+                self._next = self._clock() + pause
             wait = ADOPT_SECONDS
             if self._next is not None:
                 wait = min(wait, max(0.0, self._next - self._clock()))
