@@ -471,3 +471,43 @@ def test_a_queue_that_cannot_be_read_is_read_again_with_a_growing_pause_and_one_
     tracebacks = [rec for rec in caplog.records if rec.exc_info]
     assert len(tracebacks) == 1 and store.reads <= 3  # at 0, 1 and 3 s (before: 0, 1, 2, 3)
     store.close()
+
+
+def test_a_restart_long_after_a_crash_looks_its_entries_up_before_it_forgets(
+    tmp_path: Path,
+) -> None:
+    """A crash after a delivery's commit, before its row was removed; the server starts again
+    more than queue_remember_days later (or its clock jumped). Before, the runner forgot
+    the old ids first, then read the row, found nothing and delivered the letter again."""
+    long_ago = time.time() - 40 * 86400
+    index = SQLiteIndex(tmp_path / "mailbox.sqlite3", clock=lambda: long_ago)
+    user = index.add_user("a@example.org", "h")
+    store = QueueStore(tmp_path / "q", inline=100)
+    done = entry(2)
+    store.put(done, b"hi")
+    meta = LetterMeta(2, 1.0, None, "s", "x")
+    index.begin_delivery(
+        b"s", meta, [NewStoredLetter(user.id, "Inbox", ())], delivered=True, queued=done.id
+    )
+    attempts = Attempts([])
+
+    async def main() -> None:
+        r = QueueRunner(
+            store,
+            deliveries=4,
+            retry_first=0.05,
+            retry_most=1.0,
+            max_letters=100,
+            max_bytes=1000,
+            was_delivered=index.was_queued,
+            forget=index.forget_queued,
+            remember_seconds=30 * 86400.0,
+        )
+        r.start(attempts)
+        await until(lambda: store.letters == 0)
+        await r.stop()
+
+    asyncio.run(main())
+    assert attempts.seen == []  # found delivered: not stored twice
+    store.close()
+    index.close()

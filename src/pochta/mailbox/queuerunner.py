@@ -172,7 +172,10 @@ class QueueRunner:
         slots are adopted; rows of letters done are removed with the next letter queued, or
         after ``FLUSH_SECONDS`` without one."""
         assert self._wake is not None
-        adopted = forgotten = -1e300
+        adopted = -1e300
+        # not at once: a restart after a long stop first reads what its slot holds (a row a
+        # crash left after its delivery is looked up before its id may be forgotten)
+        forgotten = time.monotonic()
         failures = 0  # reads of the queue failed in a row
         while not self._stopping:
             now = time.monotonic()
