@@ -511,3 +511,17 @@ def test_a_restart_long_after_a_crash_looks_its_entries_up_before_it_forgets(
     assert attempts.seen == []  # found delivered: not stored twice
     store.close()
     index.close()
+
+
+def test_a_letter_done_twice_is_counted_out_once(tmp_path: Path) -> None:
+    """A read of the queue that began before a handed-over letter's try ended may try it
+    again (found delivered in the index: done). The queue's count must not go down twice
+    (its limits would drift: one more letter let in each time)."""
+    store = QueueStore(tmp_path / "q", inline=100)
+    store.put(entry(2), b"hi")
+    store.put(entry(3), b"abc")
+    first, _ = store.due(2.0, 10, set())
+    store.done(first)
+    store.done(first)
+    assert (store.letters, store.bytes) == (1, 5 - first.entry.size)  # the other one
+    store.close()

@@ -222,8 +222,10 @@ class QueueStore:
         (one commit for both) or by :meth:`flush`, its file after that. Until then it is
         never read back here; after a crash it may be, and the index knows it delivered."""
         with self._lock:
+            again = due.entry.id in self._finished  # a stale read of the queue tried it too
             self._finished[due.entry.id] = (due.slot, isinstance(due.letter, Path))
-        self._forget(due.slot, due.entry.size)
+        if not again:
+            self._forget(due.slot, due.entry.size)
 
     def flush(self) -> None:
         """Remove the rows (and files) of the entries done since the last letter queued."""
