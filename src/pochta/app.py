@@ -89,6 +89,8 @@ from pochta.mailbox.intake import (
 )
 from pochta.mailbox.lists import SenderListService
 from pochta.mailbox.lists.sqlite import SQLiteSenderLists
+from pochta.mailbox.queuedb import QueueStore
+from pochta.mailbox.queuerunner import QueueRunner
 from pochta.mailbox.service import Mailbox
 from pochta.netaddr import parse_networks
 from pochta.redisconn import SyncClient
@@ -140,6 +142,7 @@ class Pochta:
     tls: ServerTLS | None = None  # the listeners' certificate; None when [tls] has none
     models: ModelStore = field(default_factory=MemoryModelStore)  # model versions, live pointer
     live_model: LiveModel | None = None  # follows the live version (None: model_dir pins one)
+    queue: QueueRunner | None = None  # the incoming queue (smtp.answer = "queued"), from start
     _valkyrie: Valkyrie | None = field(default=None, init=False, repr=False)
     _scrubbers: ValkyrieRunner | None = field(default=None, init=False, repr=False)
     _started: bool = field(default=False, init=False, repr=False)
@@ -187,6 +190,20 @@ class Pochta:
         if self.settings.valkyrie.enabled:
             self._scrubbers = ValkyrieRunner(self.valkyrie, fence=self.fence)
             self._scrubbers.start()
+        s = self.settings.smtp
+        if s.enabled and s.answer == "queued":
+            # this process's slot of the queue (a lock held while it runs): a server's only
+            self.queue = QueueRunner(
+                QueueStore(self.settings.data_dir.resolve() / "queue", inline=s.spool_threshold),
+                deliveries=s.queue_deliveries,
+                retry_first=s.queue_retry_seconds,
+                retry_most=s.queue_retry_max_seconds,
+                max_letters=s.queue_max_letters,
+                max_bytes=s.queue_max_bytes,
+                was_delivered=self.mailbox.was_queued,
+                forget=self.mailbox.forget_queued,
+                remember_seconds=s.queue_remember_days * 86400,
+            )
 
     def close(self) -> None:
         """Stop what ``start`` started and join its threads, then close the services (once).
@@ -201,6 +218,8 @@ class Pochta:
             self.live_model.stop()
         self.intake.close()
         self.executors.close()  # the listeners have stopped: nothing new comes
+        if self.queue is not None:
+            self.queue.close()  # what was not delivered stays queued for the next start
         self.evacuations.stop()  # each stops at its next file; resumable
         self.deletion_job.stop()
         if self._scrubbers is not None:
@@ -253,9 +272,10 @@ def build(settings: Settings, *, tls: ServerTLS | None = None) -> Pochta:
             from pochta.blobs.filedb.sharded import ShardedFileDB
 
             try:
-                if p.dsn not in p.filedb_shards and pg.query(
-                    "SELECT EXISTS (SELECT 1 FROM pochta.filedb_live)"
-                )[0][0]:
+                if (
+                    p.dsn not in p.filedb_shards
+                    and pg.query("SELECT EXISTS (SELECT 1 FROM pochta.filedb_live)")[0][0]
+                ):
                     raise ConfigError(
                         "postgres.filedb_shards is set, but FileDB records are in dsn's database"
                         " (an installation that ran without shards): moving them onto the"

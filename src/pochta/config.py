@@ -342,6 +342,51 @@ class SmtpSettings(Section):
         description="threads that store letters (index, FileDB, storage nodes); letters past"
         " them wait their turn, within command_timeout",
     )
+    answer: Literal["delivered", "queued"] = Field(
+        "delivered",
+        description='when an SMTP letter gets its 250: "delivered" once it is stored in the'
+        ' mailboxes (with its verdict); "queued" once it is durable in the incoming queue under'
+        " <data_dir>/queue, delivered from there right after (Postfix's queue: one connection's"
+        " next letter comes while the workers judge and store the last). LMTP always answers"
+        " once delivered",
+    )
+    queue_max_letters: int = Field(
+        10_000,
+        ge=1,
+        description='letters the incoming queue holds at most (answer = "queued"); at the'
+        " limit MAIL FROM gets 452 4.3.1 and a letter's end of DATA 451 4.3.0 (the client"
+        " keeps it and retries)",
+    )
+    queue_max_bytes: int = Field(
+        1 << 30,
+        ge=1,
+        description="bytes of letters the incoming queue holds at most; as queue_max_letters",
+    )
+    queue_deliveries: int = Field(
+        8,
+        ge=1,
+        description="letters of the incoming queue being delivered at once (each needs a"
+        " worker, then a delivery thread); the others wait in the queue",
+    )
+    queue_retry_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="seconds before a queued letter whose delivery failed (storage unreachable,"
+        " workers busy) is tried again; doubled at each failure up to queue_retry_max_seconds"
+        " (Postfix's minimal_backoff_time)",
+    )
+    queue_retry_max_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="the longest wait between two tries of a queued letter (Postfix's"
+        " maximal_backoff_time); a letter that got 250 is never given up",
+    )
+    queue_remember_days: float = Field(
+        30.0,
+        gt=0,
+        description="days the index remembers a queued letter as delivered, so that its queue"
+        " entry, left by a crash just after the delivery, is not delivered twice",
+    )
 
     def fqdn(self) -> str:
         """The name pochta gives itself: ``hostname``, else this host's FQDN."""
@@ -1016,7 +1061,7 @@ class PostgresSettings(Section):
         default_factory=list,
         description="with blobs.backend = postgres: the databases FileDB's records are spread"
         " over by key (each its own primary with its own standby; docs/sizing.md), e.g."
-        " [\"postgresql://pochta:PW@fdb1/pochta\", \"postgresql://pochta:PW@fdb2/pochta\"];"
+        ' ["postgresql://pochta:PW@fdb1/pochta", "postgresql://pochta:PW@fdb2/pochta"];'
         " every other store stays in dsn. Empty: FileDB is in dsn. Their number and order fix"
         " where each file's record lives: set them once, when the installation starts",
     )
@@ -1032,7 +1077,6 @@ class PostgresSettings(Section):
         description="FileDB groups one process has on the wire at once (each on its own"
         " connection; keep it below pool_max)",
     )
-
 
     @field_validator("filedb_shards")
     @classmethod

@@ -209,8 +209,14 @@ class _Metrics:
         self.mail_refused: Counter = Counter(
             "pochta_mail_refused_total",
             "MAIL FROM commands refused before any letter, by reason (disk_reserve: the spool's"
-            " file system is below its reserve)",
+            " file system is below its reserve; queue_full: the incoming queue is at its limits)",
             ["reason"],
+        )
+        self.queue_tries: Counter = Counter(
+            "pochta_queue_tries_total",
+            "Tries of the incoming queue's letters (smtp.answer = queued), by outcome (done,"
+            " drop, hold, retry)",
+            ["outcome"],
         )
         self.login_failures: Counter = Counter(
             "pochta_login_failures_total",
@@ -359,6 +365,10 @@ def connection_refused(protocol: str, limit: str) -> None:
 
 def connection_untracked(protocol: str) -> None:
     m().connections_untracked.labels(protocol).inc()
+
+
+def queued(outcome: str) -> None:
+    m().queue_tries.labels(outcome).inc()
 
 
 def mail_refused(reason: str) -> None:

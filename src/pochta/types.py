@@ -477,14 +477,27 @@ class DeliveryIndex(Protocol):
         letters: Sequence[NewStoredLetter],
         *,
         delivered: bool = False,
+        queued: str | None = None,
     ) -> list[int]:
         """Write the letters PENDING (one skeleton shared), each with the next UID of its
         folder and its ``flags``; their ids, in order.
         ``delivered``: write them DELIVERED at once (letters with no attachment to count: the
-        delivery is then one write). InvalidInput for a folder the user does not have."""
+        delivery is then one write). InvalidInput for a folder the user does not have.
+        ``queued`` (with ``delivered``): the id of the incoming queue's entry this delivery
+        comes from, recorded in the same transaction (:meth:`was_queued`)."""
 
-    def finish_delivery(self, ids: Sequence[int]) -> int:
-        """PENDING letters become DELIVERED; returns how many (fewer: some were abandoned)."""
+    def finish_delivery(self, ids: Sequence[int], *, queued: str | None = None) -> int:
+        """PENDING letters become DELIVERED; returns how many (fewer: some were abandoned).
+        ``queued``: as for :meth:`begin_delivery`, recorded in the same transaction when
+        every letter of ``ids`` became DELIVERED."""
+
+    def was_queued(self, queued: str) -> bool:
+        """Whether a delivery of the incoming queue's entry ``queued`` was made (its queue
+        file may outlive it: a crash between the two; the entry is then done)."""
+
+    def forget_queued(self, before: float) -> int:
+        """Forget the entries recorded before ``before`` (seconds since the epoch); how
+        many."""
 
 
 class LetterIndex(Protocol):

@@ -129,6 +129,33 @@ def test_a_delivery_with_nothing_to_count_is_written_delivered(index: MailIndex)
     assert index.finish_delivery(ids) == 0  # nothing left to finish
 
 
+def test_a_queue_entry_is_recorded_with_the_delivery_that_makes_its_letters_delivered(
+    index: MailIndex, clock: FakeClock
+) -> None:
+    a = index.add_user("a@example.org", "h")
+    at_once = index.begin_delivery(
+        b"s", meta(), [NewStoredLetter(a.id, "Inbox", ())], delivered=True, queued="q1"
+    )
+    assert at_once and index.was_queued("q1")
+    with pytest.raises(InvalidInput):  # a PENDING delivery records nothing yet
+        index.begin_delivery(b"s", meta(), [NewStoredLetter(a.id, "Inbox", ())], queued="q2")
+    ids = index.begin_delivery(b"s", meta(), [NewStoredLetter(a.id, "Inbox", refs(1))])
+    assert not index.was_queued("q2")
+    assert index.finish_delivery(ids, queued="q2") == 1
+    assert index.was_queued("q2")
+    # a delivery cut short (its letters abandoned) is not recorded: the entry is delivered again
+    cut = index.begin_delivery(b"s", meta(), [NewStoredLetter(a.id, "Inbox", refs(2))])
+    index.abandon(cut, [])
+    assert index.finish_delivery(cut, queued="q3") == 0
+    assert not index.was_queued("q3")
+    clock.now += 100
+    index.begin_delivery(
+        b"s", meta(), [NewStoredLetter(a.id, "Inbox", ())], delivered=True, queued="q4"
+    )
+    assert index.forget_queued(clock.now - 50) == 2  # q1, q2
+    assert not index.was_queued("q1") and index.was_queued("q4")
+
+
 def test_no_one_reaches_another_users_letter(index: MailIndex) -> None:
     a = index.add_user("a@example.org", "h")
     b = index.add_user("b@example.org", "h")

@@ -96,14 +96,15 @@ def test_a_database_at_version_6_upgrades_to_the_models_lists_and_words(
 ) -> None:
     """An installation upgraded before issue 28 (schema 6, the IMAP one): ``pochta db
     upgrade`` adds the model versions (7), the sender lists (8), the learned words and the
-    history (9), FileDB's shard place (10), in that order, and a pochta built on it uses the
-    first three."""
+    history (9), FileDB's shard place (10), the queue's delivered entries (11), in that order,
+    and a pochta built on it uses the first three."""
     real = migrate.shipped()
     assert [f"{m.version:04d}_{m.name}" for m in real[6:]] == [
         "0007_models",
         "0008_sender_lists",
         "0009_words_history",
         "0010_filedb_shards",
+        "0011_queued",
     ]
     with monkeypatch.context() as m:
         m.setattr(migrate, "shipped", lambda: real[:6])
@@ -112,7 +113,7 @@ def test_a_database_at_version_6_upgrades_to_the_models_lists_and_words(
     assert code == 6 and "version 6" in out and "pochta db upgrade" in err
     code, out, _ = pochta_cli("db", "upgrade", "--json", "--data", str(tmp_path))
     assert code == 0, out
-    assert [a["version"] for a in json.loads(out)["applied"]] == [7, 8, 9, 10]
+    assert [a["version"] for a in json.loads(out)["applied"]] == [7, 8, 9, 10, 11]
     pochta = build(pg_settings(tmp_path / "data", dsn_env))
     try:
         user = pochta.mailbox.add_user("a@example.org", "a long enough password")

@@ -203,6 +203,9 @@ DOOR = {
     "pochta.mailbox.trace",  # the trace header SMTP writes
     "pochta.mailbox.lists",  # the sender lists: a service with a door of its own
     "pochta.mailbox.importer",  # mbox / Maildir import (pochta mail import)
+    # the incoming queue (smtp.answer = "queued"): its record, its store's entry, its runner,
+    # which SMTP hands letters to and starts; it delivers through SMTP's own path
+    *("pochta.mailbox.queue", "pochta.mailbox.queuedb", "pochta.mailbox.queuerunner"),
 }
 """The mailbox modules an edge may import; the rest (the rooms, the index, feedback,
 deletion...) are behind ``Mailbox``."""

@@ -196,4 +196,3 @@ def _binding(user: User | None) -> str:
     if user is None:
         return ""
     return hashlib.sha256(b"pochta binding\0" + user.password_hash.encode()).hexdigest()[:32]
-

@@ -148,10 +148,13 @@ class Delivery:
         flags: LetterFlag = LetterFlag.NONE,
         received: float | None = None,
         files: Mapping[int, Path] | None = None,
+        queued: str | None = None,
     ) -> Delivered:
         """Steps 1 to 5, once the letter is prepared (in a worker, or by ``deliver``).
         ``files``: extracted parts (by index) whose content a worker wrote to a file rather
-        than sending it back (see ``mailbox.intake``); read from there as they are stored."""
+        than sending it back (see ``mailbox.intake``); read from there as they are stored.
+        ``queued``: the incoming queue's entry the letter comes from, recorded in the index
+        in the transaction that makes the letters DELIVERED (step 4: exactly once)."""
         self.check_size(prepared.size)
         unique = list({u.id: u for u in recipients}.values())
         if not unique:
@@ -197,7 +200,9 @@ class Delivery:
                 ]
                 # nothing to count and one group: one write, and it is delivered
                 at_once = not parts.parts and len(groups) == 1
-                ids = self.index.begin_delivery(parts.skeleton, meta, new, delivered=at_once)
+                ids = self.index.begin_delivery(
+                    parts.skeleton, meta, new, delivered=at_once, queued=queued if at_once else None
+                )
                 written.append((parts, new, ids))
         except BaseException:
             self.deletions.abandon([i for _, _, ids in written for i in ids])
@@ -213,7 +218,7 @@ class Delivery:
             except BaseException:
                 self.deletions.abandon(ids)
                 raise
-            if self.index.finish_delivery(ids) < len(ids):
+            if self.index.finish_delivery(ids, queued=queued) < len(ids):
                 raise StorageError(
                     "the delivery took longer than mailbox.pending_grace_seconds and was undone;"
                     " try again"

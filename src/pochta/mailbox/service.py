@@ -267,13 +267,34 @@ class Mailbox:
         flags: LetterFlag = LetterFlag.NONE,
         received: float | None = None,
         files: Mapping[int, Path] | None = None,
+        queued: str | None = None,
     ) -> Delivered:
         """A letter prepared in a worker (see ``mailbox.intake``): received over SMTP/LMTP,
         or given by IMAP APPEND (with its ``folder``, ``flags`` and ``received``, and the
-        ``files`` its big parts were written to)."""
+        ``files`` its big parts were written to); ``queued``: the incoming queue's entry it
+        comes from (recorded with the delivery: :meth:`was_queued`)."""
         return self.delivery.deliver_prepared(
-            prepared, recipients, folder=folder, flags=flags, received=received, files=files
+            prepared,
+            recipients,
+            folder=folder,
+            flags=flags,
+            received=received,
+            files=files,
+            queued=queued,
         )
+
+    def check_size(self, size: int) -> None:
+        """TooLarge for a letter of ``size`` bytes (its trace header included) that a delivery
+        would refuse (``smtp.max_message_size``)."""
+        self.delivery.check_size(size)
+
+    def was_queued(self, queued: str) -> bool:
+        """Whether the incoming queue's entry ``queued`` was delivered already."""
+        return self.index.was_queued(queued)
+
+    def forget_queued(self, before: float) -> int:
+        """Forget the queue entries delivered before ``before``; how many."""
+        return self.index.forget_queued(before)
 
     def prepare(self, raw: bytes) -> Prepared:
         """A letter a client gives (IMAP APPEND), parsed and split in this thread: InvalidInput

@@ -105,6 +105,7 @@ def create_app(
                     budget=pochta.budget,
                     executors=pochta.executors,
                     imap=settings.imap if settings.imap.enabled else None,
+                    queue=pochta.queue,
                 )
             if settings.imap.enabled:
                 store = ImapStore(pochta.mailbox, wake_deletions=pochta.deletion_job.wake)
@@ -136,6 +137,8 @@ def create_app(
                 await imap_server.close()  # BYE to the sessions still open
             for server in listeners:
                 await server.wait_closed()
+            if pochta.queue is not None:
+                await pochta.queue.stop()  # the letters not delivered stay queued
             if own_doorman is not None:
                 own_doorman.close()
             await asyncio.to_thread(pochta.close)  # joins the threads; flushes the counters

@@ -23,6 +23,13 @@ index (its database) is unreachable, at RCPT or at the end of DATA: never aiosmt
 an exception, which a sender would take as final. A letter pochta cannot accept is refused for
 good (554). LMTP answers once per accepted recipient.
 
+With ``smtp.answer = "queued"`` (SMTP only) the end of DATA writes the letter, its trace header
+and its envelope to the incoming queue (:mod:`pochta.mailbox.queuedb`) and answers ``250 ...
+queued as <id>`` once they are durable; the queue's runner (:mod:`pochta.mailbox.queuerunner`)
+then calls :meth:`DeliveryHandler.attempt`, which takes the path above (the same
+``_prepared``) and tells its end as the queue's outcome instead of a reply. MAIL FROM gets 452
+4.3.1 and the end of DATA 451 4.3.0 while the queue is at its limits.
+
 Before the greeting, the connection limits (:mod:`pochta.server.connections`): a client over
 one gets ``421 4.7.0 <hostname> Error: too many connections from <address>`` and is
 disconnected. MAIL FROM gets ``452 4.3.1 Insufficient system storage`` while the spool's file
@@ -85,8 +92,11 @@ from pochta.errors import (
 from pochta.executors import Executors, run_in
 from pochta.guard.anvil import Admission
 from pochta.guard.reserve import DiskReserve, free_bytes, reserve_for
-from pochta.mailbox.intake import Intake, RawLetter
+from pochta.mailbox.intake import Intake, RawLetter, size_of
 from pochta.mailbox.prepare import Prepared
+from pochta.mailbox.queue import Entry, Outcome, new_id
+from pochta.mailbox.queuedb import Due
+from pochta.mailbox.queuerunner import QueueRunner
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
 from pochta.server.connections import Doorman, smtp_refusal
@@ -161,7 +171,11 @@ class DeliveryHandler:
         reserve: DiskReserve | None = None,
         lookups: Executor | None = None,
         deliveries: Executor | None = None,
+        queue: QueueRunner | None = None,
+        budget: Budget | None = None,
     ) -> None:
+        self.queue = queue if not lmtp else None  # smtp.answer = "queued"; LMTP never
+        self.budget = budget  # the server's memory budget, for a queued letter read whole
         self.mailbox = mailbox
         self.intake = intake
         self.hostname = hostname
@@ -191,6 +205,9 @@ class DeliveryHandler:
                     reserve.reserve >> 20,
                 )
             metrics.mail_refused("disk_reserve")
+            return INSUFFICIENT_STORAGE
+        if self.queue is not None and self.queue.full():
+            metrics.mail_refused("queue_full")
             return INSUFFICIENT_STORAGE
         if self._short:
             self._short = False
@@ -233,7 +250,7 @@ class DeliveryHandler:
         """The reply to a letter received whole (``letter``: its bytes or its spooled file;
         ``eol``: its line ending, for the trace header; ``held``: its spool's share of the
         memory budget, which the caller gives back after the reply)."""
-        queue_id = secrets.token_hex(6)
+        queue_id = new_id() if self.queue is not None else secrets.token_hex(6)
         with logs.bound(queue_id=queue_id):  # ties this letter's lines together
             return await self._letter(session, envelope, letter, eol, queue_id, held)
 
@@ -270,8 +287,72 @@ class DeliveryHandler:
             sender=envelope.mail_from or "",
             recipients=tuple(envelope.rcpt_tos),
         )
+        if self.queue is not None:
+            return await self._enqueue(trace, letter, queue_id, envelope_, session.host_name)
         status = await self._deliver(trace, letter, queue_id, envelope_, session.host_name, held)
         return self._each(envelope, status)
+
+    async def _enqueue(
+        self, trace: bytes, letter: RawLetter, queue_id: str, envelope: Envelope, helo: str | None
+    ) -> str:
+        """``smtp.answer = "queued"``: 250 once the letter is durable in the incoming queue,
+        delivered from there (:mod:`pochta.mailbox.queuerunner`)."""
+        assert self.queue is not None
+        size = size_of(letter)
+        try:  # refused now as the delivery would refuse it (its trace header counts too)
+            self.mailbox.check_size(len(trace) + size)
+        except TooLarge as exc:
+            return f"552 5.3.4 {exc.message}"
+        if self.queue.full(size):
+            log.warning("letter %s deferred: the incoming queue is full", queue_id)
+            return QUEUE_FULL
+        entry = Entry(
+            queue_id,
+            envelope.sender or "",
+            tuple(envelope.recipients),
+            envelope.ip,
+            helo,
+            trace,
+            size,
+            time.time(),
+        )
+        try:
+            await self.queue.put(entry, letter)
+        except (PochtaError, OSError) as exc:
+            log.warning("letter %s deferred: it could not be queued: %s", queue_id, exc)
+            return STORAGE_UNAVAILABLE
+        except Exception:  # never aiosmtpd's "500 Error": a sender takes a 5xx as final
+            log.exception("letter %s deferred: it could not be queued", queue_id)
+            return STORAGE_UNAVAILABLE
+        # at debug: its "delivered" line (same queue id) follows at info
+        log.debug("queued %s: %d bytes to %d recipient(s)", queue_id, size, len(entry.recipients))
+        return f"250 2.0.0 OK queued as {queue_id}"
+
+    async def attempt(self, due: Due) -> Outcome:
+        """One try of a queued letter (the runner's): the path of ``answer = "delivered"``
+        (:meth:`_prepared`), its end told as the queue's outcome."""
+        e = due.entry
+        envelope = Envelope(ip=e.ip, sender=e.sender, recipients=e.recipients)
+        held = self.budget.share() if self.budget is not None else None
+        with logs.bound(queue_id=e.id):
+            try:
+                done, recipients = await self._prepared(
+                    e.trace, due.letter, envelope, e.helo, held, queued=e.id
+                )
+            except NoRecipients:
+                log.warning("queued %s dropped: none of its recipients has a mailbox now", e.id)
+                return "drop"
+            except (TooLarge, InvalidInput) as exc:
+                log.error("queued %s held (not tried again): %s", e.id, exc.message)
+                return "hold"
+            except PochtaError as exc:
+                log.warning("queued %s deferred: %s", e.id, exc.message)
+                return "retry"
+            finally:
+                if held is not None:
+                    held.release()
+            self._delivered(e.id, done, recipients)
+            return "done"
 
     def _each(self, envelope: aiosmtpd.smtp.Envelope, status: str) -> str:
         """The reply to the end of DATA: LMTP answers once per accepted recipient."""
@@ -289,17 +370,7 @@ class DeliveryHandler:
         held: Share | None,
     ) -> str:
         try:
-            stored = await self.intake.prepare_then(
-                lambda prepared: self._store(prepared, envelope.recipients),
-                self.deliveries,
-                letter,
-                envelope,
-                helo,
-                prefix=trace,
-                analyze=self.mailbox.scores,
-                shingles=self.mailbox.counts_shingles,
-                held=held,
-            )
+            stored = await self._prepared(trace, letter, envelope, helo, held)
         except NoRecipients:
             return "554 5.1.1 no valid recipients"
         except TooLarge as exc:
@@ -321,6 +392,34 @@ class DeliveryHandler:
             log.exception("delivery %s failed", queue_id)
             return "451 4.3.0 temporary failure; try again later"
         done, recipients = stored
+        self._delivered(queue_id, done, recipients)
+        return f"250 2.0.0 OK queued as {queue_id}"
+
+    async def _prepared(
+        self,
+        trace: bytes,
+        letter: RawLetter,
+        envelope: Envelope,
+        helo: str | None,
+        held: Share | None,
+        queued: str | None = None,
+    ) -> tuple[Delivered, int]:
+        """A letter's one path, either answer: prepared by a worker, then stored by a
+        delivery thread (``queued``: the queue entry it comes from, recorded with it)."""
+        return await self.intake.prepare_then(
+            lambda prepared: self._store(prepared, envelope.recipients, queued),
+            self.deliveries,
+            letter,
+            envelope,
+            helo,
+            prefix=trace,
+            analyze=self.mailbox.scores,
+            shingles=self.mailbox.counts_shingles,
+            held=held,
+        )
+
+    @staticmethod
+    def _delivered(queue_id: str, done: Delivered, recipients: int) -> None:
         log.info(
             "delivered %s: %d bytes to %d recipient(s), letters %s, verdict %s",
             queue_id,
@@ -329,16 +428,17 @@ class DeliveryHandler:
             ",".join(map(str, done.ids)),
             _verdict(done),
         )
-        return f"250 2.0.0 OK queued as {queue_id}"
 
-    def _store(self, prepared: Prepared, addresses: Sequence[str]) -> tuple[Delivered, int]:
+    def _store(
+        self, prepared: Prepared, addresses: Sequence[str], queued: str | None = None
+    ) -> tuple[Delivered, int]:
         """In a delivery thread: the recipients looked up again (one may have been deleted
         since its RCPT) and the letter stored for them; the delivery and how many they were.
         One hop off the loop for both (each costs a thread's wake-up and the loop's)."""
         users = [u for u in map(self.mailbox.user, addresses) if u is not None]
         if not users:
             raise NoRecipients
-        return self.mailbox.deliver_prepared(prepared, users), len(users)
+        return self.mailbox.deliver_prepared(prepared, users, queued=queued), len(users)
 
 
 class NoRecipients(Exception):
@@ -358,6 +458,7 @@ STORAGE_UNAVAILABLE = "451 4.3.0 storage is unavailable; try again later"
 UNSCORED = "451 4.7.1 the letter could not be scored in time; try again later"
 OVERLOADED = "451 4.3.0 the server is too busy to take the letter now; try again later"
 INSUFFICIENT_STORAGE = "452 4.3.1 Insufficient system storage"
+QUEUE_FULL = "451 4.3.0 the incoming queue is full; try again later"
 NOT_ERRORS = ("421", TOO_MANY_RECIPIENTS[:9], "451", INSUFFICIENT_STORAGE[:9])
 """Replies that do not count toward the error limit: the closing 421 itself, the recipient
 limit (a flow limit the client is right to run into) and pochta's own temporary failures
@@ -725,6 +826,7 @@ async def start(
     budget: Budget | None = None,
     executors: Executors | None = None,
     imap: ImapSettings | None = None,
+    queue: QueueRunner | None = None,
 ) -> list[asyncio.Server]:
     """Start the SMTP (and LMTP) listeners on the running loop; the caller closes them.
     Letters being received go to ``spool_dir`` above ``settings.spool_threshold`` bytes, or
@@ -736,7 +838,8 @@ async def start(
     the connection limits, asked before the greeting (None: none). ``executors``: the pools
     recipient lookups and deliveries run on (None: the loop's default pool). ``imap``: the
     IMAP listener's settings when it spools to the same directory (its letters are kept
-    longer: :func:`spool_age`)."""
+    longer: :func:`spool_age`). ``queue``: the incoming queue (``smtp.answer = "queued"``),
+    started here with the SMTP handler's path; the caller stops it."""
     loop = asyncio.get_running_loop()
     hostname = settings.fqdn()
     clear_spool(spool_dir, older_than=spool_age(settings, imap))
@@ -760,7 +863,11 @@ async def start(
             reserve=reserve,
             lookups=executors.lookups if executors is not None else None,
             deliveries=executors.deliveries if executors is not None else None,
+            queue=queue,
+            budget=budget,
         )
+        if queue is not None and not lmtp:
+            queue.start(handler.attempt)
 
         def factory(
             cls: type[PochtaSMTP] = cls,

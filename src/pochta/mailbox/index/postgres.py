@@ -78,6 +78,8 @@ _USER = "SELECT id, email, password_hash, reset_required, admin FROM pochta.user
 _REFS = "r.n, r.key, r.size, r.crc32, r.magic"
 # finish a delivery whose first answer was lost: the letters still PENDING, plus those
 # DELIVERED already (the snapshot the second count reads is the one before the UPDATE)
+_QUEUED = "INSERT INTO pochta.queued (id, at) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+
 _FINISH = """
 WITH done AS (
     UPDATE pochta.letters SET state = 1 WHERE id = ANY(%(ids)s::bigint[]) AND state = 0
@@ -95,9 +97,7 @@ def _one(cur: psycopg.Cursor[Any]) -> int:
 
 
 def _letter(row: Sequence[Any]) -> StoredLetter:
-    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[
-        :11
-    ]
+    (id_, user_id, folder, size, received, date, sender, subject, seen, flagged, verdict) = row[:11]
     return StoredLetter(
         id=int(id_),
         user_id=int(user_id),
@@ -335,12 +335,17 @@ class PostgresIndex:
         letters: Sequence[NewStoredLetter],
         *,
         delivered: bool = False,
+        queued: str | None = None,
     ) -> list[int]:
         state = int(LetterState.DELIVERED if delivered else LetterState.PENDING)
+        if queued is not None and not delivered:
+            raise InvalidInput("a queue entry is recorded when its letters are delivered")
         sent: list[tuple[int, list[int]]] = []  # the backend and the ids, once all was written
 
         def op(conn: Conn) -> list[int]:
             sent.clear()
+            if queued is not None:
+                conn.execute(_QUEUED, (queued, self._clock()))
             wanted = sorted({(new.user_id, new.folder) for new in letters})
             rows = conn.execute(
                 "SELECT f.user_id, f.name, f.id FROM pochta.folders f"
@@ -456,21 +461,38 @@ class PostgresIndex:
                 return bool(found)
             time.sleep(_COMMITTED_PAUSE)
 
-    def finish_delivery(self, ids: Sequence[int]) -> int:
+    def finish_delivery(self, ids: Sequence[int], *, queued: str | None = None) -> int:
+        finish = "UPDATE pochta.letters SET state = 1 WHERE id = ANY(%s::bigint[]) AND state = 0"
+
+        def op(conn: Conn) -> int:
+            done = conn.execute(finish, (list(ids),)).rowcount
+            if done == len(ids):
+                conn.execute(_QUEUED, (queued, self._clock()))
+            return done
+
         try:
-            return self._db.execute(
-                "UPDATE pochta.letters SET state = 1 WHERE id = ANY(%s::bigint[]) AND state = 0",
-                (list(ids),),
-            )
+            if queued is None:
+                return self._db.execute(finish, (list(ids),))
+            return self._db.transaction(op)
         except StorageError as exc:
             if not lost(exc.__cause__):
                 raise
             log.warning("finishing delivery %s: the answer was lost: %s", ids[:1], exc.message)
         # it may have been committed (a primary lost after its commit, before its answer:
         # the synchronous standby has it). Only this delivery finishes its letters, so those
-        # DELIVERED now were finished by it; finish the rest, and count both
+        # DELIVERED now were finished by it; finish the rest, and count both (the queue
+        # entry then recorded apart: a crash in between may deliver it again, never lose it)
         params = {"ids": list(ids)}
-        return self._db.until_answered(lambda conn: _one(conn.execute(_FINISH, params)))
+        done = self._db.until_answered(lambda conn: _one(conn.execute(_FINISH, params)))
+        if queued is not None and done == len(ids):
+            self._db.until_answered(lambda conn: conn.execute(_QUEUED, (queued, self._clock())))
+        return done
+
+    def was_queued(self, queued: str) -> bool:
+        return bool(self._db.query("SELECT 1 FROM pochta.queued WHERE id = %s", (queued,)))
+
+    def forget_queued(self, before: float) -> int:
+        return self._db.execute("DELETE FROM pochta.queued WHERE at < %s", (before,))
 
     def pending(
         self, ids: Sequence[int] | None = None, before: float | None = None

@@ -89,6 +89,11 @@ CREATE TABLE IF NOT EXISTS refs (
     magic INTEGER NOT NULL,
     PRIMARY KEY (letter_id, n)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS queued (
+    id TEXT PRIMARY KEY,
+    at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS queued_by_time ON queued (at);
 """
 
 _LETTER = """
@@ -416,10 +421,15 @@ class SQLiteIndex:
         letters: Sequence[NewStoredLetter],
         *,
         delivered: bool = False,
+        queued: str | None = None,
     ) -> list[int]:
         state = int(LetterState.DELIVERED if delivered else LetterState.PENDING)
+        if queued is not None and not delivered:
+            raise InvalidInput("a queue entry is recorded when its letters are delivered")
 
         def op(conn: sqlite3.Connection) -> list[int]:
+            if queued is not None:
+                self._record_queued(conn, queued)
             cur = conn.execute(
                 "INSERT INTO skeletons (data, letters) VALUES (?, ?)", (skeleton, len(letters))
             )
@@ -465,14 +475,31 @@ class SQLiteIndex:
 
         return self._db.write(op)
 
-    def finish_delivery(self, ids: Sequence[int]) -> int:
+    def finish_delivery(self, ids: Sequence[int], *, queued: str | None = None) -> int:
         def op(conn: sqlite3.Connection) -> int:
-            return sum(
+            done = sum(
                 conn.execute(
                     "UPDATE letters SET state = 1 WHERE id = ? AND state = 0", (i,)
                 ).rowcount
                 for i in ids
             )
+            if queued is not None and done == len(ids):
+                self._record_queued(conn, queued)
+            return done
+
+        return self._db.write(op)
+
+    def _record_queued(self, conn: sqlite3.Connection, queued: str) -> None:
+        conn.execute(
+            "INSERT OR IGNORE INTO queued (id, at) VALUES (?, ?)", (queued, self._clock())
+        ).close()
+
+    def was_queued(self, queued: str) -> bool:
+        return bool(self._db.query("SELECT 1 FROM queued WHERE id = ?", (queued,)))
+
+    def forget_queued(self, before: float) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            return conn.execute("DELETE FROM queued WHERE at < ?", (before,)).rowcount
 
         return self._db.write(op)
 

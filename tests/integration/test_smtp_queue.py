@@ -1,0 +1,188 @@
+"""``smtp.answer = "queued"`` against a real `pochta serve`: 250 at the queue, delivered after,
+exactly once across a SIGKILL, retried while the store refuses, bounded."""
+
+from __future__ import annotations
+
+import re
+import signal
+import smtplib
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.conftest import Server, start_server
+from tests.integration.test_smtp import add_users, raws
+from tests.mailtools import letter, payload
+
+pytestmark = pytest.mark.integration
+
+QUEUED = {"POCHTA_SMTP__ANSWER": "queued", "POCHTA_SMTP__QUEUE_RETRY_SECONDS": "0.5"}
+
+
+def subjects(server: Server, email: str) -> list[str]:
+    out = []
+    for raw in raws(server, email):
+        for line in raw.split(b"\r\n"):
+            if line.startswith(b"Subject: "):
+                out.append(line[9:].decode())
+                break
+    return out
+
+
+def wait_for(server: Server, email: str, count: int, timeout: float = 60.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = subjects(server, email)
+        except httpx.HTTPError:  # a server process restarting
+            if time.monotonic() > deadline:
+                raise
+            got = []
+        if len(got) >= count or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+def test_letters_answered_at_the_queue_are_delivered_once_across_a_sigkill(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    # one delivery at a time, four connections: letters wait in the queue when it is killed
+    slow = {**QUEUED, "POCHTA_SMTP__QUEUE_DELIVERIES": "1"}
+    srv = start_server(data, tmp_path / "serve.log", settings=slow)
+
+    def send(c: int) -> list[str]:
+        out = []
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
+            for i in range(c, 60, 4):
+                raw = letter(subject=f"letter {i}", attachments=[("a.bin", payload(i, 3_000))])
+                assert smtp.sendmail("s@example.net", ["alice@example.org"], raw) == {}
+                out.append(f"letter {i}")
+        return out
+
+    with ThreadPoolExecutor(4) as pool:
+        sent = [s for part in pool.map(send, range(4)) for s in part]
+    srv.stop(signal.SIGKILL)  # at once, right after the last 250
+    srv = start_server(data, tmp_path / "serve2.log", settings=QUEUED)
+    try:
+        got = wait_for(srv, "alice@example.org", len(sent))
+        assert sorted(got) == sorted(sent)  # every one, none twice
+        time.sleep(1.0)
+        assert len(subjects(srv, "alice@example.org")) == len(sent)
+    finally:
+        srv.stop()
+    after = re.findall(r"delivered [0-9a-f]{16}: ", (tmp_path / "serve2.log").read_text())
+    assert after  # the restart delivered what the killed server had queued
+    check = subprocess.run(
+        [sys.executable, "-m", "pochta", "fsck", "--json", "--data", str(data)],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _set_flags(data: Path, flags: str) -> None:
+    """The one pair's flags, with the CLI (the server, running, reads them at each upload)."""
+    subprocess.run(
+        [sys.executable, "-m", "pochta", "pairs", "set-flags", "1", flags, "--data", str(data)],
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_a_letter_the_store_refuses_stays_queued_and_is_retried(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    srv = start_server(data, tmp_path / "serve.log", settings=QUEUED)
+    try:
+        _set_flags(data, "readonly")  # no pair takes a new file: the delivery fails
+        raw = letter(subject="kept", attachments=[("a.bin", payload(7, 20_000))])
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
+            smtp.sendmail("s@example.net", ["alice@example.org"], raw)
+        time.sleep(3.0)  # several tries fail meanwhile
+        assert subjects(srv, "alice@example.org") == []
+        assert b"deferred" in srv.log.read_bytes()
+        _set_flags(data, "none")
+        assert wait_for(srv, "alice@example.org", 1) == ["kept"]
+    finally:
+        srv.stop()
+
+
+def test_a_full_queue_refuses_mail_until_it_has_room(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    settings = {**QUEUED, "POCHTA_SMTP__QUEUE_MAX_LETTERS": "2"}
+    srv = start_server(data, tmp_path / "serve.log", settings=settings)
+    try:
+        _set_flags(data, "readonly")
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
+            for i in range(2):
+                raw = letter(subject=f"q{i}", attachments=[("a.bin", payload(i, 20_000))])
+                smtp.sendmail("s@example.net", ["alice@example.org"], raw)
+            code, _ = smtp.mail("s@example.net")
+            assert code == 452  # the queue is at its limit: the client keeps the letter
+            smtp.rset()
+        _set_flags(data, "none")
+        assert sorted(wait_for(srv, "alice@example.org", 2)) == ["q0", "q1"]
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
+            smtp.sendmail("s@example.net", ["alice@example.org"], letter(subject="q2"))
+        assert sorted(wait_for(srv, "alice@example.org", 3)) == ["q0", "q1", "q2"]
+    finally:
+        srv.stop()
+
+
+@pytest.mark.slow
+def test_two_server_processes_each_queue_and_a_killed_ones_letters_are_delivered(
+    tmp_path: Path,
+) -> None:
+    """``serve --workers 2``: each process has its slot of the queue; one killed right after
+    its 250s leaves its letters there, and its replacement (or the other process) delivers
+    them, once each."""
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    settings = {**QUEUED, "POCHTA_ANTISPAM__POOL_PROCESSES": "0", "POCHTA_GUARD__LOCK_TTL": "2"}
+    srv = start_server(data, tmp_path / "serve.log", settings=settings, args=("--workers", "2"))
+    try:
+        sent = []
+        for i in range(30):  # a connection each: the kernel spreads them over the processes
+            with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
+                smtp.sendmail("s@example.net", ["alice@example.org"], letter(subject=f"w{i}"))
+            sent.append(f"w{i}")
+        workers = Path(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read_text().split()
+        for pid in workers:  # both: whatever either still held is left in its slot
+            subprocess.run(["kill", "-KILL", pid], check=False)
+        got = wait_for(srv, "alice@example.org", len(sent), timeout=120)
+        assert sorted(got) == sorted(sent)
+        time.sleep(1.0)
+        assert len(subjects(srv, "alice@example.org")) == len(sent)
+        # a slot each (a replacement started before the killed process was gone took a
+        # third; the dead slot's letters were adopted)
+        assert len(list((data / "queue").glob("*.lock"))) >= 2
+    finally:
+        srv.stop(signal.SIGTERM, timeout=60)
+
+
+def test_a_letter_the_delivery_would_refuse_for_its_size_gets_552_not_250(tmp_path: Path) -> None:
+    """Its trace header brings it over ``max_message_size``: refused at once, as with
+    ``answer = "delivered"``, rather than answered 250 and then held in the queue."""
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    settings = {**QUEUED, "POCHTA_SMTP__MAX_MESSAGE_SIZE": "4000"}
+    srv = start_server(data, tmp_path / "serve.log", settings=settings)
+    try:
+        raw = letter(subject="near the limit", text="x" * 60 + "\n")
+        raw += b"y" * (3990 - len(raw)) + b"\r\n"  # under the limit itself
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
+            with pytest.raises(smtplib.SMTPDataError) as refused:
+                smtp.sendmail("s@example.net", ["alice@example.org"], raw)
+            assert refused.value.smtp_code == 552
+            smtp.sendmail("s@example.net", ["alice@example.org"], letter(subject="small"))
+        assert wait_for(srv, "alice@example.org", 1) == ["small"]
+    finally:
+        srv.stop()
