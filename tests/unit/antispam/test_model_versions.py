@@ -89,6 +89,31 @@ def test_a_version_that_does_not_load_leaves_the_model_in_place(shipped: booster
     assert again.version is None and again.error is not None and "broken" in again.error
 
 
+def test_the_version_changes_once_the_switch_is_made(shipped: booster.Model) -> None:
+    """``version`` is the model in use: it moves after ``on_switch`` returns (what a test or
+    an admin page polls), and a switch that raised is tried again at the next check."""
+    models = MemoryModelStore()
+    seen: list[tuple[str | None, str | None]] = []
+    fail = [True]
+
+    def on_switch(switched: Switched) -> None:
+        seen.append((live.version, switched.version))  # the version while switching
+        if fail[0]:
+            raise RuntimeError("the pool could not restart")
+
+    live = LiveModel(models, shipped, on_switch, interval=10)
+    live.initial()
+    models.put("v1", with_threshold(shipped, 0.7), created=1)
+    models.promote("v1")
+    with pytest.raises(RuntimeError):
+        live.check(force=True)
+    assert live.version is None  # not switched: still the shipped model
+    fail[0] = False
+    assert live.check(force=True) is True
+    assert live.version == "v1"
+    assert seen == [(None, "v1"), (None, "v1")]
+
+
 def test_a_loader_starts_with_the_live_version(tmp_path: Path, shipped: booster.Model) -> None:
     s = load_settings(data_dir=tmp_path / "data", antispam={"pool_processes": 0})
     models = DirectoryModelStore(tmp_path / "data" / store_mod.MODELS_DIR)

@@ -165,7 +165,9 @@ class Switched:
 class LiveModel:
     """The model a loader uses, following the store's pointer: :meth:`check` (every
     ``interval`` seconds at most) reads the pointer and, when it moved, loads the version and
-    calls ``on_switch``. A version that cannot be loaded leaves the current model in place."""
+    calls ``on_switch``; :attr:`version` changes once that returns (a switch that raised is
+    tried again at the next check). A version that cannot be loaded leaves the current model
+    in place."""
 
     def __init__(
         self,
@@ -219,9 +221,9 @@ class LiveModel:
             except (StorageError, NotFound, ConfigError) as exc:
                 self.error = exc.message
                 return False
-            self.error = None
-            self.version = wanted
             self.on_switch(Switched(wanted, model))
+            self.error = None
+            self.version = wanted  # after the switch: the version is the model in use
             return True
 
     def start(self) -> None:
