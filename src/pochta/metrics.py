@@ -218,6 +218,18 @@ class _Metrics:
             " drop, hold, retry)",
             ["outcome"],
         )
+        self.queue_letters: Gauge = Gauge(
+            "pochta_queue_letters",
+            "Letters waiting in the incoming queue's slots of the live server processes"
+            " (smtp.answer = queued), held ones left out; smtp.queue_max_letters is each"
+            " process's limit",
+            multiprocess_mode="livesum",
+        )
+        self.queue_bytes: Gauge = Gauge(
+            "pochta_queue_bytes",
+            "Bytes of the letters counted by pochta_queue_letters (limit: smtp.queue_max_bytes)",
+            multiprocess_mode="livesum",
+        )
         self.login_failures: Counter = Counter(
             "pochta_login_failures_total",
             "Failed logins, by reason (invalid_credentials, password_reset_required, rate_limited)",
@@ -369,6 +381,12 @@ def connection_untracked(protocol: str) -> None:
 
 def queued(outcome: str) -> None:
     m().queue_tries.labels(outcome).inc()
+
+
+def queue_depth(letters: int, size: int) -> None:
+    metrics = m()
+    metrics.queue_letters.set(letters)
+    metrics.queue_bytes.set(size)
 
 
 def mail_refused(reason: str) -> None:

@@ -34,6 +34,14 @@ def subjects(server: Server, email: str) -> list[str]:
     return out
 
 
+def gauge(server: Server, name: str) -> float:
+    """An unlabelled gauge's value in ``/metrics`` (summed over the live processes)."""
+    for line in httpx.get(f"{server.url}/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} is not in /metrics")
+
+
 def wait_for(server: Server, email: str, count: int, timeout: float = 60.0) -> list[str]:
     deadline = time.monotonic() + timeout
     while True:
@@ -128,8 +136,15 @@ def test_a_full_queue_refuses_mail_until_it_has_room(tmp_path: Path) -> None:
             code, _ = smtp.mail("s@example.net")
             assert code == 452  # the queue is at its limit: the client keeps the letter
             smtp.rset()
+        assert gauge(srv, "pochta_queue_letters") == 2  # what an operator watches
+        assert gauge(srv, "pochta_queue_bytes") > 2 * 20_000
         _set_flags(data, "none")
         assert sorted(wait_for(srv, "alice@example.org", 2)) == ["q0", "q1"]
+        deadline = time.monotonic() + 30
+        while gauge(srv, "pochta_queue_letters") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gauge(srv, "pochta_queue_letters") == 0
+        assert gauge(srv, "pochta_queue_bytes") == 0
         with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
             smtp.sendmail("s@example.net", ["alice@example.org"], letter(subject="q2"))
         assert sorted(wait_for(srv, "alice@example.org", 3)) == ["q0", "q1", "q2"]

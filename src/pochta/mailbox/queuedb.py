@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pochta import metrics
 from pochta.blobs.nodes.groupsync import GroupSync, syncfs_of
 from pochta.errors import ConfigError, StorageError
 from pochta.mailbox.queue import BadRecord, Entry, decode, encode
@@ -161,6 +162,7 @@ class QueueStore:
         self._slots: dict[int, Slot] = {n: self.own}
         self._drop_orphans(self.own)
         self.letters, self.bytes = self._count(self.own)
+        metrics.queue_depth(self.letters, self.bytes)
 
     # -- writing -------------------------------------------------------------------------
     def put(self, entry: Entry, letter: bytes | Path) -> None:
@@ -200,6 +202,7 @@ class QueueStore:
         with self._lock:
             self.letters += 1
             self.bytes += entry.size
+            metrics.queue_depth(self.letters, self.bytes)
         self._removed(gone)
 
     def _durable(self, path: Path) -> None:
@@ -271,6 +274,7 @@ class QueueStore:
             if slot == self.own.n:
                 self.letters -= 1
                 self.bytes -= size
+                metrics.queue_depth(self.letters, self.bytes)
 
     # -- reading -------------------------------------------------------------------------
     def due(self, now: float, limit: int, skip: set[str]) -> list[Due]:
