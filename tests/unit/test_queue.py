@@ -216,6 +216,36 @@ def test_a_queued_letter_already_delivered_is_removed_not_delivered_again(tmp_pa
     index.close()
 
 
+def test_a_retry_recorded_while_the_loop_reads_when_the_next_is_due_is_not_lost(
+    tmp_path: Path,
+) -> None:
+    """The loop reads the earliest due time in a thread; a try that ends meanwhile records its
+    retry's time, which that read (made before) does not see: it must not overwrite it, or the
+    letter waits for the next letter queued (CI saw one wait past 30 s)."""
+    store = QueueStore(tmp_path / "q", inline=100)
+    read = store.next_due
+
+    def slow_next_due(skip: set[str]) -> float | None:
+        found = read(skip)
+        time.sleep(0.3)  # the try ends while this read is under way
+        return found
+
+    store.next_due = slow_next_due  # type: ignore[method-assign]
+    attempts = Attempts(["retry"])
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(attempts)
+        await asyncio.sleep(0.1)  # the loop's first read of the queue: in slow_next_due
+        first = entry(2)
+        await r.put(first, b"hi")  # handed over at once, fails once
+        await until(lambda: store.letters == 0, timeout=5.0)
+        assert attempts.seen == [first.id] * 2
+        await r.stop()
+
+    asyncio.run(main())
+
+
 def test_the_runner_retries_drops_holds_and_the_limits_hold(tmp_path: Path) -> None:
     store = QueueStore(tmp_path / "q", inline=100)
     attempts = Attempts(["retry", "retry"])

@@ -200,7 +200,11 @@ class QueueRunner:
                         self._begin(due, fresh=False)
                     if len(got) >= room:
                         self._unread = True  # more may be due: read on when a try ends
-                    self._next = await run_in(self._io, self.store.next_due, self._busy())
+                    # cleared first: a try that ends during the read (in a thread) sets its
+                    # retry's time, which the read, skipping it as busy, does not see
+                    self._next = None
+                    found = await run_in(self._io, self.store.next_due, self._busy())
+                    self._soonest(found)
                 failures = 0
             except Exception as exc:
                 # a damaged page fails every read: 1 s, doubled up to ADOPT_SECONDS, and one
@@ -229,6 +233,11 @@ class QueueRunner:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
+
+    def _soonest(self, at: float | None) -> None:
+        """The loop wakes by ``at`` too (None: no change)."""
+        if at is not None:
+            self._next = at if self._next is None else min(self._next, at)
 
     def _busy(self) -> set[str]:
         return set(self._tries) | self._reserved
@@ -267,7 +276,7 @@ class QueueRunner:
                 wait = backoff(due.attempts + 1, self.retry_first, self.retry_most)
                 at = self._clock() + wait
                 await run_in(self._io, self.store.retry, due, at)
-                self._next = at if self._next is None else min(self._next, at)
+                self._soonest(at)
                 log.info("queue entry %s deferred: tried again in %.0f s", queue_id, wait)
             metrics.queued(outcome)
         except Exception:
@@ -276,8 +285,7 @@ class QueueRunner:
             )
             # its row is as it was (due): read again after a pause, never forgotten (the
             # loop learns of rows from such reads only) nor tried again at once
-            at = self._clock() + self.retry_first
-            self._next = at if self._next is None else min(self._next, at)
+            self._soonest(self._clock() + self.retry_first)
         finally:
             self._tries.pop(queue_id, None)
             if self._wake is not None:
