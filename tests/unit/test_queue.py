@@ -8,6 +8,7 @@ import sqlite3
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -168,15 +169,25 @@ class Attempts:
         return self.outcomes.pop(0) if self.outcomes else "done"
 
 
-def runner(store: QueueStore, was: object = None, **kw: float) -> QueueRunner:
+def runner(store: QueueStore, was: object = None, **kw: Any) -> QueueRunner:
     return QueueRunner(
         store,
         deliveries=4,
-        retry_first=kw.get("retry", 0.05),
+        retry_first=kw.pop("retry", 0.05),
         retry_most=1.0,
-        max_letters=int(kw.get("max_letters", 100)),
+        max_letters=int(kw.pop("max_letters", 100)),
         max_bytes=1000,
         was_delivered=was if callable(was) else (lambda queue_id: False),
+        **kw,  # forget, remember_seconds
+    )
+
+
+def delivered_from_queue(index: SQLiteIndex, user: int, queue_id: str) -> None:
+    """A delivery of the queue's entry ``queue_id`` committed in the index (what a crash
+    before the entry's row was removed leaves)."""
+    meta = LetterMeta(2, 1.0, None, "s", "x")
+    index.begin_delivery(
+        b"s", meta, [NewStoredLetter(user, "Inbox", ())], delivered=True, queued=queue_id
     )
 
 
@@ -198,10 +209,7 @@ def test_a_queued_letter_already_delivered_is_removed_not_delivered_again(tmp_pa
     done, waiting = entry(2), entry(3)
     store.put(done, b"hi")
     store.put(waiting, b"abc")
-    meta = LetterMeta(2, 1.0, None, "s", "x")
-    index.begin_delivery(
-        b"s", meta, [NewStoredLetter(user.id, "Inbox", ())], delivered=True, queued=done.id
-    )
+    delivered_from_queue(index, user.id, done.id)
     attempts = Attempts([])
 
     async def main() -> None:
@@ -515,23 +523,12 @@ def test_a_restart_long_after_a_crash_looks_its_entries_up_before_it_forgets(
     store = QueueStore(tmp_path / "q", inline=100)
     done = entry(2)
     store.put(done, b"hi")
-    meta = LetterMeta(2, 1.0, None, "s", "x")
-    index.begin_delivery(
-        b"s", meta, [NewStoredLetter(user.id, "Inbox", ())], delivered=True, queued=done.id
-    )
+    delivered_from_queue(index, user.id, done.id)
     attempts = Attempts([])
 
     async def main() -> None:
-        r = QueueRunner(
-            store,
-            deliveries=4,
-            retry_first=0.05,
-            retry_most=1.0,
-            max_letters=100,
-            max_bytes=1000,
-            was_delivered=index.was_queued,
-            forget=index.forget_queued,
-            remember_seconds=30 * 86400.0,
+        r = runner(
+            store, index.was_queued, forget=index.forget_queued, remember_seconds=30 * 86400.0
         )
         r.start(attempts)
         await until(lambda: store.letters == 0)
