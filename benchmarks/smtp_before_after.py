@@ -15,15 +15,37 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import statistics
 import tempfile
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note
 from pochta_factory import corpus
 from smtp_delivery import smtp_run, wire
+
+
+def with_attachments(n: int, k: int, size: int, seed: int = 29) -> list[bytes]:
+    """``n`` letters, each a few lines of text and ``k`` attachments of ``size`` random bytes."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        m = EmailMessage()
+        m["From"] = "sender@example.net"
+        m["To"] = "user@example.org"
+        m["Subject"] = f"the files, part {i}"
+        m["Message-ID"] = f"<{i}.{rng.getrandbits(64):x}@example.net>"
+        m.set_content("Hello,\n\nhere are the files we spoke about.\n\nBest,\nthe sender\n")
+        for j in range(k):
+            m.add_attachment(
+                rng.randbytes(size), maintype="application", subtype="octet-stream",
+                filename=f"file-{j}.bin",
+            )  # fmt: skip
+        out.append(wire(m.as_bytes()))
+    return out
 
 
 def main() -> None:
@@ -33,12 +55,28 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--letters", type=int, default=300)
     p.add_argument("--connections", type=int, nargs="+", default=[4])
+    p.add_argument(
+        "--attachments",
+        type=int,
+        default=None,
+        help="generated letters with this many attachments each, instead of the corpus",
+    )
+    p.add_argument("--attachment-size", type=int, default=4096, help="bytes per attachment")
     args = p.parse_args()
     trees = {"before": str(args.before.resolve()), "after": str(args.after.resolve())}
-    letters = [wire(m.raw) for m in corpus.unsealed()][: args.letters]
+    if args.attachments is None:
+        letters = [wire(m.raw) for m in corpus.unsealed()][: args.letters]
+    else:
+        letters = with_attachments(args.letters, args.attachments, args.attachment_size)
     work = Path(tempfile.mkdtemp(prefix="pochta-bench-ab-"))
     runs: list[dict[str, Any]] = []
     result: dict[str, Any] = {"benchmark": "smtp_before_after", "machine": machine(work)}
+    if args.attachments is not None:
+        result["letters"] = {
+            "letters": args.letters,
+            "attachments": args.attachments,
+            "attachment_size": args.attachment_size,
+        }
     try:
         for r in range(args.rounds):
             for c in args.connections:
