@@ -36,8 +36,8 @@ N = 100_000
          "Ищем людей на подработку: 30 минут в день со своего смартфона. Доход от 2 000 до "
          "5 000 руб. за день.\nПишите в Telegram: @marina_hr\n"),
         ("HR <wb.rabota@gmail.com>", {},
-         "Приглашаем вас на удалённую работу, опыт не нужен, выплаты ежедневно. Пишите в "
-         "вотсап.\n"),
+         "Приглашаем вас на удалённую работу, от 3 000 до 8 000 руб. в день, опыт не нужен, "
+         "выплаты ежедневно. Пишите в вотсап.\n"),
     ],
 )  # fmt: skip
 def test_a_job_paid_by_the_day_offered_by_a_public_mailbox_in_a_messenger(
@@ -71,6 +71,31 @@ def test_a_job_paid_by_the_day_offered_by_a_public_mailbox_in_a_messenger(
         ("Anna <anna.k@gmail.com>",
          "Are you still looking for a side job? Our neighbours need a babysitter on weekends, "
          "no experience needed, text Maria on WhatsApp.\n"),
+        # review2: a person's own job for a day, one sum a day (no range of pay), in a messenger
+        ("Катя <katya.ivanova@gmail.com>",
+         "Привет! Ищем няню на подработку по выходным для Миши, 2 500 руб. в день, опыт не "
+         "нужен, главное любить детей. Если интересно, напиши мне в WhatsApp.\n"),
+        ("Kate <kate.miller@gmail.com>",
+         "Hi Tom, are you still after a side job? We need a babysitter on Saturdays, $120 a "
+         "day, no experience needed. Message me on WhatsApp.\n"),
+        ("Сергей <s.petrov@mail.ru>",
+         "Нужна подработка на субботу? Помочь с переездом на дачу, 3 000 руб. за день, опыт "
+         "не нужен. Пиши в телеграм.\n"),
+        ("Лена <lena.k@yandex.ru>",
+         "Подработка для студентов в нашем кафе: 4 часа в день, 2 000 руб. в день, без опыта, "
+         "обучим. Пишите в Telegram.\n"),
+        ("Mark <mark.dogs@gmail.com>",
+         "Hey, I need someone for a part-time job walking Rex while I'm away: 30 minutes a "
+         "day, $25 a day. Text me on WhatsApp.\n"),
+        ("Anna <anna.b@outlook.com>",
+         "Our family is offering a part-time job for a student: help my mum with groceries, 2 "
+         "hours a day, $60 a day, no experience needed. Ping me on Viber.\n"),
+        ("Ольга <olga.m@mail.ru>",
+         "Предлагаем подработку в нашем магазине, оплата 1 800 руб. в день, выплаты каждый "
+         "день, опыт не нужен. Пишите в вотсап.\n"),
+        ("Tom <tom.r@gmail.com>",
+         "Remote work for my small shop: answering customer chats from your phone, $50 a day, "
+         "paid daily. Message me on Telegram.\n"),
     ],
 )  # fmt: skip
 def test_no_task_scam(sender: str, text: str) -> None:

@@ -1367,12 +1367,15 @@ def bec_request(ctx: Context) -> Sign | None:
 def task_scam(ctx: Context) -> Sign | None:
     """A job or task scam: a public mailbox (the From address, or the Reply-To where the
     answer goes) offers a job (:data:`lures.TASK_JOB`) paid by the day or paid out daily
-    (:data:`lures.TASK_PAY`), for minutes a day, from a phone or with no experience
+    (:data:`lures.TASK_PAY`) as a range of amounts (:data:`lures.TASK_RANGE`: "$200-$800"),
+    for minutes a day, from a phone or with no experience
     (:data:`lures.TASK_EASY`), to be taken up in a messenger (Telegram, WhatsApp, Viber named
     in the letter or linked: :data:`MESSENGER_HOSTS`): "$200-$800 a day, 60 minutes on your
     phone, message our manager on WhatsApp". A recruiter's letter from gmail.com with a
     salary by the year or the month, and a job board's notice of shifts paid by the day from
-    its own domain, are not it (phish28c)."""
+    its own domain, are not it (phish28c); nor is a person's gmail.com letter asking for a
+    babysitter, a mover or a dog walker for one sum a day, no experience needed, "text me on
+    WhatsApp" (review2: one sum, not a range)."""
     fd = ctx.letter.from_domain
     if not fd or _own_or_reader(ctx):
         return None
@@ -1382,7 +1385,8 @@ def task_scam(ctx: Context) -> Sign | None:
     text = ctx.subject_body
     job = lures.find(lures.TASK_JOB, text, 1)
     pay = lures.find(lures.TASK_PAY, text, 1) if job else []
-    easy = lures.find(lures.TASK_EASY, text, 1) if pay else []
+    wide = lures.find(lures.TASK_RANGE, text, 1) if pay else []
+    easy = lures.find(lures.TASK_EASY, text, 1) if wide else []
     if not easy:
         return None
     named = lures.MESSENGER.search(text[:MAX_TASK_TEXT])
@@ -1399,7 +1403,7 @@ def task_scam(ctx: Context) -> Sign | None:
         )
     if messenger is None:
         return None
-    return sign("PHISH_TASK_SCAM", [_shown_sender(ctx), *job, *pay, *easy, messenger])
+    return sign("PHISH_TASK_SCAM", [_shown_sender(ctx), *job, *pay, *wide, *easy, messenger])
 
 
 MAX_TASK_TEXT = 20_000  # characters of the subject and text searched for a messenger's name

@@ -297,6 +297,14 @@ TASK_PAY = _rx(
     r"(?:выплат|оплат|вывод)\w*\s+(?:\w+\s+)?(?:ежедневн\w*|каждый\s+день|в\s+тот\s+же\s+день)",
     r"ежедневн\w*\s+(?:выплат|оплат)\w*",
 )
+# Pay promised as a range of amounts ("$200-$800 daily", "between 300 and 900 USD", "от 2 000
+# до 5 000 руб."): what the task scams promise, where a person who needs a babysitter, a mover
+# or a dog walker for a day names one sum ("2 500 руб. в день": review2).
+TASK_RANGE = _rx(
+    r"[$€£]\s?\d[\d,.]{0,9}\s?(?:[-–]|to)\s?[$€£]?\s?\d[\d,.]{0,9}",
+    r"\b\d[\d,.]{0,9}\s?(?:[-–]|to|and)\s?\d[\d,.]{0,9}\s?(?:usdt?|eur\w*|dollars?|\$|€|£)",
+    r"\d[\d\s.,]{0,9}(?:[-–]|до)\s?\d[\d\s.,]{0,9}(?:₽|руб\w*|р\.|\$|usdt?|€|долл\w*)",
+)
 TASK_EASY = _rx(
     r"\bno\s+(?:prior\s+)?experience\s+(?:is\s+)?(?:needed|required|necessary)\b",
     r"\b(?:\d{1,3}\s*[-–]\s*)?\d{1,3}\s+(?:minutes|mins|hours?)\s+(?:a|per)\s+day\b",
@@ -330,6 +338,7 @@ for _rx_ in (
     MESSENGER_CODE,
     TASK_JOB,
     TASK_PAY,
+    TASK_RANGE,
     TASK_EASY,
 ):
     wording.register(_rx_)
