@@ -196,9 +196,9 @@ _AUTHORIZE = (
 @pytest.mark.parametrize(
     ("sender", "headers"),
     [
-        # the display name is the app's name
+        # the display name is the app's name, and so is the From domain's
         ("Slotwise <hello@slotwise-mail.example>", {}),
-        ("Slot-Wise Team <hello@mailer.example>", {}),
+        ("Slot-Wise Team <hello@slotwise-mail.example>", {}),
         # the envelope sender is the app's domain
         ("Calendar setup <hello@notify.example>", {"Return-Path": "<bounce@slotwise.io>"}),
     ],
@@ -219,6 +219,9 @@ def test_a_consent_to_the_senders_own_app_from_another_domain(
         "Microsoft 365 Admin <no-reply@m365-apps-notify.example>",
         # another name
         "Secure Docs <no-reply@docs-notify.example>",
+        # review2: the app's name as a display name only, the sender's to write
+        "Slotwise <hello@mailer.example>",
+        "Slot-Wise Team <slotwise.team@gmail.com>",
     ],
 )
 def test_a_consent_to_a_third_partys_app_still_shows(sender: str) -> None:

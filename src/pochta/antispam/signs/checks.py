@@ -1626,17 +1626,22 @@ def _senders_app(ctx: Context, host: str) -> bool:
     """The app a consent returns to is the sender's, mailing from another domain than its
     app's (hello@slotwise-mail.com for app.slotwise.io): the app's domain is the envelope
     sender's (the Return-Path), or the display name, naming no protected organization, is
-    the app's name ("Slotwise" for slotwise.io; at least :data:`MIN_APP_NAME` letters). A
-    "Microsoft 365 Admin" whose consent returns to securedocs-viewer.app is none (phish28c)."""
+    the app's name ("Slotwise" for slotwise.io; at least :data:`MIN_APP_NAME` letters) and so
+    is the From domain's (slotwise-mail.com). A "Microsoft 365 Admin" whose consent returns
+    to securedocs-viewer.app is none (phish28c); nor is a display name alone, the sender's to
+    write: "SecureDocs Viewer" <no-reply@docs-notify.com> or <securedocs.viewer@gmail.com>
+    for securedocs-viewer.app (review2)."""
     if len(host) > MAX_HOST:
         return False
     if ctx.same_party(host, ctx.return_path_domain):
         return True
-    if ctx.name_orgs:
+    fd = ctx.letter.from_domain
+    if not fd or ctx.name_orgs or _public_mailbox(ctx, fd):
         return False
-    label = (normalize.registrable(host) or host).split(".")[0]
+    label = (normalize.registrable(host) or host).split(".")[0].replace("-", "")
     name = "".join(c for c in ctx.shown_name.casefold() if c.isalnum())
-    return len(label) >= MIN_APP_NAME and label.replace("-", "") in name
+    mailer = "".join(c for c in (normalize.registrable(fd) or fd) if c.isalnum())
+    return len(label) >= MIN_APP_NAME and label in name and label in mailer
 
 
 MIN_APP_NAME = 4
