@@ -247,3 +247,25 @@ def test_crafted_text_costs_little(text: str) -> None:
     t0 = time.process_time()
     phishing.check(parsed)
     assert time.process_time() - t0 < BUDGET
+
+
+# -- review2: an invitation in UTF-16 -----------------------------------------------------------
+@pytest.mark.parametrize(("charset", "codec"), [("utf-16", "utf-16"), ("UTF-16LE", "utf-16-le")])
+def test_an_inline_invitation_in_utf16_is_read_in_its_charset(charset: str, codec: str) -> None:
+    ics = "BEGIN:VCALENDAR\r\nDESCRIPTION:View: http://203.0.113.7/login\r\nEND:VCALENDAR\r\n"
+    body = base64.encodebytes(ics.encode(codec)).decode()
+    raw = (
+        "From: HR <hr@verifyhr-portal.example>\r\nTo: john@pochta.test\r\nSubject: x\r\n"
+        "MIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=b\r\n\r\n"
+        "--b\r\nContent-Type: text/plain\r\n\r\nAccept the invitation.\r\n"
+        f"--b\r\nContent-Type: text/calendar; charset={charset}; method=REQUEST\r\n"
+        f"Content-Transfer-Encoding: base64\r\n\r\n{body}\r\n--b--\r\n"
+    ).encode()
+    assert signs(raw)["PHISH_CALENDAR_LINK"] == ("203.0.113.7",)
+
+
+def test_an_attached_invitation_in_utf16_with_a_byte_order_mark() -> None:
+    ics = "BEGIN:VCALENDAR\r\nDESCRIPTION:View: http://203.0.113.7/login\r\nEND:VCALENDAR\r\n"
+    raw = letter(sender="HR <hr@verifyhr-portal.example>", text="See the invitation.\n",
+                 files=[("invite.ics", ics.encode("utf-16"))])  # fmt: skip
+    assert signs(raw)["PHISH_CALENDAR_LINK"] == ("203.0.113.7",)

@@ -127,7 +127,7 @@ from pochta.antispam.signs.protected import suspicious_tlds as default_suspiciou
 from pochta.antispam.signs.registry import SPECS, SYMBOLS, Sign, SignSpec, sign
 from pochta.mime import normalize
 from pochta.mime.codec import lenient
-from pochta.mime.headers import first_value, read_block
+from pochta.mime.headers import decode_bytes, first_value, read_block
 from pochta.mime.letter import Attachment, Letter, Link, parse
 from pochta.mime.normalize import known_suffix
 from pochta.types import Envelope
@@ -1471,16 +1471,17 @@ MAX_CALENDAR_LINKS = 50  # links read per calendar file
 _CALENDAR_URL = re2.compile(r"(?i)\bhttps?://[^\s\\\"'<>]+")
 
 
-def _calendars(letter: Letter) -> list[bytes]:
+def _calendars(letter: Letter) -> list[tuple[bytes, str | None]]:
     """The letter's calendar files, at most :data:`MAX_CALENDARS`: attached ones (by type or
     by name), then the inline ``text/calendar`` parts of Outlook's and Google's invitations
     (no file name: the body's, not :attr:`Letter.attachments`), at most
-    :data:`MAX_CALENDAR` bytes each, read among the letter's first :data:`MAX_PARTS` parts."""
-    out: list[bytes] = []
+    :data:`MAX_CALENDAR` bytes each, read among the letter's first :data:`MAX_PARTS` parts;
+    each with the charset its part declares (an inline one's: UTF-16 hid its links, review2)."""
+    out: list[tuple[bytes, str | None]] = []
     for a in _attachments(letter)[:50]:
         name = (a.filename or "").strip().lower()
         if a.content_type.lower() in CALENDAR_TYPES or name.endswith(CALENDAR_EXTENSIONS):
-            out.append(a.content[:MAX_CALENDAR])
+            out.append((a.content[:MAX_CALENDAR], None))
             if len(out) >= MAX_CALENDARS:
                 return out
     for i, entity in enumerate(letter.root.walk()):
@@ -1494,8 +1495,8 @@ def _calendars(letter: Letter) -> list[bytes]:
         ):
             continue  # not an inline invitation, or an attachment read above
         end = min(entity.body_end, entity.body_start + 4 * MAX_CALENDAR)  # base64's 4/3
-        out.append(lenient(info.transfer_encoding, letter.raw[entity.body_start : end]))
-        out[-1] = out[-1][:MAX_CALENDAR]
+        content = lenient(info.transfer_encoding, letter.raw[entity.body_start : end])
+        out.append((content[:MAX_CALENDAR], info.charset))
     return out
 
 
@@ -1507,8 +1508,10 @@ def _calendar_links(letter: Letter) -> list[Link]:
     URL or attachment fields; attached or inline: :func:`_calendars`), where the letter's
     own link checks do not look."""
     out: list[Link] = []
-    for content in _calendars(letter):
-        text = content.decode("utf-8", "replace")
+    for content, charset in _calendars(letter):
+        if content.startswith((b"\xff\xfe", b"\xfe\xff")):  # a byte order mark: UTF-16
+            charset = "utf-16"
+        text = decode_bytes(content, charset)
         text = text.replace("\r\n ", "").replace("\r\n\t", "").replace("\n ", "")
         for i, m in enumerate(_CALENDAR_URL.finditer(text)):
             if i >= MAX_CALENDAR_LINKS:
