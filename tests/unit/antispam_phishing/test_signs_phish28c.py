@@ -112,6 +112,12 @@ def test_no_task_scam(sender: str, text: str) -> None:
         "переговорах, звонить не могу.\n",
         "Could you pay the mill invoice tomorrow? I'm in meetings at the bank all day and "
         "can't take calls.\n",
+        # review2: "today" is when the writer is away, not when to pay; a confidential file
+        "Could you pay the mill invoice tomorrow? I'm in meetings at the bank all day today "
+        "and can't take calls.\n",
+        "Оля, оплати завтра счёт Вектора. Я сегодня весь день на переговорах, звонить не могу.\n",
+        "Could you pay the mill invoice tomorrow? I'm in meetings all day and can't take "
+        "calls. The confidential board pack is on the drive.\n",
     ],
 )
 def test_a_payment_for_tomorrow_while_in_meetings_is_no_bec(text: str) -> None:
@@ -127,11 +133,23 @@ def test_a_payment_for_tomorrow_while_in_meetings_is_no_bec(text: str) -> None:
         "Please process the payment before 3 pm. I'm in a board meeting and can't talk.\n",
         "Оплати счёт поставщику. Я на совещании, звонить не могу. Пока никому не говори.\n",
         "Оплати счёт поставщику до 15:00. Я на переговорах, звонить не могу.\n",
+        # review2: secrecy anywhere; the deadline in the subject's line
+        "Please pay the attached invoice. I'm in meetings and can't talk. Keep this between us.\n",
+        "Please pay the attached invoice. I'm in meetings and can't talk. It is strictly "
+        "confidential.\n",
     ],
 )
 def test_a_payment_now_or_in_secret_while_unreachable_is_bec(text: str) -> None:
     raw = letter(sender="Andrew <director.andrew@gmail.com>", subject="Invoice", text=text)
     assert "PHISH_BEC_REQUEST" in signs(raw)
+
+
+def test_a_deadline_in_the_subject_presses() -> None:  # review2
+    text = "Please pay the attached invoice. I'm in meetings and can't talk.\n"
+    raw = letter(sender="Andrew <director.andrew@gmail.com>", subject="Urgent", text=text)
+    assert "PHISH_BEC_REQUEST" in signs(raw)
+    raw = letter(sender="Andrew <director.andrew@gmail.com>", subject="Invoice", text=text)
+    assert "PHISH_BEC_REQUEST" not in signs(raw)
 
 
 # -- an inline calendar invitation --------------------------------------------------------------
@@ -240,6 +258,7 @@ def test_a_consent_to_a_third_partys_app_still_shows(sender: str) -> None:
         "paid " * (N // 5),
         "9-" * (N // 2),
         "in meetings can't talk pay the invoice " * (N // 39),
+        "i'm in meetings and can't talk. please pay the invoice. " * (N // 56),  # review2
     ],
 )
 def test_crafted_text_costs_little(text: str) -> None:

@@ -1333,7 +1333,7 @@ def bec_request(ctx: Context) -> Sign | None:
     address is not; gift cards to buy and their codes to send (:data:`lures.BEC_GIFT` with
     :data:`lures.BEC_CODES`); or a payment to make while the writer cannot be reached or
     asks for secrecy (:data:`lures.BEC_PAYMENT` with :data:`lures.BEC_HUSH`), today, at once
-    or in secret (:data:`lures.BEC_PRESS`: a director's "pay the invoice tomorrow, I'm in
+    or in secret (:data:`_bec_press`: a director's "pay the invoice tomorrow, I'm in
     meetings and can't talk" to her accountant is none, phish28c). A person's
     letter to a friend's gmail.com address, a company's own letter from its own domain about
     its new bank details, and a calm "I changed my bank, please update my direct deposit"
@@ -1357,11 +1357,37 @@ def bec_request(ctx: Context) -> Sign | None:
         found = [*gift, *codes] if codes else []
     if not found and hush:
         pay = lures.find(lures.BEC_PAYMENT, text, 1)
-        press = lures.find(lures.BEC_PRESS, text, 1) if pay else []
+        press = _bec_press(text) if pay else []
         found = [*pay, *hush, *press] if press else []
     if not found:
         return None
     return sign("PHISH_BEC_REQUEST", [_shown_sender(ctx), *found])
+
+
+def _bec_press(text: str) -> list[str]:
+    """What presses a payment: secrecy anywhere (:data:`lures.BEC_SECRET`), a deadline
+    (:data:`lures.BEC_PRESS`) in the subject (the text's first line) or in a sentence that
+    asks for the payment (:data:`lures.BEC_PAYMENT`), among the first :data:`MAX_BEC_SENTENCES`
+    sentences of :data:`MAX_BEC_TEXT` characters. "Pay the invoice tomorrow? I'm in meetings
+    all day today" sets no deadline (review2)."""
+    secret = lures.find(lures.BEC_SECRET, text, 1)
+    if secret:
+        return secret
+    press = lures.find(lures.BEC_PRESS, text.partition("\n")[0], 1)
+    if press:
+        return press
+    for i, sentence in enumerate(wording.sentences(text[:MAX_BEC_TEXT])):
+        if i >= MAX_BEC_SENTENCES:
+            break
+        if lures.find(lures.BEC_PAYMENT, sentence, 1):
+            press = lures.find(lures.BEC_PRESS, sentence, 1)
+            if press:
+                return press
+    return []
+
+
+MAX_BEC_TEXT = 20_000  # characters of the subject and text read for a payment's deadline
+MAX_BEC_SENTENCES = 300
 
 
 def task_scam(ctx: Context) -> Sign | None:

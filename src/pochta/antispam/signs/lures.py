@@ -241,20 +241,27 @@ BEC_HUSH = _rx(
 )
 
 # A payment asked for while the writer cannot be reached (:data:`BEC_PAYMENT` with
-# :data:`BEC_HUSH`) is BEC only when it presses as well: today, now, within the hour, or in
-# secret. "Please pay the Vector invoice tomorrow, I'm in meetings all day and can't talk" is
-# what a director writes to her own accountant from her gmail.com (phish28c).
+# :data:`BEC_HUSH`) is BEC only when it presses as well: today, now, within the hour (in the
+# payment's own sentence or the subject: "I'm in meetings all day today" is no deadline,
+# review2), or in secret (:data:`BEC_SECRET`). "Please pay the Vector invoice tomorrow, I'm in
+# meetings all day and can't talk" is what a director writes to her own accountant from her
+# gmail.com (phish28c).
 BEC_PRESS = _rx(
     r"\b(?:today|tonight|right\s+away|right\s+now|asap|as\s+soon\s+as\s+possible|immediately"
     r"|urgent\w*|within\s+(?:the\s+|an\s+)?(?:hour|\d{1,2}\s+hours?|minutes)|before\s+\d{1,2}"
     r"(?::\d\d)?\s*(?:am|pm)?\b|by\s+(?:\d{1,2}(?::\d\d)?\s*(?:am|pm)|noon|end\s+of\s+(?:the\s+)?"
     r"day|eod|cob))",
-    r"\bkeep\s+(?:this|it)\s+(?:between\s+us|confidential|to\s+yourself)",
-    r"\b(?:confidential|discreet)\b",
     r"\bсрочн\w*|\bсегодня\b|\bнемедленно\b|прямо\s+сейчас|в\s+течение\s+(?:часа|\d{1,2}\s+час)"
     r"|\bдо\s+\d{1,2}[:.]\d\d\b|до\s+конца\s+(?:рабочего\s+)?дня",
+)
+# ... or asks for secrecy: "keep this between us", "никому не говори", "strictly confidential"
+# (not a bare "confidential": "the confidential board pack is on the drive", review2).
+BEC_SECRET = _rx(
+    r"\bkeep\s+(?:this|it)\s+(?:between\s+us|confidential|quiet|to\s+yourself)",
+    r"\b(?:strictly|highly|completely)\s+confidential\b|\bconfidentially\b|\bbe\s+discreet\b"
+    r"|\bdiscreetly\b",
     r"(?:никому|пока\s+никому)\s+(?:\w+\s+)?не\s+(?:говори|говорите|сообщай|сообщайте|рассказывай)",
-    r"конфиденциальн\w*",
+    r"(?:строго|это)\s+конфиденциально\b|\bконфиденциально\s+(?:прошу|пожалуйста)",
 )
 
 # -- messengers' codes on somebody's page (phish28b) --------------------------------------------
@@ -335,6 +342,7 @@ for _rx_ in (
     BEC_PAYMENT,
     BEC_HUSH,
     BEC_PRESS,
+    BEC_SECRET,
     MESSENGER_CODE,
     TASK_JOB,
     TASK_PAY,
