@@ -253,6 +253,7 @@ def test_a_consent_to_a_third_partys_app_still_shows(sender: str) -> None:
     [
         "remote job " * (N // 11),
         "$1 " * (N // 3),
+        "remote job $1-$2 a day " * (N // 23),  # review2: TASK_RANGE matched all along
         "1 000 руб. " * (N // 11),
         "подработка опыт не нужен " * (N // 25),
         "paid " * (N // 5),
