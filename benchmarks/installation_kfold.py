@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, machine, note
+from pochta.antispam import features
 from pochta.antispam import tokens as tokens_mod
 from pochta.antispam.auth.results import NO_AUTH
 from pochta.antispam.model import design
@@ -65,7 +66,7 @@ def replayed(generated: int) -> tuple[training.Replay, list[int], list[bool]]:
     phishing. Cached in the temporary directory (by the code's inputs: the number of
     generated letters, the source of the replay's modules and the default rules)."""
     key = hashlib.sha256(f"{generated}".encode())
-    for mod in (training, design, rules, checks):  # checks: the signs' code
+    for mod in (training, design, rules, checks, features):  # the signs', the features' code
         key.update(Path(mod.__file__ or "").read_bytes())
     key.update(rules.default_text().encode())  # the rules' points are features too
     path = CACHE / f"replay-{key.hexdigest()[:16]}.pickle"

@@ -45,7 +45,8 @@ authentication results into features of the same form; the shingle statistics
                                   address: the real ones in Bcc) and is no mailing list's
     sender.protected              the From domain belongs to a protected organization (not
                                   one of its public mail domains such as gmail.com)
-    sender.freemail               the From domain is a public mail service
+    sender.freemail               the From domain is a public mail service the model was
+                                  fitted with (signs/data/freemail.txt's lines marked model)
     sender.display_name_chars     length of the From display name
 """
 
@@ -59,6 +60,7 @@ from pochta.antispam.auth import spf
 from pochta.antispam.signs import casefold
 from pochta.antispam.signs.protected import Protected
 from pochta.antispam.signs.protected import default as default_protected
+from pochta.antispam.signs.protected import model_freemail as default_model_freemail
 from pochta.antispam.signs.protected import shorteners as default_shorteners
 from pochta.antispam.signs.registry import SYMBOLS, Sign
 from pochta.mime import normalize
@@ -83,14 +85,9 @@ FEATURES: tuple[str, ...] = (
     "sender.protected", "sender.freemail", "sender.display_name_chars",
 )  # fmt: skip
 
-FREEMAIL = frozenset(
-    {
-        "gmail.com", "googlemail.com", "mail.ru", "inbox.ru", "list.ru", "bk.ru", "internet.ru",
-        "yandex.ru", "yandex.com", "ya.ru", "rambler.ru", "outlook.com", "hotmail.com",
-        "live.com", "icloud.com", "me.com", "yahoo.com", "aol.com", "gmx.com", "gmx.de",
-        "mail.com", "proton.me", "protonmail.com", "zoho.com", "ukr.net",
-    }
-)  # fmt: skip
+# The public mail services the model reads: signs/data/freemail.txt's lines marked "# model",
+# the domains it was fitted with (one list with the signs', phish28c).
+FREEMAIL = default_model_freemail()
 
 # An amount: a digit, a run of digits, spaces, dots and commas, and a unit (every unit starts
 # with a letter or a sign, so it can only follow the whole run: possessive); or a currency sign

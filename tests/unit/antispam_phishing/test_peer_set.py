@@ -70,6 +70,8 @@ FRAUD_FAMILY = frozenset(
         "PHISH_BEC_REQUEST",
         "PHISH_CALENDAR_LINK",
         "PHISH_DEVICE_LOGIN",
+        # helper phish28c: a job paid by the day offered by a public mailbox, in a messenger
+        "PHISH_TASK_SCAM",
     }
 )
 """The signs that say "this letter is a fraud" on their own: what a control must not show.

@@ -78,6 +78,9 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
     PHISH_BEC_REQUEST            a public mailbox (From or Reply-To) asks somebody at an
                                  organization for pay sent to new bank details, gift cards,
                                  or a payment while it cannot be reached or asks for secrecy
+    PHISH_TASK_SCAM              a public mailbox (From or Reply-To) offers a job paid by the
+                                 day, for minutes a day or with no experience, to take up in
+                                 a messenger (a job or task scam)
     PHISH_MESSENGER_CODE         a messenger's code to enter or send, and a link to a site that
                                  is neither the messenger's nor the sender's (account theft)
     PHISH_CALENDAR_LINK          an attached calendar invitation links to an IP, an abused
@@ -123,7 +126,8 @@ from pochta.antispam.signs.protected import shorteners as default_shorteners
 from pochta.antispam.signs.protected import suspicious_tlds as default_suspicious_tlds
 from pochta.antispam.signs.registry import SPECS, SYMBOLS, Sign, SignSpec, sign
 from pochta.mime import normalize
-from pochta.mime.headers import first_value, read_block
+from pochta.mime.codec import lenient
+from pochta.mime.headers import decode_bytes, first_value, read_block
 from pochta.mime.letter import Attachment, Letter, Link, parse
 from pochta.mime.normalize import known_suffix
 from pochta.types import Envelope
@@ -1328,7 +1332,9 @@ def bec_request(ctx: Context) -> Sign | None:
     asks for secrecy (:data:`lures.BEC_HUSH`) or the answers go to a public mailbox the From
     address is not; gift cards to buy and their codes to send (:data:`lures.BEC_GIFT` with
     :data:`lures.BEC_CODES`); or a payment to make while the writer cannot be reached or
-    asks for secrecy (:data:`lures.BEC_PAYMENT` with :data:`lures.BEC_HUSH`). A person's
+    asks for secrecy (:data:`lures.BEC_PAYMENT` with :data:`lures.BEC_HUSH`), today, at once
+    or in secret (:data:`_bec_press`: a director's "pay the invoice tomorrow, I'm in
+    meetings and can't talk" to her accountant is none, phish28c). A person's
     letter to a friend's gmail.com address, a company's own letter from its own domain about
     its new bank details, and a calm "I changed my bank, please update my direct deposit"
     from an employee's, a landlord's or a small supplier's own public mailbox (what payroll
@@ -1351,11 +1357,83 @@ def bec_request(ctx: Context) -> Sign | None:
         found = [*gift, *codes] if codes else []
     if not found and hush:
         pay = lures.find(lures.BEC_PAYMENT, text, 1)
-        found = [*pay, *hush] if pay else []
+        press = _bec_press(text) if pay else []
+        found = [*pay, *hush, *press] if press else []
     if not found:
         return None
     return sign("PHISH_BEC_REQUEST", [_shown_sender(ctx), *found])
 
+
+def _bec_press(text: str) -> list[str]:
+    """What presses a payment: secrecy anywhere (:data:`lures.BEC_SECRET`), a deadline
+    (:data:`lures.BEC_PRESS`) in the subject (the text's first line) or in a sentence that
+    asks for the payment (:data:`lures.BEC_PAYMENT`), among the first :data:`MAX_BEC_SENTENCES`
+    sentences of :data:`MAX_BEC_TEXT` characters. "Pay the invoice tomorrow? I'm in meetings
+    all day today" sets no deadline (review2)."""
+    secret = lures.find(lures.BEC_SECRET, text, 1)
+    if secret:
+        return secret
+    press = lures.find(lures.BEC_PRESS, text.partition("\n")[0], 1)
+    if press:
+        return press
+    for i, sentence in enumerate(wording.sentences(text[:MAX_BEC_TEXT])):
+        if i >= MAX_BEC_SENTENCES:
+            break
+        if lures.find(lures.BEC_PAYMENT, sentence, 1):
+            press = lures.find(lures.BEC_PRESS, sentence, 1)
+            if press:
+                return press
+    return []
+
+
+MAX_BEC_TEXT = 20_000  # characters of the subject and text read for a payment's deadline
+MAX_BEC_SENTENCES = 300
+
+
+def task_scam(ctx: Context) -> Sign | None:
+    """A job or task scam: a public mailbox (the From address, or the Reply-To where the
+    answer goes) offers a job (:data:`lures.TASK_JOB`) paid by the day or paid out daily
+    (:data:`lures.TASK_PAY`) as a range of amounts (:data:`lures.TASK_RANGE`: "$200-$800"),
+    for minutes a day, from a phone or with no experience
+    (:data:`lures.TASK_EASY`), to be taken up in a messenger (Telegram, WhatsApp, Viber named
+    in the letter or linked: :data:`MESSENGER_HOSTS`): "$200-$800 a day, 60 minutes on your
+    phone, message our manager on WhatsApp". A recruiter's letter from gmail.com with a
+    salary by the year or the month, and a job board's notice of shifts paid by the day from
+    its own domain, are not it (phish28c); nor is a person's gmail.com letter asking for a
+    babysitter, a mover or a dog walker for one sum a day, no experience needed, "text me on
+    WhatsApp" (review2: one sum, not a range)."""
+    fd = ctx.letter.from_domain
+    if not fd or _own_or_reader(ctx):
+        return None
+    reply_to = _address_domain(ctx.letter.header("reply-to"))
+    if not (_public_mailbox(ctx, fd) or _public_mailbox(ctx, reply_to)):
+        return None
+    text = ctx.subject_body
+    job = lures.find(lures.TASK_JOB, text, 1)
+    pay = lures.find(lures.TASK_PAY, text, 1) if job else []
+    wide = lures.find(lures.TASK_RANGE, text, 1) if pay else []
+    easy = lures.find(lures.TASK_EASY, text, 1) if wide else []
+    if not easy:
+        return None
+    named = lures.MESSENGER.search(text[:MAX_TASK_TEXT])
+    messenger = named.group(0) if named else None
+    if messenger is None:
+        hosts = (link.host for link in ctx.letter.web_links[:MAX_TASK_LINKS])
+        messenger = next(
+            (
+                h
+                for h in hosts
+                if h and len(h) <= MAX_HOST and any(ctx.same_party(h, m) for m in MESSENGER_HOSTS)
+            ),
+            None,
+        )
+    if messenger is None:
+        return None
+    return sign("PHISH_TASK_SCAM", [_shown_sender(ctx), *job, *pay, *wide, *easy, messenger])
+
+
+MAX_TASK_TEXT = 20_000  # characters of the subject and text searched for a messenger's name
+MAX_TASK_LINKS = 50  # links looked at for a messenger's site
 
 MESSENGER_HOSTS = ("telegram.org", "t.me", "telegram.me", "whatsapp.com", "wa.me", "viber.com")
 
@@ -1419,19 +1497,47 @@ MAX_CALENDAR_LINKS = 50  # links read per calendar file
 _CALENDAR_URL = re2.compile(r"(?i)\bhttps?://[^\s\\\"'<>]+")
 
 
-def _calendar_links(letter: Letter) -> list[Link]:
-    """Web links written in the letter's calendar files (an invitation's description, its
-    URL or attachment fields), where the letter's own link checks do not look."""
-    out: list[Link] = []
-    read = 0
+def _calendars(letter: Letter) -> list[tuple[bytes, str | None]]:
+    """The letter's calendar files, at most :data:`MAX_CALENDARS`: attached ones (by type or
+    by name), then the inline ``text/calendar`` parts of Outlook's and Google's invitations
+    (no file name: the body's, not :attr:`Letter.attachments`), at most
+    :data:`MAX_CALENDAR` bytes each, read among the letter's first :data:`MAX_PARTS` parts;
+    each with the charset its part declares (an inline one's: UTF-16 hid its links, review2)."""
+    out: list[tuple[bytes, str | None]] = []
     for a in _attachments(letter)[:50]:
         name = (a.filename or "").strip().lower()
-        if a.content_type.lower() not in CALENDAR_TYPES and not name.endswith(CALENDAR_EXTENSIONS):
-            continue
-        read += 1
-        if read > MAX_CALENDARS:
+        if a.content_type.lower() in CALENDAR_TYPES or name.endswith(CALENDAR_EXTENSIONS):
+            out.append((a.content[:MAX_CALENDAR], None))
+            if len(out) >= MAX_CALENDARS:
+                return out
+    for i, entity in enumerate(letter.root.walk()):
+        if i >= MAX_PARTS or len(out) >= MAX_CALENDARS:
             break
-        text = a.content[:MAX_CALENDAR].decode("utf-8", "replace")
+        info = entity.info
+        if (
+            info.content_type.lower() != "text/calendar"
+            or info.filename is not None
+            or info.disposition == "attachment"
+        ):
+            continue  # not an inline invitation, or an attachment read above
+        end = min(entity.body_end, entity.body_start + 4 * MAX_CALENDAR)  # base64's 4/3
+        content = lenient(info.transfer_encoding, letter.raw[entity.body_start : end])
+        out.append((content[:MAX_CALENDAR], info.charset))
+    return out
+
+
+MAX_PARTS = 200  # MIME parts of a letter looked at for an inline invitation
+
+
+def _calendar_links(letter: Letter) -> list[Link]:
+    """Web links written in the letter's calendar files (an invitation's description, its
+    URL or attachment fields; attached or inline: :func:`_calendars`), where the letter's
+    own link checks do not look."""
+    out: list[Link] = []
+    for content, charset in _calendars(letter):
+        if content.startswith((b"\xff\xfe", b"\xfe\xff")):  # a byte order mark: UTF-16
+            charset = "utf-16"
+        text = decode_bytes(content, charset)
         text = text.replace("\r\n ", "").replace("\r\n\t", "").replace("\n ", "")
         for i, m in enumerate(_CALENDAR_URL.finditer(text)):
             if i >= MAX_CALENDAR_LINKS:
@@ -1524,8 +1630,9 @@ def oauth_consent(ctx: Context) -> Sign | None:
     ``redirect_uri``) whose redirect leads to a host of another party than the page's and the
     sender's: the consent that hands the reader's mailbox or files to a third party's app
     ("approve Secure Docs Viewer"), no password asked. A service's "connect your Microsoft
-    365 calendar" that returns to its own site, a provider's and the reader's own
-    organization's letters are not it (phish28b)."""
+    365 calendar" that returns to its own site (also from another domain of the service's:
+    :func:`_senders_app`), a provider's and the reader's own organization's letters are not
+    it (phish28b)."""
     if _own_or_reader(ctx):
         return None
     found: list[str] = []
@@ -1536,10 +1643,37 @@ def oauth_consent(ctx: Context) -> Sign | None:
         target = normalize.url(_redirect_uri(page[1]))
         if target is None or ctx.same_party(target[1], link.host) or ctx.own_site(target[1]):
             continue
+        if _senders_app(ctx, target[1]):
+            continue
         grant = f"{link.host} → {target[1]}"
         if grant not in found:
             found.append(grant)
     return sign("PHISH_OAUTH_CONSENT", found[:3]) if found else None
+
+
+def _senders_app(ctx: Context, host: str) -> bool:
+    """The app a consent returns to is the sender's, mailing from another domain than its
+    app's (hello@slotwise-mail.com for app.slotwise.io): the app's domain is the envelope
+    sender's (the Return-Path), or the display name, naming no protected organization, is
+    the app's name ("Slotwise" for slotwise.io; at least :data:`MIN_APP_NAME` letters) and so
+    is the From domain's (slotwise-mail.com). A "Microsoft 365 Admin" whose consent returns
+    to securedocs-viewer.app is none (phish28c); nor is a display name alone, the sender's to
+    write: "SecureDocs Viewer" <no-reply@docs-notify.com> or <securedocs.viewer@gmail.com>
+    for securedocs-viewer.app (review2)."""
+    if len(host) > MAX_HOST:
+        return False
+    if ctx.same_party(host, ctx.return_path_domain):
+        return True
+    fd = ctx.letter.from_domain
+    if not fd or ctx.name_orgs or _public_mailbox(ctx, fd):
+        return False
+    label = (normalize.registrable(host) or host).split(".")[0].replace("-", "")
+    name = "".join(c for c in ctx.shown_name.casefold() if c.isalnum())
+    mailer = "".join(c for c in (normalize.registrable(fd) or fd) if c.isalnum())
+    return len(label) >= MIN_APP_NAME and label in name and label in mailer
+
+
+MIN_APP_NAME = 4
 
 
 def device_login(ctx: Context) -> Sign | None:
@@ -1616,6 +1750,7 @@ CHECKS: tuple[Check, ...] = (
     calendar_link,
     oauth_consent,
     device_login,
+    task_scam,
 )
 
 

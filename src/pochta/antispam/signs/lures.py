@@ -240,6 +240,30 @@ BEC_HUSH = _rx(
     r"\bphone\s+lines?\s+(?:are|is)\s+(?:\w+\s+)?(?:down|being\s+upgraded|unavailable)",
 )
 
+# A payment asked for while the writer cannot be reached (:data:`BEC_PAYMENT` with
+# :data:`BEC_HUSH`) is BEC only when it presses as well: today, now, within the hour (in the
+# payment's own sentence or the subject: "I'm in meetings all day today" is no deadline,
+# review2), or in secret (:data:`BEC_SECRET`). "Please pay the Vector invoice tomorrow, I'm in
+# meetings all day and can't talk" is what a director writes to her own accountant from her
+# gmail.com (phish28c).
+BEC_PRESS = _rx(
+    r"\b(?:today|tonight|right\s+away|right\s+now|asap|as\s+soon\s+as\s+possible|immediately"
+    r"|urgent\w*|within\s+(?:the\s+|an\s+)?(?:hour|\d{1,2}\s+hours?|minutes)|before\s+\d{1,2}"
+    r"(?::\d\d)?\s*(?:am|pm)?\b|by\s+(?:\d{1,2}(?::\d\d)?\s*(?:am|pm)|noon|end\s+of\s+(?:the\s+)?"
+    r"day|eod|cob))",
+    r"\bсрочн\w*|\bсегодня\b|\bнемедленно\b|прямо\s+сейчас|в\s+течение\s+(?:часа|\d{1,2}\s+час)"
+    r"|\bдо\s+\d{1,2}[:.]\d\d\b|до\s+конца\s+(?:рабочего\s+)?дня",
+)
+# ... or asks for secrecy: "keep this between us", "никому не говори", "strictly confidential"
+# (not a bare "confidential": "the confidential board pack is on the drive", review2).
+BEC_SECRET = _rx(
+    r"\bkeep\s+(?:this|it)\s+(?:between\s+us|confidential|quiet|to\s+yourself)",
+    r"\b(?:strictly|highly|completely)\s+confidential\b|\bconfidentially\b|\bbe\s+discreet\b"
+    r"|\bdiscreetly\b",
+    r"(?:никому|пока\s+никому)\s+(?:\w+\s+)?не\s+(?:говори|говорите|сообщай|сообщайте|рассказывай)",
+    r"(?:строго|это)\s+конфиденциально\b|\bконфиденциально\s+(?:прошу|пожалуйста)",
+)
+
 # -- messengers' codes on somebody's page (phish28b) --------------------------------------------
 # The code that signs in to a messenger account, asked for on a page (checks.messenger_code):
 # "log in with your WhatsApp number and enter the code you get", "укажи номер телефона и
@@ -254,6 +278,50 @@ MESSENGER_CODE = _rx(
 # searched only within a sentence of a MESSENGER_CODE match, 120 characters either side
 # (checks._messenger_code): not in the shared pass
 MESSENGER = _rx(r"\b(?:telegram|whatsapp|viber)\b|телеграм\w*|ватсап\w*|вотсап\w*|вайбер\w*")
+
+# -- task scams: a "job" paid by the day, to take up in a messenger (phish28c) -----------------
+# The job-offer and task scams of 2024-2026 (the FTC's and the FBI's warnings about "task
+# scams", Russia's "подработка: отзывы и лайки" schemes): a job offered to a stranger
+# (:data:`TASK_JOB`), pay counted by the day or paid out daily (:data:`TASK_PAY`), work that
+# takes minutes a day, from a phone, with no experience (:data:`TASK_EASY`), and a messenger to
+# take it up in (checks.task_scam). A recruiter's salary by the year or the month, a job
+# board's shifts from its own domain, are none.
+TASK_JOB = _rx(
+    r"\b(?:remote|online|part-?\s?time|home-?based|flexible|side)\s+(?:\w+\s+){0,2}?(?:job|jobs"
+    r"|position|work|role|gig|opportunity)\b",
+    r"\b(?:offer|hire|invite|recruit)\w*\s+you\s+(?:\w+\s+){0,3}?(?:job|position|role)\b",
+    r"\bwork\s+from\s+(?:home|your\s+phone)\b",
+    r"(?:удаленн|дистанционн)\w{0,40}+\s+(?:\w+\s+)?(?:работ|подработк|занятост|ваканси)\w*",
+    r"\bподработк\w*",
+    r"(?:приглашаем|предлагаем)\s+(?:вас\s+)?(?:\w+\s+){0,2}?(?:работ|должност|ваканси"
+    r"|подработк)\w*",
+)
+TASK_PAY = _rx(
+    r"(?:[$€£]\s?\d[\d,.]{0,12}|\d[\d\s.,]{0,12}(?:₽|руб\w*\.?|р\.|\$|usd|usdt|€|eur\w*|долл\w*))"
+    r"[^.\n]{0,30}?(?:\bdaily\b|\ba\s+day\b|\bper\s+day\b|/\s*day\b|в\s+день|в\s+сутки|за\s+день)",
+    r"\b(?:paid|payouts?|payments?|pay|withdraw\w*)\s+(?:\w+\s+){0,2}?(?:daily|every\s+day"
+    r"|the\s+same\s+day|same-day)\b",
+    r"(?:выплат|оплат|вывод)\w*\s+(?:\w+\s+)?(?:ежедневн\w*|каждый\s+день|в\s+тот\s+же\s+день)",
+    r"ежедневн\w*\s+(?:выплат|оплат)\w*",
+)
+# Pay promised as a range of amounts ("$200-$800 daily", "between 300 and 900 USD", "от 2 000
+# до 5 000 руб."): what the task scams promise, where a person who needs a babysitter, a mover
+# or a dog walker for a day names one sum ("2 500 руб. в день": review2).
+TASK_RANGE = _rx(
+    r"[$€£]\s?\d[\d,.]{0,9}\s?(?:[-–]|to)\s?[$€£]?\s?\d[\d,.]{0,9}",
+    r"\b\d[\d,.]{0,9}\s?(?:[-–]|to|and)\s?\d[\d,.]{0,9}\s?(?:usdt?|eur\w*|dollars?|\$|€|£)",
+    r"\d[\d\s.,]{0,9}(?:[-–]|до)\s?\d[\d\s.,]{0,9}(?:₽|руб\w*|р\.|\$|usdt?|€|долл\w*)",
+)
+TASK_EASY = _rx(
+    r"\bno\s+(?:prior\s+)?experience\s+(?:is\s+)?(?:needed|required|necessary)\b",
+    r"\b(?:\d{1,3}\s*[-–]\s*)?\d{1,3}\s+(?:minutes|mins|hours?)\s+(?:a|per)\s+day\b",
+    r"\b(?:one|two|an?)\s+(?:hour|hours)\s+(?:a|per)\s+day\b",
+    r"\b(?:on|from)\s+your\s+(?:phone|smartphone|mobile)\b",
+    r"опыт\w*\s+(?:работы\s+)?не\s+(?:нужен|требуется|обязателен)",
+    r"\bбез\s+опыта\b",
+    r"\d{1,3}\s*(?:[-–]\s*\d{1,3}\s*)?(?:час\w*|минут\w*)\s+в\s+день",
+    r"с\s+(?:вашего\s+|своего\s+)?(?:телефона|смартфона)",
+)
 
 QR = _rx(
     r"\bqr[- ]?(?:code|код)\w*",
@@ -273,7 +341,13 @@ for _rx_ in (
     BEC_CODES,
     BEC_PAYMENT,
     BEC_HUSH,
+    BEC_PRESS,
+    BEC_SECRET,
     MESSENGER_CODE,
+    TASK_JOB,
+    TASK_PAY,
+    TASK_RANGE,
+    TASK_EASY,
 ):
     wording.register(_rx_)
 

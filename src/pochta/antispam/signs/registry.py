@@ -353,6 +353,15 @@ _SPECS = [
         "(microsoft.com/devicelogin) with a code: typed there, it lets the sender into your "
         "account.",
     ),
+    SignSpec(
+        "PHISH_TASK_SCAM",
+        "С бесплатного почтового ящика предлагают «работу» с оплатой за день, на час-два в "
+        "день с телефона или без опыта, и зовут договориться в Telegram или WhatsApp: так "
+        "начинаются мошенничества с «заданиями», где за выплату просят сначала внести деньги.",
+        "A free mailbox offers a 'job' paid by the day, for an hour or two a day on your phone "
+        "or with no experience, to be taken up on Telegram or WhatsApp: how task scams begin, "
+        "where the pay is held until you deposit money first.",
+    ),
 ]
 SPECS: dict[str, SignSpec] = {s.symbol: s for s in _SPECS}
 SYMBOLS: tuple[str, ...] = tuple(SPECS)
