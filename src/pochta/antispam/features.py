@@ -45,8 +45,8 @@ authentication results into features of the same form; the shingle statistics
                                   address: the real ones in Bcc) and is no mailing list's
     sender.protected              the From domain belongs to a protected organization (not
                                   one of its public mail domains such as gmail.com)
-    sender.freemail               the From domain is a public mail service the model was
-                                  fitted with (signs/data/freemail.txt's lines marked model)
+    sender.freemail               the From domain (its registrable part) is a public mail
+                                  service (signs/data/freemail.txt, as the signs read it)
     sender.display_name_chars     length of the From display name
 """
 
@@ -60,7 +60,7 @@ from pochta.antispam.auth import spf
 from pochta.antispam.signs import casefold
 from pochta.antispam.signs.protected import Protected
 from pochta.antispam.signs.protected import default as default_protected
-from pochta.antispam.signs.protected import model_freemail as default_model_freemail
+from pochta.antispam.signs.protected import freemail as default_freemail
 from pochta.antispam.signs.protected import shorteners as default_shorteners
 from pochta.antispam.signs.registry import SYMBOLS, Sign
 from pochta.mime import normalize
@@ -85,9 +85,8 @@ FEATURES: tuple[str, ...] = (
     "sender.protected", "sender.freemail", "sender.display_name_chars",
 )  # fmt: skip
 
-# The public mail services the model reads: signs/data/freemail.txt's lines marked "# model",
-# the domains it was fitted with (one list with the signs', phish28c).
-FREEMAIL = default_model_freemail()
+# Public mail services: the signs' list (``signs/data/freemail.txt``), one source of truth.
+FREEMAIL = default_freemail()
 
 # An amount: a digit, a run of digits, spaces, dots and commas, and a unit (every unit starts
 # with a letter or a sign, so it can only follow the whole run: possessive); or a currency sign
@@ -379,7 +378,7 @@ def extract(
 
     fd = letter.from_domain
     f["sender.protected"] = float(fd is not None and prot.sender_org(fd) is not None)
-    f["sender.freemail"] = float(fd in FREEMAIL)
+    f["sender.freemail"] = float(fd is not None and (normalize.registrable(fd) or fd) in FREEMAIL)
     f["sender.display_name_chars"] = float(len(letter.from_name))
     return f
 

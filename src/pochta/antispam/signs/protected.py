@@ -624,15 +624,6 @@ def freemail() -> frozenset[str]:
     return parse_list(_data("freemail.txt").splitlines())
 
 
-@functools.lru_cache(maxsize=1)
-def model_freemail() -> frozenset[str]:
-    """The public mail services the shipped model's ``sender.freemail`` reads: the lines of
-    ``data/freemail.txt`` marked ``# model`` (one list for the signs and the model; the model
-    reads the domains it was fitted with)."""
-    lines = _data("freemail.txt").splitlines()
-    return parse_list(line for line in lines if line.partition("#")[2].strip() == "model")
-
-
 def parse_list(lines: Iterable[str]) -> frozenset[str]:
     out = set()
     for line in lines:
