@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 from tests.mailtools import letter
 
+from pochta.antispam.signs import wording
+from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import TIMEOUT, Analyzer, Scanner, unanalyzed
 from pochta.budget import Budget
 from pochta.cpupool import CpuPool
 from pochta.errors import CpuPoolTimeout, Overloaded
+from pochta.mailbox import warmed
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_pool_process
 from pochta.types import Envelope
 
@@ -220,6 +223,7 @@ def test_prepare_then_hands_the_workers_answer_to_the_executor(pool: CpuPool) ->
 
 
 WARMED = """
+from pochta.antispam.signs import wording
 from pochta.cpupool import CpuPool
 from pochta.mailbox.intake import POOL_MODULES
 from pochta.mime import normalize
@@ -229,11 +233,16 @@ def built() -> int:
     return normalize.public_suffixes.cache_info().currsize
 
 
+def sets() -> int:
+    return len(wording._SET)
+
+
 if __name__ == "__main__":
     workers = CpuPool(1, preload=POOL_MODULES)
     workers.start()
     try:
         print(workers.submit(built).result(timeout=60), built())
+        print(workers.submit(sets).result(timeout=60), sets())
     finally:
         workers.close()
 """
@@ -242,10 +251,21 @@ if __name__ == "__main__":
 def test_a_worker_starts_with_the_tables_built_by_its_fork_server(tmp_path: Path) -> None:
     """The preloaded ``warmed`` module builds them in the fork server (a fresh process's:
     one per process, started by its first pool): a worker that ran no initializer has them
-    already, and the server process that only forks workers never builds them."""
+    (and the phrase families' RE2 sets, compiled and warmed) already, and the server process
+    that only forks workers never builds them."""
     script = tmp_path / "warmed.py"
     script.write_text(WARMED)
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
     )
-    assert done.stdout.split() == ["1", "0"]
+    assert done.stdout.split() == ["1", "0", str(wording.SETS), "0"]
+
+
+def test_the_warming_texts_are_the_tables_words_as_often_as_seen() -> None:
+    table = TokenTable({"verify": (9, 0), "lunch": (0, 1)}, 10, 10)
+    texts = list(warmed.sample_texts(table, 1_234, seed=3))
+    assert texts == list(warmed.sample_texts(table, 1_234, seed=3))  # the same every start
+    words = " ".join(texts).replace(".", " ").split()
+    assert len(texts) == 3 and len(words) == 1_234 and set(words) == {"verify", "lunch"}
+    assert words.count("verify") > 5 * words.count("lunch")
+    assert list(warmed.sample_texts(TokenTable({}, 0, 0), 100)) == []
