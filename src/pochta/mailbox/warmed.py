@@ -7,13 +7,13 @@ suffix list already built (:func:`pochta.mime.normalize.warm`: ~0.2 s of CPU oth
 by every worker), and shares their pages with its siblings. ``init_pool_process`` calls the
 same function again, which then does nothing; nothing else imports this module.
 
-It also warms the phrase families' RE2 sets (:func:`pochta.antispam.signs.wording.warm`),
-whose automata RE2 builds lazily, a state at a time as texts reach them: a new worker's
-first hundreds of letters built most of them (~1 ms a letter of its signs stage over its
-first 300, against ~0.15 ms once thousands went through). The fork server reads
-:data:`WARM_WORDS` words drawn from the shipped model's token table (the words of the letters
-it was trained on, as often as they were seen there; ~0.4 s of CPU, once a server), and every
-worker starts with the states they reached.
+It also warms the phrase families' RE2 set (:func:`pochta.antispam.signs.wording.warm`),
+whose automaton RE2 builds lazily, a state at a time as texts reach it: a new worker's first
+hundreds of letters built most of it (~1-1.6 ms a letter of its signs stage over its first 300,
+the set alone). The fork server reads :data:`WARM_WORDS` words drawn from the shipped model's
+token table (the words of the letters it was trained on, as often as they were seen there;
+~0.4 s of CPU, once a server) before it forks, and every worker starts with the states they
+reached: ~0.6 ms a letter less of a new worker's first 300 letters' signs stage.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pochta.antispam.signs import (
 from pochta.mime import normalize
 
 WARM_WORDS = 60_000
-"""Words the fork server reads with the phrase families' sets before it forks a worker."""
+"""Words the fork server reads with the phrase families' set before it forks a worker."""
 WARM_TEXT_WORDS = 500  # words a warming text holds (a letter's body, about)
 
 

@@ -6,8 +6,8 @@ Python's engine alone.
 - ``wording.within``: a body read with its subject's pass (a superset of its own answer).
 - ``extortion.demand``'s families joined the set (``wording.search``); the reference is
   Python's ``search``.
-- The sets (``wording.SETS`` of them): which families match somewhere, as each relaxed copy
-  alone says; warming them (``wording.warm``) changes no answer.
+- The set: which families match somewhere, as each relaxed copy alone says; warming it
+  (``wording.warm``) changes no answer.
 """
 
 from __future__ import annotations
@@ -142,23 +142,17 @@ def _each_alone() -> list[Any]:
     return [re2.compile(p, wording._options(8 << 20)) for p in wording._RELAXED]
 
 
-def test_the_sets_hold_every_family_once() -> None:
-    places = [p for _, held in wording._prefilter_set() for p in held]
-    assert len(wording._prefilter_set()) == wording.SETS
-    assert sorted(places) == list(range(1, len(wording._RELAXED) + 1))
-
-
 @SLOW
 @given(text=_texts([*ALL_WORDS, "dear", "customer", "$1,000", "http", "www"]))
-def test_the_sets_say_which_families_match_as_each_alone_says(text: str) -> None:
+def test_the_set_says_which_families_match_as_each_alone_says(text: str) -> None:
     wording._SCANS.clear()
     scan = wording._scan(wording.fold(text))
     assert scan is not None and scan[1] is not None
     data, hits = scan
-    assert hits == {i for i, rx in enumerate(_each_alone(), 1) if rx.search(data)}, data
+    assert hits - {0} == {i for i, rx in enumerate(_each_alone(), 1) if rx.search(data)}, data
 
 
-def test_warming_the_sets_changes_no_answer() -> None:
+def test_warming_the_set_changes_no_answer() -> None:
     texts = [wording.fold(t) for t in ("Dear customer, verify your account now.", "привет")]
     before = [wording._scan(t) for t in texts]
     wording.warm(["dear valued customer kindly confirm your password", "x" * 3000])

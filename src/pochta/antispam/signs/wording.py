@@ -520,55 +520,41 @@ def _options(max_mem: int) -> Any:
 
 
 _PREFILTERS: dict[re.Pattern[str], Any] = {}
-_INDEX: dict[re.Pattern[str], int] = {}  # a pattern's place in _RELAXED: 1, 2, ...
+_INDEX: dict[re.Pattern[str], int] = {}  # a pattern's place in the set: 1, 2, ...
 _FAMILIES: dict[int, tuple[re.Pattern[str], Any, int]] = {}
 """``id(rx)``: ``rx``, its prefilter and its place in the set; what the checks look up. A
 compiled pattern's own hash reads its whole program each time (OFFER's: ~8 us; the checks ask
 ~20 times a letter), its identity costs nothing; the pattern is held here, so its id is not
 another object's while it is registered."""
 _RELAXED: list[bytes] = []
-_SET: list[tuple[Any, tuple[int, ...]]] = []
-"""The sets of the prefilters (compiled at their first use), each with the place of each of
-its patterns in :data:`_RELAXED` (1, 2, ...; its pattern 0 is the empty one)."""
+_SET: list[Any] = []  # the set of every prefilter, compiled at its first use
 SET_MEMORY = 16 << 20
-"""Bytes RE2 may spend on each set's automaton (the default 8 MiB makes it rebuild its states
+"""Bytes RE2 may spend on the set's automaton (the default 8 MiB makes it rebuild its states
 several times over a long letter: 3x slower)."""
-SETS = 3
-"""How many RE2 sets the prefilters are dealt over, the longest first, in turn. RE2 builds a
-set's automaton lazily, a state for each new mix of the families' partial matches a text
-reaches, and one set of every family met new mixes in nearly every new letter: over the
-4,847 unsealed letters read once in a row, one set 292 us a text (and its automaton near its
-:data:`SET_MEMORY`), three 142 us (~8 MB together); over a new process's first 300 test
-letters ~1,050-1,600 against ~480-800 us; ~10-25 us more for a text read before."""
 
 
-def _prefilter_set() -> list[tuple[Any, tuple[int, ...]]]:
-    """RE2 automata that together hold every registered prefilter: a pass of each over a text
-    says which of them match anywhere in it (most match nowhere). Pattern 0 of each matches
-    every text: an answer without it is a set that gave up (its memory ran out), and then each
-    prefilter runs alone."""
+def _prefilter_set() -> Any:
+    """One RE2 automaton for every registered prefilter: one pass over a text says which of
+    them match anywhere in it (most match nowhere). Pattern 0 matches every text: an answer
+    without it is a set that gave up (its memory ran out), and then each prefilter runs alone."""
     if not _SET:
-        longest = sorted(range(1, len(_RELAXED) + 1), key=lambda i: -len(_RELAXED[i - 1]))
-        for k in range(SETS):
-            places = tuple(longest[k::SETS])
-            found = re2.Set.SearchSet(_options(SET_MEMORY))
-            found.Add(b"")
-            for place in places:
-                found.Add(_RELAXED[place - 1])
-            found.Compile()
-            _SET.append((found, places))
-    return _SET
+        found = re2.Set.SearchSet(_options(SET_MEMORY))
+        found.Add(b"")
+        for pattern in _RELAXED:
+            found.Add(pattern)
+        found.Compile()
+        _SET.append(found)
+    return _SET[0]
 
 
 def warm(texts: Iterable[str]) -> None:
-    """Read ``texts`` with the sets, so that their automata hold the states such texts reach
-    before the first letter does (:mod:`pochta.mailbox.warmed`: once, in the fork server, for
-    every worker it forks)."""
-    sets = _prefilter_set()
+    """Read ``texts`` (folded here) with the set, so that its automaton holds the states such
+    texts reach before the first letter does (:mod:`pochta.mailbox.warmed`: once, in the fork
+    server, for every worker it forks). RE2 builds the set's automaton lazily, a state for each
+    new mix of the families' partial matches a text reaches."""
+    found = _prefilter_set()
     for text in texts:
-        data = fold(text).encode("utf-8", "replace")
-        for automaton, _ in sets:
-            automaton.Match(data)
+        found.Match(fold(text).encode("utf-8", "replace"))
 
 
 Scan = tuple[bytes, frozenset[int] | None] | None
@@ -580,7 +566,7 @@ _MISSING = object()
 
 def _scan(text: str) -> Scan:
     """``text`` as UTF-8 and the prefilters (:data:`_INDEX`) matching somewhere in it (None:
-    not known, a set gave up); None for a text RE2 cannot read (a lone surrogate). The
+    not known, the set gave up); None for a text RE2 cannot read (a lone surrogate). The
     checks read one text with several families: it is encoded and scanned once (the last
     :data:`SCANS_KEPT` texts are remembered)."""
     found = _SCANS.get(text, _MISSING)
@@ -590,13 +576,8 @@ def _scan(text: str) -> Scan:
         data = text.encode()
     except UnicodeEncodeError:
         return _keep(text, None)
-    matching: set[int] = set()
-    for automaton, places in _prefilter_set():
-        hits = automaton.Match(data) or ()
-        if 0 not in hits:  # a set gave up: every prefilter runs alone
-            return _keep(text, (data, None))
-        matching.update(places[i - 1] for i in hits if i)
-    return _keep(text, (data, frozenset(matching)))
+    hits = _prefilter_set().Match(data) or ()
+    return _keep(text, (data, frozenset(hits) if 0 in hits else None))
 
 
 def _keep(text: str, scan: Scan) -> Scan:
@@ -748,7 +729,7 @@ def gate(name: str, text: str) -> bool | None:
     if scan is None:
         return None
     data, hits = scan
-    if hits is None:  # a set gave up: the gate alone
+    if hits is None:  # the set gave up: the gate alone
         return alone.search(data) is not None
     return index in hits
 
