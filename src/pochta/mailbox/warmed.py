@@ -10,10 +10,13 @@ same function again, which then does nothing; nothing else imports this module.
 It also warms the phrase families' RE2 set (:func:`pochta.antispam.signs.wording.warm`),
 whose automaton RE2 builds lazily, a state at a time as texts reach it: a new worker's first
 hundreds of letters built most of it (~1-1.6 ms a letter of its signs stage over its first 300,
-the set alone). The fork server reads :data:`WARM_WORDS` words drawn from the shipped model's
-token table (the words of the letters it was trained on, as often as they were seen there;
-~0.4 s of CPU, once a server) before it forks, and every worker starts with the states they
-reached: ~0.6 ms a letter less of a new worker's first 300 letters' signs stage.
+the set alone). The fork server reads ``POCHTA_WARM_WORDS`` words (default
+:data:`pochta.config.WARM_WORDS`; 0 in the tests' pochtas: most never judge a letter) drawn
+from the shipped model's token table (the words of the letters it was trained on, as often as
+they were seen there; ~0.25 s of CPU, once a server) before it forks, and every worker starts
+with the states they reached. The warm-up only fills RE2's cache: a token table that cannot be
+read leaves the set cold, it never stops the fork server (an exception here but ImportError
+would: every worker's start would fail with the fork server's EOF).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
 from pochta.antispam import tokens
 from pochta.antispam.model import booster
@@ -28,10 +32,10 @@ from pochta.antispam.signs import (
     checks,  # noqa: F401  (its import registers the families)
     wording,
 )
+from pochta.config import warm_words
+from pochta.errors import ConfigError
 from pochta.mime import normalize
 
-WARM_WORDS = 60_000
-"""Words the fork server reads with the phrase families' set before it forks a worker."""
 WARM_TEXT_WORDS = 500  # words a warming text holds (a letter's body, about)
 
 
@@ -50,11 +54,24 @@ def sample_texts(table: tokens.TokenTable, words: int, seed: int = 0) -> Iterato
         )
 
 
-def warm() -> None:
+def warm(words: int | None = None, directory: Path | None = None) -> None:
+    """The tables every letter reads, and the phrase families' set warmed with ``words``
+    words (``POCHTA_WARM_WORDS``'s; a value it refuses: none) of the token table in
+    ``directory`` (the shipped model's)."""
     normalize.warm()
-    table = tokens.load(booster.shipped_dir())
+    if words is None:
+        try:
+            words = warm_words()
+        except ConfigError:  # serve refused it before its pool started; a test's pool: no warm-up
+            return
+    if words <= 0:
+        return
+    try:
+        table = tokens.load(directory or booster.shipped_dir(), keep=False)
+    except ConfigError:  # the live model's own table, if it is this one, stops the build
+        return
     if table is not None:
-        wording.warm(sample_texts(table, WARM_WORDS))
+        wording.warm(sample_texts(table, words))
 
 
 warm()
