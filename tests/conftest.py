@@ -29,3 +29,8 @@ TEST_PASSWORD_COST = {
 }
 for _name, _value in TEST_PASSWORD_COST.items():
     os.environ.setdefault(_name, _value)
+
+# Their letters' fork servers do not warm the phrase families' set (pochta.mailbox.warmed:
+# ~0.5 s of CPU at every start of a pool, and the suite starts `pochta serve` by the hundred,
+# most of them never judging a letter); tests/unit/test_intake.py sets it for its own.
+os.environ.setdefault("POCHTA_WARM_WORDS", "0")

@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -1270,9 +1271,34 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
 
-NOT_SETTINGS = frozenset({"POCHTA_CONFIG", "POCHTA_CORPUS_CACHE"})
-"""``POCHTA_*`` variables that are not settings: the settings file's path, and where the test
-corpus is cached. Every other ``POCHTA_*`` variable must name a setting."""
+NOT_SETTINGS = frozenset({"POCHTA_CONFIG", "POCHTA_CORPUS_CACHE", "POCHTA_WARM_WORDS"})
+"""``POCHTA_*`` variables that are not settings: the settings file's path, where the test
+corpus is cached, and the letters' fork server's warm-up (:func:`warm_words`: read by the
+fork server, which reads no settings). Every other ``POCHTA_*`` variable must name a setting."""
+
+WARM_WORDS = 60_000
+"""Words the letters' fork server reads with the phrase families' set before it forks a
+worker (:mod:`pochta.mailbox.warmed`), unless ``POCHTA_WARM_WORDS`` says otherwise."""
+WARM_WORDS_MAX = 1_000_000
+
+
+def warm_words(environ: Mapping[str, str] | None = None) -> int:
+    """``POCHTA_WARM_WORDS`` (0: no warm-up; the tests' pochtas set it), else
+    :data:`WARM_WORDS`; a value that is not a whole number 0-1,000,000 is a ConfigError."""
+    raw = (os.environ if environ is None else environ).get("POCHTA_WARM_WORDS")
+    if raw is None:
+        return WARM_WORDS
+    try:
+        words = int(raw.strip())
+    except ValueError:
+        words = -1
+    if not 0 <= words <= WARM_WORDS_MAX:
+        raise ConfigError(
+            f"environment variable POCHTA_WARM_WORDS: {raw[:40]!r} is not a whole number "
+            f"0-{WARM_WORDS_MAX:,}"
+        )
+    return words
+
 
 _SHARED = ", shared by guard and shingles (see README, Configuration)"
 MOVED = {
@@ -1319,6 +1345,7 @@ def _environ() -> dict[str, str]:
 
 
 def _refuse_unknown_env() -> None:
+    warm_words()  # read by the fork server, which could not say what is wrong with it
     known = env_names()
     for name in sorted(_environ()):
         if name in known or name in NOT_SETTINGS:

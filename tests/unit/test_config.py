@@ -118,6 +118,19 @@ def test_variables_that_are_not_settings_are_let_be(
     assert (s.smtp.port, s.valkyrie.enabled) == (2626, False)
 
 
+def test_a_warm_up_size_that_is_no_number_stops_the_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``POCHTA_WARM_WORDS`` is read by the letters' fork server, which cannot say what is
+    wrong with it: the settings refuse it, before any pool starts."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("POCHTA_WARM_WORDS", "20000")
+    load_settings()
+    monkeypatch.setenv("POCHTA_WARM_WORDS", "lots")
+    with pytest.raises(ConfigError, match="POCHTA_WARM_WORDS: 'lots' is not a whole number"):
+        load_settings()
+
+
 def test_an_invalid_value_names_its_real_source(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ pochta's, and a letter its worker could not finish does what ``antispam.on_timeo
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,10 +13,15 @@ from pathlib import Path
 import pytest
 from tests.mailtools import letter
 
+from pochta.antispam import tokens
+from pochta.antispam.signs import wording
+from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import TIMEOUT, Analyzer, Scanner, unanalyzed
 from pochta.budget import Budget
+from pochta.config import WARM_WORDS, warm_words
 from pochta.cpupool import CpuPool
-from pochta.errors import CpuPoolTimeout, Overloaded
+from pochta.errors import ConfigError, CpuPoolTimeout, Overloaded
+from pochta.mailbox import warmed
 from pochta.mailbox.intake import AnalysisSettings, Intake, init_pool_process
 from pochta.types import Envelope
 
@@ -220,6 +226,8 @@ def test_prepare_then_hands_the_workers_answer_to_the_executor(pool: CpuPool) ->
 
 
 WARMED = """
+from pochta.antispam import tokens
+from pochta.antispam.signs import wording
 from pochta.cpupool import CpuPool
 from pochta.mailbox.intake import POOL_MODULES
 from pochta.mime import normalize
@@ -229,11 +237,16 @@ def built() -> int:
     return normalize.public_suffixes.cache_info().currsize
 
 
+def sets() -> int:
+    return len(wording._SET)
+
+
 if __name__ == "__main__":
     workers = CpuPool(1, preload=POOL_MODULES)
     workers.start()
     try:
         print(workers.submit(built).result(timeout=60), built())
+        print(workers.submit(sets).result(timeout=60), sets())
     finally:
         workers.close()
 """
@@ -242,10 +255,65 @@ if __name__ == "__main__":
 def test_a_worker_starts_with_the_tables_built_by_its_fork_server(tmp_path: Path) -> None:
     """The preloaded ``warmed`` module builds them in the fork server (a fresh process's:
     one per process, started by its first pool): a worker that ran no initializer has them
-    already, and the server process that only forks workers never builds them."""
+    (and the phrase families' RE2 set, compiled and warmed) already, and the server process
+    that only forks workers never builds them."""
     script = tmp_path / "warmed.py"
     script.write_text(WARMED)
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "POCHTA_WARM_WORDS": "2000"},
     )
-    assert done.stdout.split() == ["1", "0"]
+    assert done.stdout.split() == ["1", "0", "1", "0"]
+    done = subprocess.run(  # the tests' own pochtas: no warm-up, the set compiled at first use
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "POCHTA_WARM_WORDS": "0"},
+    )
+    assert done.stdout.split() == ["1", "0", "0", "0"]
+
+
+def test_a_token_table_that_cannot_be_read_leaves_the_set_cold(tmp_path: Path) -> None:
+    """The warm-up runs in the fork server, where any exception but ImportError kills it
+    (every worker's start then fails with an EOF): a broken table is no warm-up, no error."""
+    (tmp_path / "tokens.json").write_text('{"spam_letters": 1')
+    wording._SET.clear()
+    warmed.warm(2_000, tmp_path)
+    assert wording._SET == []
+    warmed.warm(2_000, tmp_path / "none")  # no table at all
+    assert wording._SET == []
+
+
+def test_the_table_read_for_the_warm_up_is_not_kept(tmp_path: Path) -> None:
+    """Every worker the fork server forks would inherit it (~3 MB of the shipped one) and
+    never read it: each is handed its model's own table."""
+    tokens.save(TokenTable({"verify": (9, 0), "lunch": (0, 1)}, 10, 10), tmp_path)
+    kept = dict(tokens._LOADED)
+    wording._SET.clear()
+    warmed.warm(2_000, tmp_path)
+    assert len(wording._SET) == 1 and dict(tokens._LOADED) == kept
+
+
+def test_the_warm_up_size_is_read_from_the_environment() -> None:
+    assert warm_words({}) == WARM_WORDS
+    assert warm_words({"POCHTA_WARM_WORDS": " 0"}) == 0
+    assert warm_words({"POCHTA_WARM_WORDS": "1000000"}) == 1_000_000
+    for bad in ("-1", "1e4", "", "1000001", "ten"):
+        with pytest.raises(ConfigError, match="POCHTA_WARM_WORDS"):
+            warm_words({"POCHTA_WARM_WORDS": bad})
+
+
+def test_the_warming_texts_are_the_tables_words_as_often_as_seen() -> None:
+    table = TokenTable({"verify": (9, 0), "lunch": (0, 1)}, 10, 10)
+    texts = list(warmed.sample_texts(table, 1_234, seed=3))
+    assert texts == list(warmed.sample_texts(table, 1_234, seed=3))  # the same every start
+    words = " ".join(texts).replace(".", " ").split()
+    assert len(texts) == 3 and len(words) == 1_234 and set(words) == {"verify", "lunch"}
+    assert words.count("verify") > 5 * words.count("lunch")
+    assert list(warmed.sample_texts(TokenTable({}, 0, 0), 100)) == []

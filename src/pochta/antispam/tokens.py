@@ -404,10 +404,12 @@ def save(table: TokenTable, directory: Path) -> None:
     (directory / FILE).write_text(table.as_json() + "\n")
 
 
-def load(directory: Path) -> TokenTable | None:
+def load(directory: Path, *, keep: bool = True) -> TokenTable | None:
     """The table beside a model (None when the model has none). A table read before by this
     process (the same bytes) is returned again: a table is never changed once made, and
-    every build of the services (and every model switch) reads the same ~350 KB file."""
+    every build of the services (and every model switch) reads the same ~350 KB file.
+    ``keep=False``: a table read now is not kept for later (the fork server's warm-up: ~3 MB
+    every worker it forks would inherit and never read)."""
     path = directory / FILE
     if not path.is_file():
         return None
@@ -431,6 +433,8 @@ def load(directory: Path) -> TokenTable | None:
         table = TokenTable(counts, *letters, weights)
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise ConfigError(f"cannot load the token table {path}: {exc}") from exc
+    if not keep:
+        return table
     with _LOADED_LOCK:
         _LOADED[digest] = table
         while len(_LOADED) > _LOADED_MAX:

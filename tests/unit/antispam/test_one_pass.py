@@ -6,16 +6,20 @@ Python's engine alone.
 - ``wording.within``: a body read with its subject's pass (a superset of its own answer).
 - ``extortion.demand``'s families joined the set (``wording.search``); the reference is
   Python's ``search``.
+- The set: which families match somewhere, as each relaxed copy alone says; warming it
+  (``wording.warm``) changes no answer.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
 import pytest
+import re2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -128,3 +132,29 @@ def test_extortion_demand_finds_what_pythons_search_finds(text: str) -> None:
         got = extortion.demand(raw, folded)
         with mock.patch.object(wording, "search", lambda rx, t: rx.search(t)):
             assert got == extortion.demand(raw, folded), raw
+
+
+ALL_WORDS = _words(*wording._PREFILTERS)
+
+
+@functools.cache
+def _each_alone() -> list[Any]:
+    return [re2.compile(p, wording._options(8 << 20)) for p in wording._RELAXED]
+
+
+@SLOW
+@given(text=_texts([*ALL_WORDS, "dear", "customer", "$1,000", "http", "www"]))
+def test_the_set_says_which_families_match_as_each_alone_says(text: str) -> None:
+    wording._SCANS.clear()
+    scan = wording._scan(wording.fold(text))
+    assert scan is not None and scan[1] is not None
+    data, hits = scan
+    assert hits - {0} == {i for i, rx in enumerate(_each_alone(), 1) if rx.search(data)}, data
+
+
+def test_warming_the_set_changes_no_answer() -> None:
+    texts = [wording.fold(t) for t in ("Dear customer, verify your account now.", "привет")]
+    before = [wording._scan(t) for t in texts]
+    wording.warm(["dear valued customer kindly confirm your password", "x" * 3000])
+    wording._SCANS.clear()
+    assert [wording._scan(t) for t in texts] == before

@@ -34,7 +34,7 @@ import functools
 import re
 import threading
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -545,6 +545,16 @@ def _prefilter_set() -> Any:
         found.Compile()
         _SET.append(found)
     return _SET[0]
+
+
+def warm(texts: Iterable[str]) -> None:
+    """Read ``texts`` (folded here) with the set, so that its automaton holds the states such
+    texts reach before the first letter does (:mod:`pochta.mailbox.warmed`: once, in the fork
+    server, for every worker it forks). RE2 builds the set's automaton lazily, a state for each
+    new mix of the families' partial matches a text reaches."""
+    found = _prefilter_set()
+    for text in texts:
+        found.Match(fold(text).encode("utf-8", "replace"))
 
 
 Scan = tuple[bytes, frozenset[int] | None] | None
