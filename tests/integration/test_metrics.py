@@ -16,7 +16,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import Server, start_server
+from tests.integration.conftest import Server, eventually, start_server
 from tests.integration.test_smtp import add_users, session
 from tests.mailtools import letter, payload
 
@@ -82,6 +82,7 @@ def sizes(srv: Server, email: str) -> list[int]:
 
 
 def test_counters_move_by_what_was_delivered(mx: Server) -> None:
+    had = len(sizes(mx, "alice@example.org")) + len(sizes(mx, "bob@example.org"))
     before = scrape(mx)
     attachment = [("report.bin", payload(11, 60_000))]
     with smtplib.SMTP("127.0.0.1", mx.smtp_port) as client:
@@ -102,6 +103,11 @@ def test_counters_move_by_what_was_delivered(mx: Server) -> None:
         r = httpx.post(f"{mx.url}/v1/session",
                        json={"email": "alice@example.org", "password": guess})  # fmt: skip
         assert r.status_code == 401
+
+    def stored() -> int:
+        return len(sizes(mx, "alice@example.org")) + len(sizes(mx, "bob@example.org"))
+
+    eventually(stored, lambda n: n >= had + 4, what="4 letters stored")  # queued: after 250
     after = scrape(mx)
 
     def moved(name: str, **labels: str) -> float:
