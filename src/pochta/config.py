@@ -387,6 +387,12 @@ class SmtpSettings(Section):
         description="days the index remembers a queued letter as delivered, so that its queue"
         " entry, left by a crash just after the delivery, is not delivered twice",
     )
+    queue_stalled_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="/healthz says degraded (503) when the incoming queue's runner has made no"
+        " progress (no try ended, no read of the queue) for this long while letters are due",
+    )
 
     def fqdn(self) -> str:
         """The name pochta gives itself: ``hostname``, else this host's FQDN."""

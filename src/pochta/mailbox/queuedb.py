@@ -390,6 +390,32 @@ class QueueStore:
                 slot.close()
         return found
 
+    def recount(self) -> None:
+        """Count this process's slot again (a command changed it: ``pochta queue retry``
+        makes held letters count; see :mod:`pochta.mailbox.queueadmin`)."""
+        self.flush()
+        letters, size = self._count(self.own)
+        with self._lock:
+            self.letters, self.bytes = letters, size
+            metrics.queue_depth(self.letters, self.bytes)
+
+    def oldest(self) -> float | None:
+        """When the oldest letter waiting in this process's slots (held ones left out) was
+        queued (None: none). Rows are read in the order they were written (rowid), so the
+        first one not held and not done is it."""
+        found = []
+        for slot in list(self._slots.values()):
+            for queue_id, record in slot.db.query(
+                "SELECT id, record FROM queue WHERE next_try < 1e300 ORDER BY rowid LIMIT ?",
+                (len(self._finished) + 1,),
+            ):
+                if queue_id in self._finished:
+                    continue
+                with contextlib.suppress(BadRecord):
+                    found.append(decode(bytes(record)).at)
+                break
+        return min(found) if found else None
+
     def _count(self, slot: Slot) -> tuple[int, int]:
         ((letters, size),) = slot.db.query(
             "SELECT count(*), coalesce(sum(size), 0) FROM queue WHERE next_try < 1e300"

@@ -32,12 +32,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from pochta import metrics
 from pochta.errors import StorageError
 from pochta.executors import run_in
 from pochta.mailbox.queue import Entry, Outcome, backoff, over
+from pochta.mailbox.queueadmin import changed
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
 from pochta.types import Clock
 
@@ -47,8 +49,20 @@ ADOPT_SECONDS = 60.0  # how often slots of processes that are gone are looked fo
 FORGET_SECONDS = 3600.0  # how often the index forgets entries delivered long ago
 STOP_SECONDS = 10.0  # tries under way get this long to end when the server stops
 FLUSH_SECONDS = 1.0  # rows of letters done wait at most this long for a letter to go with
+CHANGES_SECONDS = 2.0  # how often queue/changed is looked at (``pochta queue`` touched it)
 
 Attempt = Callable[[Due], Awaitable[Outcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """How the runner is doing, for ``/healthz``: ``stalled``, seconds it has made no progress
+    (no try ended, no read of the queue) while letters are due or being tried, or since its
+    loop ended (0: nothing due, or progress); ``oldest``, the age in seconds of the oldest
+    letter waiting in its slots, held ones left out (None: none)."""
+
+    stalled: float
+    oldest: float | None
 
 
 class QueueRunner:
@@ -89,6 +103,8 @@ class QueueRunner:
         self._last_put = 0.0  # time.monotonic() of the last letter queued
         self._wake: asyncio.Event | None = None
         self._stopping = False
+        self._progress = time.monotonic()  # when a try last ended or the queue was last read
+        self._changed = changed(store.root)  # queue/changed as last seen
 
     # -- the SMTP handler's side ---------------------------------------------------------
     def full(self, more: int = 0) -> bool:
@@ -177,9 +193,18 @@ class QueueRunner:
         # crash left after its delivery is looked up before its id may be forgotten)
         forgotten = time.monotonic()
         failures = 0  # reads of the queue failed in a row
+        looked = time.monotonic()
         while not self._stopping:
             now = time.monotonic()
             try:
+                if now - looked >= CHANGES_SECONDS:
+                    looked = now
+                    mark = await run_in(self._io, changed, self.store.root)
+                    if mark != self._changed:  # a command changed the slots: read them again
+                        self._changed = mark
+                        await run_in(self._io, self.store.recount)
+                        adopted = -1e300
+                        self._unread = True
                 if now - adopted >= ADOPT_SECONDS:
                     adopted = now
                     if await run_in(self._io, self.store.adopt):
@@ -205,6 +230,7 @@ class QueueRunner:
                     self._next = None
                     found = await run_in(self._io, self.store.next_due, self._busy())
                     self._soonest(found)
+                    self._progress = time.monotonic()
                 failures = 0
             except Exception as exc:
                 # a damaged page fails every read: 1 s, doubled up to ADOPT_SECONDS, and one
@@ -223,7 +249,7 @@ class QueueRunner:
                     )
                 self._unread = False  # read again when the pause is over
                 self._next = self._clock() + pause
-            wait = ADOPT_SECONDS
+            wait = CHANGES_SECONDS
             if self._next is not None:
                 wait = min(wait, max(0.0, self._next - self._clock()))
             if self.store.pending_removals():
@@ -233,6 +259,20 @@ class QueueRunner:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
+
+    def watch(self) -> Watch:
+        """How the runner is doing (see :class:`Watch`); from any thread (the health check's:
+        one read of the queue)."""
+        task = self._task
+        stalled = 0.0
+        if task is not None:
+            due = self._next is not None and self._next <= self._clock()
+            if task.done() or self._tries or self._unread or due:
+                stalled = max(0.0, time.monotonic() - self._progress)
+        at = self.store.oldest()
+        oldest = None if at is None else max(0.0, self._clock() - at)
+        metrics.queue_oldest(oldest or 0.0)
+        return Watch(stalled, oldest)
 
     def _soonest(self, at: float | None) -> None:
         """The loop wakes by ``at`` too (None: no change)."""
@@ -288,5 +328,6 @@ class QueueRunner:
             self._soonest(self._clock() + self.retry_first)
         finally:
             self._tries.pop(queue_id, None)
+            self._progress = time.monotonic()
             if self._wake is not None:
                 self._wake.set()
