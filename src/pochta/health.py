@@ -29,15 +29,23 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pochta.errors import PochtaError
 from pochta.types import Pair
 
-if TYPE_CHECKING:
-    from pochta.mailbox.queuerunner import Watch
-
 log = logging.getLogger("pochta.health")
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """How the incoming queue's runner is doing (``QueueRunner.watch``): ``stalled``, seconds
+    it has made no progress (no try ended, no read of the queue) while letters are due or
+    being tried, or since its loop ended (0: nothing due, or progress); ``oldest``, the age in
+    seconds of the oldest letter waiting in its slots, held ones left out (None: none)."""
+
+    stalled: float
+    oldest: float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import threading
 import time
 
 from pochta.errors import StorageError
-from pochta.health import HealthCheck
+from pochta.health import HealthCheck, Watch
 from pochta.types import DiskSpec, Pair, PairFlag
 
 DISKS = (DiskSpec("local", "/a"), DiskSpec("local", "/b"))
@@ -96,8 +96,6 @@ def test_report_never_waits_for_a_check_stuck_in_the_database() -> None:
 
 
 def test_a_queue_runner_without_progress_while_letters_are_due_turns_it_degraded() -> None:
-    from pochta.mailbox.queuerunner import Watch
-
     pairs = [Pair(1, DISKS, PairFlag.NONE, (10, 10))]
     watches = [Watch(0.0, None), Watch(30.0, 45.0), Watch(200.0, 250.0)]
     check = HealthCheck(lambda: pairs, clock=Clock())

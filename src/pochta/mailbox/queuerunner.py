@@ -32,12 +32,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from pochta import metrics
 from pochta.errors import StorageError
 from pochta.executors import run_in
+from pochta.health import Watch
 from pochta.mailbox.queue import Entry, Outcome, backoff, over
 from pochta.mailbox.queueadmin import changed
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
@@ -52,17 +52,6 @@ FLUSH_SECONDS = 1.0  # rows of letters done wait at most this long for a letter 
 CHANGES_SECONDS = 2.0  # how often queue/changed is looked at (``pochta queue`` touched it)
 
 Attempt = Callable[[Due], Awaitable[Outcome]]
-
-
-@dataclass(frozen=True, slots=True)
-class Watch:
-    """How the runner is doing, for ``/healthz``: ``stalled``, seconds it has made no progress
-    (no try ended, no read of the queue) while letters are due or being tried, or since its
-    loop ended (0: nothing due, or progress); ``oldest``, the age in seconds of the oldest
-    letter waiting in its slots, held ones left out (None: none)."""
-
-    stalled: float
-    oldest: float | None
 
 
 class QueueRunner:
