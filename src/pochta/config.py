@@ -343,7 +343,7 @@ class SmtpSettings(Section):
         " them wait their turn, within command_timeout",
     )
     answer: Literal["delivered", "queued"] = Field(
-        "delivered",
+        "queued",
         description='when an SMTP letter gets its 250: "delivered" once it is stored in the'
         ' mailboxes (with its verdict); "queued" once it is durable in the incoming queue under'
         " <data_dir>/queue, delivered from there right after (Postfix's queue: one connection's"
