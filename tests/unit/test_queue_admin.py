@@ -170,3 +170,23 @@ def test_a_slot_with_an_unreadable_record_is_listed_not_a_crash(tmp_path: Path) 
     assert item.entry is None and item.as_dict()["sender"] is None
     assert os.path.exists(root / "0.sqlite3")
     assert queuerunner.CHANGES_SECONDS <= 5
+
+
+def test_a_restored_queue_of_several_slots_is_adopted_whole(tmp_path: Path) -> None:
+    """A backup copies each slot's database and files, not its lock file: a restored slot
+    other than the one the first server takes must still be adopted (adoption looked for lock
+    files: slot 1's letters stayed in the restored queue, never delivered)."""
+    root = tmp_path / "q"
+    first, second = QueueStore(root, inline=100), QueueStore(root, inline=100)
+    a, b = entry(2), entry(3)
+    first.put(a, b"hi")
+    second.put(b, b"abc")
+    assert queueadmin.copy_queue(root, tmp_path / "copy") == 2
+    first.close()
+    second.close()
+    assert not list((tmp_path / "copy").glob("*.lock"))
+    restored = QueueStore(tmp_path / "copy", inline=100)  # the one server started on it
+    assert restored.own.n == 0
+    assert restored.adopt() == 1
+    assert {d.entry.id for d in restored.due(1e12, 10, set())} == {a.id, b.id}
+    restored.close()

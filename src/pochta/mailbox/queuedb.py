@@ -363,14 +363,13 @@ class QueueStore:
         newly adopted slots hold."""
         found = 0
         self.flush()  # an adopted slot's rows of letters done are gone before it is counted
-        for path in sorted(self.root.glob("*.lock")):
+        # by its database, not its lock file: a queue restored from a backup has no lock files
+        for path in sorted(self.root.glob("*.sqlite3")):
             try:
                 n = int(path.stem)
             except ValueError:
                 continue
             if n in self._slots:
-                continue
-            if not (self.root / f"{n}.sqlite3").exists():
                 continue
             fd = _try_lock(self.root, n)
             if fd is None:
