@@ -14,9 +14,9 @@ from tests.unit.test_queue import Attempts, entry, runner, until
 from typer.testing import CliRunner
 
 from pochta.cli import app as cli
-from pochta.errors import InvalidInput, NotFound
+from pochta.errors import InvalidInput, NotFound, StorageError
 from pochta.mailbox import queueadmin, queuerunner
-from pochta.mailbox.queuedb import HELD, QueueStore
+from pochta.mailbox.queuedb import HELD, Due, QueueStore
 
 
 def held_and_waiting(store: QueueStore, tmp_path: Path) -> tuple[str, str, str]:
@@ -190,3 +190,35 @@ def test_a_restored_queue_of_several_slots_is_adopted_whole(tmp_path: Path) -> N
     assert restored.adopt() == 1
     assert {d.entry.id for d in restored.due(1e12, 10, set())} == {a.id, b.id}
     restored.close()
+
+
+def test_the_watch_says_stalled_while_the_queue_cannot_be_read(tmp_path: Path) -> None:
+    """A damaged queue fails every read: the loop pauses between reads (nothing looks due
+    meanwhile) and the oldest letter cannot be read either. The watch raised (the health
+    check kept what it said last: "ok") and, had it not, counted no stall between reads:
+    /healthz stayed 200 for as long as the queue could not be read."""
+
+    class Damaged(QueueStore):
+        reads = 0
+
+        def due(self, now: float, limit: int, skip: set[str]) -> list[Due]:
+            self.reads += 1
+            raise StorageError("reading 0.sqlite3: database disk image is malformed")
+
+        def oldest(self) -> float | None:
+            raise StorageError("reading 0.sqlite3: database disk image is malformed")
+
+    store = Damaged(tmp_path / "q", inline=100)
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(Attempts([]))
+        await until(lambda: store.reads >= 1)
+        await asyncio.sleep(0.1)  # within the pause after the failed read
+        r._progress -= 500  # as if the queue had been unreadable for 500 s
+        watch = r.watch()
+        assert watch.stalled >= 500 and watch.oldest is None
+        await r.stop()
+
+    asyncio.run(main())
+    store.close()

@@ -93,6 +93,7 @@ class QueueRunner:
         self._wake: asyncio.Event | None = None
         self._stopping = False
         self._progress = time.monotonic()  # when a try last ended or the queue was last read
+        self._failing = False  # the last read of the queue failed (it is read again later)
         self._changed = changed(store.root)  # queue/changed as last seen
 
     # -- the SMTP handler's side ---------------------------------------------------------
@@ -221,10 +222,12 @@ class QueueRunner:
                     self._soonest(found)
                     self._progress = time.monotonic()
                 failures = 0
+                self._failing = False
             except Exception as exc:
                 # a damaged page fails every read: 1 s, doubled up to ADOPT_SECONDS, and one
                 # traceback, not one a second for as long as it lasts
                 failures += 1
+                self._failing = True  # the watch counts the time without progress from now
                 pause = backoff(failures, 1.0, ADOPT_SECONDS)
                 if failures == 1:
                     log.exception("the incoming queue could not be read; again in %.0f s", pause)
@@ -256,9 +259,13 @@ class QueueRunner:
         stalled = 0.0
         if task is not None:
             due = self._next is not None and self._next <= self._clock()
-            if task.done() or self._tries or self._unread or due:
+            if task.done() or self._tries or self._unread or due or self._failing:
                 stalled = max(0.0, time.monotonic() - self._progress)
-        at = self.store.oldest()
+        try:
+            at = self.store.oldest()
+        except Exception as exc:  # unreadable: the stall above is what /healthz must see
+            log.warning("the incoming queue's oldest letter could not be read: %s", exc)
+            at = None
         oldest = None if at is None else max(0.0, self._clock() - at)
         metrics.queue_oldest(oldest or 0.0)
         return Watch(stalled, oldest)
