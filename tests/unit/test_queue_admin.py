@@ -222,3 +222,45 @@ def test_the_watch_says_stalled_while_the_queue_cannot_be_read(tmp_path: Path) -
 
     asyncio.run(main())
     store.close()
+
+
+def test_a_recount_while_letters_are_queued_and_held_counts_each_once(tmp_path: Path) -> None:
+    """``pochta queue`` makes each runner count its slot again (a retried held letter counts
+    again). A letter whose row was written but not yet counted by its ``put`` was counted
+    twice (the recount saw the row, then ``put`` added it); one whose row was held but not
+    yet counted out, not at all: the queue's limits drifted until the next command."""
+    import threading
+
+    store = QueueStore(tmp_path / "q", inline=100)
+    first = entry(2)
+    store.put(first, b"hi")
+    written, go_on = threading.Event(), threading.Event()
+    write = store.own.db.write
+
+    def slow_write(op: object) -> None:  # the commit made; its count waits
+        write(op)  # type: ignore[arg-type]
+        written.set()
+        assert go_on.wait(10)
+
+    store.own.db.write = slow_write  # type: ignore[method-assign]
+    putting = threading.Thread(target=store.put, args=(entry(3), b"abc"))
+    putting.start()
+    assert written.wait(10)
+    store.recount()
+    go_on.set()
+    putting.join()
+    assert (store.letters, store.bytes) == (2, 5)
+    (due,) = [d for d in store.due(1e12, 10, set()) if d.entry.id == first.id]
+    written.clear()
+    go_on.clear()
+    holding = threading.Thread(target=store.retry, args=(due, HELD))
+    holding.start()
+    assert written.wait(10)
+    store.recount()
+    go_on.set()
+    holding.join()
+    store.own.db.write = write  # type: ignore[method-assign]
+    assert (store.letters, store.bytes) == (1, 3)
+    store.recount()
+    assert (store.letters, store.bytes) == (1, 3)
+    store.close()
