@@ -184,6 +184,7 @@ class QueueRunner:
         forgotten = time.monotonic()
         failures = 0  # reads of the queue failed in a row
         looked = time.monotonic()
+        paused = 0.0  # self._clock() until which a failed read pauses the reads
         while not self._stopping:
             now = time.monotonic()
             try:
@@ -221,8 +222,9 @@ class QueueRunner:
                     found = await run_in(self._io, self.store.next_due, self._busy())
                     self._soonest(found)
                     self._progress = time.monotonic()
-                failures = 0
-                self._failing = False
+                if self._clock() >= paused:  # not a wake within the pause: the reads are fine
+                    failures = 0
+                    self._failing = False
             except Exception as exc:
                 # a damaged page fails every read: 1 s, doubled up to ADOPT_SECONDS, and one
                 # traceback, not one a second for as long as it lasts
@@ -240,7 +242,7 @@ class QueueRunner:
                         pause,
                     )
                 self._unread = False  # read again when the pause is over
-                self._next = self._clock() + pause
+                self._next = paused = self._clock() + pause
             wait = CHANGES_SECONDS
             if self._next is not None:
                 wait = min(wait, max(0.0, self._next - self._clock()))
