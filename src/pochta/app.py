@@ -178,18 +178,6 @@ class Pochta:
         if self._started:
             return
         self._started = True
-        self.health.start()  # one check now: /healthz is ready when the listeners are
-        self.intake.start()
-        self.shingles.start()
-        if self.scanner.words is not None:
-            self.scanner.words.start()
-        self.deletion_job.start()
-        self.history.start()  # samples the store's size, writes the hourly tallies
-        if self.live_model is not None:
-            self.live_model.start()  # reads the live pointer every model_check_seconds
-        if self.settings.valkyrie.enabled:
-            self._scrubbers = ValkyrieRunner(self.valkyrie, fence=self.fence)
-            self._scrubbers.start()
         s = self.settings.smtp
         if s.enabled and s.answer == "queued":
             # this process's slot of the queue (a lock held while it runs): a server's only
@@ -204,6 +192,19 @@ class Pochta:
                 forget=self.mailbox.forget_queued,
                 remember_seconds=s.queue_remember_days * 86400,
             )
+            self.health.watch_queue(self.queue.watch, s.queue_stalled_seconds)
+        self.health.start()  # one check now: /healthz is ready when the listeners are
+        self.intake.start()
+        self.shingles.start()
+        if self.scanner.words is not None:
+            self.scanner.words.start()
+        self.deletion_job.start()
+        self.history.start()  # samples the store's size, writes the hourly tallies
+        if self.live_model is not None:
+            self.live_model.start()  # reads the live pointer every model_check_seconds
+        if self.settings.valkyrie.enabled:
+            self._scrubbers = ValkyrieRunner(self.valkyrie, fence=self.fence)
+            self._scrubbers.start()
 
     def close(self) -> None:
         """Stop what ``start`` started and join its threads, then close the services (once).

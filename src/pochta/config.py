@@ -344,7 +344,7 @@ class SmtpSettings(Section):
         " them wait their turn, within command_timeout",
     )
     answer: Literal["delivered", "queued"] = Field(
-        "delivered",
+        "queued",
         description='when an SMTP letter gets its 250: "delivered" once it is stored in the'
         ' mailboxes (with its verdict); "queued" once it is durable in the incoming queue under'
         " <data_dir>/queue, delivered from there right after (Postfix's queue: one connection's"
@@ -387,6 +387,12 @@ class SmtpSettings(Section):
         gt=0,
         description="days the index remembers a queued letter as delivered, so that its queue"
         " entry, left by a crash just after the delivery, is not delivered twice",
+    )
+    queue_stalled_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="/healthz says degraded (503) when the incoming queue's runner has made no"
+        " progress (no try ended, no read of the queue) for this long while letters are due",
     )
 
     def fqdn(self) -> str:

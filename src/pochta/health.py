@@ -12,6 +12,13 @@ the HTTP threads. Now a thread (started by ``Pochta.start``) reads the pairs eve
                ``stale_after`` seconds (a check is stuck or failing), or none has answered
                yet (503); ``problem`` says which, with the last error if there was one
 
+With ``smtp.answer = "queued"`` the same check asks the queue's runner how it is doing
+(:meth:`pochta.mailbox.queuerunner.QueueRunner.watch`): degraded when it has made no progress
+for ``queue_stalled_after`` seconds while letters are due (a try stuck, its loop ended, the
+queue unreadable); ``queue_stalled_seconds`` and ``queue_oldest_seconds`` are reported
+either way (the age of the oldest letter waiting, also the gauge
+``pochta_queue_oldest_seconds``).
+
 The check of a stalled database stays stuck in its own thread; the next starts when it ends.
 """
 
@@ -31,12 +38,25 @@ log = logging.getLogger("pochta.health")
 
 
 @dataclass(frozen=True, slots=True)
+class Watch:
+    """How the incoming queue's runner is doing (``QueueRunner.watch``): ``stalled``, seconds
+    it has made no progress (no try ended, no read of the queue) while letters are due or
+    being tried, or since its loop ended (0: nothing due, or progress); ``oldest``, the age in
+    seconds of the oldest letter waiting in its slots, held ones left out (None: none)."""
+
+    stalled: float
+    oldest: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Health:
     status: Literal["ok", "degraded"]
     pairs: int  # as the last check that answered found them
     writable_pairs: int
     checked_seconds_ago: float | None  # since that check; None: none has answered yet
     problem: str | None = None  # why degraded
+    queue_stalled_seconds: float | None = None  # None: no incoming queue (or not read yet)
+    queue_oldest_seconds: float | None = None  # None: no letter waiting (or no queue)
 
 
 class HealthCheck:
@@ -50,8 +70,13 @@ class HealthCheck:
         interval: float = 5.0,
         stale_after: float = 20.0,
         clock: Callable[[], float] = time.monotonic,
+        queue: Callable[[], Watch | None] | None = None,
+        queue_stalled_after: float = 120.0,
     ) -> None:
         self._pairs = pairs
+        self._queue = queue
+        self.queue_stalled_after = queue_stalled_after
+        self._watch: Watch | None = None
         self.interval = interval
         self.stale_after = stale_after
         self.clock = clock
@@ -61,8 +86,22 @@ class HealthCheck:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def watch_queue(self, queue: Callable[[], Watch | None], stalled_after: float) -> None:
+        """Report the incoming queue's runner too (``Pochta.start`` builds it after this)."""
+        self._queue = queue
+        self.queue_stalled_after = stalled_after
+
     def check(self) -> None:
-        """Read the pairs once (in the caller's thread) and keep what was found."""
+        """Read the pairs once (in the caller's thread) and keep what was found; then ask
+        the incoming queue's runner, when there is one."""
+        self._check_pairs()
+        if self._queue is not None:
+            try:
+                self._watch = self._queue()
+            except Exception as exc:  # its database unreadable: the runner makes no progress
+                log.warning("health check: the incoming queue could not be read: %s", exc)
+
+    def _check_pairs(self) -> None:
         try:
             pairs = self._pairs()
         except (PochtaError, OSError) as exc:
@@ -88,9 +127,24 @@ class HealthCheck:
         if ago > self.stale_after:
             why = f"the pair database has not answered for {ago:.0f} s"
             return Health("degraded", pairs, writable, ago, f"{why}: {error}" if error else why)
+        watch = self._watch
+        problem = None
         if not writable:
-            return Health("degraded", pairs, writable, ago, "no pair takes writes")
-        return Health("ok", pairs, writable, ago)
+            problem = "no pair takes writes"
+        elif watch is not None and watch.stalled > self.queue_stalled_after:
+            problem = (
+                f"the incoming queue's runner has made no progress for {watch.stalled:.0f} s"
+                " while letters are due"
+            )
+        return Health(
+            "ok" if problem is None else "degraded",
+            pairs,
+            writable,
+            ago,
+            problem,
+            queue_stalled_seconds=None if watch is None else watch.stalled,
+            queue_oldest_seconds=None if watch is None else watch.oldest,
+        )
 
     def start(self) -> None:
         """One check now, then one every ``interval`` seconds in a thread of its own."""

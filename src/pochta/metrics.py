@@ -230,6 +230,12 @@ class _Metrics:
             "Bytes of the letters counted by pochta_queue_letters (limit: smtp.queue_max_bytes)",
             multiprocess_mode="livesum",
         )
+        self.queue_oldest: Gauge = Gauge(
+            "pochta_queue_oldest_seconds",
+            "Age of the oldest letter waiting in the incoming queue (held ones left out; 0:"
+            " none), the largest over the live server processes; read at each /healthz check",
+            multiprocess_mode="livemax",
+        )
         self.login_failures: Counter = Counter(
             "pochta_login_failures_total",
             "Failed logins, by reason (invalid_credentials, password_reset_required, rate_limited)",
@@ -381,6 +387,10 @@ def connection_untracked(protocol: str) -> None:
 
 def queued(outcome: str) -> None:
     m().queue_tries.labels(outcome).inc()
+
+
+def queue_oldest(seconds: float) -> None:
+    m().queue_oldest.set(seconds)
 
 
 def queue_depth(letters: int, size: int) -> None:

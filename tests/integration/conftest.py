@@ -8,14 +8,38 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
 
 TOKEN = "integration-service-token-0123456789"
+
+DELIVERED = {"POCHTA_SMTP__ANSWER": "delivered"}
+"""Settings of a test about ``smtp.answer = "delivered"`` itself: the reply at the end of DATA
+is the delivery's (451 / 554 there, the letter stored at its 250), whatever the default."""
+
+T = TypeVar("T")
+
+
+def eventually(
+    probe: Callable[[], T], until: Callable[[T], bool], *, timeout: float = 60.0, what: str = ""
+) -> T:
+    """``probe()`` again every 0.1 s until ``until`` holds for what it returned (that value is
+    returned), at most ``timeout`` seconds (then AssertionError with the last value): a letter
+    answered 250 at the queue (``smtp.answer = "queued"``) is stored a moment later, so a test
+    waits for it rather than reading it at once, and never for a fixed time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if until(got):
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what or 'the condition'}: not in {timeout:.0f} s: {got!r:.300}")
+        time.sleep(0.1)
 
 
 def free_port() -> int:

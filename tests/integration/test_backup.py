@@ -169,6 +169,58 @@ def test_embedded_backup_taken_during_deliveries_restores_clean(tmp_path: Path) 
         restored.close()
 
 
+def test_a_queued_letter_not_yet_delivered_is_backed_up_and_delivered_after_restore(
+    tmp_path: Path,
+) -> None:
+    """smtp.answer = "queued": letters answered 250 and still in the incoming queue (one in
+    its row, one big one in a file) are in the backup, taken while their slot is owned (its
+    lock held, as by a running server); restored, the first server delivers them, once."""
+    from pochta.mailbox.queue import Entry, new_id
+    from pochta.mailbox.queuedb import QueueStore
+    from tests.integration.conftest import eventually, start_server
+    from tests.integration.test_smtp import add_users, received, strip_trace
+
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    backup = tmp_path / "b"
+    store = QueueStore(data / "queue", inline=1000)  # the slot's owner while the backup runs
+    trace = b"Received: from client.example by mx.pochta.test; Mon, 30 Nov 2026 11:00 +0000\r\n"
+    small = letter(subject="small")
+    big = letter(subject="big", attachments=[("a.bin", payload(7, 20_000))])
+    spooled = tmp_path / "big.letter"
+    spooled.write_bytes(big)
+    for raw, body in ((small, small), (big, spooled)):
+        entry = Entry(new_id(), "s@example.net", ("alice@example.org",), None, None, trace,
+                      len(raw), time.time())  # fmt: skip
+        store.put(entry, body)
+    try:
+        code, _, err = pochta_cli("backup", "create", "--to", str(backup), "--data", str(data))
+        assert code == 0, err
+    finally:
+        store.close()
+    assert len(list((backup / "data" / "queue" / "files").iterdir())) == 1
+    # each slot at one instant (the backup API), not its file and its WAL copied apart
+    assert not list((backup / "data" / "queue").glob("*.sqlite3-*"))
+    new = tmp_path / "restored"
+    code, _, err = pochta_cli("backup", "restore", "--from", str(backup), "--data", str(new))
+    assert code == 0, err
+    srv = start_server(new, tmp_path / "serve.log", settings={"POCHTA_SMTP__ANSWER": "queued"})
+    try:
+        got = received(srv, "alice@example.org", 2)
+        assert sorted(strip_trace(g) for g in got) == sorted([small, big])
+        # a delivered letter's row goes a moment after its letter is stored (with the next
+        # letter queued, or by the runner's flush): waited for, not read at once
+        eventually(
+            lambda: json.loads(
+                runner.invoke(cli, ["queue", "list", "--json", "--data", str(new)]).stdout
+            ),
+            lambda listed: listed == [],
+            what="the queue emptied",
+        )
+    finally:
+        srv.stop()
+
+
 def test_backup_bad_input_is_one_line_and_an_exit_code(tmp_path: Path) -> None:
     code, _, err = pochta_cli(
         "backup", "restore", "--from", str(tmp_path / "nope"), "--data", str(tmp_path / "x")

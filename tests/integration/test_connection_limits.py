@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tests.integration.conftest import Server, start_server
-from tests.integration.test_smtp import add_users, raws
+from tests.integration.test_smtp import add_users, received
 from tests.mailtools import letter
 
 pytestmark = pytest.mark.integration
@@ -118,7 +118,7 @@ def served_meanwhile(mx: Server, held: list[socket.socket]) -> None:
     # the trusted client (127.0.0.1) delivers meanwhile
     with smtplib.SMTP("127.0.0.1", mx.smtp_port, timeout=30) as smtp:
         smtp.sendmail("s@example.net", ["alice@example.org"], letter(subject="meanwhile"))
-    assert any(b"meanwhile" in raw for raw in raws(mx, "alice@example.org"))
+    assert any(b"meanwhile" in raw for raw in received(mx, "alice@example.org", 1))
     deadline = time.monotonic() + 5  # (counted before each 421 is written; a scrape can lag)
     while time.monotonic() < deadline and refused_count(mx) < 10:
         time.sleep(0.1)

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from pochta_factory import corpus
-from tests.integration.conftest import start_server
+from tests.integration.conftest import eventually, start_server
 from tests.integration.test_smtp import PASSWORD, add_users, session, strip_trace
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -58,6 +58,13 @@ def test_every_corpus_letter_over_smtp_comes_back_byte_identical(
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(send, [sent[i::4] for i in range(4)]))
         auth = session(srv, "corpus@example.org")
+
+        def stored() -> int:
+            folders = httpx.get(f"{srv.url}/v1/folders", headers=auth, timeout=60).json()
+            return sum(int(f["total"]) for f in folders)
+
+        # queued: the last letters are stored a moment after their 250
+        eventually(stored, lambda n: n >= UNSEALED, timeout=600, what="every letter stored")
         ids: list[int] = []
         verdicts: Counter[str] = Counter()
         with httpx.Client(base_url=srv.url, headers=auth, timeout=60) as http:

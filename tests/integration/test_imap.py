@@ -24,8 +24,8 @@ from pochta.antispam.shingles.extract import extract
 from pochta.app import build
 from pochta.config import load_settings
 from pochta.mime.letter import parse
-from tests.integration.conftest import Server, start_server
-from tests.integration.test_smtp import PASSWORD, add_users, session, strip_trace
+from tests.integration.conftest import Server, eventually, start_server
+from tests.integration.test_smtp import PASSWORD, add_users, count, session, strip_trace
 from tests.mailtools import letter, payload
 
 pytestmark = pytest.mark.integration
@@ -85,8 +85,14 @@ def bob() -> str:
 
 
 def send(server: Server, raw: bytes, *rcpts: str) -> None:
+    """Send, and return once every recipient has the letter (with ``smtp.answer = "queued"``
+    it is stored a moment after its 250)."""
+    before = {r: count(server, r) for r in rcpts}
     with smtplib.SMTP("127.0.0.1", server.smtp_port) as s:
-        s.sendmail("sender@example.net", list(rcpts), raw)
+        refused = s.sendmail("sender@example.net", list(rcpts), raw)
+    for r in rcpts:
+        if r not in refused:
+            eventually(lambda r=r: count(server, r), lambda n, r=r: n > before[r], what=r)
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:

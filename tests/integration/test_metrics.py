@@ -11,13 +11,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import Server, start_server
-from tests.integration.test_smtp import add_users, session
+from tests.integration.conftest import Server, eventually, start_server
+from tests.integration.test_smtp import add_users, count, session
 from tests.mailtools import letter, payload
 
 pytestmark = pytest.mark.integration
@@ -82,6 +83,7 @@ def sizes(srv: Server, email: str) -> list[int]:
 
 
 def test_counters_move_by_what_was_delivered(mx: Server) -> None:
+    had = len(sizes(mx, "alice@example.org")) + len(sizes(mx, "bob@example.org"))
     before = scrape(mx)
     attachment = [("report.bin", payload(11, 60_000))]
     with smtplib.SMTP("127.0.0.1", mx.smtp_port) as client:
@@ -102,6 +104,11 @@ def test_counters_move_by_what_was_delivered(mx: Server) -> None:
         r = httpx.post(f"{mx.url}/v1/session",
                        json={"email": "alice@example.org", "password": guess})  # fmt: skip
         assert r.status_code == 401
+
+    def stored() -> int:
+        return len(sizes(mx, "alice@example.org")) + len(sizes(mx, "bob@example.org"))
+
+    eventually(stored, lambda n: n >= had + 4, what="4 letters stored")  # queued: after 250
     after = scrape(mx)
 
     def moved(name: str, **labels: str) -> float:
@@ -148,14 +155,19 @@ def test_a_readonly_pair_shows(mx: Server) -> None:
 
 
 def test_valkyrie_repairs_show_per_disk(mx: Server) -> None:
+    disk = mx.data / "disks" / "1"
+
+    def blobs() -> set[Path]:
+        return {p for p in disk.glob("??/??/*") if p.is_file() and "." not in p.name}
+
+    before_blobs, letters = blobs(), count(mx, "alice@example.org")
     with smtplib.SMTP("127.0.0.1", mx.smtp_port) as client:
         client.sendmail("s@example.net", ["alice@example.org"],
                         letter(subject="to corrupt", attachments=[("c.bin", payload(5, 20_000))]))
-    disk = mx.data / "disks" / "1"
-    blob = max(
-        (p for p in disk.glob("??/??/*") if p.is_file() and "." not in p.name),
-        key=lambda p: p.stat().st_mtime,
-    )
+    # queued: the letter is stored a moment after its 250 (the newest file on the disk read
+    # at once was an older letter's)
+    eventually(lambda: count(mx, "alice@example.org"), lambda n: n > letters, what="the letter")
+    blob = max(blobs() - before_blobs, key=lambda p: p.stat().st_size)  # the attachment's
     before = value(scrape(mx), "pochta_valkyrie_files_total", disk=str(disk), action="repaired")
     blob.write_bytes(b"rot" + blob.read_bytes()[3:])
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.conftest import TOKEN, Server, start_server
+from tests.integration.conftest import TOKEN, Server, eventually, start_server
 from tests.mailtools import letter
 
 pytestmark = pytest.mark.integration
@@ -125,7 +125,9 @@ def test_an_empty_patch_changes_nothing_and_odd_input_is_a_4xx(server: Server) -
     auth = add_user(server, "bob@example.org")
     with smtplib.SMTP("127.0.0.1", server.smtp_port, timeout=30) as smtp:
         smtp.sendmail("a@example.net", ["bob@example.org"], letter(subject="hello"))
-    (m,) = httpx.get(f"{server.url}/v1/messages", headers=auth).json()["messages"]
+    (m,) = eventually(  # queued: stored a moment after its 250
+        lambda: httpx.get(f"{server.url}/v1/messages", headers=auth).json()["messages"], bool
+    )
     r = httpx.patch(f"{server.url}/v1/messages/{m['id']}", json={}, headers=auth)
     assert r.status_code == 200, r.text
     assert {k: r.json()[k] for k in ("seen", "flagged", "folder")} == {

@@ -17,7 +17,7 @@ import pytest
 
 from pochta.errors import StorageError
 from pochta.postgres.database import PoolSettings, Postgres, lost
-from tests.integration.conftest import start_server
+from tests.integration.conftest import DELIVERED, start_server
 from tests.integration.test_slow_dependency import _users_on
 from tests.pgserver import NewDatabase, PostgresServer
 
@@ -139,6 +139,7 @@ def test_a_letter_met_by_a_frozen_database_is_answered_451_and_not_kept(
         "POCHTA_POSTGRES__CONNECT_TIMEOUT": "2",
         "POCHTA_POSTGRES__POOL_TIMEOUT": "3",
         "POCHTA_ANTISPAM__POOL_PROCESSES": "1",
+        **DELIVERED,  # the 451 at the end of DATA (queued: 250, the letter retried)
     }
     srv = start_server(data, tmp_path / "serve.log", settings=settings)
     raw = (

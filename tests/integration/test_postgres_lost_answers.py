@@ -118,6 +118,39 @@ def test_finishing_a_delivery_whose_answer_was_lost_counts_what_was_committed(
     assert index.finish_delivery(ids) == 0  # with every answer there: nothing left
 
 
+def test_a_queued_delivery_finished_after_a_lost_answer_records_its_id_with_its_letters(
+    db: Postgres, postgres_dsn: str
+) -> None:
+    """smtp.answer = "queued": the finishing step, run again after a lost answer, makes the
+    letters DELIVERED and records the queue entry's id in one transaction. A failure between
+    the two (here the id's row refused by a trigger; a crash in production) leaves neither,
+    never letters delivered without the id the runner looks up before trying again."""
+    index = PostgresIndex(db)
+    ids = deliveries(index, 2)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION pochta.refuse() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$BEGIN RAISE EXCEPTION 'refused'; END$$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON pochta.queued"
+            " FOR EACH ROW EXECUTE FUNCTION pochta.refuse()"
+        )
+    try:
+        cut(postgres_dsn)
+        with pytest.raises(StorageError, match="refused"):
+            index.finish_delivery(ids, queued="0123456789abcdef")
+        assert not index.was_queued("0123456789abcdef")
+        assert sorted(i for i, _ in index.pending(ids)) == sorted(ids)  # not finished either
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute("DROP TRIGGER refuse ON pochta.queued")
+            conn.execute("DROP FUNCTION pochta.refuse()")
+    cut(postgres_dsn)
+    assert index.finish_delivery(ids, queued="0123456789abcdef") == 2
+    assert index.was_queued("0123456789abcdef") and index.pending(ids) == []
+
+
 def test_an_abandoned_letter_is_not_finished_after_a_lost_answer(
     db: Postgres, postgres_dsn: str
 ) -> None:

@@ -25,7 +25,7 @@ from pochta.app import build, service_token
 from pochta.config import load_settings
 from tests.dnsserver import silent_udp_port
 from tests.integration.conftest import TOKEN, Server, start_server
-from tests.integration.test_smtp import PASSWORD, add_users, raws
+from tests.integration.test_smtp import PASSWORD, add_users, received
 from tests.pgserver import NewDatabase, PostgresServer
 from tests.unit.antispam_phishing.helpers import make_key, sign
 
@@ -115,7 +115,7 @@ def test_a_dns_server_that_never_answers_holds_no_worker(tmp_path: Path) -> None
             if x.startswith("pochta_dns_questions_total{")
         }
         assert questions["timed_out"] >= 3 and questions["server_down"] >= 1, questions
-        stored = raws(srv, "alice@example.org")
+        stored = received(srv, "alice@example.org", n + 4)
         assert len(stored) == n + 4
         for raw in stored:
             head = raw.split(b"\r\n\r\n", 1)[0].replace(b"\r\n ", b" ").replace(b"\r\n\t", b" ")

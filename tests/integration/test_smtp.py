@@ -14,7 +14,7 @@ import pytest
 
 from pochta.app import build, service_token
 from pochta.config import load_settings
-from tests.integration.conftest import Server, start_server
+from tests.integration.conftest import DELIVERED, Server, eventually, start_server
 from tests.mailtools import letter, payload
 
 pytestmark = pytest.mark.integration
@@ -59,6 +59,27 @@ def raws(server: Server, email: str) -> list[bytes]:
     return out
 
 
+def count(server: Server, email: str) -> int:
+    """How many letters the user has in Inbox and Spam (the verdict decides which)."""
+    auth = session(server, email)
+    total = 0
+    for folder in ("Inbox", "Spam"):
+        page = httpx.get(f"{server.url}/v1/messages?limit=1000&folder={folder}", headers=auth)
+        total += len(page.json()["messages"])
+    return total
+
+
+def received(server: Server, email: str, count: int, timeout: float = 60.0) -> list[bytes]:
+    """The user's letters once there are ``count`` of them (or more): with ``smtp.answer =
+    "queued"`` a letter is stored a moment after its 250."""
+    return eventually(
+        lambda: raws(server, email),
+        lambda got: len(got) >= count,
+        timeout=timeout,
+        what=f"{count} letter(s) for {email}",
+    )
+
+
 ADDED = (b"X-Pochta-Spam:", b"Authentication-Results:", b"Received:")
 
 
@@ -94,7 +115,7 @@ def test_smtplib_delivers_byte_exact_with_a_trace_header(mx: Server) -> None:
         refused = smtp.sendmail("sender@example.net", ["alice@example.org", "bob@example.org"], raw)
     assert refused == {}
     for email in ("alice@example.org", "bob@example.org"):
-        (got,) = raws(mx, email)
+        (got,) = received(mx, email, 1)
         assert strip_trace(got) == raw
         trace = got[: len(got) - len(raw)]
         unfolded = trace.replace(b"\r\n ", b" ")  # the fields as a reader sees them
@@ -119,10 +140,10 @@ def test_a_recipients_block_list_gives_them_their_own_letter_through_smtp(mx: Se
         assert (
             smtp.sendmail("bounce@esp.example", ["alice@example.org", "bob@example.org"], raw) == {}
         )
+    (got_a,) = received(mx, "alice@example.org", 1)
+    (got_b,) = received(mx, "bob@example.org", 1)
     spam = httpx.get(f"{mx.url}/v1/messages?folder=Spam", headers=alice).json()["messages"]
     assert [m["verdict"] for m in spam] == ["spam"]
-    (got_a,) = raws(mx, "alice@example.org")
-    (got_b,) = raws(mx, "bob@example.org")
     assert strip_trace(got_a) == raw == strip_trace(got_b)
     assert b"; list=block\r\n" in got_a.replace(b"\r\n ", b" ")
     assert b"list=" not in got_b
@@ -138,14 +159,27 @@ def test_unknown_recipient_gets_550_at_rcpt(mx: Server) -> None:
         assert code == 250
         code, _ = smtp.data(letter())
         assert code == 250
-    assert len(raws(mx, "alice@example.org")) == 1
+    assert len(received(mx, "alice@example.org", 1)) == 1
+
+
+@pytest.fixture
+def mx_delivered(tmp_path: Path) -> Server:
+    """``mx`` answering at the end of DATA once the letter is delivered."""
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org", "bob@example.org")
+    srv = start_server(data, tmp_path / "serve.log", settings=DELIVERED)
+    yield srv  # type: ignore[misc]
+    if srv.proc.poll() is None:
+        srv.stop()
 
 
 def test_a_recipient_deleted_after_rcpt_is_left_out_at_the_end_of_data(
-    mx: Server, tmp_path: Path
+    mx_delivered: Server, tmp_path: Path
 ) -> None:
     """The recipients accepted at RCPT are looked up again when the letter is stored: one
-    deleted in between gets nothing (the others get the letter); all of them deleted, 554."""
+    deleted in between gets nothing (the others get the letter); all of them deleted, 554
+    (``answer = "delivered"``; queued, the letter is dropped after its 250: test_smtp_queue)."""
+    mx = mx_delivered
     with smtplib.SMTP("127.0.0.1", mx.smtp_port, timeout=30) as smtp:
         smtp.ehlo()
         smtp.mail("sender@example.net")
@@ -209,7 +243,7 @@ def test_lmtp_answers_per_recipient(mx: Server) -> None:
         lmtp.send(raw.replace(b"\r\n.", b"\r\n..") + b".\r\n")
         replies = [lmtp.getreply() for _ in range(2)]  # one per accepted recipient
         assert [c for c, _ in replies] == [250, 250]
-    (got,) = raws(mx, "bob@example.org")
+    (got,) = raws(mx, "bob@example.org")  # LMTP answers once delivered, in either mode
     assert strip_trace(got) == raw and b"with LMTP" in got
 
 
@@ -237,7 +271,7 @@ def test_swaks_delivers(mx: Server, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "250 2.0.0 OK queued as" in done.stdout
-    (got,) = raws(mx, "alice@example.org")
+    (got,) = received(mx, "alice@example.org", 1)
     assert b"Subject: from swaks" in got
 
 
@@ -249,6 +283,7 @@ def test_kill_between_deletion_record_and_decs_is_finished_on_restart(tmp_path: 
     raw = letter(attachments=[("a.bin", att)])
     with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=10) as smtp:
         smtp.sendmail("s@example.net", ["alice@example.org"], raw)
+    received(srv, "alice@example.org", 1)  # stored (queued: a moment after the 250)
     srv.stop(signal.SIGKILL)
     # record a deletion the way the API does, then die before any dec: state DELETING
     from pochta.mailbox.index.sqlite import SQLiteIndex
@@ -297,7 +332,7 @@ def test_odd_bytes_arrive_exactly_and_overlong_lines_are_refused(mx: Server) -> 
         with pytest.raises(smtplib.SMTPDataError) as refused:
             smtp.sendmail("s@example.net", ["alice@example.org"], too_long)
         assert refused.value.smtp_code == 500 and b"too long" in refused.value.smtp_error
-    got = sorted(strip_trace(r) for r in raws(mx, "alice@example.org"))
+    got = sorted(strip_trace(r) for r in received(mx, "alice@example.org", 2))
     assert got == sorted([odd, long_ok])
 
 
@@ -316,7 +351,7 @@ def test_fields_claiming_to_be_pochtas_are_removed(mx: Server) -> None:
     raw = letter(subject="your account")
     with smtplib.SMTP("127.0.0.1", mx.smtp_port, timeout=10) as smtp:
         smtp.sendmail("sender@example.net", ["alice@example.org"], forged + kept + raw)
-    (got,) = raws(mx, "alice@example.org")
+    (got,) = received(mx, "alice@example.org", 1)
     assert strip_trace(got) == kept + raw
     head = got[: got.index(b"\r\n\r\n")].lower().replace(b"\r\n ", b" ").replace(b"\r\n\t", b" ")
     assert head.count(b"x-pochta-spam:") == 1  # pochta's own

@@ -3,6 +3,7 @@ exactly once across a SIGKILL, retried while the store refuses, bounded."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import smtplib
@@ -15,7 +16,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.conftest import Server, start_server
+from pochta.app import build
+from pochta.config import load_settings
+from pochta.mailbox.queue import Entry, new_id
+from pochta.mailbox.queuedb import QueueStore
+from tests.integration.conftest import Server, eventually, start_server
 from tests.integration.test_smtp import add_users, raws
 from tests.mailtools import letter, payload
 
@@ -199,5 +204,102 @@ def test_a_letter_the_delivery_would_refuse_for_its_size_gets_552_not_250(tmp_pa
             assert refused.value.smtp_code == 552
             smtp.sendmail("s@example.net", ["alice@example.org"], letter(subject="small"))
         assert wait_for(srv, "alice@example.org", 1) == ["small"]
+    finally:
+        srv.stop()
+
+
+def queue_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pochta", "queue", *args, "--data", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def held_ids(data: Path) -> list[str]:
+    done = queue_cli(data, "list", "--held", "--json")
+    assert done.returncode == 0, done.stderr
+    return [x["id"] for x in json.loads(done.stdout)]
+
+
+def test_a_held_letter_is_listed_retried_or_dropped_while_the_server_runs(
+    tmp_path: Path,
+) -> None:
+    """Letters answered 250 by a server whose ``max_message_size`` was larger: the delivery
+    refuses them as they are, so they are held (not tried again, not counted), and an operator
+    sees them with ``pochta queue list --held``, drops one and, once the limit is raised,
+    retries the other: the running server delivers it within seconds."""
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org")
+    store = QueueStore(data / "queue", inline=100_000)  # as a server with a larger limit left it
+    ids = []
+    for subject in ("keep", "drop"):
+        raw = letter(subject=subject, attachments=[("a.bin", payload(3, 6_000))])
+        trace = b"Received: from c.example by mx.pochta.test\r\n"
+        rcpts = ("alice@example.org",)
+        entry = Entry(new_id(), "s@example.net", rcpts, None, None, trace, len(raw), time.time())
+        store.put(entry, raw)
+        ids.append(entry.id)
+    store.close()
+    keep, dropped = ids
+    small = {**QUEUED, "POCHTA_SMTP__MAX_MESSAGE_SIZE": "4000"}
+    srv = start_server(data, tmp_path / "serve.log", settings=small)
+    try:
+        assert sorted(eventually(lambda: held_ids(data), lambda got: len(got) == 2)) == sorted(ids)
+        # /healthz says what its last check found (every 5 s; the first, at the start, saw the
+        # letters waiting): held since, the next check says none waits
+        health = eventually(
+            lambda: httpx.get(f"{srv.url}/healthz").json(),
+            lambda h: h["queue_oldest_seconds"] is None,
+            what="/healthz without a letter waiting",
+        )
+        assert health["status"] == "ok"
+        assert health["queue_stalled_seconds"] == 0
+        done = queue_cli(data, "drop", dropped, "--yes")
+        assert done.returncode == 0, done.stderr
+        assert held_ids(data) == [keep]
+        bad = queue_cli(data, "retry", "not-an-id")
+        assert bad.returncode == 2 and "not a queue id" in bad.stderr
+        assert "Traceback" not in bad.stderr
+    finally:
+        srv.stop()
+    srv = start_server(data, tmp_path / "serve2.log", settings=QUEUED)
+    try:
+        assert held_ids(data) == [keep]  # held across the restart, not tried again
+        done = queue_cli(data, "retry", keep)
+        assert done.returncode == 0, done.stderr
+        assert wait_for(srv, "alice@example.org", 1, timeout=30) == ["keep"]
+        assert eventually(lambda: queue_cli(data, "list", "--json").stdout.strip(),
+                          lambda out: out == "[]")  # fmt: skip
+    finally:
+        srv.stop()
+    assert f"queued {keep} held" in (tmp_path / "serve.log").read_text()
+
+
+def test_a_recipient_deleted_after_rcpt_gets_250_then_the_letter_is_dropped(
+    tmp_path: Path,
+) -> None:
+    """Queued, the end of DATA answers 250 before the recipients are looked up again: a letter
+    none of whose recipients has a mailbox any more is then dropped with a log line (the
+    "delivered" answer, 554 at the end of DATA: test_smtp)."""
+    data = tmp_path / "data"
+    add_users(data, "alice@example.org", "bob@example.org")
+    srv = start_server(data, tmp_path / "serve.log", settings=QUEUED)
+    try:
+        with smtplib.SMTP("127.0.0.1", srv.smtp_port, timeout=30) as smtp:
+            smtp.ehlo()
+            smtp.mail("sender@example.net")
+            assert smtp.rcpt("bob@example.org")[0] == 250
+            pochta = build(load_settings(None, data_dir=data))
+            try:
+                pochta.mailbox.delete_user("bob@example.org")
+            finally:
+                pochta.close()
+            code, reply = smtp.data(letter(subject="to nobody"))
+            assert code == 250 and b"queued as" in reply
+            queue_id = reply.split()[-1].decode()
+        eventually(lambda: srv.log.read_text(), lambda t: f"queued {queue_id} dropped" in t)
+        assert queue_cli(data, "list", "--json").stdout.strip() == "[]"
     finally:
         srv.stop()

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from pochta.tls import self_signed
-from tests.integration.conftest import Server, start_server
+from tests.integration.conftest import Server, eventually, start_server
 from tests.integration.test_smtp import add_users, raws, strip_trace
 from tests.mailtools import letter, payload
 
@@ -91,7 +91,10 @@ def tls_mx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, P
 
 
 def delivered(srv: Server, subject: bytes) -> bytes:
-    (got,) = [r for r in raws(srv, "alice@example.org") if b"Subject: " + subject in r]
+    def mine() -> list[bytes]:
+        return [r for r in raws(srv, "alice@example.org") if b"Subject: " + subject in r]
+
+    (got,) = eventually(mine, bool, what=f"the letter {subject!r}")  # queued: after its 250
     return got
 
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import redis
 
-from tests.integration.conftest import Server, start_server
+from tests.integration.conftest import Server, eventually, start_server
 from tests.pgserver import NewDatabase
 
 pytestmark = pytest.mark.integration
@@ -83,8 +83,12 @@ def test_a_letter_taught_through_one_loader_is_scored_alike_by_the_other(
             f"{one.url}/v1/session", json={"email": "bob@example.org", "password": PASSWORD}
         ).json()["token"]
         bob = {"Authorization": f"Bearer {token}"}
-        page = httpx.get(f"{one.url}/v1/messages", params={"folder": "Inbox"}, headers=bob)
-        (letter,) = page.json()["messages"]
+
+        def inbox() -> list[dict[str, object]]:
+            page = httpx.get(f"{one.url}/v1/messages", params={"folder": "Inbox"}, headers=bob)
+            return list(page.json()["messages"])
+
+        (letter,) = eventually(inbox, bool, what="the letter")  # queued: after its 250
         moved = httpx.patch(
             f"{one.url}/v1/messages/{letter['id']}", json={"folder": "Spam"}, headers=bob
         )

@@ -7,7 +7,7 @@ import threading
 import time
 
 from pochta.errors import StorageError
-from pochta.health import HealthCheck
+from pochta.health import HealthCheck, Watch
 from pochta.types import DiskSpec, Pair, PairFlag
 
 DISKS = (DiskSpec("local", "/a"), DiskSpec("local", "/b"))
@@ -93,3 +93,27 @@ def test_report_never_waits_for_a_check_stuck_in_the_database() -> None:
     finally:
         release.set()
         check.stop()
+
+
+def test_a_queue_runner_without_progress_while_letters_are_due_turns_it_degraded() -> None:
+    pairs = [Pair(1, DISKS, PairFlag.NONE, (10, 10))]
+    watches = [Watch(0.0, None), Watch(30.0, 45.0), Watch(200.0, 250.0)]
+    check = HealthCheck(lambda: pairs, clock=Clock())
+    check.watch_queue(lambda: watches.pop(0), 120.0)
+    check.check()
+    h = check.report()
+    assert (h.status, h.queue_stalled_seconds, h.queue_oldest_seconds) == ("ok", 0.0, None)
+    check.check()
+    h = check.report()
+    assert (h.status, h.queue_stalled_seconds, h.queue_oldest_seconds) == ("ok", 30.0, 45.0)
+    check.check()
+    h = check.report()
+    assert h.status == "degraded" and h.queue_oldest_seconds == 250.0
+    assert h.problem == (
+        "the incoming queue's runner has made no progress for 200 s while letters are due"
+    )
+    check.check()  # the watch fails (IndexError here): what it said last is kept, logged
+    assert check.report().status == "degraded"
+    no_queue = HealthCheck(lambda: pairs, clock=Clock())
+    no_queue.check()
+    assert no_queue.report().queue_stalled_seconds is None

@@ -173,7 +173,14 @@ def test_service_token_required(client: TestClient) -> None:
     assert r.headers["www-authenticate"] == "Bearer"
     health = client.get("/healthz").json()
     ago = health.pop("checked_seconds_ago")
-    assert health == {"status": "ok", "pairs": 1, "writable_pairs": 1, "problem": None}
+    assert health == {
+        "status": "ok",
+        "pairs": 1,
+        "writable_pairs": 1,
+        "problem": None,
+        "queue_stalled_seconds": None,  # no incoming queue here (smtp.answer = "queued")
+        "queue_oldest_seconds": None,
+    }
     # from the background check (pochta.health, every http.health_interval_seconds), not a
     # read of its own: the report says how old it is
     assert isinstance(ago, float) and 0 <= ago < 60

@@ -206,6 +206,7 @@ DOOR = {
     # the incoming queue (smtp.answer = "queued"): its record, its store's entry, its runner,
     # which SMTP hands letters to and starts; it delivers through SMTP's own path
     *("pochta.mailbox.queue", "pochta.mailbox.queuedb", "pochta.mailbox.queuerunner"),
+    "pochta.mailbox.queueadmin",  # the queue from outside its servers: pochta queue, backup
 }
 """The mailbox modules an edge may import; the rest (the rooms, the index, feedback,
 deletion...) are behind ``Mailbox``."""

@@ -17,6 +17,7 @@ from pochta.cli import (
     message,
     model,
     pairs,
+    queue,
     serve,
     shingles,
     tls,
@@ -44,6 +45,7 @@ app.add_typer(shingles.app, name="shingles")
 app.add_typer(valkyrie.app, name="valkyrie")
 app.add_typer(db.app, name="db")
 app.add_typer(backup.app, name="backup")
+app.add_typer(queue.app, name="queue")
 app.add_typer(tls.app, name="tls")
 app.add_typer(model.app, name="model")
 app.add_typer(words.app, name="words")

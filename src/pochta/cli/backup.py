@@ -13,13 +13,21 @@ Two kinds, chosen by the installation's settings:
   data directory's other files, and every stored file of the local disks. A restore writes a
   new data directory, the pairs repointed at their new disks.
 
+Either way the incoming queue (``<data_dir>/queue``, smtp.answer = "queued": letters answered
+250 and not yet delivered) is copied first, each slot's database through the backup API and
+the files its rows name: a letter delivered after that copy is in the queue's copy and, when
+the index's copy (taken after) has it too, its queue id is found there and it is not
+delivered twice; one delivered before is in the index's copy. Restored, the queue's letters
+are delivered by the first server started on the data directory.
+
 Either way the manifest (``disks.jsonl``: one line per stored file, its disk, name, key and
 size; the key is the SHA-256 of the content) says what the disks held when the backup was
 taken, so that ``pochta fsck --disks --manifest DIR`` tells a letter written after the backup
 from one lost since.
 
 Layout of a backup directory: ``backup.json`` (kind, times, what was run), ``disks.jsonl``;
-postgres: ``base/`` (pg_basebackup's output); embedded: ``data/`` and ``disks/<pair>-<n>/``.
+postgres: ``base/`` (pg_basebackup's output) and ``queue/``; embedded: ``data/`` (its ``queue/``
+inside) and ``disks/<pair>-<n>/``.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from pochta.cli.common import (
     out,
     settings,
 )
+from pochta.mailbox.queueadmin import copy_queue, slots
 
 app = typer.Typer(
     help="Backups that restore: PostgreSQL base backup + WAL archive, or the embedded"
@@ -63,6 +72,7 @@ INFO = "backup.json"
 MANIFEST = "disks.jsonl"
 SQLITE_HEADER = b"SQLite format 3\x00"
 SQLITE_SIDE = ("-wal", "-shm", "-journal")
+QUEUE = "queue"  # the incoming queue's directory, in the data directory and in a backup
 
 
 # -- pure: times, the restorable span, recovery settings -----------------------------------------
@@ -334,6 +344,7 @@ def _create_postgres(
     tool = _pg_tool("pg_basebackup", pg_bin)
     _fresh_dir(to, "--to")
     started = dt.datetime.now(dt.UTC)
+    copy_queue(s.data_dir.resolve() / QUEUE, to / QUEUE)  # before the index (see the module)
     conninfo, env = _pg_env(dsn)
     label = f"pochta {iso(started)}"
     args = [tool, "-d", conninfo, "-D", str(to / "base"), "-Fp", "-X", "stream"]
@@ -344,12 +355,32 @@ def _create_postgres(
     return Info("postgres", started, finished, files, wal_dir.resolve())
 
 
+def _restore_queue(backup: Path, data_dir: Path) -> int:
+    """A postgres backup's ``queue/`` into ``data_dir/queue`` (refused there when it holds
+    slots: two queues are never mixed). How many slots."""
+    found = slots(backup / QUEUE)
+    if not found:
+        return 0
+    target = data_dir / QUEUE
+    if slots(target):
+        raise errors.InvalidInput(f"--data: {target} holds a queue already; give a new directory")
+    shutil.copytree(backup / QUEUE, target, dirs_exist_ok=True)
+    return len(found)
+
+
 def _restore_postgres(
     info: Info, backup: Path, pgdata: Path | None, target: dt.datetime | None,
-    wal_dir: Path | None, owner: str | None, pg_bin: Path | None,
+    wal_dir: Path | None, owner: str | None, pg_bin: Path | None, data: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     if pgdata is None:
         raise errors.InvalidInput("--pgdata is needed: the new PostgreSQL data directory")
+    if data is None and slots(backup / QUEUE):
+        raise errors.InvalidInput(
+            "--data is needed: the backup holds the incoming queue's letters (answered 250,"
+            " not delivered yet); give the data directory the restored pochta will run on"
+        )
+    if data is not None and slots(data / QUEUE):
+        raise errors.InvalidInput(f"--data: {data / QUEUE} holds a queue already")
     wal = wal_dir or info.wal_dir
     if wal is None or not wal.is_dir():
         raise errors.NotFound(f"no WAL archive at {wal}: give --wal-dir")
@@ -373,7 +404,9 @@ def _restore_postgres(
     if owner is not None:
         for path in [pgdata, *pgdata.rglob("*")]:
             shutil.chown(path, owner, owner)
+    queue = None if data is None else _restore_queue(backup, data)
     return {
+        "queue_slots": queue,
         "kind": "postgres",
         "pgdata": str(pgdata),
         "target_time": None if target is None else iso(target),
@@ -464,11 +497,13 @@ def _create_embedded(s: Any, data: Path | None, config: Path | None, to: Path) -
     _fresh_dir(to, "--to")
     (to / "data").mkdir()
     started = dt.datetime.now(dt.UTC)
+    queue = (data_dir / QUEUE).resolve()
+    copy_queue(queue, to / "data" / QUEUE)  # before the index (see the module)
     with opened(data, config) as pochta:
         roots = _local_roots(pochta)
         dbs = _sqlite_files(data_dir)
         snapshot_sqlite(dbs, to / "data")
-        skip = [*roots, *dbs]
+        skip = [*roots, *dbs, queue]
         for path in _other_files(data_dir, skip):
             dst = to / "data" / path.relative_to(data_dir)
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -612,7 +647,11 @@ def restore(
     pg_bin: PgBinOpt = None,
     data: Annotated[
         Path | None,
-        typer.Option("--data", help="embedded: the new (empty) data directory to restore into"),
+        typer.Option(
+            "--data",
+            help="embedded: the new (empty) data directory to restore into; PostgreSQL: where"
+            " the backup's incoming queue goes (needed when it holds letters)",
+        ),
     ] = None,
     json_output: JsonOpt = False,
 ) -> None:
@@ -623,7 +662,7 @@ def restore(
     info = read_info(source)
     target = None if target_time is None else parse_time(target_time)
     if info.kind == "postgres":
-        result = _restore_postgres(info, source, pgdata, target, wal_dir, owner, pg_bin)
+        result = _restore_postgres(info, source, pgdata, target, wal_dir, owner, pg_bin, data)
         steps = (
             f"start PostgreSQL on {result['pgdata']} (pg_ctl -D ... start, as its owner): it"
             " replays the archive"

@@ -31,7 +31,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,6 +154,10 @@ class QueueStore:
         self._lock = threading.Lock()
         # done, their rows not deleted yet: id -> (slot, whether the letter is in a file)
         self._finished: dict[str, tuple[int, bool]] = {}
+        # this process's slot's rows being written, counted once written (put), and rows
+        # being held or moved aside, counted until then: :meth:`recount` leaves both to them
+        self._writing: set[str] = set()
+        self._leaving: dict[str, int] = {}  # id -> size
         self._sync: GroupSync | None = syncfs_of(root)
         n = 0
         while (fd := _try_lock(root, n)) is None:
@@ -192,14 +196,19 @@ class QueueStore:
             ).close()
             _delete(conn, gone)
 
+        with self._lock:
+            self._writing.add(entry.id)
         try:
             self.own.db.write(op)
         except BaseException:
+            with self._lock:
+                self._writing.discard(entry.id)
             if blob is None:
                 with contextlib.suppress(OSError):
                     self.own.file(entry.id).unlink()
             raise
         with self._lock:
+            self._writing.discard(entry.id)
             self.letters += 1
             self.bytes += entry.size
             metrics.queue_depth(self.letters, self.bytes)
@@ -265,9 +274,32 @@ class QueueStore:
                 (at, due.entry.id),
             ).close()
 
-        self._slots[due.slot].db.write(op)
         if at == HELD:
-            self._forget(due.slot, due.entry.size)
+            self._leave(
+                due.slot, due.entry.id, due.entry.size, lambda: self._slots[due.slot].db.write(op)
+            )
+        else:
+            self._slots[due.slot].db.write(op)
+
+    def _leave(self, slot: int, queue_id: str, size: int, write: Callable[[], None]) -> None:
+        """``write`` takes the entry out of the count (held, or moved aside); it is counted
+        out once written (:meth:`recount` meanwhile counts it as this count does)."""
+        own = slot == self.own.n
+        if own:
+            with self._lock:
+                self._leaving[queue_id] = size
+        try:
+            write()
+        except BaseException:
+            with self._lock:
+                self._leaving.pop(queue_id, None)
+            raise
+        with self._lock:  # out of both at once: a recount sees it in one of them
+            self._leaving.pop(queue_id, None)
+            if own:
+                self.letters -= 1
+                self.bytes -= size
+                metrics.queue_depth(self.letters, self.bytes)
 
     def _forget(self, slot: int, size: int) -> None:
         with self._lock:
@@ -350,11 +382,10 @@ class QueueStore:
             ).close()
             conn.execute("DELETE FROM queue WHERE id = ?", (queue_id,)).close()
 
-        slot.db.write(op)
+        self._leave(slot.n, queue_id, size, lambda: slot.db.write(op))
         if blob is None:
             with contextlib.suppress(OSError):
                 slot.file(queue_id).rename(self.root / "aside" / slot.file(queue_id).name)
-        self._forget(slot.n, size)
 
     # -- slots ---------------------------------------------------------------------------
     def adopt(self) -> int:
@@ -363,14 +394,13 @@ class QueueStore:
         newly adopted slots hold."""
         found = 0
         self.flush()  # an adopted slot's rows of letters done are gone before it is counted
-        for path in sorted(self.root.glob("*.lock")):
+        # by its database, not its lock file: a queue restored from a backup has no lock files
+        for path in sorted(self.root.glob("*.sqlite3")):
             try:
                 n = int(path.stem)
             except ValueError:
                 continue
             if n in self._slots:
-                continue
-            if not (self.root / f"{n}.sqlite3").exists():
                 continue
             fd = _try_lock(self.root, n)
             if fd is None:
@@ -389,6 +419,36 @@ class QueueStore:
                 del self._slots[n]
                 slot.close()
         return found
+
+    def recount(self) -> None:
+        """Count this process's slot again (a command changed it: ``pochta queue retry``
+        makes held letters count; see :mod:`pochta.mailbox.queueadmin`)."""
+        self.flush()
+        with self._lock:  # the rows as the count sees them (each change counted with its row)
+            finished = {i for i, (slot, _) in self._finished.items() if slot == self.own.n}
+            skip = finished | self._writing | self._leaving.keys()
+            rows = self.own.db.query("SELECT id, size FROM queue WHERE next_try < 1e300")
+            kept = [int(size) for queue_id, size in rows if queue_id not in skip]
+            self.letters = len(kept) + len(self._leaving)
+            self.bytes = sum(kept) + sum(self._leaving.values())
+            metrics.queue_depth(self.letters, self.bytes)
+
+    def oldest(self) -> float | None:
+        """When the oldest letter waiting in this process's slots (held ones left out) was
+        queued (None: none). Rows are read in the order they were written (rowid), so the
+        first one not held and not done is it."""
+        found = []
+        for slot in list(self._slots.values()):
+            for queue_id, record in slot.db.query(
+                "SELECT id, record FROM queue WHERE next_try < 1e300 ORDER BY rowid LIMIT ?",
+                (len(self._finished) + 1,),
+            ):
+                if queue_id in self._finished:
+                    continue
+                with contextlib.suppress(BadRecord):
+                    found.append(decode(bytes(record)).at)
+                break
+        return min(found) if found else None
 
     def _count(self, slot: Slot) -> tuple[int, int]:
         ((letters, size),) = slot.db.query(

@@ -37,7 +37,9 @@ from pathlib import Path
 from pochta import metrics
 from pochta.errors import StorageError
 from pochta.executors import run_in
+from pochta.health import Watch
 from pochta.mailbox.queue import Entry, Outcome, backoff, over
+from pochta.mailbox.queueadmin import changed
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
 from pochta.types import Clock
 
@@ -47,6 +49,7 @@ ADOPT_SECONDS = 60.0  # how often slots of processes that are gone are looked fo
 FORGET_SECONDS = 3600.0  # how often the index forgets entries delivered long ago
 STOP_SECONDS = 10.0  # tries under way get this long to end when the server stops
 FLUSH_SECONDS = 1.0  # rows of letters done wait at most this long for a letter to go with
+CHANGES_SECONDS = 2.0  # how often queue/changed is looked at (``pochta queue`` touched it)
 
 Attempt = Callable[[Due], Awaitable[Outcome]]
 
@@ -89,6 +92,9 @@ class QueueRunner:
         self._last_put = 0.0  # time.monotonic() of the last letter queued
         self._wake: asyncio.Event | None = None
         self._stopping = False
+        self._progress = time.monotonic()  # when a try last ended or the queue was last read
+        self._failing = False  # the last read of the queue failed (it is read again later)
+        self._changed = changed(store.root)  # queue/changed as last seen
 
     # -- the SMTP handler's side ---------------------------------------------------------
     def full(self, more: int = 0) -> bool:
@@ -177,9 +183,19 @@ class QueueRunner:
         # crash left after its delivery is looked up before its id may be forgotten)
         forgotten = time.monotonic()
         failures = 0  # reads of the queue failed in a row
+        looked = time.monotonic()
+        paused = 0.0  # self._clock() until which a failed read pauses the reads
         while not self._stopping:
             now = time.monotonic()
             try:
+                if now - looked >= CHANGES_SECONDS:
+                    looked = now
+                    mark = await run_in(self._io, changed, self.store.root)
+                    if mark != self._changed:  # a command changed the slots: read them again
+                        self._changed = mark
+                        await run_in(self._io, self.store.recount)
+                        adopted = -1e300
+                        self._unread = True
                 if now - adopted >= ADOPT_SECONDS:
                     adopted = now
                     if await run_in(self._io, self.store.adopt):
@@ -205,11 +221,15 @@ class QueueRunner:
                     self._next = None
                     found = await run_in(self._io, self.store.next_due, self._busy())
                     self._soonest(found)
-                failures = 0
+                    self._progress = time.monotonic()
+                if self._clock() >= paused:  # not a wake within the pause: the reads are fine
+                    failures = 0
+                    self._failing = False
             except Exception as exc:
                 # a damaged page fails every read: 1 s, doubled up to ADOPT_SECONDS, and one
                 # traceback, not one a second for as long as it lasts
                 failures += 1
+                self._failing = True  # the watch counts the time without progress from now
                 pause = backoff(failures, 1.0, ADOPT_SECONDS)
                 if failures == 1:
                     log.exception("the incoming queue could not be read; again in %.0f s", pause)
@@ -222,8 +242,8 @@ class QueueRunner:
                         pause,
                     )
                 self._unread = False  # read again when the pause is over
-                self._next = self._clock() + pause
-            wait = ADOPT_SECONDS
+                self._next = paused = self._clock() + pause
+            wait = CHANGES_SECONDS
             if self._next is not None:
                 wait = min(wait, max(0.0, self._next - self._clock()))
             if self.store.pending_removals():
@@ -233,6 +253,24 @@ class QueueRunner:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
+
+    def watch(self) -> Watch:
+        """How the runner is doing (see :class:`Watch`); from any thread (the health check's:
+        one read of the queue)."""
+        task = self._task
+        stalled = 0.0
+        if task is not None:
+            due = self._next is not None and self._next <= self._clock()
+            if task.done() or self._tries or self._unread or due or self._failing:
+                stalled = max(0.0, time.monotonic() - self._progress)
+        try:
+            at = self.store.oldest()
+        except Exception as exc:  # unreadable: the stall above is what /healthz must see
+            log.warning("the incoming queue's oldest letter could not be read: %s", exc)
+            at = None
+        oldest = None if at is None else max(0.0, self._clock() - at)
+        metrics.queue_oldest(oldest or 0.0)
+        return Watch(stalled, oldest)
 
     def _soonest(self, at: float | None) -> None:
         """The loop wakes by ``at`` too (None: no change)."""
@@ -288,5 +326,6 @@ class QueueRunner:
             self._soonest(self._clock() + self.retry_first)
         finally:
             self._tries.pop(queue_id, None)
+            self._progress = time.monotonic()
             if self._wake is not None:
                 self._wake.set()

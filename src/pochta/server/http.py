@@ -39,6 +39,10 @@ class HealthOut(BaseModel):
     writable_pairs: int
     checked_seconds_ago: float | None  # since the pair database last answered the check
     problem: str | None = None  # why degraded
+    # smtp.answer = "queued": seconds the queue's runner has made no progress while letters
+    # are due (0: fine), and the age of the oldest letter waiting (None: none)
+    queue_stalled_seconds: float | None = None
+    queue_oldest_seconds: float | None = None
 
 
 def bound_of(settings: Settings) -> Callable[[str, str], Bound]:
@@ -203,10 +207,16 @@ def create_app(
             if h.checked_seconds_ago is None
             else round(h.checked_seconds_ago, 3),
             problem=h.problem,
+            queue_stalled_seconds=_round(h.queue_stalled_seconds),
+            queue_oldest_seconds=_round(h.queue_oldest_seconds),
         )
         return JSONResponse(health.model_dump(), status_code=200 if h.status == "ok" else 503)
 
     return app
+
+
+def _round(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
 
 
 WALK_PATH = "/.pochta/walk"

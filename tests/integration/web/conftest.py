@@ -20,7 +20,7 @@ import pytest
 
 from pochta.guard.passwords import hash_password
 from pochta.mailbox.index.sqlite import SQLiteIndex
-from tests.integration.conftest import Server, start_server
+from tests.integration.conftest import Server, eventually, start_server
 
 PASSWORD = "a long enough password"
 ALICE, BOB, ROOT = "alice@example.org", "bob@example.org", "root@example.org"
@@ -61,8 +61,19 @@ class Site:
         return self.server.url
 
     def send(self, raw: bytes, *rcpts: str, helo: str = "mail.sender.example") -> None:
+        """Send, and return once every recipient has the letter (``smtp.answer = "queued"``
+        stores it a moment after its 250)."""
+        before = {r: self.count(r) for r in rcpts}
         with smtplib.SMTP("127.0.0.1", self.server.smtp_port, local_hostname=helo) as smtp:
-            smtp.sendmail("bounce@sender.example", list(rcpts), raw)
+            refused = smtp.sendmail("bounce@sender.example", list(rcpts), raw)
+        for r in rcpts:
+            if r not in refused:
+                eventually(lambda r=r: self.count(r), lambda n, r=r: n > before[r], what=r)
+
+    def count(self, email: str) -> int:
+        """The account's letters in every folder."""
+        with self.api(email) as http:
+            return sum(int(f["total"]) for f in http.get("/v1/folders").json())
 
     def api(self, email: str) -> httpx.Client:
         r = httpx.post(f"{self.url}/v1/session", json={"email": email, "password": PASSWORD})

@@ -480,13 +480,20 @@ class PostgresIndex:
             log.warning("finishing delivery %s: the answer was lost: %s", ids[:1], exc.message)
         # it may have been committed (a primary lost after its commit, before its answer:
         # the synchronous standby has it). Only this delivery finishes its letters, so those
-        # DELIVERED now were finished by it; finish the rest, and count both (the queue
-        # entry then recorded apart: a crash in between may deliver it again, never lose it)
+        # DELIVERED now were finished by it; finish the rest, and count both. The queue
+        # entry's id is recorded in the same transaction (both steps are safe to run again):
+        # its letters are DELIVERED if and only if the id is there, so a crash, or an answer
+        # lost once more, never leaves a delivery the queue's runner would make again
         params = {"ids": list(ids)}
-        done = self._db.until_answered(lambda conn: _one(conn.execute(_FINISH, params)))
-        if queued is not None and done == len(ids):
-            self._db.until_answered(lambda conn: conn.execute(_QUEUED, (queued, self._clock())))
-        return done
+
+        def again(conn: Conn) -> int:
+            with conn.transaction():
+                done = _one(conn.execute(_FINISH, params))
+                if queued is not None and done == len(ids):
+                    conn.execute(_QUEUED, (queued, self._clock()))
+                return done
+
+        return self._db.until_answered(again)
 
     def was_queued(self, queued: str) -> bool:
         return bool(self._db.query("SELECT 1 FROM pochta.queued WHERE id = %s", (queued,)))

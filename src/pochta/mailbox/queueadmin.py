@@ -1,0 +1,245 @@
+"""The incoming queue seen from outside its servers: ``pochta queue`` and ``pochta backup``.
+
+A command reads and changes the slots' SQLite files (:mod:`pochta.mailbox.queuedb`) beside
+the server processes that own them, as every other command reaches a running server's data
+(SQLite's own locks order the writes). It never takes the lock of a slot whose process lives;
+what it may change there is bounded so that the runner's state stays true:
+
+- ``retry``: an entry's next try is made due now (held or waiting). The runner only learns
+  of rows from its reads of the queue, so the command then touches ``queue/changed``; each
+  runner looks at that file's time every ``CHANGES_SECONDS`` and, when it moved, counts its
+  slot again, adopts the slots of processes that are gone (a held letter of a dead process is
+  delivered by a live one once it is due) and reads the queue.
+- ``drop``: a held entry (never tried by its runner) is removed with its file; an entry that
+  waits for a try is removed only when no process owns its slot (the command takes the slot's
+  lock for the time of the removal, so no server adopts it meanwhile). Removing a letter a
+  runner may be delivering at that moment would not stop the delivery, and the file might go
+  under its read: refused, with what to do instead.
+
+``copy_queue`` is the backup's: each slot's database through SQLite's online backup API, then
+the files its rows name (rows whose file was removed meanwhile were done: left out).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pochta.errors import InvalidInput, NotFound, StorageError
+from pochta.mailbox.queue import BadRecord, Entry, decode, valid_id
+from pochta.mailbox.queuedb import HELD
+
+CHANGES = "changed"  # the file a command touches after it changed a slot
+BUSY_SECONDS = 30.0  # how long a command waits for a slot's write lock
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One entry of the queue as a command sees it: the slot it is in, whether that slot's
+    process lives, its record (None: unreadable; its runner moves it aside at its next read),
+    size, failed tries and next try (HELD: never)."""
+
+    id: str
+    slot: int
+    live: bool
+    entry: Entry | None
+    size: int
+    attempts: int
+    next_try: float
+
+    @property
+    def held(self) -> bool:
+        return self.next_try >= HELD
+
+    def as_dict(self) -> dict[str, object]:
+        e = self.entry
+        return {
+            "id": self.id,
+            "slot": self.slot,
+            "live": self.live,
+            "held": self.held,
+            "size": self.size,
+            "attempts": self.attempts,
+            "next_try": None if self.held else self.next_try,
+            "queued_at": None if e is None else e.at,
+            "sender": None if e is None else e.sender,
+            "recipients": None if e is None else list(e.recipients),
+            "client_ip": None if e is None else e.ip,
+        }
+
+
+def slots(root: Path) -> list[int]:
+    """The slots that have a database under ``root`` (the queue directory)."""
+    found = []
+    if root.is_dir():
+        for path in root.glob("*.sqlite3"):
+            with contextlib.suppress(ValueError):
+                found.append(int(path.stem))
+    return sorted(found)
+
+
+@contextlib.contextmanager
+def _connect(path: Path) -> Iterator[sqlite3.Connection]:
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StorageError(f"queue slot {path.name} cannot be opened: {exc}") from None
+    try:
+        yield conn
+    except sqlite3.Error as exc:
+        raise StorageError(f"queue slot {path.name}: {exc}") from None
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def _free_slot(root: Path, n: int) -> Iterator[bool]:
+    """Whether no process owns slot ``n``; while it is free, this command holds its lock (no
+    server adopts it meanwhile)."""
+    fd = os.open(root / f"{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def listing(root: Path) -> list[Listed]:
+    """Every entry of every slot, the oldest first."""
+    out = []
+    for n in slots(root):
+        with _free_slot(root, n) as free, _connect(root / f"{n}.sqlite3") as conn:
+            rows = conn.execute(
+                "SELECT id, record, size, attempts, next_try FROM queue ORDER BY rowid"
+            ).fetchall()
+        for queue_id, record, size, attempts, next_try in rows:
+            entry: Entry | None
+            try:
+                entry = decode(bytes(record))
+            except BadRecord:
+                entry = None
+            out.append(Listed(queue_id, n, not free, entry, size, attempts, float(next_try)))
+    return sorted(out, key=lambda x: (x.entry is None, x.entry.at if x.entry else 0.0))
+
+
+def find(root: Path, queue_id: str) -> Listed:
+    if not valid_id(queue_id):
+        raise InvalidInput(
+            f"not a queue id: {queue_id!r} (16 hex digits, as in '250 ... queued as ID')"
+        )
+    for item in listing(root):
+        if item.id == queue_id:
+            return item
+    raise NotFound(
+        f"no letter {queue_id} in the incoming queue (delivered, dropped, or never queued)"
+    )
+
+
+def retry(root: Path, ids: list[str] | None, now: float | None = None) -> list[str]:
+    """Make entries due now (``ids``; None: every entry, held or waiting); the runners are
+    told. The ids made due."""
+    at = time.time() if now is None else now
+    wanted = None if ids is None else set(ids)
+    if wanted is not None:
+        for queue_id in wanted:
+            find(root, queue_id)  # clear errors before any change
+    done = []
+    for n in slots(root):
+        with _connect(root / f"{n}.sqlite3") as conn:
+            rows = [r[0] for r in conn.execute("SELECT id FROM queue").fetchall()]
+            chosen = [i for i in rows if wanted is None or i in wanted]
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "UPDATE queue SET next_try = ? WHERE id = ?", [(at, i) for i in chosen]
+            )
+            conn.execute("COMMIT")
+        done += chosen
+    if done:
+        tell(root)
+    return done
+
+
+def drop(root: Path, queue_id: str) -> Listed:
+    """Remove a held entry, or any entry of a slot no process owns (see the module)."""
+    item = find(root, queue_id)
+    with _free_slot(root, item.slot) as free:
+        if not free and not item.held:
+            raise InvalidInput(
+                f"letter {queue_id} waits for delivery by a running server (slot {item.slot},"
+                f" {item.attempts} failed tries): only held letters are dropped while their"
+                " server runs; stop it first, or wait until the letter is delivered or held"
+            )
+        with _connect(root / f"{item.slot}.sqlite3") as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            # held still (a retry meanwhile makes it the runner's again): as checked above
+            gone = conn.execute(
+                "DELETE FROM queue WHERE id = ? AND (? OR next_try >= 1e300)", (queue_id, free)
+            ).rowcount
+            conn.execute("COMMIT")
+        if not gone:
+            raise InvalidInput(f"letter {queue_id} changed meanwhile (retried or delivered)")
+        with contextlib.suppress(FileNotFoundError):
+            (root / "files" / f"{item.slot}-{queue_id}.letter").unlink()
+    tell(root)
+    return item
+
+
+def tell(root: Path) -> None:
+    """The runners read the queue again (see the module)."""
+    path = root / CHANGES
+    path.touch()
+    os.utime(path)
+
+
+def changed(root: Path) -> int:
+    """The time ``queue/changed`` was last touched (0: never)."""
+    try:
+        return os.stat(root / CHANGES).st_mtime_ns
+    except FileNotFoundError:
+        return 0
+
+
+def copy_queue(root: Path, target: Path) -> int:
+    """A backup of the queue under ``root`` into ``target`` (made): each slot's database at
+    one instant (SQLite's backup API), then the files of its rows. A row whose file is gone
+    by then was done meanwhile (the file goes after its row): left out of the copy. How many
+    entries were copied."""
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "files").mkdir(exist_ok=True)
+    copied = 0
+    for n in slots(root):
+        src = root / f"{n}.sqlite3"
+        dst = target / src.name
+        try:
+            with (
+                contextlib.closing(sqlite3.connect(src, timeout=BUSY_SECONDS)) as a,
+                contextlib.closing(sqlite3.connect(dst)) as b,
+            ):
+                a.backup(b)
+            with contextlib.closing(sqlite3.connect(dst, isolation_level=None)) as conn:
+                ids = conn.execute("SELECT id FROM queue WHERE letter IS NULL").fetchall()
+                for (queue_id,) in ids:
+                    name = f"{n}-{queue_id}.letter"
+                    try:
+                        shutil.copy2(root / "files" / name, target / "files" / name)
+                    except FileNotFoundError:
+                        conn.execute("DELETE FROM queue WHERE id = ?", (queue_id,))
+                copied += conn.execute("SELECT count(*) FROM queue").fetchone()[0]
+                conn.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal beside it
+        except sqlite3.Error as exc:
+            raise StorageError(f"queue slot {n} could not be copied: {exc}") from None
+    return copied

@@ -1,0 +1,266 @@
+"""The incoming queue from outside its servers (pochta.mailbox.queueadmin, ``pochta queue``):
+list, retry, drop beside a live runner; the backup's copy; the runner's watch for /healthz."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from tests.unit.test_queue import Attempts, entry, runner, until
+from typer.testing import CliRunner
+
+from pochta.cli import app as cli
+from pochta.errors import InvalidInput, NotFound, StorageError
+from pochta.mailbox import queueadmin, queuerunner
+from pochta.mailbox.queuedb import HELD, Due, QueueStore
+
+
+def held_and_waiting(store: QueueStore, tmp_path: Path) -> tuple[str, str, str]:
+    """Three letters in ``store``: one held (in a file), one waiting (a row), one retrying."""
+    spooled = tmp_path / "big.letter"
+    spooled.write_bytes(b"x" * 500)
+    held, waiting, later = entry(500), entry(2), entry(3)
+    store.put(held, spooled)
+    store.put(waiting, b"hi")
+    store.put(later, b"abc")
+    for due in store.due(1e12, 10, {waiting.id}):
+        store.retry(due, HELD if due.entry.id == held.id else 1e12)
+    return held.id, waiting.id, later.id
+
+
+def test_a_command_lists_retries_and_drops_beside_a_live_slot(tmp_path: Path) -> None:
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)  # a live server's slot: its lock is held
+    held, waiting, later = held_and_waiting(store, tmp_path)
+    items = {x.id: x for x in queueadmin.listing(root)}
+    assert set(items) == {held, waiting, later}
+    assert items[held].held and not items[waiting].held and items[held].live
+    assert items[held].entry is not None and items[held].entry.recipients == ("a@example.org",)
+    assert items[held].as_dict()["next_try"] is None
+    with pytest.raises(InvalidInput, match="not a queue id"):
+        queueadmin.find(root, "../0.sqlite3")
+    with pytest.raises(NotFound, match="no letter 0123456789abcdef"):
+        queueadmin.find(root, "0123456789abcdef")
+    # a letter its runner may be delivering is not dropped under it
+    with pytest.raises(InvalidInput, match="waits for delivery by a running server"):
+        queueadmin.drop(root, waiting)
+    mark = queueadmin.changed(root)
+    queueadmin.drop(root, held)
+    assert not store.own.file(held).exists()
+    assert {x.id for x in queueadmin.listing(root)} == {waiting, later}
+    assert queueadmin.changed(root) != mark  # the runners are told
+    assert queueadmin.retry(root, [later], now=5.0) == [later]
+    assert {d.entry.id for d in store.due(10.0, 10, set())} == {waiting, later}
+    store.close()
+    # no server on the slot: any letter may go
+    queueadmin.drop(root, waiting)
+    assert {x.id for x in queueadmin.listing(root)} == {later}
+
+
+def test_a_running_runner_takes_a_retried_held_letter_within_seconds(tmp_path: Path) -> None:
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    attempts = Attempts(["hold"])
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(attempts)
+        first = entry(2)
+        await r.put(first, b"hi")
+        await until(lambda: len(attempts.seen) == 1 and store.letters == 0)
+        assert [x.held for x in queueadmin.listing(root)] == [True]
+        watch = r.watch()
+        assert (watch.stalled, watch.oldest) == (0.0, None)  # held: not waiting
+        await asyncio.to_thread(queueadmin.retry, root, None)
+        await until(lambda: len(attempts.seen) == 2, timeout=10.0)
+        await until(lambda: not list(store.entries()))
+        assert store.letters == 0  # counted again, then out when done
+        await r.stop()
+
+    asyncio.run(main())
+    store.close()
+
+
+def test_the_watch_says_when_the_runner_makes_no_progress_while_letters_are_due(
+    tmp_path: Path,
+) -> None:
+    store = QueueStore(tmp_path / "q", inline=100)
+    stuck = asyncio.Event()
+
+    async def attempt(due: object) -> str:
+        await stuck.wait()
+        return "done"
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(attempt)
+        await r.put(entry(2), b"hi")
+        r._progress -= 500  # as if the try had been stuck for 500 s
+        watch = r.watch()
+        assert watch.stalled >= 500 and watch.oldest is not None
+        stuck.set()
+        await until(lambda: store.letters == 0)
+        idle = r.watch()
+        assert (idle.stalled, idle.oldest) == (0.0, None)
+        await r.stop()
+        assert r.watch().stalled > 0  # its loop ended: no progress from now on
+
+    asyncio.run(main())
+    store.close()
+
+
+def test_the_backup_copy_holds_each_slot_and_the_files_its_rows_name(tmp_path: Path) -> None:
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    held, waiting, later = held_and_waiting(store, tmp_path)
+    gone = entry(600)
+    spooled = tmp_path / "gone.letter"
+    spooled.write_bytes(b"y" * 600)
+    store.put(gone, spooled)
+    store.own.file(gone.id).unlink()  # done meanwhile: the file goes after the row
+    assert queueadmin.copy_queue(root, tmp_path / "copy") == 3
+    assert not list((tmp_path / "copy").glob("*-wal"))
+    assert (tmp_path / "copy" / "files" / store.own.file(held).name).stat().st_size == 500
+    store.close()
+    restored = QueueStore(tmp_path / "copy", inline=100)
+    assert {e for e, _, _ in restored.entries()} == {held, waiting, later}
+    restored.close()
+
+
+def test_the_queue_commands_exit_non_zero_with_clear_messages(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    store = QueueStore(data / "queue", inline=100)
+    held, waiting, _ = held_and_waiting(store, tmp_path)
+    run = CliRunner().invoke
+    listed = run(cli, ["queue", "list", "--held", "--json", "--data", str(data)])
+    assert listed.exit_code == 0, listed.output
+    assert [x["id"] for x in json.loads(listed.stdout)] == [held]
+    human = run(cli, ["queue", "list", "--data", str(data)])
+    assert "3 letter(s), 1 held" in human.stdout
+    bad = run(cli, ["queue", "retry", "nope", "--data", str(data)])
+    assert bad.exit_code == 2 and "not a queue id" in bad.output
+    unknown = run(cli, ["queue", "drop", "0123456789abcdef", "--yes", "--data", str(data)])
+    assert unknown.exit_code == 3 and "no letter 0123456789abcdef" in unknown.output
+    unsure = run(cli, ["queue", "drop", held, "--data", str(data)])
+    assert unsure.exit_code == 2 and "--yes" in unsure.output
+    busy = run(cli, ["queue", "drop", waiting, "--yes", "--data", str(data)])
+    assert busy.exit_code == 2 and "running server" in busy.output
+    dropped = run(cli, ["queue", "drop", held, "--yes", "--json", "--data", str(data)])
+    assert dropped.exit_code == 0 and json.loads(dropped.stdout)["dropped"]["id"] == held
+    both = run(cli, ["queue", "retry", waiting, "--all", "--data", str(data)])
+    assert both.exit_code == 2
+    again = run(cli, ["queue", "retry", "--all", "--json", "--data", str(data)])
+    assert again.exit_code == 0 and len(json.loads(again.stdout)["retried"]) == 2
+    store.close()
+    assert "Traceback" not in bad.output + unknown.output + busy.output
+
+
+def test_a_slot_with_an_unreadable_record_is_listed_not_a_crash(tmp_path: Path) -> None:
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    store.put(entry(2), b"hi")
+    store.close()
+    with sqlite3.connect(root / "0.sqlite3") as conn:
+        conn.execute("UPDATE queue SET record = x'00'")
+    (item,) = queueadmin.listing(root)
+    assert item.entry is None and item.as_dict()["sender"] is None
+    assert os.path.exists(root / "0.sqlite3")
+    assert queuerunner.CHANGES_SECONDS <= 5
+
+
+def test_a_restored_queue_of_several_slots_is_adopted_whole(tmp_path: Path) -> None:
+    """A backup copies each slot's database and files, not its lock file: a restored slot
+    other than the one the first server takes must still be adopted (adoption looked for lock
+    files: slot 1's letters stayed in the restored queue, never delivered)."""
+    root = tmp_path / "q"
+    first, second = QueueStore(root, inline=100), QueueStore(root, inline=100)
+    a, b = entry(2), entry(3)
+    first.put(a, b"hi")
+    second.put(b, b"abc")
+    assert queueadmin.copy_queue(root, tmp_path / "copy") == 2
+    first.close()
+    second.close()
+    assert not list((tmp_path / "copy").glob("*.lock"))
+    restored = QueueStore(tmp_path / "copy", inline=100)  # the one server started on it
+    assert restored.own.n == 0
+    assert restored.adopt() == 1
+    assert {d.entry.id for d in restored.due(1e12, 10, set())} == {a.id, b.id}
+    restored.close()
+
+
+def test_the_watch_says_stalled_while_the_queue_cannot_be_read(tmp_path: Path) -> None:
+    """A damaged queue fails every read: the loop pauses between reads (nothing looks due
+    meanwhile) and the oldest letter cannot be read either. The watch raised (the health
+    check kept what it said last: "ok") and, had it not, counted no stall between reads:
+    /healthz stayed 200 for as long as the queue could not be read."""
+
+    class Damaged(QueueStore):
+        reads = 0
+
+        def due(self, now: float, limit: int, skip: set[str]) -> list[Due]:
+            self.reads += 1
+            raise StorageError("reading 0.sqlite3: database disk image is malformed")
+
+        def oldest(self) -> float | None:
+            raise StorageError("reading 0.sqlite3: database disk image is malformed")
+
+    store = Damaged(tmp_path / "q", inline=100)
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(Attempts([]))
+        await until(lambda: store.reads >= 1)
+        await asyncio.sleep(0.1)  # within the pause after the failed read
+        r._progress -= 500  # as if the queue had been unreadable for 500 s
+        watch = r.watch()
+        assert watch.stalled >= 500 and watch.oldest is None
+        await r.stop()
+
+    asyncio.run(main())
+    store.close()
+
+
+def test_a_recount_while_letters_are_queued_and_held_counts_each_once(tmp_path: Path) -> None:
+    """``pochta queue`` makes each runner count its slot again (a retried held letter counts
+    again). A letter whose row was written but not yet counted by its ``put`` was counted
+    twice (the recount saw the row, then ``put`` added it); one whose row was held but not
+    yet counted out, not at all: the queue's limits drifted until the next command."""
+    import threading
+
+    store = QueueStore(tmp_path / "q", inline=100)
+    first = entry(2)
+    store.put(first, b"hi")
+    written, go_on = threading.Event(), threading.Event()
+    write = store.own.db.write
+
+    def slow_write(op: object) -> None:  # the commit made; its count waits
+        write(op)  # type: ignore[arg-type]
+        written.set()
+        assert go_on.wait(10)
+
+    store.own.db.write = slow_write  # type: ignore[method-assign]
+    putting = threading.Thread(target=store.put, args=(entry(3), b"abc"))
+    putting.start()
+    assert written.wait(10)
+    store.recount()
+    go_on.set()
+    putting.join()
+    assert (store.letters, store.bytes) == (2, 5)
+    (due,) = [d for d in store.due(1e12, 10, set()) if d.entry.id == first.id]
+    written.clear()
+    go_on.clear()
+    holding = threading.Thread(target=store.retry, args=(due, HELD))
+    holding.start()
+    assert written.wait(10)
+    store.recount()
+    go_on.set()
+    holding.join()
+    store.own.db.write = write  # type: ignore[method-assign]
+    assert (store.letters, store.bytes) == (1, 3)
+    store.recount()
+    assert (store.letters, store.bytes) == (1, 3)
+    store.close()
