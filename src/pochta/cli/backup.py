@@ -59,7 +59,8 @@ from pochta.cli.common import (
     out,
     settings,
 )
-from pochta.mailbox.queueadmin import copy_queue, slots
+from pochta.mailbox.queueadmin import copy_queue
+from pochta.mailbox.queuedb import slots
 
 app = typer.Typer(
     help="Backups that restore: PostgreSQL base backup + WAL archive, or the embedded"

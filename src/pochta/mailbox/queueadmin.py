@@ -34,7 +34,7 @@ from pathlib import Path
 
 from pochta.errors import InvalidInput, NotFound, StorageError
 from pochta.mailbox.queue import BadRecord, Entry, decode, valid_id
-from pochta.mailbox.queuedb import HELD
+from pochta.mailbox.queuedb import HELD, slots
 
 CHANGES = "changed"  # the file a command touches after it changed a slot
 BUSY_SECONDS = 30.0  # how long a command waits for a slot's write lock
@@ -73,16 +73,6 @@ class Listed:
             "recipients": None if e is None else list(e.recipients),
             "client_ip": None if e is None else e.ip,
         }
-
-
-def slots(root: Path) -> list[int]:
-    """The slots that have a database under ``root`` (the queue directory)."""
-    found = []
-    if root.is_dir():
-        for path in root.glob("*.sqlite3"):
-            with contextlib.suppress(ValueError):
-                found.append(int(path.stem))
-    return sorted(found)
 
 
 @contextlib.contextmanager
@@ -137,11 +127,15 @@ def listing(root: Path) -> list[Listed]:
 
 
 def find(root: Path, queue_id: str) -> Listed:
+    return _found(listing(root), queue_id)
+
+
+def _found(items: list[Listed], queue_id: str) -> Listed:
     if not valid_id(queue_id):
         raise InvalidInput(
             f"not a queue id: {queue_id!r} (16 hex digits, as in '250 ... queued as ID')"
         )
-    for item in listing(root):
+    for item in items:
         if item.id == queue_id:
             return item
     raise NotFound(
@@ -155,8 +149,9 @@ def retry(root: Path, ids: list[str] | None, now: float | None = None) -> list[s
     at = time.time() if now is None else now
     wanted = None if ids is None else set(ids)
     if wanted is not None:
+        items = listing(root)  # read once: clear errors before any change
         for queue_id in wanted:
-            find(root, queue_id)  # clear errors before any change
+            _found(items, queue_id)
     done = []
     for n in slots(root):
         with _connect(root / f"{n}.sqlite3") as conn:

@@ -142,6 +142,16 @@ def _try_lock(root: Path, n: int) -> int | None:
     return fd
 
 
+def slots(root: Path) -> list[int]:
+    """The slots that have a database under ``root`` (the queue directory), in order."""
+    found = []
+    if root.is_dir():
+        for path in root.glob("*.sqlite3"):
+            with contextlib.suppress(ValueError):
+                found.append(int(path.stem))
+    return sorted(found)
+
+
 class QueueStore:
     """This process's slot, and the slots it adopted (see the module). Thread-safe."""
 
@@ -395,11 +405,7 @@ class QueueStore:
         found = 0
         self.flush()  # an adopted slot's rows of letters done are gone before it is counted
         # by its database, not its lock file: a queue restored from a backup has no lock files
-        for path in sorted(self.root.glob("*.sqlite3")):
-            try:
-                n = int(path.stem)
-            except ValueError:
-                continue
+        for n in slots(self.root):
             if n in self._slots:
                 continue
             fd = _try_lock(self.root, n)

@@ -203,9 +203,7 @@ def create_app(
             status=h.status,
             pairs=h.pairs,
             writable_pairs=h.writable_pairs,
-            checked_seconds_ago=None
-            if h.checked_seconds_ago is None
-            else round(h.checked_seconds_ago, 3),
+            checked_seconds_ago=_round(h.checked_seconds_ago),
             problem=h.problem,
             queue_stalled_seconds=_round(h.queue_stalled_seconds),
             queue_oldest_seconds=_round(h.queue_oldest_seconds),
