@@ -156,6 +156,26 @@ def test_put_twice_keeps_one_record_and_one_file_per_disk(
     assert rig.store.stat(key) == second.record
 
 
+def test_of_two_racing_uploads_of_one_content_only_the_first_recorded_says_uploaded(
+    rig: Rig,
+) -> None:
+    """Two deliveries of one new attachment at once (the queue runner delivers letters
+    concurrently): both write the bytes, one records them first. Only that one stored the first
+    copy; the other counted (the metrics' "uploaded" and "deduplicated" follow this)."""
+    data, key = blob()
+    other: list[Stored] = []
+
+    def chunks() -> Iterator[bytes]:
+        yield data[:1000]
+        other.append(rig.store.upload(key, 1, chunked(data)))  # finishes first
+        yield data[1000:]
+
+    late = rig.store.upload(key, 2, chunks())
+    assert [s.uploaded for s in other] == [True] and not late.uploaded
+    assert (late.record.counter, late.record.magic) == (2, 3)
+    assert read(rig.store.open(key)) == data
+
+
 def test_upload_without_a_key_names_the_content(rig: Rig) -> None:
     data, key = blob()
     stored = rig.store.upload(None, 7, chunked(data))

@@ -65,7 +65,9 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Stored:
     """What a put / upload did: the record after it, the content's size and CRC-32, and whether
-    bytes were written (False when the key was already live and only counted)."""
+    it stored the first copy (False when the key was already live and only counted, or when a
+    concurrent upload of the same content recorded it first: its bytes were then written twice
+    to the same files, and this one only counted)."""
 
     record: FileRecord
     magic: Magic
@@ -178,7 +180,7 @@ class Upload:
             self.abort()
             raise
         record = self._store.filedb.upsert(key, self._magic, self._pair.id, self._op)
-        return Stored(record, self._magic, self._size, self._crc, uploaded=True)
+        return Stored(record, self._magic, self._size, self._crc, uploaded=record.counter == 1)
 
     def abort(self) -> None:
         if self._done:
@@ -472,7 +474,7 @@ class BlobStore:
                 writer.abort()
             raise
         record = self.filedb.upsert(sha, magic, pair.id, op)
-        return Stored(record, magic, size, crc, uploaded=True)
+        return Stored(record, magic, size, crc, uploaded=record.counter == 1)
 
     def put(
         self, path: Path, magic: Magic, progress: Callable[[int], None] | None = None

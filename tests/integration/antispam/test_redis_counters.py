@@ -287,7 +287,8 @@ def test_a_probe_that_a_written_batch_overtook_does_not_stay_standing(
     store = RedisStore(server.client(socket_timeout=1, socket_connect_timeout=1), retries=0)
     writer = Counters(store, buffered=False)
     refs = [Ref(8, i) for i in range(5)]
-    at = span(W, time.time())
+    now = time.time()
+    at = span(W, now)  # the batch below is written at the same time: no 10-minute slot between
     server.kill()
     with pytest.raises(StorageError):
         store.read(refs, at)  # Redis is marked unavailable
@@ -296,7 +297,7 @@ def test_a_probe_that_a_written_batch_overtook_does_not_stay_standing(
     refresh = store.nodes.refresh
 
     def a_batch_first() -> None:  # the flusher writes a batch while the probe starts
-        writer.update(refs, "ham")
+        writer.update(refs, "ham", at=now)
         refresh()
 
     monkeypatch.setattr(store.nodes, "refresh", a_batch_first)
