@@ -514,6 +514,10 @@ ROWS: list[Row] = [
     Row(f"{LU}:TASK_EASY", "minutes a day, from a phone, no experience",
         "folded subject + body, when TASK_PAY matched", LINEAR, "RE2 prefilter",
         "\\b-led literals, bounded digits", None, rep("1-1 "), find_all(lures.TASK_EASY)),
+    Row(f"{LU}:TASK_WORK", "the task scams' work: rating, liking, reviewing products or apps",
+        "folded subject + body, when TASK_PAY matched and TASK_RANGE did not", LINEAR,
+        "RE2 prefilter", "\\b-led literals, at most 3 words between", None, rep("rate "),
+        find_all(lures.TASK_WORK)),
     Row(f"{LU}:MESSENGER", "a messenger named (Telegram, WhatsApp, Viber)",
         "120 characters either side of a MESSENGER_CODE match, its sentence; the first 20,000 "
         "of folded subject + body when TASK_EASY matched", LINEAR, AS_IS,

@@ -46,6 +46,7 @@ FRAUD_FAMILY = frozenset(
         "PHISH_LINK_SHORTENER",
         "PHISH_LINK_OBFUSCATED",
         "PHISH_LINK_USERINFO",
+        "PHISH_LINK_DOMAIN_DISGUISE",
         "PHISH_LINK_SUSPICIOUS_TLD",
         # the sender and its display name
         "PHISH_SENDER_LOOKALIKE",

@@ -33,6 +33,8 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
     PHISH_LINK_OBFUSCATED        a site written so that no program links it, to be typed in:
                                  hxxps://, example[.]com, "example dot com", "точка ру"
     PHISH_LINK_USERINFO          a link with a user@ part before its host
+    PHISH_LINK_DOMAIN_DISGUISE   a link whose host starts with another domain
+                                 (e-zpass.com-tollbill.win)
                                  (https://paypal.com@evil.example)
     PHISH_LINK_SUSPICIOUS_TLD    a link to a host under a TLD mostly used for abuse (.tk, .top)
     PHISH_RETURN_PATH_MISMATCH   Return-Path (envelope sender) domain is not the From domain
@@ -725,6 +727,42 @@ def link_userinfo(ctx: Context) -> Sign | None:
     return sign("PHISH_LINK_USERINFO", found[:3]) if found else None
 
 
+MAX_DISGUISE_LINKS = 50  # links looked at for a disguised domain
+WEB_PREFIXES = frozenset({"www", "www1", "www2", "m", "web"})
+DISGUISE_TLDS = frozenset({"com", "net", "org", "gov", "edu", "info", "ru", "us", "uk"})
+
+
+def _domain_disguise(host: str, registrable: str | None) -> str | None:
+    """The host reads as another domain: a name, then the registrable domain starting with a
+    TLD and a hyphen (``e-zpass.com-tollbill.win``, ``usps.com-track.top``,
+    ``nalog.ru-lk.site``): the eye stops at "e-zpass.com", the site is com-tollbill.win.
+    A site whose own name begins so, behind www alone (``www.net-watch.org``, a 2002
+    newsletter's; ``www.net-temps.com``), shows no other domain. Returns what the host
+    shows, or None."""
+    if not registrable or len(host) > MAX_HOST or not host.endswith("." + registrable):
+        return None
+    first = registrable.split(".", 1)[0]
+    head, dash, rest = first.partition("-")
+    if not dash or not rest or head not in DISGUISE_TLDS:
+        return None
+    labels = [label for label in host[: -len(registrable)].split(".") if label]
+    if not [label for label in labels if label not in WEB_PREFIXES]:
+        return None  # www.net-watch.org: the site's own name, "net-watch", after www
+    return ".".join([*labels, head])
+
+
+def link_domain_disguise(ctx: Context) -> Sign | None:
+    """A link whose host starts with a familiar-looking domain that is not the site
+    (:func:`_domain_disguise`): the toll, parcel and tax lures of 2024-2026 (phish28d)."""
+    found: list[str] = []
+    for link in ctx.letter.web_links[:MAX_DISGUISE_LINKS]:
+        if link.is_ip or not link.host or link.host in found:
+            continue
+        if _domain_disguise(link.host, link.registrable) is not None:
+            found.append(link.host)
+    return sign("PHISH_LINK_DOMAIN_DISGUISE", found[:3]) if found else None
+
+
 def link_suspicious_tld(ctx: Context) -> Sign | None:
     found = [
         link.host
@@ -884,6 +922,27 @@ def _reader_addresses(ctx: Context) -> list[str]:
     return ctx._cache["reader_addresses"]  # type: ignore[return-value]
 
 
+MAX_OWN_LINKS = 50  # links looked at for a letter that links only to its sender's own site
+
+
+def _about_the_domain(ctx: Context) -> bool:
+    """A letter about the reader's domain from a business it has with it: it came from the
+    From domain's own servers (the Received chain's first outside host is the From domain's
+    party) and every link, if any, goes to the From domain's own site. A registrar's
+    "pochta.test expires in 30 days, renew in your account" (namecheap.com, nic.ru) names
+    the reader's domain in the subject as its business (phish28d); a fake registrar's notice
+    paid on another site, a "pochta.test: 5 pending messages" whose button leads to a hacked
+    site, still show it. Rests on the From domain (:meth:`Context.from_party`)."""
+    fd = ctx.letter.from_domain
+    hosts = ctx.received
+    if not fd or not hosts or not ctx.from_party(hosts[0]):
+        return False
+    links = ctx.letter.web_links
+    if len(links) > MAX_OWN_LINKS:
+        return False
+    return all(link.host and not link.is_ip and ctx.own_site(link.host) for link in links)
+
+
 def recipient_domain(ctx: Context) -> Sign | None:
     """The display name or the subject shows the reader's own mail domain (not as part of an
     address in the subject), and the sender is outside it: a letter posing as the reader's
@@ -896,10 +955,13 @@ def recipient_domain(ctx: Context) -> Sign | None:
         return None
     name = unicodedata.normalize("NFKC", ctx.letter.from_name[:MAX_NAME]).lower()
     subject = unicodedata.normalize("NFKC", ctx.letter.subject[:MAX_NAME]).lower()
+    places = [("From", name)]
+    if not _about_the_domain(ctx):
+        places.append(("Subject", subject))
     for d in _reader_domains(ctx):
         if ctx.from_party(d):
             continue
-        for where, text in (("From", name), ("Subject", subject)):
+        for where, text in places:
             i = text.find(d)
             while i >= 0:
                 before = text[i - 1] if i else " "
@@ -1235,11 +1297,34 @@ def _images(letter: Letter) -> int:
     return attached + (letter.html.images if letter.html is not None else 0)
 
 
+DOCUMENT_TYPES = frozenset(
+    {
+        "application/pdf",
+        "application/msword",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    }
+)
+DOCUMENT_EXTENSIONS = frozenset({"pdf", "doc", "docx"})
+
+
+def _documents(letter: Letter) -> int:
+    """Attached documents (PDF, Word) a QR code may be printed in."""
+    return sum(
+        1
+        for a in letter.attachments[:50]
+        if a.content_type in DOCUMENT_TYPES
+        or attachments.extension(a.filename or "") in DOCUMENT_EXTENSIONS
+    )
+
+
 def qr_code(ctx: Context) -> Sign | None:
-    """An image, and the text asks to scan a QR code (in a short letter); or an image with
-    hardly any text: the link is in the picture, where no link check sees it."""
+    """An image or a document (PDF, Word), and the text asks to scan a QR code (in a short
+    letter): the QR code's link is in the picture or in the file, where no link check sees it
+    (quishing moved into PDFs in 2024-2026: phish28d); or an image with hardly any text. A
+    ticket's or an invoice's QR code in a PDF shows it too: the sign carries no points alone
+    (``PHISH_QR_LURE`` needs a lure or an imitation beside it)."""
     letter = ctx.letter
-    if not _images(letter):
+    if not _images(letter) and not _documents(letter):
         return None
     words = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1))
     if words > QR_WORDS:
@@ -1401,7 +1486,10 @@ def task_scam(ctx: Context) -> Sign | None:
     salary by the year or the month, and a job board's notice of shifts paid by the day from
     its own domain, are not it (phish28c); nor is a person's gmail.com letter asking for a
     babysitter, a mover or a dog walker for one sum a day, no experience needed, "text me on
-    WhatsApp" (review2: one sum, not a range)."""
+    WhatsApp" (review2: one sum, not a range). One sum a day is the scam's pay too when the
+    work is the task scams' own: rating, reviewing, liking or "optimizing" products, apps or
+    videos (:data:`lures.TASK_WORK`: "$350 per day ... help merchants boost their app
+    ratings", "4 000 ₽ в день ... ставить лайки и писать отзывы": phish28d)."""
     fd = ctx.letter.from_domain
     if not fd or _own_or_reader(ctx):
         return None
@@ -1412,6 +1500,8 @@ def task_scam(ctx: Context) -> Sign | None:
     job = lures.find(lures.TASK_JOB, text, 1)
     pay = lures.find(lures.TASK_PAY, text, 1) if job else []
     wide = lures.find(lures.TASK_RANGE, text, 1) if pay else []
+    if pay and not wide:
+        wide = lures.find(lures.TASK_WORK, text, 1)
     easy = lures.find(lures.TASK_EASY, text, 1) if wide else []
     if not easy:
         return None
@@ -1721,6 +1811,7 @@ CHECKS: tuple[Check, ...] = (
     link_shortener,
     link_obfuscated,
     link_userinfo,
+    link_domain_disguise,
     link_suspicious_tld,
     return_path_mismatch,
     received_mismatch,

@@ -66,8 +66,8 @@ ACCOUNT_LURE = _rx(
     r"\b(?:sign|log)\s*(?:in|on)\s+with\s+(?:your\s+)?(?:work|corporate|company|office|business"
     r"|e-?mail)\s+(?:account|e-?mail|credentials|address\s+and\s+password)",
     r"повторн\w{0,40}+\s+(?:авторизаци|аутентификаци|вход|регистраци)\w*",
-    r"(?:войдите|авторизуйтесь|выполните\s+вход)\s+(?:с|под|через)\s+(?:сво\w+\s+|ваш\w*\s+)?"
-    r"(?:корпоративн|рабоч|служебн|почтов)\w*",
+    r"(?:войдите|войдя|зайдите|авторизуйтесь|выполните\s+вход)\s+(?:с|под|через)\s+"
+    r"(?:сво\w+\s+|ваш\w*\s+)?(?:корпоративн|рабоч|служебн|почтов)\w*",
     # signing in on somebody's page "through" a messenger: the code that comes is the
     # account's (the stolen Telegram accounts of the voting lures). Not "вход через
     # Госуслуги": the state portal's sign-in, which schools, clinics and shops offer
@@ -84,6 +84,8 @@ FEE_REQUEST = _rx(
     r"\b(?:pay|settle)\s+(?:the\s+|a\s+|your\s+)?(?:small\s+|outstanding\s+|pending\s+)?"
     r"(?:customs|import|shipping|delivery|redelivery|re-delivery|handling|clearance|release"
     r"|unlock\w*|processing|transfer)\s+(?:fee|duty|duties|charge|tax)",
+    # an unpaid road toll (the toll-payment lures of 2024-2026, phish28d)
+    r"\bunpaid\s+(?:road\s+)?tolls?\b",
     r"\b(?:customs|redelivery|re-delivery|clearance|shipping|delivery|handling)\s+(?:fee|duty"
     r"|duties|charge)s?\s+(?:of\s+)?(?:[$€£]|\d)",
     r"\bupdate\s+(?:your\s+)?(?:payment|billing|card)\s+(?:method|details|information|info)",
@@ -291,6 +293,8 @@ TASK_JOB = _rx(
     r"|position|work|role|gig|opportunity)\b",
     r"\b(?:offer|hire|invite|recruit)\w*\s+you\s+(?:\w+\s+){0,3}?(?:job|position|role)\b",
     r"\bwork\s+from\s+(?:home|your\s+phone)\b",
+    r"\b(?:hiring|recruiting)\s+(?:\w+\s+){0,2}?(?:assistants?|workers?|helpers?|freelancers?"
+    r"|members?|agents?)\b",
     r"(?:удаленн|дистанционн)\w{0,40}+\s+(?:\w+\s+)?(?:работ|подработк|занятост|ваканси)\w*",
     r"\bподработк\w*",
     r"(?:приглашаем|предлагаем)\s+(?:вас\s+)?(?:\w+\s+){0,2}?(?:работ|должност|ваканси"
@@ -311,6 +315,18 @@ TASK_RANGE = _rx(
     r"[$€£]\s?\d[\d,.]{0,9}\s?(?:[-–]|to)\s?[$€£]?\s?\d[\d,.]{0,9}",
     r"\b\d[\d,.]{0,9}\s?(?:[-–]|to|and)\s?\d[\d,.]{0,9}\s?(?:usdt?|eur\w*|dollars?|\$|€|£)",
     r"\d[\d\s.,]{0,9}(?:[-–]|до)\s?\d[\d\s.,]{0,9}(?:₽|руб\w*|р\.|\$|usdt?|€|долл\w*)",
+)
+# The work of a task scam (phish28d): rating, reviewing or liking products, apps, videos or
+# hotels, "optimizing" them, "boosting" their ratings ("help merchants boost their app
+# ratings", "ставить лайки и писать отзывы"): with it, one sum a day is the scam's pay too,
+# where a babysitter's, a mover's or a shop assistant's day names none of it (review2).
+TASK_WORK = _rx(
+    r"\b(?:rat(?:e|es|ing)|review(?:s|ing)?|lik(?:e|es|ing)|boost(?:s|ing)?|optimi[sz](?:e|es|ing))"
+    r"\s+(?:\w+\s+){0,3}?(?:products?|apps?|applications?|videos?|hotels?|items?|ratings?"
+    r"|reviews?|merchants?)\b",
+    r"\b(?:product|app|data|hotel)\s+(?:optimi[sz]ation|rating|review)s?\b",
+    r"(?:ставить|ставите|поставить|ставим)\s+лайк\w*|лайк\w*\s+и\s+(?:писать\s+)?отзыв\w*",
+    r"(?:писать|оставлять|написать|оставить)\s+отзыв\w*|оценк\w*\s+товар\w*",
 )
 TASK_EASY = _rx(
     r"\bno\s+(?:prior\s+)?experience\s+(?:is\s+)?(?:needed|required|necessary)\b",
@@ -348,6 +364,7 @@ for _rx_ in (
     TASK_PAY,
     TASK_RANGE,
     TASK_EASY,
+    TASK_WORK,
 ):
     wording.register(_rx_)
 

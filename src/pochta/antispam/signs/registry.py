@@ -145,6 +145,15 @@ _SPECS = [
         "you see the familiar name, the browser opens the site after the '@'.",
     ),
     SignSpec(
+        "PHISH_LINK_DOMAIN_DISGUISE",
+        "Адрес сайта в ссылке начинается с чужого знакомого адреса (например, "
+        "https://nalog.ru-lk.site): глаз останавливается на «nalog.ru», а откроется сайт "
+        "ru-lk.site.",
+        "A link's site starts with another, familiar address (e.g. "
+        "https://usps.com-track.top): the eye stops at 'usps.com', the browser opens "
+        "com-track.top.",
+    ),
+    SignSpec(
         "PHISH_LINK_SUSPICIOUS_TLD",
         "Ссылка ведёт на сайт в доменной зоне, которую в основном занимают мошенники и "
         "спамеры (например, .tk, .top): настоящие банки и сервисы там не живут.",
