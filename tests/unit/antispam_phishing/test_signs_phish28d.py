@@ -211,6 +211,14 @@ def test_the_readers_domain_in_the_subject_still_shows(link: str, received: str)
     assert "PHISH_RECIPIENT_DOMAIN" in signs(_registrar(link, received=received))
 
 
+def test_the_registrars_exemption_rests_on_the_from_domain_and_is_withheld() -> None:
+    """It rests on the From domain (its servers, its own site): the sign is withheld, and
+    shown again when DMARC shows the From domain forged."""
+    found = phishing.find(parse(_registrar("https://ap.www.registrar.example/domains/list/")))
+    assert "PHISH_RECIPIENT_DOMAIN" not in {s.symbol for s in found.signs}
+    assert "PHISH_RECIPIENT_DOMAIN" in {s.symbol for s in found.withheld}
+
+
 def test_the_readers_domain_in_the_display_name_always_shows() -> None:
     raw = letter(
         sender="pochta.test IT Support <it@registrar.example>",
