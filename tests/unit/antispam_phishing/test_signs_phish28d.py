@@ -294,3 +294,68 @@ def test_the_new_patterns_stay_within_the_budget(text: str) -> None:
     start = time.process_time()
     phishing.check(parsed)
     assert time.process_time() - start < BUDGET
+
+
+# -- review1: what the registrar exemption must not give away --------------------------------------
+@pytest.mark.parametrize(
+    ("sender", "subject", "text", "host"),
+    [
+        # the mail administrator's lure from a domain the phisher owns: its own server (HELO),
+        # its own page; no DMARC failure to take the exemption back (the domain is the phisher's)
+        ("Mail Delivery <noreply@mailbox-notice.example>",
+         "pochta.test: 5 incoming messages on hold",
+         "5 messages to john@pochta.test are held. Release them now before they are deleted: "
+         "https://mailbox-notice.example/release?u=john\n",
+         "mail.mailbox-notice.example"),
+        ("Administrator <admin@secure-mailportal.example>",
+         "pochta.test password expires today",
+         "Your password expires today. Keep your current password: "
+         "https://secure-mailportal.example/keep\n",
+         "secure-mailportal.example"),
+        # a fake registrar paid on its own site
+        ("Domain Services <billing@domain-renewal-notices.example>",
+         "Final notice: pochta.test expires in 3 days",
+         "pochta.test will be suspended. Pay the renewal fee of $49 now: "
+         "https://domain-renewal-notices.example/pay\n",
+         "domain-renewal-notices.example"),
+    ],
+)  # fmt: skip
+def test_a_phishers_own_domain_earns_no_registrar_exemption(
+    sender: str, subject: str, text: str, host: str
+) -> None:
+    """Its own servers and its own site are what any domain's owner has: the exemption is a
+    known registrar's (a protected organization's own domain), not anybody's."""
+    raw = letter(
+        sender=sender,
+        subject=subject,
+        text=text,
+        headers={
+            "Received": f"from {host} ({host} [192.0.2.5]) by mx.pochta.test (pochta) with "
+            "ESMTPS id 1; Mon, 23 Nov 2026 10:00:00 +0000"
+        },
+    )
+    assert "PHISH_RECIPIENT_DOMAIN" in signs(raw)
+    assert verdict(raw)[0] == "phishing"
+
+
+@pytest.mark.parametrize(
+    ("sender", "host", "link"),
+    [
+        ("Namecheap <support@namecheap.com>", "mta.namecheap.com",
+         "https://ap.www.namecheap.com/domains/list/"),
+        ("RU-CENTER <noreply@nic.ru>", "mx1.nic.ru", "https://www.nic.ru/manager/"),
+    ],
+)  # fmt: skip
+def test_a_known_registrars_own_notice_keeps_the_exemption(
+    sender: str, host: str, link: str
+) -> None:
+    raw = letter(
+        sender=sender,
+        subject="Domain expiration notice: pochta.test expires in 30 days",
+        text=f"Renew pochta.test in your account: {link}\n",
+        headers={
+            "Received": f"from {host} ({host} [192.0.2.5]) by mx.pochta.test (pochta) with "
+            "ESMTPS id 1; Mon, 23 Nov 2026 10:00:00 +0000"
+        },
+    )
+    assert "PHISH_RECIPIENT_DOMAIN" not in signs(raw)
