@@ -181,9 +181,9 @@ def test_an_invitation_whose_body_carries_links_is_not_phishing_on_the_calendar_
 
 
 # -- the reader's domain in a registrar's subject -------------------------------------------------
-def _registrar(link: str, *, received: str = "mailer.registrar.example") -> bytes:
+def _registrar(link: str, *, received: str = "mailer.namecheap.com") -> bytes:
     return letter(
-        sender="Registrar <support@registrar.example>",
+        sender="Namecheap <support@namecheap.com>",
         subject="Domain expiration notice: pochta.test expires in 30 days",
         text=f"Renew pochta.test in your account: {link}\n",
         headers={
@@ -194,7 +194,7 @@ def _registrar(link: str, *, received: str = "mailer.registrar.example") -> byte
 
 
 def test_a_registrars_own_notice_about_the_readers_domain_is_no_impersonation() -> None:
-    raw = _registrar("https://ap.www.registrar.example/domains/list/")
+    raw = _registrar("https://ap.www.namecheap.com/domains/list/")
     assert "PHISH_RECIPIENT_DOMAIN" not in signs(raw)
 
 
@@ -202,9 +202,9 @@ def test_a_registrars_own_notice_about_the_readers_domain_is_no_impersonation() 
     ("link", "received"),
     [
         # paid on another site
-        ("https://renew-domains-secure.top/checkout", "mailer.registrar.example"),
+        ("https://renew-domains-secure.top/checkout", "mailer.namecheap.com"),
         # sent from somebody else's servers
-        ("https://ap.www.registrar.example/domains/list/", "mta.bulk-sender.example"),
+        ("https://ap.www.namecheap.com/domains/list/", "mta.bulk-sender.example"),
     ],
 )
 def test_the_readers_domain_in_the_subject_still_shows(link: str, received: str) -> None:
@@ -214,7 +214,7 @@ def test_the_readers_domain_in_the_subject_still_shows(link: str, received: str)
 def test_the_registrars_exemption_rests_on_the_from_domain_and_is_withheld() -> None:
     """It rests on the From domain (its servers, its own site): the sign is withheld, and
     shown again when DMARC shows the From domain forged."""
-    found = phishing.find(parse(_registrar("https://ap.www.registrar.example/domains/list/")))
+    found = phishing.find(parse(_registrar("https://ap.www.namecheap.com/domains/list/")))
     assert "PHISH_RECIPIENT_DOMAIN" not in {s.symbol for s in found.signs}
     assert "PHISH_RECIPIENT_DOMAIN" in {s.symbol for s in found.withheld}
 

@@ -926,16 +926,21 @@ MAX_OWN_LINKS = 50  # links looked at for a letter that links only to its sender
 
 
 def _about_the_domain(ctx: Context) -> bool:
-    """A letter about the reader's domain from a business it has with it: it came from the
+    """A letter about the reader's domain from a business it has with it: the From domain is
+    a protected organization's own (a registrar's: namecheap.com, nic.ru), it came from the
     From domain's own servers (the Received chain's first outside host is the From domain's
     party) and every link, if any, goes to the From domain's own site. A registrar's
-    "pochta.test expires in 30 days, renew in your account" (namecheap.com, nic.ru) names
-    the reader's domain in the subject as its business (phish28d); a fake registrar's notice
-    paid on another site, a "pochta.test: 5 pending messages" whose button leads to a hacked
-    site, still show it. Rests on the From domain (:meth:`Context.from_party`)."""
+    "pochta.test expires in 30 days, renew in your account" names the reader's domain in the
+    subject as its business (phish28d); a fake registrar's notice paid on another site, a
+    "pochta.test: 5 pending messages" whose button leads to a hacked site, still show it.
+    So do both from a domain the phisher owns, its own HELO name and its own page (review1):
+    those are anybody's to have, and a phisher's own domain passes DMARC, so nothing would
+    take the exemption back. Rests on the From domain (:meth:`Context.from_party`)."""
     fd = ctx.letter.from_domain
     hosts = ctx.received
-    if not fd or not hosts or not ctx.from_party(hosts[0]):
+    if not fd or not hosts or ctx.protected.sender_org(fd) is None:
+        return False
+    if not ctx.from_party(hosts[0]):
         return False
     links = ctx.letter.web_links
     if len(links) > MAX_OWN_LINKS:
