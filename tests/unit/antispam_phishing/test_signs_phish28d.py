@@ -359,3 +359,48 @@ def test_a_known_registrars_own_notice_keeps_the_exemption(
         },
     )
     assert "PHISH_RECIPIENT_DOMAIN" not in signs(raw)
+
+
+# -- review1: real sites whose own name begins with a TLD and a hyphen ----------------------------
+def test_a_shops_own_tracking_host_is_no_disguise() -> None:
+    """NET-A-PORTER's letters link click.email.net-a-porter.com: "email.net" is no domain the
+    eye stops at, the host is the sender's own site."""
+    raw = letter(
+        sender="NET-A-PORTER <email@email.net-a-porter.com>",
+        subject="Last chance: sale ends tonight",
+        text="Final hours! Up to 70% off ends at midnight. Shop now: "
+        "https://click.email.net-a-porter.com/?qs=abc\n",
+    )
+    assert "PHISH_LINK_DOMAIN_DISGUISE" not in signs(raw)
+
+
+def test_a_forum_link_in_a_friends_urgent_letter_is_no_disguise() -> None:
+    raw = letter(
+        sender="Лена <lena.k@yandex.ru>",
+        subject="Срочно: ссылка",
+        text="Срочно посмотри тему, пока не удалили: "
+        "https://forum.ru-board.com/topic.cgi?forum=5&topic=1\n",
+    )
+    assert "PHISH_LINK_DOMAIN_DISGUISE" not in signs(raw)
+    assert verdict(raw)[0] != "phishing"
+
+
+@pytest.mark.parametrize(
+    "host", ["portail.net-entreprises.fr", "shop.us-mattress.com", "go.info-jeunes.fr"]
+)
+def test_a_sites_own_name_after_a_subdomain_is_no_disguise(host: str) -> None:
+    assert "PHISH_LINK_DOMAIN_DISGUISE" not in signs(letter(text=f"See https://{host}/a\n"))
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "e-zpass.com-tollbill.win",  # com-: no site's own name
+        "www.usps.com-packages.top",
+        "lk.nalog.ru-lk.site",
+        "txtag.org-tolls.vip",  # a TLD mostly used for abuse
+        "lk.nalog.ru-vozvrat.com",  # shows a protected organization's domain
+    ],
+)
+def test_a_disguise_still_shows(host: str) -> None:
+    assert "PHISH_LINK_DOMAIN_DISGUISE" in signs(letter(text=f"Pay at https://{host}/pay\n"))
