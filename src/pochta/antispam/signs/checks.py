@@ -753,12 +753,25 @@ def _domain_disguise(host: str, registrable: str | None) -> str | None:
 
 def link_domain_disguise(ctx: Context) -> Sign | None:
     """A link whose host starts with a familiar-looking domain that is not the site
-    (:func:`_domain_disguise`): the toll, parcel and tax lures of 2024-2026 (phish28d)."""
+    (:func:`_domain_disguise`): the toll, parcel and tax lures of 2024-2026 (phish28d). The
+    shape alone is also that of real sites whose own name begins with a TLD and a hyphen,
+    behind a subdomain (click.email.net-a-porter.com, forum.ru-board.com,
+    portail.net-entreprises.fr): it counts when the site is a "com-" one (no site's own
+    name), under a TLD mostly used for abuse (``e-zpass.com-tollbill.win``,
+    ``nalog.ru-lk.site``), or when what it shows is a protected organization's domain
+    (``lk.nalog.ru-vozvrat.com``) (review1)."""
     found: list[str] = []
     for link in ctx.letter.web_links[:MAX_DISGUISE_LINKS]:
         if link.is_ip or not link.host or link.host in found:
             continue
-        if _domain_disguise(link.host, link.registrable) is not None:
+        shown = _domain_disguise(link.host, link.registrable)
+        if shown is None or not link.registrable:
+            continue
+        if (
+            link.registrable.startswith("com-")
+            or links.tld(link.registrable) in ctx.suspicious_tlds
+            or ctx.protected.owner(shown) is not None
+        ):
             found.append(link.host)
     return sign("PHISH_LINK_DOMAIN_DISGUISE", found[:3]) if found else None
 
