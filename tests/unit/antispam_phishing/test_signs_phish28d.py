@@ -404,3 +404,40 @@ def test_a_sites_own_name_after_a_subdomain_is_no_disguise(host: str) -> None:
 )
 def test_a_disguise_still_shows(host: str) -> None:
     assert "PHISH_LINK_DOMAIN_DISGUISE" in signs(letter(text=f"Pay at https://{host}/pay\n"))
+
+
+# -- review1: "like" the preposition and a shop's appraisal are no task scam's work ---------------
+@pytest.mark.parametrize(
+    ("sender", "text"),
+    [
+        ("Sarah <sarah.miller84@gmail.com>",
+         "Hi! I run a small candle shop on Etsy and I'm hiring a helper for the holidays: tasks "
+         "like listing new products, packing orders and answering messages. $120 a day, 4 hours "
+         "a day, no experience needed. Text me on WhatsApp if interested.\n"),
+        ("Ольга <olga.shop@yandex.ru>",
+         "Ищу помощницу в наш магазин одежды, подработка по выходным: выкладка товара, помощь "
+         "покупателям, оценка товара при приёмке. 3 000 руб. в день, без опыта, обучим. Пишите "
+         "в Telegram.\n"),
+    ],
+)  # fmt: skip
+def test_a_shops_helper_for_one_sum_a_day_is_no_task_scam(sender: str, text: str) -> None:
+    raw = letter(sender=sender, subject="Job", text=text)
+    assert "PHISH_TASK_SCAM" not in signs(raw)
+    assert verdict(raw)[0] != "phishing"
+
+
+@pytest.mark.parametrize(
+    ("sender", "text"),
+    [
+        ("Jobs <likes.jobs@gmail.com>",
+         "Online job: like YouTube videos from your phone, 30 minutes a day, $200 per day. "
+         "Contact us on Telegram.\n"),
+        ("Работа <wb.rabota@mail.ru>",
+         "Удалённая подработка: оценивать товары на маркетплейсах, 1 час в день с телефона, "
+         "3 000 ₽ в день. Пишите в Telegram.\n"),
+    ],
+)  # fmt: skip
+def test_liking_videos_and_rating_goods_for_one_sum_a_day_is_a_task_scam(
+    sender: str, text: str
+) -> None:
+    assert "PHISH_TASK_SCAM" in signs(letter(sender=sender, subject="Job", text=text))
