@@ -319,14 +319,19 @@ TASK_RANGE = _rx(
 # The work of a task scam (phish28d): rating, reviewing or liking products, apps, videos or
 # hotels, "optimizing" them, "boosting" their ratings ("help merchants boost their app
 # ratings", "ставить лайки и писать отзывы"): with it, one sum a day is the scam's pay too,
-# where a babysitter's, a mover's or a shop assistant's day names none of it (review2).
+# where a babysitter's, a mover's or a shop assistant's day names none of it (review2). "Like"
+# is the verb only before videos or posts: "tasks like listing new products" is a shop
+# helper's; a shop's "оценка товара при приёмке" (appraising goods as they arrive) is no
+# rating on a marketplace (review1).
 TASK_WORK = _rx(
-    r"\b(?:rat(?:e|es|ing)|review(?:s|ing)?|lik(?:e|es|ing)|boost(?:s|ing)?|optimi[sz](?:e|es|ing))"
+    r"\b(?:rat(?:e|es|ing)|review(?:s|ing)?|liking|boost(?:s|ing)?|optimi[sz](?:e|es|ing))"
     r"\s+(?:\w+\s+){0,3}?(?:products?|apps?|applications?|videos?|hotels?|items?|ratings?"
     r"|reviews?|merchants?)\b",
+    r"\blikes?\s+(?:\w+\s+){0,2}?(?:videos?|posts?)\b",
     r"\b(?:product|app|data|hotel)\s+(?:optimi[sz]ation|rating|review)s?\b",
     r"(?:ставить|ставите|поставить|ставим)\s+лайк\w*|лайк\w*\s+и\s+(?:писать\s+)?отзыв\w*",
-    r"(?:писать|оставлять|написать|оставить)\s+отзыв\w*|оценк\w*\s+товар\w*",
+    r"(?:писать|оставлять|написать|оставить)\s+отзыв\w*|оцени\w*\s+товар\w*",
+    r"оценк\w*\s+товар\w*\s+на\s+маркетплейс\w*",
 )
 TASK_EASY = _rx(
     r"\bno\s+(?:prior\s+)?experience\s+(?:is\s+)?(?:needed|required|necessary)\b",
