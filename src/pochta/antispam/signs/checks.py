@@ -33,9 +33,9 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
     PHISH_LINK_OBFUSCATED        a site written so that no program links it, to be typed in:
                                  hxxps://, example[.]com, "example dot com", "точка ру"
     PHISH_LINK_USERINFO          a link with a user@ part before its host
+                                 (https://paypal.com@evil.example)
     PHISH_LINK_DOMAIN_DISGUISE   a link whose host starts with another domain
                                  (e-zpass.com-tollbill.win)
-                                 (https://paypal.com@evil.example)
     PHISH_LINK_SUSPICIOUS_TLD    a link to a host under a TLD mostly used for abuse (.tk, .top)
     PHISH_RETURN_PATH_MISMATCH   Return-Path (envelope sender) domain is not the From domain
                                  (weak: e-mail service providers bounce to their own)
