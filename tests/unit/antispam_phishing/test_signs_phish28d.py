@@ -441,3 +441,34 @@ def test_liking_videos_and_rating_goods_for_one_sum_a_day_is_a_task_scam(
     sender: str, text: str
 ) -> None:
     assert "PHISH_TASK_SCAM" in signs(letter(sender=sender, subject="Job", text=text))
+
+
+# -- review1: an invoice's payment QR code in its PDF ---------------------------------------------
+@pytest.mark.parametrize(
+    ("sender", "subject", "text"),
+    [
+        ("Acme Plumbing <billing@acmeplumbing.example>", "Final notice: invoice 1042 overdue",
+         "Dear customer,\n\nInvoice 1042 is now 30 days overdue. Please pay by scanning the QR "
+         "code on the attached invoice.\n\nAcme Plumbing\n"),
+        ("ТК Вектор <buh@tk-vektor.example>", "Срочно: счёт № 418 просрочен",
+         "Уважаемый клиент!\n\nСчёт № 418 просрочен. Просим оплатить сегодня: отсканируйте "
+         "QR-код СБП в приложенном счёте.\n"),
+    ],
+)  # fmt: skip
+def test_an_overdue_invoices_payment_qr_code_is_no_qr_lure(
+    sender: str, subject: str, text: str
+) -> None:
+    """Every invoice may carry a payment QR code (SBP, EPC, the Swiss QR-bill), and a reminder's
+    subject is alarming: the payment QR code in a document is no quishing."""
+    raw = _with_pdf(sender, subject, text, name="invoice.pdf")
+    assert "PHISH_QR_CODE" not in signs(raw)
+    assert verdict(raw)[0] != "phishing"
+
+
+def test_a_payment_qr_code_in_a_picture_still_shows() -> None:
+    """The exception is the documents' (phish28d's widening): a picture with a QR code to scan
+    shows it as on main."""
+    from tests.unit.antispam_phishing.test_signs_2025 import with_image
+
+    raw = with_image(subject="Invoice", text="Please pay by scanning the QR code.")
+    assert "PHISH_QR_CODE" in signs(raw)
