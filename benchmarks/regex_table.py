@@ -458,6 +458,10 @@ ROWS: list[Row] = [
         "\\b-led literals; bounded input", None, rep("служб"), find_all(lures.ROLE)),
     Row(f"{LU}:QR", "a QR code to scan", "folded subject + body of a short letter with an image",
         LINEAR, "RE2 prefilter", "\\b-led literals", None, rep("qr "), find_all(lures.QR)),
+    Row(f"{LU}:QR_PAYMENT", "a payment named beside a QR code in an attached document",
+        "folded subject + body of a short letter with a document, when QR matched", LINEAR,
+        "RE2 prefilter", "\\b-led literals, one bounded suffix", None, rep("billy "),
+        find_all(lures.QR_PAYMENT)),
     Row(f"{LU}:CALLBACK_CALL", "a request to call a phone number (callback phishing)",
         "folded subject + body (100,000 chars: CALLBACK_READ), only when CALLBACK_REASON matched",
         LINEAR, AS_IS, "verb-led literals; at most 80 non-digits, then a number of at most 22 "

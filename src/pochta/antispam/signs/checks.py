@@ -1339,16 +1339,20 @@ def qr_code(ctx: Context) -> Sign | None:
     """An image or a document (PDF, Word), and the text asks to scan a QR code (in a short
     letter): the QR code's link is in the picture or in the file, where no link check sees it
     (quishing moved into PDFs in 2024-2026: phish28d); or an image with hardly any text. A
-    ticket's or an invoice's QR code in a PDF shows it too: the sign carries no points alone
-    (``PHISH_QR_LURE`` needs a lure or an imitation beside it)."""
+    ticket's QR code in a PDF shows it too: the sign carries no points alone
+    (``PHISH_QR_LURE`` needs a lure or an imitation beside it). An invoice's payment QR code
+    in a document does not (:data:`lures.QR_PAYMENT`: a payment named; review1): every
+    invoice may carry one, and "Final notice: invoice overdue" with "Dear customer" made a
+    supplier's reminder phishing."""
     letter = ctx.letter
-    if not _images(letter) and not _documents(letter):
+    images = _images(letter)
+    if not images and not _documents(letter):
         return None
     words = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1))
     if words > QR_WORDS:
         return None
     found = lures.find(lures.QR, ctx.subject_body, 2)
-    if found:
+    if found and (images or not lures.find(lures.QR_PAYMENT, ctx.subject_body, 1)):
         return sign("PHISH_QR_CODE", found)
     attached = [a for a in letter.attachments[:50] if a.content_type.startswith("image/")]
     if attached and words < BARE_WORDS and not letter.web_links:

@@ -349,6 +349,12 @@ QR = _rx(
     r"\bscan\s+(?:the\s+|this\s+)?(?:code|image|barcode)\b",
     r"отсканир\w*|сканируйте|наведите\s+камеру",
 )
+# A payment named beside a QR code in an attached document: an invoice's payment code (SBP,
+# EPC, the Swiss QR-bill), which every invoice and its reminder may carry (review1).
+QR_PAYMENT = _rx(
+    r"\b(?:pay|paying|payment|invoices?|bills?)\b",
+    r"\bоплат\w*|\bсч[её]т(?:а|у|ом|е|ов|ам)?\b|\bсбп\b|\bквитанци\w*",
+)
 
 for _rx_ in (
     ACCOUNT_LURE,
@@ -370,6 +376,7 @@ for _rx_ in (
     TASK_RANGE,
     TASK_EASY,
     TASK_WORK,
+    QR_PAYMENT,
 ):
     wording.register(_rx_)
 
