@@ -472,3 +472,23 @@ def test_a_payment_qr_code_in_a_picture_still_shows() -> None:
 
     raw = with_image(subject="Invoice", text="Please pay by scanning the QR code.")
     assert "PHISH_QR_CODE" in signs(raw)
+
+
+# -- review1: "Kraken" alone is many a name -------------------------------------------------------
+@pytest.mark.parametrize(
+    ("sender", "subject", "text"),
+    [
+        ("Seattle Kraken <news@email.seattlekraken.example>", "Playoff tickets on sale today",
+         "Tickets for Game 3 go on sale today at noon: https://www.nhl.com/kraken/tickets\n"),
+        ("Kraken Rum <hello@krakenrum.example>", "Our new bottle",
+         "Meet the new bottle: https://krakenrum.example/new\n"),
+        ("Kraken Robotics <ir@krakenrobotics.example>", "Q3 results",
+         "Our Q3 results: https://krakenrobotics.example/investors\n"),
+    ],
+)  # fmt: skip
+def test_another_kraken_is_not_the_exchange(sender: str, subject: str, text: str) -> None:
+    """A hockey team, a rum, a robotics company: "Kraken" in their names (phishing on
+    phish28d: the exchange's name and a link elsewhere)."""
+    raw = letter(sender=sender, subject=subject, text=text)
+    assert "PHISH_DISPLAY_NAME_BRAND" not in signs(raw)
+    assert verdict(raw)[0] != "phishing"
