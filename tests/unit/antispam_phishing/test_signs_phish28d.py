@@ -492,3 +492,24 @@ def test_another_kraken_is_not_the_exchange(sender: str, subject: str, text: str
     raw = letter(sender=sender, subject=subject, text=text)
     assert "PHISH_DISPLAY_NAME_BRAND" not in signs(raw)
     assert verdict(raw)[0] != "phishing"
+
+
+@pytest.mark.parametrize(
+    ("sender", "text"),
+    [
+        ("Kraken Technologies <news@kraken.tech>", "Our platform update: https://kraken.tech/news\n"),
+        ("Kraken.io <support@kraken.io>",
+         "Your image optimization plan renews soon: https://kraken.io/account\n"),
+        ("KrakenD <news@krakend.io>", "KrakenD 2.9 is out: https://www.krakend.io/blog/\n"),
+    ],
+)  # fmt: skip
+def test_another_kraken_domain_is_no_imitation(sender: str, text: str) -> None:
+    """kraken.tech (an energy platform), kraken.io (image optimization), krakend.io (an API
+    gateway): each its own company's, not the exchange's name on another TLD (phishing on
+    phish28d: "kraken" was a token)."""
+    raw = letter(sender=sender, subject="Update", text=text)
+    found = signs(raw)
+    assert "PHISH_SENDER_FOREIGN_TLD" not in found
+    assert "PHISH_SENDER_LOOKALIKE" not in found
+    assert "PHISH_LINK_LOOKALIKE" not in found
+    assert verdict(raw)[0] != "phishing"
