@@ -156,12 +156,12 @@ def test_put_twice_keeps_one_record_and_one_file_per_disk(
     assert rig.store.stat(key) == second.record
 
 
-def test_of_two_racing_uploads_of_one_content_only_the_first_recorded_says_uploaded(
+def test_of_two_racing_uploads_of_one_content_only_the_first_recorded_is_the_first_copy(
     rig: Rig,
 ) -> None:
     """Two deliveries of one new attachment at once (the queue runner delivers letters
     concurrently): both write the bytes, one records them first. Only that one stored the first
-    copy; the other counted (the metrics' "uploaded" and "deduplicated" follow this)."""
+    copy; the other counted (the deliveries' metrics "uploaded" and "deduplicated" follow this)."""
     data, key = blob()
     other: list[Stored] = []
 
@@ -171,7 +171,8 @@ def test_of_two_racing_uploads_of_one_content_only_the_first_recorded_says_uploa
         yield data[1000:]
 
     late = rig.store.upload(key, 2, chunks())
-    assert [s.uploaded for s in other] == [True] and not late.uploaded
+    assert [(s.uploaded, s.first_copy) for s in other] == [(True, True)]
+    assert late.uploaded and not late.first_copy  # its bytes written, only counted
     assert (late.record.counter, late.record.magic) == (2, 3)
     assert read(rig.store.open(key)) == data
 

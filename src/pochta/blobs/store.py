@@ -65,15 +65,20 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Stored:
     """What a put / upload did: the record after it, the content's size and CRC-32, and whether
-    it stored the first copy (False when the key was already live and only counted, or when a
-    concurrent upload of the same content recorded it first: its bytes were then written twice
-    to the same files, and this one only counted)."""
+    bytes were written (False when the key was already live and only counted)."""
 
     record: FileRecord
     magic: Magic
     size: int
     crc32: int
     uploaded: bool
+
+    @property
+    def first_copy(self) -> bool:
+        """This upload's record came first: False when the key was live, and also when a
+        concurrent upload of the same content recorded it first (both wrote their bytes; this
+        one only counted). What the deliveries' metrics count as uploaded."""
+        return self.uploaded and self.record.counter == 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +185,7 @@ class Upload:
             self.abort()
             raise
         record = self._store.filedb.upsert(key, self._magic, self._pair.id, self._op)
-        return Stored(record, self._magic, self._size, self._crc, uploaded=record.counter == 1)
+        return Stored(record, self._magic, self._size, self._crc, uploaded=True)
 
     def abort(self) -> None:
         if self._done:
@@ -474,7 +479,7 @@ class BlobStore:
                 writer.abort()
             raise
         record = self.filedb.upsert(sha, magic, pair.id, op)
-        return Stored(record, magic, size, crc, uploaded=record.counter == 1)
+        return Stored(record, magic, size, crc, uploaded=True)
 
     def put(
         self, path: Path, magic: Magic, progress: Callable[[int], None] | None = None

@@ -274,7 +274,7 @@ class Delivery:
             path = files.get(part.index)
             chunks = [part.content] if path is None else _chunks_of(path)
             op = count_op(letter_id, ref)
-            return self.blobs.upload(part.key, ref.magic, chunks, part.size, op).uploaded
+            return self.blobs.upload(part.key, ref.magic, chunks, part.size, op).first_copy
 
         ones = {key: self._counting.submit(first, *args) for key, args in firsts.items()}
         wait(ones.values())
