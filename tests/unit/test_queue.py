@@ -137,6 +137,64 @@ def test_an_unreadable_entry_is_moved_aside_with_a_log_line(
     store.close()
 
 
+class Crash(BaseException):
+    """The process dies here (nothing after it runs, nothing catches it)."""
+
+
+@pytest.mark.parametrize("crash_at", [1, 2])
+def test_a_crash_while_an_entry_is_moved_aside_never_loses_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash_at: int
+) -> None:
+    """Moving an unreadable entry aside takes two steps (its file into aside/, its row into
+    the aside table), in whichever order: the process dies at the first or the second, then
+    starts again (its orphan files dropped) and reads the queue. The letter's bytes are kept,
+    in aside/ with the row aside, whatever the step the crash came at."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    cut = entry(500)
+    spooled = tmp_path / "s.letter"
+    spooled.write_bytes(b"y" * 500)
+    store.put(cut, spooled)
+    name = store.own.file(cut.id).name
+    store.own.file(cut.id).write_bytes(b"y" * 10)  # cut short: moved aside at the next read
+    steps = 0
+
+    def step() -> None:
+        nonlocal steps
+        steps += 1
+        if steps == crash_at:
+            raise Crash
+
+    rename = Path.rename
+
+    def renaming(self: Path, target: Any) -> Path:
+        if self.name == name:
+            step()
+        return rename(self, target)
+
+    write = store.own.db.write
+
+    def writing(op: Any) -> Any:
+        step()
+        return write(op)
+
+    monkeypatch.setattr(Path, "rename", renaming)
+    monkeypatch.setattr(store.own.db, "write", writing)
+    with pytest.raises(Crash):
+        store.due(2.0, 10, set())
+    assert steps == crash_at
+    monkeypatch.undo()
+    store.close()  # the process is gone (its lock let go of)
+    again = QueueStore(root, inline=100)  # the start drops orphan files
+    assert again.due(2.0, 10, set()) == []  # moved aside now, if it was not
+    assert (root / "aside" / name).read_bytes() == b"y" * 10
+    assert not (root / "files" / name).exists()
+    with sqlite3.connect(root / "0.sqlite3") as conn:
+        assert conn.execute("SELECT id FROM aside").fetchall() == [(cut.id,)]
+        assert conn.execute("SELECT count(*) FROM queue").fetchone() == (0,)
+    again.close()
+
+
 def test_a_dead_processs_slot_is_adopted_and_its_orphan_files_dropped(tmp_path: Path) -> None:
     first = QueueStore(tmp_path / "q", inline=100)
     second = QueueStore(tmp_path / "q", inline=100)

@@ -16,10 +16,11 @@ before its row is written. The row holds the entry's record (:mod:`pochta.mailbo
 the letter (or NULL), how many tries failed and when the next is due.
 
 A record that cannot be read (a damaged row; a big letter's file missing or cut short) is
-moved aside: the row to the ``aside`` table, the file to ``queue/aside/``, with an error in
-the log, and never tried again (no crash loop). A slot's database that SQLite cannot open is
-renamed aside the same way and a new one made (only when SQLite finds it damaged or not a
-database: any other failure to open it is raised, and its letters stay).
+moved aside: the file to ``queue/aside/`` (made durable there first), then the row to the
+``aside`` table, with an error in the log, and never tried again (no crash loop). A slot's
+database that SQLite cannot open is renamed aside the same way and a new one made (only when
+SQLite finds it damaged or not a database: any other failure to open it is raised, and its
+letters stay).
 """
 
 from __future__ import annotations
@@ -368,6 +369,9 @@ class QueueStore:
                 try:
                     have = letter.stat().st_size
                 except FileNotFoundError:
+                    if (self.root / "aside" / letter.name).exists():
+                        why = "its move aside was cut short: the letter's file is aside already"
+                        raise BadRecord(why) from None
                     raise BadRecord("the letter's file is missing") from None
                 if have != entry.size:
                     raise BadRecord(f"the letter's file has {have} bytes, not {entry.size}")
@@ -383,7 +387,13 @@ class QueueStore:
     def _aside(
         self, slot: Slot, queue_id: str, record: bytes, blob: bytes | None, size: int, why: str
     ) -> None:
+        """The file first, durably, then the row: a crash between the two leaves the row in
+        the queue and its file aside (the next read finds the file missing and moves the row
+        aside, the file kept). The other order lost the file: a row gone from the queue
+        makes its file an orphan that the next start deletes."""
         log.error("queue entry %r cannot be read (%s): moved aside, not delivered", queue_id, why)
+        if blob is None:
+            self._file_aside(slot.file(queue_id))
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -393,9 +403,26 @@ class QueueStore:
             conn.execute("DELETE FROM queue WHERE id = ?", (queue_id,)).close()
 
         self._leave(slot.n, queue_id, size, lambda: slot.db.write(op))
-        if blob is None:
-            with contextlib.suppress(OSError):
-                slot.file(queue_id).rename(self.root / "aside" / slot.file(queue_id).name)
+
+    def _file_aside(self, path: Path) -> None:
+        """``path`` renamed into ``aside/``, its new name durable (before the row may go).
+        A file that cannot be moved stays where it is, kept by its ``aside`` row (see
+        :meth:`_drop_orphans`)."""
+        try:
+            path.rename(self.root / "aside" / path.name)
+        except FileNotFoundError:
+            return  # missing (the reason it is moved aside), or moved by a try cut short
+        except OSError as exc:
+            log.error("queue file %s could not be moved aside (%s): kept there", path, exc)
+            return
+        try:
+            fd = os.open(self.root / "aside", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:  # its row still goes aside: it keeps the file either way
+            log.error("queue directory aside/ could not be made durable: %s", exc)
 
     # -- slots ---------------------------------------------------------------------------
     def adopt(self) -> int:
@@ -464,9 +491,11 @@ class QueueStore:
 
     def _drop_orphans(self, slot: Slot) -> None:
         """Files of a slot's letters whose row was never written (the process died between
-        the two: the letter was not answered 250). Only for a slot this process has just
-        locked: nobody else writes into it."""
-        names = {slot.file(r[0]).name for r in slot.db.query("SELECT id FROM queue")}
+        the two: the letter was not answered 250). A file whose row is aside is kept (it
+        could not be moved aside). Only for a slot this process has just locked: nobody
+        else writes into it."""
+        rows = slot.db.query("SELECT id FROM queue UNION SELECT id FROM aside")
+        names = {slot.file(r[0]).name for r in rows}
         for path in (self.root / "files").glob(f"{slot.n}-*.letter"):
             if path.name not in names:
                 with contextlib.suppress(OSError):
