@@ -7,6 +7,15 @@ whose process is gone and that still holds letters is *adopted* by a live proces
 taken), which delivers them and lets it go once it is empty. So ``serve --processes N`` has N
 queues, and a letter a dead process left is delivered by whichever process comes first.
 
+Beside the ``flock`` a server holds an open file description lock (``F_OFD_SETLK``) of the
+same file: that one tells a live server's slot without taking any lock (:func:`owned`,
+``F_OFD_GETLK``; ``pochta queue`` reads the slots so). A command holds the ``flock`` of a free
+slot for a moment only when it must (``pochta queue drop`` of a letter waiting there: no server
+may adopt the slot meanwhile); a server that finds a slot's ``flock`` taken without the other
+lock (a command's, or a server of an older pochta starting) tries it again for up to
+``COMMAND_SECONDS`` before it passes on, so a command never makes a starting server take
+another slot, nor an adoption wait for its next round.
+
 A letter of at most ``inline`` bytes is kept in its row (one write: the row's commit is its
 fsync, and letters committed together share it: :mod:`pochta.sqlitedb`'s group commit). A
 bigger one (the SMTP server spooled it to a file) is moved into ``queue/files/`` under the
@@ -30,6 +39,7 @@ import fcntl
 import logging
 import os
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -133,13 +143,51 @@ def _damaged(exc: BaseException) -> bool:
     return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
+COMMAND_SECONDS = 2.0  # how long a slot whose flock a command holds is tried again
+_FLOCK = "hhqqi4x"  # struct flock: l_type, l_whence, l_start, l_len, l_pid (Linux, LP64)
+
+
 def _try_lock(root: Path, n: int) -> int | None:
+    """Slot ``n``'s locks (the ``flock``, then the OFD lock that tells it is a server's), or
+    None when its ``flock`` is held."""
     fd = os.open(root / f"{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
         return None
+    with contextlib.suppress(OSError):  # no OFD locks here: commands then see it as free
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK, fcntl.F_WRLCK, 0, 0, 0, 0))
+    return fd
+
+
+def owned(root: Path, n: int) -> bool:
+    """Whether a server holds slot ``n``, read without taking any lock (``F_OFD_GETLK``):
+    nobody starting or adopting meanwhile ever finds the slot taken by the question."""
+    try:
+        fd = os.open(root / f"{n}.lock", os.O_RDONLY)
+    except FileNotFoundError:
+        return False  # never locked (a queue restored from a backup)
+    try:
+        query = struct.pack(_FLOCK, fcntl.F_WRLCK, 0, 0, 0, 0)
+        got = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, query)
+    except OSError:
+        return True  # cannot tell: as if it were owned (nothing is dropped under a server)
+    finally:
+        os.close(fd)
+    kind: int = struct.unpack(_FLOCK, got)[0]
+    return kind != fcntl.F_UNLCK
+
+
+def _take(root: Path, n: int, clock: Callable[[], float] = time.monotonic) -> int | None:
+    """Slot ``n``'s locks; when its ``flock`` is held by no server (a command holds it for a
+    moment), tried again for up to ``COMMAND_SECONDS``. None: a server owns it (or the
+    command did not let go in time)."""
+    deadline = clock() + COMMAND_SECONDS
+    while (fd := _try_lock(root, n)) is None:
+        if owned(root, n) or clock() >= deadline:
+            return None
+        time.sleep(0.01)
     return fd
 
 
@@ -171,7 +219,7 @@ class QueueStore:
         self._leaving: dict[str, int] = {}  # id -> size
         self._sync: GroupSync | None = syncfs_of(root)
         n = 0
-        while (fd := _try_lock(root, n)) is None:
+        while (fd := _take(root, n)) is None:
             n += 1
         self.own = Slot(root, n, fd)
         self._slots: dict[int, Slot] = {n: self.own}
@@ -435,7 +483,7 @@ class QueueStore:
         for n in slots(self.root):
             if n in self._slots:
                 continue
-            fd = _try_lock(self.root, n)
+            fd = _take(self.root, n)
             if fd is None:
                 continue  # its process lives
             slot = Slot(self.root, n, fd)
