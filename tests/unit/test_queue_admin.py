@@ -120,6 +120,42 @@ def test_a_server_starting_while_a_command_reads_or_changes_the_queue_gets_its_o
     assert not (root / "1.sqlite3").exists()
 
 
+def test_a_held_letter_retried_and_adopted_before_its_drop_is_not_dropped_under_its_delivery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``drop`` of a held letter takes no lock: between its look at the slot (no server) and
+    the removal, a ``retry`` makes the letter due and a server starts, takes the slot and
+    begins to deliver it. The removal finds it no longer held: refused, row and file kept."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    held, _, _ = held_and_waiting(store, tmp_path)
+    store.close()  # its server is gone: the slot is free
+    server: list[QueueStore] = []
+    trying: list[Due] = []
+    connect = queueadmin._connect
+
+    @contextlib.contextmanager
+    def connecting(path: Path, **kw: Any) -> Iterator[sqlite3.Connection]:
+        if not kw.get("readonly") and not server:  # drop's removal is next
+            monkeypatch.setattr(queueadmin, "_connect", connect)
+            queueadmin.retry(root, [held], now=1.0)
+            server.append(QueueStore(root, inline=100))  # takes slot 0, its own
+            trying.extend(d for d in server[0].due(2.0, 10, set()) if d.entry.id == held)
+        with connect(path, **kw) as conn:
+            yield conn
+
+    monkeypatch.setattr(queueadmin, "_connect", connecting)
+    try:
+        with pytest.raises(InvalidInput, match="changed meanwhile"):
+            queueadmin.drop(root, held)
+        assert [d.entry.id for d in trying] == [held]  # the server is delivering it
+        assert held in {x.id for x in queueadmin.listing(root)}
+        assert isinstance(trying[0].letter, Path) and trying[0].letter.exists()
+    finally:
+        for s in server:
+            s.close()
+
+
 def test_a_running_runner_takes_a_retried_held_letter_within_seconds(tmp_path: Path) -> None:
     root = tmp_path / "q"
     store = QueueStore(root, inline=100)
