@@ -193,9 +193,12 @@ def drop(root: Path, queue_id: str) -> Listed:
             )
         with _connect(root / f"{item.slot}.sqlite3") as conn:
             conn.execute("BEGIN IMMEDIATE")
-            # held still (a retry meanwhile makes it the runner's again): as checked above
+            # held still (a retry meanwhile makes it the runner's again): as checked above.
+            # Any row goes only under the slot's lock: a held letter's drop holds none, and a
+            # server may have taken the slot since owned() said it was free
+            locked = free and not item.held
             gone = conn.execute(
-                "DELETE FROM queue WHERE id = ? AND (? OR next_try >= 1e300)", (queue_id, free)
+                "DELETE FROM queue WHERE id = ? AND (? OR next_try >= 1e300)", (queue_id, locked)
             ).rowcount
             conn.execute("COMMIT")
         if not gone:
