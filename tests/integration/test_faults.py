@@ -17,7 +17,19 @@ from typing import Any
 
 import pytest
 
-from tests.faults import USERS, Workload, campaign, judge_mailboxes, steady_ports, tagged
+from pochta.mailbox.queuedb import QueueStore
+from tests.faults import (
+    USERS,
+    HarnessError,
+    Workload,
+    campaign,
+    judge_mailboxes,
+    settle,
+    steady_ports,
+    tagged,
+)
+from tests.integration.test_smtp import add_users
+from tests.unit.test_queue import entry
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -99,6 +111,21 @@ def test_the_mailbox_judge_finds_a_letter_missing_twice_or_back_after_its_deleti
     assert tagged(b"To: x\r\nSubject: letter 1\r\n\r\nbody", "t7") == (
         b"To: x\r\nSubject: t7\r\n\r\nbody"
     )
+
+
+def test_the_mailbox_judge_waits_for_the_incoming_queue_to_drain(tmp_path: Path) -> None:
+    """Nothing is missing from the mailboxes, but a letter still waits in the incoming queue:
+    its delivery may yet put a second copy of a letter there (a delivery a kill cut short
+    after its commit, tried again). The judge does not speak before the queue is empty: with
+    no server to deliver it, settling fails rather than report no letter twice."""
+    data = tmp_path / "data"
+    add_users(data, *USERS)
+    store = QueueStore(data / "queue", inline=100)
+    store.put(entry(16), b"x" * 16)  # answered 250, never delivered (no server runs)
+    store.close()
+    work = Workload(0, 0, {}, seed=1)  # the workload's letters are all there (none)
+    with pytest.raises(HarnessError, match="incoming queue"):
+        settle(data, work, timeout=1)
 
 
 def test_the_campaign_ports_are_free_and_below_the_ephemeral_range() -> None:
