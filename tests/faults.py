@@ -319,11 +319,12 @@ def judge_mailboxes(work: Workload, counts: Counter[tuple[str, str]]) -> dict[st
 
 
 def settle(data: Path, work: Workload, timeout: float = 60) -> dict[str, list[str]]:
-    """Until no deletion is pending (as ``pochta stats`` counts them) and every letter
-    answered 250 is in its mailboxes (the queue delivered what the kills left in it), read
-    every 0.1 s by one pochta opened here (as a command opens it: a ``pochta stats`` process
-    per poll took ~1 s of CPU to start, beside the server recovering on 2 cores). What the
-    mailboxes hold then, judged (:func:`judge_mailboxes`)."""
+    """Until no deletion is pending (as ``pochta stats`` counts them), the incoming queue
+    holds no letter waiting (the queue delivered what the kills left in it: a delivery still
+    to come could put a letter there twice) and every letter answered 250 is in its
+    mailboxes, read every 0.1 s by one pochta opened here (as a command opens it: a ``pochta
+    stats`` process per poll took ~1 s of CPU to start, beside the server recovering on 2
+    cores). What the mailboxes hold then, judged (:func:`judge_mailboxes`)."""
     deadline = time.monotonic() + timeout
     # a letter whose try failed during the kills waits out its backoff (30 s, doubled): made
     # due now, as `pochta queue retry --all` does (the server reads the queue within 2 s)
@@ -332,12 +333,16 @@ def settle(data: Path, work: Workload, timeout: float = 60) -> dict[str, list[st
     try:
         while True:
             pending = watch.mailbox.stats()["pending_deletions"]
+            # the queue before the mailboxes: empty then, nothing arrives after the count
+            waiting = [x.id for x in queueadmin.listing(data / "queue") if not x.held]
             judged = judge_mailboxes(work, mailbox_counts(watch))
-            if not pending and not judged["missing"]:
+            if not pending and not waiting and not judged["missing"]:
                 return judged
             if time.monotonic() >= deadline:
                 if pending:
                     raise HarnessError("deletions did not finish")
+                if waiting:  # its delivery may still double a letter: no verdict yet
+                    raise HarnessError(f"the incoming queue still holds {len(waiting)} letters")
                 return judged  # letters missing: the judge says which
             time.sleep(0.1)
     finally:
