@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import time
 import tracemalloc
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pochta.errors import ConfigError, StorageError
+from pochta.mailbox import queuedb
 from pochta.mailbox.index.sqlite import SQLiteIndex
 from pochta.mailbox.queue import BadRecord, Entry, backoff, decode, encode, new_id, over
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
@@ -193,6 +195,38 @@ def test_a_crash_while_an_entry_is_moved_aside_never_loses_its_file(
         assert conn.execute("SELECT id FROM aside").fetchall() == [(cut.id,)]
         assert conn.execute("SELECT count(*) FROM queue").fetchone() == (0,)
     again.close()
+
+
+def test_a_server_taking_a_slot_as_another_lets_go_of_it_is_told_as_its_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server lets go of its slot (it stops, or an adopted slot is empty) while another
+    takes it: the one that took it must hold both locks, its ``flock`` and the OFD lock by
+    which commands tell a live server's slot. Letting go of the ``flock`` first, the OFD
+    lock after, gave the taker the ``flock`` alone (its OFD lock refused for the moment, and
+    never taken again): for as long as it ran, ``pochta queue`` listed its slot as no
+    server's and other servers starting waited 2 s for it."""
+    root = tmp_path / "q"
+    first = QueueStore(root, inline=100)
+    fd = first.own._lock_fd
+    taken: list[int | None] = []
+    close = os.close
+
+    def closing(n: int) -> None:
+        if n == fd and not taken:  # the slot let go of: a server starts at that moment
+            taken.append(queuedb._try_lock(root, 0))
+        close(n)
+
+    monkeypatch.setattr(os, "close", closing)
+    first.close()
+    monkeypatch.undo()
+    assert taken, "the slot's lock file was not closed"
+    second = taken[0] if taken[0] is not None else queuedb._try_lock(root, 0)
+    assert second is not None
+    try:
+        assert queuedb.owned(root, 0)  # told as a live server's slot
+    finally:
+        os.close(second)
 
 
 def test_a_dead_processs_slot_is_adopted_and_its_orphan_files_dropped(tmp_path: Path) -> None:
