@@ -130,6 +130,11 @@ class Slot:
         self._unlock()
 
     def _unlock(self) -> None:
+        """The OFD lock first, the ``flock`` after (as the kernel does when the process
+        dies): whoever takes the ``flock`` next finds the OFD lock free and takes it too."""
+        with contextlib.suppress(OSError):
+            unlock = struct.pack(_FLOCK, fcntl.F_UNLCK, 0, 0, 0, 0)
+            fcntl.fcntl(self._lock_fd, fcntl.F_OFD_SETLK, unlock)
         with contextlib.suppress(OSError):
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
