@@ -427,6 +427,32 @@ def test_a_slot_database_that_cannot_be_read_is_moved_aside_not_a_crash_loop(
     again.close()
 
 
+def test_the_files_of_a_slot_database_moved_aside_are_kept_aside_not_deleted(
+    tmp_path: Path,
+) -> None:
+    """A big letter answered 250 is in a file; its row is in the slot's database, which is
+    then found damaged at the next start and moved aside. The file's row is in that database
+    (kept for an operator), not in the new one: the file is no orphan, it goes aside too."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    spooled = tmp_path / "big.letter"
+    spooled.write_bytes(b"z" * 500)
+    big = entry(500)
+    store.put(big, spooled)
+    name = store.own.file(big.id).name
+    store.close()
+    for suffix in ("-wal", "-shm"):
+        (root / f"0.sqlite3{suffix}").unlink(missing_ok=True)
+    (root / "0.sqlite3").write_bytes(b"this is not a database" * 300)
+    again = QueueStore(root, inline=100)
+    try:
+        assert list(root.glob("0.sqlite3.unreadable-*"))
+        assert (root / "aside" / name).read_bytes() == b"z" * 500  # the letter's bytes kept
+        assert not (root / "files" / name).exists()
+    finally:
+        again.close()
+
+
 def test_a_letter_whose_client_left_while_it_was_queued_is_delivered_all_the_same(
     tmp_path: Path,
 ) -> None:
