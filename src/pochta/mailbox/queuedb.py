@@ -97,6 +97,7 @@ class Slot:
         self.root = root
         self.n = n
         self._lock_fd = lock_fd
+        self.replaced = False  # its database was unreadable: moved aside, a new one made
         try:
             self.db = self._open(root / f"{n}.sqlite3")
         except BaseException:  # the slot's lock let go of: a later try may take it again
@@ -120,6 +121,7 @@ class Slot:
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
+            self.replaced = True
             return SQLiteDatabase(path, SCHEMA, synchronous="full")
 
     def file(self, queue_id: str) -> Path:
@@ -545,14 +547,19 @@ class QueueStore:
     def _drop_orphans(self, slot: Slot) -> None:
         """Files of a slot's letters whose row was never written (the process died between
         the two: the letter was not answered 250). A file whose row is aside is kept (it
-        could not be moved aside). Only for a slot this process has just locked: nobody
-        else writes into it."""
+        could not be moved aside). A slot whose database was unreadable (moved aside, a new
+        one made) has its rows in the old one: its files go aside with it, none is deleted.
+        Only for a slot this process has just locked: nobody else writes into it."""
         rows = slot.db.query("SELECT id FROM queue UNION SELECT id FROM aside")
         names = {slot.file(r[0]).name for r in rows}
         for path in (self.root / "files").glob(f"{slot.n}-*.letter"):
-            if path.name not in names:
-                with contextlib.suppress(OSError):
-                    path.unlink()
+            if path.name in names:
+                continue
+            if slot.replaced:
+                self._file_aside(path)
+                continue
+            with contextlib.suppress(OSError):
+                path.unlink()
 
     def entries(self) -> Iterator[tuple[str, int, float]]:
         """Every entry of this process's slots not done: (id, failed tries, next try)."""
