@@ -4,10 +4,11 @@ The same harness as the CI-sized test (``tests/integration/test_faults.py``, 30 
 ``tests/faults.py``: a workload delivers letters with shared attachments over SMTP, deletes
 letters over HTTP and delivers the same letters again, while ``pochta serve`` is started and
 killed (30 % of the kills during startup and recovery, the rest 0.1-1 s after it is healthy).
-Then the last run finishes recovery and pending deletions, and ``pochta fsck`` checks every
-attachment of every letter on both disks of its pair; then two Valkyrie passes, bit flips
-repaired from the sibling copy, a lost disk detected and its pair evacuated, with ``fsck``
-after every step.
+Then the last run finishes recovery, pending deletions and the incoming queue; the mailboxes
+must hold every letter answered 250 exactly once (deletions aside: ``mailbox_missing``,
+``mailbox_twice``), and ``pochta fsck`` checks every attachment of every letter on both disks
+of its pair; then two Valkyrie passes, bit flips repaired from the sibling copy, a lost disk
+detected and its pair evacuated, with ``fsck`` after every step.
 
 The fsck counts (lost, damaged, unreadable, undercounted, miscounted, leaks) are the most any
 of the four fsck runs found; ``fsck`` has them step by step. ``sound``: no fsck run found
@@ -86,6 +87,11 @@ def summary(r: CampaignResult, seed: int) -> dict[str, Any]:
         "deletions": r.deleted,
         "failed_client_calls": r.failed,
         "letters_at_end": final.get("letters"),
+        # (recipient, letter) pairs answered 250; missing from the mailboxes (not deleted by
+        # the workload) or there more than once, after the last run
+        "answered": r.answered,
+        "mailbox_missing": len(r.mailbox_missing),
+        "mailbox_twice": len(r.mailbox_twice),
         "attachment_refs_checked": final.get("refs"),
         "distinct_attachments_checked": final.get("blobs"),
         **{name: r.worst(name) for name in (*UNSOUND, *INEXACT)},

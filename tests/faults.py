@@ -4,10 +4,13 @@
 
 ``pochta serve`` is killed with SIGKILL at random moments (during startup and recovery, or
 while it works) while a workload delivers letters with shared attachments over SMTP, deletes
-letters over HTTP and delivers the same letters again. Then the last run finishes recovery
-and pending deletions, and ``pochta fsck`` judges: nothing lost, nothing damaged, no counter
-below its references. After that: two Valkyrie passes, bit flips repaired from the sibling
-copy, a lost disk detected and its pair evacuated, with ``fsck`` after every step.
+letters over HTTP and delivers the same letters again. Then the last run finishes recovery,
+pending deletions and the incoming queue (``smtp.answer = "queued"``, the default), and two
+judges speak: the mailboxes (every letter answered 250 is there exactly once for each of its
+recipients, unless the workload deleted it; none is there twice) and ``pochta fsck`` (nothing
+lost, nothing damaged, no counter below its references). After that: two Valkyrie passes,
+bit flips repaired from the sibling copy, a lost disk detected and its pair evacuated, with
+``fsck`` after every step.
 
 :func:`campaign` runs it all and returns the numbers (:class:`CampaignResult`); it asserts
 nothing, so the benchmark can report what it saw and the test decides what must hold. Only
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +39,9 @@ from typing import Any
 
 import httpx
 
-from pochta.app import build
+from pochta.app import Pochta, build
 from pochta.config import load_settings
+from pochta.mailbox import queueadmin
 from tests.integration.conftest import TOKEN, start_server
 from tests.integration.test_smtp import PASSWORD, add_users
 from tests.mailtools import letter, payload
@@ -114,9 +119,22 @@ def inexact(report: dict[str, Any]) -> dict[str, list[str]]:
     return {name: report[name] for name in INEXACT if report[name]}
 
 
+def tagged(raw: bytes, tag: str) -> bytes:
+    """``raw`` with its Subject made ``tag``: each SMTP transaction's letter is told apart
+    in the mailboxes (a re-delivery sends the same parts under a subject of its own)."""
+    start = raw.index(b"\r\nSubject: ") + 2
+    end = raw.index(b"\r\n", start)
+    return raw[:start] + b"Subject: " + tag.encode() + raw[end:]
+
+
 class Workload:
     """Deliveries, deletions and re-deliveries against whatever server listens on the ports;
-    every failure (the server is dead or starting) is expected, counted and ignored."""
+    every failure (the server is dead or starting) is expected, counted and ignored.
+
+    What the mailboxes must hold is kept beside: ``answered``, the tag (subject) of every
+    transaction answered 250 and its recipients that were accepted; ``deleted`` and
+    ``maybe_deleted``, the (recipient, tag) the workload deleted with an answer, or without
+    one (the server died under the call: deleted or not)."""
 
     def __init__(self, http: int, smtp: int, tokens: dict[str, str], seed: int) -> None:
         self.http, self.smtp, self.tokens = http, smtp, tokens
@@ -125,6 +143,10 @@ class Workload:
         # delivered counts every accepted SMTP transaction, re-deliveries included
         self.delivered = self.redelivered = self.deleted = self.failed = 0
         self.sent: list[bytes] = []
+        self.answered: dict[str, tuple[str, ...]] = {}
+        self.deleted_letters: set[tuple[str, str]] = set()
+        self.maybe_deleted: set[tuple[str, str]] = set()
+        self._tags = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
         # one HTTP client for the whole workload: a new one per call (``httpx.get``) costs
         # ~20 ms of CPU (its TLS context), taken from the server starting meanwhile
@@ -147,8 +169,11 @@ class Workload:
 
     def _deliver(self, raw: bytes) -> None:
         to = self.rng.sample(USERS, self.rng.randint(1, 2))
+        self._tags += 1
+        tag = f"t{self._tags:07d}"
         with smtplib.SMTP("127.0.0.1", self.smtp, timeout=15) as smtp:
-            smtp.sendmail("sender@example.net", to, raw)
+            refused = smtp.sendmail("sender@example.net", to, tagged(raw, tag))
+            self.answered[tag] = tuple(r for r in to if r not in refused)  # before QUIT
         self.delivered += 1
 
     def _delete(self) -> None:
@@ -157,8 +182,11 @@ class Workload:
         base = f"http://127.0.0.1:{self.http}/v1/messages"
         page = self.http_client.get(f"{base}?limit=50", headers=auth).json()
         if page["messages"]:
-            victim = self.rng.choice(page["messages"])["id"]
-            self.http_client.delete(f"{base}/{victim}", headers=auth)
+            victim = self.rng.choice(page["messages"])
+            self.maybe_deleted.add((user, victim["subject"]))
+            r = self.http_client.delete(f"{base}/{victim['id']}", headers=auth)
+            if r.status_code == 204:
+                self.deleted_letters.add((user, victim["subject"]))
             self.deleted += 1
 
     def _run(self) -> None:
@@ -255,20 +283,70 @@ def wait_working(work: Workload, proc: subprocess.Popen[bytes], timeout: float =
         time.sleep(0.02)
 
 
-def wait_for_deletions(data: Path, timeout: float = 60) -> None:
-    """Until no deletion is pending, as ``pochta stats`` counts them, read every 0.1 s by one
-    pochta opened here (as the command opens it): a ``pochta stats`` process per poll took
-    ~1 s of CPU to start, beside the server recovering on 2 cores, and saw every 1.5 s."""
+def mailbox_counts(pochta: Pochta) -> Counter[tuple[str, str]]:
+    """How many letters of each (user, subject) the mailboxes hold, every folder read."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for email in USERS:
+        user = pochta.mailbox.user(email)
+        if user is None:
+            raise HarnessError(f"no user {email}")
+        for folder in pochta.mailbox.folders(user.id):
+            cursor = None
+            while True:
+                page = pochta.mailbox.letters(user.id, folder.name, 1000, cursor)
+                counts.update((email, m.subject) for m in page)
+                if len(page) < 1000:
+                    break
+                cursor = page[-1].id
+    return counts
+
+
+def judge_mailboxes(work: Workload, counts: Counter[tuple[str, str]]) -> dict[str, list[str]]:
+    """``missing``: a letter answered 250 that a recipient does not have (and the workload
+    did not delete); ``twice``: a letter a recipient has more than once (answered or not),
+    or has still after the workload deleted it with an answer."""
+    missing = [
+        f"{rcpt}: {tag}"
+        for tag, rcpts in sorted(work.answered.items())
+        for rcpt in rcpts
+        if not counts[(rcpt, tag)] and (rcpt, tag) not in work.maybe_deleted
+    ]
+    twice = [f"{rcpt}: {tag} x{n}" for (rcpt, tag), n in sorted(counts.items()) if n > 1]
+    # deleted with an answer (the deletion committed first), and there all the same: a copy
+    twice += [f"{rcpt}: {tag} deleted, still there" for rcpt, tag in work.deleted_letters
+              if counts[(rcpt, tag)] == 1]  # fmt: skip
+    return {"missing": missing, "twice": twice}
+
+
+def settle(data: Path, work: Workload, timeout: float = 60) -> dict[str, list[str]]:
+    """Until no deletion is pending (as ``pochta stats`` counts them), the incoming queue
+    holds no letter waiting (the queue delivered what the kills left in it: a delivery still
+    to come could put a letter there twice) and every letter answered 250 is in its
+    mailboxes, read every 0.1 s by one pochta opened here (as a command opens it: a ``pochta
+    stats`` process per poll took ~1 s of CPU to start, beside the server recovering on 2
+    cores). What the mailboxes hold then, judged (:func:`judge_mailboxes`)."""
     deadline = time.monotonic() + timeout
+    # a letter whose try failed during the kills waits out its backoff (30 s, doubled): made
+    # due now, as `pochta queue retry --all` does (the server reads the queue within 2 s)
+    queueadmin.retry(data / "queue", None)
     watch = build(load_settings(data_dir=data))
     try:
-        while time.monotonic() < deadline:
-            if watch.mailbox.stats()["pending_deletions"] == 0:
-                return
+        while True:
+            pending = watch.mailbox.stats()["pending_deletions"]
+            # the queue before the mailboxes: empty then, nothing arrives after the count
+            waiting = [x.id for x in queueadmin.listing(data / "queue") if not x.held]
+            judged = judge_mailboxes(work, mailbox_counts(watch))
+            if not pending and not waiting and not judged["missing"]:
+                return judged
+            if time.monotonic() >= deadline:
+                if pending:
+                    raise HarnessError("deletions did not finish")
+                if waiting:  # its delivery may still double a letter: no verdict yet
+                    raise HarnessError(f"the incoming queue still holds {len(waiting)} letters")
+                return judged  # letters missing: the judge says which
             time.sleep(0.1)
     finally:
         watch.close()
-    raise HarnessError("deletions did not finish")
 
 
 def stored_files(root: Path) -> list[Path]:
@@ -308,6 +386,11 @@ class CampaignResult:
     # ``pochta valkyrie stats --json`` after the last run: what Valkyrie did inside the
     # killed servers (quarantined, purged, repaired, ...) while letters came and went
     valkyrie_during: dict[str, Any] = field(default_factory=dict)
+    # the mailboxes after the last run: (recipient, letter) pairs answered 250, and those
+    # missing (not deleted by the workload) or there more than once (see judge_mailboxes)
+    answered: int = 0
+    mailbox_missing: list[str] = field(default_factory=list)
+    mailbox_twice: list[str] = field(default_factory=list)
     fsck_after_kills: dict[str, Any] = field(default_factory=dict)
     valkyrie_passes: list[dict[str, Any]] = field(default_factory=list)  # nothing broken
     fsck_after_valkyrie: dict[str, Any] = field(default_factory=dict)
@@ -350,6 +433,9 @@ class CampaignResult:
         """The campaign's other promises that did not hold (empty: all held)."""
         checks = {
             "the last run stopped cleanly (exit code 0)": self.last_exit == 0,
+            "every letter answered 250 is in its mailboxes once": self.answered > 0
+            and not self.mailbox_missing
+            and not self.mailbox_twice,
             "letters and blobs were left to check": bool(
                 self.fsck_after_kills.get("letters") and self.fsck_after_kills.get("blobs")
             ),
@@ -466,9 +552,11 @@ def campaign(
     tick("recovery", result.kills)
     last = start_server(data, log, port=http, smtp_port=smtp, settings=quiet)
     try:
-        wait_for_deletions(data)
+        judged = settle(data, work)
     finally:
         result.last_exit = last.stop()
+    result.answered = sum(len(rcpts) for rcpts in work.answered.values())
+    result.mailbox_missing, result.mailbox_twice = judged["missing"], judged["twice"]
     result.valkyrie_during = json.loads(cli(data, "valkyrie", "stats", "--json").stdout)
     result.fsck_after_kills = fsck(data)
 

@@ -13,13 +13,16 @@ the HTTP threads. Now a thread (started by ``Pochta.start``) reads the pairs eve
                yet (503); ``problem`` says which, with the last error if there was one
 
 With ``smtp.answer = "queued"`` the same check asks the queue's runner how it is doing
-(:meth:`pochta.mailbox.queuerunner.QueueRunner.watch`): degraded when it has made no progress
-for ``queue_stalled_after`` seconds while letters are due (a try stuck, its loop ended, the
-queue unreadable); ``queue_stalled_seconds`` and ``queue_oldest_seconds`` are reported
+(:meth:`pochta.mailbox.queuerunner.QueueRunner.watch`, a :class:`pochta.mailbox.queue.Watch`,
+which says itself when it is a problem): degraded when it has made no progress for
+``queue_stalled_after`` seconds while letters are due (a try stuck, its loop ended, the queue
+unreadable); ``queue_stalled_seconds`` and ``queue_oldest_seconds`` are reported
 either way (the age of the oldest letter waiting, also the gauge
 ``pochta_queue_oldest_seconds``).
 
 The check of a stalled database stays stuck in its own thread; the next starts when it ends.
+It watches the parts (the blob store's pairs, the mailbox's queue): it imports them, never the
+other way round.
 """
 
 from __future__ import annotations
@@ -32,20 +35,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pochta.errors import PochtaError
+from pochta.mailbox.queue import Watch
 from pochta.types import Pair
 
 log = logging.getLogger("pochta.health")
-
-
-@dataclass(frozen=True, slots=True)
-class Watch:
-    """How the incoming queue's runner is doing (``QueueRunner.watch``): ``stalled``, seconds
-    it has made no progress (no try ended, no read of the queue) while letters are due or
-    being tried, or since its loop ended (0: nothing due, or progress); ``oldest``, the age in
-    seconds of the oldest letter waiting in its slots, held ones left out (None: none)."""
-
-    stalled: float
-    oldest: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +124,8 @@ class HealthCheck:
         problem = None
         if not writable:
             problem = "no pair takes writes"
-        elif watch is not None and watch.stalled > self.queue_stalled_after:
-            problem = (
-                f"the incoming queue's runner has made no progress for {watch.stalled:.0f} s"
-                " while letters are due"
-            )
+        elif watch is not None:
+            problem = watch.problem(self.queue_stalled_after)
         return Health(
             "ok" if problem is None else "degraded",
             pairs,

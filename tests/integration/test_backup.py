@@ -293,6 +293,40 @@ def archive_now(server: PostgresServer) -> None:
         wait_until(archived, 60, "the WAL segment archived")
 
 
+def archiving(server: PostgresServer) -> Path:
+    """The server archives its WAL (restarted for it) into the directory returned, and has
+    pochta's database, migrated."""
+    wal = server.dir / "wal"
+    wal.mkdir()
+    if server.user is not None:
+        shutil.chown(wal, server.user, server.user)
+    with server.connect() as conn:
+        conn.execute("ALTER SYSTEM SET archive_mode = 'on'")
+        command = f"test ! -f {wal}/%f && cp %p {wal}/%f"
+        conn.execute(f"ALTER SYSTEM SET archive_command = '{command}'".encode())
+    server.stop()
+    server.start_again()
+    migrated_template(server, "pochta")
+    return wal
+
+
+def restored_server(server: PostgresServer, pgroot: Path) -> PostgresServer:
+    """A fresh server on a restored data directory, once it has replayed the archive and
+    is promoted."""
+    bin_dir = bindir()
+    assert bin_dir is not None
+    restored = PostgresServer(pgroot, free_port(), bin_dir, user=server.user)
+    restored.start_again()
+
+    def promoted() -> bool:
+        with restored.connect("pochta") as conn:
+            row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+            return row is not None and row[0] is False
+
+    wait_until(promoted, 60, "the restored server promoted")
+    return restored
+
+
 def test_point_in_time_restore_and_fsck_reports_the_letters_after_it(tmp_path: Path) -> None:
     if bindir() is None:
         pytest.skip("PostgreSQL's initdb is not installed (Debian package postgresql)")
@@ -300,17 +334,7 @@ def test_point_in_time_restore_and_fsck_reports_the_letters_after_it(tmp_path: P
     restored: PostgresServer | None = None
     pochta = None
     try:
-        wal = server.dir / "wal"
-        wal.mkdir()
-        if server.user is not None:
-            shutil.chown(wal, server.user, server.user)
-        with server.connect() as conn:
-            conn.execute("ALTER SYSTEM SET archive_mode = 'on'")
-            command = f"test ! -f {wal}/%f && cp %p {wal}/%f"
-            conn.execute(f"ALTER SYSTEM SET archive_command = '{command}'".encode())
-        server.stop()
-        server.start_again()
-        migrated_template(server, "pochta")
+        wal = archiving(server)
         data = tmp_path / "data"
         cfg = write_config(tmp_path / "pochta.toml", data, server.dsn("pochta"))
         pochta = build(load_settings(cfg))
@@ -363,17 +387,7 @@ def test_point_in_time_restore_and_fsck_reports_the_letters_after_it(tmp_path: P
         assert code == 0, err
         assert json.loads(out)["verified"] is True
         # a fresh server on the restored directory: it replays the archive to the target
-        bin_dir = bindir()
-        assert bin_dir is not None
-        restored = PostgresServer(pgroot, free_port(), bin_dir, user=server.user)
-        restored.start_again()
-
-        def promoted() -> bool:
-            with restored.connect("pochta") as conn:
-                row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
-                return row is not None and row[0] is False
-
-        wait_until(promoted, 60, "the restored server promoted")
+        restored = restored_server(server, pgroot)
         server.stop()  # the old one is gone: only the disks survive
 
         # a fresh loader's data directory, the surviving disks
@@ -423,3 +437,101 @@ def test_a_server_that_does_not_archive_is_refused(postgres_dsn: str, tmp_path: 
     assert code == 6 and "archive_mode is 'off'" in err and "archive_command" in err
     assert "pochta-test-secret" not in err  # the DSN's password is never shown
     assert not to.exists()
+
+
+def test_a_postgres_backup_keeps_the_queue_and_its_restore_delivers_it_once(
+    tmp_path: Path,
+) -> None:
+    """smtp.answer = "queued" on PostgreSQL: the letters answered 250 and still in the
+    incoming queue (one in its row, one big one in a file) are in the backup, taken while
+    their slot is owned (as by a running server), beside one whose delivery the index had
+    committed before its row was removed (a crash between the two). ``restore --data`` puts
+    the queue in a new data directory; a server started there on the restored PostgreSQL
+    delivers the two, once each, and not the third again."""
+    if bindir() is None:
+        pytest.skip("PostgreSQL's initdb is not installed (Debian package postgresql)")
+    from pochta.mailbox.queue import Entry, new_id
+    from pochta.mailbox.queuedb import QueueStore
+    from tests.integration.conftest import eventually, start_server
+    from tests.integration.test_smtp import PASSWORD, received, strip_trace
+
+    server = PostgresServer.start()
+    restored: PostgresServer | None = None
+    pochta = None
+    srv = None
+    try:
+        wal = archiving(server)
+        data = tmp_path / "data"
+        cfg = write_config(tmp_path / "pochta.toml", data, server.dsn("pochta"))
+        pochta = build(load_settings(cfg))
+        ann = pochta.mailbox.add_user("ann@example.org", PASSWORD)
+        store = QueueStore(data / "queue", inline=1000)
+        trace = b"Received: from c.example by mx.pochta.test; Mon, 30 Nov 2026 11:00 +0000\r\n"
+        small = letter(subject="small")
+        big = letter(subject="big", attachments=[("a.bin", payload(7, 20_000))])
+        done = letter(subject="done before the backup")
+        spooled = tmp_path / "big.letter"
+        spooled.write_bytes(big)
+        ids = {}
+        for raw, body in ((small, small), (big, spooled), (done, done)):
+            entry = Entry(new_id(), "s@example.net", ("ann@example.org",), None, None, trace,
+                          len(raw), time.time())  # fmt: skip
+            store.put(entry, body)
+            ids[raw] = entry.id
+        pochta.mailbox.deliver_prepared(pochta.mailbox.prepare(done), [ann], queued=ids[done])
+        assert pochta.mailbox.was_queued(ids[done])
+        backup = tmp_path / "backup"
+        try:
+            code, out, err = pochta_cli(
+                "backup", "create", "--to", str(backup), "--wal-dir", str(wal),
+                "--config", str(cfg), "--json",
+            )  # fmt: skip
+            assert code == 0, err
+        finally:
+            store.close()
+            pochta.close()
+            pochta = None
+        assert len(list((backup / "queue" / "files").iterdir())) == 1
+        assert not list((backup / "queue").glob("*.sqlite3-*"))  # each slot at one instant
+        archive_now(server)
+
+        pgroot = owned_dir("pochta-pg-restored-", server.user)
+        pgdata = pgroot / "data"
+        owner = ["--owner", server.user] if server.user is not None else []
+        common = ["backup", "restore", "--from", str(backup), "--pgdata", str(pgdata), *owner]
+        code, _, err = pochta_cli(*common)
+        assert code == 2 and "--data is needed" in err and not pgdata.exists()
+        new = tmp_path / "restored"
+        code, out, err = pochta_cli(*common, "--data", str(new), "--json")
+        assert code == 0, err
+        assert json.loads(out)["queue_slots"] == 1
+        restored = restored_server(server, pgroot)
+        server.stop()  # the old one is gone: the disks and the queue's copy survive
+
+        cfg2 = write_config(tmp_path / "restored.toml", new, restored.dsn("pochta"))
+        env = {"POCHTA_CONFIG": str(cfg2), "POCHTA_SMTP__ANSWER": "queued"}
+        srv = start_server(new, tmp_path / "serve.log", settings=env)
+        got = received(srv, "ann@example.org", 3)
+        assert sorted(strip_trace(g) for g in got if b"done before" not in g) == sorted(
+            [small, big]
+        )
+        eventually(
+            lambda: json.loads(
+                runner.invoke(cli, ["queue", "list", "--json", "--config", str(cfg2)]).stdout
+            ),
+            lambda listed: listed == [],
+            what="the queue emptied",
+        )
+        time.sleep(0.5)
+        got = received(srv, "ann@example.org", 3)
+        assert len(got) == 3, [g[-200:] for g in got]  # the one delivered before: not again
+        log = (tmp_path / "serve.log").read_text()
+        assert f"queue entry {ids[done]} was delivered before a restart" in log
+    finally:
+        if srv is not None:
+            srv.stop()
+        if pochta is not None:
+            pochta.close()
+        if restored is not None:
+            restored.remove()
+        server.remove()

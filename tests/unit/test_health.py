@@ -7,7 +7,8 @@ import threading
 import time
 
 from pochta.errors import StorageError
-from pochta.health import HealthCheck, Watch
+from pochta.health import HealthCheck
+from pochta.mailbox.queue import Watch
 from pochta.types import DiskSpec, Pair, PairFlag
 
 DISKS = (DiskSpec("local", "/a"), DiskSpec("local", "/b"))

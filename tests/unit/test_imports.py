@@ -148,7 +148,7 @@ LAYERS = {
     **dict.fromkeys(
         (
             *("pochta", "errors", "types", "config", "netaddr", "tls", "budget", "logs"),
-            *("metrics", "health", "secretfile", "sqlitedb", "executors", "cpupool"),
+            *("metrics", "secretfile", "sqlitedb", "executors", "cpupool"),
             *("postgres", "redisconn", "pickling"),
         ),
         0,
@@ -157,6 +157,7 @@ LAYERS = {
     **dict.fromkeys(["antispam", "blobs", "guard", "history"], 2),
     "mailbox": 3,  # delivery, the index, deletion: over the blob store, antispam and guard
     "app": 4,  # builds the services from the settings
+    "health": 4,  # watches the parts (the pairs, the queue's runner) for /healthz
     **dict.fromkeys(["server", "cli", "__main__"], 5),  # the edges
 }
 """SPEC §1's parts, bottom to top: a module may import its own part and the parts below it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import time
 import tracemalloc
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pochta.errors import ConfigError, StorageError
+from pochta.mailbox import queuedb
 from pochta.mailbox.index.sqlite import SQLiteIndex
 from pochta.mailbox.queue import BadRecord, Entry, backoff, decode, encode, new_id, over
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
@@ -135,6 +137,96 @@ def test_an_unreadable_entry_is_moved_aside_with_a_log_line(
     assert [d.entry.id for d in store.due(2.0, 10, set())] == [fine.id]  # not tried again
     assert store.letters == 1
     store.close()
+
+
+class Crash(BaseException):
+    """The process dies here (nothing after it runs, nothing catches it)."""
+
+
+@pytest.mark.parametrize("crash_at", [1, 2])
+def test_a_crash_while_an_entry_is_moved_aside_never_loses_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash_at: int
+) -> None:
+    """Moving an unreadable entry aside takes two steps (its file into aside/, its row into
+    the aside table), in whichever order: the process dies at the first or the second, then
+    starts again (its orphan files dropped) and reads the queue. The letter's bytes are kept,
+    in aside/ with the row aside, whatever the step the crash came at."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    cut = entry(500)
+    spooled = tmp_path / "s.letter"
+    spooled.write_bytes(b"y" * 500)
+    store.put(cut, spooled)
+    name = store.own.file(cut.id).name
+    store.own.file(cut.id).write_bytes(b"y" * 10)  # cut short: moved aside at the next read
+    steps = 0
+
+    def step() -> None:
+        nonlocal steps
+        steps += 1
+        if steps == crash_at:
+            raise Crash
+
+    rename = Path.rename
+
+    def renaming(self: Path, target: Any) -> Path:
+        if self.name == name:
+            step()
+        return rename(self, target)
+
+    write = store.own.db.write
+
+    def writing(op: Any) -> Any:
+        step()
+        return write(op)
+
+    monkeypatch.setattr(Path, "rename", renaming)
+    monkeypatch.setattr(store.own.db, "write", writing)
+    with pytest.raises(Crash):
+        store.due(2.0, 10, set())
+    assert steps == crash_at
+    monkeypatch.undo()
+    store.close()  # the process is gone (its lock let go of)
+    again = QueueStore(root, inline=100)  # the start drops orphan files
+    assert again.due(2.0, 10, set()) == []  # moved aside now, if it was not
+    assert (root / "aside" / name).read_bytes() == b"y" * 10
+    assert not (root / "files" / name).exists()
+    with sqlite3.connect(root / "0.sqlite3") as conn:
+        assert conn.execute("SELECT id FROM aside").fetchall() == [(cut.id,)]
+        assert conn.execute("SELECT count(*) FROM queue").fetchone() == (0,)
+    again.close()
+
+
+def test_a_server_taking_a_slot_as_another_lets_go_of_it_is_told_as_its_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server lets go of its slot (it stops, or an adopted slot is empty) while another
+    takes it: the one that took it must hold both locks, its ``flock`` and the OFD lock by
+    which commands tell a live server's slot. Letting go of the ``flock`` first, the OFD
+    lock after, gave the taker the ``flock`` alone (its OFD lock refused for the moment, and
+    never taken again): for as long as it ran, ``pochta queue`` listed its slot as no
+    server's and other servers starting waited 2 s for it."""
+    root = tmp_path / "q"
+    first = QueueStore(root, inline=100)
+    fd = first.own._lock_fd
+    taken: list[int | None] = []
+    close = os.close
+
+    def closing(n: int) -> None:
+        if n == fd and not taken:  # the slot let go of: a server starts at that moment
+            taken.append(queuedb._try_lock(root, 0))
+        close(n)
+
+    monkeypatch.setattr(os, "close", closing)
+    first.close()
+    monkeypatch.undo()
+    assert taken, "the slot's lock file was not closed"
+    second = taken[0] if taken[0] is not None else queuedb._try_lock(root, 0)
+    assert second is not None
+    try:
+        assert queuedb.owned(root, 0)  # told as a live server's slot
+    finally:
+        os.close(second)
 
 
 def test_a_dead_processs_slot_is_adopted_and_its_orphan_files_dropped(tmp_path: Path) -> None:
@@ -333,6 +425,32 @@ def test_a_slot_database_that_cannot_be_read_is_moved_aside_not_a_crash_loop(
     again.put(entry(2), b"ok")  # a new, working slot
     assert again.letters == 1
     again.close()
+
+
+def test_the_files_of_a_slot_database_moved_aside_are_kept_aside_not_deleted(
+    tmp_path: Path,
+) -> None:
+    """A big letter answered 250 is in a file; its row is in the slot's database, which is
+    then found damaged at the next start and moved aside. The file's row is in that database
+    (kept for an operator), not in the new one: the file is no orphan, it goes aside too."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    spooled = tmp_path / "big.letter"
+    spooled.write_bytes(b"z" * 500)
+    big = entry(500)
+    store.put(big, spooled)
+    name = store.own.file(big.id).name
+    store.close()
+    for suffix in ("-wal", "-shm"):
+        (root / f"0.sqlite3{suffix}").unlink(missing_ok=True)
+    (root / "0.sqlite3").write_bytes(b"this is not a database" * 300)
+    again = QueueStore(root, inline=100)
+    try:
+        assert list(root.glob("0.sqlite3.unreadable-*"))
+        assert (root / "aside" / name).read_bytes() == b"z" * 500  # the letter's bytes kept
+        assert not (root / "files" / name).exists()
+    finally:
+        again.close()
 
 
 def test_a_letter_whose_client_left_while_it_was_queued_is_delivered_all_the_same(

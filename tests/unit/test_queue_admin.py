@@ -4,10 +4,14 @@ list, retry, drop beside a live runner; the backup's copy; the runner's watch fo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.unit.test_queue import Attempts, entry, runner, until
@@ -15,7 +19,7 @@ from typer.testing import CliRunner
 
 from pochta.cli import app as cli
 from pochta.errors import InvalidInput, NotFound, StorageError
-from pochta.mailbox import queueadmin, queuerunner
+from pochta.mailbox import queueadmin, queuedb, queuerunner
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
 
 
@@ -59,6 +63,97 @@ def test_a_command_lists_retries_and_drops_beside_a_live_slot(tmp_path: Path) ->
     # no server on the slot: any letter may go
     queueadmin.drop(root, waiting)
     assert {x.id for x in queueadmin.listing(root)} == {later}
+
+
+def test_a_server_starting_while_a_command_reads_or_changes_the_queue_gets_its_own_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server of slot 0 is gone, its letters wait. A server starts while ``pochta queue``
+    lists, retries, drops a held letter (none takes a lock), and while it drops a waiting
+    letter (the slot's lock held for the removal: the server waits for it): it takes slot 0,
+    its own, every time, never slot 1 beside a slot left for adoption."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    held, waiting, later = held_and_waiting(store, tmp_path)
+    assert [x.live for x in queueadmin.listing(root)] == [True] * 3  # told without a lock
+    store.close()  # its server is gone
+    assert [x.live for x in queueadmin.listing(root)] == [False] * 3
+    started: list[int] = []
+    refused = threading.Event()  # the starting server found a slot's lock taken
+    try_lock = queuedb._try_lock
+
+    def trying(root: Path, n: int) -> int | None:
+        fd = try_lock(root, n)
+        if fd is None:
+            refused.set()
+        return fd
+
+    def start() -> None:
+        s = QueueStore(root, inline=100)
+        started.append(s.own.n)
+        s.close()
+
+    connect = queueadmin._connect
+    servers: list[threading.Thread] = []
+
+    @contextlib.contextmanager
+    def connecting(path: Path, **kw: Any) -> Iterator[sqlite3.Connection]:
+        with connect(path, **kw) as conn:  # the command is at work: a server starts
+            refused.clear()
+            servers.append(threading.Thread(target=start))
+            servers[-1].start()
+            if not refused.wait(0.5):  # its slot was free: it started at once
+                servers[-1].join()
+            yield conn  # the command goes on (and lets go of the slot when it holds it)
+
+    monkeypatch.setattr(queuedb, "_try_lock", trying)
+    monkeypatch.setattr(queueadmin, "_connect", connecting)
+    assert {x.id for x in queueadmin.listing(root)} == {held, waiting, later}
+    assert queueadmin.retry(root, [later]) == [later]
+    queueadmin.drop(root, held)
+    queueadmin.drop(root, waiting)  # a waiting letter of a free slot: its lock held meanwhile
+    for server in servers:
+        server.join(timeout=10)
+    assert len(started) == len(servers) >= 5 and set(started) == {0}, started
+    monkeypatch.undo()
+    assert [x.id for x in queueadmin.listing(root)] == [later]
+    assert not (root / "1.sqlite3").exists()
+
+
+def test_a_held_letter_retried_and_adopted_before_its_drop_is_not_dropped_under_its_delivery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``drop`` of a held letter takes no lock: between its look at the slot (no server) and
+    the removal, a ``retry`` makes the letter due and a server starts, takes the slot and
+    begins to deliver it. The removal finds it no longer held: refused, row and file kept."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    held, _, _ = held_and_waiting(store, tmp_path)
+    store.close()  # its server is gone: the slot is free
+    server: list[QueueStore] = []
+    trying: list[Due] = []
+    connect = queueadmin._connect
+
+    @contextlib.contextmanager
+    def connecting(path: Path, **kw: Any) -> Iterator[sqlite3.Connection]:
+        if not kw.get("readonly") and not server:  # drop's removal is next
+            monkeypatch.setattr(queueadmin, "_connect", connect)
+            queueadmin.retry(root, [held], now=1.0)
+            server.append(QueueStore(root, inline=100))  # takes slot 0, its own
+            trying.extend(d for d in server[0].due(2.0, 10, set()) if d.entry.id == held)
+        with connect(path, **kw) as conn:
+            yield conn
+
+    monkeypatch.setattr(queueadmin, "_connect", connecting)
+    try:
+        with pytest.raises(InvalidInput, match="changed meanwhile"):
+            queueadmin.drop(root, held)
+        assert [d.entry.id for d in trying] == [held]  # the server is delivering it
+        assert held in {x.id for x in queueadmin.listing(root)}
+        assert isinstance(trying[0].letter, Path) and trying[0].letter.exists()
+    finally:
+        for s in server:
+            s.close()
 
 
 def test_a_running_runner_takes_a_retried_held_letter_within_seconds(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The incoming queue's pure parts: an entry's record, its name, the retries' backoff (no I/O).
+"""The incoming queue's pure parts: an entry's record, its name, the retries' backoff, what its
+runner's watch tells /healthz (no I/O).
 
 With ``smtp.answer = "queued"`` an SMTP letter is answered 250 once it is durable in the
 incoming queue (:mod:`pochta.mailbox.queuedb`), and delivered from there
@@ -107,6 +108,28 @@ def _int(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"not an integer: {value!r}")
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """How the incoming queue's runner is doing (``QueueRunner.watch``, read by the health
+    check for ``/healthz``): ``stalled``, seconds it has made no progress (no try ended, no
+    read of the queue) while letters are due or being tried, or since its loop ended (0:
+    nothing due, or progress); ``oldest``, the age in seconds of the oldest letter waiting in
+    its slots, held ones left out (None: none)."""
+
+    stalled: float
+    oldest: float | None
+
+    def problem(self, stalled_after: float) -> str | None:
+        """Why the service is degraded, when the runner has made no progress for more than
+        ``stalled_after`` seconds while letters are due (None: it is fine)."""
+        if self.stalled <= stalled_after:
+            return None
+        return (
+            f"the incoming queue's runner has made no progress for {self.stalled:.0f} s"
+            " while letters are due"
+        )
 
 
 def backoff(attempts: int, first: float, most: float) -> float:

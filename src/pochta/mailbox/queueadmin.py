@@ -2,17 +2,21 @@
 
 A command reads and changes the slots' SQLite files (:mod:`pochta.mailbox.queuedb`) beside
 the server processes that own them, as every other command reaches a running server's data
-(SQLite's own locks order the writes). It never takes the lock of a slot whose process lives;
-what it may change there is bounded so that the runner's state stays true:
+(SQLite's own locks order the writes). It lists read-only (each slot opened ``mode=ro``, its
+server told by :func:`~pochta.mailbox.queuedb.owned`, which takes no lock) and takes a slot's
+lock only to drop a waiting letter of a free slot, for the moment of the removal (a server
+starting or adopting then waits for it: see :mod:`pochta.mailbox.queuedb`). What it may change
+in a slot is bounded so that the runner's state stays true:
 
 - ``retry``: an entry's next try is made due now (held or waiting). The runner only learns
   of rows from its reads of the queue, so the command then touches ``queue/changed``; each
   runner looks at that file's time every ``CHANGES_SECONDS`` and, when it moved, counts its
   slot again, adopts the slots of processes that are gone (a held letter of a dead process is
   delivered by a live one once it is due) and reads the queue.
-- ``drop``: a held entry (never tried by its runner) is removed with its file; an entry that
-  waits for a try is removed only when no process owns its slot (the command takes the slot's
-  lock for the time of the removal, so no server adopts it meanwhile). Removing a letter a
+- ``drop``: a held entry (never tried by its runner) is removed with its file, no lock taken
+  (the removal checks, in its transaction, that it is held still); an entry that waits for a
+  try is removed only when no process owns its slot (the command takes the slot's lock for the
+  time of the removal, so no server adopts it meanwhile). Removing a letter a
   runner may be delivering at that moment would not stop the delivery, and the file might go
   under its read: refused, with what to do instead.
 
@@ -34,7 +38,7 @@ from pathlib import Path
 
 from pochta.errors import InvalidInput, NotFound, StorageError
 from pochta.mailbox.queue import BadRecord, Entry, decode, valid_id
-from pochta.mailbox.queuedb import HELD, slots
+from pochta.mailbox.queuedb import HELD, owned, slots
 
 CHANGES = "changed"  # the file a command touches after it changed a slot
 BUSY_SECONDS = 30.0  # how long a command waits for a slot's write lock
@@ -76,9 +80,13 @@ class Listed:
 
 
 @contextlib.contextmanager
-def _connect(path: Path) -> Iterator[sqlite3.Connection]:
+def _connect(path: Path, *, readonly: bool = False) -> Iterator[sqlite3.Connection]:
     try:
-        conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
+        if readonly:  # never creates nor changes the file
+            uri = f"{path.resolve().as_uri()}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, isolation_level=None)
+        else:
+            conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
     except sqlite3.Error as exc:
         raise StorageError(f"queue slot {path.name} cannot be opened: {exc}") from None
     try:
@@ -90,9 +98,13 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
 
 
 @contextlib.contextmanager
-def _free_slot(root: Path, n: int) -> Iterator[bool]:
+def _free_slot(root: Path, n: int, held: bool = False) -> Iterator[bool]:
     """Whether no process owns slot ``n``; while it is free, this command holds its lock (no
-    server adopts it meanwhile)."""
+    server adopts it meanwhile). ``held``: the letter is held (no runner tries it, adopted or
+    not): no lock is taken, and the answer is :func:`owned`'s."""
+    if held:
+        yield not owned(root, n)
+        return
     fd = os.open(root / f"{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
@@ -109,10 +121,11 @@ def _free_slot(root: Path, n: int) -> Iterator[bool]:
 
 
 def listing(root: Path) -> list[Listed]:
-    """Every entry of every slot, the oldest first."""
+    """Every entry of every slot, the oldest first; read-only, no lock taken."""
     out = []
     for n in slots(root):
-        with _free_slot(root, n) as free, _connect(root / f"{n}.sqlite3") as conn:
+        live = owned(root, n)
+        with _connect(root / f"{n}.sqlite3", readonly=True) as conn:
             rows = conn.execute(
                 "SELECT id, record, size, attempts, next_try FROM queue ORDER BY rowid"
             ).fetchall()
@@ -122,7 +135,7 @@ def listing(root: Path) -> list[Listed]:
                 entry = decode(bytes(record))
             except BadRecord:
                 entry = None
-            out.append(Listed(queue_id, n, not free, entry, size, attempts, float(next_try)))
+            out.append(Listed(queue_id, n, live, entry, size, attempts, float(next_try)))
     return sorted(out, key=lambda x: (x.entry is None, x.entry.at if x.entry else 0.0))
 
 
@@ -171,7 +184,7 @@ def retry(root: Path, ids: list[str] | None, now: float | None = None) -> list[s
 def drop(root: Path, queue_id: str) -> Listed:
     """Remove a held entry, or any entry of a slot no process owns (see the module)."""
     item = find(root, queue_id)
-    with _free_slot(root, item.slot) as free:
+    with _free_slot(root, item.slot, item.held) as free:
         if not free and not item.held:
             raise InvalidInput(
                 f"letter {queue_id} waits for delivery by a running server (slot {item.slot},"
@@ -180,9 +193,12 @@ def drop(root: Path, queue_id: str) -> Listed:
             )
         with _connect(root / f"{item.slot}.sqlite3") as conn:
             conn.execute("BEGIN IMMEDIATE")
-            # held still (a retry meanwhile makes it the runner's again): as checked above
+            # held still (a retry meanwhile makes it the runner's again): as checked above.
+            # Any row goes only under the slot's lock: a held letter's drop holds none, and a
+            # server may have taken the slot since owned() said it was free
+            locked = free and not item.held
             gone = conn.execute(
-                "DELETE FROM queue WHERE id = ? AND (? OR next_try >= 1e300)", (queue_id, free)
+                "DELETE FROM queue WHERE id = ? AND (? OR next_try >= 1e300)", (queue_id, locked)
             ).rowcount
             conn.execute("COMMIT")
         if not gone:

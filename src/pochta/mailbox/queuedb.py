@@ -7,6 +7,15 @@ whose process is gone and that still holds letters is *adopted* by a live proces
 taken), which delivers them and lets it go once it is empty. So ``serve --processes N`` has N
 queues, and a letter a dead process left is delivered by whichever process comes first.
 
+Beside the ``flock`` a server holds an open file description lock (``F_OFD_SETLK``) of the
+same file: that one tells a live server's slot without taking any lock (:func:`owned`,
+``F_OFD_GETLK``; ``pochta queue`` reads the slots so). A command holds the ``flock`` of a free
+slot for a moment only when it must (``pochta queue drop`` of a letter waiting there: no server
+may adopt the slot meanwhile); a server that finds a slot's ``flock`` taken without the other
+lock (a command's, or a server of an older pochta starting) tries it again for up to
+``COMMAND_SECONDS`` before it passes on, so a command never makes a starting server take
+another slot, nor an adoption wait for its next round.
+
 A letter of at most ``inline`` bytes is kept in its row (one write: the row's commit is its
 fsync, and letters committed together share it: :mod:`pochta.sqlitedb`'s group commit). A
 bigger one (the SMTP server spooled it to a file) is moved into ``queue/files/`` under the
@@ -16,10 +25,11 @@ before its row is written. The row holds the entry's record (:mod:`pochta.mailbo
 the letter (or NULL), how many tries failed and when the next is due.
 
 A record that cannot be read (a damaged row; a big letter's file missing or cut short) is
-moved aside: the row to the ``aside`` table, the file to ``queue/aside/``, with an error in
-the log, and never tried again (no crash loop). A slot's database that SQLite cannot open is
-renamed aside the same way and a new one made (only when SQLite finds it damaged or not a
-database: any other failure to open it is raised, and its letters stay).
+moved aside: the file to ``queue/aside/`` (made durable there first), then the row to the
+``aside`` table, with an error in the log, and never tried again (no crash loop). A slot's
+database that SQLite cannot open is renamed aside the same way and a new one made (only when
+SQLite finds it damaged or not a database: any other failure to open it is raised, and its
+letters stay).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import fcntl
 import logging
 import os
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -86,6 +97,7 @@ class Slot:
         self.root = root
         self.n = n
         self._lock_fd = lock_fd
+        self.replaced = False  # its database was unreadable: moved aside, a new one made
         try:
             self.db = self._open(root / f"{n}.sqlite3")
         except BaseException:  # the slot's lock let go of: a later try may take it again
@@ -109,6 +121,7 @@ class Slot:
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
+            self.replaced = True
             return SQLiteDatabase(path, SCHEMA, synchronous="full")
 
     def file(self, queue_id: str) -> Path:
@@ -119,6 +132,11 @@ class Slot:
         self._unlock()
 
     def _unlock(self) -> None:
+        """The OFD lock first, the ``flock`` after (as the kernel does when the process
+        dies): whoever takes the ``flock`` next finds the OFD lock free and takes it too."""
+        with contextlib.suppress(OSError):
+            unlock = struct.pack(_FLOCK, fcntl.F_UNLCK, 0, 0, 0, 0)
+            fcntl.fcntl(self._lock_fd, fcntl.F_OFD_SETLK, unlock)
         with contextlib.suppress(OSError):
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
@@ -132,13 +150,51 @@ def _damaged(exc: BaseException) -> bool:
     return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
+COMMAND_SECONDS = 2.0  # how long a slot whose flock a command holds is tried again
+_FLOCK = "hhqqi4x"  # struct flock: l_type, l_whence, l_start, l_len, l_pid (Linux, LP64)
+
+
 def _try_lock(root: Path, n: int) -> int | None:
+    """Slot ``n``'s locks (the ``flock``, then the OFD lock that tells it is a server's), or
+    None when its ``flock`` is held."""
     fd = os.open(root / f"{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
         return None
+    with contextlib.suppress(OSError):  # no OFD locks here: commands then see it as free
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK, fcntl.F_WRLCK, 0, 0, 0, 0))
+    return fd
+
+
+def owned(root: Path, n: int) -> bool:
+    """Whether a server holds slot ``n``, read without taking any lock (``F_OFD_GETLK``):
+    nobody starting or adopting meanwhile ever finds the slot taken by the question."""
+    try:
+        fd = os.open(root / f"{n}.lock", os.O_RDONLY)
+    except FileNotFoundError:
+        return False  # never locked (a queue restored from a backup)
+    try:
+        query = struct.pack(_FLOCK, fcntl.F_WRLCK, 0, 0, 0, 0)
+        got = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, query)
+    except OSError:
+        return True  # cannot tell: as if it were owned (nothing is dropped under a server)
+    finally:
+        os.close(fd)
+    kind: int = struct.unpack(_FLOCK, got)[0]
+    return kind != fcntl.F_UNLCK
+
+
+def _take(root: Path, n: int, clock: Callable[[], float] = time.monotonic) -> int | None:
+    """Slot ``n``'s locks; when its ``flock`` is held by no server (a command holds it for a
+    moment), tried again for up to ``COMMAND_SECONDS``. None: a server owns it (or the
+    command did not let go in time)."""
+    deadline = clock() + COMMAND_SECONDS
+    while (fd := _try_lock(root, n)) is None:
+        if owned(root, n) or clock() >= deadline:
+            return None
+        time.sleep(0.01)
     return fd
 
 
@@ -170,7 +226,7 @@ class QueueStore:
         self._leaving: dict[str, int] = {}  # id -> size
         self._sync: GroupSync | None = syncfs_of(root)
         n = 0
-        while (fd := _try_lock(root, n)) is None:
+        while (fd := _take(root, n)) is None:
             n += 1
         self.own = Slot(root, n, fd)
         self._slots: dict[int, Slot] = {n: self.own}
@@ -368,6 +424,9 @@ class QueueStore:
                 try:
                     have = letter.stat().st_size
                 except FileNotFoundError:
+                    if (self.root / "aside" / letter.name).exists():
+                        why = "its move aside was cut short: the letter's file is aside already"
+                        raise BadRecord(why) from None
                     raise BadRecord("the letter's file is missing") from None
                 if have != entry.size:
                     raise BadRecord(f"the letter's file has {have} bytes, not {entry.size}")
@@ -383,7 +442,13 @@ class QueueStore:
     def _aside(
         self, slot: Slot, queue_id: str, record: bytes, blob: bytes | None, size: int, why: str
     ) -> None:
+        """The file first, durably, then the row: a crash between the two leaves the row in
+        the queue and its file aside (the next read finds the file missing and moves the row
+        aside, the file kept). The other order lost the file: a row gone from the queue
+        makes its file an orphan that the next start deletes."""
         log.error("queue entry %r cannot be read (%s): moved aside, not delivered", queue_id, why)
+        if blob is None:
+            self._file_aside(slot.file(queue_id))
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -393,9 +458,26 @@ class QueueStore:
             conn.execute("DELETE FROM queue WHERE id = ?", (queue_id,)).close()
 
         self._leave(slot.n, queue_id, size, lambda: slot.db.write(op))
-        if blob is None:
-            with contextlib.suppress(OSError):
-                slot.file(queue_id).rename(self.root / "aside" / slot.file(queue_id).name)
+
+    def _file_aside(self, path: Path) -> None:
+        """``path`` renamed into ``aside/``, its new name durable (before the row may go).
+        A file that cannot be moved stays where it is, kept by its ``aside`` row (see
+        :meth:`_drop_orphans`)."""
+        try:
+            path.rename(self.root / "aside" / path.name)
+        except FileNotFoundError:
+            return  # missing (the reason it is moved aside), or moved by a try cut short
+        except OSError as exc:
+            log.error("queue file %s could not be moved aside (%s): kept there", path, exc)
+            return
+        try:
+            fd = os.open(self.root / "aside", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:  # its row still goes aside: it keeps the file either way
+            log.error("queue directory aside/ could not be made durable: %s", exc)
 
     # -- slots ---------------------------------------------------------------------------
     def adopt(self) -> int:
@@ -408,7 +490,7 @@ class QueueStore:
         for n in slots(self.root):
             if n in self._slots:
                 continue
-            fd = _try_lock(self.root, n)
+            fd = _take(self.root, n)
             if fd is None:
                 continue  # its process lives
             slot = Slot(self.root, n, fd)
@@ -464,13 +546,20 @@ class QueueStore:
 
     def _drop_orphans(self, slot: Slot) -> None:
         """Files of a slot's letters whose row was never written (the process died between
-        the two: the letter was not answered 250). Only for a slot this process has just
-        locked: nobody else writes into it."""
-        names = {slot.file(r[0]).name for r in slot.db.query("SELECT id FROM queue")}
+        the two: the letter was not answered 250). A file whose row is aside is kept (it
+        could not be moved aside). A slot whose database was unreadable (moved aside, a new
+        one made) has its rows in the old one: its files go aside with it, none is deleted.
+        Only for a slot this process has just locked: nobody else writes into it."""
+        rows = slot.db.query("SELECT id FROM queue UNION SELECT id FROM aside")
+        names = {slot.file(r[0]).name for r in rows}
         for path in (self.root / "files").glob(f"{slot.n}-*.letter"):
-            if path.name not in names:
-                with contextlib.suppress(OSError):
-                    path.unlink()
+            if path.name in names:
+                continue
+            if slot.replaced:
+                self._file_aside(path)
+                continue
+            with contextlib.suppress(OSError):
+                path.unlink()
 
     def entries(self) -> Iterator[tuple[str, int, float]]:
         """Every entry of this process's slots not done: (id, failed tries, next try)."""

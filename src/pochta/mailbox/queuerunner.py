@@ -37,8 +37,7 @@ from pathlib import Path
 from pochta import metrics
 from pochta.errors import StorageError
 from pochta.executors import run_in
-from pochta.health import Watch
-from pochta.mailbox.queue import Entry, Outcome, backoff, over
+from pochta.mailbox.queue import Entry, Outcome, Watch, backoff, over
 from pochta.mailbox.queueadmin import changed
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
 from pochta.types import Clock
