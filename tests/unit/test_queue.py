@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pochta.errors import ConfigError, StorageError
+from pochta.mailbox import queuerunner
 from pochta.mailbox.index.sqlite import SQLiteIndex
 from pochta.mailbox.queue import BadRecord, Entry, backoff, decode, encode, new_id, over
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
@@ -559,4 +560,59 @@ def test_a_letter_done_twice_is_counted_out_once(tmp_path: Path) -> None:
     store.done(first)
     store.done(first)
     assert (store.letters, store.bytes) == (1, 5 - first.entry.size)  # the other one
+    store.close()
+
+
+@pytest.mark.parametrize("kept", [256, 2])
+def test_letters_queued_while_every_try_is_busy_are_tried_in_order_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int
+) -> None:
+    """Letters queued while all ``deliveries`` tries are under way wait in memory and are
+    handed over as tries end: in the order they were queued, each once, never looked up in
+    the index nor read back from the queue (they were never tried). Past the limit of
+    letters kept (``kept`` = 2), the others are read back and looked up, still each once."""
+    monkeypatch.setattr(queuerunner, "WAITING_LETTERS", kept)
+    store = QueueStore(tmp_path / "q", inline=100)
+    looked: list[str] = []
+    read: list[str] = []
+    due = store.due
+
+    def reading(now: float, limit: int, skip: set[str]) -> list[Due]:
+        got = due(now, limit, skip)
+        read.extend(d.entry.id for d in got)
+        return got
+
+    store.due = reading  # type: ignore[method-assign]
+    seen: list[str] = []
+    go = asyncio.Event()
+
+    async def attempt(d: Due) -> str:
+        seen.append(d.entry.id)
+        await go.wait()
+        return "done"
+
+    def was(queue_id: str) -> bool:
+        looked.append(queue_id)
+        return False
+
+    async def main() -> None:
+        r = runner(store, was)  # 4 tries at once
+        r.start(attempt)
+        await asyncio.sleep(0.1)  # the loop's first read of the (empty) queue
+        letters = [entry(2) for _ in range(10)]
+        for e in letters:
+            await r.put(e, b"hi")
+        assert seen == [e.id for e in letters[:4]]
+        go.set()
+        await until(lambda: store.letters == 0)
+        await r.stop()
+        assert sorted(seen) == sorted(e.id for e in letters)  # each once
+        if kept == 256:
+            assert seen == [e.id for e in letters]
+            assert looked == read == []
+        else:  # 2 waited in memory; the 4 after them were read back and looked up
+            assert seen[:6] == [e.id for e in letters[:6]]
+            assert sorted(looked) == sorted(read) == sorted(e.id for e in letters[6:])
+
+    asyncio.run(main())
     store.close()
