@@ -42,7 +42,7 @@ from pathlib import Path
 
 from pochta import metrics
 from pochta.errors import StorageError
-from pochta.executors import run_in
+from pochta.executors import run_in, submitted
 from pochta.health import Watch
 from pochta.mailbox.queue import Entry, Outcome, backoff, over
 from pochta.mailbox.queueadmin import changed
@@ -124,7 +124,7 @@ class QueueRunner:
         # reserved before its row exists: the loop's reads of the queue leave it alone
         # until it is handed over here, or let go of (then read back and looked up first)
         self._reserved.add(entry.id)
-        writing = asyncio.ensure_future(run_in(self._io, self.store.put, entry, letter))
+        writing = submitted(self._io, self.store.put, entry, letter)
         try:
             await asyncio.shield(writing)
         except asyncio.CancelledError:
