@@ -360,7 +360,10 @@ class QueueRunner:
             outcome = "retry"
         try:
             if outcome in ("done", "drop"):
-                self.store.done(due)  # no I/O (its row goes with the next write): no thread
+                # no I/O (its row goes with the next write): on the loop, unless a recount
+                # holds the store's lock while it reads the slot (the loop never waits for it)
+                if not self.store.done(due, wait=False):
+                    await run_in(self._io, self.store.done, due)
             elif outcome == "hold":
                 await run_in(self._io, self.store.retry, due, HELD)
             else:
