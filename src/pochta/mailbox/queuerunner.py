@@ -11,7 +11,8 @@ when there is room (its bytes still in memory); when every try is busy it waits 
 over as soon as a try ends, never read back nor looked up (it was never tried). The others
 (past those limits, retries, letters of a start or of an adopted slot) are read back from the
 queue; once one letter went that way, the next ones follow it until the queue's reads catch
-up, so that letters keep their order.
+up (mostly in order: a letter queued while a try is free, or while the queue is being read,
+may go before letters read back).
 
 Exactly once: the delivery records the entry's id in the index, in the transaction that makes
 its letters DELIVERED; an entry found in the queue that way (a crash between that commit and
