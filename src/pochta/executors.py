@@ -88,6 +88,12 @@ class Executors:
 async def run_in(executor: Executor | None, fn: Callable[[*Ts], T], *args: *Ts) -> T:
     """``fn(*args)`` in ``executor`` (None: the loop's default pool), with the caller's
     context variables (the log's ids), as ``asyncio.to_thread`` does."""
+    return await submitted(executor, fn, *args)
+
+
+def submitted(executor: Executor | None, fn: Callable[[*Ts], T], *args: *Ts) -> asyncio.Future[T]:
+    """:func:`run_in`'s future, for a caller that needs one (to shield it, or to be told when
+    it ends) without wrapping the call in a task of its own (a task costs the loop a step)."""
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, fn, *args)
-    return await loop.run_in_executor(executor, call)
+    return loop.run_in_executor(executor, call)

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import sqlite3
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pochta.errors import ConfigError, StorageError
-from pochta.mailbox import queuedb
+from pochta.mailbox import queueadmin, queuedb, queuerunner
 from pochta.mailbox.index.sqlite import SQLiteIndex
 from pochta.mailbox.queue import BadRecord, Entry, backoff, decode, encode, new_id, over
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
@@ -677,4 +678,106 @@ def test_a_letter_done_twice_is_counted_out_once(tmp_path: Path) -> None:
     store.done(first)
     store.done(first)
     assert (store.letters, store.bytes) == (1, 5 - first.entry.size)  # the other one
+    store.close()
+
+
+@pytest.mark.parametrize("kept", [256, 2])
+def test_letters_queued_while_every_try_is_busy_are_tried_in_order_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int
+) -> None:
+    """Letters queued while all ``deliveries`` tries are under way wait in memory and are
+    handed over as tries end: in the order they were queued, each once, never looked up in
+    the index nor read back from the queue (they were never tried). Past the limit of
+    letters kept (``kept`` = 2), the others are read back and looked up, still each once."""
+    monkeypatch.setattr(queuerunner, "WAITING_LETTERS", kept)
+    store = QueueStore(tmp_path / "q", inline=100)
+    looked: list[str] = []
+    read: list[str] = []
+    due = store.due
+
+    def reading(now: float, limit: int, skip: set[str]) -> list[Due]:
+        got = due(now, limit, skip)
+        read.extend(d.entry.id for d in got)
+        return got
+
+    store.due = reading  # type: ignore[method-assign]
+    seen: list[str] = []
+    go = asyncio.Event()
+
+    async def attempt(d: Due) -> str:
+        seen.append(d.entry.id)
+        await go.wait()
+        return "done"
+
+    def was(queue_id: str) -> bool:
+        looked.append(queue_id)
+        return False
+
+    async def main() -> None:
+        r = runner(store, was)  # 4 tries at once
+        r.start(attempt)
+        await asyncio.sleep(0.1)  # the loop's first read of the (empty) queue
+        letters = [entry(2) for _ in range(10)]
+        for e in letters:
+            await r.put(e, b"hi")
+        assert seen == [e.id for e in letters[:4]]
+        go.set()
+        await until(lambda: store.letters == 0)
+        await r.stop()
+        assert sorted(seen) == sorted(e.id for e in letters)  # each once
+        if kept == 256:
+            assert seen == [e.id for e in letters]
+            assert looked == read == []
+        else:  # 2 waited in memory; the 4 after them were read back and looked up
+            assert seen[:6] == [e.id for e in letters[:6]]
+            assert sorted(looked) == sorted(read) == sorted(e.id for e in letters[6:])
+
+    asyncio.run(main())
+    store.close()
+
+
+def test_a_try_that_ends_while_the_slot_is_counted_again_does_not_stop_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pochta queue retry`` or ``drop`` makes the runner count its slot again, which reads
+    every row of the slot under the store's lock (0.2-0.3 s for 300 letters of 1 MB kept in
+    their rows, more at ``queue_max_bytes``). A try that ends meanwhile marks its letter done
+    on the loop: it must not wait there for that lock (every SMTP and IMAP session of the
+    process would wait with it); its letter is done all the same, counted out once."""
+    monkeypatch.setattr(queuerunner, "CHANGES_SECONDS", 0.05)
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    scanning = threading.Event()
+    query = store.own.db.query
+
+    def slow(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        if sql.startswith("SELECT id, size FROM queue"):  # recount's read of every row
+            scanning.set()
+            time.sleep(1.0)  # a big slot
+        return query(sql, params)
+
+    store.own.db.query = slow  # type: ignore[method-assign]
+    go = asyncio.Event()
+
+    async def attempt(d: Due) -> str:
+        await go.wait()
+        return "done"
+
+    async def main() -> None:
+        r = runner(store)
+        r.start(attempt)
+        await asyncio.sleep(0.1)
+        await r.put(entry(2), b"hi")  # its try waits for go
+        queueadmin.tell(root)  # as a command does: the runner counts its slot again
+        await until(scanning.is_set)
+        go.set()  # the try ends while the recount holds the lock
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await asyncio.sleep(0.05)
+        assert loop.time() - start < 0.5  # the loop went on meanwhile
+        await until(lambda: store.letters == 0 and not store.pending_removals())
+        await r.stop()
+
+    asyncio.run(main())
+    assert store.letters == 0 and store.bytes == 0
     store.close()

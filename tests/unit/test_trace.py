@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pochta.antispam.auth.results import AuthResults, DkimResult, DmarcResult
 from pochta.antispam.auth.spf import SpfResult
-from pochta.mailbox.trace import MAX_LINE, field, received, without_claims
+from pochta.mailbox.trace import MAX_LINE, _clean, field, received, without_claims
 
 WHEN = datetime(2025, 1, 14, 10, 0, tzinfo=UTC)
 
@@ -120,6 +120,31 @@ def test_whatever_a_client_says_gives_one_well_formed_field(
     assert value.startswith("from ") and value.endswith("Tue, 14 Jan 2025 10:00:00 +0000")
     assert (" for <" in value) == (recipient is not None)
     assert all(32 <= ord(c) < 127 for c in value)
+
+
+def _cleaned_char_by_char(text: str, limit: int = 255) -> str:
+    """``trace._clean`` as it was before its fast path (server29): every character looked at."""
+    return "".join(c if 32 < ord(c) < 127 and c not in "()<>;," else "?" for c in text)[:limit]
+
+
+def test_clean_is_the_character_loop_for_the_first_code_points() -> None:
+    """The fast path (a value with nothing to replace is used as it is) changes nothing: each
+    code point of ASCII, Latin-1 (C1 controls, NBSP) and beyond, alone and inside a clean
+    HELO, is cleaned as the loop cleans it (any other non-ASCII one takes the loop itself)."""
+    for n in [*range(0x800), 0x2028, 0x2029, 0x200B, 0xFEFF, 0xFFFD, 0x10FFFF]:
+        c = chr(n)
+        for text in (c, f"mail{c}.example.org"):
+            assert _clean(text) == _cleaned_char_by_char(text), hex(n)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(max_size=600) | st.text(st.characters(max_codepoint=0x7F), max_size=600))
+@example(text="mail.example.org\r\nX-Spam: no")
+@example(text="a" * 300)
+@example(text="<a@b>,(c);\x7f \t\u00e9\u200b")
+def test_clean_is_the_character_loop_for_any_value(text: str) -> None:
+    for limit in (255, 16):
+        assert _clean(text, limit) == _cleaned_char_by_char(text, limit)
 
 
 # -- fields that claim to be pochta's --------------------------------------------------------

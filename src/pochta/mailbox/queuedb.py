@@ -295,15 +295,24 @@ class QueueStore:
         finally:
             os.close(fd)
 
-    def done(self, due: Due) -> None:
+    def done(self, due: Due, *, wait: bool = True) -> bool:
         """The entry was delivered (or dropped): its row is removed with the next letter's
         (one commit for both) or by :meth:`flush`, its file after that. Until then it is
-        never read back here; after a crash it may be, and the index knows it delivered."""
-        with self._lock:
+        never read back here; after a crash it may be, and the index knows it delivered.
+        ``wait=False`` (the runner's loop): only if the store's lock is free at once, which
+        :meth:`recount` holds while it reads every row of the slot; False: nothing done."""
+        if not self._lock.acquire(blocking=wait):
+            return False
+        try:  # one hold: a recount sees the entry both done and counted out, or neither
             again = due.entry.id in self._finished  # a stale read of the queue tried it too
             self._finished[due.entry.id] = (due.slot, isinstance(due.letter, Path))
-        if not again:
-            self._forget(due.slot, due.entry.size)
+            if not again and due.slot == self.own.n:
+                self.letters -= 1
+                self.bytes -= due.entry.size
+                metrics.queue_depth(self.letters, self.bytes)
+        finally:
+            self._lock.release()
+        return True
 
     def flush(self) -> None:
         """Remove the rows (and files) of the entries done since the last letter queued."""
@@ -363,13 +372,6 @@ class QueueStore:
         with self._lock:  # out of both at once: a recount sees it in one of them
             self._leaving.pop(queue_id, None)
             if own:
-                self.letters -= 1
-                self.bytes -= size
-                metrics.queue_depth(self.letters, self.bytes)
-
-    def _forget(self, slot: int, size: int) -> None:
-        with self._lock:
-            if slot == self.own.n:
                 self.letters -= 1
                 self.bytes -= size
                 metrics.queue_depth(self.letters, self.bytes)

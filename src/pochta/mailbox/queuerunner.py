@@ -6,7 +6,13 @@ the queue (:mod:`pochta.mailbox.queuedb`) and answers 250 once they are durable.
 then delivers it through the handler's own path (the worker's prepare, then
 ``Mailbox.deliver_prepared`` in a delivery thread: the same code as ``answer = "delivered"``),
 at most ``smtp.queue_deliveries`` letters at once. A letter just queued is handed over at once
-when there is room (its bytes still in memory); the others are read back from the queue.
+when there is room (its bytes still in memory); when every try is busy it waits in memory
+(at most ``WAITING_LETTERS`` letters and ``WAITING_BYTES`` bytes, oldest first) and is handed
+over as soon as a try ends, never read back nor looked up (it was never tried). The others
+(past those limits, retries, letters of a start or of an adopted slot) are read back from the
+queue; once one letter went that way, the next ones follow it until the queue's reads catch
+up (mostly in order: a letter queued while a try is free, or while the queue is being read,
+may go before letters read back).
 
 Exactly once: the delivery records the entry's id in the index, in the transaction that makes
 its letters DELIVERED; an entry found in the queue that way (a crash between that commit and
@@ -30,13 +36,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pochta import metrics
 from pochta.errors import StorageError
-from pochta.executors import run_in
+from pochta.executors import run_in, submitted
 from pochta.mailbox.queue import Entry, Outcome, Watch, backoff, over
 from pochta.mailbox.queueadmin import changed
 from pochta.mailbox.queuedb import HELD, Due, QueueStore
@@ -49,6 +56,8 @@ FORGET_SECONDS = 3600.0  # how often the index forgets entries delivered long ag
 STOP_SECONDS = 10.0  # tries under way get this long to end when the server stops
 FLUSH_SECONDS = 1.0  # rows of letters done wait at most this long for a letter to go with
 CHANGES_SECONDS = 2.0  # how often queue/changed is looked at (``pochta queue`` touched it)
+WAITING_LETTERS = 256  # letters queued while every try is busy, kept in memory for the next
+WAITING_BYTES = 16 << 20  # their bytes at most (a letter spooled to a file counts none)
 
 Attempt = Callable[[Due], Awaitable[Outcome]]
 
@@ -86,6 +95,10 @@ class QueueRunner:
         self._task: asyncio.Task[None] | None = None
         self._tries: dict[str, asyncio.Task[None]] = {}
         self._reserved: set[str] = set()  # being queued by put: not the loop's to try
+        # queued (durable) while every try was busy: the next ones tried, in this order
+        self._waiting: deque[Due] = deque()
+        self._waiting_ids: set[str] = set()
+        self._waiting_bytes = 0
         self._unread = True  # the queue may hold letters due that no try has: read it
         self._next: float | None = None  # when the earliest letter waiting is due
         self._last_put = 0.0  # time.monotonic() of the last letter queued
@@ -111,7 +124,7 @@ class QueueRunner:
         # reserved before its row exists: the loop's reads of the queue leave it alone
         # until it is handed over here, or let go of (then read back and looked up first)
         self._reserved.add(entry.id)
-        writing = asyncio.ensure_future(run_in(self._io, self.store.put, entry, letter))
+        writing = submitted(self._io, self.store.put, entry, letter)
         try:
             await asyncio.shield(writing)
         except asyncio.CancelledError:
@@ -126,12 +139,39 @@ class QueueRunner:
         self._last_put = time.monotonic()
         if isinstance(letter, Path):
             letter = self.store.own.file(entry.id)
-        if not self._stopping and len(self._tries) < self.deliveries and self._attempt:
-            self._begin(Due(entry, letter, self.store.own.n, 0), fresh=True)
-        else:
-            self._unread = True
-            if self._wake is not None:
-                self._wake.set()
+        due = Due(entry, letter, self.store.own.n, 0)
+        if self._stopping or not self._attempt:
+            pass
+        elif len(self._tries) < self.deliveries and not self._waiting:
+            self._begin(due, fresh=True)
+            return
+        elif self._keep(due):
+            return
+        self._unread = True
+        if self._wake is not None:
+            self._wake.set()
+
+    def _keep(self, due: Due) -> bool:
+        """``due`` (just queued, every try busy) waits in memory for one, unless the limits
+        are reached or letters queued before it wait in the queue's rows (read back first)."""
+        size = len(due.letter) if isinstance(due.letter, bytes) else 0
+        if self._unread or len(self._waiting) >= WAITING_LETTERS:
+            return False
+        if self._waiting and self._waiting_bytes + size > WAITING_BYTES:
+            return False
+        self._waiting.append(due)
+        self._waiting_ids.add(due.entry.id)
+        self._waiting_bytes += size
+        return True
+
+    def _fill(self) -> None:
+        """Tries of the letters waiting in memory while there is room."""
+        while self._waiting and len(self._tries) < self.deliveries and not self._stopping:
+            due = self._waiting.popleft()
+            self._waiting_ids.discard(due.entry.id)
+            if isinstance(due.letter, bytes):
+                self._waiting_bytes -= len(due.letter)
+            self._begin(due, fresh=True)
 
     def _let_go(self, queue_id: str, writing: asyncio.Future[None]) -> None:
         """A letter whose :meth:`put` was cancelled, once its write ended: it may be in the
@@ -154,6 +194,7 @@ class QueueRunner:
         """Stop taking letters; give the tries under way ``STOP_SECONDS`` to end (one cut
         short stays queued: delivered at the next start, once)."""
         self._stopping = True
+        self._let_waiting_go()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -170,6 +211,15 @@ class QueueRunner:
     def close(self) -> None:
         self._io.shutdown(wait=True)
         self.store.close()
+
+    def _let_waiting_go(self) -> None:
+        """The letters waiting in memory are left to the queue's reads (their rows are there:
+        delivered at the next start, or once read back)."""
+        if self._waiting:
+            self._waiting.clear()
+            self._waiting_ids.clear()
+            self._waiting_bytes = 0
+            self._unread = True
 
     async def _run(self) -> None:
         """Reads the queue only when it may hold letters that are not being tried: at start,
@@ -192,6 +242,7 @@ class QueueRunner:
                     mark = await run_in(self._io, changed, self.store.root)
                     if mark != self._changed:  # a command changed the slots: read them again
                         self._changed = mark
+                        self._let_waiting_go()
                         await run_in(self._io, self.store.recount)
                         adopted = -1e300
                         self._unread = True
@@ -260,7 +311,8 @@ class QueueRunner:
         stalled = 0.0
         if task is not None:
             due = self._next is not None and self._next <= self._clock()
-            if task.done() or self._tries or self._unread or due or self._failing:
+            busy = self._tries or self._waiting or self._unread
+            if task.done() or busy or due or self._failing:
                 stalled = max(0.0, time.monotonic() - self._progress)
         try:
             at = self.store.oldest()
@@ -277,13 +329,15 @@ class QueueRunner:
             self._next = at if self._next is None else min(self._next, at)
 
     def _busy(self) -> set[str]:
-        return set(self._tries) | self._reserved
+        return set(self._tries) | self._reserved | self._waiting_ids
 
     def _begin(self, due: Due, *, fresh: bool) -> None:
-        """A try of ``due``, unless one is under way or :meth:`put` is queueing it (the
-        loop's read of the queue, in a thread, may return a letter committed meanwhile).
+        """A try of ``due``, unless one is under way or :meth:`put` is queueing it or it waits
+        in memory (the loop's read of the queue, in a thread, may return a letter committed
+        meanwhile).
         ``fresh``: handed over by :meth:`put` (never tried: not looked up in the index)."""
-        if due.entry.id in self._tries or (not fresh and due.entry.id in self._reserved):
+        busy = due.entry.id in self._reserved or due.entry.id in self._waiting_ids
+        if due.entry.id in self._tries or (not fresh and busy):
             return
         task = asyncio.get_running_loop().create_task(self._try(due, fresh))
         self._tries[due.entry.id] = task
@@ -306,7 +360,10 @@ class QueueRunner:
             outcome = "retry"
         try:
             if outcome in ("done", "drop"):
-                await run_in(self._io, self.store.done, due)
+                # no I/O (its row goes with the next write): on the loop, unless a recount
+                # holds the store's lock while it reads the slot (the loop never waits for it)
+                if not self.store.done(due, wait=False):
+                    await run_in(self._io, self.store.done, due)
             elif outcome == "hold":
                 await run_in(self._io, self.store.retry, due, HELD)
             else:
@@ -326,5 +383,6 @@ class QueueRunner:
         finally:
             self._tries.pop(queue_id, None)
             self._progress = time.monotonic()
-            if self._wake is not None:
+            self._fill()
+            if self._wake is not None and not self._waiting:
                 self._wake.set()

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pochta.antispam.verdict import Verdict
 
 MAX_LINE = 78  # RFC 5322 2.1.1: SHOULD be no more than 78 characters
+_SHAPING = frozenset("()<>;,")  # the characters :func:`_clean` replaces beside the unprintable
 
 
 def _clean(text: str, limit: int = 255) -> str:
@@ -45,7 +46,10 @@ def _clean(text: str, limit: int = 255) -> str:
     the address's brackets, and the ``;`` and ``,`` a fold breaks after): whatever a client
     said can neither break the header nor move where its lines are folded (a HELO name
     ending in ``,`` made the stdlib's fold break after it and leave a line of 150 characters
-    with spaces in it)."""
+    with spaces in it). A value with nothing to replace (the usual HELO, address, id) is
+    returned as it is, without the loop over its characters."""
+    if text.isascii() and text.isprintable() and " " not in text and _SHAPING.isdisjoint(text):
+        return text[:limit]
     return "".join(c if 32 < ord(c) < 127 and c not in "()<>;," else "?" for c in text)[:limit]
 
 
