@@ -158,3 +158,35 @@ def test_warming_the_set_changes_no_answer() -> None:
     wording.warm(["dear valued customer kindly confirm your password", "x" * 3000])
     wording._SCANS.clear()
     assert [wording._scan(t) for t in texts] == before
+
+
+def test_the_set_keeps_the_states_a_workers_letters_reach() -> None:
+    """Half the unsealed letters' subject and body (~5 MB, ~2,400 texts: what a worker meets
+    in its first hours) read once build the set's states; read again, they cost a fraction
+    of that. With the 16 MiB budget the automaton overflowed and was thrown away as it read,
+    and the second reading cost what the first did (1.02 s and 1.02 s; 32 MiB: 0.78 and 0.04)."""
+    import time
+
+    from pochta.antispam.signs import checks  # noqa: F401 (every family in the set, as in a worker)
+    from pochta.mime.letter import parse
+    from pochta_factory import corpus
+
+    try:
+        letters = list(corpus.unsealed())[::2]
+    except corpus.CorpusUnavailable as exc:
+        pytest.skip(f"the SpamAssassin corpus cannot be fetched: {exc}")
+    texts = []
+    for m in letters:
+        letter = parse(m.raw)
+        texts.append((wording.fold(letter.subject) + "\n" + wording.fold(letter.all_text)).encode())
+    wording._SET.clear()  # a new automaton, as a new process's
+    found = wording._prefilter_set()
+
+    def read() -> float:
+        start = time.process_time()
+        for data in texts:
+            found.Match(data)
+        return time.process_time() - start
+
+    first, again = read(), read()
+    assert again < 0.3 * first, (first, again)

@@ -528,9 +528,12 @@ compiled pattern's own hash reads its whole program each time (OFFER's: ~8 us; t
 another object's while it is registered."""
 _RELAXED: list[bytes] = []
 _SET: list[Any] = []  # the set of every prefilter, compiled at its first use
-SET_MEMORY = 16 << 20
-"""Bytes RE2 may spend on the set's automaton (the default 8 MiB makes it rebuild its states
-several times over a long letter: 3x slower)."""
+SET_MEMORY = 32 << 20
+"""Bytes RE2 may spend on the set: its program and the automaton's states (the default 8 MiB
+makes it rebuild its states several times over a long letter: 3x slower). With 16 MiB a
+long-running worker's automaton filled and was thrown away every few letters, so each letter
+built its states again: ~0.67 ms a letter new to it, where 32 MiB or more holds them (~0.33
+ms; a worker's RSS ~6 MB more after 2,441 letters; issue 29, worker29j)."""
 
 
 def _prefilter_set() -> Any:
