@@ -25,7 +25,7 @@ from pochta.antispam.shingles.counters.buckets import (
     window_sum,
     window_sums,
 )
-from pochta.antispam.shingles.counters.buffer import ShardBuffer
+from pochta.antispam.shingles.counters.buffer import ReadCache, ShardBuffer
 from pochta.antispam.shingles.counters.memory import MemoryStore
 from pochta.errors import InvalidInput
 
@@ -241,3 +241,21 @@ def test_buffer_counts_each_distinct_pair_once_for_its_unique() -> None:
     assert window_sum(out, parse_window("1h"), (slot + 1) * SLOT)["ham"] == 4
     assert window_sum(out, parse_window("1d"), (slot + 1) * SLOT)["ham"] >= 3
     assert window_sum(out, parse_window("2d"), (slot + 1) * SLOT)["ham"] == 3  # distinct per day
+
+
+def test_a_cached_value_handed_to_a_reader_is_never_changed_by_a_flush() -> None:
+    """A query reads a cached value outside the counters' lock while the flusher adds a batch to
+    the cache under it: the reader's value must stay as it was (a slot added to the dict it
+    iterates raised "dictionary changed size during iteration"); the cache has the new value."""
+    cache = ReadCache(size=10, ttl=60)
+    sp = span([parse_window("24h")], 1_700_000_000)
+    value = Buckets()
+    value.add_slot("h", sp.slot_to, 2)
+    cache.put((8, 1), value, sp, at=0.0)
+    handed = cache.get((8, 1), sp, now=1.0)
+    assert handed is not None
+    before = (dict(handed.slots), dict(handed.days))
+    cache.written([(8, 1, "s", sp.slot_to, 3, None), (8, 1, "h", sp.slot_to, 1, None)])
+    assert (handed.slots, handed.days) == before
+    now = cache.get((8, 1), sp, now=1.0)
+    assert now is not None and now.slots == {("h", sp.slot_to): 3, ("s", sp.slot_to): 3}

@@ -165,13 +165,19 @@ class ReadCache:
             self._items.popitem(last=False)
 
     def written(self, cells: Sequence[Cell]) -> None:
-        """A batch reached the store: keep the cached values equal to the store's."""
+        """A batch reached the store: keep the cached values equal to the store's. A value
+        ``get`` handed out is never changed (its reader goes on outside the lock: a key added
+        to the dict it iterates would raise): a touched value is copied first, once a batch."""
         items = self._items
         if not items:
             return
+        copied: set[Id] = set()
         for t, h, code, slot, n, unique in cells:
             item = items.get((t, h))
             if item is not None:
+                if (t, h) not in copied:
+                    item.buckets = item.buckets.copy()
+                    copied.add((t, h))
                 item.buckets.add_slot(code, slot, n)
             if unique is not None:
                 items.pop(unique, None)
