@@ -19,6 +19,21 @@ that fails (no record) writes nothing, not even its journal entry, so the others
 stand; a group SQLite refuses as a whole (nothing of it is written) is tried again step by
 step, so a refused step fails only its own caller. Other processes on the file are ordered by
 SQLite's own lock.
+
+Durability (sync=full) by the filesystem's group sync: where the file's filesystem has a
+trustworthy ``syncfs`` (``pochta.blobs.nodes.groupsync``), a commit writes the WAL without
+its own fsync (SQLite's ``synchronous=NORMAL``: consistent after a crash, the last commits may
+be lost) and each caller is answered only after the filesystem's next group sync, one that
+started after the commit returned, so the answer still means "on the device". The local disks
+of the loader share that sync when they share the filesystem (the embedded default): an
+upload's copies wait for one sync, its record is committed, and the record rides the next
+sync, which also carries the copies of the uploads that arrived meanwhile: one device flush
+per group of uploads where there were two (the copies' ``syncfs`` and the WAL's
+``fdatasync``). A record is visible to readers between its commit and that sync; whoever acts
+on it (an inc of a live key, a dec) is answered after a later sync, which covers it too. A
+sync that fails fails its callers (StorageError) though their steps stand committed: nobody
+is answered, and a count repeated with its op is applied once. Elsewhere (not Linux >= 5.8,
+``group_sync=False``, sync=normal or off) each commit is as SQLite's ``synchronous`` says.
 """
 
 from __future__ import annotations
@@ -28,11 +43,12 @@ import sqlite3
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from pochta.blobs import counting
 from pochta.blobs.filedb.group import GroupCommit
 from pochta.blobs.keys import parse_key, parse_magic, parse_op
+from pochta.blobs.nodes.groupsync import GroupSync, syncfs_of
 from pochta.errors import BlobNotFound, StorageError
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
 from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
@@ -52,6 +68,9 @@ CREATE TABLE IF NOT EXISTS deleted (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ops (op BLOB PRIMARY KEY) WITHOUT ROWID;
 """
+
+
+T = TypeVar("T")
 
 
 def _to_db(magic: Magic) -> int:
@@ -232,7 +251,22 @@ class SQLiteFileDB:
         synchronous: Synchronous = "full",
         clock: Clock = time.time,
         batch_max: int = 1024,
+        group_sync: GroupSync | bool = True,
     ) -> None:
+        """``group_sync``: with sync=full, commits made durable by the filesystem's group sync
+        (the module's docstring) where it is trustworthy, or by the one given; False: an fsync
+        at each commit."""
+        self._sync: GroupSync | None = None
+        if isinstance(group_sync, GroupSync):
+            self._sync = group_sync if synchronous == "full" else None
+        elif synchronous == "full" and group_sync:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._sync = syncfs_of(path.parent)
+            except OSError as exc:
+                raise StorageError(f"cannot open {path.parent} for its syncs: {exc}") from exc
+        if self._sync is not None:
+            synchronous = "normal"
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
         self._clock = clock
         # no gathering (``gather=0``): a leader does not wait for the callers its last group
@@ -250,7 +284,25 @@ class SQLiteFileDB:
         key, magic = parse_key(key), parse_magic(magic)
         op = None if op is None else parse_op(op)
         now = self._clock() if kind == "d" else None
-        return self._group.submit(Step(kind, key, bytes.fromhex(key), magic, pair, op, now))
+        record = self._group.submit(Step(kind, key, bytes.fromhex(key), magic, pair, op, now))
+        self._durable()  # outside the group: the next group commits during this sync
+        return record
+
+    def _durable(self) -> None:
+        """With the group sync: return once a sync that started now has ended (what this
+        thread committed is on the device); else nothing to wait for."""
+        if self._sync is None:
+            return
+        try:
+            self._sync.wait()
+        except OSError as exc:
+            raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``SQLiteDatabase.write``, durable on return."""
+        value = self._db.write(fn)
+        self._durable()
+        return value
 
     def _run(self, steps: list[Step]) -> list[Outcome | BaseException]:
         """The steps that arrived together: one transaction, one commit. When it fails as a
@@ -287,7 +339,7 @@ class SQLiteFileDB:
     def forget_ops(self, ops: Collection[Op]) -> None:
         rows: list[tuple[object, ...]] = [(op,) for op in ops]
         if rows:
-            self._db.write(_exec_many("DELETE FROM ops WHERE op = ?", rows))
+            self._write(_exec_many("DELETE FROM ops WHERE op = ?", rows))
 
     def journal(self, after: Op = b"", limit: int = 1000) -> list[Op]:
         rows = self._db.query("SELECT op FROM ops WHERE op > ? ORDER BY op LIMIT ?", (after, limit))
@@ -299,6 +351,7 @@ class SQLiteFileDB:
     def compact(self) -> None:
         """Pack the records into full pages (VACUUM); see ``SQLiteDatabase.vacuum``."""
         self._db.vacuum()
+        self._durable()
 
     # -- for Valkyrie, evacuation and restore --------------------------------------------
     def get_deleted(self, key: Key) -> FileRecord | None:
@@ -314,7 +367,7 @@ class SQLiteFileDB:
             )
             return cur.rowcount > 0
 
-        return self._db.write(step)
+        return self._write(step)
 
     def repoint(self, key: Key, old_pair: int, new_pair: int) -> bool:
         raw = bytes.fromhex(parse_key(key))
@@ -325,7 +378,7 @@ class SQLiteFileDB:
             )
             return cur.rowcount > 0
 
-        return self._db.write(step)
+        return self._write(step)
 
     def live_keys(self, pair_id: int, after: Key | None = None, limit: int = 1000) -> list[Key]:
         start = bytes.fromhex(parse_key(after)) if after is not None else b""
@@ -350,7 +403,7 @@ class SQLiteFileDB:
                 _put_live(conn, record)
             return record
 
-        return self._db.write(step)
+        return self._write(step)
 
     def close(self) -> None:
         self._group.close()

@@ -1,0 +1,206 @@
+"""The embedded FileDB made durable by its filesystem's group sync (sync=full where syncfs can be
+trusted): a commit without its own fsync, its caller answered only after a sync that began
+after the commit; and, with the loader's local disks on that filesystem, the order a crash
+may keep: a record is never on the device before both of its copies are."""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pochta.blobs.filedb.sqlite import SQLiteFileDB
+from pochta.blobs.keys import blob_path, key_of
+from pochta.blobs.nodes import groupsync
+from pochta.blobs.nodes.groupsync import GroupSync
+from pochta.blobs.nodes.local import LocalDisk
+from pochta.blobs.pairs.sqlite import SQLitePairDB
+from pochta.blobs.store import BlobStore
+from pochta.errors import StorageError
+from pochta.types import Disk, DiskSpec
+
+KEY = key_of(b"a record made durable by the group sync")
+
+
+def _visible(path: Path, key: str) -> bool:
+    """Whether ``key``'s live record is committed (seen by a connection of its own)."""
+    conn = sqlite3.connect(path)
+    try:
+        row = conn.execute("SELECT 1 FROM live WHERE key = ?", (bytes.fromhex(key),)).fetchone()
+    finally:
+        conn.close()
+    return row is not None
+
+
+class Gated:
+    """A sync that waits for the test's gate; it notes whether the record was committed when
+    it began."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.started = threading.Semaphore(0)
+        self.gate = threading.Semaphore(0)
+        self.saw_record: list[bool] = []
+        self.fail_next: OSError | None = None
+
+    def __call__(self) -> None:
+        self.saw_record.append(_visible(self.path, KEY))
+        self.started.release()
+        assert self.gate.acquire(timeout=10)
+        if self.fail_next is not None:
+            error, self.fail_next = self.fail_next, None
+            raise error
+
+
+def test_a_count_is_answered_only_after_a_sync_that_began_after_its_commit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "filedb.sqlite3"
+    sync = Gated(path)
+    db = SQLiteFileDB(path, group_sync=GroupSync(sync))
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(db.upsert, KEY, 7, 1)
+            assert sync.started.acquire(timeout=10)
+            assert sync.saw_record == [True]  # committed before the sync began
+            time.sleep(0.05)
+            assert not answer.done()  # and not answered while it runs
+            sync.gate.release()
+            record = answer.result(timeout=10)
+        assert (record.counter, record.magic) == (1, 7)
+        # the writer's commits do not fsync themselves: the sync is what makes them durable
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        conn.close()
+    finally:
+        db.close()
+
+
+def test_a_failed_sync_fails_the_count_and_its_op_counts_once_when_sent_again(
+    tmp_path: Path,
+) -> None:
+    """Nobody is answered when the sync fails; the step stands committed, so the caller's
+    second try with the same op is a replay, not a second count."""
+    path = tmp_path / "filedb.sqlite3"
+    sync = Gated(path)
+    sync.fail_next = OSError(errno.EIO, "the device failed")
+    db = SQLiteFileDB(path, group_sync=GroupSync(sync))
+    op = b"op-1"
+    try:
+        sync.gate.release()
+        with pytest.raises(StorageError, match=r"syncing filedb\.sqlite3"):
+            db.upsert(KEY, 7, 1, op)
+        sync.gate.release()
+        record = db.upsert(KEY, 7, 1, op)
+        assert (record.counter, record.magic) == (1, 7)
+        assert db.applied([op]) == {op}
+    finally:
+        db.close()
+
+
+def test_without_the_group_sync_no_sync_is_waited_for(tmp_path: Path) -> None:
+    """sync=normal (the operator's choice: a process crash, not a power loss) and
+    ``group_sync=False`` (an fsync at each commit) never wait for the group."""
+    sync = Gated(tmp_path / "a.sqlite3")
+    for db in (
+        SQLiteFileDB(tmp_path / "a.sqlite3", synchronous="normal", group_sync=GroupSync(sync)),
+        SQLiteFileDB(tmp_path / "b.sqlite3", group_sync=False),
+    ):
+        try:
+            assert db.upsert(KEY, 7, 1).counter == 1
+            assert db.inc(KEY, 3).counter == 2
+        finally:
+            db.close()
+    assert sync.saw_record == []
+
+
+@dataclass
+class Moment:
+    """What a sync of the filesystem found when it began, and when it ended."""
+
+    copies: set[str]  # keys with both copies under their final names
+    records: set[str]  # keys with a committed live record
+    began: float
+    ended: float = field(default=float("inf"))
+
+
+@pytest.mark.skipif(groupsync._syncfs is None, reason="needs a trustworthy syncfs (Linux >= 5.8)")
+def test_a_record_reaches_the_device_only_after_both_its_copies_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four uploaders, the disks and the FileDB on one filesystem, so one group sync for all:
+    what a crash keeps is what a finished sync began with. Every record a sync began with has
+    its two copies in a sync that ended before (a crash never keeps a record naming a copy it
+    lost), and every answered upload's record and copies were in a sync that ended before the
+    answer."""
+    real = groupsync._syncfs
+    assert real is not None
+    keys: list[str] = []
+    moments: list[Moment] = []
+    roots = (tmp_path / "a", tmp_path / "b")
+    for root in roots:
+        root.mkdir()
+    db_path = tmp_path / "filedb.sqlite3"
+
+    def recorded(fd: int) -> int:
+        began = time.monotonic()
+        conn = sqlite3.connect(db_path)
+        try:
+            records = {bytes(r[0]).hex() for r in conn.execute("SELECT key FROM live")}
+        finally:
+            conn.close()
+        copies = {k for k in list(keys) if all(os.path.exists(r / blob_path(k)) for r in roots)}
+        moment = Moment(copies, records, began)
+        moments.append(moment)
+        result = real(fd)
+        moment.ended = time.monotonic()
+        return result
+
+    monkeypatch.setattr(groupsync, "_syncfs", recorded)
+    monkeypatch.setattr(groupsync, "_groups", groupsync.weakref.WeakValueDictionary())
+    filedb = SQLiteFileDB(db_path)
+    pairdb = SQLitePairDB(tmp_path / "pairdb.sqlite3")
+
+    def local(spec: DiskSpec) -> Disk:
+        return LocalDisk(Path(spec.root), spec=spec)
+
+    store = BlobStore(filedb, pairdb, disk_factory=local, rng=random.Random(1))
+    pairdb.add(
+        (DiskSpec("local", str(roots[0])), DiskSpec("local", str(roots[1]))), (10**12, 10**12)
+    )
+    contents = [random.Random(i).randbytes(4096) for i in range(40)]
+    keys.extend(key_of(c) for c in contents)
+    answered: dict[str, float] = {}
+
+    def upload(content: bytes) -> Callable[[], None]:
+        def run() -> None:
+            stored = store.upload_whole(key_of(content), 5, content)
+            assert stored.uploaded
+            answered[stored.record.key] = time.monotonic()
+
+        return run
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            for future in [pool.submit(upload(c)) for c in contents]:
+                future.result(timeout=60)
+    finally:
+        store.close()
+    assert len(answered) == len(contents)
+    assert len(moments) < 2 * len(contents) + 2  # the syncs were shared
+    for i, moment in enumerate(moments):
+        for key in moment.records & set(keys):
+            assert any(key in m.copies and m.ended <= moment.began for m in moments[:i]), (
+                f"sync {i} began with {key}'s record before a sync had its copies"
+            )
+    for key, at in answered.items():
+        assert any(key in m.records and key in m.copies and m.ended <= at for m in moments)
