@@ -277,6 +277,11 @@ class SQLiteFileDB:
             self._run, max_batch=batch_max, leaders=1, gather=0.0
         )
 
+    @property
+    def group_sync(self) -> GroupSync | None:
+        """The group sync that makes this FileDB's commits durable, or None (its own fsyncs)."""
+        return self._sync
+
     # -- the counting steps --------------------------------------------------------------
     def _step(
         self, kind: str, key: Key, magic: Magic, op: Op | None, pair: int | None = None
@@ -284,9 +289,16 @@ class SQLiteFileDB:
         key, magic = parse_key(key), parse_magic(magic)
         op = None if op is None else parse_op(op)
         now = self._clock() if kind == "d" else None
-        record = self._group.submit(Step(kind, key, bytes.fromhex(key), magic, pair, op, now))
-        self._durable()  # outside the group: the next group commits during this sync
-        return record
+        step = Step(kind, key, bytes.fromhex(key), magic, pair, op, now)
+        if self._sync is None:
+            return self._group.submit(step)
+        # the wait outside the group commit (the next group commits during this sync); a sync
+        # about to start waits for this commit (``GroupSync.after``) rather than leave it for
+        # the sync after
+        try:
+            return self._sync.after(functools.partial(self._group.submit, step))
+        except OSError as exc:
+            raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
 
     def _durable(self) -> None:
         """With the group sync: return once a sync that started now has ended (what this
