@@ -115,6 +115,13 @@ class GroupSync:
             self._wait(False)
         return value
 
+    def quiet(self) -> bool:
+        """No sync runs and no other thread has announced a write: a caller alone, for whom a
+        sync of its own few files is cheaper than one of the whole filesystem."""
+        mine = 1 if getattr(self._owed, "owed", False) else 0
+        with self._cond:
+            return not self._running and self._coming == mine
+
     def forgo(self) -> None:
         """After :meth:`announce` or ``wait(returning=True)``: this thread will not come (its
         upload failed, or went elsewhere); nothing when it came already."""
