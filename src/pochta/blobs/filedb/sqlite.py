@@ -29,10 +29,13 @@ of the loader share that sync when they share the filesystem (the embedded defau
 upload's copies wait for one sync, its record is committed, and the record rides the next
 sync, which also carries the copies of the uploads that arrived meanwhile: one device flush
 per group of uploads where there were two (the copies' ``syncfs`` and the WAL's
-``fdatasync``). A record is visible to readers between its commit and that sync; whoever acts
-on it (an inc of a live key, a dec) is answered after a later sync, which covers it too. A
-sync that fails fails its callers (StorageError) though their steps stand committed: nobody
-is answered, and a count repeated with its op is applied once. Elsewhere (not Linux >= 5.8,
+``fdatasync``). A caller alone (no sync running, no other writer announced to the group)
+fdatasyncs the WAL itself instead: a sync of a few pages costs less than one of the whole
+filesystem when there is nobody to share it with. A record is visible to readers between its
+commit and that sync; whoever acts on it (an inc of a live key, a dec) is answered after a
+later sync, which covers it too. A sync that fails fails its callers (StorageError) though
+their steps stand committed: nobody is answered, and a count repeated with its op is applied
+once. Elsewhere (not Linux >= 5.8,
 ``group_sync=False``, sync=normal or off) each commit is as SQLite's ``synchronous`` says.
 """
 
