@@ -239,3 +239,35 @@ def test_a_record_reaches_the_device_only_after_both_its_copies_did(
             )
     for key, at in answered.items():  # its record in a sync (or the WAL's) before the answer
         assert any(key in m.records and m.ended <= at for m in moments)
+
+
+def test_a_count_committed_while_a_failing_sync_ran_is_not_answered(tmp_path: Path) -> None:
+    """A count committed while the group's sync runs waits for the next one; when the running
+    sync fails (syncfs reports a writeback error once, to that sync), the pages that failed
+    may be this count's WAL pages: the count's caller gets the error too, though the next
+    sync succeeds, rather than an answer for a record a crash may lose."""
+    path = tmp_path / "filedb.sqlite3"
+    sync = Gated(path)
+    group = GroupSync(sync, hold=0)
+    _not_alone(group)
+    db = SQLiteFileDB(path, group_sync=group)
+    other = key_of(b"a count committed during the failing sync")
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(db.upsert, KEY, 7, 1)
+            assert sync.started.acquire(timeout=10)  # S1 runs
+            second = pool.submit(db.upsert, other, 7, 1)
+            deadline = time.monotonic() + 10
+            while not _visible(path, other):  # committed during S1
+                assert time.monotonic() < deadline
+                time.sleep(0.005)
+            sync.fail_next = OSError(errno.EIO, "writeback failed")
+            sync.gate.release()
+            with pytest.raises(StorageError, match="writeback failed"):
+                first.result(timeout=10)
+            assert sync.started.acquire(timeout=10)  # S2, which succeeds
+            sync.gate.release()
+            with pytest.raises(StorageError, match="writeback failed"):
+                second.result(timeout=10)
+    finally:
+        db.close()

@@ -319,3 +319,37 @@ def test_a_returning_caller_is_held_for_and_its_write_rides_the_next_sync() -> N
     started = time.monotonic()
     group.wait()  # nothing announced is left: no hold
     assert time.monotonic() - started < 5
+
+
+def test_a_failed_sync_fails_the_callers_whose_writes_it_may_have_covered() -> None:
+    """syncfs reports a writeback error once, to the sync that ends after it: the writes made
+    while that sync ran (a count committed during it, copies placed during it) may be the
+    pages that failed, so their callers are failed too, though the sync they wait for (the
+    next one) succeeds. Without this they were answered and the write was lost on a crash."""
+    sync = GatedSync()
+    group = GroupSync(sync, hold=0)
+    first: list[object] = []
+    leader = _start(group, first)
+    assert sync.started.acquire(timeout=5)  # S1 runs
+    during: list[object] = []
+    waiter = _start(group, during)  # wrote while S1 runs, waits for S2
+    wrote = threading.Event()
+    counter = _in_thread(lambda: group.after(wrote.set) or "after", during)
+    assert wrote.wait(5)
+    time.sleep(0.05)
+    sync.fail_next = OSError(errno.EIO, "writeback failed")
+    sync.gate.release()  # S1 fails: the error may be of the pages written during it
+    leader.join(5)
+    assert len(first) == 1 and isinstance(first[0], OSError)
+    assert sync.started.acquire(timeout=5)  # S2 runs, and succeeds
+    sync.gate.release()
+    waiter.join(5)
+    counter.join(5)
+    assert len(during) == 2
+    assert all(isinstance(r, OSError) and r.errno == errno.EIO for r in during), during
+    later: list[object] = []
+    t = _start(group, later)  # arrives after the failure: its own sync decides
+    assert sync.started.acquire(timeout=5)
+    sync.gate.release()
+    t.join(5)
+    assert later == ["ok"]
