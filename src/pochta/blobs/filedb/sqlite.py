@@ -329,10 +329,14 @@ class SQLiteFileDB:
             raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
 
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``SQLiteDatabase.write``, durable on return."""
-        value = self._db.write(fn)
-        self._durable()
-        return value
+        """``SQLiteDatabase.write``, durable on return (``GroupSync.after``: a sync that fails
+        while the write is made fails it too)."""
+        if self._sync is None:
+            return self._db.write(fn)
+        try:
+            return self._sync.after(functools.partial(self._db.write, fn))
+        except OSError as exc:
+            raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
 
     def _run(self, steps: list[Step]) -> list[Outcome | BaseException]:
         """The steps that arrived together: one transaction, one commit. When it fails as a

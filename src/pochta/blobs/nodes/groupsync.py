@@ -12,7 +12,8 @@ The sync is Linux's ``syncfs(2)`` on a descriptor of the disk's root, opened bef
 it must cover: it writes back every dirty page and inode of the filesystem, commits the
 journal and flushes the device cache (what ``sync -f`` does), and since Linux 5.8 it reports a
 writeback error that happened anywhere on the filesystem since the previous ``syncfs`` on that
-descriptor. A failed sync fails every caller of its batch (none of them is acknowledged); a
+descriptor. A failed sync fails every caller of its batch (none of them is acknowledged), and
+every caller that was writing or waiting while it ran (the error may be of its pages); a
 filesystem where ``syncfs`` cannot report errors (older kernels) or that has none (not Linux)
 gets no group: :func:`syncfs_of` says None and the disk fsyncs each file and directory itself.
 
@@ -61,6 +62,8 @@ class GroupSync:
         self._running = False  # a sync runs, or its leader holds it for announced writes
         self._coming = 0  # writes announced (``after``, ``wait(returning=True)``), not waiting
         self._owed = threading.local()  # ``owed``: this thread's return is counted in _coming
+        self._failures = 0  # syncs that failed so far
+        self._failure: OSError | None = None  # the last one's error
         self.syncs = 0  # how many syncs ran (for tests and benchmarks)
 
     def wait(self, *, returning: bool = False) -> None:
@@ -71,7 +74,14 @@ class GroupSync:
         it; it must then call :meth:`after` or :meth:`forgo`."""
         with self._cond:
             self._arrive()
+            failures = self._failures
             self._wait(returning)
+            error = self._failed_since(failures)
+            if error is not None and returning:
+                self._coming -= 1  # counted at the sync's end: it will not come
+                self._cond.notify_all()
+        if error is not None:
+            raise error
         if returning:
             self._owed.owed = True
 
@@ -101,6 +111,7 @@ class GroupSync:
                 self._owed.owed = False  # announced already (``announce``, ``wait``)
             else:
                 self._coming += 1
+            failures = self._failures
         try:
             value = write()
         except BaseException:
@@ -113,7 +124,22 @@ class GroupSync:
             if self._running and self._coming == 0:
                 self._cond.notify_all()  # a leader holding for it
             self._wait(False)
+            error = self._failed_since(failures)
+        if error is not None:
+            raise error
         return value
+
+    def _failed_since(self, failures: int) -> OSError | None:
+        """With ``_cond`` held: the error to raise when a sync failed after ``_failures`` was
+        ``failures`` (a sync that ran while the caller wrote or waited). syncfs reports a
+        writeback error once, to the first sync that ends after it, and that sync may have
+        begun before the caller's write: the pages that failed may be the caller's own,
+        though the later sync it waited for found nothing to report."""
+        if self._failures == failures:
+            return None
+        return OSError(
+            errno.EIO, f"a sync that ran while this write was made failed: {self._failure}"
+        )
 
     def quiet(self) -> bool:
         """No sync runs and no other thread has announced a write: a caller alone, for whom a
@@ -160,6 +186,9 @@ class GroupSync:
                 self.syncs += 1
                 batch.error = error
                 batch.done = True
+                if error is not None:
+                    self._failures += 1
+                    self._failure = error
                 if error is None:
                     self._coming += batch.returning  # they come back for the next sync
                 self._running = False
