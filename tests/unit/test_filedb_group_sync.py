@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import shutil
 import sqlite3
 import threading
 import time
@@ -269,5 +270,35 @@ def test_a_count_committed_while_a_failing_sync_ran_is_not_answered(tmp_path: Pa
             sync.gate.release()
             with pytest.raises(StorageError, match="writeback failed"):
                 second.result(timeout=10)
+    finally:
+        db.close()
+
+
+def test_after_a_failed_sync_the_committed_steps_are_made_durable_before_any_answer(
+    tmp_path: Path,
+) -> None:
+    """A failed syncfs means pages of the filesystem did not reach the device, and a page
+    whose writeback failed is clean in the cache: no later sync writes it again. A hole in
+    the WAL on the device loses every commit after it at a crash, yet the steps stand
+    committed (a count sent again with its op is answered from its journal entry). So before
+    it answers anyone again the FileDB copies the WAL into the database file and empties it
+    (SQLite's checkpoint, with its own fsyncs): the record is then in the database file."""
+    path = tmp_path / "filedb.sqlite3"
+    sync = Gated(path)
+    sync.fail_next = OSError(errno.EIO, "the device failed")
+    group = GroupSync(sync, hold=0)
+    _not_alone(group)
+    db = SQLiteFileDB(path, group_sync=group)
+    op = b"op-1"
+    try:
+        sync.gate.release()
+        with pytest.raises(StorageError, match=r"syncing filedb\.sqlite3"):
+            db.upsert(KEY, 7, 1, op)
+        alone = tmp_path / "alone.sqlite3"  # the database file without its WAL
+        shutil.copyfile(path, alone)
+        assert _visible(alone, KEY)
+        assert os.path.getsize(f"{path}-wal") == 0
+        sync.gate.release()
+        assert db.upsert(KEY, 7, 1, op).counter == 1  # the replay, answered
     finally:
         db.close()
