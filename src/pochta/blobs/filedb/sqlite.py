@@ -41,9 +41,11 @@ once. Elsewhere (not Linux >= 5.8,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -272,6 +274,8 @@ class SQLiteFileDB:
         if self._sync is not None:
             synchronous = "normal"
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
+        self._settled = 0 if self._sync is None else self._sync.failures  # see _settle
+        self._settling = threading.Lock()
         self._clock = clock
         # no gathering (``gather=0``): a leader does not wait for the callers its last group
         # answered. A step here costs the writer CPU, not a round trip; waiting idles the
@@ -301,13 +305,47 @@ class SQLiteFileDB:
                 self._sync.forgo()
                 record = self._group.submit(step)
                 self._sync_wal()
-                return record
-            # the wait outside the group commit (the next group commits during this sync); a
-            # sync about to start waits for this commit (``GroupSync.after``) rather than
-            # leave it for the sync after
-            return self._sync.after(functools.partial(self._group.submit, step))
+            else:
+                # the wait outside the group commit (the next group commits during this
+                # sync); a sync about to start waits for this commit (``GroupSync.after``)
+                # rather than leave it for the sync after
+                record = self._sync.after(functools.partial(self._group.submit, step))
         except OSError as exc:
+            self._settle_quietly()
             raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
+        self._settle()
+        return record
+
+    def _settle(self) -> None:
+        """After a failed sync of the group (any since the last settling): the committed steps
+        in the database file itself before anyone is answered. A page whose writeback failed
+        is clean in the cache, so no later sync writes it again, and a hole in the WAL on the
+        device loses every commit after it at a crash, though the steps stand committed (a
+        count sent again with its op is answered from its journal entry). SQLite's
+        checkpoint reads the WAL from the cache, writes and fsyncs the database file and
+        empties the WAL (made durable here: no old frame replayed after a crash). Its first
+        fsync of the WAL may report the failure again: tried twice."""
+        assert self._sync is not None
+        if self._sync.failures == self._settled:
+            return
+        with self._settling:
+            failures = self._sync.failures
+            if failures == self._settled:
+                return
+            try:
+                self._db.checkpoint()
+            except StorageError:
+                self._db.checkpoint()  # the error, now seen, is not reported twice
+            try:
+                self._sync_wal()
+            except OSError as exc:
+                raise StorageError(f"syncing {self._db.path.name}-wal: {exc}") from exc
+            self._settled = failures
+
+    def _settle_quietly(self) -> None:
+        """``_settle`` when the caller fails anyway: a later caller tries again."""
+        with contextlib.suppress(StorageError):
+            self._settle()
 
     def _sync_wal(self) -> None:
         """fdatasync the WAL: every commit returned before this call is on the device (what
@@ -334,9 +372,12 @@ class SQLiteFileDB:
         if self._sync is None:
             return self._db.write(fn)
         try:
-            return self._sync.after(functools.partial(self._db.write, fn))
+            value = self._sync.after(functools.partial(self._db.write, fn))
         except OSError as exc:
+            self._settle_quietly()
             raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
+        self._settle()
+        return value
 
     def _run(self, steps: list[Step]) -> list[Outcome | BaseException]:
         """The steps that arrived together: one transaction, one commit. When it fails as a

@@ -129,6 +129,12 @@ class GroupSync:
             raise error
         return value
 
+    @property
+    def failures(self) -> int:
+        """How many syncs failed so far (read without the lock: a caller's own failure was
+        counted before it was woken)."""
+        return self._failures
+
     def _failed_since(self, failures: int) -> OSError | None:
         """With ``_cond`` held: the error to raise when a sync failed after ``_failures`` was
         ``failures`` (a sync that ran while the caller wrote or waited). syncfs reports a
