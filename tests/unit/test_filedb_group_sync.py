@@ -302,3 +302,21 @@ def test_after_a_failed_sync_the_committed_steps_are_made_durable_before_any_ans
         assert db.upsert(KEY, 7, 1, op).counter == 1  # the replay, answered
     finally:
         db.close()
+
+
+@pytest.mark.skipif(groupsync._syncfs is None, reason="needs a trustworthy syncfs (Linux >= 5.8)")
+def test_a_filedb_file_that_is_a_symlink_syncs_where_sqlite_writes(tmp_path: Path) -> None:
+    """SQLite follows a symlinked database file and keeps its WAL next to the target (an
+    operator's way of putting the FileDB on another disk): the WAL fdatasynced and the
+    filesystem synced are the target's, not the link's."""
+    (tmp_path / "link").mkdir()
+    (tmp_path / "target").mkdir()
+    path = tmp_path / "link" / "filedb.sqlite3"
+    path.symlink_to(tmp_path / "target" / "filedb.sqlite3")
+    db = SQLiteFileDB(path)
+    try:
+        assert db.group_sync is groupsync.syncfs_of(tmp_path / "target")
+        assert db.upsert(KEY, 7, 1).counter == 1  # alone: the WAL's own fdatasync
+        assert os.path.exists(tmp_path / "target" / "filedb.sqlite3-wal")
+    finally:
+        db.close()
