@@ -263,14 +263,17 @@ class SQLiteFileDB:
         (the module's docstring) where it is trustworthy, or by the one given; False: an fsync
         at each commit."""
         self._sync: GroupSync | None = None
+        # where SQLite writes: it follows a symlinked file, its WAL is next to the target
+        real = path.resolve()
+        self._wal = Path(f"{real}-wal")
         if isinstance(group_sync, GroupSync):
             self._sync = group_sync if synchronous == "full" else None
         elif synchronous == "full" and group_sync:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            real.parent.mkdir(parents=True, exist_ok=True)
             try:
-                self._sync = syncfs_of(path.parent)
+                self._sync = syncfs_of(real.parent)
             except OSError as exc:
-                raise StorageError(f"cannot open {path.parent} for its syncs: {exc}") from exc
+                raise StorageError(f"cannot open {real.parent} for its syncs: {exc}") from exc
         if self._sync is not None:
             synchronous = "normal"
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
@@ -350,7 +353,7 @@ class SQLiteFileDB:
     def _sync_wal(self) -> None:
         """fdatasync the WAL: every commit returned before this call is on the device (what
         sync=full does at each commit)."""
-        fd = os.open(f"{self._db.path}-wal", os.O_RDONLY)
+        fd = os.open(self._wal, os.O_RDONLY)
         try:
             os.fdatasync(fd)
         finally:
