@@ -26,8 +26,8 @@ from pochta.blobs.nodes.groupsync import GroupSync
 from pochta.blobs.nodes.local import LocalDisk
 from pochta.blobs.pairs.sqlite import SQLitePairDB
 from pochta.blobs.store import BlobStore
-from pochta.errors import StorageError
-from pochta.types import Disk, DiskSpec
+from pochta.errors import InvalidInput, StorageError
+from pochta.types import Disk, DiskSpec, PairFlag
 
 KEY = key_of(b"a record made durable by the group sync")
 
@@ -320,3 +320,40 @@ def test_a_filedb_file_that_is_a_symlink_syncs_where_sqlite_writes(tmp_path: Pat
         assert os.path.exists(tmp_path / "target" / "filedb.sqlite3-wal")
     finally:
         db.close()
+
+
+@pytest.mark.skipif(groupsync._syncfs is None, reason="needs a trustworthy syncfs (Linux >= 5.8)")
+def test_an_upload_that_fails_after_its_copies_leaves_no_announcement(tmp_path: Path) -> None:
+    """An upload whose copies rode the FileDB's group sync counts as announced for the next
+    sync until its record is written; when it fails before (here a malformed op), the
+    announcement goes with it, also when the upload before it went to disks that do not
+    share the sync: later syncs do not hold for it, and a count alone is seen alone again."""
+    roots = {name: tmp_path / name for name in ("a", "b", "c", "d")}
+    for root in roots.values():
+        root.mkdir()
+    filedb = SQLiteFileDB(tmp_path / "filedb.sqlite3")
+    pairdb = SQLitePairDB(tmp_path / "pairdb.sqlite3")
+
+    def local(spec: DiskSpec) -> Disk:  # pair 1 fsyncs its files, pair 2 shares the syncs
+        return LocalDisk(Path(spec.root), spec=spec, group_sync=spec.root > str(roots["b"]))
+
+    store = BlobStore(filedb, pairdb, disk_factory=local, rng=random.Random(1))
+    group = filedb.group_sync
+    assert group is not None
+    try:
+        first = pairdb.add(
+            (DiskSpec("local", str(roots["a"])), DiskSpec("local", str(roots["b"]))),
+            (10**12, 10**12),
+        )
+        assert store.upload_whole(None, 5, b"to the disks that fsync each file").uploaded
+        pairdb.set_flags(first.id, PairFlag.LOCKED)
+        pairdb.add(
+            (DiskSpec("local", str(roots["c"])), DiskSpec("local", str(roots["d"]))),
+            (10**12, 10**12),
+        )
+        with pytest.raises(InvalidInput):
+            store.upload_whole(None, 5, b"to the disks sharing the sync", op=b"")
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(group.quiet).result(timeout=10)  # nobody announced
+    finally:
+        store.close()
