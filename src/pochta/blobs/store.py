@@ -463,12 +463,13 @@ class BlobStore:
         writes nothing), written to both disks of the pair as its probe (local disks
         sharing syncs; ``_probed_writers``), one write per disk, no ``Upload``. A sync of the
         FileDB's group that is about to start holds for it (briefly: ``GroupSync.announce``)."""
-        if self._record_sync is None or not self._copies_ride:
+        if self._record_sync is None:
             return self._upload_whole(key, magic, content, op)
-        self._record_sync.announce()
+        if self._copies_ride:
+            self._record_sync.announce()
         try:
             return self._upload_whole(key, magic, content, op)
-        finally:
+        finally:  # also the return owed by copies that rode it (``commit_as``)
             self._record_sync.forgo()
 
     def _upload_whole(self, key: Key | None, magic: Magic, content: bytes, op: Op | None) -> Stored:
