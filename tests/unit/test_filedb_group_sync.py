@@ -357,3 +357,32 @@ def test_an_upload_that_fails_after_its_copies_leaves_no_announcement(tmp_path: 
             assert pool.submit(group.quiet).result(timeout=10)  # nobody announced
     finally:
         store.close()
+
+
+def test_after_a_failed_fdatasync_of_the_wal_the_steps_are_made_durable_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A count made alone whose WAL fdatasync fails stands committed as after a failed sync:
+    the error is reported once, and a replay with its op would be answered from the cache;
+    the FileDB checkpoints the WAL into the database file before answering anyone again."""
+    path = tmp_path / "filedb.sqlite3"
+    db = SQLiteFileDB(path, group_sync=GroupSync(Gated(path), hold=0))
+    real = SQLiteFileDB._sync_wal
+    failures = [OSError(errno.EIO, "the WAL's writeback failed")]
+
+    def fails_once(self: SQLiteFileDB) -> None:
+        if failures:
+            raise failures.pop()
+        real(self)
+
+    monkeypatch.setattr(SQLiteFileDB, "_sync_wal", fails_once)
+    op = b"op-1"
+    try:
+        with pytest.raises(StorageError, match="writeback failed"):
+            db.upsert(KEY, 7, 1, op)  # alone: the WAL's own fdatasync
+        alone = tmp_path / "alone.sqlite3"  # the database file without its WAL
+        shutil.copyfile(path, alone)
+        assert _visible(alone, KEY)
+        assert db.upsert(KEY, 7, 1, op).counter == 1  # the replay, answered
+    finally:
+        db.close()
