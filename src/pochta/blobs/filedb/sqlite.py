@@ -277,6 +277,7 @@ class SQLiteFileDB:
         if self._sync is not None:
             synchronous = "normal"
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
+        self._wal_failures = 0  # the WAL's own fdatasyncs that failed (a count made alone)
         self._settled = 0 if self._sync is None else self._sync.failures  # see _settle
         self._settling = threading.Lock()
         self._clock = clock
@@ -307,7 +308,12 @@ class SQLiteFileDB:
             if self._sync.quiet():  # alone: the WAL's own fdatasync costs less than a syncfs
                 self._sync.forgo()
                 record = self._group.submit(step)
-                self._sync_wal()
+                try:
+                    self._sync_wal()
+                except OSError:
+                    with self._settling:  # as a failed sync: settled (``_settle``)
+                        self._wal_failures += 1
+                    raise
             else:
                 # the wait outside the group commit (the next group commits during this
                 # sync); a sync about to start waits for this commit (``GroupSync.after``)
@@ -320,19 +326,19 @@ class SQLiteFileDB:
         return record
 
     def _settle(self) -> None:
-        """After a failed sync of the group (any since the last settling): the committed steps
-        in the database file itself before anyone is answered. A page whose writeback failed
-        is clean in the cache, so no later sync writes it again, and a hole in the WAL on the
-        device loses every commit after it at a crash, though the steps stand committed (a
-        count sent again with its op is answered from its journal entry). SQLite's
-        checkpoint reads the WAL from the cache, writes and fsyncs the database file and
-        empties the WAL (made durable here: no old frame replayed after a crash). Its first
-        fsync of the WAL may report the failure again: tried twice."""
+        """After a failed sync of the group or of the WAL (any since the last settling): the
+        committed steps in the database file itself before anyone is answered. A page whose
+        writeback failed is clean in the cache, so no later sync writes it again, and a hole
+        in the WAL on the device loses every commit after it at a crash, though the steps
+        stand committed (a count sent again with its op is answered from its journal entry).
+        SQLite's checkpoint reads the WAL from the cache, writes and fsyncs the database file
+        and empties the WAL (made durable here: no old frame replayed after a crash). Its
+        first fsync of the WAL may report the failure again: tried twice."""
         assert self._sync is not None
-        if self._sync.failures == self._settled:
+        if self._sync.failures + self._wal_failures == self._settled:
             return
         with self._settling:
-            failures = self._sync.failures
+            failures = self._sync.failures + self._wal_failures
             if failures == self._settled:
                 return
             try:
