@@ -228,6 +228,21 @@ class SQLiteDatabase:
             except sqlite3.Error as exc:
                 raise StorageError(f"compacting {self.path.name}: {exc}") from exc
 
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file and empty the WAL (``wal_checkpoint(TRUNCATE)``,
+        with SQLite's own fsyncs of both files); writers wait meanwhile. StorageError when it
+        could not finish (readers kept it from the end of the WAL, or an I/O error)."""
+        with self._mutex:
+            if self._closed:
+                raise StorageError(f"database {self.path} is closed")
+        with self._writing:
+            try:
+                busy, _, _ = self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.Error as exc:
+                raise StorageError(f"checkpointing {self.path.name}: {exc}") from exc
+        if busy:
+            raise StorageError(f"checkpointing {self.path.name}: readers kept it from finishing")
+
     def close(self) -> None:
         with self._mutex:
             if self._closed:

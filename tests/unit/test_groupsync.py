@@ -7,6 +7,7 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,158 @@ def test_without_syncfs_the_disk_fsyncs_each_file(
     writer.commit_as("ab/cd/x")
     assert b"".join(disk.open("ab/cd/x")) == b"bytes"
     assert disk.size("tmp/x.part") is None
+
+
+def _in_thread(call: Callable[[], object], results: list[object]) -> threading.Thread:
+    def run() -> None:
+        try:
+            results.append(call())
+        except Exception as exc:  # the test reads it
+            results.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_sync_about_to_start_holds_for_an_announced_writer_and_carries_it() -> None:
+    """An upload that has begun its copies announces itself: the next sync waits for it (here
+    up to a long hold) and serves it with the caller already waiting: one sync, not two."""
+    sync = GatedSync()
+    group = GroupSync(sync, hold=30.0)
+    arrived = threading.Event()
+    announced = threading.Event()
+
+    def uploader() -> str:
+        group.announce()
+        announced.set()
+        assert arrived.wait(10)
+        group.wait()
+        return "uploader"
+
+    results: list[object] = []
+    up = _in_thread(uploader, results)
+    assert announced.wait(5)
+    other = _start(group, results)
+    time.sleep(0.1)
+    assert sync.runs == 0  # held for the announced uploader
+    arrived.set()
+    assert sync.started.acquire(timeout=5)
+    sync.gate.release()
+    up.join(5)
+    other.join(5)
+    assert sorted(map(str, results)) == ["ok", "uploader"]
+    assert sync.runs == group.syncs == 1
+
+
+def test_the_hold_is_bounded_and_forgo_ends_it() -> None:
+    """A writer that announced itself and never comes delays a sync by ``hold`` at most;
+    ``forgo`` ends the hold at once, and a thread that came already forgoes nothing."""
+    sync = GatedSync()
+    for _ in range(4):
+        sync.gate.release()
+    group = GroupSync(sync, hold=0.2)
+    group.announce()  # this thread, which will not come
+    started = time.monotonic()
+    results: list[object] = []
+    _start(group, results).join(5)
+    assert results == ["ok"]
+    assert 0.15 <= time.monotonic() - started < 5
+    group.forgo()
+    held = GroupSync(sync, hold=30.0)
+    held.announce()
+    forgone: list[object] = []
+    waiter = _start(held, forgone)
+    time.sleep(0.05)
+    assert forgone == []
+    held.forgo()  # the hold ends now, not in 30 s
+    waiter.join(5)
+    assert forgone == ["ok"]
+    held.announce()
+    held.wait()  # came: nothing left to forgo, and later syncs do not hold
+    held.forgo()
+    started = time.monotonic()
+    held.wait()
+    assert time.monotonic() - started < 5
+
+
+def test_a_returning_caller_is_held_for_and_its_write_rides_the_next_sync() -> None:
+    """``wait(returning=True)`` (an upload's copies) then ``after(write)`` (its record): the
+    sync after the copies' holds until the write is done, then carries it together with the
+    callers that queued meanwhile; a write that fails releases the hold."""
+    seen: list[bool] = []
+    written = threading.Event()
+    go = threading.Event()
+    gate = GatedSync()
+
+    def sync() -> None:
+        seen.append(written.is_set())
+        gate()
+
+    group = GroupSync(sync, hold=30.0)
+
+    def uploader() -> str:
+        group.wait(returning=True)  # the copies
+        assert go.wait(10)
+        return group.after(written.set) or "record"  # the record
+
+    results: list[object] = []
+    up = _in_thread(uploader, results)
+    assert gate.started.acquire(timeout=5)  # the copies' sync runs
+    other = _start(group, results)
+    time.sleep(0.05)
+    gate.gate.release()  # the copies are durable; the other caller's sync is next
+    time.sleep(0.1)
+    assert gate.runs == 1  # held for the uploader's record
+    go.set()
+    assert gate.started.acquire(timeout=5)
+    gate.gate.release()
+    up.join(5)
+    other.join(5)
+    assert sorted(map(str, results)) == ["ok", "record"]
+    assert seen == [False, True]  # the second sync began after the record was written
+    assert gate.runs == 2
+
+    def fails() -> None:
+        raise OSError(errno.EIO, "the write failed")
+
+    with pytest.raises(OSError, match="the write failed"):
+        group.after(fails)
+    gate.gate.release()
+    started = time.monotonic()
+    group.wait()  # nothing announced is left: no hold
+    assert time.monotonic() - started < 5
+
+
+def test_a_failed_sync_fails_the_callers_whose_writes_it_may_have_covered() -> None:
+    """syncfs reports a writeback error once, to the sync that ends after it: the writes made
+    while that sync ran (a count committed during it, copies placed during it) may be the
+    pages that failed, so their callers are failed too, though the sync they wait for (the
+    next one) succeeds. Without this they were answered and the write was lost on a crash."""
+    sync = GatedSync()
+    group = GroupSync(sync, hold=0)
+    first: list[object] = []
+    leader = _start(group, first)
+    assert sync.started.acquire(timeout=5)  # S1 runs
+    during: list[object] = []
+    waiter = _start(group, during)  # wrote while S1 runs, waits for S2
+    wrote = threading.Event()
+    counter = _in_thread(lambda: group.after(wrote.set) or "after", during)
+    assert wrote.wait(5)
+    time.sleep(0.05)
+    sync.fail_next = OSError(errno.EIO, "writeback failed")
+    sync.gate.release()  # S1 fails: the error may be of the pages written during it
+    leader.join(5)
+    assert len(first) == 1 and isinstance(first[0], OSError)
+    assert sync.started.acquire(timeout=5)  # S2 runs, and succeeds
+    sync.gate.release()
+    waiter.join(5)
+    counter.join(5)
+    assert len(during) == 2
+    assert all(isinstance(r, OSError) and r.errno == errno.EIO for r in during), during
+    later: list[object] = []
+    t = _start(group, later)  # arrives after the failure: its own sync decides
+    assert sync.started.acquire(timeout=5)
+    sync.gate.release()
+    t.join(5)
+    assert later == ["ok"]

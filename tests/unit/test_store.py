@@ -334,7 +334,8 @@ def test_both_copies_on_one_filesystem_take_one_sync_in_the_uploading_thread(rig
     before = group.syncs  # the group is the filesystem's: earlier tests' syncs count in it
     for data, key in uploads:
         assert rig.store.upload(key, 1, [data]).uploaded
-    assert group.syncs - before == len(uploads)  # one sync per upload, alone
+    # alone: one sync for the copies; the record's commit alone fsyncs the FileDB's WAL
+    assert group.syncs - before == len(uploads)
     assert {t.ident for t in threading.enumerate()} <= others  # no thread started for it
     for root in rig.roots(rig.pairs[0]):
         for data, key in uploads:

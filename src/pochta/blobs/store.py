@@ -32,6 +32,7 @@ from typing import TypeGuard, TypeVar
 from pochta import metrics
 from pochta.blobs.keys import blob_path, master_index, parse_key, parse_magic
 from pochta.blobs.nodes import DiskFactory
+from pochta.blobs.nodes.groupsync import GroupSync
 from pochta.blobs.nodes.local import LocalWriter
 from pochta.blobs.placement import choose_pair
 from pochta.errors import (
@@ -230,6 +231,10 @@ class BlobStore:
         self._measuring = threading.Lock()  # one free-space measurement at a time
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pochta-fsync")
+        # the group sync that makes the FileDB's commits durable, when it has one
+        sync = getattr(filedb, "group_sync", None)
+        self._record_sync = sync if isinstance(sync, GroupSync) else None
+        self._copies_ride = True  # the last small upload's copies waited for _record_sync
 
     # -- disks and pairs ----------------------------------------------------------------
     def disk(self, spec: DiskSpec) -> Disk:
@@ -369,19 +374,31 @@ class BlobStore:
 
         return create_and_probe
 
-    def commit_as(self, writers: list[BlobWriter], name: str) -> None:
+    def commit_as(self, writers: list[BlobWriter], name: str, *, record: bool = False) -> None:
         """Both copies under ``name``, durable, at once (``at_once``). Local copies that
         share their filesystem's syncs are placed in turn (system calls that wait for no
         device), then wait once per filesystem: two copies on one filesystem take one sync
         together and no trip to another thread (waiting for each copy on its own may take
-        two syncs in a row, when the second copy misses the sync the first one joined)."""
+        two syncs in a row, when the second copy misses the sync the first one joined).
+        ``record``: the caller's next step is the FileDB's count; when the FileDB rides the
+        same group sync, the sync after the copies' holds for it (``GroupSync.wait``
+        ``returning``; the caller then counts, or calls ``GroupSync.forgo``)."""
         if not _shared(writers):
+            self._copies_ride = False if record else self._copies_ride
             self.at_once([partial(w.commit_as, name) for w in writers])
             return
         waits: dict[int, Callable[[], None]] = {}  # one writer's wait per group sync
+        mine: list[Callable[[], None]] = []  # the wait the count follows: in this thread
         for writer in writers:
-            waits.setdefault(id(writer.place(name)), writer.wait_durable)
-        self.at_once(list(waits.values()))
+            group = writer.place(name)
+            if group is self._record_sync and record and not mine:
+                mine.append(partial(writer.wait_durable, returning=True))
+                waits[id(group)] = mine[0]
+            else:
+                waits.setdefault(id(group), writer.wait_durable)
+        if record:  # whether the next small upload announces itself to _record_sync
+            self._copies_ride = bool(mine)
+        self.at_once(mine + [w for w in waits.values() if w not in mine])
 
     def commit_copies(self, writers: list[BlobWriter]) -> None:
         """fsync both copies at once."""
@@ -449,7 +466,18 @@ class BlobStore:
         """``upload`` of a file whose bytes are all in hand (small: at most ``CHUNK``), with
         fewer steps: hashed before any disk is touched (content that does not match its key
         writes nothing), written to both disks of the pair as its probe (local disks
-        sharing syncs; ``_probed_writers``), one write per disk, no ``Upload``."""
+        sharing syncs; ``_probed_writers``), one write per disk, no ``Upload``. A sync of the
+        FileDB's group that is about to start holds for it (briefly: ``GroupSync.announce``)."""
+        if self._record_sync is None:
+            return self._upload_whole(key, magic, content, op)
+        if self._copies_ride:
+            self._record_sync.announce()
+        try:
+            return self._upload_whole(key, magic, content, op)
+        finally:  # also the return owed by copies that rode it (``commit_as``)
+            self._record_sync.forgo()
+
+    def _upload_whole(self, key: Key | None, magic: Magic, content: bytes, op: Op | None) -> Stored:
         magic = parse_magic(magic)
         sha = hashlib.sha256(content).hexdigest()
         crc, size = zlib.crc32(content), len(content)
@@ -473,7 +501,7 @@ class BlobStore:
             if not written:
                 for writer in writers:
                     writer.write(content)
-            self.commit_as(writers, blob_path(sha))
+            self.commit_as(writers, blob_path(sha), record=True)
         except BaseException:
             for writer in writers:
                 writer.abort()

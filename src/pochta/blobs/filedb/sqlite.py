@@ -19,20 +19,42 @@ that fails (no record) writes nothing, not even its journal entry, so the others
 stand; a group SQLite refuses as a whole (nothing of it is written) is tried again step by
 step, so a refused step fails only its own caller. Other processes on the file are ordered by
 SQLite's own lock.
+
+Durability (sync=full) by the filesystem's group sync: where the file's filesystem has a
+trustworthy ``syncfs`` (``pochta.blobs.nodes.groupsync``), a commit writes the WAL without
+its own fsync (SQLite's ``synchronous=NORMAL``: consistent after a crash, the last commits may
+be lost) and each caller is answered only after the filesystem's next group sync, one that
+started after the commit returned, so the answer still means "on the device". The local disks
+of the loader share that sync when they share the filesystem (the embedded default): an
+upload's copies wait for one sync, its record is committed, and the record rides the next
+sync, which also carries the copies of the uploads that arrived meanwhile: one device flush
+per group of uploads where there were two (the copies' ``syncfs`` and the WAL's
+``fdatasync``). A caller alone (no sync running, no other writer announced to the group)
+fdatasyncs the WAL itself instead: a sync of a few pages costs less than one of the whole
+filesystem when there is nobody to share it with. A record is visible to readers between its
+commit and that sync; whoever acts on it (an inc of a live key, a dec) is answered after a
+later sync, which covers it too. A sync that fails fails its callers (StorageError) though
+their steps stand committed: nobody is answered, and a count repeated with its op is applied
+once. Elsewhere (not Linux >= 5.8,
+``group_sync=False``, sync=normal or off) each commit is as SQLite's ``synchronous`` says.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from pochta.blobs import counting
 from pochta.blobs.filedb.group import GroupCommit
 from pochta.blobs.keys import parse_key, parse_magic, parse_op
+from pochta.blobs.nodes.groupsync import GroupSync, syncfs_of
 from pochta.errors import BlobNotFound, StorageError
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
 from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
@@ -52,6 +74,9 @@ CREATE TABLE IF NOT EXISTS deleted (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ops (op BLOB PRIMARY KEY) WITHOUT ROWID;
 """
+
+
+T = TypeVar("T")
 
 
 def _to_db(magic: Magic) -> int:
@@ -232,8 +257,29 @@ class SQLiteFileDB:
         synchronous: Synchronous = "full",
         clock: Clock = time.time,
         batch_max: int = 1024,
+        group_sync: GroupSync | bool = True,
     ) -> None:
+        """``group_sync``: with sync=full, commits made durable by the filesystem's group sync
+        (the module's docstring) where it is trustworthy, or by the one given; False: an fsync
+        at each commit."""
+        self._sync: GroupSync | None = None
+        # where SQLite writes: it follows a symlinked file, its WAL is next to the target
+        real = path.resolve()
+        self._wal = Path(f"{real}-wal")
+        if isinstance(group_sync, GroupSync):
+            self._sync = group_sync if synchronous == "full" else None
+        elif synchronous == "full" and group_sync:
+            real.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._sync = syncfs_of(real.parent)
+            except OSError as exc:
+                raise StorageError(f"cannot open {real.parent} for its syncs: {exc}") from exc
+        if self._sync is not None:
+            synchronous = "normal"
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
+        self._wal_failures = 0  # the WAL's own fdatasyncs that failed (a count made alone)
+        self._settled = 0 if self._sync is None else self._sync.failures  # see _settle
+        self._settling = threading.Lock()
         self._clock = clock
         # no gathering (``gather=0``): a leader does not wait for the callers its last group
         # answered. A step here costs the writer CPU, not a round trip; waiting idles the
@@ -243,6 +289,11 @@ class SQLiteFileDB:
             self._run, max_batch=batch_max, leaders=1, gather=0.0
         )
 
+    @property
+    def group_sync(self) -> GroupSync | None:
+        """The group sync that makes this FileDB's commits durable, or None (its own fsyncs)."""
+        return self._sync
+
     # -- the counting steps --------------------------------------------------------------
     def _step(
         self, kind: str, key: Key, magic: Magic, op: Op | None, pair: int | None = None
@@ -250,7 +301,92 @@ class SQLiteFileDB:
         key, magic = parse_key(key), parse_magic(magic)
         op = None if op is None else parse_op(op)
         now = self._clock() if kind == "d" else None
-        return self._group.submit(Step(kind, key, bytes.fromhex(key), magic, pair, op, now))
+        step = Step(kind, key, bytes.fromhex(key), magic, pair, op, now)
+        if self._sync is None:
+            return self._group.submit(step)
+        try:
+            if self._sync.quiet():  # alone: the WAL's own fdatasync costs less than a syncfs
+                self._sync.forgo()
+                record = self._group.submit(step)
+                try:
+                    self._sync_wal()
+                except OSError:
+                    with self._settling:  # as a failed sync: settled (``_settle``)
+                        self._wal_failures += 1
+                    raise
+            else:
+                # the wait outside the group commit (the next group commits during this
+                # sync); a sync about to start waits for this commit (``GroupSync.after``)
+                # rather than leave it for the sync after
+                record = self._sync.after(functools.partial(self._group.submit, step))
+        except OSError as exc:
+            self._settle_quietly()
+            raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
+        self._settle()
+        return record
+
+    def _settle(self) -> None:
+        """After a failed sync of the group or of the WAL (any since the last settling): the
+        committed steps in the database file itself before anyone is answered. A page whose
+        writeback failed is clean in the cache, so no later sync writes it again, and a hole
+        in the WAL on the device loses every commit after it at a crash, though the steps
+        stand committed (a count sent again with its op is answered from its journal entry).
+        SQLite's checkpoint reads the WAL from the cache, writes and fsyncs the database file
+        and empties the WAL (made durable here: no old frame replayed after a crash). Its
+        first fsync of the WAL may report the failure again: tried twice."""
+        assert self._sync is not None
+        if self._sync.failures + self._wal_failures == self._settled:
+            return
+        with self._settling:
+            failures = self._sync.failures + self._wal_failures
+            if failures == self._settled:
+                return
+            try:
+                self._db.checkpoint()
+            except StorageError:
+                self._db.checkpoint()  # the error, now seen, is not reported twice
+            try:
+                self._sync_wal()
+            except OSError as exc:
+                raise StorageError(f"syncing {self._db.path.name}-wal: {exc}") from exc
+            self._settled = failures
+
+    def _settle_quietly(self) -> None:
+        """``_settle`` when the caller fails anyway: a later caller tries again."""
+        with contextlib.suppress(StorageError):
+            self._settle()
+
+    def _sync_wal(self) -> None:
+        """fdatasync the WAL: every commit returned before this call is on the device (what
+        sync=full does at each commit)."""
+        fd = os.open(self._wal, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+
+    def _durable(self) -> None:
+        """With the group sync: return once a sync that started now has ended (what this
+        thread committed is on the device); else nothing to wait for."""
+        if self._sync is None:
+            return
+        try:
+            self._sync.wait()
+        except OSError as exc:
+            raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``SQLiteDatabase.write``, durable on return (``GroupSync.after``: a sync that fails
+        while the write is made fails it too)."""
+        if self._sync is None:
+            return self._db.write(fn)
+        try:
+            value = self._sync.after(functools.partial(self._db.write, fn))
+        except OSError as exc:
+            self._settle_quietly()
+            raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
+        self._settle()
+        return value
 
     def _run(self, steps: list[Step]) -> list[Outcome | BaseException]:
         """The steps that arrived together: one transaction, one commit. When it fails as a
@@ -287,7 +423,7 @@ class SQLiteFileDB:
     def forget_ops(self, ops: Collection[Op]) -> None:
         rows: list[tuple[object, ...]] = [(op,) for op in ops]
         if rows:
-            self._db.write(_exec_many("DELETE FROM ops WHERE op = ?", rows))
+            self._write(_exec_many("DELETE FROM ops WHERE op = ?", rows))
 
     def journal(self, after: Op = b"", limit: int = 1000) -> list[Op]:
         rows = self._db.query("SELECT op FROM ops WHERE op > ? ORDER BY op LIMIT ?", (after, limit))
@@ -299,6 +435,7 @@ class SQLiteFileDB:
     def compact(self) -> None:
         """Pack the records into full pages (VACUUM); see ``SQLiteDatabase.vacuum``."""
         self._db.vacuum()
+        self._durable()
 
     # -- for Valkyrie, evacuation and restore --------------------------------------------
     def get_deleted(self, key: Key) -> FileRecord | None:
@@ -314,7 +451,7 @@ class SQLiteFileDB:
             )
             return cur.rowcount > 0
 
-        return self._db.write(step)
+        return self._write(step)
 
     def repoint(self, key: Key, old_pair: int, new_pair: int) -> bool:
         raw = bytes.fromhex(parse_key(key))
@@ -325,7 +462,7 @@ class SQLiteFileDB:
             )
             return cur.rowcount > 0
 
-        return self._db.write(step)
+        return self._write(step)
 
     def live_keys(self, pair_id: int, after: Key | None = None, limit: int = 1000) -> list[Key]:
         start = bytes.fromhex(parse_key(after)) if after is not None else b""
@@ -350,7 +487,7 @@ class SQLiteFileDB:
                 _put_live(conn, record)
             return record
 
-        return self._db.write(step)
+        return self._write(step)
 
     def close(self) -> None:
         self._group.close()

@@ -12,9 +12,15 @@ The sync is Linux's ``syncfs(2)`` on a descriptor of the disk's root, opened bef
 it must cover: it writes back every dirty page and inode of the filesystem, commits the
 journal and flushes the device cache (what ``sync -f`` does), and since Linux 5.8 it reports a
 writeback error that happened anywhere on the filesystem since the previous ``syncfs`` on that
-descriptor. A failed sync fails every caller of its batch (none of them is acknowledged); a
+descriptor. A failed sync fails every caller of its batch (none of them is acknowledged), and
+every caller that was writing or waiting while it ran (the error may be of its pages); a
 filesystem where ``syncfs`` cannot report errors (older kernels) or that has none (not Linux)
 gets no group: :func:`syncfs_of` says None and the disk fsyncs each file and directory itself.
+
+A write that will want the next sync can say so first (:meth:`GroupSync.after`: the FileDB's
+commit of a record whose copies the last sync made durable). A sync about to start waits for
+the writes so announced, at most ``hold`` seconds, so that they ride it rather than miss it by
+a fraction of a millisecond and wait for the whole of the sync after it.
 """
 
 from __future__ import annotations
@@ -25,58 +31,176 @@ import errno
 import os
 import platform
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+HOLD = 0.002  # s a sync about to start waits for the writes announced to it, at most
 
 
 class _Batch:
-    __slots__ = ("done", "error")
+    __slots__ = ("done", "error", "returning")
 
     def __init__(self) -> None:
         self.done = False
         self.error: OSError | None = None
+        self.returning = 0  # callers that will write again once this batch's sync ended
 
 
 class GroupSync:
     """Callers of :meth:`wait` share calls of ``sync`` (see the module's docstring)."""
 
-    def __init__(self, sync: Callable[[], None]) -> None:
+    def __init__(self, sync: Callable[[], None], *, hold: float = HOLD) -> None:
         self._sync = sync
+        self._hold = hold
         self._cond = threading.Condition(threading.Lock())
         self._next = _Batch()  # the batch that the next sync will serve
-        self._running = False
+        self._running = False  # a sync runs, or its leader holds it for announced writes
+        self._coming = 0  # writes announced (``after``, ``wait(returning=True)``), not waiting
+        self._owed = threading.local()  # ``owed``: this thread's return is counted in _coming
+        self._failures = 0  # syncs that failed so far
+        self._failure: OSError | None = None  # the last one's error
         self.syncs = 0  # how many syncs ran (for tests and benchmarks)
 
-    def wait(self) -> None:
+    def wait(self, *, returning: bool = False) -> None:
         """Return once a sync that started after this call has finished; OSError when it
-        failed (then nothing written before the call may be counted on)."""
+        failed (then nothing written before the call may be counted on). ``returning``: this
+        thread will call :meth:`after` right after (the record of the copies this sync makes
+        durable): from the end of this sync it counts as announced, so the next sync holds for
+        it; it must then call :meth:`after` or :meth:`forgo`."""
         with self._cond:
-            batch = self._next
-            while not batch.done:
-                if self._running:
-                    self._cond.wait()
-                    continue
-                self._running = True
-                self._next = _Batch()  # who arrives from now on needs a later sync
-                error: OSError | None = None
-                self._cond.release()
-                try:
-                    self._sync()
-                except OSError as exc:
-                    error = exc
-                except BaseException as exc:  # the leader is interrupted: nobody is covered
-                    error = OSError(errno.EIO, f"the sync was interrupted: {exc!r}")
-                    raise
-                finally:
-                    self._cond.acquire()
-                    self.syncs += 1
-                    batch.error = error
-                    batch.done = True
-                    self._running = False
-                    self._cond.notify_all()
-            if batch.error is not None:
-                raise batch.error
+            self._arrive()
+            failures = self._failures
+            self._wait(returning)
+            error = self._failed_since(failures)
+            if error is not None and returning:
+                self._coming -= 1  # counted at the sync's end: it will not come
+                self._cond.notify_all()
+        if error is not None:
+            raise error
+        if returning:
+            self._owed.owed = True
+
+    def announce(self) -> None:
+        """This thread will call :meth:`wait` or :meth:`after` soon (an upload that has begun
+        writing its copies): a sync about to start holds for it (at most ``hold``) until it
+        does, or calls :meth:`forgo`."""
+        if not getattr(self._owed, "owed", False):
+            with self._cond:
+                self._coming += 1
+            self._owed.owed = True
+
+    def _arrive(self) -> None:
+        """With ``_cond`` held: this thread's announcement (if any) is kept by its arrival."""
+        if getattr(self._owed, "owed", False):
+            self._owed.owed = False
+            self._coming -= 1
+            if self._running and self._coming == 0:
+                self._cond.notify_all()  # a leader holding for it
+
+    def after(self, write: Callable[[], T]) -> T:
+        """Run ``write``, then :meth:`wait`; a sync about to start meanwhile waits for the
+        write to end (at most ``hold`` seconds) and carries it. ``write``'s error is raised
+        without a wait."""
+        with self._cond:
+            if getattr(self._owed, "owed", False):
+                self._owed.owed = False  # announced already (``announce``, ``wait``)
+            else:
+                self._coming += 1
+            failures = self._failures
+        try:
+            value = write()
+        except BaseException:
+            with self._cond:
+                self._coming -= 1
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._coming -= 1
+            if self._running and self._coming == 0:
+                self._cond.notify_all()  # a leader holding for it
+            self._wait(False)
+            error = self._failed_since(failures)
+        if error is not None:
+            raise error
+        return value
+
+    @property
+    def failures(self) -> int:
+        """How many syncs failed so far (read without the lock: a caller's own failure was
+        counted before it was woken)."""
+        return self._failures
+
+    def _failed_since(self, failures: int) -> OSError | None:
+        """With ``_cond`` held: the error to raise when a sync failed after ``_failures`` was
+        ``failures`` (a sync that ran while the caller wrote or waited). syncfs reports a
+        writeback error once, to the first sync that ends after it, and that sync may have
+        begun before the caller's write: the pages that failed may be the caller's own,
+        though the later sync it waited for found nothing to report."""
+        if self._failures == failures:
+            return None
+        return OSError(
+            errno.EIO, f"a sync that ran while this write was made failed: {self._failure}"
+        )
+
+    def quiet(self) -> bool:
+        """No sync runs and no other thread has announced a write: a caller alone, for whom a
+        sync of its own few files is cheaper than one of the whole filesystem."""
+        mine = 1 if getattr(self._owed, "owed", False) else 0
+        with self._cond:
+            return not self._running and self._coming == mine
+
+    def forgo(self) -> None:
+        """After :meth:`announce` or ``wait(returning=True)``: this thread will not come (its
+        upload failed, or went elsewhere); nothing when it came already."""
+        if getattr(self._owed, "owed", False):
+            self._owed.owed = False
+            with self._cond:
+                self._coming -= 1
+                self._cond.notify_all()
+
+    def _wait(self, returning: bool) -> None:
+        """``wait`` with ``_cond`` held."""
+        batch = self._next
+        if returning:
+            batch.returning += 1
+        while not batch.done:
+            if self._running:
+                self._cond.wait()
+                continue
+            self._running = True
+            if self._coming:  # callers arriving meanwhile join this batch (sync "running")
+                deadline = time.monotonic() + self._hold
+                while self._coming and (left := deadline - time.monotonic()) > 0:
+                    self._cond.wait(left)
+            self._next = _Batch()  # who arrives from now on needs a later sync
+            error: OSError | None = None
+            self._cond.release()
+            try:
+                self._sync()
+            except OSError as exc:
+                error = exc
+            except BaseException as exc:  # the leader is interrupted: nobody is covered
+                error = OSError(errno.EIO, f"the sync was interrupted: {exc!r}")
+                raise
+            finally:
+                self._cond.acquire()
+                self.syncs += 1
+                batch.error = error
+                batch.done = True
+                if error is not None:
+                    self._failures += 1
+                    self._failure = error
+                if error is None:
+                    self._coming += batch.returning  # they come back for the next sync
+                self._running = False
+                self._cond.notify_all()
+        if batch.error is not None:
+            raise batch.error
 
 
 def _libc_syncfs() -> Callable[[int], int] | None:

@@ -171,11 +171,12 @@ class LocalWriter:
         self.place(name)
         self.wait_durable()
 
-    def wait_durable(self) -> None:
+    def wait_durable(self, *, returning: bool = False) -> None:
         """After :meth:`place`: return once the group's next sync has made the copy and its
-        name durable (the copies placed on one filesystem need one such wait)."""
+        name durable (the copies placed on one filesystem need one such wait). ``returning``:
+        see ``GroupSync.wait``."""
         try:
-            self._sync().wait()
+            self._sync().wait(returning=returning)
         except OSError as exc:
             raise _disk_error(self._disk.spec, "committing into place", exc) from exc
 
