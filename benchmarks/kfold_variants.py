@@ -14,6 +14,7 @@ constraints of the added columns); the factory on disk is unchanged.
     python benchmarks/kfold_variants.py --tag drop1h --drop 'shingle\..*_1h'  # columns left out
     python benchmarks/kfold_variants.py --tag c400 --counters-iterations 400  # counters model
     python benchmarks/kfold_variants.py --tag gw1 --generated-weight 1  # generated letters' weight
+    python benchmarks/kfold_variants.py --tag links --tokens links   # more words of each link
 
 Word columns (each from the same in-fold table as ``tokens.score``, never from the letter's
 own label): ``sh`` the two halves of Fisher's combining that ``tokens.score`` folds into one
@@ -26,10 +27,12 @@ and f <= 0.1. Monotone: spam evidence toward spam, ham evidence toward ham.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import pickle
 import re
 import time
+from email.utils import getaddresses
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,8 @@ from pochta.antispam import tokens as tokens_mod
 from pochta.antispam.auth.results import NO_AUTH
 from pochta.antispam.model import design
 from pochta.antispam.verdict import KNOWN_SENDER_BELOW, known_sender, model_columns
-from pochta_factory import fitting, legit, training, wordweights
+from pochta.mime.letter import Letter, parse
+from pochta_factory import corpus, fitting, legit, training, wordweights
 
 EXTRA = {
     "sh": (("tokens.spam_evidence", 1), ("tokens.ham_evidence", -1)),
@@ -59,6 +63,67 @@ def halves(table: tokens_mod.TokenTable, toks: frozenset[str]) -> tuple[float, f
         ln_1f += math.log(1.0 - f)
     n = 2 * len(clues)
     return 1.0 - tokens_mod._chi2q(-2.0 * ln_1f, n), 1.0 - tokens_mod._chi2q(-2.0 * ln_f, n)
+
+
+_URL_PIECES = re.compile(r"[a-z0-9]{3,20}")
+
+
+def link_tokens(letter: Letter) -> set[str]:
+    """``links``: each link's host and the words of its path."""
+    out = set()
+    for link in letter.web_links[: tokens_mod.MAX_LINK_TOKENS]:
+        if link.host and link.host != link.registrable:
+            out.add("urlhost:" + link.host[:100])
+        _, _, rest = link.url.partition("://")
+        _, slash, path = rest.partition("/")
+        if slash:
+            out.update("urlpath:" + w for w in _URL_PIECES.findall(path[:300].lower()))
+    return out
+
+
+def skip_tokens(letter: Letter) -> set[str]:
+    """``skip``: a word too long for the word list, by its first character and length."""
+    words = letter.text[: tokens_mod.MAX_TEXT].lower().split()
+    long = {w.strip(tokens_mod.STRIP) for w in words if len(w) > tokens_mod.MAX_LEN}
+    return {f"skip:{w[0]} {len(w) // 10 * 10}" for w in long if len(w) > tokens_mod.MAX_LEN}
+
+
+def replyto_tokens(letter: Letter) -> set[str]:
+    """``replyto``: the domains of the Reply-To addresses."""
+    out = set()
+    for value in letter.headers("reply-to")[:2]:
+        for _, address in getaddresses([value])[:5]:
+            domain = address.rpartition("@")[2].lower()
+            if domain:
+                out.add("replyto:" + domain[:100])
+    return out
+
+
+TOKENS = {"links": link_tokens, "skip": skip_tokens, "replyto": replyto_tokens}
+
+
+def with_tokens(data: training.Replay, kinds: list[str]) -> None:
+    """``data.tokens`` with the added words of ``kinds`` (cached by the variant and the
+    sources of tokens.py and this script)."""
+    key = hashlib.sha256(",".join(sorted(kinds)).encode())
+    key.update(Path(tokens_mod.__file__ or "").read_bytes() + Path(__file__).read_bytes())
+    path = ik.CACHE / f"tokens-{key.hexdigest()[:16]}.pickle"
+    if path.is_file():
+        with path.open("rb") as fh:
+            data.tokens = pickle.load(fh)
+        return
+    samples = training.training_samples(list(corpus.unsealed()), legit.COUNT)
+    note(f"adding {kinds} to the words of {len(samples)} letters")
+    out = []
+    for s, toks in zip(samples, data.tokens, strict=True):
+        letter = parse(s.raw)
+        more: set[str] = set()
+        for kind in kinds:
+            more |= TOKENS[kind](letter)
+        out.append(frozenset(toks | more))
+    data.tokens = out
+    with path.open("wb") as fh:
+        pickle.dump(out, fh)
 
 
 def main() -> None:
@@ -85,6 +150,7 @@ def main() -> None:
     )
     p.add_argument("--counters-depth", type=int, default=4, help="the counters model's depth")
     p.add_argument("--drop", default="", help="columns left out of the model: a regex (fullmatch)")
+    p.add_argument("--tokens", default="", help=f"added words: {', '.join(TOKENS)} (comma list)")
     args = p.parse_args()
     extra_params = {
         k: v
@@ -123,6 +189,9 @@ def main() -> None:
     training._word_columns = word_columns  # type: ignore[assignment]
     started = time.perf_counter()
     data, hashes, phishing = ik.replayed(legit.COUNT)
+    kinds = [k for k in args.tokens.split(",") if k]
+    if kinds:
+        with_tokens(data, kinds)
     columns = design.model_columns(model_columns()) + added
     if args.drop:
         dropped = re.compile(args.drop)
