@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pochta import metrics
-from pochta.blobs.nodes.groupsync import GroupSync, syncfs_of
+from pochta.blobs.nodes.groupsync import GroupSync, fsync_path, syncfs_of
 from pochta.errors import ConfigError, StorageError
 from pochta.mailbox.queue import BadRecord, Entry, decode, encode
 from pochta.sqlitedb import SQLiteDatabase
@@ -284,16 +284,8 @@ class QueueStore:
         if self._sync is not None:
             self._sync.wait()  # the file's bytes and its name in the directory, shared
             return
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(path)
+        fsync_path(path.parent)
 
     def done(self, due: Due, *, wait: bool = True) -> bool:
         """The entry was delivered (or dropped): its row is removed with the next letter's
@@ -473,11 +465,7 @@ class QueueStore:
             log.error("queue file %s could not be moved aside (%s): kept there", path, exc)
             return
         try:
-            fd = os.open(self.root / "aside", os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(self.root / "aside")
         except OSError as exc:  # its row still goes aside: it keeps the file either way
             log.error("queue directory aside/ could not be made durable: %s", exc)
 

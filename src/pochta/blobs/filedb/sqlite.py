@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sqlite3
 import threading
 import time
@@ -54,7 +53,7 @@ from typing import NamedTuple, TypeVar
 from pochta.blobs import counting
 from pochta.blobs.filedb.group import GroupCommit
 from pochta.blobs.keys import parse_key, parse_magic, parse_op
-from pochta.blobs.nodes.groupsync import GroupSync, syncfs_of
+from pochta.blobs.nodes.groupsync import GroupSync, fsync_path, syncfs_of
 from pochta.errors import BlobNotFound, StorageError
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
 from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
@@ -359,11 +358,7 @@ class SQLiteFileDB:
     def _sync_wal(self) -> None:
         """fdatasync the WAL: every commit returned before this call is on the device (what
         sync=full does at each commit)."""
-        fd = os.open(self._wal, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(self._wal, data_only=True)
 
     def _durable(self) -> None:
         """With the group sync: return once a sync that started now has ended (what this

@@ -230,6 +230,15 @@ _groups: weakref.WeakValueDictionary[int, GroupSync] = weakref.WeakValueDictiona
 _groups_lock = threading.Lock()
 
 
+def fsync_path(path: Path, *, data_only: bool = False) -> None:
+    """fsync (``data_only``: fdatasync) of a file or a directory named by ``path``."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        (os.fdatasync if data_only else os.fsync)(fd)
+    finally:
+        os.close(fd)
+
+
 def syncfs_of(root: Path) -> GroupSync | None:
     """The group sync of the filesystem holding ``root`` (which must exist), shared by every
     disk on that filesystem while any of them uses it (one syncfs covers all of them); None

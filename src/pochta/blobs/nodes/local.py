@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pochta.blobs.nodes.groupsync import GroupSync, syncfs_of
+from pochta.blobs.nodes.groupsync import GroupSync, fsync_path, syncfs_of
 from pochta.errors import DiskError, MissingFile
 from pochta.types import DiskEntry, DiskSpec
 
@@ -50,14 +50,6 @@ def _writeback_starter() -> Callable[[int, int, int, int], object] | None:
 _start_writeback = _writeback_starter()
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _makedirs_durable(path: Path, *, fsync: bool = True) -> None:
     """mkdir -p, fsyncing the parent of each directory created so the entries survive a crash
     (``fsync=False``: the caller's group sync will make them durable)."""
@@ -71,7 +63,7 @@ def _makedirs_durable(path: Path, *, fsync: bool = True) -> None:
         except FileExistsError:
             continue
         if fsync:
-            _fsync_dir(directory.parent)
+            fsync_path(directory.parent)
 
 
 def _disk_error(spec: DiskSpec, action: str, exc: OSError) -> DiskError:
@@ -306,7 +298,7 @@ class LocalDisk:
             if group is not None:
                 group.wait()  # the new directories and the rename, with everyone else's
             else:
-                _fsync_dir(final.parent)
+                fsync_path(final.parent)
         except OSError as exc:
             raise _disk_error(self.spec, "renaming into place", exc) from exc
 
