@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -96,8 +95,7 @@ class QueueRunner:
         self._tries: dict[str, asyncio.Task[None]] = {}
         self._reserved: set[str] = set()  # being queued by put: not the loop's to try
         # queued (durable) while every try was busy: the next ones tried, in this order
-        self._waiting: deque[Due] = deque()
-        self._waiting_ids: set[str] = set()
+        self._waiting: dict[str, Due] = {}  # by queue id, in the order queued
         self._waiting_bytes = 0
         self._unread = True  # the queue may hold letters due that no try has: read it
         self._next: float | None = None  # when the earliest letter waiting is due
@@ -159,16 +157,14 @@ class QueueRunner:
             return False
         if self._waiting and self._waiting_bytes + size > WAITING_BYTES:
             return False
-        self._waiting.append(due)
-        self._waiting_ids.add(due.entry.id)
+        self._waiting[due.entry.id] = due
         self._waiting_bytes += size
         return True
 
     def _fill(self) -> None:
         """Tries of the letters waiting in memory while there is room."""
         while self._waiting and len(self._tries) < self.deliveries and not self._stopping:
-            due = self._waiting.popleft()
-            self._waiting_ids.discard(due.entry.id)
+            due = self._waiting.pop(next(iter(self._waiting)))
             if isinstance(due.letter, bytes):
                 self._waiting_bytes -= len(due.letter)
             self._begin(due, fresh=True)
@@ -217,7 +213,6 @@ class QueueRunner:
         delivered at the next start, or once read back)."""
         if self._waiting:
             self._waiting.clear()
-            self._waiting_ids.clear()
             self._waiting_bytes = 0
             self._unread = True
 
@@ -329,14 +324,14 @@ class QueueRunner:
             self._next = at if self._next is None else min(self._next, at)
 
     def _busy(self) -> set[str]:
-        return set(self._tries) | self._reserved | self._waiting_ids
+        return set(self._tries) | self._reserved | self._waiting.keys()
 
     def _begin(self, due: Due, *, fresh: bool) -> None:
         """A try of ``due``, unless one is under way or :meth:`put` is queueing it or it waits
         in memory (the loop's read of the queue, in a thread, may return a letter committed
         meanwhile).
         ``fresh``: handed over by :meth:`put` (never tried: not looked up in the index)."""
-        busy = due.entry.id in self._reserved or due.entry.id in self._waiting_ids
+        busy = due.entry.id in self._reserved or due.entry.id in self._waiting
         if due.entry.id in self._tries or (not fresh and busy):
             return
         task = asyncio.get_running_loop().create_task(self._try(due, fresh))
