@@ -303,26 +303,36 @@ class SQLiteFileDB:
         step = Step(kind, key, bytes.fromhex(key), magic, pair, op, now)
         if self._sync is None:
             return self._group.submit(step)
+        if not self._sync.quiet():
+            # the wait outside the group commit (the next group commits during this sync); a
+            # sync about to start waits for this commit (``GroupSync.after``) rather than
+            # leave it for the sync after
+            submit = functools.partial(self._group.submit, step)
+            return self._durably(functools.partial(self._sync.after, submit))
+        self._sync.forgo()  # alone: the WAL's own fdatasync costs less than a syncfs
+
+        def alone() -> FileRecord:
+            record = self._group.submit(step)
+            try:
+                self._sync_wal()
+            except OSError:
+                with self._settling:  # as a failed sync: settled (``_settle``)
+                    self._wal_failures += 1
+                raise
+            return record
+
+        return self._durably(alone)
+
+    def _durably(self, call: Callable[[], T]) -> T:
+        """``call()``, whose OSError is a failed sync (settled for the callers after,
+        raised as StorageError), and settled after a failure before it is answered."""
         try:
-            if self._sync.quiet():  # alone: the WAL's own fdatasync costs less than a syncfs
-                self._sync.forgo()
-                record = self._group.submit(step)
-                try:
-                    self._sync_wal()
-                except OSError:
-                    with self._settling:  # as a failed sync: settled (``_settle``)
-                        self._wal_failures += 1
-                    raise
-            else:
-                # the wait outside the group commit (the next group commits during this
-                # sync); a sync about to start waits for this commit (``GroupSync.after``)
-                # rather than leave it for the sync after
-                record = self._sync.after(functools.partial(self._group.submit, step))
+            value = call()
         except OSError as exc:
             self._settle_quietly()
             raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
         self._settle()
-        return record
+        return value
 
     def _settle(self) -> None:
         """After a failed sync of the group or of the WAL (any since the last settling): the
@@ -375,13 +385,9 @@ class SQLiteFileDB:
         while the write is made fails it too)."""
         if self._sync is None:
             return self._db.write(fn)
-        try:
-            value = self._sync.after(functools.partial(self._db.write, fn))
-        except OSError as exc:
-            self._settle_quietly()
-            raise StorageError(f"syncing {self._db.path.name}: {exc}") from exc
-        self._settle()
-        return value
+        return self._durably(
+            functools.partial(self._sync.after, functools.partial(self._db.write, fn))
+        )
 
     def _run(self, steps: list[Step]) -> list[Outcome | BaseException]:
         """The steps that arrived together: one transaction, one commit. When it fails as a
