@@ -507,7 +507,15 @@ ROWS: list[Row] = [
         "folded subject + body of a public mailbox's letter", LINEAR, "RE2 prefilter",
         "\\b-led literals, word tails bounded {0,40}, at most 3 words between", None,
         rep("remote "), find_all(lures.TASK_JOB)),
-    Row(f"{LU}:TASK_PAY", "pay by the day, or paid out daily",
+    Row(f"{LU}:DOCUMENT_LURE", "a document or a statement to review or sign, the reader's "
+        "pay changing (salary adjustment, индексация зарплаты)", "folded subject + body "
+        "(20,000 chars: DOCUMENT_READ) of a letter with a calendar invitation or a short one "
+        "with an image or a document", LINEAR, AS_IS, "literal-led alternatives, word tails "
+        "bounded {0,40}+, at most 3 words between; kept out of the shared RE2 pass (it grew "
+        "the set's automaton past SET_MEMORY)", None, rep("review a b c "),
+        finditer(lures.DOCUMENT_LURE)),
+    Row(f"{LU}:TASK_PAY", "pay by the day, paid out daily or the same day, or by the piece "
+        "($2 per photo, оплата за каждое фото)",
         "folded subject + body, when TASK_JOB matched", LINEAR, "RE2 prefilter",
         "an amount of at most 13 characters, then at most 30 of the sentence", None,
         rep("$1 "), find_all(lures.TASK_PAY)),

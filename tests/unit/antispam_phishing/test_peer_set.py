@@ -114,6 +114,9 @@ OUTSIDE_THE_FAMILY = frozenset(
         # or an account lure (PHISH_MESSENGER_CODE_LURE)
         "PHISH_MESSENGER_CODE",
         "PHISH_OAUTH_CONSENT",
+        # helper phish28e: a document to review or sign from outside, which e-signature
+        # services and payroll providers send every day: a hint for the QR and calendar rules
+        "PHISH_DOCUMENT_LURE",
     }
 )
 

@@ -89,6 +89,10 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
                                  TLD, free hosting or a look-alike domain
     PHISH_OAUTH_CONSENT          a link to an identity provider's real OAuth consent page
                                  whose redirect leads to another party's app
+    PHISH_DOCUMENT_LURE          a document, a statement or a voicemail to review, sign or
+                                 open, or the reader's pay changing, from outside the reader's
+                                 organization, in a letter with a calendar invitation or a
+                                 short one with an image or a document (a hint)
     PHISH_DEVICE_LOGIN           a link to an identity provider's device sign-in page
                                  (microsoft.com/devicelogin) from an outsider, and the code
                                  to type there (H7KQ-2WPN) in the letter
@@ -1153,6 +1157,28 @@ def account_lure(ctx: Context) -> Sign | None:
     return sign("PHISH_ACCOUNT_LURE", found) if found else None
 
 
+DOCUMENT_READ = 20_000  # characters of the subject and text searched for a document lure
+
+
+def document_lure(ctx: Context) -> Sign | None:
+    """A document, a statement or a voicemail to review, sign or open, or the reader's pay
+    changing (:data:`lures.DOCUMENT_LURE`), from outside the reader's organization, in a letter
+    whose way to it may hide in an attachment: a calendar invitation, or a short letter
+    (:data:`QR_WORDS`) with an image or a document attached (a QR code's place). The
+    salary-statement and "review and sign" lures of 2024-2026 (phish28e). Legitimate mail
+    hands over documents every day (an e-signature service, a payroll provider): no points
+    alone; the rules count it where the way to the document is hidden (a QR code in the file,
+    a link only in the invitation). Searched by Python's engine over
+    :data:`DOCUMENT_READ` characters, out of the shared RE2 pass."""
+    letter = ctx.letter
+    short = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1)) <= QR_WORDS
+    hidden = (short and (_images(letter) or _documents(letter))) or _calendars(letter)
+    if not hidden or _own_or_reader(ctx):
+        return None
+    found = lures.find(lures.DOCUMENT_LURE, ctx.subject_body[:DOCUMENT_READ], 2)
+    return sign("PHISH_DOCUMENT_LURE", found) if found else None
+
+
 def fee_request(ctx: Context) -> Sign | None:
     if _own_or_reader(ctx):
         return None
@@ -1864,6 +1890,7 @@ CHECKS: tuple[Check, ...] = (
     oauth_consent,
     device_login,
     task_scam,
+    document_lure,
 )
 
 

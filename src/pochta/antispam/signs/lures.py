@@ -307,6 +307,19 @@ TASK_PAY = _rx(
     r"|the\s+same\s+day|same-day)\b",
     r"(?:выплат|оплат|вывод)\w*\s+(?:\w+\s+)?(?:ежедневн\w*|каждый\s+день|в\s+тот\s+же\s+день)",
     r"ежедневн\w*\s+(?:выплат|оплат)\w*",
+    # pay by the piece of the task scams' work, and its payout the same day (phish28e: "$0.80 to
+    # $2.50 per photo, withdrawn to your account the same day", "оплата за каждое фото, вывод на
+    # карту в тот же день"): pay by the task counts only with a range of amounts or the work
+    # named (TASK_WORK), as pay by the day does. No open run of words: the set's automaton
+    # (wording.SET_MEMORY) holds every family's states
+    r"(?:[$€£]\s?\d[\d,.]{0,12}|\d[\d\s.,]{0,12}(?:usdt?|\$|€|eur\w*|долл\w*))\s?(?:per|for\s+"
+    r"each|for\s+every)\s+(?:product\s+)?(?:photo|picture|image|task|review|rating|like|video"
+    r"|order)s?\b",
+    r"\bоплат\w{0,10}+\s+за\s+(?:кажд\w{0,10}+\s+)?(?:фото|фотографи|задани|отзыв|лайк|оценк"
+    r"|видео)\w*",
+    r"\b(?:paid|withdrawn|paid\s+out)\s+to\s+(?:your|the)\s+(?:account|card|wallet)\s+the\s+same"
+    r"\s+day\b",
+    r"\bвывод\w{0,10}+\s+на\s+(?:карту|сч[её]т|кош[её]л[её]к)\s+в\s+тот\s+же\s+день",
 )
 # Pay promised as a range of amounts ("$200-$800 daily", "between 300 and 900 USD", "от 2 000
 # до 5 000 руб."): what the task scams promise, where a person who needs a babysitter, a mover
@@ -342,6 +355,38 @@ TASK_EASY = _rx(
     r"\bбез\s+опыта\b",
     r"\d{1,3}\s*(?:[-–]\s*\d{1,3}\s*)?(?:час\w*|минут\w*)\s+в\s+день",
     r"с\s+(?:вашего\s+|своего\s+)?(?:телефона|смартфона)",
+)
+
+# -- a document to review or sign, the reader's pay changing (phish28e) --------------------------
+# What the salary-statement, payroll and "document shared" lures of 2024-2026 hand over (the
+# quishing PDFs of "Q1 salary adjustment - review and sign", Outlook invitations to "review
+# your 2026 salary statement", "индексация заработной платы: ознакомьтесь и подпишите"):
+# a document, a statement, a contract or a voicemail to review, sign or open, or the reader's
+# pay changing. A model feature and a hint (checks.document_lure): legitimate mail hands
+# over documents every day; only where the way to them is hidden (a QR code in the attached
+# file, a link in the calendar invitation and none in the letter) is it phishing. Kept out of
+# the shared RE2 pass (its runs of words grew the set's automaton past its budget,
+# wording.SET_MEMORY): searched by Python's engine, over a bounded text, only in a letter that
+# carries a calendar invitation or is a short one with an image or a document attached.
+DOCUMENT_LURE = _rx(
+    r"\b(?:review|view|sign|open|access|download|acknowledge|e-?sign|approve)\s+(?:and\s+"
+    r"(?:sign|acknowledge|approve|confirm)\s+)?(?:\w+\s+){0,3}?(?:documents?|statements?"
+    r"|agreements?|contracts?|payslips?|paystubs?|pay\s+stubs?|handbook|voicemails?|voice\s+"
+    r"messages?|fax)\b",
+    r"\b(?:documents?|statements?|agreements?|contracts?|files?|payslips?)\s+(?:\w+\s+){0,2}?"
+    r"(?:awaiting|pending|requires?|requiring|ready\s+for|waiting\s+for)\s+(?:your\s+)?"
+    r"(?:signature|review|approval|acknowledg\w{0,10}+)",
+    r"\bshared\s+(?:\w+\s+){0,3}?(?:documents?|files?|statements?|folders?|agreements?)\s+"
+    r"with\s+you\b",
+    r"\b(?:salary|pay|compensation|wage|bonus|payroll)\s+(?:adjustment|increase|raise|revision"
+    r"|review|statement|change|update|letter|notice|confirmation)s?\b",
+    r"(?:ознаком|подпиш|подпис|просмотр|откройте|открыть|скача|подтверд)\w{0,40}+\s+"
+    r"(?:\w+\s+){0,3}?(?:документ|соглашени|договор|выписк|расчетн\w{0,40}+\s+лист|ведомост"
+    r"|приказ|голосов\w{0,40}+\s+сообщени)\w*",
+    r"(?:документ|файл|договор|соглашени|приказ)\w{0,40}+\s+(?:\w+\s+){0,3}?(?:на\s+подпис"
+    r"|ожида\w{0,40}+\s+(?:вашей\s+)?подпис|для\s+ознакомлени|на\s+ознакомлени)\w*",
+    r"(?:индексаци|повышени|пересмотр|изменени|перерасчет)\w{0,40}+\s+(?:\w+\s+)?(?:заработн"
+    r"\w{0,40}+\s+плат|зарплат|оклад|преми)\w*",
 )
 
 QR = _rx(

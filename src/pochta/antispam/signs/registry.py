@@ -371,6 +371,16 @@ _SPECS = [
         "or with no experience, to be taken up on Telegram or WhatsApp: how task scams begin, "
         "where the pay is held until you deposit money first.",
     ),
+    SignSpec(
+        "PHISH_DOCUMENT_LURE",
+        "Письмо со стороннего адреса вручает документ: «ознакомьтесь и подпишите», расчётный "
+        "лист, индексация зарплаты, голосовое сообщение. Так начинаются фишинговые письма "
+        "«от отдела кадров»; опасно, когда путь к документу спрятан в QR-коде или в "
+        "приглашении в календарь.",
+        "A letter from an outside address hands over a document: 'review and sign', a salary "
+        "statement, a pay adjustment, a voicemail. How the 'HR' phishing letters begin; a "
+        "danger where the way to it is hidden in a QR code or a calendar invitation.",
+    ),
 ]
 SPECS: dict[str, SignSpec] = {s.symbol: s for s in _SPECS}
 SYMBOLS: tuple[str, ...] = tuple(SPECS)

@@ -1,0 +1,197 @@
+"""What helper phish28e added or narrowed (issue 28, item 6): a document to review or sign from
+outside (``PHISH_DOCUMENT_LURE``), which makes a QR code in the attached file the only way to it
+phishing (``PHISH_QR_ONLY_WAY``) and is what a calendar invitation hiding the letter's only link
+must hand over (``PHISH_CALENDAR_ONLY_LINK``: a meeting's invitation whose one link is its
+organizer's own site on a site builder no longer is phishing); the task scams' pay by the piece
+("$0.80 to $2.50 per photo", "оплата за каждое фото"). Each beside the legitimate letter it
+must leave alone, and the cost on hostile input."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from tests.unit.antispam_phishing.helpers import letter
+from tests.unit.antispam_phishing.test_signs_2025 import BUDGET, signs, verdict
+
+from pochta.antispam.signs import checks as phishing
+from pochta.mime.letter import parse
+
+N = 100_000
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n"
+
+
+def _with_pdf(sender: str, subject: str, text: str, name: str = "document.pdf") -> bytes:
+    return letter(sender=sender, subject=subject, text=text, files=[(name, PDF)])
+
+
+# -- a QR code in the attached document, the only way to a document from outside ------------------
+@pytest.mark.parametrize(
+    ("sender", "subject", "text"),
+    [
+        ("Payroll Department <payroll@hrdocs-secure.example>",
+         "Q1 salary adjustment - review and sign",
+         "Your Q1 salary adjustment document is ready for review.\nScan the QR code in the "
+         "attached document with your phone camera to review and sign it today.\n"),
+        ("Отдел кадров <kadry@hr-doc-portal.example>", "Индексация заработной платы с 1 апреля",
+         "Дополнительное соглашение во вложении. Отсканируйте QR-код в документе камерой телефона, "
+         "чтобы ознакомиться и подписать его до конца дня.\n"),
+        ("Legal <legal@contract-review.example>", "Agreement pending your signature",
+         "The agreement is pending your signature. Scan the QR code in the attached file to "
+         "sign.\n"),
+    ],
+)  # fmt: skip
+def test_a_qr_code_the_only_way_to_a_document_from_outside_is_phishing(
+    sender: str, subject: str, text: str
+) -> None:
+    raw = _with_pdf(sender, subject, text)
+    found = signs(raw)
+    assert "PHISH_QR_CODE" in found and "PHISH_DOCUMENT_LURE" in found
+    assert verdict(raw)[0] == "phishing"
+
+
+@pytest.mark.parametrize(
+    ("sender", "subject", "text"),
+    [
+        # a concert ticket: a QR code to show, no document to review or sign
+        ("Tickets <tickets@venue.example>", "Your ticket", "Your ticket is attached. Show the QR "
+         "code at the entrance.\n"),
+        # an e-signature service links to its site; the QR code is the app's, on its page
+        ("HRlink <noreply@hr-link.example>", "Документы на подпись",
+         "Ознакомьтесь с документами и подпишите их в личном кабинете: "
+         "https://app.hr-link.example/documents\nМожно отсканировать QR-код на странице "
+         "документа.\n"),
+        # an invoice's payment code: no QR code here at all (lures.QR_PAYMENT)
+        ("Billing <billing@printshop.example>", "Invoice 10442", "Invoice attached, scan the QR "
+         "code to pay.\n"),
+    ],
+)  # fmt: skip
+def test_a_qr_code_beside_no_hidden_document_is_not_phishing(
+    sender: str, subject: str, text: str
+) -> None:
+    raw = _with_pdf(sender, subject, text)
+    assert verdict(raw)[0] != "phishing"
+
+
+def test_the_readers_own_hr_hands_over_documents_with_no_sign() -> None:
+    raw = letter(
+        sender="HR <hr@pochta.test>",
+        subject="Salary adjustment letter",
+        text="Please review and sign your salary adjustment letter in the HR portal.\n",
+    )
+    assert "PHISH_DOCUMENT_LURE" not in signs(raw)
+
+
+# -- a calendar invitation whose only link is its organizer's own site ----------------------------
+def _inline_invite(sender: str, subject: str, body: str, link: str) -> bytes:
+    ics = (
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nMETHOD:REQUEST\r\nBEGIN:VEVENT\r\nUID:1@x\r\n"
+        f"DTSTART:20260404T090000Z\r\nSUMMARY:{subject}\r\n"
+        f"DESCRIPTION:Details: {link}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+    return (
+        f"From: {sender}\r\nTo: john@pochta.test\r\nSubject: Invitation: {subject}\r\n"
+        "Message-ID: <c1@x>\r\nMIME-Version: 1.0\r\n"
+        "Content-Type: multipart/alternative; boundary=b\r\n\r\n"
+        f"--b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n"
+        "--b\r\nContent-Type: text/calendar; charset=utf-8; method=REQUEST\r\n\r\n"
+        f"{ics}\r\n--b--\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("sender", "subject", "link"),
+    [
+        ("Lotus Yoga Studio <lotusyogastudio.pdx@gmail.com>", "Spring backbend workshop",
+         "https://lotusyogastudio.wixsite.com/home/workshops"),
+        ("Студия танца Ритм <ritm.studio.spb@yandex.ru>", "Открытый урок: сальса",
+         "https://ritm-studio.tilda.ws/raspisanie"),
+        ("Linda Ortiz <linda.ortiz@outlook.com>", "Residents - April meeting",
+         "https://maplehillresidents.club/meetings/april-2026"),
+    ],
+)  # fmt: skip
+def test_a_meetings_invitation_whose_only_link_is_its_own_site_is_not_phishing(
+    sender: str, subject: str, link: str
+) -> None:
+    """Phishing on phish28d: PHISH_CALENDAR_LINK and PHISH_CALENDAR_ONLY_LINK, 5 points."""
+    raw = _inline_invite(sender, subject, "Accept the invitation so we know you are coming.", link)
+    assert "PHISH_CALENDAR_LINK" in signs(raw)
+    assert verdict(raw)[0] != "phishing"
+
+
+@pytest.mark.parametrize(
+    ("subject", "body"),
+    [
+        ("Review your 2026 salary statement", "Human Resources has invited you. Accept to open."),
+        ("Bonus letter", "Accept the invitation to open your bonus letter."),
+        ("Документ на подпись", "Ознакомьтесь с приказом: примите приглашение."),
+    ],
+)
+def test_an_invitation_handing_over_a_document_by_its_only_hidden_link_is_phishing(
+    subject: str, body: str
+) -> None:
+    raw = _inline_invite(
+        "Human Resources <hr@verifyhr-portal.example>", subject, body, "https://hr-2026.top/view"
+    )
+    assert "PHISH_DOCUMENT_LURE" in signs(raw)
+    assert verdict(raw)[0] == "phishing"
+
+
+# -- the task scams' pay by the piece -------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("sender", "text"),
+    [
+        ("BrightPath <brightpath.recruit@gmail.com>",
+         "Part-time job reviewing product photos: $0.80 to $2.50 per photo, withdrawn to your "
+         "account the same day, 30 minutes a day from your phone. Add our coordinator on "
+         "WhatsApp.\n"),
+        ("Отдел подбора <hr.market.job@mail.ru>",
+         "Удалённая подработка: проверка фотографий товаров, оплата за каждое фото от 40 до 120 "
+         "рублей, вывод на карту в тот же день, 1-2 часа с телефона. Пишите в Телеграм.\n"),
+    ],
+)  # fmt: skip
+def test_pay_by_the_photo_for_the_task_scams_work_is_a_task_scam(sender: str, text: str) -> None:
+    raw = letter(sender=sender, subject="Work", text=text)
+    assert "PHISH_TASK_SCAM" in signs(raw)
+    assert verdict(raw)[0] == "phishing"
+
+
+@pytest.mark.parametrize(
+    ("sender", "text"),
+    [
+        # a photographer paid by the photo, answered by e-mail: no messenger, no range
+        ("Dana <dana.photo@gmail.com>",
+         "Part-time job for my studio: editing wedding photos from home, $3 per photo, no "
+         "experience needed, I will train you. Reply to this e-mail.\n"),
+        # a marketplace seller paying one sum per order, in Telegram, with no range and no task
+        # scams' work
+        ("Магазин <shop.owner@yandex.ru>",
+         "Подработка: упаковка заказов на нашем складе, 150 руб. за каждый заказ, без опыта. "
+         "Пишите в Телеграм.\n"),
+    ],
+)  # fmt: skip
+def test_pay_by_the_piece_alone_is_no_task_scam(sender: str, text: str) -> None:
+    raw = letter(sender=sender, subject="Work", text=text)
+    assert "PHISH_TASK_SCAM" not in signs(raw)
+
+
+# -- cost on hostile input ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text",
+    [
+        "review " * (N // 7),
+        "review and sign the " * (N // 20),
+        "ознакомьтесь с " * (N // 15),
+        "документ на " * (N // 12),
+        "salary " * (N // 7),
+        "$1 per " * (N // 7),
+        "1 руб за " * (N // 9),
+        "withdrawn to the " * (N // 17),
+    ],
+)
+def test_the_new_patterns_stay_within_the_budget(text: str) -> None:
+    raw = letter(sender="Jobs <jobs.hr@gmail.com>", subject="Job", text=text[:N])
+    parsed = parse(raw)
+    start = time.process_time()
+    phishing.check(parsed)
+    assert time.process_time() - start < BUDGET
