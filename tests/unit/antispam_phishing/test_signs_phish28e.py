@@ -73,6 +73,20 @@ def test_a_qr_code_beside_no_hidden_document_is_not_phishing(
     assert verdict(raw)[0] != "phishing"
 
 
+def test_an_e_signature_services_own_link_beside_a_qr_code_carries_no_points() -> None:
+    """The HR e-signature service's letter links to its site and mentions the QR code of the
+    state's signing app: PHISH_QR_LURE's 3 points on the frozen signs (a blind look-alike)."""
+    raw = _with_pdf(
+        "HRlink <noreply@hr-link.example>",
+        "Новые кадровые документы на подпись",
+        "Ознакомьтесь с документами и подпишите их в личном кабинете: "
+        "https://app.hr-link.example/documents\nПодписать можно через приложение Госключ: "
+        "отсканируйте QR-код на странице документа.\n",
+    )
+    assert "PHISH_DOCUMENT_LURE" in signs(raw)
+    assert verdict(raw)[1] == 0.0
+
+
 def test_the_readers_own_hr_hands_over_documents_with_no_sign() -> None:
     raw = letter(
         sender="HR <hr@pochta.test>",
