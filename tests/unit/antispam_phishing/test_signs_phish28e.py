@@ -209,3 +209,33 @@ def test_the_new_patterns_stay_within_the_budget(text: str) -> None:
     start = time.process_time()
     phishing.check(parsed)
     assert time.process_time() - start < BUDGET
+
+
+# -- review1: an invoice's payment QR code beside a contract to sign ------------------------------
+LOGO = '<p><img src="cid:logo" alt="logo"></p>'
+
+
+@pytest.mark.parametrize(
+    ("sender", "subject", "text"),
+    [
+        ("Бухгалтерия ООО Ромашка <buh@romashka-opt.ru>", "Счёт № 418 и договор поставки",
+         "Добрый день!\nНаправляем счёт на оплату № 418 от 27.11.2026 и договор поставки на "
+         "подпись. Оплатить можно по QR-коду в счёте через приложение банка. Подписанный "
+         "договор просим вернуть.\nС уважением, бухгалтерия\n"),
+        ("Accounts <accounts@alpen-druck.de>", "Invoice 2026-041 and service agreement",
+         "Hello,\nplease find attached invoice 2026-041 and the service agreement. Please review "
+         "and sign the agreement and return it. To pay, scan the QR code (GiroCode) on the "
+         "invoice with your banking app.\nKind regards\n"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("logo", [False, True])
+def test_an_invoices_payment_qr_code_beside_a_contract_to_sign_is_not_phishing(
+    sender: str, subject: str, text: str, logo: bool
+) -> None:
+    """A supplier's invoice (its bank's payment QR code printed in the PDF, as Russian and EU
+    invoices carry) with a contract to sign, no link, and, in the HTML version, the supplier's
+    logo: the logo made PHISH_QR_CODE count despite the payment, and the contract to sign
+    PHISH_QR_LURE and PHISH_QR_ONLY_WAY, 5 points (review1 of phish28e)."""
+    html = "<html><body>" + text.replace("\n", "<br>") + LOGO + "</body></html>" if logo else None
+    raw = letter(sender=sender, subject=subject, text=text, html=html, files=[("invoice.pdf", PDF)])
+    assert verdict(raw) == ("ham", 0.0)
