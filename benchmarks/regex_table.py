@@ -510,10 +510,12 @@ ROWS: list[Row] = [
     Row(f"{LU}:DOCUMENT_LURE", "a document or a statement to review or sign, the reader's "
         "pay changing (salary adjustment, индексация зарплаты)", "folded subject + body "
         "(20,000 chars: DOCUMENT_READ) of a letter with a calendar invitation or a short one "
-        "with an image or a document", LINEAR, AS_IS, "literal-led alternatives, word tails "
-        "bounded {0,40}+, at most 3 words between; kept out of the shared RE2 pass (it grew "
-        "the set's automaton past SET_MEMORY)", None, rep("review a b c "),
-        finditer(lures.DOCUMENT_LURE)),
+        "with an image or a document", LINEAR, "RE2 alone (its own pattern)",
+        "literal-led alternatives, at most 3 words between; kept out of the shared RE2 set (it "
+        "grew the set's automaton past SET_MEMORY): its own RE2 pattern (lures._DOCUMENT_RE2, "
+        "max_mem 16 MiB, word tails unbounded), Python's engine only to confirm a match ending "
+        "beside a non-ASCII letter (\\b), at most 8 a text", None, rep("review a b c "),
+        lambda text: lures.find_document(text, 2), finditer(lures.DOCUMENT_LURE)),
     Row(f"{LU}:TASK_PAY", "pay by the day, paid out daily or the same day, or by the piece "
         "($2 per photo, оплата за каждое фото)",
         "folded subject + body, when TASK_JOB matched", LINEAR, "RE2 prefilter",

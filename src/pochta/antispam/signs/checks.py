@@ -1169,8 +1169,9 @@ def document_lure(ctx: Context) -> Sign | None:
     hands over documents every day (an e-signature service, a payroll provider): no points
     alone; the rules count it where the way to the document is hidden (a QR code in the file,
     a link only in the invitation). Not beside an image or a document in a letter that names a
-    payment (:data:`lures.QR_PAYMENT`): the QR code is an invoice's. Searched by Python's
-    engine over :data:`DOCUMENT_READ` characters, out of the shared RE2 pass."""
+    payment (:data:`lures.QR_PAYMENT`): the QR code is an invoice's. Searched by RE2 alone
+    (:func:`lures.find_document`, its own pattern, out of the shared set) over
+    :data:`DOCUMENT_READ` characters."""
     letter = ctx.letter
     short = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1)) <= QR_WORDS
     attached = short and (_images(letter) or _documents(letter))
@@ -1181,7 +1182,7 @@ def document_lure(ctx: Context) -> Sign | None:
     hidden = attached or _calendars(letter)
     if not hidden or _own_or_reader(ctx):
         return None
-    found = lures.find(lures.DOCUMENT_LURE, ctx.subject_body[:DOCUMENT_READ], 2)
+    found = lures.find_document(ctx.subject_body[:DOCUMENT_READ], 2)
     return sign("PHISH_DOCUMENT_LURE", found) if found else None
 
 
