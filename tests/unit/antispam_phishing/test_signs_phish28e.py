@@ -12,7 +12,7 @@ import time
 
 import pytest
 from tests.unit.antispam_phishing.helpers import letter
-from tests.unit.antispam_phishing.test_signs_2025 import BUDGET, signs, verdict
+from tests.unit.antispam_phishing.test_signs_2025 import BUDGET, signs, verdict, with_image
 
 from pochta.antispam.signs import checks as phishing
 from pochta.antispam.signs import lures, wording
@@ -295,3 +295,15 @@ def test_a_document_lure_over_its_bound_of_near_matches_stays_cheap(piece: str) 
 def test_the_re2_search_finds_what_pythons_engine_finds(text: str, found: list[str]) -> None:
     assert lures.find_document(text) == found
     assert wording.find_all(lures.DOCUMENT_LURE, text, 2) == found
+
+
+def test_a_qr_image_to_a_pay_adjustment_stays_phishing() -> None:
+    """The payment named exempts a document's QR code only (an invoice's): a QR code in an
+    image to "review and sign your pay adjustment" keeps PHISH_DOCUMENT_LURE (review1)."""
+    raw = with_image(
+        sender="Payroll <payroll@hrdocs-secure.example>",
+        subject="Your 2026 pay adjustment",
+        text="Your pay adjustment letter is ready. Scan the QR code to review and sign it today.\n",
+    )
+    assert "PHISH_DOCUMENT_LURE" in signs(raw)
+    assert verdict(raw)[0] == "phishing"

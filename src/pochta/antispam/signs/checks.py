@@ -1168,16 +1168,22 @@ def document_lure(ctx: Context) -> Sign | None:
     salary-statement and "review and sign" lures of 2024-2026 (phish28e). Legitimate mail
     hands over documents every day (an e-signature service, a payroll provider): no points
     alone; the rules count it where the way to the document is hidden (a QR code in the file,
-    a link only in the invitation). Not beside an image or a document in a letter that names a
-    payment (:data:`lures.QR_PAYMENT`): the QR code is an invoice's. Searched by RE2 alone
+    a link only in the invitation). Not in a short letter with a document attached that names
+    a payment (:data:`lures.QR_PAYMENT`): the QR code is an invoice's. Searched by RE2 alone
     (:func:`lures.find_document`, its own pattern, out of the shared set) over
     :data:`DOCUMENT_READ` characters."""
     letter = ctx.letter
     short = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1)) <= QR_WORDS
     attached = short and (_images(letter) or _documents(letter))
-    if attached and not _calendars(letter) and lures.find(lures.QR_PAYMENT, ctx.subject_body, 1):
+    if (
+        attached
+        and _documents(letter)
+        and not _calendars(letter)
+        and lures.find(lures.QR_PAYMENT, ctx.subject_body, 1)
+    ):
         # an invoice's payment QR code beside a contract to sign (a supplier's "счёт на оплату
-        # и договор на подпись", its logo an image): the code is the invoice's (review1)
+        # и договор на подпись", its logo an image): the code is the document's, an invoice's;
+        # a QR code in an image alone is no invoice's (review1)
         attached = False
     hidden = attached or _calendars(letter)
     if not hidden or _own_or_reader(ctx):
