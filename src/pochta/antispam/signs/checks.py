@@ -1174,19 +1174,19 @@ def document_lure(ctx: Context) -> Sign | None:
     :data:`DOCUMENT_READ` characters."""
     letter = ctx.letter
     short = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1)) <= QR_WORDS
+    calendars = _calendars(letter)
     attached = short and (_images(letter) or _documents(letter))
     if (
         attached
+        and not calendars
         and _documents(letter)
-        and not _calendars(letter)
         and lures.find(lures.QR_PAYMENT, ctx.subject_body, 1)
     ):
         # an invoice's payment QR code beside a contract to sign (a supplier's "счёт на оплату
         # и договор на подпись", its logo an image): the code is the document's, an invoice's;
         # a QR code in an image alone is no invoice's (review1)
         attached = False
-    hidden = attached or _calendars(letter)
-    if not hidden or _own_or_reader(ctx):
+    if not (attached or calendars) or _own_or_reader(ctx):
         return None
     found = lures.find_document(ctx.subject_body[:DOCUMENT_READ], 2)
     return sign("PHISH_DOCUMENT_LURE", found) if found else None
