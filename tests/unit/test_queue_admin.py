@@ -226,6 +226,37 @@ def test_the_backup_copy_holds_each_slot_and_the_files_its_rows_name(tmp_path: P
     restored.close()
 
 
+def test_the_backup_copy_is_durable_when_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file of the queue's copy (each slot's database, each letter's file) is fsynced
+    after its last write, and so are ``files/``, the copy's directory and its parent (the
+    copy's name), each after what it names: a crash right after the backup said it was done
+    leaves no torn copy."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    held, _, _ = held_and_waiting(store, tmp_path)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    copy = tmp_path / "backup" / "queue"
+    copy.parent.mkdir()
+    assert queueadmin.copy_queue(root, copy) == 3
+    store.close()
+    letter = copy / "files" / store.own.file(held).name
+    assert letter.stat().st_size == 500
+    order = [copy / "0.sqlite3", letter, copy / "files", copy, copy.parent]
+    assert {str(p) for p in order} <= set(synced)
+    last = {path: n for n, path in enumerate(synced)}
+    assert last[str(letter)] < last[str(copy / "files")] < last[str(copy)] < last[str(copy.parent)]
+    assert last[str(copy / "0.sqlite3")] < last[str(copy)]
+
+
 def test_the_queue_commands_exit_non_zero_with_clear_messages(tmp_path: Path) -> None:
     data = tmp_path / "data"
     store = QueueStore(data / "queue", inline=100)

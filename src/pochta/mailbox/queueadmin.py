@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pochta.blobs.nodes.groupsync import fsync_path
 from pochta.errors import InvalidInput, NotFound, StorageError
 from pochta.mailbox.queue import BadRecord, Entry, decode, valid_id
 from pochta.mailbox.queuedb import HELD, owned, slots
@@ -227,7 +228,9 @@ def changed(root: Path) -> int:
 def copy_queue(root: Path, target: Path) -> int:
     """A backup of the queue under ``root`` into ``target`` (made): each slot's database at
     one instant (SQLite's backup API), then the files of its rows. A row whose file is gone
-    by then was done meanwhile (the file goes after its row): left out of the copy. How many
+    by then was done meanwhile (the file goes after its row): left out of the copy. Durable
+    on return: every file copied, ``files/``, ``target`` and its name in its parent are
+    fsynced (a crash after the backup said it was done leaves no torn copy). How many
     entries were copied."""
     target.mkdir(parents=True, exist_ok=True)
     (target / "files").mkdir(exist_ok=True)
@@ -249,8 +252,20 @@ def copy_queue(root: Path, target: Path) -> int:
                         shutil.copy2(root / "files" / name, target / "files" / name)
                     except FileNotFoundError:
                         conn.execute("DELETE FROM queue WHERE id = ?", (queue_id,))
+                        continue
+                    fsync_path(target / "files" / name)
                 copied += conn.execute("SELECT count(*) FROM queue").fetchone()[0]
                 conn.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal beside it
+            fsync_path(dst)
         except sqlite3.Error as exc:
             raise StorageError(f"queue slot {n} could not be copied: {exc}") from None
+        except OSError as exc:
+            raise StorageError(f"queue slot {n} could not be copied: {exc}") from exc
+    try:
+        for directory in (target / "files", target, target.parent):
+            fsync_path(directory)
+    except OSError as exc:
+        raise StorageError(
+            f"the queue's copy in {target} could not be made durable: {exc}"
+        ) from exc
     return copied
