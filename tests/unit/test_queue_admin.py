@@ -257,6 +257,67 @@ def test_the_backup_copy_is_durable_when_it_returns(
     assert last[str(copy / "0.sqlite3")] < last[str(copy)]
 
 
+def _files(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Each file of a queue's directory: owner, size, time of its last change."""
+    return {
+        p.name: (p.stat().st_uid, p.stat().st_size, p.stat().st_mtime_ns)
+        for p in root.iterdir()
+        if p.is_file()
+    }
+
+
+def test_a_listing_creates_no_file_and_changes_none(tmp_path: Path) -> None:
+    """``pochta queue list`` may run as another user than the server (root while the server
+    runs as pochta): a slot opened ``mode=ro`` with no server on it made its ``-wal`` and
+    ``-shm``, owned by the command's user, and the server could not open them after. Listed
+    with no server on the slot, beside a live one (its rows still in the WAL), and after a
+    kill (the ``-wal`` and ``-shm`` left): every letter is listed, no file is created, and no
+    file's owner, size or time changes but the ``-shm`` (SQLite's index, written by any
+    reader)."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    held, waiting, later = held_and_waiting(store, tmp_path)
+    killed = tmp_path / "killed"  # the files a kill leaves: the database, its WAL and index
+    killed.mkdir()
+    for suffix in ("", "-wal", "-shm"):
+        (killed / f"0.sqlite3{suffix}").write_bytes((root / f"0.sqlite3{suffix}").read_bytes())
+    assert os.path.getsize(root / "0.sqlite3-wal") > 0  # the rows are in the WAL still
+    for where in (root, killed):
+        before = _files(where)
+        assert {x.id for x in queueadmin.listing(where)} == {held, waiting, later}
+        after = _files(where)
+        assert set(after) == set(before)
+        assert {k: v for k, v in after.items() if not k.endswith("-shm")} == {
+            k: v for k, v in before.items() if not k.endswith("-shm")
+        }
+        assert after["0.sqlite3-shm"][0] == before["0.sqlite3-shm"][0]
+    store.close()
+    assert not (root / "0.sqlite3-wal").exists()  # no server: the file alone holds the rows
+    before = _files(root)
+    assert {x.id for x in queueadmin.listing(root)} == {held, waiting, later}
+    assert _files(root) == before
+
+
+def test_a_listing_refuses_a_slot_whose_wal_has_no_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``-wal`` without its ``-shm`` (a server opening the slot this moment, or a leftover):
+    reading it would make the ``-shm``; the listing asks again for a while, then says what
+    to do, and creates nothing."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    store.put(entry(2), b"hi")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for suffix in ("", "-wal"):
+        (copy / f"0.sqlite3{suffix}").write_bytes((root / f"0.sqlite3{suffix}").read_bytes())
+    store.close()
+    monkeypatch.setattr(queueadmin, "READ_SECONDS", 0.05)
+    with pytest.raises(StorageError, match=r"without 0\.sqlite3-shm.*start the server"):
+        queueadmin.listing(copy)
+    assert sorted(p.name for p in copy.iterdir()) == ["0.sqlite3", "0.sqlite3-wal"]
+
+
 def test_the_queue_commands_exit_non_zero_with_clear_messages(tmp_path: Path) -> None:
     data = tmp_path / "data"
     store = QueueStore(data / "queue", inline=100)

@@ -2,11 +2,12 @@
 
 A command reads and changes the slots' SQLite files (:mod:`pochta.mailbox.queuedb`) beside
 the server processes that own them, as every other command reaches a running server's data
-(SQLite's own locks order the writes). It lists read-only (each slot opened ``mode=ro``, its
-server told by :func:`~pochta.mailbox.queuedb.owned`, which takes no lock) and takes a slot's
-lock only to drop a waiting letter of a free slot, for the moment of the removal (a server
-starting or adopting then waits for it: see :mod:`pochta.mailbox.queuedb`). What it may change
-in a slot is bounded so that the runner's state stays true:
+(SQLite's own locks order the writes). It lists read-only (each slot read without creating a
+file: :func:`_read`; its server told by :func:`~pochta.mailbox.queuedb.owned`, which takes no
+lock) and takes a slot's lock only to drop a waiting letter of a free slot, for the moment of
+the removal (a server starting or adopting then waits for it: see
+:mod:`pochta.mailbox.queuedb`). What it may change in a slot is bounded so that the runner's
+state stays true:
 
 - ``retry``: an entry's next try is made due now (held or waiting). The runner only learns
   of rows from its reads of the queue, so the command then touches ``queue/changed``; each
@@ -35,6 +36,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pochta.blobs.nodes.groupsync import fsync_path
 from pochta.errors import InvalidInput, NotFound, StorageError
@@ -43,6 +45,7 @@ from pochta.mailbox.queuedb import HELD, owned, slots
 
 CHANGES = "changed"  # the file a command touches after it changed a slot
 BUSY_SECONDS = 30.0  # how long a command waits for a slot's write lock
+READ_SECONDS = 2.0  # how long a listing asks again for a slot caught opening (see _read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +84,12 @@ class Listed:
 
 
 @contextlib.contextmanager
-def _connect(path: Path, *, readonly: bool = False) -> Iterator[sqlite3.Connection]:
+def _connect(path: Path, *, readonly: str = "") -> Iterator[sqlite3.Connection]:
+    """A connection to a slot's database; ``readonly``: the URI's parameters of a read-only
+    one (see :func:`_read`)."""
     try:
-        if readonly:  # never creates nor changes the file
-            uri = f"{path.resolve().as_uri()}?mode=ro"
+        if readonly:
+            uri = f"{path.resolve().as_uri()}?{readonly}"
             conn = sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, isolation_level=None)
         else:
             conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
@@ -121,15 +126,62 @@ def _free_slot(root: Path, n: int, held: bool = False) -> Iterator[bool]:
         os.close(fd)
 
 
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _read(path: Path, sql: str) -> list[Any]:
+    """The rows of ``sql`` in a slot's database, read without creating a file or changing one
+    but SQLite's shared-memory index (``-shm``, which every reader writes). A WAL database
+    opened ``mode=ro`` creates its ``-wal`` and ``-shm`` when they are missing, owned by the
+    command's user: a server running as another user could then not open its slot. So:
+
+    - both there (a server has the slot open, or one was killed): ``mode=ro``, which opens them;
+    - no ``-wal`` (no connection has the slot open; the last one to close copied the WAL into
+      the file and removed it): the file alone holds every commit, read ``immutable`` (no WAL,
+      no lock, nothing created), and the read counts only if the file did not change under it
+      and no ``-wal`` appeared meanwhile (a server opening the slot): else read again;
+    - a ``-wal`` without its ``-shm`` (a server opening the slot this moment): asked again for
+      up to ``READ_SECONDS``, then refused with what to do.
+
+    (A server closing the slot between the look and the ``mode=ro`` open is the one moment
+    SQLite may still create the two files; as root it gives them the database's owner.)"""
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    deadline = time.monotonic() + READ_SECONDS
+    try:
+        while True:
+            if wal.exists() and shm.exists():
+                with _connect(path, readonly="mode=ro") as conn:
+                    return conn.execute(sql).fetchall()
+            if not wal.exists():
+                before = _stamp(path)
+                with _connect(path, readonly="mode=ro&immutable=1") as conn:
+                    rows = conn.execute(sql).fetchall()
+                if not wal.exists() and _stamp(path) == before:
+                    return rows
+            if time.monotonic() >= deadline:
+                raise StorageError(
+                    f"queue slot {path.name}: {wal.name} is there without {shm.name}, which"
+                    " reading it would create, owned by this command's user; start the server"
+                    " on this data directory (it opens the slot), or run the command as the"
+                    f" slot's owner (uid {path.stat().st_uid})"
+                )
+            time.sleep(0.01)
+    except OSError as exc:
+        raise StorageError(f"queue slot {path.name} cannot be read: {exc}") from exc
+
+
 def listing(root: Path) -> list[Listed]:
-    """Every entry of every slot, the oldest first; read-only, no lock taken."""
+    """Every entry of every slot, the oldest first; read-only (no file created: see
+    :func:`_read`), no lock taken."""
     out = []
     for n in slots(root):
         live = owned(root, n)
-        with _connect(root / f"{n}.sqlite3", readonly=True) as conn:
-            rows = conn.execute(
-                "SELECT id, record, size, attempts, next_try FROM queue ORDER BY rowid"
-            ).fetchall()
+        rows = _read(
+            root / f"{n}.sqlite3",
+            "SELECT id, record, size, attempts, next_try FROM queue ORDER BY rowid",
+        )
         for queue_id, record, size, attempts, next_try in rows:
             entry: Entry | None
             try:
