@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import sqlite3
 import tempfile
 import threading
 import time
@@ -194,16 +195,20 @@ def test_a_queued_letter_not_yet_delivered_is_backed_up_and_delivered_after_rest
                       len(raw), time.time())  # fmt: skip
         store.put(entry, body)
     try:
-        code, _, err = pochta_cli("backup", "create", "--to", str(backup), "--data", str(data))
+        code, out, err = pochta_cli(
+            "backup", "create", "--to", str(backup), "--data", str(data), "--json"
+        )
         assert code == 0, err
     finally:
         store.close()
+    assert json.loads(out)["queue_letters"] == 2
     assert len(list((backup / "data" / "queue" / "files").iterdir())) == 1
     # each slot at one instant (the backup API), not its file and its WAL copied apart
     assert not list((backup / "data" / "queue").glob("*.sqlite3-*"))
     new = tmp_path / "restored"
-    code, _, err = pochta_cli("backup", "restore", "--from", str(backup), "--data", str(new))
+    code, out, err = pochta_cli("backup", "restore", "--from", str(backup), "--data", str(new))
     assert code == 0, err
+    assert "the incoming queue's copy: 2 letter(s), taken at" in out  # the restore says so
     srv = start_server(new, tmp_path / "serve.log", settings={"POCHTA_SMTP__ANSWER": "queued"})
     try:
         got = received(srv, "alice@example.org", 2)
@@ -219,6 +224,42 @@ def test_a_queued_letter_not_yet_delivered_is_backed_up_and_delivered_after_rest
         )
     finally:
         srv.stop()
+
+
+def test_the_embedded_queue_is_copied_while_no_delivery_can_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Embedded, the incoming queue is copied inside the cut, while the index's write lock is
+    held: no delivery ends between the queue's copy and the index's, so a letter answered
+    before the copy is in one of them. Copied before the cut, a letter queued between the
+    two and not yet delivered at the cut was in neither."""
+    from pochta.cli import backup as backup_cli
+
+    data = tmp_path / "data"
+    build(load_settings(data_dir=data, antispam={"pool_processes": 0})).close()
+    real = backup_cli.copy_queue
+    locked: list[bool] = []
+
+    def probed(root: Path, target: Path) -> int:
+        conn = sqlite3.connect(data / "mailbox.sqlite3", timeout=0, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # a delivery's commit
+            conn.execute("ROLLBACK")
+            locked.append(False)
+        except sqlite3.OperationalError as exc:
+            locked.append("locked" in str(exc))
+        finally:
+            conn.close()
+        return real(root, target)
+
+    monkeypatch.setattr(backup_cli, "copy_queue", probed)
+    code, out, err = pochta_cli(
+        "backup", "create", "--to", str(tmp_path / "b"), "--data", str(data), "--json"
+    )
+    assert code == 0, err
+    assert locked == [True]
+    info = json.loads(out)
+    assert info["queue_letters"] == 0 and info["queue_copied"] is not None
 
 
 def test_backup_bad_input_is_one_line_and_an_exit_code(tmp_path: Path) -> None:
@@ -504,7 +545,12 @@ def test_a_postgres_backup_keeps_the_queue_and_its_restore_delivers_it_once(
         new = tmp_path / "restored"
         code, out, err = pochta_cli(*common, "--data", str(new), "--json")
         assert code == 0, err
-        assert json.loads(out)["queue_slots"] == 1
+        said = json.loads(out)
+        assert said["queue_slots"] == 1 and said["queue_letters"] == 3
+        assert (
+            said["queue_copied"] == json.loads((backup / "backup.json").read_text())["queue_copied"]
+        )
+        assert "not delivered by the end of the archive" in said["queue_note"]
         restored = restored_server(server, pgroot)
         server.stop()  # the old one is gone: the disks and the queue's copy survive
 
