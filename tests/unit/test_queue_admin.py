@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,61 @@ def test_a_server_starting_while_a_command_reads_or_changes_the_queue_gets_its_o
     monkeypatch.undo()
     assert [x.id for x in queueadmin.listing(root)] == [later]
     assert not (root / "1.sqlite3").exists()
+
+
+def test_a_server_passes_on_an_older_servers_slot_at_once_and_waits_for_a_commands(
+    tmp_path: Path,
+) -> None:
+    """A server of an older pochta holds its slot's ``flock`` alone (no OFD lock): a server
+    starting beside it took up to 2 s on that slot (as if a command held it for a moment)
+    before it took the next one, at each start and each adoption round. A command's ``flock``
+    comes with an OFD read lock that tells it is a command's: that one is waited for."""
+    root = tmp_path / "q"
+    root.mkdir()
+    older = os.open(root / "0.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(older, fcntl.LOCK_EX | fcntl.LOCK_NB)  # an older pochta's server on slot 0
+    (root / "0.sqlite3").touch()
+    try:
+        began = time.monotonic()
+        store = QueueStore(root, inline=100)
+        took = time.monotonic() - began
+        assert store.own.n == 1 and took < 1.5, took
+        assert not queuedb.owned(root, 0)  # an older server's slot is not told (as before)
+        began = time.monotonic()
+        assert store.adopt() == 0  # the older server's slot: passed on at once
+        assert time.monotonic() - began < 1.5
+        store.close()
+    finally:
+        os.close(older)
+    # a command holding a free slot's lock (drop of a waiting letter) is waited for
+    holder = QueueStore(root, inline=100)
+    waiting = entry(2)
+    holder.put(waiting, b"hi")
+    holder.close()
+    started: list[QueueStore] = []
+    with queueadmin._free_slot(root, 0) as free:
+        assert free
+        assert not queuedb.owned(root, 0)  # a command's lock is not a server's
+        server = threading.Thread(target=lambda: started.append(QueueStore(root, inline=100)))
+        server.start()
+        server.join(0.3)
+        assert server.is_alive()  # waiting for the command
+    server.join(5)
+    assert [s.own.n for s in started] == [0]
+    started[0].close()
+    # a command between its OFD read lock and its flock: a server getting the flock then
+    # gives it back and waits, never holding the flock without its own OFD lock
+    fd = os.open(root / "0.lock", os.O_RDWR)
+    assert queuedb.command_lock(fd)
+    server = threading.Thread(target=lambda: started.append(QueueStore(root, inline=100)))
+    server.start()
+    server.join(0.3)
+    assert server.is_alive()
+    queuedb.command_unlock(fd)
+    os.close(fd)
+    server.join(5)
+    assert started[-1].own.n == 0 and queuedb.owned(root, 0)  # told as a server's slot
+    started[-1].close()
 
 
 def test_a_held_letter_retried_and_adopted_before_its_drop_is_not_dropped_under_its_delivery(

@@ -41,7 +41,7 @@ from typing import Any
 from pochta.blobs.nodes.groupsync import fsync_path
 from pochta.errors import InvalidInput, NotFound, StorageError
 from pochta.mailbox.queue import BadRecord, Entry, decode, valid_id
-from pochta.mailbox.queuedb import HELD, owned, slots
+from pochta.mailbox.queuedb import HELD, command_lock, command_unlock, owned, slots
 
 CHANGES = "changed"  # the file a command touches after it changed a slot
 BUSY_SECONDS = 30.0  # how long a command waits for a slot's write lock
@@ -113,15 +113,20 @@ def _free_slot(root: Path, n: int, held: bool = False) -> Iterator[bool]:
         return
     fd = os.open(root / f"{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
+        if not command_lock(fd):  # before the flock, let go of after it: a server starting
+            yield False  # meanwhile sees a command's lock and waits for it
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
+            command_unlock(fd)
             yield False
             return
         try:
             yield True
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+            command_unlock(fd)
     finally:
         os.close(fd)
 
