@@ -262,6 +262,58 @@ def test_the_embedded_queue_is_copied_while_no_delivery_can_end(
     assert info["queue_letters"] == 0 and info["queue_copied"] is not None
 
 
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each"])
+def test_an_embedded_backup_is_durable_before_it_says_it_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, syncfs: bool
+) -> None:
+    """``backup.json`` (what ``backup show`` and ``restore`` read: the backup is done) is
+    written only once everything else of the backup is on the device, and is made durable
+    itself: one ``syncfs`` of the backup's filesystem, or (where it cannot report errors)
+    an fsync of every file and directory. The SQLite copies, the data directory's other files
+    and the disks' copies were not synced: a crash after "backup done" could leave them torn."""
+    import os
+
+    from pochta.blobs.nodes import groupsync
+
+    data = tmp_path / "data"
+    pochta = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
+    try:
+        ann = pochta.mailbox.add_user("ann@example.org", "a long enough password")
+        deliver(pochta, ann, 1)
+    finally:
+        pochta.close()
+    backup = tmp_path / "b"
+    synced: list[str] = []  # fsynced paths, and "syncfs" for a sync of the filesystem
+    real_fsync, real_syncfs = os.fsync, groupsync._syncfs
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def recorded(fd: int) -> int:
+        synced.append("syncfs")
+        assert real_syncfs is not None
+        return real_syncfs(fd)
+
+    if syncfs and real_syncfs is None:
+        pytest.skip("needs a trustworthy syncfs (Linux >= 5.8)")
+    monkeypatch.setattr(groupsync, "_syncfs", recorded if syncfs else None)
+    monkeypatch.setattr(groupsync, "_groups", groupsync.weakref.WeakValueDictionary())
+    monkeypatch.setattr(os, "fsync", fsync)
+    code, _, err = pochta_cli("backup", "create", "--to", str(backup), "--data", str(data))
+    monkeypatch.undo()
+    assert code == 0, err
+    info = str(backup / "backup.json")
+    done = synced.index(f"{info}.tmp")  # backup.json's own fsync, before its rename
+    assert synced[-1] == str(backup)  # its name in the directory, last
+    written = [p for p in backup.rglob("*") if str(p) != info]
+    assert any(p.parent.name == "disks" for p in written)
+    if syncfs:
+        assert "syncfs" in synced[:done]
+    else:
+        assert {str(p) for p in written} | {str(backup), str(tmp_path)} <= set(synced[:done])
+
+
 def test_backup_bad_input_is_one_line_and_an_exit_code(tmp_path: Path) -> None:
     code, _, err = pochta_cli(
         "backup", "restore", "--from", str(tmp_path / "nope"), "--data", str(tmp_path / "x")

@@ -51,6 +51,7 @@ import typer
 
 from pochta import errors
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
+from pochta.blobs.nodes.groupsync import fsync_path, syncfs_of
 from pochta.blobs.valkyrie import Kind, parse_name
 from pochta.cli.common import (
     ConfigOpt,
@@ -213,6 +214,45 @@ def read_manifest(path: Path) -> dict[str, list[str]]:
     except OSError as exc:
         raise errors.NotFound(f"no manifest at {path}: {exc.strerror}") from None
     return found
+
+
+def _make_durable(backup: Path) -> None:
+    """Everything written under ``backup`` on the device, before ``backup.json`` says it is
+    done: one ``syncfs`` of its filesystem where Linux reports writeback errors through it,
+    else an fsync of each file and then of each directory (bottom up) and of ``backup``'s
+    parent (the backup's own name)."""
+    try:
+        group = syncfs_of(backup)
+        if group is not None:
+            group.wait()
+            return
+        for root, _, names in os.walk(backup, topdown=False):
+            for name in names:
+                path = Path(root, name)
+                if not path.is_symlink():
+                    fsync_path(path)
+            fsync_path(Path(root))
+        fsync_path(backup.resolve().parent)
+    except OSError as exc:
+        raise errors.StorageError(
+            f"the backup in {backup} could not be made durable: {exc}"
+        ) from exc
+
+
+def _write_info(backup: Path, payload: dict[str, Any]) -> None:
+    """``backup.json``, the mark of a finished backup: written once the rest is durable
+    (:func:`_make_durable`), under a temporary name, fsynced, renamed, its directory fsynced."""
+    _make_durable(backup)
+    tmp = backup / f"{INFO}.tmp"
+    try:
+        with tmp.open("w") as f:
+            f.write(json.dumps(payload, indent=1) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.rename(backup / INFO)
+        fsync_path(backup)
+    except OSError as exc:
+        raise errors.StorageError(f"{backup / INFO} could not be written: {exc}") from exc
 
 
 def _fresh_dir(path: Path, what: str) -> None:
@@ -644,7 +684,7 @@ def create(
     else:
         info = _create_embedded(s, data, config, to)
     payload = {**info.as_dict(), "backup": str(to)}
-    (to / INFO).write_text(json.dumps(payload, indent=1) + "\n")
+    _write_info(to, payload)
     emit(
         json_output,
         payload,
