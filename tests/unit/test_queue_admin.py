@@ -355,6 +355,27 @@ def test_a_listing_creates_no_file_and_changes_none(tmp_path: Path) -> None:
     assert _files(root) == before
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="changes owners: needs root")
+def test_files_a_command_makes_as_root_keep_the_queues_owner(tmp_path: Path) -> None:
+    """``pochta queue retry`` and ``drop`` run as root beside a server running as its own user
+    (here uid 65534): the slot's lock file a drop makes (a queue restored from a backup has
+    none) and ``changed`` are given the queue directory's owner, as SQLite gives the
+    database's owner to the ``-wal`` and ``-shm`` it makes as root; made root's, the server
+    could not open the lock file at its next start."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    _, waiting, later = held_and_waiting(store, tmp_path)
+    store.close()
+    (root / "0.lock").unlink()
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, 65534, 65534)
+    assert queueadmin.retry(root, [later]) == [later]
+    queueadmin.drop(root, waiting)  # a free slot: its lock file made and held meanwhile
+    made = {p.name: p.stat().st_uid for p in root.iterdir() if p.is_file()}
+    assert {"0.lock", "changed"} <= set(made)
+    assert set(made.values()) == {65534}, made
+
+
 def test_a_listing_refuses_a_slot_whose_wal_has_no_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

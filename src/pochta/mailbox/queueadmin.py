@@ -113,6 +113,7 @@ def _free_slot(root: Path, n: int, held: bool = False) -> Iterator[bool]:
         return
     fd = os.open(root / f"{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
+        _keep_owner(fd, root)
         if not command_lock(fd):  # before the flock, let go of after it: a server starting
             yield False  # meanwhile sees a command's lock and waits for it
             return
@@ -270,8 +271,24 @@ def drop(root: Path, queue_id: str) -> Listed:
 def tell(root: Path) -> None:
     """The runners read the queue again (see the module)."""
     path = root / CHANGES
-    path.touch()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        _keep_owner(fd, root)
+    finally:
+        os.close(fd)
     os.utime(path)
+
+
+def _keep_owner(fd: int, root: Path) -> None:
+    """A file a command made in the queue's directory (a slot's lock file, ``changed``)
+    given the directory's owner when the command runs as root: the server, running as that
+    user, must open them after (SQLite does the same for the ``-wal`` and ``-shm`` it makes
+    as root)."""
+    if os.geteuid() != 0:
+        return
+    owner = os.stat(root)
+    if os.fstat(fd).st_uid != owner.st_uid:
+        os.fchown(fd, owner.st_uid, owner.st_gid)
 
 
 def changed(root: Path) -> int:
