@@ -162,9 +162,15 @@ def _read(path: Path, sql: str) -> list[Any]:
                     return conn.execute(sql).fetchall()
             if not wal.exists():
                 before = _stamp(path)
-                with _connect(path, readonly="mode=ro&immutable=1") as conn:
-                    rows = conn.execute(sql).fetchall()
-                if not wal.exists() and _stamp(path) == before:
+                rows: list[Any] | None
+                try:
+                    with _connect(path, readonly="mode=ro&immutable=1") as conn:
+                        rows = conn.execute(sql).fetchall()
+                except StorageError:  # a page changed under the read: read again
+                    if not wal.exists() and _stamp(path) == before:
+                        raise
+                    rows = None
+                if rows is not None and not wal.exists() and _stamp(path) == before:
                     return rows
             if time.monotonic() >= deadline:
                 raise StorageError(
