@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -312,6 +313,94 @@ def test_an_embedded_backup_is_durable_before_it_says_it_is_done(
         assert "syncfs" in synced[:done]
     else:
         assert {str(p) for p in written} | {str(backup), str(tmp_path)} <= set(synced[:done])
+
+
+def _failing_writeback(
+    monkeypatch: pytest.MonkeyPatch, seen_elsewhere: bool
+) -> tuple[dict[str, int], Any]:
+    """syncfs modelled as Linux reports writeback errors (errseq): each descriptor of the
+    filesystem samples the error state when it is opened and is told of an error after that
+    once; one opened after another process's syncfs saw the error (``seen_elsewhere``: a
+    server's on the same filesystem) never is. The returned ``fail()`` is a writeback
+    error of the backup's pages."""
+    import ctypes
+    import errno
+    import os
+
+    from pochta.blobs.nodes import groupsync
+
+    if groupsync._syncfs is None:
+        pytest.skip("needs a trustworthy syncfs (Linux >= 5.8)")
+    state = {"seq": 0, "seen": 1}
+    sampled: dict[int, int] = {}
+    real_open = os.open
+
+    def opened(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(path, flags, *args, **kwargs)
+        sampled[fd] = state["seq"] if state["seen"] else -1  # errseq_sample
+        return fd
+
+    def syncfs(fd: int) -> int:
+        if sampled.get(fd, state["seq"]) != state["seq"]:
+            sampled[fd] = state["seq"]
+            state["seen"] = 1
+            ctypes.set_errno(errno.EIO)
+            return -1
+        return 0
+
+    def fail() -> None:
+        state["seq"] += 1
+        state["seen"] = int(seen_elsewhere)
+
+    monkeypatch.setattr(os, "open", opened)
+    monkeypatch.setattr(groupsync, "_syncfs", syncfs)
+    monkeypatch.setattr(groupsync, "_groups", groupsync.weakref.WeakValueDictionary())
+    return state, fail
+
+
+@pytest.mark.parametrize("seen_elsewhere", [False, True], ids=["alone", "seen-by-a-server"])
+def test_a_backup_whose_pages_failed_to_reach_the_device_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seen_elsewhere: bool
+) -> None:
+    """A writeback error of the backup's own pages while it is copied: ``backup create``
+    exits non-zero with one clear line and leaves no ``backup.json`` (nothing says the
+    backup is done). Also when another process's syncfs of the backup's filesystem saw the
+    error first (a server's, when the backup shares its filesystem; any ``sync``): the
+    backup's syncfs descriptor must be open before the backup writes anything, or Linux
+    never reports the error to it."""
+    from pochta.cli import backup as backup_cli
+
+    data = tmp_path / "data"
+    pochta = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
+    try:
+        ann = pochta.mailbox.add_user("ann@example.org", "a long enough password")
+        deliver(pochta, ann, 1)
+    finally:
+        pochta.close()
+    real = backup_cli.copy_queue
+
+    def copied(root: Path, target: Path) -> int:
+        n = real(root, target)
+        fail()  # the copy's pages (queued for writeback) failed to reach the device
+        return n
+
+    _, fail = _failing_writeback(monkeypatch, seen_elsewhere)
+    monkeypatch.setattr(backup_cli, "copy_queue", copied)
+    shm = Path("/dev/shm")  # the backup on another filesystem than the data (as it should)
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs a second filesystem (/dev/shm)")
+    other = Path(tempfile.mkdtemp(dir=shm))
+    backup = other / "b"
+    try:
+        code, out, err = pochta_cli("backup", "create", "--to", str(backup), "--data", str(data))
+        monkeypatch.undo()
+        left = sorted(p.name for p in backup.iterdir())
+    finally:
+        shutil.rmtree(other)
+    assert code != 0, out
+    assert "could not be made durable" in err and "Input/output error" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "backup.json" not in left and "backup.json.tmp" not in left, left
 
 
 def test_backup_bad_input_is_one_line_and_an_exit_code(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ inside) and ``disks/<pair>-<n>/``.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
 import shutil
@@ -216,15 +217,36 @@ def read_manifest(path: Path) -> dict[str, list[str]]:
     return found
 
 
-def _make_durable(backup: Path) -> None:
+class _Durability:
+    """The sync of the backup's filesystem, opened before the backup writes anything: Linux
+    reports a writeback error to each syncfs descriptor that was open before it (once), and
+    to one opened after only while nobody saw the error yet; another process's syncfs of
+    that filesystem (a server's, when the backup shares its filesystem; any ``sync``) may
+    have seen it first. None: syncfs cannot be trusted here (each file is fsynced)."""
+
+    def __init__(self, to: Path) -> None:
+        anchor = to.absolute()
+        while not anchor.is_dir():  # a new directory is made on its parent's filesystem
+            anchor = anchor.parent
+        try:
+            self.group = syncfs_of(anchor)
+        except OSError as exc:
+            raise errors.StorageError(f"cannot open {anchor} for its syncs: {exc}") from exc
+        self.failures = 0 if self.group is None else self.group.failures
+
+
+def _make_durable(backup: Path, durable: _Durability) -> None:
     """Everything written under ``backup`` on the device, before ``backup.json`` says it is
-    done: one ``syncfs`` of its filesystem where Linux reports writeback errors through it,
-    else an fsync of each file and then of each directory (bottom up) and of ``backup``'s
-    parent (the backup's own name)."""
+    done: one ``syncfs`` of its filesystem (through ``durable``'s descriptor, open since
+    before the first write; no sync of it may have failed since) where Linux reports
+    writeback errors through it, else an fsync of each file and then of each directory
+    (bottom up) and of ``backup``'s parent (the backup's own name)."""
     try:
-        group = syncfs_of(backup)
+        group = durable.group
         if group is not None:
             group.wait()
+            if group.failures != durable.failures:
+                raise OSError(errno.EIO, "a sync of its filesystem failed while it was written")
             return
         for root, _, names in os.walk(backup, topdown=False):
             for name in names:
@@ -239,10 +261,10 @@ def _make_durable(backup: Path) -> None:
         ) from exc
 
 
-def _write_info(backup: Path, payload: dict[str, Any]) -> None:
+def _write_info(backup: Path, payload: dict[str, Any], durable: _Durability) -> None:
     """``backup.json``, the mark of a finished backup: written once the rest is durable
     (:func:`_make_durable`), under a temporary name, fsynced, renamed, its directory fsynced."""
-    _make_durable(backup)
+    _make_durable(backup, durable)
     tmp = backup / f"{INFO}.tmp"
     try:
         with tmp.open("w") as f:
@@ -679,12 +701,14 @@ def create(
     the manifest of the disks (the WAL archive in --wal-dir carries it forward in time);
     embedded, every SQLite file at one instant, the data directory and the local disks."""
     s = settings(data, config)
-    if kind_of(s) == "postgres":
+    kind = kind_of(s)
+    durable = _Durability(to)  # before anything is written (see _Durability)
+    if kind == "postgres":
         info = _create_postgres(s, data, config, to, wal_dir, pg_bin)
     else:
         info = _create_embedded(s, data, config, to)
     payload = {**info.as_dict(), "backup": str(to)}
-    _write_info(to, payload)
+    _write_info(to, payload, durable)
     emit(
         json_output,
         payload,
