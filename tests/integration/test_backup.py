@@ -241,7 +241,7 @@ def test_the_embedded_queue_is_copied_while_no_delivery_can_end(
     real = backup_cli.copy_queue
     locked: list[bool] = []
 
-    def probed(root: Path, target: Path) -> int:
+    def probed(root: Path, target: Path, **kwargs: Any) -> int:
         conn = sqlite3.connect(data / "mailbox.sqlite3", timeout=0, isolation_level=None)
         try:
             conn.execute("BEGIN IMMEDIATE")  # a delivery's commit
@@ -251,7 +251,7 @@ def test_the_embedded_queue_is_copied_while_no_delivery_can_end(
             locked.append("locked" in str(exc))
         finally:
             conn.close()
-        return real(root, target)
+        return real(root, target, **kwargs)
 
     monkeypatch.setattr(backup_cli, "copy_queue", probed)
     code, out, err = pochta_cli(
@@ -261,6 +261,61 @@ def test_the_embedded_queue_is_copied_while_no_delivery_can_end(
     assert locked == [True]
     info = json.loads(out)
     assert info["queue_letters"] == 0 and info["queue_copied"] is not None
+
+
+def test_the_cut_holds_the_write_locks_for_no_fsync_of_the_queues_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cut holds every SQLite file's write lock (the index's, the guard's: a login's
+    rate limit waits 5 s at most) while the incoming queue is copied; an fsync of each
+    letter's file there (some ms each, up to ``queue_max_letters`` of them) held them that
+    much longer. The copy is made durable after the cut, with the rest of the backup."""
+    import os
+
+    from pochta.blobs.nodes import groupsync
+    from pochta.mailbox.queue import Entry, new_id
+    from pochta.mailbox.queuedb import QueueStore
+
+    data = tmp_path / "data"
+    build(load_settings(data_dir=data, antispam={"pool_processes": 0})).close()
+    store = QueueStore(data / "queue", inline=100)
+    for i in range(3):
+        spooled = tmp_path / f"{i}.letter"
+        spooled.write_bytes(b"x" * 500)
+        store.put(
+            Entry(new_id(), "s@example.net", ("a@example.org",), None, None, b"", 500, time.time()),
+            spooled,
+        )
+    backup = tmp_path / "b"
+    under_lock: dict[str, bool] = {}  # the queue's copy's fsynced files: whether in the cut
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.startswith(str(backup / "data" / "queue")):
+            conn = sqlite3.connect(data / "mailbox.sqlite3", timeout=0, isolation_level=None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+                locked = False
+            except sqlite3.OperationalError:
+                locked = True
+            finally:
+                conn.close()
+            under_lock[path] = under_lock.get(path, False) or locked
+        real_fsync(fd)
+
+    monkeypatch.setattr(groupsync, "_syncfs", None)  # an fsync of each file: seen here
+    monkeypatch.setattr(os, "fsync", fsync)
+    try:
+        code, _, err = pochta_cli("backup", "create", "--to", str(backup), "--data", str(data))
+    finally:
+        monkeypatch.undo()
+        store.close()
+    assert code == 0, err
+    letters = [str(p) for p in (backup / "data" / "queue" / "files").iterdir()]
+    assert len(letters) == 3 and set(letters) <= set(under_lock)  # made durable, after
+    assert not any(under_lock.values()), under_lock
 
 
 @pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each"])
@@ -379,8 +434,8 @@ def test_a_backup_whose_pages_failed_to_reach_the_device_is_refused(
         pochta.close()
     real = backup_cli.copy_queue
 
-    def copied(root: Path, target: Path) -> int:
-        n = real(root, target)
+    def copied(root: Path, target: Path, **kwargs: Any) -> int:
+        n = real(root, target, **kwargs)
         fail()  # the copy's pages (queued for writeback) failed to reach the device
         return n
 

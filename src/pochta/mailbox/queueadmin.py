@@ -305,13 +305,15 @@ def changed(root: Path) -> int:
         return 0
 
 
-def copy_queue(root: Path, target: Path) -> int:
+def copy_queue(root: Path, target: Path, *, durable: bool = True) -> int:
     """A backup of the queue under ``root`` into ``target`` (made): each slot's database at
     one instant (SQLite's backup API), then the files of its rows. A row whose file is gone
     by then was done meanwhile (the file goes after its row): left out of the copy. Durable
     on return: every file copied, ``files/``, ``target`` and its name in its parent are
-    fsynced (a crash after the backup said it was done leaves no torn copy). How many
-    entries were copied."""
+    fsynced (a crash after the backup said it was done leaves no torn copy); not with
+    ``durable=False``, for a caller that makes the copy durable itself later (the embedded
+    backup copies the queue inside its cut, which holds every SQLite file's write lock, and
+    syncs the whole backup after it). How many entries were copied."""
     target.mkdir(parents=True, exist_ok=True)
     (target / "files").mkdir(exist_ok=True)
     copied = 0
@@ -333,14 +335,18 @@ def copy_queue(root: Path, target: Path) -> int:
                     except FileNotFoundError:
                         conn.execute("DELETE FROM queue WHERE id = ?", (queue_id,))
                         continue
-                    fsync_path(target / "files" / name)
+                    if durable:
+                        fsync_path(target / "files" / name)
                 copied += conn.execute("SELECT count(*) FROM queue").fetchone()[0]
                 conn.execute("PRAGMA journal_mode=DELETE")  # one file, no -wal beside it
-            fsync_path(dst)
+            if durable:
+                fsync_path(dst)
         except sqlite3.Error as exc:
             raise StorageError(f"queue slot {n} could not be copied: {exc}") from None
         except OSError as exc:
             raise StorageError(f"queue slot {n} could not be copied: {exc}") from exc
+    if not durable:
+        return copied
     try:
         for directory in (target / "files", target, target.parent):
             fsync_path(directory)
