@@ -16,10 +16,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import sqlite3
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -194,16 +196,20 @@ def test_a_queued_letter_not_yet_delivered_is_backed_up_and_delivered_after_rest
                       len(raw), time.time())  # fmt: skip
         store.put(entry, body)
     try:
-        code, _, err = pochta_cli("backup", "create", "--to", str(backup), "--data", str(data))
+        code, out, err = pochta_cli(
+            "backup", "create", "--to", str(backup), "--data", str(data), "--json"
+        )
         assert code == 0, err
     finally:
         store.close()
+    assert json.loads(out)["queue_letters"] == 2
     assert len(list((backup / "data" / "queue" / "files").iterdir())) == 1
     # each slot at one instant (the backup API), not its file and its WAL copied apart
     assert not list((backup / "data" / "queue").glob("*.sqlite3-*"))
     new = tmp_path / "restored"
-    code, _, err = pochta_cli("backup", "restore", "--from", str(backup), "--data", str(new))
+    code, out, err = pochta_cli("backup", "restore", "--from", str(backup), "--data", str(new))
     assert code == 0, err
+    assert "the incoming queue's copy: 2 letter(s), taken at" in out  # the restore says so
     srv = start_server(new, tmp_path / "serve.log", settings={"POCHTA_SMTP__ANSWER": "queued"})
     try:
         got = received(srv, "alice@example.org", 2)
@@ -219,6 +225,237 @@ def test_a_queued_letter_not_yet_delivered_is_backed_up_and_delivered_after_rest
         )
     finally:
         srv.stop()
+
+
+def test_the_embedded_queue_is_copied_while_no_delivery_can_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Embedded, the incoming queue is copied inside the cut, while the index's write lock is
+    held: no delivery ends between the queue's copy and the index's, so a letter answered
+    before the copy is in one of them. Copied before the cut, a letter queued between the
+    two and not yet delivered at the cut was in neither."""
+    from pochta.cli import backup as backup_cli
+
+    data = tmp_path / "data"
+    build(load_settings(data_dir=data, antispam={"pool_processes": 0})).close()
+    real = backup_cli.copy_queue
+    locked: list[bool] = []
+
+    def probed(root: Path, target: Path, **kwargs: Any) -> int:
+        conn = sqlite3.connect(data / "mailbox.sqlite3", timeout=0, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # a delivery's commit
+            conn.execute("ROLLBACK")
+            locked.append(False)
+        except sqlite3.OperationalError as exc:
+            locked.append("locked" in str(exc))
+        finally:
+            conn.close()
+        return real(root, target, **kwargs)
+
+    monkeypatch.setattr(backup_cli, "copy_queue", probed)
+    code, out, err = pochta_cli(
+        "backup", "create", "--to", str(tmp_path / "b"), "--data", str(data), "--json"
+    )
+    assert code == 0, err
+    assert locked == [True]
+    info = json.loads(out)
+    assert info["queue_letters"] == 0 and info["queue_copied"] is not None
+
+
+def test_the_cut_holds_the_write_locks_for_no_fsync_of_the_queues_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cut holds every SQLite file's write lock (the index's, the guard's: a login's
+    rate limit waits 5 s at most) while the incoming queue is copied; an fsync of each
+    letter's file there (some ms each, up to ``queue_max_letters`` of them) held them that
+    much longer. The copy is made durable after the cut, with the rest of the backup."""
+    import os
+
+    from pochta.blobs.nodes import groupsync
+    from pochta.mailbox.queue import Entry, new_id
+    from pochta.mailbox.queuedb import QueueStore
+
+    data = tmp_path / "data"
+    build(load_settings(data_dir=data, antispam={"pool_processes": 0})).close()
+    store = QueueStore(data / "queue", inline=100)
+    for i in range(3):
+        spooled = tmp_path / f"{i}.letter"
+        spooled.write_bytes(b"x" * 500)
+        store.put(
+            Entry(new_id(), "s@example.net", ("a@example.org",), None, None, b"", 500, time.time()),
+            spooled,
+        )
+    backup = tmp_path / "b"
+    under_lock: dict[str, bool] = {}  # the queue's copy's fsynced files: whether in the cut
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.startswith(str(backup / "data" / "queue")):
+            conn = sqlite3.connect(data / "mailbox.sqlite3", timeout=0, isolation_level=None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+                locked = False
+            except sqlite3.OperationalError:
+                locked = True
+            finally:
+                conn.close()
+            under_lock[path] = under_lock.get(path, False) or locked
+        real_fsync(fd)
+
+    monkeypatch.setattr(groupsync, "_syncfs", None)  # an fsync of each file: seen here
+    monkeypatch.setattr(os, "fsync", fsync)
+    try:
+        code, _, err = pochta_cli("backup", "create", "--to", str(backup), "--data", str(data))
+    finally:
+        monkeypatch.undo()
+        store.close()
+    assert code == 0, err
+    letters = [str(p) for p in (backup / "data" / "queue" / "files").iterdir()]
+    assert len(letters) == 3 and set(letters) <= set(under_lock)  # made durable, after
+    assert not any(under_lock.values()), under_lock
+
+
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each"])
+def test_an_embedded_backup_is_durable_before_it_says_it_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, syncfs: bool
+) -> None:
+    """``backup.json`` (what ``backup show`` and ``restore`` read: the backup is done) is
+    written only once everything else of the backup is on the device, and is made durable
+    itself: one ``syncfs`` of the backup's filesystem, or (where it cannot report errors)
+    an fsync of every file and directory. The SQLite copies, the data directory's other files
+    and the disks' copies were not synced: a crash after "backup done" could leave them torn."""
+    import os
+
+    from pochta.blobs.nodes import groupsync
+
+    data = tmp_path / "data"
+    pochta = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
+    try:
+        ann = pochta.mailbox.add_user("ann@example.org", "a long enough password")
+        deliver(pochta, ann, 1)
+    finally:
+        pochta.close()
+    backup = tmp_path / "b"
+    synced: list[str] = []  # fsynced paths, and "syncfs" for a sync of the filesystem
+    real_fsync, real_syncfs = os.fsync, groupsync._syncfs
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def recorded(fd: int) -> int:
+        synced.append("syncfs")
+        assert real_syncfs is not None
+        return real_syncfs(fd)
+
+    if syncfs and real_syncfs is None:
+        pytest.skip("needs a trustworthy syncfs (Linux >= 5.8)")
+    monkeypatch.setattr(groupsync, "_syncfs", recorded if syncfs else None)
+    monkeypatch.setattr(groupsync, "_groups", groupsync.weakref.WeakValueDictionary())
+    monkeypatch.setattr(os, "fsync", fsync)
+    code, _, err = pochta_cli("backup", "create", "--to", str(backup), "--data", str(data))
+    monkeypatch.undo()
+    assert code == 0, err
+    info = str(backup / "backup.json")
+    done = synced.index(f"{info}.tmp")  # backup.json's own fsync, before its rename
+    assert synced[-1] == str(backup)  # its name in the directory, last
+    written = [p for p in backup.rglob("*") if str(p) != info]
+    assert any(p.parent.name == "disks" for p in written)
+    if syncfs:
+        assert "syncfs" in synced[:done]
+    else:
+        assert {str(p) for p in written} | {str(backup), str(tmp_path)} <= set(synced[:done])
+
+
+def _failing_writeback(
+    monkeypatch: pytest.MonkeyPatch, seen_elsewhere: bool
+) -> tuple[dict[str, int], Any]:
+    """syncfs modelled as Linux reports writeback errors (errseq): each descriptor of the
+    filesystem samples the error state when it is opened and is told of an error after that
+    once; one opened after another process's syncfs saw the error (``seen_elsewhere``: a
+    server's on the same filesystem) never is. The returned ``fail()`` is a writeback
+    error of the backup's pages."""
+    import ctypes
+    import errno
+    import os
+
+    from pochta.blobs.nodes import groupsync
+
+    if groupsync._syncfs is None:
+        pytest.skip("needs a trustworthy syncfs (Linux >= 5.8)")
+    state = {"seq": 0, "seen": 1}
+    sampled: dict[int, int] = {}
+    real_open = os.open
+
+    def opened(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(path, flags, *args, **kwargs)
+        sampled[fd] = state["seq"] if state["seen"] else -1  # errseq_sample
+        return fd
+
+    def syncfs(fd: int) -> int:
+        if sampled.get(fd, state["seq"]) != state["seq"]:
+            sampled[fd] = state["seq"]
+            state["seen"] = 1
+            ctypes.set_errno(errno.EIO)
+            return -1
+        return 0
+
+    def fail() -> None:
+        state["seq"] += 1
+        state["seen"] = int(seen_elsewhere)
+
+    monkeypatch.setattr(os, "open", opened)
+    monkeypatch.setattr(groupsync, "_syncfs", syncfs)
+    monkeypatch.setattr(groupsync, "_groups", groupsync.weakref.WeakValueDictionary())
+    return state, fail
+
+
+@pytest.mark.parametrize("seen_elsewhere", [False, True], ids=["alone", "seen-by-a-server"])
+def test_a_backup_whose_pages_failed_to_reach_the_device_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seen_elsewhere: bool
+) -> None:
+    """A writeback error of the backup's own pages while it is copied: ``backup create``
+    exits non-zero with one clear line and leaves no ``backup.json`` (nothing says the
+    backup is done). Also when another process's syncfs of the backup's filesystem saw the
+    error first (a server's, when the backup shares its filesystem; any ``sync``): the
+    backup's syncfs descriptor must be open before the backup writes anything, or Linux
+    never reports the error to it."""
+    from pochta.cli import backup as backup_cli
+
+    data = tmp_path / "data"
+    pochta = build(load_settings(data_dir=data, antispam={"pool_processes": 0}))
+    try:
+        ann = pochta.mailbox.add_user("ann@example.org", "a long enough password")
+        deliver(pochta, ann, 1)
+    finally:
+        pochta.close()
+    real = backup_cli.copy_queue
+
+    def copied(root: Path, target: Path, **kwargs: Any) -> int:
+        n = real(root, target, **kwargs)
+        fail()  # the copy's pages (queued for writeback) failed to reach the device
+        return n
+
+    _, fail = _failing_writeback(monkeypatch, seen_elsewhere)
+    monkeypatch.setattr(backup_cli, "copy_queue", copied)
+    shm = Path("/dev/shm")  # the backup on another filesystem than the data (as it should)
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs a second filesystem (/dev/shm)")
+    other = Path(tempfile.mkdtemp(dir=shm))
+    backup = other / "b"
+    try:
+        code, out, err = pochta_cli("backup", "create", "--to", str(backup), "--data", str(data))
+        monkeypatch.undo()
+        left = sorted(p.name for p in backup.iterdir())
+    finally:
+        shutil.rmtree(other)
+    assert code != 0, out
+    assert "could not be made durable" in err and "Input/output error" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "backup.json" not in left and "backup.json.tmp" not in left, left
 
 
 def test_backup_bad_input_is_one_line_and_an_exit_code(tmp_path: Path) -> None:
@@ -504,7 +741,12 @@ def test_a_postgres_backup_keeps_the_queue_and_its_restore_delivers_it_once(
         new = tmp_path / "restored"
         code, out, err = pochta_cli(*common, "--data", str(new), "--json")
         assert code == 0, err
-        assert json.loads(out)["queue_slots"] == 1
+        said = json.loads(out)
+        assert said["queue_slots"] == 1 and said["queue_letters"] == 3
+        assert (
+            said["queue_copied"] == json.loads((backup / "backup.json").read_text())["queue_copied"]
+        )
+        assert "not delivered by the end of the archive" in said["queue_note"]
         restored = restored_server(server, pgroot)
         server.stop()  # the old one is gone: the disks and the queue's copy survive
 

@@ -386,3 +386,75 @@ def test_after_a_failed_fdatasync_of_the_wal_the_steps_are_made_durable_too(
         assert db.upsert(KEY, 7, 1, op).counter == 1  # the replay, answered
     finally:
         db.close()
+
+
+class Errseq:
+    """Linux's report of one file's writeback errors (``errseq_t``): a failed writeback is
+    reported by ``fsync``/``fdatasync`` once to each open file description that was open
+    before it (or opened while nobody had seen it yet); one opened after another descriptor
+    saw the error never hears of it. Installed over ``os.open``, ``os.close`` and
+    ``os.fdatasync`` for the descriptors of ``path``; every other file goes to the kernel."""
+
+    def __init__(self, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.path = str(path)
+        self.seq = 0  # writeback errors of the file so far
+        self.seen = False  # whether a descriptor has reported the last one
+        self.cursors: dict[int, int] = {}  # descriptor -> the errors it has reported
+        real_open, real_close, real_fdatasync = os.open, os.close, os.fdatasync
+
+        def opened(
+            file: str | os.PathLike[str],
+            flags: int,
+            mode: int = 0o777,
+            *,
+            dir_fd: int | None = None,
+        ) -> int:
+            fd = real_open(file, flags, mode, dir_fd=dir_fd)
+            if os.fspath(file) == self.path:
+                self.cursors[fd] = self.seq if self.seen else 0
+            return fd
+
+        def closed(fd: int) -> None:
+            self.cursors.pop(fd, None)
+            real_close(fd)
+
+        def fdatasync(fd: int) -> None:
+            if fd in self.cursors and self.cursors[fd] != self.seq:
+                self.cursors[fd] = self.seq
+                self.seen = True
+                raise OSError(errno.EIO, "the WAL's writeback failed")
+            real_fdatasync(fd)
+
+        monkeypatch.setattr(os, "open", opened)
+        monkeypatch.setattr(os, "close", closed)
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+
+    def fail(self, *, seen: bool) -> None:
+        """A writeback of the file failed; ``seen``: another descriptor (SQLite's own, at a
+        checkpoint) has reported it already."""
+        self.seq += 1
+        self.seen = seen
+
+
+def test_a_count_alone_sees_a_writeback_error_of_the_wal_that_sqlite_saw_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The WAL's own fdatasync (a count made alone) goes through a descriptor open since the
+    FileDB opened, so a writeback error of the WAL is reported to it even when SQLite's own
+    descriptor saw it first; a descriptor opened for each fdatasync never heard of it, and the
+    count was answered though its record may not be on the device."""
+    path = tmp_path / "filedb.sqlite3"
+    kernel = Errseq(tmp_path / "filedb.sqlite3-wal", monkeypatch)
+    db = SQLiteFileDB(path, group_sync=GroupSync(Gated(path), hold=0))
+    try:
+        assert db.upsert(KEY, 7, 1).counter == 1  # alone: the WAL's own fdatasync
+        kernel.fail(seen=True)
+        with pytest.raises(StorageError, match="writeback failed"):
+            db.inc(KEY, 3)
+        assert db.inc(KEY, 5).counter == 3  # the failed count stands committed; settled
+        kernel.fail(seen=False)  # an error nobody saw yet: reported as well
+        with pytest.raises(StorageError, match="writeback failed"):
+            db.inc(KEY, 9)
+    finally:
+        db.close()
+    assert kernel.cursors == {}  # its descriptor closed with it

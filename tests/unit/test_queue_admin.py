@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,6 +122,61 @@ def test_a_server_starting_while_a_command_reads_or_changes_the_queue_gets_its_o
     assert not (root / "1.sqlite3").exists()
 
 
+def test_a_server_passes_on_an_older_servers_slot_at_once_and_waits_for_a_commands(
+    tmp_path: Path,
+) -> None:
+    """A server of an older pochta holds its slot's ``flock`` alone (no OFD lock): a server
+    starting beside it took up to 2 s on that slot (as if a command held it for a moment)
+    before it took the next one, at each start and each adoption round. A command's ``flock``
+    comes with an OFD read lock that tells it is a command's: that one is waited for."""
+    root = tmp_path / "q"
+    root.mkdir()
+    older = os.open(root / "0.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(older, fcntl.LOCK_EX | fcntl.LOCK_NB)  # an older pochta's server on slot 0
+    (root / "0.sqlite3").touch()
+    try:
+        began = time.monotonic()
+        store = QueueStore(root, inline=100)
+        took = time.monotonic() - began
+        assert store.own.n == 1 and took < 1.5, took
+        assert not queuedb.owned(root, 0)  # an older server's slot is not told (as before)
+        began = time.monotonic()
+        assert store.adopt() == 0  # the older server's slot: passed on at once
+        assert time.monotonic() - began < 1.5
+        store.close()
+    finally:
+        os.close(older)
+    # a command holding a free slot's lock (drop of a waiting letter) is waited for
+    holder = QueueStore(root, inline=100)
+    waiting = entry(2)
+    holder.put(waiting, b"hi")
+    holder.close()
+    started: list[QueueStore] = []
+    with queueadmin._free_slot(root, 0) as free:
+        assert free
+        assert not queuedb.owned(root, 0)  # a command's lock is not a server's
+        server = threading.Thread(target=lambda: started.append(QueueStore(root, inline=100)))
+        server.start()
+        server.join(0.3)
+        assert server.is_alive()  # waiting for the command
+    server.join(5)
+    assert [s.own.n for s in started] == [0]
+    started[0].close()
+    # a command between its OFD read lock and its flock: a server getting the flock then
+    # gives it back and waits, never holding the flock without its own OFD lock
+    fd = os.open(root / "0.lock", os.O_RDWR)
+    assert queuedb.command_lock(fd)
+    server = threading.Thread(target=lambda: started.append(QueueStore(root, inline=100)))
+    server.start()
+    server.join(0.3)
+    assert server.is_alive()
+    queuedb.command_unlock(fd)
+    os.close(fd)
+    server.join(5)
+    assert started[-1].own.n == 0 and queuedb.owned(root, 0)  # told as a server's slot
+    started[-1].close()
+
+
 def test_a_held_letter_retried_and_adopted_before_its_drop_is_not_dropped_under_its_delivery(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -224,6 +281,119 @@ def test_the_backup_copy_holds_each_slot_and_the_files_its_rows_name(tmp_path: P
     restored = QueueStore(tmp_path / "copy", inline=100)
     assert {e for e, _, _ in restored.entries()} == {held, waiting, later}
     restored.close()
+
+
+def test_the_backup_copy_is_durable_when_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file of the queue's copy (each slot's database, each letter's file) is fsynced
+    after its last write, and so are ``files/``, the copy's directory and its parent (the
+    copy's name), each after what it names: a crash right after the backup said it was done
+    leaves no torn copy."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    held, _, _ = held_and_waiting(store, tmp_path)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    copy = tmp_path / "backup" / "queue"
+    copy.parent.mkdir()
+    assert queueadmin.copy_queue(root, copy) == 3
+    store.close()
+    letter = copy / "files" / store.own.file(held).name
+    assert letter.stat().st_size == 500
+    order = [copy / "0.sqlite3", letter, copy / "files", copy, copy.parent]
+    assert {str(p) for p in order} <= set(synced)
+    last = {path: n for n, path in enumerate(synced)}
+    assert last[str(letter)] < last[str(copy / "files")] < last[str(copy)] < last[str(copy.parent)]
+    assert last[str(copy / "0.sqlite3")] < last[str(copy)]
+
+
+def _files(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Each file of a queue's directory: owner, size, time of its last change."""
+    return {
+        p.name: (p.stat().st_uid, p.stat().st_size, p.stat().st_mtime_ns)
+        for p in root.iterdir()
+        if p.is_file()
+    }
+
+
+def test_a_listing_creates_no_file_and_changes_none(tmp_path: Path) -> None:
+    """``pochta queue list`` may run as another user than the server (root while the server
+    runs as pochta): a slot opened ``mode=ro`` with no server on it made its ``-wal`` and
+    ``-shm``, owned by the command's user, and the server could not open them after. Listed
+    with no server on the slot, beside a live one (its rows still in the WAL), and after a
+    kill (the ``-wal`` and ``-shm`` left): every letter is listed, no file is created, and no
+    file's owner, size or time changes but the ``-shm`` (SQLite's index, written by any
+    reader)."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    held, waiting, later = held_and_waiting(store, tmp_path)
+    killed = tmp_path / "killed"  # the files a kill leaves: the database, its WAL and index
+    killed.mkdir()
+    for suffix in ("", "-wal", "-shm"):
+        (killed / f"0.sqlite3{suffix}").write_bytes((root / f"0.sqlite3{suffix}").read_bytes())
+    assert os.path.getsize(root / "0.sqlite3-wal") > 0  # the rows are in the WAL still
+    for where in (root, killed):
+        before = _files(where)
+        assert {x.id for x in queueadmin.listing(where)} == {held, waiting, later}
+        after = _files(where)
+        assert set(after) == set(before)
+        assert {k: v for k, v in after.items() if not k.endswith("-shm")} == {
+            k: v for k, v in before.items() if not k.endswith("-shm")
+        }
+        assert after["0.sqlite3-shm"][0] == before["0.sqlite3-shm"][0]
+    store.close()
+    assert not (root / "0.sqlite3-wal").exists()  # no server: the file alone holds the rows
+    before = _files(root)
+    assert {x.id for x in queueadmin.listing(root)} == {held, waiting, later}
+    assert _files(root) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changes owners: needs root")
+def test_files_a_command_makes_as_root_keep_the_queues_owner(tmp_path: Path) -> None:
+    """``pochta queue retry`` and ``drop`` run as root beside a server running as its own user
+    (here uid 65534): the slot's lock file a drop makes (a queue restored from a backup has
+    none) and ``changed`` are given the queue directory's owner, as SQLite gives the
+    database's owner to the ``-wal`` and ``-shm`` it makes as root; made root's, the server
+    could not open the lock file at its next start."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    _, waiting, later = held_and_waiting(store, tmp_path)
+    store.close()
+    (root / "0.lock").unlink()
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, 65534, 65534)
+    assert queueadmin.retry(root, [later]) == [later]
+    queueadmin.drop(root, waiting)  # a free slot: its lock file made and held meanwhile
+    made = {p.name: p.stat().st_uid for p in root.iterdir() if p.is_file()}
+    assert {"0.lock", "changed"} <= set(made)
+    assert set(made.values()) == {65534}, made
+
+
+def test_a_listing_refuses_a_slot_whose_wal_has_no_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``-wal`` without its ``-shm`` (a server opening the slot this moment, or a leftover):
+    reading it would make the ``-shm``; the listing asks again for a while, then says what
+    to do, and creates nothing."""
+    root = tmp_path / "q"
+    store = QueueStore(root, inline=100)
+    store.put(entry(2), b"hi")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for suffix in ("", "-wal"):
+        (copy / f"0.sqlite3{suffix}").write_bytes((root / f"0.sqlite3{suffix}").read_bytes())
+    store.close()
+    monkeypatch.setattr(queueadmin, "READ_SECONDS", 0.05)
+    with pytest.raises(StorageError, match=r"without 0\.sqlite3-shm.*start the server"):
+        queueadmin.listing(copy)
+    assert sorted(p.name for p in copy.iterdir()) == ["0.sqlite3", "0.sqlite3-wal"]
 
 
 def test_the_queue_commands_exit_non_zero_with_clear_messages(tmp_path: Path) -> None:

@@ -14,11 +14,15 @@ Two kinds, chosen by the installation's settings:
   new data directory, the pairs repointed at their new disks.
 
 Either way the incoming queue (``<data_dir>/queue``, smtp.answer = "queued": letters answered
-250 and not yet delivered) is copied first, each slot's database through the backup API and
-the files its rows name: a letter delivered after that copy is in the queue's copy and, when
-the index's copy (taken after) has it too, its queue id is found there and it is not
-delivered twice; one delivered before is in the index's copy. Restored, the queue's letters
-are delivered by the first server started on the data directory.
+250 and not yet delivered) is copied, each slot's database through the backup API and the
+files its rows name: a letter delivered after that copy is in the queue's copy and, when the
+index's copy has it too, its queue id is found there and it is not delivered twice; one
+delivered before is in the index's copy. Embedded, the queue is copied while the cut holds
+the index's write lock (no delivery ends meanwhile), so every letter answered before the copy
+is in the backup. With PostgreSQL it is copied before the base backup, and a restore to a
+later time lacks the letters answered after the copy that were not delivered by that time
+(they are in the loaders' own queues, when those survive). ``backup.json`` says how many
+letters the copy holds and when it was taken; a restore reports both.
 
 Either way the manifest (``disks.jsonl``: one line per stored file, its disk, name, key and
 size; the key is the SHA-256 of the content) says what the disks held when the backup was
@@ -33,6 +37,7 @@ inside) and ``disks/<pair>-<n>/``.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
 import shutil
@@ -47,6 +52,7 @@ import typer
 
 from pochta import errors
 from pochta.blobs.filedb.sqlite import SQLiteFileDB
+from pochta.blobs.nodes.groupsync import fsync_path, syncfs_of
 from pochta.blobs.valkyrie import Kind, parse_name
 from pochta.cli.common import (
     ConfigOpt,
@@ -59,7 +65,7 @@ from pochta.cli.common import (
     out,
     settings,
 )
-from pochta.mailbox.queueadmin import copy_queue
+from pochta.mailbox.queueadmin import copy_queue, listing
 from pochta.mailbox.queuedb import slots
 
 app = typer.Typer(
@@ -151,6 +157,8 @@ class Info:
     finished: dt.datetime
     files: int
     wal_dir: Path | None = None
+    queue_letters: int | None = None  # in the incoming queue's copy (None: an older backup)
+    queue_copied: dt.datetime | None = None  # when that copy was taken
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +168,8 @@ class Info:
             "finished": iso(self.finished),
             "files": self.files,
             "wal_dir": None if self.wal_dir is None else str(self.wal_dir),
+            "queue_letters": self.queue_letters,
+            "queue_copied": None if self.queue_copied is None else iso(self.queue_copied),
         }
 
 
@@ -175,6 +185,12 @@ def read_info(backup: Path) -> Info:
             finished=dt.datetime.fromisoformat(raw["finished"]),
             files=int(raw["files"]),
             wal_dir=None if raw.get("wal_dir") is None else Path(raw["wal_dir"]),
+            queue_letters=None if raw.get("queue_letters") is None else int(raw["queue_letters"]),
+            queue_copied=(
+                None
+                if raw.get("queue_copied") is None
+                else dt.datetime.fromisoformat(raw["queue_copied"])
+            ),
         )
     except FileNotFoundError:
         raise errors.NotFound(f"no backup at {backup}: it has no {INFO}") from None
@@ -199,6 +215,66 @@ def read_manifest(path: Path) -> dict[str, list[str]]:
     except OSError as exc:
         raise errors.NotFound(f"no manifest at {path}: {exc.strerror}") from None
     return found
+
+
+class _Durability:
+    """The sync of the backup's filesystem, opened before the backup writes anything: Linux
+    reports a writeback error to each syncfs descriptor that was open before it (once), and
+    to one opened after only while nobody saw the error yet; another process's syncfs of
+    that filesystem (a server's, when the backup shares its filesystem; any ``sync``) may
+    have seen it first. None: syncfs cannot be trusted here (each file is fsynced)."""
+
+    def __init__(self, to: Path) -> None:
+        anchor = to.absolute()
+        while not anchor.is_dir():  # a new directory is made on its parent's filesystem
+            anchor = anchor.parent
+        try:
+            self.group = syncfs_of(anchor)
+        except OSError as exc:
+            raise errors.StorageError(f"cannot open {anchor} for its syncs: {exc}") from exc
+        self.failures = 0 if self.group is None else self.group.failures
+
+
+def _make_durable(backup: Path, durable: _Durability) -> None:
+    """Everything written under ``backup`` on the device, before ``backup.json`` says it is
+    done: one ``syncfs`` of its filesystem (through ``durable``'s descriptor, open since
+    before the first write; no sync of it may have failed since) where Linux reports
+    writeback errors through it, else an fsync of each file and then of each directory
+    (bottom up) and of ``backup``'s parent (the backup's own name)."""
+    try:
+        group = durable.group
+        if group is not None:
+            group.wait()
+            if group.failures != durable.failures:
+                raise OSError(errno.EIO, "a sync of its filesystem failed while it was written")
+            return
+        for root, _, names in os.walk(backup, topdown=False):
+            for name in names:
+                path = Path(root, name)
+                if not path.is_symlink():
+                    fsync_path(path)
+            fsync_path(Path(root))
+        fsync_path(backup.resolve().parent)
+    except OSError as exc:
+        raise errors.StorageError(
+            f"the backup in {backup} could not be made durable: {exc}"
+        ) from exc
+
+
+def _write_info(backup: Path, payload: dict[str, Any], durable: _Durability) -> None:
+    """``backup.json``, the mark of a finished backup: written once the rest is durable
+    (:func:`_make_durable`), under a temporary name, fsynced, renamed, its directory fsynced."""
+    _make_durable(backup, durable)
+    tmp = backup / f"{INFO}.tmp"
+    try:
+        with tmp.open("w") as f:
+            f.write(json.dumps(payload, indent=1) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.rename(backup / INFO)
+        fsync_path(backup)
+    except OSError as exc:
+        raise errors.StorageError(f"{backup / INFO} could not be written: {exc}") from exc
 
 
 def _fresh_dir(path: Path, what: str) -> None:
@@ -345,7 +421,8 @@ def _create_postgres(
     tool = _pg_tool("pg_basebackup", pg_bin)
     _fresh_dir(to, "--to")
     started = dt.datetime.now(dt.UTC)
-    copy_queue(s.data_dir.resolve() / QUEUE, to / QUEUE)  # before the index (see the module)
+    letters = copy_queue(s.data_dir.resolve() / QUEUE, to / QUEUE)  # before the index
+    copied = dt.datetime.now(dt.UTC)
     conninfo, env = _pg_env(dsn)
     label = f"pochta {iso(started)}"
     args = [tool, "-d", conninfo, "-D", str(to / "base"), "-Fp", "-X", "stream"]
@@ -353,7 +430,7 @@ def _create_postgres(
     finished = dt.datetime.now(dt.UTC)
     with opened(data, config) as pochta:
         files = _write_manifest(pochta, to, copy_local=False)
-    return Info("postgres", started, finished, files, wal_dir.resolve())
+    return Info("postgres", started, finished, files, wal_dir.resolve(), letters, copied)
 
 
 def _restore_queue(backup: Path, data_dir: Path) -> int:
@@ -367,6 +444,25 @@ def _restore_queue(backup: Path, data_dir: Path) -> int:
         raise errors.InvalidInput(f"--data: {target} holds a queue already; give a new directory")
     shutil.copytree(backup / QUEUE, target, dirs_exist_ok=True)
     return len(found)
+
+
+def _queue_state(info: Info, queue: Path, target: dt.datetime | None) -> dict[str, Any]:
+    """What the restored queue holds (its letters counted in ``queue``, read creating
+    nothing) and, with PostgreSQL, what a restore to a later time lacks."""
+    letters = len(listing(queue)) if slots(queue) else 0
+    state: dict[str, Any] = {
+        "queue_letters": letters,
+        "queue_copied": None if info.queue_copied is None else iso(info.queue_copied),
+    }
+    if info.kind == "postgres":
+        since = "the queue's copy" if info.queue_copied is None else iso(info.queue_copied)
+        until = "the end of the archive" if target is None else iso(target)
+        state["queue_note"] = (
+            f"letters answered 250 after {since} and not delivered by {until} are not in this"
+            " restore: they are in the loaders' own queues (<data_dir>/queue) when those"
+            " survived; letters delivered after the target time are gone with the index"
+        )
+    return state
 
 
 def _restore_postgres(
@@ -406,7 +502,9 @@ def _restore_postgres(
         for path in [pgdata, *pgdata.rglob("*")]:
             shutil.chown(path, owner, owner)
     queue = None if data is None else _restore_queue(backup, data)
+    state = _queue_state(info, backup / QUEUE, target)
     return {
+        **state,
         "queue_slots": queue,
         "kind": "postgres",
         "pgdata": str(pgdata),
@@ -432,14 +530,22 @@ TOGETHER = ("filedb.sqlite3", "pairdb.sqlite3", "mailbox.sqlite3")  # a delivery
 ATTACH_LIMIT = 10  # SQLite's default SQLITE_MAX_ATTACHED + the main database
 
 
-def snapshot_sqlite(files: list[Path], target: Path, busy_timeout: float = 60.0) -> None:
+def snapshot_sqlite(
+    files: list[Path],
+    target: Path,
+    busy_timeout: float = 60.0,
+    during: Callable[[], object] | None = None,
+) -> None:
     """One consistent cut of several SQLite files: one connection attaches them and takes the
     write lock of each (BEGIN IMMEDIATE locks every attached file); while it holds them,
-    each file is copied through its own reading connection with the online backup API.
+    ``during`` runs (the incoming queue's copy: no delivery ends meanwhile) and each file is
+    copied through its own reading connection with the online backup API.
     Writers wait (their busy timeout), readers go on; no step of a delivery or a deletion
     is in one copy and not in another. Past SQLite's limit of attached files, the files no
     step spans with another (guard, history, counters) are copied each at its own instant."""
     if not files:
+        if during is not None:
+            during()
         return
     ordered = sorted(files, key=lambda p: (p.name not in TOGETHER, p.name))
     locked, alone = ordered[:ATTACH_LIMIT], ordered[ATTACH_LIMIT:]
@@ -449,6 +555,8 @@ def snapshot_sqlite(files: list[Path], target: Path, busy_timeout: float = 60.0)
             lock.execute("ATTACH DATABASE ? AS ?", (str(path), f"f{i}"))
         lock.execute("BEGIN IMMEDIATE")
         try:
+            if during is not None:
+                during()
             for path in locked:
                 _copy_sqlite(path, target, busy_timeout)
         finally:
@@ -499,11 +607,18 @@ def _create_embedded(s: Any, data: Path | None, config: Path | None, to: Path) -
     (to / "data").mkdir()
     started = dt.datetime.now(dt.UTC)
     queue = (data_dir / QUEUE).resolve()
-    copy_queue(queue, to / "data" / QUEUE)  # before the index (see the module)
+    taken: list[tuple[int, dt.datetime]] = []  # the queue's copy: letters, when
+
+    def copy() -> None:  # inside the cut: no delivery ends while the queue is copied; no
+        # fsync there (each held every SQLite file's write lock some ms longer): the copy
+        # is made durable with the rest of the backup (_write_info)
+        letters = copy_queue(queue, to / "data" / QUEUE, durable=False)
+        taken.append((letters, dt.datetime.now(dt.UTC)))
+
     with opened(data, config) as pochta:
         roots = _local_roots(pochta)
         dbs = _sqlite_files(data_dir)
-        snapshot_sqlite(dbs, to / "data")
+        snapshot_sqlite(dbs, to / "data", during=copy)
         skip = [*roots, *dbs, queue]
         for path in _other_files(data_dir, skip):
             dst = to / "data" / path.relative_to(data_dir)
@@ -519,7 +634,8 @@ def _create_embedded(s: Any, data: Path | None, config: Path | None, to: Path) -
             )
         finally:
             copied.close()
-    return Info("embedded", started, dt.datetime.now(dt.UTC), files)
+    ((letters, at),) = taken
+    return Info("embedded", started, dt.datetime.now(dt.UTC), files, None, letters, at)
 
 
 def _restore_embedded(backup: Path, data_dir: Path) -> dict[str, Any]:
@@ -588,12 +704,14 @@ def create(
     the manifest of the disks (the WAL archive in --wal-dir carries it forward in time);
     embedded, every SQLite file at one instant, the data directory and the local disks."""
     s = settings(data, config)
-    if kind_of(s) == "postgres":
+    kind = kind_of(s)
+    durable = _Durability(to)  # before anything is written (see _Durability)
+    if kind == "postgres":
         info = _create_postgres(s, data, config, to, wal_dir, pg_bin)
     else:
         info = _create_embedded(s, data, config, to)
     payload = {**info.as_dict(), "backup": str(to)}
-    (to / INFO).write_text(json.dumps(payload, indent=1) + "\n")
+    _write_info(to, payload, durable)
     emit(
         json_output,
         payload,
@@ -680,5 +798,17 @@ def restore(
         if data is None:
             raise errors.InvalidInput("--data is needed: the new data directory")
         result = _restore_embedded(source, data)
+        result.update(_queue_state(info, data / QUEUE, None))
         steps = f"run `pochta fsck --disks --manifest {source} --data {data}`"
-    emit(json_output, {**result, "next": steps}, lambda: out.print(f"restored; next: {steps}"))
+    queued = f"the incoming queue's copy: {result['queue_letters']} letter(s)"
+    if result["queue_copied"] is not None:
+        queued += f", taken at {result['queue_copied']}"
+    if result["queue_letters"]:
+        queued += ", delivered by the first server started on that data directory"
+    if "queue_note" in result:
+        queued += f"; {result['queue_note']}"
+    emit(
+        json_output,
+        {**result, "next": steps},
+        lambda: out.print(f"restored; {queued}.\nnext: {steps}"),
+    )

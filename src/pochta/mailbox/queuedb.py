@@ -7,14 +7,17 @@ whose process is gone and that still holds letters is *adopted* by a live proces
 taken), which delivers them and lets it go once it is empty. So ``serve --processes N`` has N
 queues, and a letter a dead process left is delivered by whichever process comes first.
 
-Beside the ``flock`` a server holds an open file description lock (``F_OFD_SETLK``) of the
-same file: that one tells a live server's slot without taking any lock (:func:`owned`,
-``F_OFD_GETLK``; ``pochta queue`` reads the slots so). A command holds the ``flock`` of a free
-slot for a moment only when it must (``pochta queue drop`` of a letter waiting there: no server
-may adopt the slot meanwhile); a server that finds a slot's ``flock`` taken without the other
-lock (a command's, or a server of an older pochta starting) tries it again for up to
-``COMMAND_SECONDS`` before it passes on, so a command never makes a starting server take
-another slot, nor an adoption wait for its next round.
+Beside the ``flock`` a server holds an open file description lock (``F_OFD_SETLK``, a write
+lock) of the same file: that one tells a live server's slot without taking any lock
+(:func:`owned`, ``F_OFD_GETLK``; ``pochta queue`` reads the slots so). A command holds the
+``flock`` of a free slot for a moment only when it must (``pochta queue drop`` of a letter
+waiting there: no server may adopt the slot meanwhile), with an OFD *read* lock beside it that
+tells it is a command's (taken before the ``flock``, let go of after it); a server that finds
+a slot's ``flock`` taken so tries it again for up to ``COMMAND_SECONDS`` before it passes on,
+so a command never makes a starting server take another slot, nor an adoption wait for its
+next round. A ``flock`` held with no OFD lock beside it is a server of an older pochta (or a
+server taking or letting go of the slot this moment): passed on after ``SETTLE_SECONDS``, not
+waited for ``COMMAND_SECONDS`` at each start and adoption round.
 
 A letter of at most ``inline`` bytes is kept in its row (one write: the row's commit is its
 fsync, and letters committed together share it: :mod:`pochta.sqlitedb`'s group commit). A
@@ -35,6 +38,7 @@ letters stay).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -151,6 +155,7 @@ def _damaged(exc: BaseException) -> bool:
 
 
 COMMAND_SECONDS = 2.0  # how long a slot whose flock a command holds is tried again
+SETTLE_SECONDS = 0.05  # ... and one whose flock is held with no OFD lock (see the module)
 _FLOCK = "hhqqi4x"  # struct flock: l_type, l_whence, l_start, l_len, l_pid (Linux, LP64)
 
 
@@ -163,36 +168,71 @@ def _try_lock(root: Path, n: int) -> int | None:
     except OSError:
         os.close(fd)
         return None
-    with contextlib.suppress(OSError):  # no OFD locks here: commands then see it as free
+    try:
         fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK, fcntl.F_WRLCK, 0, 0, 0, 0))
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):  # a command's read lock: it is taking
+            fcntl.flock(fd, fcntl.LOCK_UN)  # or letting go of the slot (see command_lock)
+            os.close(fd)
+            return None
+        # no OFD locks here: commands then see it as free
     return fd
+
+
+def _holder(root: Path, n: int) -> int:
+    """The OFD lock held on slot ``n``'s lock file, read without taking any lock
+    (``F_OFD_GETLK``): ``F_WRLCK`` a server's, ``F_RDLCK`` a command's, ``F_UNLCK`` none."""
+    try:
+        fd = os.open(root / f"{n}.lock", os.O_RDONLY)
+    except FileNotFoundError:
+        return fcntl.F_UNLCK  # never locked (a queue restored from a backup)
+    try:
+        query = struct.pack(_FLOCK, fcntl.F_WRLCK, 0, 0, 0, 0)
+        got = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, query)
+    except OSError:
+        return fcntl.F_WRLCK  # cannot tell: as if a server held it (nothing dropped under it)
+    finally:
+        os.close(fd)
+    kind: int = struct.unpack(_FLOCK, got)[0]
+    return kind
 
 
 def owned(root: Path, n: int) -> bool:
     """Whether a server holds slot ``n``, read without taking any lock (``F_OFD_GETLK``):
     nobody starting or adopting meanwhile ever finds the slot taken by the question."""
+    return _holder(root, n) == fcntl.F_WRLCK
+
+
+def command_lock(fd: int) -> bool:
+    """The OFD read lock a command takes on a slot's lock file (``fd``) before its ``flock``
+    and lets go of after it (:func:`command_unlock`): a server finding the ``flock`` taken
+    waits for a command, not for an older server, and one that gets the ``flock`` meanwhile
+    gives it back (:func:`_try_lock`). False: a server holds the slot."""
     try:
-        fd = os.open(root / f"{n}.lock", os.O_RDONLY)
-    except FileNotFoundError:
-        return False  # never locked (a queue restored from a backup)
-    try:
-        query = struct.pack(_FLOCK, fcntl.F_WRLCK, 0, 0, 0, 0)
-        got = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, query)
-    except OSError:
-        return True  # cannot tell: as if it were owned (nothing is dropped under a server)
-    finally:
-        os.close(fd)
-    kind: int = struct.unpack(_FLOCK, got)[0]
-    return kind != fcntl.F_UNLCK
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK, fcntl.F_RDLCK, 0, 0, 0, 0))
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        # no OFD locks here: a server waits less for the command
+    return True
+
+
+def command_unlock(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK, fcntl.F_UNLCK, 0, 0, 0, 0))
 
 
 def _take(root: Path, n: int, clock: Callable[[], float] = time.monotonic) -> int | None:
-    """Slot ``n``'s locks; when its ``flock`` is held by no server (a command holds it for a
-    moment), tried again for up to ``COMMAND_SECONDS``. None: a server owns it (or the
-    command did not let go in time)."""
-    deadline = clock() + COMMAND_SECONDS
+    """Slot ``n``'s locks; when a command holds its ``flock`` for a moment (told by its OFD
+    read lock), tried again for up to ``COMMAND_SECONDS``; when nobody holds an OFD lock
+    beside the ``flock`` (an older pochta's server, or a lock being taken or let go of this
+    moment), for ``SETTLE_SECONDS``. None: a server owns it, or it was not let go in time."""
+    start = clock()
     while (fd := _try_lock(root, n)) is None:
-        if owned(root, n) or clock() >= deadline:
+        holder, waited = _holder(root, n), clock() - start
+        if holder == fcntl.F_WRLCK or waited >= COMMAND_SECONDS:
+            return None
+        if holder == fcntl.F_UNLCK and waited >= SETTLE_SECONDS:
             return None
         time.sleep(0.01)
     return fd

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sqlite3
 import threading
 import time
@@ -53,7 +54,7 @@ from typing import NamedTuple, TypeVar
 from pochta.blobs import counting
 from pochta.blobs.filedb.group import GroupCommit
 from pochta.blobs.keys import parse_key, parse_magic, parse_op
-from pochta.blobs.nodes.groupsync import GroupSync, fsync_path, syncfs_of
+from pochta.blobs.nodes.groupsync import GroupSync, syncfs_of
 from pochta.errors import BlobNotFound, StorageError
 from pochta.sqlitedb import SQLiteDatabase, Synchronous
 from pochta.types import Clock, FileFlag, FileRecord, Key, Magic, Op, Space
@@ -276,6 +277,13 @@ class SQLiteFileDB:
         if self._sync is not None:
             synchronous = "normal"
         self._db = SQLiteDatabase(path, SCHEMA, synchronous=synchronous)
+        self._wal_fd = -1  # the WAL's descriptor for its own fdatasyncs (see _sync_wal)
+        if self._sync is not None:
+            try:
+                self._wal_fd = os.open(self._wal, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                self._db.close()
+                raise StorageError(f"cannot open {self._wal} for its syncs: {exc}") from exc
         self._wal_failures = 0  # the WAL's own fdatasyncs that failed (a count made alone)
         self._settled = 0 if self._sync is None else self._sync.failures  # see _settle
         self._settling = threading.Lock()
@@ -367,8 +375,15 @@ class SQLiteFileDB:
 
     def _sync_wal(self) -> None:
         """fdatasync the WAL: every commit returned before this call is on the device (what
-        sync=full does at each commit)."""
-        fsync_path(self._wal, data_only=True)
+        sync=full does at each commit). Through one descriptor kept open since the FileDB
+        opened: Linux reports a writeback error of a file once to each open file description
+        that was open before the error, and one opened after another descriptor saw it (SQLite
+        fsyncs the WAL through its own at a checkpoint) never hears of it. The WAL stays the
+        same file while the FileDB is open: SQLite removes it only when the last connection
+        to the database closes (the writer's is open until :meth:`close`, and the shared lock
+        it holds keeps another process's last close from removing it); a checkpoint empties
+        it in place."""
+        os.fdatasync(self._wal_fd)
 
     def _durable(self) -> None:
         """With the group sync: return once a sync that started now has ended (what this
@@ -493,3 +508,6 @@ class SQLiteFileDB:
     def close(self) -> None:
         self._group.close()
         self._db.close()
+        if self._wal_fd >= 0:
+            os.close(self._wal_fd)
+            self._wal_fd = -1
