@@ -279,6 +279,20 @@ def test_a_worker_starts_with_the_tables_built_by_its_fork_server(tmp_path: Path
     assert done.stdout.split() == ["1", "0", "0", "0"]
 
 
+def test_the_fork_server_freezes_what_it_loaded() -> None:
+    """``warmed``, the last module the fork server loads, freezes what it holds (no
+    collection in a worker walks those objects again, nor copies their pages)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import gc, pochta.mailbox.warmed; print(gc.get_freeze_count())"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "POCHTA_WARM_WORDS": "0"},
+    )
+    assert int(done.stdout) > 10_000
+
+
 def test_a_token_table_that_cannot_be_read_leaves_the_set_cold(tmp_path: Path) -> None:
     """The warm-up runs in the fork server, where any exception but ImportError kills it
     (every worker's start then fails with an EOF): a broken table is no warm-up, no error."""

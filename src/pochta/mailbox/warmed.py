@@ -17,6 +17,10 @@ they were seen there; ~0.25 s of CPU, once a server) before it forks, and every 
 with the states they reached. The warm-up only fills RE2's cache: a token table that cannot be
 read leaves the set cold, it never stops the fork server (an exception here but ImportError
 would: every worker's start would fail with the fork server's EOF).
+
+Last, everything the fork server holds is frozen (:func:`pochta.cpupool.freeze`): no garbage
+collection walks those objects again, in the fork server or in a worker, so a worker's full
+collections neither spend its CPU on them nor copy their pages.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+from pochta import cpupool
 from pochta.antispam import tokens
 from pochta.antispam.model import booster
 from pochta.antispam.signs import (
@@ -75,3 +80,4 @@ def warm(words: int | None = None, directory: Path | None = None) -> None:
 
 
 warm()
+cpupool.freeze()  # the last module the fork server loads: its objects are never walked again
