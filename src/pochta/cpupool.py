@@ -556,13 +556,14 @@ def freeze() -> None:
     """What this process holds now is left out of the cyclic garbage collector's walks from
     now on (``gc.freeze``, after one collection of what is garbage already). A worker's
     modules, tables, model and stores live as long as the worker: yet each full collection
-    walked them all (~88,000 objects, ~30-60 ms of CPU; one every few hundred letters, as the
-    letters' own objects pile up) and, in a worker forked from the fork server, wrote to each
-    one's page, copying the pages it shares with its siblings. The fork server calls it
-    once its modules are loaded (``pochta.mailbox.warmed``), and every worker once its
-    initializer has run (what the initializer built; the fork server's objects are frozen
-    already, so this collection walks only the worker's own). An object frozen is still freed
-    when its last reference goes; only a cycle of frozen objects that becomes garbage stays."""
+    walked them all (~79,000 objects in a letter worker, 52-68 ms of CPU at load 18; one
+    within a new worker's first few hundred letters, then as the letters' leftovers pile
+    up) and, in a worker forked from the fork server, wrote to each one's page, copying the
+    pages it shares with its siblings. The fork server calls it once its modules are loaded
+    (``pochta.mailbox.warmed``), and every worker once its initializer has run (what the
+    initializer built; the fork server's objects are frozen already, so this collection
+    walks only the worker's own). An object frozen is still freed when its last reference
+    goes; only a cycle of frozen objects that becomes garbage stays."""
     gc.collect()
     gc.freeze()
 
