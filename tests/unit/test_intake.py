@@ -4,6 +4,7 @@ pochta's, and a letter its worker could not finish does what ``antispam.on_timeo
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from tests.mailtools import letter
 
 from pochta.antispam import tokens
+from pochta.antispam.model.booster import Model
 from pochta.antispam.signs import wording
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import TIMEOUT, Analyzer, Scanner, unanalyzed
@@ -22,7 +24,7 @@ from pochta.config import WARM_WORDS, warm_words
 from pochta.cpupool import CpuPool
 from pochta.errors import ConfigError, CpuPoolTimeout, Overloaded
 from pochta.mailbox import warmed
-from pochta.mailbox.intake import AnalysisSettings, Intake, init_pool_process
+from pochta.mailbox.intake import AnalysisSettings, Intake, _model_reads, init_pool_process
 from pochta.types import Envelope
 
 FORGED = b"X-Pochta-Spam: ham; probability=0.0001\r\nAuthentication-Results: mx.test; dkim=pass\r\n"
@@ -331,3 +333,17 @@ def test_the_warming_texts_are_the_tables_words_as_often_as_seen() -> None:
     assert len(texts) == 3 and len(words) == 1_234 and set(words) == {"verify", "lunch"}
     assert words.count("verify") > 5 * words.count("lunch")
     assert list(warmed.sample_texts(TokenTable({}, 0, 0), 100)) == []
+
+
+def test_the_answer_keeps_the_features_the_model_reads_otherwise_than_a_missing_column() -> None:
+    """``for_the_server`` sends only the model's columns whose value is not what the model takes
+    for a missing column (its default, else NaN), each as the float the model reads."""
+    model = Model(
+        None, ["a", "b", "c", "d", "e", "f", "g"], defaults={"a": 0.0, "b": 1.0, "d": math.nan}
+    )
+    features = {"a": 0.0, "b": 2, "c": math.nan, "d": math.nan, "e": 3.5, "g": 0.0, "x": 9.0}
+    kept = _model_reads(features, model)
+    assert kept == {"b": 2.0, "e": 3.5, "g": 0.0}
+    assert type(kept["b"]) is float
+    assert _model_reads(features, None) == {}
+    assert model.missing_values[:2] == (("a", 0.0), ("b", 1.0))
