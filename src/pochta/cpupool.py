@@ -559,11 +559,13 @@ def freeze() -> None:
     walked them all (~79,000 objects in a letter worker, 52-68 ms of CPU at load 18; one
     within a new worker's first few hundred letters, then as the letters' leftovers pile
     up) and, in a worker forked from the fork server, wrote to each one's page, copying the
-    pages it shares with its siblings. The fork server calls it once its modules are loaded
-    (``pochta.mailbox.warmed``), and every worker once its initializer has run (what the
-    initializer built; the fork server's objects are frozen already, so this collection
-    walks only the worker's own). An object frozen is still freed when its last reference
-    goes; only a cycle of frozen objects that becomes garbage stays."""
+    pages it shares with its siblings. Every worker calls it once its initializer has run
+    (:func:`_worker_main`): what it inherited from the fork server it froze already, first
+    thing, without a walk (``gc.freeze`` alone moves the collector's lists whole), so this
+    collection walks only what the worker built itself. An object frozen is still freed when
+    its last reference goes; only a cycle of frozen objects that becomes garbage stays (a
+    worker's are rebuilt only by a new worker: ``reinitialize``, a model switch). Called
+    by a worker's own start only, never on import: it changes the whole process."""
     gc.collect()
     gc.freeze()
 
@@ -583,6 +585,7 @@ def _worker_main(
     """A worker's whole life: the initializer once, then tasks until the pipe closes, then
     the finalizer (a worker killed never runs it). It logs as the server does (``log``), each
     task's lines with the ids its caller had bound."""
+    gc.freeze()  # what the fork server loaded (inherited: shared pages): never walked here
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the server to handle
     logs.restore(log)
     if initializer is not None:

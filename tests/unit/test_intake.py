@@ -4,6 +4,7 @@ pochta's, and a letter its worker could not finish does what ``antispam.on_timeo
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import os
 import subprocess
@@ -281,18 +282,50 @@ def test_a_worker_starts_with_the_tables_built_by_its_fork_server(tmp_path: Path
     assert done.stdout.split() == ["1", "0", "0", "0"]
 
 
-def test_the_fork_server_freezes_what_it_loaded() -> None:
-    """``warmed``, the last module the fork server loads, freezes what it holds (no
-    collection in a worker walks those objects again, nor copies their pages)."""
+FROZEN = """
+import gc
+
+from pochta.cpupool import CpuPool
+from pochta.mailbox import warmed
+from pochta.mailbox.intake import POOL_MODULES
+from pochta.mime import normalize
+
+
+def walked() -> tuple[bool, bool, int]:
+    ids = {id(o) for o in gc.get_objects()}
+    return id(vars(warmed)) in ids, id(vars(normalize)) in ids, gc.get_freeze_count()
+
+
+if __name__ == "__main__":
+    workers = CpuPool(1, preload=POOL_MODULES)
+    workers.start()
+    try:
+        here, forked = walked(), workers.submit(walked).result(timeout=60)
+        print(*here[:2], here[2] == 0, *forked[:2], forked[2] > 10_000)
+    finally:
+        workers.close()
+"""
+
+
+def test_a_worker_freezes_what_its_fork_server_loaded_and_importing_freezes_nothing(
+    tmp_path: Path,
+) -> None:
+    """A worker leaves what it inherited from its fork server (the preloaded modules, their
+    tables) out of its collections' walks: none walks those objects again, nor copies their
+    pages. Importing ``warmed`` (the server process does not; these tests do) freezes
+    nothing: the process that imports it keeps its own collector as it was."""
+    script = tmp_path / "frozen.py"
+    script.write_text(FROZEN)
     done = subprocess.run(
-        [sys.executable, "-c", "import gc, pochta.mailbox.warmed; print(gc.get_freeze_count())"],
+        [sys.executable, str(script)],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
         env={**os.environ, "POCHTA_WARM_WORDS": "0"},
     )
-    assert int(done.stdout) > 10_000
+    assert done.stdout.split() == ["True", "True", "True", "False", "False", "True"]
+    assert gc.get_freeze_count() == 0  # this process imported warmed (at the top)
 
 
 def test_a_token_table_that_cannot_be_read_leaves_the_set_cold(tmp_path: Path) -> None:

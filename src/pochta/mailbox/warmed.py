@@ -18,9 +18,10 @@ with the states they reached. The warm-up only fills RE2's cache: a token table 
 read leaves the set cold, it never stops the fork server (an exception here but ImportError
 would: every worker's start would fail with the fork server's EOF).
 
-Last, everything the fork server holds is frozen (:func:`pochta.cpupool.freeze`): no garbage
-collection walks those objects again, in the fork server or in a worker, so a worker's full
-collections neither spend its CPU on them nor copy their pages.
+What the fork server holds once it has loaded these modules, a worker leaves out of its garbage
+collections' walks (``gc.freeze`` at its start: :func:`pochta.cpupool.freeze`), so its full
+collections neither spend its CPU on those objects nor copy their pages. Importing this module
+freezes nothing: a process that imports it (the tests) keeps its collector as it was.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from pochta import cpupool
 from pochta.antispam import tokens
 from pochta.antispam.model import booster
 from pochta.antispam.signs import (
@@ -80,4 +80,3 @@ def warm(words: int | None = None, directory: Path | None = None) -> None:
 
 
 warm()
-cpupool.freeze()  # the last module the fork server loads: its objects are never walked again
