@@ -4,9 +4,11 @@ pochta's, and a letter its worker could not finish does what ``antispam.on_timeo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import math
 import os
+import pickle
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -380,3 +382,16 @@ def test_the_answer_keeps_the_features_the_model_reads_otherwise_than_a_missing_
     assert type(kept["b"]) is float
     assert _model_reads(features, None) == {}
     assert model.missing_values[:2] == (("a", 0.0), ("b", 1.0))
+
+
+def test_a_switched_model_s_answer_reads_the_new_model_s_missing_values() -> None:
+    """A model switch (a new ``Model``: promoted, or pickled to a new worker) reads its own
+    columns and defaults, never the previous model's kept from an earlier letter."""
+    features = {"a": 0.0, "b": 1.0, "c": 2.0}
+    old = Model(None, ["a", "b"], defaults={"a": 0.0})
+    assert _model_reads(features, old) == {"b": 1.0}  # old's missing values now read
+    new = dataclasses.replace(old, columns=["a", "b", "c"], defaults={"a": 1.0, "b": 1.0})
+    assert _model_reads(features, new) == {"a": 0.0, "c": 2.0}
+    pickled = pickle.loads(pickle.dumps(new))
+    assert _model_reads(features, pickled) == {"a": 0.0, "c": 2.0}
+    assert _model_reads(features, old) == {"b": 1.0}
