@@ -5,6 +5,7 @@ machine; what is asserted is the order of events, not their speed."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import os
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -81,6 +83,36 @@ def forever(pid_file: str) -> None:
 
 def exit_now() -> None:
     os._exit(3)
+
+
+_kept: list[object] = []
+
+
+def build_cycles() -> None:
+    """An initializer that builds what lives as long as its worker (cycles, as a model's are)."""
+    for _ in range(1_000):
+        cycle: list[object] = []
+        cycle.append(cycle)
+        _kept.append(cycle)
+
+
+def collector_state() -> tuple[bool, bool, bool]:
+    """Whether the initializer's objects are out of the collector's walks (frozen), whether
+    at least as many objects as it built are frozen, and whether a cycle made by a task is
+    still collected."""
+    walked = {id(o) for o in gc.get_objects()}
+    cycle: list[object] = []
+    cycle.append(cycle)
+    ref = weakref.ref(Holder(cycle))
+    del cycle
+    gc.collect()
+    return id(_kept[0]) not in walked, gc.get_freeze_count() >= 1_000, ref() is None
+
+
+class Holder:
+    def __init__(self, cycle: list[object]) -> None:
+        self.cycle = cycle
+        cycle.append(self)
 
 
 def broken_init() -> None:
@@ -223,6 +255,14 @@ def test_the_initializer_runs_once_per_process(tmp_path: Path) -> None:
         assert {pool.run(whoami)[1] for _ in range(20)} == {1}
         started = list(map(int, log.read_text().split()))
         assert len(started) == 3 and started[-1] in pool.pids  # the replacement ran it once
+
+
+def test_what_a_worker_starts_with_is_frozen_and_its_tasks_cycles_are_collected() -> None:
+    """The initializer's objects live as long as the worker: they are left out of the
+    collector's walks (a full collection walked every one of them), while what tasks make
+    is still collected."""
+    with CpuPool(1, initializer=build_cycles) as p:
+        assert p.run(collector_state) == (True, True, True)
 
 
 def test_reinitialize_restarts_every_worker_with_the_new_arguments(tmp_path: Path) -> None:

@@ -4,7 +4,11 @@ pochta's, and a letter its worker could not finish does what ``antispam.on_timeo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import gc
+import math
 import os
+import pickle
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +18,7 @@ import pytest
 from tests.mailtools import letter
 
 from pochta.antispam import tokens
+from pochta.antispam.model.booster import Model
 from pochta.antispam.signs import wording
 from pochta.antispam.tokens import TokenTable
 from pochta.antispam.verdict import TIMEOUT, Analyzer, Scanner, unanalyzed
@@ -22,7 +27,7 @@ from pochta.config import WARM_WORDS, warm_words
 from pochta.cpupool import CpuPool
 from pochta.errors import ConfigError, CpuPoolTimeout, Overloaded
 from pochta.mailbox import warmed
-from pochta.mailbox.intake import AnalysisSettings, Intake, init_pool_process
+from pochta.mailbox.intake import AnalysisSettings, Intake, _model_reads, init_pool_process
 from pochta.types import Envelope
 
 FORGED = b"X-Pochta-Spam: ham; probability=0.0001\r\nAuthentication-Results: mx.test; dkim=pass\r\n"
@@ -279,6 +284,52 @@ def test_a_worker_starts_with_the_tables_built_by_its_fork_server(tmp_path: Path
     assert done.stdout.split() == ["1", "0", "0", "0"]
 
 
+FROZEN = """
+import gc
+
+from pochta.cpupool import CpuPool
+from pochta.mailbox import warmed
+from pochta.mailbox.intake import POOL_MODULES
+from pochta.mime import normalize
+
+
+def walked() -> tuple[bool, bool, int]:
+    ids = {id(o) for o in gc.get_objects()}
+    return id(vars(warmed)) in ids, id(vars(normalize)) in ids, gc.get_freeze_count()
+
+
+if __name__ == "__main__":
+    workers = CpuPool(1, preload=POOL_MODULES)
+    workers.start()
+    try:
+        here, forked = walked(), workers.submit(walked).result(timeout=60)
+        print(*here[:2], here[2] == 0, *forked[:2], forked[2] > 10_000)
+    finally:
+        workers.close()
+"""
+
+
+def test_a_worker_freezes_what_its_fork_server_loaded_and_importing_freezes_nothing(
+    tmp_path: Path,
+) -> None:
+    """A worker leaves what it inherited from its fork server (the preloaded modules, their
+    tables) out of its collections' walks: none walks those objects again, nor copies their
+    pages. Importing ``warmed`` (the server process does not; these tests do) freezes
+    nothing: the process that imports it keeps its own collector as it was."""
+    script = tmp_path / "frozen.py"
+    script.write_text(FROZEN)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "POCHTA_WARM_WORDS": "0"},
+    )
+    assert done.stdout.split() == ["True", "True", "True", "False", "False", "True"]
+    assert gc.get_freeze_count() == 0  # this process imported warmed (at the top)
+
+
 def test_a_token_table_that_cannot_be_read_leaves_the_set_cold(tmp_path: Path) -> None:
     """The warm-up runs in the fork server, where any exception but ImportError kills it
     (every worker's start then fails with an EOF): a broken table is no warm-up, no error."""
@@ -317,3 +368,30 @@ def test_the_warming_texts_are_the_tables_words_as_often_as_seen() -> None:
     assert len(texts) == 3 and len(words) == 1_234 and set(words) == {"verify", "lunch"}
     assert words.count("verify") > 5 * words.count("lunch")
     assert list(warmed.sample_texts(TokenTable({}, 0, 0), 100)) == []
+
+
+def test_the_answer_keeps_the_features_the_model_reads_otherwise_than_a_missing_column() -> None:
+    """``for_the_server`` sends only the model's columns whose value is not what the model takes
+    for a missing column (its default, else NaN), each as the float the model reads."""
+    model = Model(
+        None, ["a", "b", "c", "d", "e", "f", "g"], defaults={"a": 0.0, "b": 1.0, "d": math.nan}
+    )
+    features = {"a": 0.0, "b": 2, "c": math.nan, "d": math.nan, "e": 3.5, "g": 0.0, "x": 9.0}
+    kept = _model_reads(features, model)
+    assert kept == {"b": 2.0, "e": 3.5, "g": 0.0}
+    assert type(kept["b"]) is float
+    assert _model_reads(features, None) == {}
+    assert model.missing_values[:2] == (("a", 0.0), ("b", 1.0))
+
+
+def test_a_switched_model_s_answer_reads_the_new_model_s_missing_values() -> None:
+    """A model switch (a new ``Model``: promoted, or pickled to a new worker) reads its own
+    columns and defaults, never the previous model's kept from an earlier letter."""
+    features = {"a": 0.0, "b": 1.0, "c": 2.0}
+    old = Model(None, ["a", "b"], defaults={"a": 0.0})
+    assert _model_reads(features, old) == {"b": 1.0}  # old's missing values now read
+    new = dataclasses.replace(old, columns=["a", "b", "c"], defaults={"a": 1.0, "b": 1.0})
+    assert _model_reads(features, new) == {"a": 0.0, "c": 2.0}
+    pickled = pickle.loads(pickle.dumps(new))
+    assert _model_reads(features, pickled) == {"a": 0.0, "c": 2.0}
+    assert _model_reads(features, old) == {"b": 1.0}

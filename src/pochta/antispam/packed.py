@@ -26,6 +26,7 @@ from typing import Any, TypeVar, overload
 T = TypeVar("T")
 SEPARATOR = "\0"
 """Joins names and tokens (no feature name holds it; a token that does is not packed)."""
+_FLOAT = frozenset((float,))  # the one type a packed row's values have (not a subclass)
 
 
 class Row(Mapping[str, float]):
@@ -143,19 +144,25 @@ class Hashes(_Packed[int]):
 def row(features: Mapping[str, float]) -> Mapping[str, float]:
     """``features`` packed (see the module), or as they are (a name is empty or holds the
     separator, a value is not a float: an int would come back a float)."""
-    if isinstance(features, Row) or any(not n or SEPARATOR in n for n in features):
+    if isinstance(features, Row):
         return features
-    if not all(type(v) is float for v in features.values()):
+    names = SEPARATOR.join(features)  # a name holding the separator: more than one a gap
+    if "" in features or names.count(SEPARATOR) > max(len(features) - 1, 0):
         return features
-    return Row(SEPARATOR.join(features), array("d", features.values()).tobytes())
+    if not _FLOAT.issuperset(map(type, features.values())):
+        return features
+    return Row(names, array("d", features.values()).tobytes())
 
 
 def tokens(values: Sequence[str]) -> Sequence[str]:
     """``values`` packed (see the module), or as they are (a token is empty or holds the
     separator)."""
-    if isinstance(values, Tokens) or any(not t or SEPARATOR in t for t in values):
+    if isinstance(values, Tokens):
         return values
-    return Tokens(SEPARATOR.join(values))
+    joined = SEPARATOR.join(values)  # a token holding the separator: more than one a gap
+    if "" in values or joined.count(SEPARATOR) > max(len(values) - 1, 0):
+        return values
+    return Tokens(joined)
 
 
 def hashes(values: Sequence[int]) -> Sequence[int]:

@@ -53,7 +53,6 @@ import contextvars
 import dataclasses
 import json
 import logging
-import math
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -299,14 +298,11 @@ def _model_reads(features: Mapping[str, float], model_: Model | None) -> dict[st
     rule scored, ``round(0, 6)``, would keep :func:`packed.row` from packing the row)."""
     if model_ is None:
         return {}
-    d = model_.defaults
+    get = features.get
     kept = {}
-    for c in model_.columns:
-        v = features.get(c)
-        if v is None:
-            continue
-        missing = d.get(c, math.nan)
-        if v == missing or (math.isnan(v) and math.isnan(missing)):
+    for c, missing in model_.missing_values:  # (x != x: x is NaN)
+        v = get(c)
+        if v is None or v == missing or (v != v and missing != missing):
             continue
         kept[c] = float(v)
     return kept

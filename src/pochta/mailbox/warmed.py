@@ -17,6 +17,11 @@ they were seen there; ~0.25 s of CPU, once a server) before it forks, and every 
 with the states they reached. The warm-up only fills RE2's cache: a token table that cannot be
 read leaves the set cold, it never stops the fork server (an exception here but ImportError
 would: every worker's start would fail with the fork server's EOF).
+
+What the fork server holds once it has loaded these modules, a worker leaves out of its garbage
+collections' walks (``gc.freeze`` at its start: :func:`pochta.cpupool.freeze`), so its full
+collections neither spend its CPU on those objects nor copy their pages. Importing this module
+freezes nothing: a process that imports it (the tests) keeps its collector as it was.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import math
 import pickle
 from typing import TypeVar
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pochta.antispam import packed
@@ -29,6 +29,12 @@ def _same_floats(a: float, b: float) -> bool:
 
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(_NAMES, _FLOATS, max_size=40))
+@example({})
+@example({"": 1.0})
+@example({"\0": 1.0})
+@example({"a\0b": 1.0, "c": 2.0})  # a name holding the separator: as many gaps as 3 names
+@example({"a": 1.0, "b\0": 2.0})
+@example({"a": 1.0, "": 2.0, "b": 3.0})
 def test_a_row_reads_back_its_features(features: dict[str, float]) -> None:
     row = _read_back(packed.row(features))
     assert list(row) == list(features)  # the same names, in the same order
@@ -42,6 +48,13 @@ def test_a_row_reads_back_its_features(features: dict[str, float]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_NAMES, max_size=40))
+@example([])
+@example([""])
+@example(["\0"])
+@example(["\0\0", "a"])
+@example(["a", "b\0c"])  # the separator in a token: one gap more than 2 tokens have
+@example(["a", "", "b"])
+@example(["", ""])
 def test_tokens_read_back(tokens: list[str]) -> None:
     given_ = tuple(tokens)
     got = _read_back(packed.tokens(given_))

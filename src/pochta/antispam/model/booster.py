@@ -111,6 +111,13 @@ class Model:
         d = self.defaults
         return list(self.columns), [float(d.get(c, math.nan)) for c in self.columns]
 
+    @functools.cached_property
+    def missing_values(self) -> tuple[tuple[str, float], ...]:
+        """Each column and the value :meth:`row` takes when a letter lacks it: the column's
+        default, else NaN (read once per model)."""
+        d = self.defaults
+        return tuple((c, d.get(c, math.nan)) for c in self.columns)
+
     @property
     def trees(self) -> Trees:
         """The booster's trees for NumPy (:mod:`pochta.antispam.model.trees`): read once."""
