@@ -258,6 +258,18 @@ class Context:
             self._cache["received"] = received_hosts(self.letter.headers("received"))
         return self._cache["received"]  # type: ignore[return-value]
 
+    @property
+    def link_owners(self) -> dict[str, Org | None]:
+        """The registrable domains the letter's web links lead to, each with the protected
+        organization owning it (None: nobody's); read once."""
+        if "link_owners" not in self._cache:
+            owners: dict[str, Org | None] = {}
+            for link in self.letter.web_links:
+                if link.registrable not in owners and len(link.host) <= MAX_HOST:
+                    owners[link.registrable] = self.protected.owner(link.host)
+            self._cache["link_owners"] = owners
+        return self._cache["link_owners"]  # type: ignore[return-value]
+
     def redirector(self, host: str) -> bool:
         """A known redirect or click-tracking host (data/redirectors.txt)."""
         labels = host.split(".")
@@ -644,20 +656,53 @@ def link_text_mismatch(ctx: Context) -> Sign | None:
     return sign("PHISH_LINK_TEXT_MISMATCH", found[:3]) if found else None
 
 
+NEWSLETTER_DOMAINS = 10
+"""Registrable domains (not the imitated organization's) a list's letter links to at least,
+for a look-alike among its links to be one of many (:func:`_one_of_many`). The project's
+phishing letters with a look-alike link to at most 2 domains; the corpus's newsletters with
+one (Lockergnome's issues) to 25-40."""
+NEWSLETTER_SHARE = 10
+"""A look-alike one of many takes at most one in this many of the letter's web links."""
+
+
+def _one_of_many(ctx: Context, registrable: str, org: Org) -> bool:
+    """Links to ``registrable`` (imitating ``org``) are one destination of many in a
+    newsletter, not the letter's call to action: the letter is a list's (List-Unsubscribe or
+    List-Id), its web links lead to at least :data:`NEWSLETTER_DOMAINS` registrable domains
+    that are not ``org``'s, and at most one in :data:`NEWSLETTER_SHARE` of them leads to
+    ``registrable``. A lure's look-alike is its only or its main destination (the button, the
+    "sign in here"), and a lure copying a brand's own newsletter links to that brand's sites;
+    a technology newsletter's sidebar advertising Outlook add-ons (outlook.4team.biz,
+    www.outlooksecure.com among 30 other sites) sends nobody to sign in anywhere."""
+    letter = ctx.letter
+    if letter.header("list-unsubscribe") is None and letter.header("list-id") is None:
+        return False
+    owners = ctx.link_owners
+    if sum(owner is not org for owner in owners.values()) < NEWSLETTER_DOMAINS:
+        return False
+    web = letter.web_links
+    return NEWSLETTER_SHARE * sum(link.registrable == registrable for link in web) <= len(web)
+
+
 def link_lookalike(ctx: Context) -> Sign | None:
     """A link to a domain imitating a protected one. Weak imitations (the name as one word of
     a longer one, a subdomain named like it, one letter off, the name on another TLD) count
     only when the letter is about that organization: google-analytics.com or applied.com in
-    a shop's newsletter imitate nobody."""
+    a shop's newsletter imitate nobody. In a letter that does not speak for the organization,
+    a look-alike that is one of a newsletter's many destinations (:func:`_one_of_many`)
+    counts only when it is a confusable spelling (paypa1.com), which nobody advertises."""
     found: list[str] = []
     for link in ctx.letter.web_links:
         if len(link.host) > MAX_HOST:
             continue
         im = ctx.protected.imitation(link.host)
         if im is not None:
-            weak = im.how in WEAK or im.how == "foreign_tld"
-            if weak and im.org not in ctx.named and im.org not in ctx.claimed:
-                continue
+            if im.org not in ctx.claimed:
+                weak = im.how in WEAK or im.how == "foreign_tld"
+                if weak and im.org not in ctx.named:
+                    continue
+                if im.how != "confusable" and _one_of_many(ctx, link.registrable, im.org):
+                    continue
             found.append(f"{_shown(link.host)} ≈ {im.target} ({im.org.name})")
         elif idn_spoof(link.host):
             found.append(_shown(link.host))
