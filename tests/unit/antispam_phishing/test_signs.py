@@ -382,6 +382,38 @@ def test_a_lookalike_among_a_newsletters_many_sites_is_no_call_to_action() -> No
     assert "PHISH_LINK_LOOKALIKE" in signs(paypa1)
 
 
+def test_a_newsletters_title_naming_a_brand_after_its_publisher() -> None:
+    """ "Lockergnome Apple Core" <subscriptions@lockergnome.com>: the display name begins with
+    the sender's own domain's name, and the letter is a newsletter linking to many sites that
+    are not Apple's. The name alone, or the shape alone, leaves the sign."""
+    title = "Techdaily Apple Core <news@techdaily.example>"
+    one = ["https://www.site-x.example/"]
+    assert "PHISH_DISPLAY_NAME_BRAND" not in signs(_newsletter(one, sender=title))
+    for sender in (
+        "Apple Core by Techdaily <news@techdaily.example>",  # the publisher not first
+        "Apple Core <news@techdaily.example>",
+        "Gmail Apple Support <apple.support@gmail.com>",  # a public mailbox names nobody
+    ):
+        assert "PHISH_DISPLAY_NAME_BRAND" in signs(_newsletter(one, sender=sender)), sender
+    assert "PHISH_DISPLAY_NAME_BRAND" in signs(_newsletter(one, sender=title, listed=False))
+    assert "PHISH_DISPLAY_NAME_BRAND" in signs(_newsletter(one, sender=title, others=8))
+    lure = letter(sender="Acmenews PayPal Security <x@acmenews.example>",
+                  html='<a href="https://acmenews.example/login">Sign in</a>',
+                  headers={"List-Unsubscribe": "<mailto:leave@acmenews.example>"})  # fmt: skip
+    assert "PHISH_DISPLAY_NAME_BRAND" in signs(lure)
+
+
+def test_a_newsletters_title_is_withheld_on_the_from_domain() -> None:
+    """The exemption rests on the From domain: authentication that shows it forged gives
+    the sign back (``Findings.withheld``)."""
+    raw = _newsletter(
+        ["https://www.site-x.example/"], sender="Techdaily Apple <n@techdaily.example>"
+    )
+    found = phishing.find(parse(raw))
+    assert "PHISH_DISPLAY_NAME_BRAND" not in {s.symbol for s in found.signs}
+    assert "PHISH_DISPLAY_NAME_BRAND" in {s.symbol for s in found.withheld}
+
+
 # -- attachments ----------------------------------------------------------------------------
 PE = b"MZ" + bytes(0x3A) + (0x40).to_bytes(4, "little") + b"PE\0\0" + bytes(16)
 
