@@ -341,6 +341,79 @@ def test_link_lookalike_and_off_brand() -> None:
     assert "PHISH_LINK_OFF_BRAND" not in signs(user)  # a gmail user does not speak for Google
 
 
+def _newsletter(
+    ad: list[str],
+    *,
+    others: int = 12,
+    own: list[str] | None = None,
+    listed: bool = True,
+    sender: str = "Tech Daily <news@techdaily.example>",
+) -> bytes:
+    """A technology newsletter about Microsoft Outlook: ``others`` links to sites of their
+    own, ``own`` links (Microsoft's sites), and the advertisement's links ``ad``."""
+    sites = [f"https://www.site{i}.example/story" for i in range(others)] + (own or [])
+    anchors = [f'<a href="{u}">story {i}</a>' for i, u in enumerate(sites)]
+    anchors += [f'<a href="{u}">Outlook add-ons</a>' for u in ad]
+    html = "<p>This week: Microsoft Outlook tips.</p>" + "<br>".join(anchors)
+    headers = {"List-Unsubscribe": "<mailto:leave@techdaily.example>"} if listed else {}
+    return letter(sender=sender, subject="Tech Daily", text=None, html=html, headers=headers)
+
+
+def test_a_lookalike_among_a_newsletters_many_sites_is_no_call_to_action() -> None:
+    """A list's letter that links to ten sites or more (not the imitated organization's),
+    the look-alike at most one link in ten: an advertisement, not a lure's destination."""
+    one = ["https://outlook.4team.biz/addon"]
+    assert "PHISH_LINK_LOOKALIKE" not in signs(_newsletter(one))
+    embedded = ["https://www.outlooksecure.com/", "https://www.outlooksecure.com/buy"]
+    assert "PHISH_LINK_LOOKALIKE" not in signs(_newsletter(embedded, others=20))
+    # not a list's letter; too few other sites; the look-alike the main destination
+    assert "PHISH_LINK_LOOKALIKE" in signs(_newsletter(one, listed=False))
+    assert "PHISH_LINK_LOOKALIKE" in signs(_newsletter(one, others=8))
+    main = [f"https://outlook.4team.biz/{i}" for i in range(3)]
+    assert "PHISH_LINK_LOOKALIKE" in signs(_newsletter(main))
+    # a lure copying the organization's own newsletter: its sites are no other destinations
+    ms = [f"https://www.{d}/x" for d in ("microsoft.com", "office.com", "live.com", "xbox.com",
+                                          "skype.com", "outlook.com", "onedrive.com")]  # fmt: skip
+    assert "PHISH_LINK_LOOKALIKE" in signs(_newsletter(one, others=5, own=ms))
+    # the letter speaks for the organization; a confusable spelling nobody advertises
+    claimed = _newsletter(one, sender="Microsoft Outlook <news@techdaily.example>")
+    assert "PHISH_LINK_LOOKALIKE" in signs(claimed)
+    paypa1 = _newsletter(["https://paypa1.com/login"])
+    assert "PHISH_LINK_LOOKALIKE" in signs(paypa1)
+
+
+def test_a_newsletters_title_naming_a_brand_after_its_publisher() -> None:
+    """ "Lockergnome Apple Core" <subscriptions@lockergnome.com>: the display name begins with
+    the sender's own domain's name, and the letter is a newsletter linking to many sites that
+    are not Apple's. The name alone, or the shape alone, leaves the sign."""
+    title = "Techdaily Apple Core <news@techdaily.example>"
+    one = ["https://www.site-x.example/"]
+    assert "PHISH_DISPLAY_NAME_BRAND" not in signs(_newsletter(one, sender=title))
+    for sender in (
+        "Apple Core by Techdaily <news@techdaily.example>",  # the publisher not first
+        "Apple Core <news@techdaily.example>",
+        "Gmail Apple Support <apple.support@gmail.com>",  # a public mailbox names nobody
+    ):
+        assert "PHISH_DISPLAY_NAME_BRAND" in signs(_newsletter(one, sender=sender)), sender
+    assert "PHISH_DISPLAY_NAME_BRAND" in signs(_newsletter(one, sender=title, listed=False))
+    assert "PHISH_DISPLAY_NAME_BRAND" in signs(_newsletter(one, sender=title, others=8))
+    lure = letter(sender="Acmenews PayPal Security <x@acmenews.example>",
+                  html='<a href="https://acmenews.example/login">Sign in</a>',
+                  headers={"List-Unsubscribe": "<mailto:leave@acmenews.example>"})  # fmt: skip
+    assert "PHISH_DISPLAY_NAME_BRAND" in signs(lure)
+
+
+def test_a_newsletters_title_is_withheld_on_the_from_domain() -> None:
+    """The exemption rests on the From domain: authentication that shows it forged gives
+    the sign back (``Findings.withheld``)."""
+    raw = _newsletter(
+        ["https://www.site-x.example/"], sender="Techdaily Apple <n@techdaily.example>"
+    )
+    found = phishing.find(parse(raw))
+    assert "PHISH_DISPLAY_NAME_BRAND" not in {s.symbol for s in found.signs}
+    assert "PHISH_DISPLAY_NAME_BRAND" in {s.symbol for s in found.withheld}
+
+
 # -- attachments ----------------------------------------------------------------------------
 PE = b"MZ" + bytes(0x3A) + (0x40).to_bytes(4, "little") + b"PE\0\0" + bytes(16)
 

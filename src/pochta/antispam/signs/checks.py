@@ -20,13 +20,14 @@ quoted phrase, a file name). Signs carry no points: their weights live in the ru
     PHISH_SENDER_IDN             From domain mixes alphabets or is all look-alike letters
                                  (outside a TLD of its own alphabet), or is no valid IDN
     PHISH_DISPLAY_NAME_BRAND     display name names a protected organization; address is not
-                                 theirs
+                                 theirs (nor a newsletter's title after its publisher's name)
     PHISH_DISPLAY_NAME_ADDRESS   display name shows an e-mail address that is not the sender's
                                  (nor of its domain, nor of its bounce domain)
     PHISH_LINK_TEXT_MISMATCH     a link shows one site and leads to another (another owner;
                                  a known redirector leads where its query says)
     PHISH_LINK_LOOKALIKE         a link leads to a domain imitating a protected one (weak
-                                 imitations only when the letter names that organization)
+                                 imitations only when the letter names that organization;
+                                 not one of a newsletter's many destinations)
     PHISH_LINK_OFF_BRAND         a letter in the name of an organization links elsewhere
     PHISH_LINK_IP                a link leads to a bare IP address
     PHISH_LINK_SHORTENER         a link goes through a URL shortener
@@ -262,6 +263,18 @@ class Context:
             self._cache["received"] = received_hosts(self.letter.headers("received"))
         return self._cache["received"]  # type: ignore[return-value]
 
+    @property
+    def link_owners(self) -> dict[str, Org | None]:
+        """The registrable domains the letter's web links lead to, each with the protected
+        organization owning it (None: nobody's); read once."""
+        if "link_owners" not in self._cache:
+            owners: dict[str, Org | None] = {}
+            for link in self.letter.web_links:
+                if link.registrable not in owners and len(link.host) <= MAX_HOST:
+                    owners[link.registrable] = self.protected.owner(link.host)
+            self._cache["link_owners"] = owners
+        return self._cache["link_owners"]  # type: ignore[return-value]
+
     def redirector(self, host: str) -> bool:
         """A known redirect or click-tracking host (data/redirectors.txt)."""
         labels = host.split(".")
@@ -287,11 +300,13 @@ class Context:
     def name_orgs(self) -> list[Org]:
         """Organizations the display name speaks for. A publication's title that names a
         brand after its sender's own name ("Lockergnome Apple Core"
-        <subscriptions@lockergnome.com>) still counts: every fact that would tell it from a
-        lure (the From domain, its name first in the display name, the path the letter
+        <subscriptions@lockergnome.com>) still counts here: every fact that would tell it from
+        a lure (the From domain, its name first in the display name, the path the letter
         claims) is the sender's to choose ("Acmenews PayPal Security" <x@acmenews.com> with a
-        login link). Nor does the name's own ham history: the display name's shingle is the
-        name alone, which a brand's real mail warms for anybody who borrows it (issue 28)."""
+        login link); only the letter's shape as well, a newsletter sending its reader to many
+        unrelated sites, takes ``PHISH_DISPLAY_NAME_BRAND`` away (:func:`_publication_title`).
+        Nor does the name's own ham history: the display name's shingle is the name alone,
+        which a brand's real mail warms for anybody who borrows it (issue 28)."""
         if "name_orgs" not in self._cache:
             name = self.shown_name
             orgs = self.protected.named_in(name)
@@ -493,9 +508,33 @@ def display_name_brand(ctx: Context) -> Sign | None:
         return None
     owner = ctx.protected.sender_org(fd)
     named = [org for org in ctx.name_orgs if org is not owner]
-    if not named:
+    if not named or _publication_title(ctx, fd, named):
         return None
     return sign("PHISH_DISPLAY_NAME_BRAND", [f"«{name}» <{ctx.letter.from_address}>"])
+
+
+MIN_PUBLISHER = 4  # letters of a From domain's name that a display name can begin with
+
+
+def _publication_title(ctx: Context, fd: str, named: Sequence[Org]) -> bool:
+    """The display name is a newsletter's title: it begins with the name of the sender's
+    own domain ("Lockergnome Apple Core" <subscriptions@lockergnome.com>: the publisher, then
+    the subject it writes about), and the letter is a newsletter that speaks for none of the
+    organizations the name names (:func:`_newsletter`: a list's letter linking to ten other
+    sites or more). The name alone is the sender's to choose ("Acmenews PayPal Security"
+    <x@acmenews.com>); a lure under it would still have to send its reader to many unrelated
+    sites, and "sign in here" is one. Not for a public mailbox's domain nor one imitating an
+    organization. Rests on the From domain (``Context.leaned``: a forged one takes it back)."""
+    if not ctx.trust_from or ctx.sender_imitation is not None or _public_mailbox(ctx, fd):
+        return False
+    publisher = (normalize.registrable(fd) or fd).split(".")[0].replace("-", "")
+    words = "".join(c if c.isalnum() else " " for c in ctx.shown_name.casefold()).split()
+    if len(publisher) < MIN_PUBLISHER or not words or words[0] != publisher:
+        return False
+    if not all(_newsletter(ctx, org) for org in named):
+        return False
+    ctx.leaned = True
+    return True
 
 
 def display_name_address(ctx: Context) -> Sign | None:
@@ -648,20 +687,59 @@ def link_text_mismatch(ctx: Context) -> Sign | None:
     return sign("PHISH_LINK_TEXT_MISMATCH", found[:3]) if found else None
 
 
+NEWSLETTER_DOMAINS = 10
+"""Registrable domains (not the imitated organization's) a list's letter links to at least,
+for a look-alike among its links to be one of many (:func:`_one_of_many`). The project's
+phishing letters with a look-alike link to at most 2 domains; the corpus's newsletters with
+one (Lockergnome's issues) to 25-40."""
+NEWSLETTER_SHARE = 10
+"""A look-alike one of many takes at most one in this many of the letter's web links."""
+
+
+def _newsletter(ctx: Context, org: Org) -> bool:
+    """A newsletter that does not speak for ``org``: a list's letter (List-Unsubscribe or
+    List-Id) whose web links lead to at least :data:`NEWSLETTER_DOMAINS` registrable domains
+    that are not ``org``'s. A lure sends the reader to one place, and a lure copying the
+    organization's own newsletter links to the organization's sites."""
+    letter = ctx.letter
+    if letter.header("list-unsubscribe") is None and letter.header("list-id") is None:
+        return False
+    owners = ctx.link_owners
+    return sum(owner is not org for owner in owners.values()) >= NEWSLETTER_DOMAINS
+
+
+def _one_of_many(ctx: Context, registrable: str, org: Org) -> bool:
+    """Links to ``registrable`` (imitating ``org``) are one destination of many in a
+    newsletter (:func:`_newsletter`), not the letter's call to action: at most one in
+    :data:`NEWSLETTER_SHARE` of its web links leads there. A lure's look-alike is its only or
+    its main destination (the button, the "sign in here"); a technology newsletter's sidebar
+    advertising Outlook add-ons (outlook.4team.biz, www.outlooksecure.com among 30 other
+    sites) sends nobody to sign in anywhere."""
+    if not _newsletter(ctx, org):
+        return False
+    web = ctx.letter.web_links
+    return NEWSLETTER_SHARE * sum(link.registrable == registrable for link in web) <= len(web)
+
+
 def link_lookalike(ctx: Context) -> Sign | None:
     """A link to a domain imitating a protected one. Weak imitations (the name as one word of
     a longer one, a subdomain named like it, one letter off, the name on another TLD) count
     only when the letter is about that organization: google-analytics.com or applied.com in
-    a shop's newsletter imitate nobody."""
+    a shop's newsletter imitate nobody. In a letter that does not speak for the organization,
+    a look-alike that is one of a newsletter's many destinations (:func:`_one_of_many`)
+    counts only when it is a confusable spelling (paypa1.com), which nobody advertises."""
     found: list[str] = []
     for link in ctx.letter.web_links:
         if len(link.host) > MAX_HOST:
             continue
         im = ctx.protected.imitation(link.host)
         if im is not None:
-            weak = im.how in WEAK or im.how == "foreign_tld"
-            if weak and im.org not in ctx.named and im.org not in ctx.claimed:
-                continue
+            if im.org not in ctx.claimed:
+                weak = im.how in WEAK or im.how == "foreign_tld"
+                if weak and im.org not in ctx.named:
+                    continue
+                if im.how != "confusable" and _one_of_many(ctx, link.registrable, im.org):
+                    continue
             found.append(f"{_shown(link.host)} ≈ {im.target} ({im.org.name})")
         elif idn_spoof(link.host):
             found.append(_shown(link.host))
