@@ -382,6 +382,57 @@ def test_a_lookalike_among_a_newsletters_many_sites_is_no_call_to_action() -> No
     assert "PHISH_LINK_LOOKALIKE" in signs(paypa1)
 
 
+def _lure_in_newsletter(
+    lead: str, ad: str, *, sender: str, first: bool = True, stories: int = 10
+) -> bytes:
+    """A lure dressed as a newsletter (List-Unsubscribe, ``stories`` unrelated sites):
+    ``lead`` is the lure's paragraph, ``ad`` its look-alike link, first or after the stories."""
+    links = "<br>".join(
+        f'<a href="https://www.story{i}-site.example/a">Story {i}</a>' for i in range(stories)
+    )
+    html = f"<p>{lead} {ad}</p><p>{links}</p>" if first else f"<p>{links}</p><p>{lead} {ad}</p>"
+    domain = sender.rsplit("@", 1)[1].rstrip(">")
+    headers = {"List-Unsubscribe": f"<mailto:leave@{domain}>"}
+    return letter(sender=sender, subject="News", text=None, html=html, headers=headers)
+
+
+def test_a_lure_dressed_as_a_newsletter_keeps_its_lookalike() -> None:
+    """The newsletter exemption is no recipe: a look-alike that is the letter's call to action
+    (the first link, an anchor asking to sign in or confirm, or naming the organization) is
+    still one, and an attacker's own look-alikes are no unrelated sites."""
+    sber = _lure_in_newsletter(
+        "Сбербанк сообщает: ваша карта будет заблокирована.",
+        '<a href="https://sberbank-podtverzhdenie.ru/login">Подтвердите данные</a>',
+        sender="Финновости <info@finnovosti.ru>",
+    )
+    assert "PHISH_LINK_LOOKALIKE" in signs(sber)
+    gosuslugi = _lure_in_newsletter(
+        "Госуслуги: начислена компенсация за ЖКХ.",
+        '<a href="https://gosuslugi-vyplaty.ru/">Войдите, чтобы получить выплату</a>',
+        sender="Городские новости <news@gorodnews.ru>",
+        first=False,
+    )
+    assert "PHISH_LINK_LOOKALIKE" in signs(gosuslugi)
+    paypal = _lure_in_newsletter(
+        "PayPal: we noticed unusual activity on your account.",
+        '<a href="https://paypal-account-review.com/">PayPal Resolution Center</a>.',
+        sender="Acmedigest Weekly <service@acmedigest.com>",
+        first=False,
+    )
+    assert "PHISH_LINK_LOOKALIKE" in signs(paypal)
+    # ten look-alikes of the attacker's own are no ten unrelated sites, nor ten ads
+    many = "".join(f'<a href="https://office365-login{i}.com/">Office 365</a> ' for i in range(10))
+    for stories in (5, 10):
+        office = _lure_in_newsletter(
+            "Microsoft 365 news.",
+            many,
+            sender="Acmedigest IT <it@acmedigest.com>",
+            first=False,
+            stories=stories,
+        )
+        assert "PHISH_LINK_LOOKALIKE" in signs(office), stories
+
+
 def test_a_newsletters_title_naming_a_brand_after_its_publisher() -> None:
     """ "Lockergnome Apple Core" <subscriptions@lockergnome.com>: the display name begins with
     the sender's own domain's name, and the letter is a newsletter linking to many sites that
@@ -401,6 +452,15 @@ def test_a_newsletters_title_naming_a_brand_after_its_publisher() -> None:
                   html='<a href="https://acmenews.example/login">Sign in</a>',
                   headers={"List-Unsubscribe": "<mailto:leave@acmenews.example>"})  # fmt: skip
     assert "PHISH_DISPLAY_NAME_BRAND" in signs(lure)
+    # a title and ten unrelated sites are no recipe: a link asking to sign in, a card asked for
+    for lead, ad in (
+        ("Сбербанк начислил вам кешбэк.", '<a href="https://finnovosti.ru/v">Войдите</a>'),
+        ("PayPal hold.", '<a href="https://finnovosti.ru/p">PayPal</a>. Enter your card number'),
+    ):
+        titled = _lure_in_newsletter(
+            lead, ad, sender="Finnovosti Сбербанк PayPal <info@finnovosti.ru>", first=False
+        )
+        assert "PHISH_DISPLAY_NAME_BRAND" in signs(titled), lead
 
 
 def test_a_newsletters_title_is_withheld_on_the_from_domain() -> None:

@@ -109,6 +109,7 @@ first: a display name is read up to :data:`MAX_NAME` characters, a header value 
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 import time
@@ -264,16 +265,32 @@ class Context:
         return self._cache["received"]  # type: ignore[return-value]
 
     @property
-    def link_owners(self) -> dict[str, Org | None]:
+    def link_owners(self) -> dict[str, tuple[Org | None, Org | None]]:
         """The registrable domains the letter's web links lead to, each with the protected
-        organization owning it (None: nobody's); read once."""
+        organization owning it and the one its first host imitating any imitates (None:
+        nobody's, nobody's imitation); read once (at most ``MAX_LINKS`` links)."""
         if "link_owners" not in self._cache:
-            owners: dict[str, Org | None] = {}
+            owners: dict[str, tuple[Org | None, Org | None]] = {}
             for link in self.letter.web_links:
-                if link.registrable not in owners and len(link.host) <= MAX_HOST:
-                    owners[link.registrable] = self.protected.owner(link.host)
+                if len(link.host) > MAX_HOST:
+                    continue
+                owner, imitated = owners.get(link.registrable, (None, None))
+                if link.registrable not in owners:
+                    owner = self.protected.owner(link.host)
+                if owner is None and imitated is None:
+                    im = self.protected.imitation(link.host)
+                    imitated = im.org if im is not None else None
+                owners[link.registrable] = (owner, imitated)
             self._cache["link_owners"] = owners
         return self._cache["link_owners"]  # type: ignore[return-value]
+
+    @property
+    def asks(self) -> bool:
+        """The letter asks for a card, a password, personal data or a fee, or lures to an
+        account (:data:`_REQUESTS`); read once."""
+        if "asks" not in self._cache:
+            self._cache["asks"] = any(check(self) for check in _REQUESTS)
+        return self._cache["asks"]  # type: ignore[return-value]
 
     def redirector(self, host: str) -> bool:
         """A known redirect or click-tracking host (data/redirectors.txt)."""
@@ -523,8 +540,10 @@ def _publication_title(ctx: Context, fd: str, named: Sequence[Org]) -> bool:
     organizations the name names (:func:`_newsletter`: a list's letter linking to ten other
     sites or more). The name alone is the sender's to choose ("Acmenews PayPal Security"
     <x@acmenews.com>); a lure under it would still have to send its reader to many unrelated
-    sites, and "sign in here" is one. Not for a public mailbox's domain nor one imitating an
-    organization. Rests on the From domain (``Context.leaned``: a forged one takes it back)."""
+    sites, and "sign in here" is one; nor may it ask to sign in or confirm
+    (:func:`_calls_to_act`) or ask for a card, a password or a fee (``Context.asks``). Not for
+    a public mailbox's domain nor one imitating an organization. Rests on the From domain
+    (``Context.leaned``: a forged one takes it back)."""
     if not ctx.trust_from or ctx.sender_imitation is not None or _public_mailbox(ctx, fd):
         return False
     publisher = (normalize.registrable(fd) or fd).split(".")[0].replace("-", "")
@@ -533,6 +552,8 @@ def _publication_title(ctx: Context, fd: str, named: Sequence[Org]) -> bool:
         return False
     if not all(_newsletter(ctx, org) for org in named):
         return False
+    if ctx.asks or any(_calls_to_act(link.text) for link in ctx.letter.web_links):
+        return False  # "Finnovosti Сбербанк" with "Войдите": a lure under a title
     ctx.leaned = True
     return True
 
@@ -699,26 +720,59 @@ NEWSLETTER_SHARE = 10
 def _newsletter(ctx: Context, org: Org) -> bool:
     """A newsletter that does not speak for ``org``: a list's letter (List-Unsubscribe or
     List-Id) whose web links lead to at least :data:`NEWSLETTER_DOMAINS` registrable domains
-    that are not ``org``'s. A lure sends the reader to one place, and a lure copying the
-    organization's own newsletter links to the organization's sites."""
+    that are not ``org``'s nor imitate it. A lure sends the reader to one place, a lure
+    copying the organization's own newsletter links to the organization's sites, and a lure
+    linking to ten look-alikes of its own has imitations, not unrelated sites."""
     letter = ctx.letter
     if letter.header("list-unsubscribe") is None and letter.header("list-id") is None:
         return False
     owners = ctx.link_owners
-    return sum(owner is not org for owner in owners.values()) >= NEWSLETTER_DOMAINS
+    unrelated = sum(org not in pair for pair in owners.values())
+    return unrelated >= NEWSLETTER_DOMAINS
 
 
 def _one_of_many(ctx: Context, registrable: str, org: Org) -> bool:
     """Links to ``registrable`` (imitating ``org``) are one destination of many in a
     newsletter (:func:`_newsletter`), not the letter's call to action: at most one in
-    :data:`NEWSLETTER_SHARE` of its web links leads there. A lure's look-alike is its only or
-    its main destination (the button, the "sign in here"); a technology newsletter's sidebar
+    :data:`NEWSLETTER_SHARE` of its web links leads to ``org``'s look-alikes (all of them
+    together: ten look-alikes of the attacker's own are ten calls). A lure's look-alike is its
+    only or its main destination (the button, the "sign in here"); a technology newsletter's sidebar
     advertising Outlook add-ons (outlook.4team.biz, www.outlooksecure.com among 30 other
     sites) sends nobody to sign in anywhere."""
     if not _newsletter(ctx, org):
         return False
     web = ctx.letter.web_links
-    return NEWSLETTER_SHARE * sum(link.registrable == registrable for link in web) <= len(web)
+    owners = ctx.link_owners
+    imitations = sum(owners.get(link.registrable, (None, None))[1] is org for link in web)
+    if NEWSLETTER_SHARE * max(1, imitations) > len(web):
+        return False  # the organization's look-alikes together, not each one alone
+    if any(link.registrable == registrable for link in web[:NEWSLETTER_LEAD]):
+        return False  # the first thing the letter sends its reader to
+    for link in web:
+        if link.registrable != registrable:
+            continue
+        if _calls_to_act(link.text) or org in ctx.protected.named_in(link.text[:MAX_ANCHOR]):
+            return False  # "Подтвердите данные", "PayPal Resolution Center": the button
+    return True
+
+
+NEWSLETTER_LEAD = 3
+"""The first web links of a letter: a look-alike among them is its call to action."""
+MAX_ANCHOR = 256  # characters of an anchor's text read for words calling to act
+_ACTION_WORDS = frozenset(
+    {"verify", "verification", "confirm", "login", "logon", "signin", "password", "validate",
+     "unlock", "reactivate", "restore", "suspended", "войти", "вход", "пароль"}
+)  # fmt: skip
+_ACTION_STEMS = ("подтверд", "войд", "авториз", "оплат", "разблокир", "восстанов", "верифиц")
+_ACTION_PAIRS = frozenset({("sign", "in"), ("log", "in"), ("sign", "on")})
+
+
+def _calls_to_act(text: str) -> bool:
+    """An anchor's text asks its reader to sign in, confirm, pay or restore access."""
+    words = "".join(c if c.isalnum() else " " for c in text[:MAX_ANCHOR].casefold()).split()
+    if any(w in _ACTION_WORDS or w.startswith(_ACTION_STEMS) for w in words):
+        return True
+    return any(pair in _ACTION_PAIRS for pair in itertools.pairwise(words))
 
 
 def link_lookalike(ctx: Context) -> Sign | None:
@@ -1931,6 +1985,9 @@ def device_login(ctx: Context) -> Sign | None:
     code = _device_code(ctx.letter.text)
     return sign("PHISH_DEVICE_LOGIN", [*found[:3], code]) if code else None
 
+
+_REQUESTS: tuple[Check, ...] = (card_data_request, personal_data_request, account_lure, fee_request)
+"""Signs of a letter asking for what a lure wants: no newsletter's advertisement is one."""
 
 CHECKS: tuple[Check, ...] = (
     impersonal_greeting,
