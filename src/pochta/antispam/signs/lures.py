@@ -437,8 +437,10 @@ def find_document(text: str, limit: int = 2) -> list[str]:
     data = text.encode("utf-8", "replace")  # a lone surrogate: "?", one character still
     out: list[str] = []
     confirmed = 0
+    start = at = 0  # the characters before byte ``at``: counted once, not from 0 each match
     for m in _DOCUMENT_RE2.finditer(data):
-        start = len(data[: m.start()].decode())
+        start += len(data[at : m.start()].decode())
+        at = m.start()
         end = start + len(data[m.start() : m.end()].decode())
         if start > 0 and text[start].isascii() and _word(text[start - 1]):
             continue  # \b-led: Python's \b sees a word before
