@@ -337,14 +337,6 @@ class SmtpSettings(Section):
         description="threads that look recipients up in the mailbox index (RCPT); their own, so"
         " that a stalled index holds these and nothing else",
     )
-    recipient_cache_seconds: float = Field(
-        60.0,
-        ge=0,
-        description="seconds an RCPT's recipient found to have a mailbox is accepted again"
-        " without a lookup in the index (a thread's hop less a letter); a mailbox deleted"
-        " meanwhile is accepted at RCPT until then, and its letter not stored for it (every"
-        " recipient is looked up again when the letter is stored). 0: every RCPT looked up",
-    )
     delivery_threads: int = Field(
         16,
         ge=1,

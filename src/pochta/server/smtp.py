@@ -2,9 +2,7 @@
 
 RCPT: an unknown local recipient gets 550 at once; past ``smtp.recipient_limit`` recipients of
 one letter, 452 4.5.3 (the client sends the rest in another transaction, as with Postfix's
-smtpd_recipient_limit). A recipient found to have a mailbox within the last
-``smtp.recipient_cache_seconds`` is accepted on the loop, not looked up again
-(:mod:`pochta.server.recipients`). DATA: the letter is read by pochta, not gathered by aiosmtpd
+smtpd_recipient_limit). DATA: the letter is read by pochta, not gathered by aiosmtpd
 (:mod:`pochta.server.smtpdata`: only CRLF.CRLF ends it, so no smuggling variant splits it in
 two): up to ``smtp.spool_threshold`` bytes in memory, beyond in a file under
 ``<data_dir>/spool``, never whole in the server; the bytes in memory are taken from the
@@ -102,7 +100,6 @@ from pochta.mailbox.queuerunner import QueueRunner
 from pochta.mailbox.service import Delivered, Mailbox
 from pochta.mailbox.trace import received
 from pochta.server.connections import Doorman, smtp_refusal
-from pochta.server.recipients import KnownRecipients
 from pochta.server.smtpdata import CommandWatch, DataReader, Spool
 from pochta.types import Envelope
 
@@ -176,7 +173,6 @@ class DeliveryHandler:
         deliveries: Executor | None = None,
         queue: QueueRunner | None = None,
         budget: Budget | None = None,
-        recipients: KnownRecipients | None = None,
     ) -> None:
         self.queue = queue if not lmtp else None  # smtp.answer = "queued"; LMTP never
         self.budget = budget  # the server's memory budget, for a queued letter read whole
@@ -188,8 +184,6 @@ class DeliveryHandler:
         self.lookups = lookups  # recipient lookups: the index alone (pochta.executors)
         self.deliveries = deliveries  # storing: the index, the FileDB, the storage nodes
         self.reserve = reserve
-        # addresses an RCPT found lately: answered on the loop (None: every RCPT looked up)
-        self.recipients = recipients
         self._short = False  # the spool was below its reserve at the last MAIL
 
     async def handle_MAIL(
@@ -234,17 +228,13 @@ class DeliveryHandler:
             return TOO_MANY_RECIPIENTS
         if not utf8(address):
             return "553 5.1.3 the recipient address is not valid UTF-8"
-        known = self.recipients
-        if known is None or not known.known(address):
-            try:
-                user = await run_in(self.lookups, self.mailbox.user, address)
-            except StorageError as exc:  # the index is unreachable: not the recipient's fault
-                log.warning("recipient <%s> deferred: %s", address, exc.message)
-                return STORAGE_UNAVAILABLE
-            if user is None:
-                return f"550 5.1.1 <{address}>: no such user here"
-            if known is not None:
-                known.found(address)
+        try:
+            user = await run_in(self.lookups, self.mailbox.user, address)
+        except StorageError as exc:  # the index is unreachable: not the recipient's fault
+            log.warning("recipient <%s> deferred: %s", address, exc.message)
+            return STORAGE_UNAVAILABLE
+        if user is None:
+            return f"550 5.1.1 <{address}>: no such user here"
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(rcpt_options)
         return "250 2.1.5 OK"
@@ -875,7 +865,6 @@ async def start(
             deliveries=executors.deliveries if executors is not None else None,
             queue=queue,
             budget=budget,
-            recipients=KnownRecipients(settings.recipient_cache_seconds),
         )
         if queue is not None and not lmtp:
             queue.start(handler.attempt)
