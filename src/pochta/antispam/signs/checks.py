@@ -547,7 +547,7 @@ def _publication_title(ctx: Context, fd: str, named: Sequence[Org]) -> bool:
     if not ctx.trust_from or ctx.sender_imitation is not None or _public_mailbox(ctx, fd):
         return False
     publisher = (normalize.registrable(fd) or fd).split(".")[0].replace("-", "")
-    words = "".join(c if c.isalnum() else " " for c in ctx.shown_name.casefold()).split()
+    words = _plain_words(ctx.shown_name)
     if len(publisher) < MIN_PUBLISHER or not words or words[0] != publisher:
         return False
     if not all(_newsletter(ctx, org) for org in named):
@@ -767,9 +767,14 @@ _ACTION_STEMS = ("подтверд", "войд", "авториз", "оплат",
 _ACTION_PAIRS = frozenset({("sign", "in"), ("log", "in"), ("sign", "on")})
 
 
+def _plain_words(text: str) -> list[str]:
+    """``text`` casefolded, in runs of letters and digits."""
+    return "".join(c if c.isalnum() else " " for c in text.casefold()).split()
+
+
 def _calls_to_act(text: str) -> bool:
     """An anchor's text asks its reader to sign in, confirm, pay or restore access."""
-    words = "".join(c if c.isalnum() else " " for c in text[:MAX_ANCHOR].casefold()).split()
+    words = _plain_words(text[:MAX_ANCHOR])
     if any(w in _ACTION_WORDS or w.startswith(_ACTION_STEMS) for w in words):
         return True
     return any(pair in _ACTION_PAIRS for pair in itertools.pairwise(words))
@@ -1305,7 +1310,7 @@ def document_lure(ctx: Context) -> Sign | None:
     (:func:`lures.find_document`, its own pattern, out of the shared set) over
     :data:`DOCUMENT_READ` characters."""
     letter = ctx.letter
-    short = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1)) <= QR_WORDS
+    short = _text_words(letter) <= QR_WORDS
     calendars = _calendars(letter)
     attached = short and (_images(letter) or _documents(letter))
     if (
@@ -1478,6 +1483,13 @@ def html_attachment(ctx: Context) -> Sign | None:
 
 
 QR_WORDS = 150  # a letter longer than this is not a QR lure
+
+
+def _text_words(letter: Letter) -> int:
+    """The words of the letter's text, counted up to ``QR_WORDS + 1`` (of 5,000 characters)."""
+    return len(letter.text[:5000].split(maxsplit=QR_WORDS + 1))
+
+
 BARE_WORDS = 8  # an image with fewer words of text than this is a letter of one image
 
 
@@ -1519,7 +1531,7 @@ def qr_code(ctx: Context) -> Sign | None:
     images = _images(letter)
     if not images and not _documents(letter):
         return None
-    words = len(letter.text[:5000].split(maxsplit=QR_WORDS + 1))
+    words = _text_words(letter)
     if words > QR_WORDS:
         return None
     found = lures.find(lures.QR, ctx.subject_body, 2)

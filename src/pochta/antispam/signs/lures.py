@@ -452,8 +452,7 @@ def find_document(text: str, limit: int = 2) -> list[str]:
             if exact is None:
                 continue
             end = exact.end()
-        q = text[start:end].strip()
-        q = q if len(q) <= 60 else q[:59] + "…"
+        q = wording.quote_span(text, start, end)
         if q and q not in out:
             out.append(q)
             if len(out) >= limit:

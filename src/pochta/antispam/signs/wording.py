@@ -242,7 +242,12 @@ class Found:
 
 
 def quote(text: str, m: re.Match[str], width: int = 60) -> str:
-    q = text[m.start() : m.end()].strip()
+    return quote_span(text, m.start(), m.end(), width)
+
+
+def quote_span(text: str, start: int, end: int, width: int = 60) -> str:
+    """``text[start:end]`` stripped, cut to ``width`` characters with an ellipsis."""
+    q = text[start:end].strip()
     return q if len(q) <= width else q[: width - 1] + "…"
 
 
